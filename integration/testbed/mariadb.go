@@ -1,0 +1,81 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// MariaDB is a MariaDB server on 127.0.0.1 standing in for a cluster's control-plane database.
+type MariaDB struct {
+	Name     string   `json:"name"`
+	Port     int      `json:"port"`
+	Socket   string   `json:"socket"`
+	User     string   `json:"user"`
+	Password string   `json:"password"`
+	Process  *Process `json:"process"`
+}
+
+// Env returns the variables under which mysql/mariadb clients, run without options, reach this
+// server over TCP with its password: what a database pod's exec gets in the testbed.
+func (d *MariaDB) Env() map[string]string {
+	return map[string]string{"MYSQL_HOST": "127.0.0.1", "MYSQL_TCP_PORT": strconv.Itoa(d.Port), "MYSQL_PWD": d.Password, "USER": d.User}
+}
+
+// SQL runs statements through the server's socket as root and returns the output (tab-separated).
+func (d *MariaDB) SQL(ctx context.Context, bins Binaries, statements string) (string, error) {
+	cmd := exec.CommandContext(ctx, bins["mariadb"], "--no-defaults", "--socket="+d.Socket, "-u", d.User, "--batch", "--skip-column-names", "-e", statements)
+	cmd.Env = append(os.Environ(), "MYSQL_PWD="+d.Password)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("mariadb %s: %w: %s", d.Name, err, out)
+	}
+	return string(out), nil
+}
+
+func startMariaDB(ctx context.Context, bins Binaries, dir, name string) (*MariaDB, error) {
+	dataDir := filepath.Join(dir, "mariadb-"+name)
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	userArgs := []string{}
+	if os.Geteuid() == 0 {
+		userArgs = []string{"--user=root"} // mariadbd refuses root unless told
+	}
+	install := exec.CommandContext(ctx, bins["mariadb-install-db"], append([]string{"--no-defaults", "--datadir=" + dataDir,
+		"--auth-root-authentication-method=normal", "--skip-test-db"}, userArgs...)...)
+	if out, err := install.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mariadb-install-db for %s: %w: %s", name, err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	d := &MariaDB{Name: name, Port: port, Socket: filepath.Join(dataDir, "mysqld.sock"), User: "root", Password: "ferry-" + name}
+	args := append([]string{bins["mariadbd"], "--no-defaults", "--datadir=" + dataDir, "--port=" + strconv.Itoa(port),
+		"--socket=" + d.Socket, "--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dataDir, "mysqld.pid"),
+		"--skip-name-resolve", "--innodb-buffer-pool-size=32M", "--log-error=" + filepath.Join(dir, "mariadb-"+name+".log")}, userArgs...)
+	d.Process, err = startProcess("mariadb-"+name, args, nil, filepath.Join(dir, "mariadb-"+name+".out"))
+	if err != nil {
+		return nil, err
+	}
+	d.Process.Log = filepath.Join(dir, "mariadb-"+name+".log")
+	// The fresh server's root has no password yet; give it one, also for TCP clients.
+	setup := fmt.Sprintf("ALTER USER 'root'@'localhost' IDENTIFIED BY '%[1]s'; CREATE USER 'root'@'127.0.0.1' IDENTIFIED BY '%[1]s'; GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; FLUSH PRIVILEGES;", d.Password)
+	err = waitFor(d.Process, 60*time.Second, "accepting connections", func() error {
+		out, err := exec.CommandContext(ctx, bins["mariadb"], "--no-defaults", "--socket="+d.Socket, "-uroot", "-e", setup).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		d.Process.stop(10 * time.Second)
+		return nil, err
+	}
+	return d, nil
+}

@@ -1,0 +1,98 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// MinIO is a MinIO server on 127.0.0.1.
+type MinIO struct {
+	Name      string   `json:"name"`
+	Endpoint  string   `json:"endpoint"` // http://127.0.0.1:PORT
+	Port      int      `json:"port"`
+	AccessKey string   `json:"accessKey"`
+	SecretKey string   `json:"secretKey"`
+	Process   *Process `json:"process"`
+}
+
+func startMinIO(ctx context.Context, bins Binaries, dir, name string) (*MinIO, error) {
+	dataDir := filepath.Join(dir, "minio-"+name)
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 3 { // a free port can be taken between asking and binding
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		console, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		m := &MinIO{Name: name, Port: port, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: "ferry-" + name, SecretKey: "ferry-secret-" + name}
+		m.Process, err = startProcess("minio-"+name,
+			[]string{bins["minio"], "server", dataDir, "--address", fmt.Sprintf("127.0.0.1:%d", port), "--console-address", fmt.Sprintf("127.0.0.1:%d", console), "--quiet"},
+			[]string{"MINIO_ROOT_USER=" + m.AccessKey, "MINIO_ROOT_PASSWORD=" + m.SecretKey, "MINIO_BROWSER=off", "MINIO_UPDATE=off"},
+			filepath.Join(dir, "minio-"+name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		lastErr = waitFor(m.Process, 60*time.Second, "healthy", func() error {
+			resp, err := http.Get(m.Endpoint + "/minio/health/ready")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("health: %s", resp.Status)
+			}
+			return nil
+		})
+		if lastErr == nil {
+			return m, nil
+		}
+		m.Process.stop(5 * time.Second)
+	}
+	return nil, lastErr
+}
+
+// S3Client returns an S3 client with the server's root credentials.
+func (m *MinIO) S3Client() *s3.Client {
+	return s3.New(s3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(m.Endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(m.AccessKey, m.SecretKey, ""),
+	})
+}
+
+// Credentials returns a provider of the server's root credentials.
+func (m *MinIO) Credentials() aws.CredentialsProvider {
+	return credentials.NewStaticCredentialsProvider(m.AccessKey, m.SecretKey, "")
+}
+
+// Env returns the AWS environment variables that let ferry reach this server as its root user.
+func (m *MinIO) Env() []string {
+	return []string{"AWS_ACCESS_KEY_ID=" + m.AccessKey, "AWS_SECRET_ACCESS_KEY=" + m.SecretKey, "AWS_REGION=us-east-1"}
+}
+
+// CreateBucket makes a bucket; an existing one is fine.
+func (m *MinIO) CreateBucket(ctx context.Context, bucket string) error {
+	_, err := m.S3Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		if _, err2 := m.S3Client().HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(bucket)}); err2 == nil {
+			return nil
+		}
+		return fmt.Errorf("create bucket %s on %s: %w", bucket, m.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,347 @@
+package storage
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+const (
+	// DefaultPartSize lets a stream of unknown size grow to 312 GiB within S3's 10,000 parts, while
+	// an upload holds at most (concurrency+1) parts in memory.
+	DefaultPartSize = 32 << 20
+	// DefaultConcurrency is how many parts of one object move at once.
+	DefaultConcurrency = 4
+
+	minPartSize = 5 << 20
+	maxPartSize = 5 << 30
+)
+
+// S3Config says where an S3 backend stores objects and how it connects.
+type S3Config struct {
+	Bucket string
+	// Prefix is prepended to every key; empty or ending in "/".
+	Prefix string
+	// Endpoint is the server's base URL, e.g. http://127.0.0.1:9000; empty means AWS.
+	Endpoint string
+	// Region defaults to the AWS environment's region, else us-east-1.
+	Region string
+	// PathStyle addresses the bucket in the path, as MinIO needs.
+	PathStyle bool
+	// InsecureSkipVerify turns TLS certificate verification off.
+	InsecureSkipVerify bool
+	// Profile selects a profile of the shared AWS config files.
+	Profile string
+	// PartSize and Concurrency tune multipart transfers; zero means the defaults.
+	PartSize    int64
+	Concurrency int
+	// Credentials, when set, override the AWS environment/profile chain (used by tests).
+	Credentials aws.CredentialsProvider
+}
+
+func parseS3URL(u *url.URL) (S3Config, error) {
+	cfg := S3Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
+	if cfg.Bucket == "" {
+		return cfg, errors.New("no bucket: want s3://BUCKET[/PREFIX]")
+	}
+	if u.User != nil {
+		return cfg, errors.New("credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile")
+	}
+	boolParam := func(name string, dst *bool) error {
+		v := u.Query().Get(name)
+		if v == "" {
+			return nil
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q: want true or false", name, v)
+		}
+		*dst = b
+		return nil
+	}
+	for name, values := range u.Query() {
+		v := values[0]
+		var err error
+		switch name {
+		case "endpoint":
+			e, perr := url.Parse(v)
+			if perr != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+				err = fmt.Errorf("endpoint=%q: want http(s)://HOST[:PORT]", v)
+			}
+			cfg.Endpoint = v
+		case "region":
+			cfg.Region = v
+		case "profile":
+			cfg.Profile = v
+		case "path-style":
+			err = boolParam(name, &cfg.PathStyle)
+		case "insecure-skip-verify":
+			err = boolParam(name, &cfg.InsecureSkipVerify)
+		case "part-size":
+			q, perr := resource.ParseQuantity(v)
+			switch {
+			case perr != nil:
+				err = fmt.Errorf("part-size=%q: want a size such as 64Mi", v)
+			case q.Value() < minPartSize || q.Value() > maxPartSize:
+				err = fmt.Errorf("part-size=%q: must be between 5Mi and 5Gi", v)
+			}
+			cfg.PartSize = q.Value()
+		case "concurrency":
+			n, perr := strconv.Atoi(v)
+			if perr != nil || n < 1 || n > 64 {
+				err = fmt.Errorf("concurrency=%q: want a number from 1 to 64", v)
+			}
+			cfg.Concurrency = n
+		default:
+			err = fmt.Errorf("unknown parameter %q (known: endpoint, region, path-style, insecure-skip-verify, profile, part-size, concurrency)", name)
+		}
+		if err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// S3 stores objects in an S3 bucket, moving large objects as concurrent multipart transfers.
+type S3 struct {
+	cfg      S3Config
+	client   *s3.Client
+	transfer *transfermanager.Client
+}
+
+// NewS3 connects to the bucket and checks that it exists and that the credentials may use it.
+func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
+	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
+		cfg.Prefix += "/"
+	}
+	if cfg.PartSize == 0 {
+		cfg.PartSize = DefaultPartSize
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConnsPerHost = 4 * cfg.Concurrency
+		if cfg.InsecureSkipVerify {
+			if tr.TLSClientConfig == nil {
+				tr.TLSClientConfig = &tls.Config{}
+			}
+			tr.TLSClientConfig.InsecureSkipVerify = true
+		}
+	})
+	opts := []func(*config.LoadOptions) error{config.WithHTTPClient(httpClient)}
+	if cfg.Region != "" {
+		opts = append(opts, config.WithRegion(cfg.Region))
+	}
+	if cfg.Profile != "" {
+		opts = append(opts, config.WithSharedConfigProfile(cfg.Profile))
+	}
+	if cfg.Credentials != nil {
+		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3://%s: load AWS configuration: %w", cfg.Bucket, err)
+	}
+	if awsCfg.Region == "" {
+		awsCfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.UsePathStyle = cfg.PathStyle
+	})
+	b := &S3{
+		cfg:    cfg,
+		client: client,
+		transfer: transfermanager.New(client, func(o *transfermanager.Options) {
+			o.PartSizeBytes = cfg.PartSize
+			o.Concurrency = cfg.Concurrency
+			o.FailTimeout = time.Minute // abort a failed multipart upload even after Ctrl-C
+		}),
+	}
+	if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
+		return nil, b.explain(err)
+	}
+	return b, nil
+}
+
+func (b *S3) String() string {
+	s := "s3://" + b.cfg.Bucket + "/" + b.cfg.Prefix
+	if b.cfg.Endpoint != "" {
+		s += " at " + b.cfg.Endpoint
+	}
+	return s
+}
+
+// explain turns errors of the bucket check into messages that say what to fix.
+func (b *S3) explain(err error) error {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		switch re.HTTPStatusCode() {
+		case http.StatusForbidden, http.StatusUnauthorized:
+			return fmt.Errorf("%s: access denied: check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and the bucket policy: %w", b, err)
+		case http.StatusNotFound:
+			return fmt.Errorf("%s: bucket %q does not exist: %w", b, b.cfg.Bucket, err)
+		}
+	}
+	if strings.Contains(err.Error(), "failed to retrieve credentials") || strings.Contains(err.Error(), "no EC2 IMDS") {
+		return fmt.Errorf("%s: no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE: %w", b, err)
+	}
+	return fmt.Errorf("%s: %w", b, err)
+}
+
+func (b *S3) objectKey(key string) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", fmt.Errorf("%s: %w", b, err)
+	}
+	return b.cfg.Prefix + key, nil
+}
+
+func isNotFound(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "NoSuchKey", "NotFound":
+			return true
+		}
+	}
+	return false
+}
+
+func httpStatus(err error) int {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+func (b *S3) Put(ctx context.Context, key string, r io.Reader) error {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return err
+	}
+	_, err = b.transfer.UploadObject(ctx, &transfermanager.UploadObjectInput{
+		Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k), Body: r,
+	})
+	if err != nil {
+		return fmt.Errorf("put %s to %s: %w", key, b, err)
+	}
+	return nil
+}
+
+// Create uploads with If-None-Match: *, so the server decides atomically which writer wins.
+func (b *S3) Create(ctx context.Context, key string, r io.Reader) error {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return err
+	}
+	_, err = b.transfer.UploadObject(ctx, &transfermanager.UploadObjectInput{
+		Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k), Body: r, IfNoneMatch: aws.String("*"),
+	})
+	switch status := httpStatus(err); {
+	case err == nil:
+		return nil
+	case status == http.StatusPreconditionFailed, status == http.StatusConflict:
+		// 409 means a concurrent conditional write of the same key is in progress; S3 lets
+		// exactly one of them complete, so this one lost.
+		return fmt.Errorf("create %s in %s: %w", key, b, ErrExists)
+	default:
+		return fmt.Errorf("create %s in %s: %w", key, b, err)
+	}
+}
+
+func (b *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	out, err := b.transfer.GetObject(ctx, &transfermanager.GetObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k)})
+	if err != nil {
+		cancel()
+		if isNotFound(err) {
+			return nil, &NotExistError{Location: b.String(), Key: key}
+		}
+		return nil, fmt.Errorf("get %s from %s: %w", key, b, err)
+	}
+	return &cancelReader{r: out.Body, cancel: cancel}, nil
+}
+
+// cancelReader stops the background part downloads when the reader is closed early.
+type cancelReader struct {
+	r      io.Reader
+	cancel context.CancelFunc
+}
+
+func (c *cancelReader) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *cancelReader) Close() error               { c.cancel(); return nil }
+
+func (b *S3) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k)})
+	if err != nil {
+		if isNotFound(err) {
+			return ObjectInfo{}, &NotExistError{Location: b.String(), Key: key}
+		}
+		return ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, b, err)
+	}
+	return ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified)}, nil
+}
+
+func (b *S3) Delete(ctx context.Context, key string) error {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return err
+	}
+	if _, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k)}); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete %s from %s: %w", key, b, err)
+	}
+	return nil
+}
+
+func (b *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
+	if err := checkPrefix(prefix); err != nil {
+		return fmt.Errorf("%s: %w", b, err)
+	}
+	pages := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{
+		Bucket: aws.String(b.cfg.Bucket), Prefix: aws.String(b.cfg.Prefix + prefix),
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list %q in %s: %w", prefix, b, err)
+		}
+		for _, obj := range page.Contents {
+			info := ObjectInfo{
+				Key:     strings.TrimPrefix(aws.ToString(obj.Key), b.cfg.Prefix),
+				Size:    aws.ToInt64(obj.Size),
+				ModTime: aws.ToTime(obj.LastModified),
+			}
+			if err := fn(info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

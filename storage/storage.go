@@ -1,0 +1,156 @@
+// Package storage is where backups live: a small streaming Backend interface with a local folder
+// backend (file://) and an S3 backend (s3://) for AWS and S3-compatible servers such as MinIO.
+//
+// Keys are slash-separated relative paths ("backups/b1/ferry-manifest.json"). Data moves as
+// streams of unknown size; nothing is staged whole in memory or on local disk.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+)
+
+// DefaultURL is where backups go when the user names no storage.
+const DefaultURL = "file://./ferry-backups"
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// Reader reads objects.
+type Reader interface {
+	// Get opens the object for reading. A missing key gives an error matching ErrNotExist.
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// Stat describes the object. A missing key gives an error matching ErrNotExist.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+}
+
+// Lister lists objects.
+type Lister interface {
+	// List calls fn for every object whose key starts with prefix, in lexical key order.
+	// It stops at the first error fn returns and returns it.
+	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
+}
+
+// Backend is a place that stores backups.
+type Backend interface {
+	Reader
+	Lister
+	// Put stores everything read from r under key, replacing an existing object. Readers never see a
+	// partly written object: it appears whole when Put returns nil, or not at all.
+	Put(ctx context.Context, key string, r io.Reader) error
+	// Create stores r under key only if no object has that key; otherwise it returns an error
+	// matching ErrExists and leaves the existing object as it was. Of several concurrent Creates
+	// of one key exactly one succeeds. Meant for commit markers and journal records.
+	Create(ctx context.Context, key string, r io.Reader) error
+	// Delete removes the object. Deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// String names the backend's location for messages, without credentials.
+	String() string
+}
+
+// ErrNotExist matches errors about a key that has no object.
+var ErrNotExist = errors.New("object does not exist")
+
+// ErrExists matches errors of Create when the key already has an object.
+var ErrExists = errors.New("object already exists")
+
+// NotExistError reports a missing object. It matches ErrNotExist with errors.Is.
+type NotExistError struct {
+	Location string
+	Key      string
+}
+
+func (e *NotExistError) Error() string {
+	return fmt.Sprintf("%s: %s: %v", e.Location, e.Key, ErrNotExist)
+}
+
+func (e *NotExistError) Is(target error) bool { return target == ErrNotExist }
+
+// Open returns the backend a storage URL names:
+//
+//	file://PATH (or a plain path)    a local folder
+//	s3://BUCKET[/PREFIX]?endpoint=URL&region=R&path-style=true&insecure-skip-verify=true&profile=P&part-size=64MiB
+//
+// A malformed or unknown URL gives a bad-input error naming what is wrong.
+func Open(ctx context.Context, rawURL string) (Backend, error) {
+	if rawURL == "" {
+		rawURL = DefaultURL
+	}
+	scheme, rest, found := strings.Cut(rawURL, "://")
+	if !found {
+		return NewFile(rawURL)
+	}
+	switch scheme {
+	case "file":
+		if rest == "" {
+			return nil, badinput.Errorf("storage URL %q: no folder after file://", rawURL)
+		}
+		return NewFile(rest)
+	case "s3":
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return nil, badinput.Errorf("storage URL %q: %v", rawURL, err)
+		}
+		cfg, err := parseS3URL(u)
+		if err != nil {
+			return nil, badinput.Errorf("storage URL %q: %w", rawURL, err)
+		}
+		return NewS3(ctx, cfg)
+	default:
+		return nil, badinput.Errorf("storage URL %q: unknown scheme %q (want file:// or s3://)", rawURL, scheme)
+	}
+}
+
+// checkKey rejects keys that could escape the backend's root or name nothing.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("empty key")
+	case strings.HasPrefix(key, "/"), strings.HasSuffix(key, "/"), strings.Contains(key, "\\"):
+		return fmt.Errorf("key %q: must be a relative slash-separated path", key)
+	case path.Clean(key) != key, key == ".", strings.HasPrefix(key, "../"), key == "..":
+		return fmt.Errorf("key %q: must be a clean path without . or .. elements", key)
+	}
+	for _, part := range strings.Split(key, "/") {
+		if strings.HasPrefix(part, tempPrefix) {
+			return fmt.Errorf("key %q: names starting with %q are reserved", key, tempPrefix)
+		}
+	}
+	return nil
+}
+
+// checkPrefix accepts "" and any prefix of a valid key.
+func checkPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if strings.HasPrefix(prefix, "/") || strings.Contains(prefix, "\\") || strings.Contains(prefix, "..") {
+		return fmt.Errorf("prefix %q: must be the start of a relative slash-separated path", prefix)
+	}
+	return nil
+}
+
+// contextReader stops a copy when its context ends.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
