@@ -116,7 +116,7 @@ func build(ctx context.Context, out io.Writer, c component, name, pkg, path stri
 	tmp := path + ".building"
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, pkg)
 	cmd.Dir = filepath.Join(toolsDir(), c.module)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	done := make(chan struct{})

@@ -1,20 +1,26 @@
 package testbed
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -28,9 +34,11 @@ type Cluster struct {
 	// Kubeconfig holds only this cluster, as context Name.
 	Kubeconfig string `json:"kubeconfig"`
 	Server     string `json:"server"`
+	// WorkDir is kwokctl's for this cluster alone: clusters created at once in one workdir race
+	// to make the shared CA.
+	WorkDir string `json:"workDir"`
 
-	workDir string
-	bins    Binaries
+	bins Binaries
 }
 
 var (
@@ -40,8 +48,8 @@ var (
 
 func (c *Cluster) kwokctl(ctx context.Context, out io.Writer, args ...string) error {
 	cmd := exec.CommandContext(ctx, c.bins["kwokctl"], append([]string{"--name", c.Name}, args...)...)
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.workDir)
-	log, err := os.OpenFile(filepath.Join(c.workDir, "kwokctl-"+c.Name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.WorkDir)
+	log, err := os.OpenFile(filepath.Join(c.WorkDir, "kwokctl.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
@@ -52,18 +60,29 @@ func (c *Cluster) kwokctl(ctx context.Context, out io.Writer, args ...string) er
 	}
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kwokctl %v for cluster %s: %w (log %s)", args, c.Name, err, log.Name())
+		p := &Process{Log: log.Name()}
+		return fmt.Errorf("kwokctl %s for cluster %s: %w; log %s ends:\n%s", args[0], c.Name, err, log.Name(), p.tail())
 	}
 	return nil
 }
 
 func createCluster(ctx context.Context, bins Binaries, dir, name string, nodes int) (*Cluster, error) {
-	c := &Cluster{Name: name, workDir: filepath.Join(dir, "kwok"), bins: bins, Kubeconfig: filepath.Join(dir, name+".kubeconfig")}
-	if err := os.MkdirAll(c.workDir, 0o755); err != nil {
+	c := &Cluster{Name: name, WorkDir: filepath.Join(dir, "kwok-"+name), bins: bins, Kubeconfig: filepath.Join(dir, name+".kubeconfig")}
+	if err := os.MkdirAll(c.WorkDir, 0o755); err != nil {
 		return nil, err
 	}
-	err := c.kwokctl(ctx, nil, "create", "cluster", "--runtime", "binary",
-		"--kubeconfig", filepath.Join(dir, "kwokctl.kubeconfig"),
+	// kwokctl picks "unused" ports by probing, so two creations at once, here or in another test
+	// package, can pick the same ones: create one cluster at a time on this machine.
+	cache, err := CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(filepath.Join(cache, ".kwokctl-create.lock"))
+	if err != nil {
+		return nil, err
+	}
+	err = c.kwokctl(ctx, nil, "create", "cluster", "--runtime", "binary",
+		"--kubeconfig", filepath.Join(c.WorkDir, "kubeconfig"), // kwokctl adds a context here; never the user's
 		"--kube-apiserver-binary", bins["kube-apiserver"],
 		"--kube-controller-manager-binary", bins["kube-controller-manager"],
 		"--kube-scheduler-binary", bins["kube-scheduler"],
@@ -74,27 +93,24 @@ func createCluster(ctx context.Context, bins Binaries, dir, name string, nodes i
 		"--extra-args", "kube-apiserver=kubelet-preferred-address-types=Hostname",
 		"--disable-qps-limits",
 		"--wait", "2m")
-	if err != nil {
-		return nil, err
+	unlock()
+	if err == nil {
+		err = c.writeKubeconfig()
 	}
-	if err := c.writeKubeconfig(); err != nil {
-		return nil, err
+	if err == nil && nodes > 0 {
+		err = c.kwokctl(ctx, nil, "scale", "node", "--replicas", strconv.Itoa(nodes))
 	}
-	if nodes > 0 {
-		if err := c.kwokctl(ctx, nil, "scale", "node", "--replicas", strconv.Itoa(nodes)); err != nil {
-			return nil, err
-		}
+	if err == nil {
+		err = c.waitReady(ctx, nodes)
 	}
-	if err := c.waitReady(ctx, nodes); err != nil {
-		return nil, err
-	}
-	return c, nil
+	// The cluster is returned also on error, so that Stop ends what kwokctl started.
+	return c, err
 }
 
 // writeKubeconfig stores the cluster's kubeconfig with its context, cluster and user named after it.
 func (c *Cluster) writeKubeconfig() error {
 	cmd := exec.Command(c.bins["kwokctl"], "--name", c.Name, "get", "kubeconfig")
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.workDir)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.WorkDir)
 	data, err := cmd.Output()
 	if err != nil {
 		return fmt.Errorf("kwokctl get kubeconfig for %s: %w", c.Name, err)
@@ -184,11 +200,11 @@ func (c *Cluster) waitReady(ctx context.Context, nodes int) error {
 }
 
 func (c *Cluster) delete(ctx context.Context) error {
-	return c.kwokctl(ctx, nil, "delete", "cluster")
+	return c.kwokctl(context.WithoutCancel(ctx), nil, "delete", "cluster")
 }
 
 // MapExec makes `exec` into the pod run the command on this machine, in workDir, with env added to
-// the environment, through kwok's Exec resource.
+// the environment, through kwok's Exec resource. It returns once kwok execs the new way.
 func (c *Cluster) MapExec(ctx context.Context, namespace, pod, workDir string, env map[string]string) error {
 	var envs []any
 	for k, v := range env {
@@ -197,13 +213,30 @@ func (c *Cluster) MapExec(ctx context.Context, namespace, pod, workDir string, e
 	obj := map[string]any{
 		"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Exec",
 		"metadata": map[string]any{"name": pod, "namespace": namespace},
-		"spec": map[string]any{"execs": []any{map[string]any{"local": map[string]any{"workDir": workDir, "envs": envs}}}},
+		"spec":     map[string]any{"execs": []any{map[string]any{"local": map[string]any{"workDir": workDir, "envs": envs}}}},
 	}
-	return c.apply(ctx, execGVR, namespace, obj)
+	if err := c.apply(ctx, execGVR, namespace, obj); err != nil {
+		return err
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return err
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// kwok learns of the object through a watch; until then exec fails or runs the old mapping.
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var out bytes.Buffer
+		err := kube.Exec(ctx, cfg, kc, kube.ExecRequest{Namespace: namespace, Pod: pod, Command: []string{"pwd"}, Stdout: &out})
+		return err == nil && strings.TrimSpace(out.String()) == workDir, nil
+	})
 }
 
-// MapPortForward makes a port-forward to the pod's port reach address (host:port) on this machine,
-// through kwok's PortForward resource.
+// MapPortForward makes a port-forward to the pod's port reach host:port on this machine, through
+// kwok's PortForward resource. It returns once a forwarded connection stays open, which it does
+// only when kwok knows the mapping (for servers that wait for the client to speak first).
 func (c *Cluster) MapPortForward(ctx context.Context, namespace, pod string, podPort int, host string, port int) error {
 	obj := map[string]any{
 		"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "PortForward",
@@ -213,7 +246,33 @@ func (c *Cluster) MapPortForward(ctx context.Context, namespace, pod string, pod
 			"target": map[string]any{"address": host, "port": int64(port)},
 		}}},
 	}
-	return c.apply(ctx, portForwardGVR, namespace, obj)
+	if err := c.apply(ctx, portForwardGVR, namespace, obj); err != nil {
+		return err
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return err
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		addr, stop, err := kube.PortForward(ctx, cfg, kc, namespace, pod, podPort)
+		if err != nil {
+			return false, nil
+		}
+		defer stop()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false, nil
+		}
+		defer conn.Close()
+		conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = conn.Read(make([]byte, 1))
+		var ne net.Error
+		return errors.As(err, &ne) && ne.Timeout(), nil
+	})
 }
 
 func (c *Cluster) apply(ctx context.Context, gvr schema.GroupVersionResource, namespace string, obj map[string]any) error {

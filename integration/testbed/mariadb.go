@@ -39,15 +39,19 @@ func (d *MariaDB) SQL(ctx context.Context, bins Binaries, statements string) (st
 
 func startMariaDB(ctx context.Context, bins Binaries, dir, name string) (*MariaDB, error) {
 	dataDir := filepath.Join(dir, "mariadb-"+name)
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, err
+	// A private tmpdir: two bootstraps sharing /tmp collide on their temporary tables' names.
+	tmpDir := filepath.Join(dir, "mariadb-"+name+"-tmp")
+	for _, d := range []string{dataDir, tmpDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	userArgs := []string{}
 	if os.Geteuid() == 0 {
 		userArgs = []string{"--user=root"} // mariadbd refuses root unless told
 	}
 	install := exec.CommandContext(ctx, bins["mariadb-install-db"], append([]string{"--no-defaults", "--datadir=" + dataDir,
-		"--auth-root-authentication-method=normal", "--skip-test-db"}, userArgs...)...)
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--tmpdir=" + tmpDir}, userArgs...)...)
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db for %s: %w: %s", name, err, out)
 	}
@@ -57,25 +61,32 @@ func startMariaDB(ctx context.Context, bins Binaries, dir, name string) (*MariaD
 	}
 	d := &MariaDB{Name: name, Port: port, Socket: filepath.Join(dataDir, "mysqld.sock"), User: "root", Password: "ferry-" + name}
 	args := append([]string{bins["mariadbd"], "--no-defaults", "--datadir=" + dataDir, "--port=" + strconv.Itoa(port),
-		"--socket=" + d.Socket, "--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dataDir, "mysqld.pid"),
+		"--socket=" + d.Socket, "--bind-address=127.0.0.1", "--tmpdir=" + tmpDir, "--pid-file=" + filepath.Join(dataDir, "mysqld.pid"),
 		"--skip-name-resolve", "--innodb-buffer-pool-size=32M", "--log-error=" + filepath.Join(dir, "mariadb-"+name+".log")}, userArgs...)
 	d.Process, err = startProcess("mariadb-"+name, args, nil, filepath.Join(dir, "mariadb-"+name+".out"))
 	if err != nil {
 		return nil, err
 	}
 	d.Process.Log = filepath.Join(dir, "mariadb-"+name+".log")
-	// The fresh server's root has no password yet; give it one, also for TCP clients.
-	setup := fmt.Sprintf("ALTER USER 'root'@'localhost' IDENTIFIED BY '%[1]s'; CREATE USER 'root'@'127.0.0.1' IDENTIFIED BY '%[1]s'; GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; FLUSH PRIVILEGES;", d.Password)
-	err = waitFor(d.Process, 60*time.Second, "accepting connections", func() error {
-		out, err := exec.CommandContext(ctx, bins["mariadb"], "--no-defaults", "--socket="+d.Socket, "-uroot", "-e", setup).CombinedOutput()
+	// The fresh server's root has no password yet: wait until it answers, then give root one, for
+	// socket and TCP clients alike.
+	client := func(sql string) error {
+		out, err := exec.CommandContext(ctx, bins["mariadb"], "--no-defaults", "--socket="+d.Socket, "-uroot", "-e", sql).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%w: %s", err, out)
 		}
 		return nil
-	})
+	}
+	err = waitFor(d.Process, 60*time.Second, "accepting connections", func() error { return client("SELECT 1") })
+	if err == nil {
+		err = client(fmt.Sprintf(`CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '%[1]s';
+ALTER USER 'root'@'localhost' IDENTIFIED BY '%[1]s';`, d.Password))
+	}
 	if err != nil {
 		d.Process.stop(10 * time.Second)
-		return nil, err
+		return nil, fmt.Errorf("mariadb %s: %w", name, err)
 	}
 	return d, nil
 }

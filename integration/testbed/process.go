@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -128,4 +129,21 @@ func waitFor(p *Process, timeout time.Duration, what string, check func() error)
 		err = errors.New("timed out")
 	}
 	return fmt.Errorf("%s: not %s after %s: %w", p.Name, what, timeout, err)
+}
+
+// killUnder ends every process whose executable lies under dir: the cluster components kwokctl
+// copied into a testbed's folder, when kwokctl could not delete a half-created cluster.
+func killUnder(dir string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink("/proc/" + e.Name() + "/exe")
+		if err != nil || !strings.HasPrefix(exe, dir+string(os.PathSeparator)) {
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 }

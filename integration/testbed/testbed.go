@@ -2,6 +2,11 @@
 // 127.0.0.1 only: two real Kubernetes control planes (blue and green, nodes and pods simulated by
 // kwok, exec and port-forward mapped to local processes), MinIO servers and MariaDB servers.
 //
+// kwok v0.8.0 never closes a local command's stdin when the exec stream's stdin ends, so in the
+// testbed a command that reads stdin to its end never returns. What ferry sends through exec stdin
+// must therefore end by itself (a tar archive's end marker, a client's quit command), which is also
+// sturdier on real clusters.
+//
 // The binaries are built from the Go module proxy into a cache outside the repository on first use
 // (see EnsureBinaries). A testbed ends only what it started.
 package testbed
@@ -199,7 +204,7 @@ func Load(dir string) (*Testbed, error) {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, stateFile), err)
 	}
 	for _, c := range tb.Clusters {
-		c.bins, c.workDir = tb.Bins, filepath.Join(tb.Dir, "kwok")
+		c.bins = tb.Bins
 	}
 	return tb, nil
 }
@@ -209,9 +214,6 @@ func Load(dir string) (*Testbed, error) {
 func (tb *Testbed) Stop(ctx context.Context) error {
 	var errs []error
 	for _, c := range tb.Clusters {
-		if c.bins == nil {
-			c.bins, c.workDir = tb.Bins, filepath.Join(tb.Dir, "kwok")
-		}
 		if err := c.delete(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -226,6 +228,7 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	killUnder(tb.Dir)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stop testbed in %s: %w", tb.Dir, err)
 	}
