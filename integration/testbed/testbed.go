@@ -64,8 +64,6 @@ type Testbed struct {
 	// Kubeconfig holds every cluster, each as a context of its own name.
 	Kubeconfig string   `json:"kubeconfig"`
 	Bins       Binaries `json:"binaries"`
-
-	removeDir bool
 }
 
 const stateFile = "testbed.json"
@@ -89,7 +87,6 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 		if tb.Dir, err = os.MkdirTemp("", "ferry-testbed-"); err != nil {
 			return nil, err
 		}
-		tb.removeDir = true
 	} else if err := os.MkdirAll(tb.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -209,8 +206,7 @@ func Load(dir string) (*Testbed, error) {
 	return tb, nil
 }
 
-// Stop deletes the clusters and ends the servers this testbed started, then removes its folder if
-// Start made it.
+// Stop deletes the clusters, ends the servers this testbed started and removes their files.
 func (tb *Testbed) Stop(ctx context.Context) error {
 	var errs []error
 	for _, c := range tb.Clusters {
@@ -232,10 +228,23 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stop testbed in %s: %w", tb.Dir, err)
 	}
-	if tb.removeDir {
-		return os.RemoveAll(tb.Dir)
+	return tb.removeFiles()
+}
+
+// removeFiles deletes what the testbed wrote into its folder, and the folder when that leaves it
+// empty; nothing else, in case a person pointed it at a folder of their own.
+func (tb *Testbed) removeFiles() error {
+	var errs []error
+	for _, pattern := range []string{"kwok-*", "minio-*", "mariadb-*", "*.kubeconfig", "kubeconfig", stateFile} {
+		matches, _ := filepath.Glob(filepath.Join(tb.Dir, pattern))
+		for _, m := range matches {
+			if err := os.RemoveAll(m); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
-	return os.Remove(filepath.Join(tb.Dir, stateFile))
+	os.Remove(tb.Dir) // only if empty
+	return errors.Join(errs...)
 }
 
 // reapStale stops temporary testbeds whose owning process has died (a test binary killed by a
@@ -248,9 +257,32 @@ func reapStale(ctx context.Context, log io.Writer) {
 			continue
 		}
 		fmt.Fprintf(log, "testbed: stopping a stale testbed in %s (its test process %d is gone)\n", dir, tb.Owner)
-		tb.removeDir = true
 		if err := tb.Stop(ctx); err != nil {
 			fmt.Fprintf(log, "testbed: %v\n", err)
 		}
 	}
+}
+
+// Running reports whether every server of the testbed still runs.
+func (tb *Testbed) Running() bool {
+	for _, m := range tb.MinIO {
+		if !m.Process.ours() {
+			return false
+		}
+	}
+	for _, d := range tb.MariaDB {
+		if !d.Process.ours() {
+			return false
+		}
+	}
+	for _, c := range tb.Clusters {
+		kc, _, err := c.Clients()
+		if err != nil {
+			return false
+		}
+		if _, err := kc.Discovery().ServerVersion(); err != nil {
+			return false
+		}
+	}
+	return true
 }
