@@ -273,26 +273,15 @@ func (b *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	out, err := b.transfer.GetObject(ctx, &transfermanager.GetObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k)})
+	head, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k)})
 	if err != nil {
-		cancel()
 		if isNotFound(err) {
 			return nil, &NotExistError{Location: b.String(), Key: key}
 		}
 		return nil, fmt.Errorf("get %s from %s: %w", key, b, err)
 	}
-	return &cancelReader{r: out.Body, cancel: cancel}, nil
+	return newRangeReader(ctx, b.client, b.cfg.Bucket, k, aws.ToString(head.ETag), aws.ToInt64(head.ContentLength), 2*b.cfg.Concurrency), nil
 }
-
-// cancelReader stops the background part downloads when the reader is closed early.
-type cancelReader struct {
-	r      io.Reader
-	cancel context.CancelFunc
-}
-
-func (c *cancelReader) Read(p []byte) (int, error) { return c.r.Read(p) }
-func (c *cancelReader) Close() error               { c.cancel(); return nil }
 
 func (b *S3) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	k, err := b.objectKey(key)
