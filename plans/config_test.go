@@ -1,0 +1,91 @@
+package plans
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+)
+
+func TestParseConfigErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "databses: []\n", "line 1: field databses not found"},
+		{"wrong type", "databases: {name: x}\n", "line 1: cannot unmarshal"},
+		{"bad engine", "databases:\n- {name: db, engine: oracle, namespace: a, workload: deployment/db}\n", `databases[0].engine: "oracle"`},
+		{"bad workload", "databases:\n- {name: db, engine: mysql, namespace: a, workload: pod/db}\n", "databases[0].workload"},
+		{"duplicate db", "databases:\n- {name: db, engine: mysql, namespace: a, workload: deployment/db}\n- {name: db, engine: mysql, namespace: a, workload: deployment/db}\n", `databases[1].name: "db" used twice`},
+		{"bucket without place", "buckets:\n- {name: b}\n", "buckets[0]: needs a workload"},
+		{"bucket port", "buckets:\n- {name: b, namespace: kf, workload: deployment/minio}\n", "buckets[0].port"},
+		{"bad selector", "include: {labelSelector: 'a in (b'}\n", "include.labelSelector"},
+		{"bad namespace", "exclude: {namespaces: [Bad_NS]}\n", "exclude.namespaces[0]"},
+		{"bad action", "quiesce:\n- {resource: deployments.apps, action: explode}\n", `quiesce[0].action: "explode"`},
+		{"annotate without annotations", "quiesce:\n- {resource: notebooks.kubeflow.org, action: annotate}\n", "quiesce[0].annotations"},
+		{"negative throughput", "throughput: {volumeMiBPerSecond: -1}\n", "throughput.volumeMiBPerSecond"},
+		{"two documents", "preset: kubeflow\n---\npreset: other\n", "more than one YAML document"},
+		{"not yaml", "databases: [\n", "ferry.yaml: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("ferry.yaml", []byte(tc.yaml))
+			if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "ferry.yaml: ") {
+				t.Fatalf("ParseConfig(%q) = %v, want a bad-input error starting with the file name and naming %q", tc.yaml, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseConfigAcceptsAFullFile(t *testing.T) {
+	cfg, err := ParseConfig("ferry.yaml", []byte(`
+preset: kubeflow
+include: {namespaces: [kubeflow, team-a], labelSelector: "tier!=cache"}
+exclude: {resources: [secrets, profiles.kubeflow.org]}
+databases:
+- {name: kfp-mysql, engine: mysql, namespace: kubeflow, workload: deployment/mysql, secret: {name: s, passwordKey: p}}
+- {name: extra, engine: postgresql, namespace: team-a, workload: statefulset/pg}
+buckets:
+- {name: data, endpoint: "https://s3.example", secret: {name: s3}}
+storageClassMap: {gp3: standard}
+throughput: {volumeMiBPerSecond: 250}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Databases) != 2 || cfg.Throughput.VolumeMiBPerSec != 250 || cfg.StorageClassMap["gp3"] != "standard" {
+		t.Fatalf("parsed %+v", cfg)
+	}
+}
+
+func TestKubeflowPresetMerges(t *testing.T) {
+	cfg, err := LoadPreset("kubeflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Databases) != 2 || len(cfg.Buckets) != 1 || cfg.Tenants == nil || len(cfg.Quiesce) == 0 {
+		t.Fatalf("kubeflow preset: %+v", cfg)
+	}
+	user, err := ParseConfig("ferry.yaml", []byte("databases:\n- {name: katib-mysql, engine: mysql, namespace: katib, workload: statefulset/db}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged := cfg.Merge(user)
+	if len(merged.Databases) != 2 || merged.Databases[1].Namespace != "katib" {
+		t.Fatalf("a user's database of the same name must replace the preset's: %+v", merged.Databases)
+	}
+	if _, err := LoadPreset("openshift"); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), "known: kubeflow") {
+		t.Fatalf("unknown preset: %v", err)
+	}
+}
+
+// FuzzParseConfig: no input makes the parser panic, and every error names ferry.yaml.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{"", "preset: kubeflow\n", "databases:\n- {name: a, engine: mysql}\n", "quiesce: [{action: patch}]", "include: {labelSelector: 'x=='}", ":\n- -", "a: &a [*a]"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		_, err := ParseConfig("ferry.yaml", []byte(doc))
+		if err != nil && (!badinput.Is(err) || !strings.HasPrefix(err.Error(), "ferry.yaml: ")) {
+			t.Fatalf("error %v does not name the file or is not bad input", err)
+		}
+	})
+}
