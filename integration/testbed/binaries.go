@@ -18,18 +18,27 @@ type component struct {
 	module  string // folder under tools/
 	version string // pinned version; part of the cache path
 	tools   map[string]string
+	ldflags string
 }
 
+// recipe is part of the cache path; raise it when the way binaries are built changes.
+const recipe = "r2"
+
+// k8sVersionFlags stamp the version the release scripts would, so servers report v1.37.2.
+const k8sVersionFlags = "-X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 " +
+	"-X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean " +
+	"-X k8s.io/client-go/pkg/version.gitVersion=v1.37.2 -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=37"
+
 var components = []component{
-	{"etcd", "v3.6.16", map[string]string{"etcd": "go.etcd.io/etcd/server/v3"}},
-	{"kwok", "v0.8.0", map[string]string{"kwok": "sigs.k8s.io/kwok/cmd/kwok", "kwokctl": "sigs.k8s.io/kwok/cmd/kwokctl"}},
-	{"minio", "v0.0.0-20260212201848-7aac2a2c5b7c", map[string]string{"minio": "github.com/minio/minio"}},
+	{"etcd", "v3.6.16", map[string]string{"etcd": "go.etcd.io/etcd/server/v3"}, ""},
+	{"kwok", "v0.8.0", map[string]string{"kwok": "sigs.k8s.io/kwok/cmd/kwok", "kwokctl": "sigs.k8s.io/kwok/cmd/kwokctl"}, ""},
+	{"minio", "v0.0.0-20260212201848-7aac2a2c5b7c", map[string]string{"minio": "github.com/minio/minio"}, ""},
 	{"kubernetes", "v1.37.2", map[string]string{
 		"kube-apiserver":          "k8s.io/kubernetes/cmd/kube-apiserver",
 		"kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
 		"kube-scheduler":          "k8s.io/kubernetes/cmd/kube-scheduler",
 		"kubectl":                 "k8s.io/kubernetes/cmd/kubectl",
-	}},
+	}, k8sVersionFlags},
 }
 
 // Binaries maps a binary's name (kube-apiserver, etcd, kwokctl, minio, ...) to its path.
@@ -80,7 +89,7 @@ func EnsureBinaries(ctx context.Context, opts Options, out io.Writer) (Binaries,
 		if !needed[c.module] {
 			continue
 		}
-		dir := filepath.Join(cache, c.module+"-"+c.version)
+		dir := filepath.Join(cache, c.module+"-"+c.version+"-"+recipe)
 		for name, pkg := range c.tools {
 			path := filepath.Join(dir, name)
 			bins[name] = path
@@ -114,7 +123,7 @@ func build(ctx context.Context, out io.Writer, c component, name, pkg, path stri
 		return err
 	}
 	tmp := path + ".building"
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", c.ldflags, "-o", tmp, pkg)
 	cmd.Dir = filepath.Join(toolsDir(), c.module)
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
 	cmd.Stdout, cmd.Stderr = out, out

@@ -296,3 +296,25 @@ func (c *Cluster) apply(ctx context.Context, gvr schema.GroupVersionResource, na
 	}
 	return nil
 }
+
+// Apply server-side applies manifest files to the cluster with the testbed's kubectl, in order,
+// waiting after each file that holds CRDs until they are Established, so that the next file's
+// custom resources are served.
+func (c *Cluster) Apply(ctx context.Context, out io.Writer, files ...string) error {
+	for _, f := range files {
+		cmd := exec.CommandContext(ctx, c.bins["kubectl"], "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", f)
+		var stderr bytes.Buffer
+		cmd.Stderr = io.MultiWriter(&stderr, out)
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("apply %s to %s: %w: %s", f, c.Name, err, stderr.String())
+		}
+		if data, err := os.ReadFile(f); err != nil || !strings.Contains(string(data), "kind: CustomResourceDefinition") {
+			continue
+		}
+		wait := exec.CommandContext(ctx, c.bins["kubectl"], "--kubeconfig", c.Kubeconfig, "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
+		if msg, err := wait.CombinedOutput(); err != nil {
+			return fmt.Errorf("wait for CRDs on %s: %w: %s", c.Name, err, msg)
+		}
+	}
+	return nil
+}

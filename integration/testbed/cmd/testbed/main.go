@@ -13,6 +13,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -139,19 +140,8 @@ func apply(ctx context.Context, dir, cluster string, files []string) error {
 	}
 	for _, f := range files {
 		fmt.Fprintf(os.Stderr, "testbed: applying %s to %s\n", f, cluster)
-		cmd := exec.CommandContext(ctx, tb.Bins["kubectl"], "--kubeconfig", c.Kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", f)
-		cmd.Stdout, cmd.Stderr = nil, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("apply %s to %s: %w", f, cluster, err)
-		}
-		// Custom resources in the next file need their CRDs served.
-		if data, err := os.ReadFile(f); err != nil || !strings.Contains(string(data), "kind: CustomResourceDefinition") {
-			continue
-		}
-		wait := exec.CommandContext(ctx, tb.Bins["kubectl"], "--kubeconfig", c.Kubeconfig, "wait", "--for=condition=Established", "crd", "--all", "--timeout=120s")
-		wait.Stderr = os.Stderr
-		if err := wait.Run(); err != nil {
-			return fmt.Errorf("wait for CRDs on %s: %w", cluster, err)
+		if err := c.Apply(ctx, io.Discard, f); err != nil {
+			return err
 		}
 	}
 	return nil

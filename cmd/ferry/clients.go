@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/ferrykube/ferry/plans"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// restConfig returns the configuration for a kubeconfig context: the one named, else what the
+// kubectl-style flags (--kubeconfig, --context, --server, ...) select. Client-side throttling is
+// set high: ferry's concurrency is bounded by its own limits, and the server's 429s are retried.
+func (o *globalOptions) restConfig(contextName string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if contextName == "" {
+		cfg, err = o.kube.ToRESTConfig()
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if o.kube.KubeConfig != nil && *o.kube.KubeConfig != "" {
+			rules.ExplicitPath = *o.kube.KubeConfig
+		}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: contextName}).ClientConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig context %q: %w", contextName, err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	// Deprecation notices for APIs ferry only counts (v1 Endpoints) would interleave with reports.
+	cfg.WarningHandler = rest.NoWarnings{}
+	return cfg, nil
+}
+
+// planClients builds the clients planning needs for a context.
+func (o *globalOptions) planClients(contextName string) (plans.Clients, error) {
+	cfg, err := o.restConfig(contextName)
+	if err != nil {
+		return plans.Clients{}, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return plans.Clients{}, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return plans.Clients{}, err
+	}
+	return plans.Clients{Discovery: dc, Dynamic: dyn}, nil
+}

@@ -1,0 +1,193 @@
+package plans
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+var (
+	podsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+)
+
+func workloadGVR(kind string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: kind + "s"}
+}
+
+// findData looks up the configured databases, buckets, tenants and quiesce targets on the cluster.
+// What it cannot find becomes a warning: the plan still covers everything else.
+func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []servedResource, namespaces map[string]bool) error {
+	volumes := map[string]*Volume{}
+	for i := range p.Volumes {
+		volumes[p.Volumes[i].Namespace+"/"+p.Volumes[i].Name] = &p.Volumes[i]
+	}
+	for _, d := range p.Config.Databases {
+		item := DataItem{Name: d.Name, Engine: d.Engine, Namespace: d.Namespace, Workload: d.Workload}
+		if d.Secret != nil {
+			item.Secret = d.Secret.Name
+		}
+		if err := locate(ctx, dyn, &item, d.Secret, []string{d.Secret.keyOrEmpty("user"), d.Secret.keyOrEmpty("password")}, volumes); err != nil {
+			return err
+		}
+		if !item.Found {
+			p.warn("database "+d.Name, "%s; it is not in the plan", item.Problem)
+		} else if v := volumes[item.Namespace+"/"+item.Volume]; v != nil {
+			v.Holds = "database " + d.Name
+		}
+		p.Databases = append(p.Databases, item)
+	}
+	for _, b := range p.Config.Buckets {
+		item := DataItem{Name: b.Name, Namespace: b.Namespace, Workload: b.Workload, Endpoint: b.Endpoint}
+		if b.Secret != nil {
+			item.Secret = b.Secret.Name
+		}
+		if b.Workload == "" {
+			item.Found = true // a direct endpoint is reached at backup time
+		} else if err := locate(ctx, dyn, &item, b.Secret, []string{b.Secret.keyOrEmpty("access"), b.Secret.keyOrEmpty("secret")}, volumes); err != nil {
+			return err
+		}
+		if !item.Found {
+			p.warn("bucket "+b.Name, "%s; it is not in the plan", item.Problem)
+		} else if v := volumes[item.Namespace+"/"+item.Volume]; v != nil {
+			v.Holds = "bucket " + b.Name
+		}
+		p.Buckets = append(p.Buckets, item)
+	}
+	if t := p.Config.Tenants; t != nil {
+		r, ok := findServed(served, t.Resource)
+		if !ok {
+			p.warn("tenants", "resource %s is not served by the cluster", t.Resource)
+		} else {
+			list, err := dyn.Resource(r.gvr).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("list %s: %w", t.Resource, err)
+			}
+			for _, obj := range list.Items {
+				owner, _, _ := unstructured.NestedString(obj.Object, "spec", "owner", "name")
+				tenant := Tenant{Name: obj.GetName(), Owner: owner, Namespace: obj.GetName(), NamespaceExists: namespaces[obj.GetName()]}
+				if !tenant.NamespaceExists {
+					p.warn(t.Resource+" "+obj.GetName(), "its namespace %s does not exist", obj.GetName())
+				}
+				p.Tenants = append(p.Tenants, tenant)
+			}
+		}
+	}
+	for _, q := range p.Config.Quiesce {
+		r, ok := findServed(served, q.Resource)
+		if !ok {
+			continue // e.g. no scheduled workflows on this cluster: nothing to stop
+		}
+		sel, err := labels.Parse(q.LabelSelector)
+		if err != nil {
+			return err
+		}
+		list, err := dyn.Resource(r.gvr).Namespace(q.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return fmt.Errorf("list %s to quiesce: %w", q.Resource, err)
+		}
+		for _, obj := range list.Items {
+			if len(q.Names) > 0 && !slices.Contains(q.Names, obj.GetName()) {
+				continue
+			}
+			p.Quiesce = append(p.Quiesce, QuiesceItem{Resource: r.groupResource(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: q.Action, Why: q.Why})
+		}
+	}
+	return nil
+}
+
+func (s *SecretRef) keyOrEmpty(which string) string {
+	if s == nil {
+		return ""
+	}
+	switch which {
+	case "user":
+		return s.UserKey
+	case "password":
+		return s.PasswordKey
+	case "access":
+		return s.AccessKey
+	default:
+		return s.SecretKey
+	}
+}
+
+// locate finds an item's workload, a running pod of it, the claim holding its data and its Secret.
+func locate(ctx context.Context, dyn dynamic.Interface, item *DataItem, secret *SecretRef, keys []string, volumes map[string]*Volume) error {
+	kind, name, err := ParseWorkload(item.Workload)
+	if err != nil {
+		return err
+	}
+	w, err := dyn.Resource(workloadGVR(kind)).Namespace(item.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		item.Problem = fmt.Sprintf("%s %s/%s not found", kind, item.Namespace, name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get %s %s/%s: %w", kind, item.Namespace, name, err)
+	}
+	matchLabels, _, _ := unstructured.NestedStringMap(w.Object, "spec", "selector", "matchLabels")
+	pods, err := dyn.Resource(podsGVR).Namespace(item.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(matchLabels).String()})
+	if err != nil {
+		return fmt.Errorf("list pods of %s %s/%s: %w", kind, item.Namespace, name, err)
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].GetName() < pods.Items[j].GetName() })
+	for _, pod := range pods.Items {
+		if phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase"); phase == "Running" {
+			item.Pod = pod.GetName()
+			item.Node, _, _ = unstructured.NestedString(pod.Object, "spec", "nodeName")
+			break
+		}
+	}
+	vols, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "volumes")
+	for _, v := range vols {
+		if claim, _, _ := unstructured.NestedString(v.(map[string]any), "persistentVolumeClaim", "claimName"); claim != "" {
+			item.Volume = claim
+			if vol := volumes[item.Namespace+"/"+claim]; vol != nil {
+				item.Bytes = vol.Bytes
+			}
+		}
+	}
+	if secret != nil {
+		s, err := dyn.Resource(secretsGVR).Namespace(item.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			item.Problem = fmt.Sprintf("secret %s/%s not found", item.Namespace, secret.Name)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get secret %s/%s: %w", item.Namespace, secret.Name, err)
+		}
+		data, _, _ := unstructured.NestedMap(s.Object, "data")
+		var missing []string
+		for _, k := range keys {
+			if _, ok := data[k]; k != "" && !ok {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			item.Problem = fmt.Sprintf("secret %s/%s has no key %s", item.Namespace, secret.Name, strings.Join(missing, ", "))
+			return nil
+		}
+	}
+	item.Found = true
+	return nil
+}
+
+// findServed finds a served resource by "plural" or "plural.group".
+func findServed(served []servedResource, name string) (servedResource, bool) {
+	for _, r := range served {
+		if r.groupResource() == name || (r.gvr.Group == "" && r.gvr.Resource == name) {
+			return r, true
+		}
+	}
+	return servedResource{}, false
+}

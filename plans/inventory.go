@@ -1,0 +1,438 @@
+package plans
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/pager"
+)
+
+// Clients reach the cluster being planned.
+type Clients struct {
+	Discovery discovery.DiscoveryInterface
+	Dynamic   dynamic.Interface
+}
+
+// Options tune planning.
+type Options struct {
+	Config Config
+	// Context names the source in the plan.
+	Context string
+	// Concurrency is how many resource types are listed at once (default 8).
+	Concurrency int
+	// PageSize is the LIST page size (default 500).
+	PageSize int64
+	Log      *slog.Logger
+}
+
+// servedResource is a resource type the API server serves in its preferred version.
+type servedResource struct {
+	gvr        schema.GroupVersionResource
+	kind       string
+	namespaced bool
+	verbs      []string
+}
+
+func (r servedResource) groupResource() string { return groupResource(r.gvr.Group, r.gvr.Resource) }
+
+// typeTally is what listing one resource type found.
+type typeTally struct {
+	res      Resource
+	excluded map[[2]string]*Exclusion // by namespace and reason
+	single   []Exclusion              // per-object exclusions with names
+	owners   map[schema.GroupKind]bool
+	crds     []CRD
+	claims   []Volume
+	podUses  map[string][]PodUse // "ns/claim" -> pods
+	names    []string            // object names, for namespaces and tenants
+}
+
+// Inventory lists every served resource type of the cluster and makes a plan of it, without a
+// target (see Preflight).
+func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 500
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	started := time.Now()
+	p := &Plan{APIVersion: APIVersion, Kind: Kind, CreatedAt: started.UTC().Truncate(time.Second), Config: opts.Config}
+	var err error
+	if p.Source, err = identify(ctx, cl, opts.Context); err != nil {
+		return nil, err
+	}
+	served, err := discover(cl.Discovery, p)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := newSelector(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	kinds := map[schema.GroupKind]string{}
+	for _, r := range served {
+		kinds[schema.GroupKind{Group: r.gvr.Group, Kind: r.kind}] = r.groupResource()
+	}
+
+	var mu sync.Mutex
+	var tallies []*typeTally
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Concurrency)
+	for _, r := range served {
+		g.Go(func() error {
+			t, err := listType(gctx, cl.Dynamic, r, sel, opts)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			tallies = append(tallies, t)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	sort.Slice(tallies, func(i, j int) bool { return tallies[i].res.GroupResource() < tallies[j].res.GroupResource() })
+
+	podUses := map[string][]PodUse{}
+	namespaces := map[string]bool{}
+	edges := map[string]map[string]bool{}
+	for _, t := range tallies {
+		for _, e := range t.excluded {
+			p.Excluded = append(p.Excluded, *e)
+		}
+		p.Excluded = append(p.Excluded, t.single...)
+		p.CRDs = append(p.CRDs, t.crds...)
+		p.Volumes = append(p.Volumes, t.claims...)
+		for k, v := range t.podUses {
+			podUses[k] = append(podUses[k], v...)
+		}
+		if t.res.Resource == "namespaces" && t.res.Group == "" {
+			for _, n := range t.names {
+				namespaces[n] = true
+			}
+		}
+		for gk := range t.owners {
+			if owner, ok := kinds[gk]; ok && owner != t.res.GroupResource() {
+				if edges[t.res.GroupResource()] == nil {
+					edges[t.res.GroupResource()] = map[string]bool{}
+				}
+				edges[t.res.GroupResource()][owner] = true
+			}
+		}
+		if t.res.Count > 0 {
+			p.Resources = append(p.Resources, t.res)
+		}
+	}
+	sortExclusions(p.Excluded)
+	for i := range p.Volumes {
+		v := &p.Volumes[i]
+		v.Pods = podUses[v.Namespace+"/"+v.Name]
+	}
+	p.Resources, p.Waves = order(p.Resources, edges)
+	countCRs(p)
+	if err := findData(ctx, cl.Dynamic, p, served, namespaces); err != nil {
+		return nil, err
+	}
+	p.Estimate = estimate(p)
+	opts.Log.Info("inventory done", "resourceTypes", len(served), "objects", p.Estimate.Objects, "elapsed", time.Since(started).Round(time.Millisecond))
+	return p, nil
+}
+
+func identify(ctx context.Context, cl Clients, context string) (Cluster, error) {
+	c := Cluster{Context: context}
+	v, err := cl.Discovery.ServerVersion()
+	if err != nil {
+		return c, fmt.Errorf("reach the API server: %w", err)
+	}
+	c.Version = v.GitVersion
+	if rc := cl.Discovery.RESTClient(); rc != nil {
+		if u := rc.Get().URL(); u != nil {
+			c.Server = u.Scheme + "://" + u.Host
+		}
+	}
+	ns, err := cl.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, "kube-system", metav1.GetOptions{})
+	if err == nil {
+		c.UID = string(ns.GetUID())
+	}
+	return c, nil
+}
+
+// discover returns every resource type served in its preferred version that can be listed and
+// created. Groups whose discovery failed (a dead aggregated API) become warnings, not a failure.
+func discover(dc discovery.DiscoveryInterface, p *Plan) ([]servedResource, error) {
+	lists, err := dc.ServerPreferredResources()
+	if err != nil {
+		var failed *discovery.ErrGroupDiscoveryFailed
+		if !errors.As(err, &failed) {
+			return nil, fmt.Errorf("discover the API: %w", err)
+		}
+		for gv, gerr := range failed.Groups {
+			p.warn(gv.String(), "API group not discovered, its objects are not in the plan: %v", gerr)
+		}
+	}
+	var out []servedResource
+	for _, list := range lists {
+		gv, err := schema.ParseGroupVersion(list.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range list.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "create") {
+				continue
+			}
+			out = append(out, servedResource{gvr: gv.WithResource(r.Name), kind: r.Kind, namespaced: r.Namespaced, verbs: r.Verbs})
+		}
+	}
+	return out, nil
+}
+
+// selector applies the include/exclude configuration.
+type selector struct {
+	inNS, exNS   map[string]bool
+	inRes, exRes map[string]bool
+	labels       labels.Selector
+}
+
+func newSelector(cfg Config) (*selector, error) {
+	set := func(items []string) map[string]bool {
+		if len(items) == 0 || slices.Contains(items, "*") {
+			return nil
+		}
+		m := map[string]bool{}
+		for _, i := range items {
+			m[strings.ToLower(i)] = true
+		}
+		return m
+	}
+	ls, err := labels.Parse(cfg.Include.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	s := &selector{inNS: set(cfg.Include.Namespaces), exNS: set(cfg.Exclude.Namespaces), inRes: set(cfg.Include.Resources), exRes: set(cfg.Exclude.Resources), labels: ls}
+	if cfg.Exclude.LabelSelector != "" {
+		return nil, fmt.Errorf("exclude.labelSelector: not supported; negate it in include.labelSelector")
+	}
+	return s, nil
+}
+
+// resourceReason says why a whole resource type is left out by the user's selection, or "".
+func (s *selector) resourceReason(r servedResource) string {
+	names := []string{r.gvr.Resource, r.groupResource(), strings.ToLower(r.kind)}
+	matches := func(m map[string]bool) bool {
+		for _, n := range names {
+			if m[n] {
+				return true
+			}
+		}
+		return false
+	}
+	if s.inRes != nil && !matches(s.inRes) {
+		return "not in the included resources"
+	}
+	if matches(s.exRes) {
+		return "in the excluded resources"
+	}
+	return ""
+}
+
+// objectReason says why the user's selection leaves an object out, or "".
+func (s *selector) objectReason(r servedResource, obj *unstructured.Unstructured) string {
+	ns := obj.GetNamespace()
+	if r.groupResource() == "namespaces" {
+		ns = obj.GetName()
+	}
+	if ns != "" {
+		if s.inNS != nil && !s.inNS[ns] {
+			return "namespace not included"
+		}
+		if s.exNS[ns] {
+			return "namespace excluded"
+		}
+	}
+	// CRDs and namespaces carry what the selected objects need, whatever their labels.
+	if gr := r.groupResource(); gr != "namespaces" && gr != "customresourcedefinitions.apiextensions.k8s.io" && !s.labels.Matches(labels.Set(obj.GetLabels())) {
+		return "labels do not match the selector"
+	}
+	return ""
+}
+
+func listType(ctx context.Context, dyn dynamic.Interface, r servedResource, sel *selector, opts Options) (*typeTally, error) {
+	t := &typeTally{
+		res:      Resource{Group: r.gvr.Group, Version: r.gvr.Version, Resource: r.gvr.Resource, Kind: r.kind, Namespaced: r.namespaced},
+		excluded: map[[2]string]*Exclusion{}, owners: map[schema.GroupKind]bool{}, podUses: map[string][]PodUse{},
+	}
+	gr := r.groupResource()
+	typeReason := excludedResources[gr]
+	if typeReason == "" {
+		typeReason = sel.resourceReason(r)
+	}
+	exclude := func(ns, reason string) {
+		key := [2]string{ns, reason}
+		if t.excluded[key] == nil {
+			t.excluded[key] = &Exclusion{Resource: gr, Namespace: ns, Reason: reason}
+		}
+		t.excluded[key].Count++
+	}
+	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return dyn.Resource(r.gvr).List(ctx, o)
+	})
+	lister.PageSize = opts.PageSize
+	err := lister.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		obj, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("unexpected %T", o)
+		}
+		if typeReason != "" {
+			exclude("", typeReason)
+			return nil
+		}
+		if reason := exclusionReason(gr, obj); reason != "" {
+			t.single = append(t.single, Exclusion{Resource: gr, Namespace: obj.GetNamespace(), Name: obj.GetName(), Count: 1, Reason: reason})
+			if gr == "namespaces" {
+				t.names = append(t.names, obj.GetName()) // exists, though it does not move
+			}
+			return nil
+		}
+		if reason := sel.objectReason(r, obj); reason != "" {
+			exclude(obj.GetNamespace(), reason)
+			return nil
+		}
+		data, err := json.Marshal(obj.Object)
+		if err != nil {
+			return err
+		}
+		size := int64(len(data))
+		t.res.Count++
+		t.res.Bytes += size
+		if ns := obj.GetNamespace(); ns != "" {
+			if t.res.Namespaces == nil {
+				t.res.Namespaces = map[string]Count{}
+			}
+			c := t.res.Namespaces[ns]
+			c.Count++
+			c.Bytes += size
+			t.res.Namespaces[ns] = c
+		}
+		for _, ref := range obj.GetOwnerReferences() {
+			if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil {
+				t.owners[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}] = true
+			}
+		}
+		t.observe(gr, obj)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", gr, err)
+	}
+	return t, nil
+}
+
+// observe keeps what later steps need from particular kinds of objects.
+func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
+	switch gr {
+	case "namespaces":
+		t.names = append(t.names, obj.GetName())
+	case "customresourcedefinitions.apiextensions.k8s.io":
+		t.crds = append(t.crds, crdInfo(obj))
+	case "persistentvolumeclaims":
+		t.claims = append(t.claims, claimInfo(obj))
+	case "pods":
+		node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
+		vols, _, _ := unstructured.NestedSlice(obj.Object, "spec", "volumes")
+		for _, v := range vols {
+			claim, _, _ := unstructured.NestedString(v.(map[string]any), "persistentVolumeClaim", "claimName")
+			ro, _, _ := unstructured.NestedBool(v.(map[string]any), "persistentVolumeClaim", "readOnly")
+			if claim != "" {
+				key := obj.GetNamespace() + "/" + claim
+				t.podUses[key] = append(t.podUses[key], PodUse{Name: obj.GetName(), Node: node, ReadOnly: ro})
+			}
+		}
+	}
+}
+
+func crdInfo(obj *unstructured.Unstructured) CRD {
+	c := CRD{Name: obj.GetName(), Conversion: "None"}
+	c.Group, _, _ = unstructured.NestedString(obj.Object, "spec", "group")
+	c.Kind, _, _ = unstructured.NestedString(obj.Object, "spec", "names", "kind")
+	c.Scope, _, _ = unstructured.NestedString(obj.Object, "spec", "scope")
+	if s, ok, _ := unstructured.NestedString(obj.Object, "spec", "conversion", "strategy"); ok {
+		c.Conversion = s
+	}
+	versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+	for _, v := range versions {
+		vm := v.(map[string]any)
+		name, _ := vm["name"].(string)
+		if served, _ := vm["served"].(bool); served {
+			c.ServedVersions = append(c.ServedVersions, name)
+		}
+		if storage, _ := vm["storage"].(bool); storage {
+			c.StorageVersion = name
+		}
+	}
+	c.StoredVersions, _, _ = unstructured.NestedStringSlice(obj.Object, "status", "storedVersions")
+	return c
+}
+
+func claimInfo(obj *unstructured.Unstructured) Volume {
+	v := Volume{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	v.StorageClass, _, _ = unstructured.NestedString(obj.Object, "spec", "storageClassName")
+	v.AccessModes, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "accessModes")
+	v.Phase, _, _ = unstructured.NestedString(obj.Object, "status", "phase")
+	v.VolumeName, _, _ = unstructured.NestedString(obj.Object, "spec", "volumeName")
+	capacity, ok, _ := unstructured.NestedString(obj.Object, "status", "capacity", "storage")
+	if !ok {
+		capacity, _, _ = unstructured.NestedString(obj.Object, "spec", "resources", "requests", "storage")
+	}
+	v.Capacity = capacity
+	if q, err := resource.ParseQuantity(capacity); err == nil {
+		v.Bytes = q.Value()
+	}
+	return v
+}
+
+func sortExclusions(ex []Exclusion) {
+	sort.Slice(ex, func(i, j int) bool {
+		a, b := ex[i], ex[j]
+		if a.Resource != b.Resource {
+			return a.Resource < b.Resource
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+}
+
+// countCRs fills in each CRD's number of custom resources in the plan.
+func countCRs(p *Plan) {
+	counts := map[string]int{}
+	for _, r := range p.Resources {
+		counts[r.GroupResource()] += r.Count
+	}
+	for i := range p.CRDs {
+		p.CRDs[i].Count = counts[p.CRDs[i].Name]
+	}
+}

@@ -1,0 +1,134 @@
+package plans
+
+import "sort"
+
+// The restore waves, in order.
+var waveNames = []struct{ name, waitFor string }{
+	{"custom resource definitions", "Established"},
+	{"namespaces", ""},
+	{"storage", ""},
+	{"identity and configuration", ""},
+	{"workloads and everything else", ""},
+	{"admission webhooks", ""},
+}
+
+const (
+	waveCRDs = iota
+	waveNamespaces
+	waveStorage
+	waveConfig
+	waveRest
+	waveWebhooks
+)
+
+// baseWave places a resource type by what it is.
+func baseWave(gr string) int {
+	switch gr {
+	case "customresourcedefinitions.apiextensions.k8s.io":
+		return waveCRDs
+	case "namespaces":
+		return waveNamespaces
+	case "storageclasses.storage.k8s.io", "volumesnapshotclasses.snapshot.storage.k8s.io", "persistentvolumes", "persistentvolumeclaims":
+		return waveStorage
+	case "serviceaccounts", "secrets", "configmaps", "limitranges", "resourcequotas", "priorityclasses.scheduling.k8s.io",
+		"clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
+		"roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io":
+		return waveConfig
+	case "mutatingwebhookconfigurations.admissionregistration.k8s.io", "validatingwebhookconfigurations.admissionregistration.k8s.io",
+		"validatingadmissionpolicies.admissionregistration.k8s.io", "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+		"mutatingadmissionpolicies.admissionregistration.k8s.io", "mutatingadmissionpolicybindings.admissionregistration.k8s.io":
+		return waveWebhooks
+	}
+	return waveRest
+}
+
+// order sorts resource types into waves so that CRDs come first, then namespaces, storage,
+// identity and configuration, everything else, and admission webhooks last, and so that the types
+// owning others (edges: dependent -> owners) come before them. A dependent moves to a later wave
+// when its owner is later, except namespaces, which pull their (cluster-scoped) owners earlier
+// instead, as Kubeflow's Profiles own their namespaces.
+func order(resources []Resource, edges map[string]map[string]bool) ([]Resource, []Wave) {
+	wave := map[string]int{}
+	for _, r := range resources {
+		wave[r.GroupResource()] = baseWave(r.GroupResource())
+	}
+	for changed := true; changed; {
+		changed = false
+		for dep, owners := range edges {
+			if _, ok := wave[dep]; !ok {
+				continue
+			}
+			for owner := range owners {
+				wo, ok := wave[owner]
+				if !ok || wo <= wave[dep] {
+					continue
+				}
+				if dep == "namespaces" {
+					if wave[owner] != waveNamespaces {
+						wave[owner] = waveNamespaces
+						changed = true
+					}
+				} else if wave[dep] != wo {
+					wave[dep] = wo
+					changed = true
+				}
+			}
+		}
+	}
+	// Within a wave, owners before dependents: by depth in the ownership graph, ties by name.
+	depth := map[string]int{}
+	var visit func(gr string, seen map[string]bool) int
+	visit = func(gr string, seen map[string]bool) int {
+		if d, ok := depth[gr]; ok {
+			return d
+		}
+		if seen[gr] {
+			return 0 // a cycle: break it here
+		}
+		seen[gr] = true
+		d := 0
+		for owner := range edges[gr] {
+			if _, ok := wave[owner]; ok && wave[owner] == wave[gr] {
+				d = max(d, visit(owner, seen)+1)
+			}
+		}
+		depth[gr] = d
+		return d
+	}
+	out := append([]Resource(nil), resources...)
+	for i := range out {
+		gr := out[i].GroupResource()
+		out[i].Wave = wave[gr]
+		visit(gr, map[string]bool{})
+		out[i].OwnedBy = nil
+		for owner := range edges[gr] {
+			if _, ok := wave[owner]; ok {
+				out[i].OwnedBy = append(out[i].OwnedBy, owner)
+			}
+		}
+		sort.Strings(out[i].OwnedBy)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Wave != b.Wave {
+			return a.Wave < b.Wave
+		}
+		if da, db := depth[a.GroupResource()], depth[b.GroupResource()]; da != db {
+			return da < db
+		}
+		return a.GroupResource() < b.GroupResource()
+	})
+	var waves []Wave
+	for i, w := range waveNames {
+		wv := Wave{Index: i, Name: w.name, WaitFor: w.waitFor}
+		for _, r := range out {
+			if r.Wave == i {
+				wv.Resources = append(wv.Resources, r.GroupResource())
+			}
+		}
+		if len(wv.Resources) > 0 {
+			waves = append(waves, wv)
+		}
+	}
+	return out, waves
+}

@@ -1,0 +1,85 @@
+package plans
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestOrder(t *testing.T) {
+	res := func(names ...string) []Resource {
+		var out []Resource
+		for _, n := range names {
+			group, resource := "", n
+			if i := indexDot(n); i > 0 {
+				resource, group = n[:i], n[i+1:]
+			}
+			out = append(out, Resource{Group: group, Resource: resource, Count: 1})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		resources []Resource
+		edges     map[string]map[string]bool
+		want      []string
+	}{
+		{
+			name: "fixed waves",
+			resources: res("validatingwebhookconfigurations.admissionregistration.k8s.io", "deployments.apps", "configmaps",
+				"persistentvolumeclaims", "namespaces", "customresourcedefinitions.apiextensions.k8s.io", "profiles.kubeflow.org"),
+			want: []string{"customresourcedefinitions.apiextensions.k8s.io", "namespaces", "persistentvolumeclaims", "configmaps",
+				"deployments.apps", "profiles.kubeflow.org", "validatingwebhookconfigurations.admissionregistration.k8s.io"},
+		},
+		{
+			name:      "owners first within a wave",
+			resources: res("pods", "replicasets.apps", "deployments.apps"),
+			edges:     map[string]map[string]bool{"pods": {"replicasets.apps": true}, "replicasets.apps": {"deployments.apps": true}},
+			want:      []string{"deployments.apps", "replicasets.apps", "pods"},
+		},
+		{
+			name:      "a dependent moves after a later owner",
+			resources: res("secrets", "certificates.cert-manager.io", "configmaps"),
+			edges:     map[string]map[string]bool{"secrets": {"certificates.cert-manager.io": true}},
+			want:      []string{"configmaps", "certificates.cert-manager.io", "secrets"},
+		},
+		{
+			name:      "namespaces pull their owners earlier",
+			resources: res("namespaces", "profiles.kubeflow.org", "configmaps", "customresourcedefinitions.apiextensions.k8s.io"),
+			edges:     map[string]map[string]bool{"namespaces": {"profiles.kubeflow.org": true}},
+			want:      []string{"customresourcedefinitions.apiextensions.k8s.io", "profiles.kubeflow.org", "namespaces", "configmaps"},
+		},
+		{
+			name:      "cycles do not hang",
+			resources: res("a.x", "b.x"),
+			edges:     map[string]map[string]bool{"a.x": {"b.x": true}, "b.x": {"a.x": true}},
+			want:      []string{"b.x", "a.x"}, // broken where the walk found the cycle
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, waves := order(tc.resources, tc.edges)
+			var names []string
+			for _, r := range got {
+				names = append(names, r.GroupResource())
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Fatalf("order = %v, want %v", names, tc.want)
+			}
+			n := 0
+			for _, w := range waves {
+				n += len(w.Resources)
+			}
+			if n != len(tc.want) {
+				t.Fatalf("waves hold %d resources, want %d: %+v", n, len(tc.want), waves)
+			}
+		})
+	}
+}
+
+func indexDot(s string) int {
+	for i := range s {
+		if s[i] == '.' {
+			return i
+		}
+	}
+	return -1
+}

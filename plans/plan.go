@@ -1,0 +1,263 @@
+// Package plans inventories a cluster and makes the Plan that backup, restore and migrate follow:
+// what moves (objects by resource type and namespace, volumes, databases, buckets), what does not
+// and why, in which order it is restored, how long it should take, and what stands in the way on
+// the target.
+package plans
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"sigs.k8s.io/yaml"
+)
+
+// APIVersion and Kind mark a plan file.
+const (
+	APIVersion = "ferry.dev/v1alpha1"
+	Kind       = "Plan"
+)
+
+// Plan is the result of planning, and the file format ferry backup/migrate take back with --plan.
+type Plan struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	CreatedAt  time.Time `json:"createdAt"`
+	Source     Cluster   `json:"source"`
+	Target     *Cluster  `json:"target,omitempty"`
+	// Config is the effective configuration: ferry.yaml merged with its preset and the flags.
+	Config Config `json:"config"`
+	// Resources are the resource types that move, in restore order.
+	Resources []Resource    `json:"resources"`
+	Waves     []Wave        `json:"waves"`
+	CRDs      []CRD         `json:"crds,omitempty"`
+	Excluded  []Exclusion   `json:"excluded"`
+	Volumes   []Volume      `json:"volumes,omitempty"`
+	Databases []DataItem    `json:"databases,omitempty"`
+	Buckets   []DataItem    `json:"buckets,omitempty"`
+	Tenants   []Tenant      `json:"tenants,omitempty"`
+	Quiesce   []QuiesceItem `json:"quiesce,omitempty"`
+	Estimate  Estimate      `json:"estimate"`
+	Findings  []Finding     `json:"findings,omitempty"`
+}
+
+// Cluster identifies a cluster.
+type Cluster struct {
+	Context string `json:"context,omitempty"`
+	Server  string `json:"server"`
+	Version string `json:"version"`
+	// UID of the kube-system namespace: stable for the cluster's life, different on every cluster.
+	UID string `json:"uid,omitempty"`
+}
+
+// Resource is one resource type that moves.
+type Resource struct {
+	Group      string `json:"group,omitempty"`
+	Version    string `json:"version"`
+	Resource   string `json:"resource"`
+	Kind       string `json:"kind"`
+	Namespaced bool   `json:"namespaced"`
+	Wave       int    `json:"wave"`
+	Count      int    `json:"count"`
+	Bytes      int64  `json:"bytes"`
+	// Namespaces counts the objects per namespace (namespaced resources only).
+	Namespaces map[string]Count `json:"namespaces,omitempty"`
+	// OwnedBy lists the resource types owning some of these objects; they are restored earlier.
+	OwnedBy []string `json:"ownedBy,omitempty"`
+}
+
+// Count is objects and their bytes (as JSON).
+type Count struct {
+	Count int   `json:"count"`
+	Bytes int64 `json:"bytes"`
+}
+
+// GroupResource is the resource's name as kubectl writes it: configmaps, deployments.apps.
+func (r Resource) GroupResource() string { return groupResource(r.Group, r.Resource) }
+
+func groupResource(group, resource string) string {
+	if group == "" {
+		return resource
+	}
+	return resource + "." + group
+}
+
+// Wave is a step of the restore: its resource types are applied together, after the earlier waves.
+type Wave struct {
+	Index     int      `json:"index"`
+	Name      string   `json:"name"`
+	Resources []string `json:"resources"`
+	// WaitFor says what must hold before the next wave starts.
+	WaitFor string `json:"waitFor,omitempty"`
+}
+
+// CRD describes a CustomResourceDefinition in the plan.
+type CRD struct {
+	Name           string   `json:"name"`
+	Group          string   `json:"group"`
+	Kind           string   `json:"kind"`
+	Scope          string   `json:"scope"`
+	ServedVersions []string `json:"servedVersions"`
+	StorageVersion string   `json:"storageVersion"`
+	StoredVersions []string `json:"storedVersions,omitempty"`
+	Conversion     string   `json:"conversion"`
+	Count          int      `json:"customResources"`
+}
+
+// Exclusion is something that does not move, and why.
+type Exclusion struct {
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"` // empty: every object counted
+	Count     int    `json:"count"`
+	Reason    string `json:"reason"`
+}
+
+// Volume is a PersistentVolumeClaim whose contents move.
+type Volume struct {
+	Namespace    string   `json:"namespace"`
+	Name         string   `json:"name"`
+	Capacity     string   `json:"capacity"`
+	Bytes        int64    `json:"bytes"`
+	StorageClass string   `json:"storageClass,omitempty"`
+	AccessModes  []string `json:"accessModes"`
+	Phase        string   `json:"phase"`
+	VolumeName   string   `json:"volumeName,omitempty"`
+	Pods         []PodUse `json:"pods,omitempty"`
+	// Holds names the database or bucket whose files these are: they move as a consistent dump or
+	// copy of that item, not as files.
+	Holds string `json:"holds,omitempty"`
+}
+
+// PodUse is a pod mounting a volume.
+type PodUse struct {
+	Name     string `json:"name"`
+	Node     string `json:"node,omitempty"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+// DataItem is a database or bucket found (or not) on the cluster.
+type DataItem struct {
+	Name      string `json:"name"`
+	Engine    string `json:"engine,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Workload  string `json:"workload,omitempty"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	Node      string `json:"node,omitempty"`
+	Secret    string `json:"secret,omitempty"`
+	// Volume is the claim holding the data; its capacity bounds the estimate.
+	Volume string `json:"volume,omitempty"`
+	Bytes  int64  `json:"bytes,omitempty"`
+	Found  bool   `json:"found"`
+	// Problem says what is missing when Found is false.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Tenant is an object of the tenants resource (a Kubeflow Profile) and its namespace.
+type Tenant struct {
+	Name            string `json:"name"`
+	Owner           string `json:"owner,omitempty"`
+	Namespace       string `json:"namespace"`
+	NamespaceExists bool   `json:"namespaceExists"`
+}
+
+// QuiesceItem is an object to stop before the snapshot.
+type QuiesceItem struct {
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	Action    string `json:"action"`
+	Why       string `json:"why,omitempty"`
+}
+
+// Estimate is the predicted size and duration of a backup (and, alike, of a restore).
+type Estimate struct {
+	Objects       int           `json:"objects"`
+	ObjectBytes   int64         `json:"objectBytes"`
+	VolumeBytes   int64         `json:"volumeBytes"`
+	DatabaseBytes int64         `json:"databaseBytes"`
+	BucketBytes   int64         `json:"bucketBytes"`
+	Duration      time.Duration `json:"duration"`
+	// Basis says how the figures were made, so nobody takes a bound for a measurement.
+	Basis string `json:"basis"`
+}
+
+// Finding is a problem the plan or the target preflight found.
+type Finding struct {
+	Severity string `json:"severity"` // blocking or warning
+	Subject  string `json:"subject"`
+	Message  string `json:"message"`
+}
+
+// Severities of findings.
+const (
+	Blocking = "blocking"
+	Warning  = "warning"
+)
+
+// Blocking reports whether any finding blocks the move.
+func (p *Plan) Blocking() []Finding {
+	var out []Finding
+	for _, f := range p.Findings {
+		if f.Severity == Blocking {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (p *Plan) warn(subject, format string, args ...any) {
+	p.Findings = append(p.Findings, Finding{Severity: Warning, Subject: subject, Message: fmt.Sprintf(format, args...)})
+}
+
+func (p *Plan) block(subject, format string, args ...any) {
+	p.Findings = append(p.Findings, Finding{Severity: Blocking, Subject: subject, Message: fmt.Sprintf(format, args...)})
+}
+
+// Marshal renders the plan as "yaml" or "json".
+func (p *Plan) Marshal(format string) ([]byte, error) {
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil || format == "json" {
+		return append(data, '\n'), err
+	}
+	return yaml.JSONToYAML(data)
+}
+
+// ReadFile reads a plan written by ferry plan, as YAML or JSON.
+func ReadFile(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, badinput.Errorf("plan: %w", err)
+	}
+	var p Plan
+	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+		return nil, badinput.Errorf("%s: %v", path, err)
+	}
+	if p.APIVersion != APIVersion || p.Kind != Kind {
+		return nil, badinput.Errorf("%s: not a ferry plan (apiVersion %q, kind %q; want %s %s)", path, p.APIVersion, p.Kind, APIVersion, Kind)
+	}
+	if err := p.Config.Validate(); err != nil {
+		return nil, badinput.Errorf("%s: config.%w", path, err)
+	}
+	return &p, nil
+}
+
+// WriteFile writes the plan as YAML, or JSON when path ends in .json.
+func (p *Plan) WriteFile(path string) error {
+	format := "yaml"
+	if strings.HasSuffix(path, ".json") {
+		format = "json"
+	}
+	data, err := p.Marshal(format)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("write plan: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package plans
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"golang.org/x/mod/semver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	storageClassesGVR = schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses"}
+	namespacesGVR     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	servicesGVR       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	webhookGVRs       = []schema.GroupVersionResource{
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+	}
+)
+
+// Preflight checks the target against the plan and adds its findings: resource types the target
+// neither serves nor gets from a CRD in the plan, storage classes it lacks (unless mapped),
+// namespaces that already exist, webhooks whose services are missing, and a target older than the
+// source.
+func Preflight(ctx context.Context, p *Plan, target Clients, targetContext string) error {
+	tc, err := identify(ctx, target, targetContext)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	p.Target = &tc
+	if tc.UID != "" && tc.UID == p.Source.UID {
+		p.block("target", "the target is the source cluster (kube-system UID %s)", tc.UID)
+	}
+	if older(tc.Version, p.Source.Version) {
+		p.warn("target", "Kubernetes %s is older than the source's %s: APIs may be missing or behave differently", tc.Version, p.Source.Version)
+	}
+	servedList, err := discoverAll(target)
+	if err != nil {
+		return err
+	}
+	fromCRDs := map[string]bool{}
+	for _, c := range p.CRDs {
+		fromCRDs[c.Name] = true
+	}
+	for _, r := range p.Resources {
+		gr := r.GroupResource()
+		switch {
+		case servedList[gr]:
+		case fromCRDs[gr]:
+			// Provided by a CRD the restore creates first; not a finding.
+		default:
+			p.block(gr, "the target does not serve %s and no CRD in the plan provides it (%d objects)", gr, r.Count)
+		}
+	}
+
+	classes := map[string]bool{}
+	defaultClass := ""
+	list, err := target.Dynamic.Resource(storageClassesGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("target: list storage classes: %w", err)
+	}
+	for _, sc := range list.Items {
+		classes[sc.GetName()] = true
+		if sc.GetAnnotations()["storageclass.kubernetes.io/is-default-class"] == "true" {
+			defaultClass = sc.GetName()
+		}
+	}
+	needed := map[string][]string{}
+	for _, v := range p.Volumes {
+		class := v.StorageClass
+		if mapped, ok := p.Config.StorageClassMap[class]; ok {
+			class = mapped
+		}
+		needed[class] = append(needed[class], v.Namespace+"/"+v.Name)
+	}
+	var names []string
+	for c := range needed {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, class := range names {
+		claims := needed[class]
+		switch {
+		case class == "" && defaultClass == "":
+			p.block("storageclass (default)", "%d claims use the default storage class, and the target has none: mark one default or map them (e.g. %s)", len(claims), claims[0])
+		case class != "" && !classes[class]:
+			p.block("storageclass "+class, "the target has no storage class %s, used by %d claims (e.g. %s); create it or map it with --storage-class-map %s=OTHER", class, len(claims), claims[0], class)
+		}
+	}
+
+	for _, ns := range namespacesOf(p) {
+		_, err := target.Dynamic.Resource(namespacesGVR).Get(ctx, mapNamespace(p, ns), metav1.GetOptions{})
+		if err == nil {
+			p.warn("namespace "+mapNamespace(p, ns), "already exists on the target; its objects meet the existing-object policy")
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("target: get namespace %s: %w", ns, err)
+		}
+	}
+	return checkWebhooks(ctx, p, target)
+}
+
+// checkWebhooks blocks on the target's own webhooks that fail closed while their service is
+// missing (every restore request would be refused).
+func checkWebhooks(ctx context.Context, p *Plan, target Clients) error {
+	for _, gvr := range webhookGVRs {
+		list, err := target.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("target: list %s: %w", gvr.Resource, err)
+		}
+		for _, cfg := range list.Items {
+			hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+			for _, h := range hooks {
+				hm := h.(map[string]any)
+				ns, _, _ := unstructured.NestedString(hm, "clientConfig", "service", "namespace")
+				name, _, _ := unstructured.NestedString(hm, "clientConfig", "service", "name")
+				if name == "" {
+					continue
+				}
+				policy, _, _ := unstructured.NestedString(hm, "failurePolicy")
+				_, err := target.Dynamic.Resource(servicesGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					subject := fmt.Sprintf("%s %s", gvr.Resource, cfg.GetName())
+					if policy == "Ignore" {
+						p.warn(subject, "webhook %s calls service %s/%s, which does not exist on the target (failurePolicy Ignore)", hm["name"], ns, name)
+					} else {
+						p.block(subject, "webhook %s calls service %s/%s, which does not exist on the target, and fails closed: requests it matches would be refused", hm["name"], ns, name)
+					}
+				} else if err != nil {
+					return fmt.Errorf("target: get service %s/%s: %w", ns, name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func discoverAll(c Clients) (map[string]bool, error) {
+	_, lists, err := c.Discovery.ServerGroupsAndResources()
+	if err != nil && lists == nil {
+		return nil, fmt.Errorf("target: discover the API: %w", err)
+	}
+	out := map[string]bool{}
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			out[groupResource(gv.Group, r.Name)] = true
+		}
+	}
+	return out, nil
+}
+
+// namespacesOf lists the namespaces the plan fills, but for those every cluster has.
+func namespacesOf(p *Plan) []string {
+	seen := map[string]bool{}
+	for _, r := range p.Resources {
+		for ns := range r.Namespaces {
+			if !systemNamespaces[ns] {
+				seen[ns] = true
+			}
+		}
+	}
+	for _, t := range p.Tenants {
+		seen[t.Namespace] = true
+	}
+	var out []string
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func mapNamespace(p *Plan, ns string) string {
+	if to, ok := p.Config.NamespaceMap[ns]; ok {
+		return to
+	}
+	return ns
+}
+
+// older reports whether version a is older than b (major.minor only: patch releases do not matter).
+func older(a, b string) bool {
+	mm := func(v string) string { return semver.MajorMinor(semver.Canonical(v)) }
+	return mm(a) != "" && mm(b) != "" && semver.Compare(mm(a), mm(b)) < 0
+}

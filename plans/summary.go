@@ -1,0 +1,169 @@
+package plans
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteSummary prints the plan for people: resource types by wave, namespaces, exclusions, data
+// items, the estimate and the findings.
+func (p *Plan) WriteSummary(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	src := p.Source.Context
+	if src == "" {
+		src = p.Source.Server
+	}
+	fmt.Fprintf(w, "Plan of %s (%s, Kubernetes %s)", src, p.Source.Server, p.Source.Version)
+	if p.Target != nil {
+		fmt.Fprintf(w, " to %s (%s, Kubernetes %s)", orDefault(p.Target.Context, p.Target.Server), p.Target.Server, p.Target.Version)
+	}
+	fmt.Fprintf(w, "\n\nOBJECTS BY RESTORE WAVE\nWAVE\tRESOURCE\tKIND\tOBJECTS\tSIZE\tNAMESPACES\n")
+	for _, r := range p.Resources {
+		fmt.Fprintf(w, "%d %s\t%s\t%s\t%d\t%s\t%d\n", r.Wave, shortWave(r.Wave), r.GroupResource(), r.Kind, r.Count, size(r.Bytes), len(r.Namespaces))
+	}
+
+	byNS := map[string]Count{}
+	for _, r := range p.Resources {
+		for ns, c := range r.Namespaces {
+			t := byNS[ns]
+			t.Count += c.Count
+			t.Bytes += c.Bytes
+			byNS[ns] = t
+		}
+	}
+	fmt.Fprintf(w, "\nOBJECTS BY NAMESPACE\nNAMESPACE\tOBJECTS\tSIZE\n")
+	for _, ns := range sortedKeys(byNS) {
+		fmt.Fprintf(w, "%s\t%d\t%s\n", ns, byNS[ns].Count, size(byNS[ns].Bytes))
+	}
+
+	type excl struct{ resource, reason string }
+	grouped := map[excl]int{}
+	for _, e := range p.Excluded {
+		grouped[excl{e.Resource, e.Reason}] += e.Count
+	}
+	keys := make([]excl, 0, len(grouped))
+	for k := range grouped {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].resource != keys[j].resource {
+			return keys[i].resource < keys[j].resource
+		}
+		return keys[i].reason < keys[j].reason
+	})
+	fmt.Fprintf(w, "\nNOT MOVED (each object is listed in the full plan)\nRESOURCE\tOBJECTS\tREASON\n")
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s\t%d\t%s\n", k.resource, grouped[k], k.reason)
+	}
+
+	if len(p.Volumes) > 0 {
+		fmt.Fprintf(w, "\nVOLUMES\tCAPACITY\tCLASS\tACCESS\tPHASE\tMOUNTED BY\n")
+		for _, v := range p.Volumes {
+			var pods []string
+			for _, u := range v.Pods {
+				pods = append(pods, u.Name+"@"+orDefault(u.Node, "unscheduled"))
+			}
+			name := v.Namespace + "/" + v.Name
+			if v.Holds != "" {
+				name += " (moves as " + v.Holds + ")"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", name, v.Capacity, orDefault(v.StorageClass, "(default)"),
+				strings.Join(v.AccessModes, ","), v.Phase, orDefault(strings.Join(pods, " "), "-"))
+		}
+	}
+	if len(p.Databases)+len(p.Buckets) > 0 {
+		fmt.Fprintf(w, "\nDATA\tKIND\tWHERE\tSECRET\tBOUND\tSTATUS\n")
+		for _, group := range []struct {
+			kind  string
+			items []DataItem
+		}{{"database", p.Databases}, {"bucket", p.Buckets}} {
+			for _, d := range group.items {
+				kind := group.kind
+				if d.Engine != "" {
+					kind += " (" + d.Engine + ")"
+				}
+				where := orDefault(d.Endpoint, d.Namespace+"/"+d.Workload)
+				status := "found"
+				if d.Pod != "" {
+					status += ", pod " + d.Pod
+				}
+				if !d.Found {
+					status = "NOT FOUND: " + d.Problem
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, kind, where, orDefault(d.Secret, "-"), sizeOrDash(d.Bytes), status)
+			}
+		}
+	}
+	if len(p.Tenants) > 0 {
+		fmt.Fprintf(w, "\nTENANTS (%s)\tOWNER\tNAMESPACE\n", p.Config.Tenants.Resource)
+		for _, t := range p.Tenants {
+			ns := t.Namespace
+			if !t.NamespaceExists {
+				ns += " (missing)"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\n", t.Name, t.Owner, ns)
+		}
+	}
+	if len(p.Quiesce) > 0 {
+		fmt.Fprintf(w, "\nTO QUIESCE\tACTION\n")
+		for _, q := range p.Quiesce {
+			fmt.Fprintf(w, "%s %s\t%s\n", q.Resource, strings.TrimPrefix(q.Namespace+"/"+q.Name, "/"), q.Action)
+		}
+	}
+	e := p.Estimate
+	fmt.Fprintf(w, "\nESTIMATE\n%d objects (%s), volumes ≤ %s, databases ≤ %s, buckets ≤ %s: about %s\n(%s)\n",
+		e.Objects, size(e.ObjectBytes), size(e.VolumeBytes), size(e.DatabaseBytes), size(e.BucketBytes), e.Duration, e.Basis)
+	if len(p.Findings) > 0 {
+		fmt.Fprintf(w, "\nFINDINGS\nSEVERITY\tSUBJECT\tMESSAGE\n")
+		for _, f := range p.Findings {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", f.Severity, f.Subject, f.Message)
+		}
+	}
+	return w.Flush()
+}
+
+func shortWave(i int) string {
+	if i >= 0 && i < len(waveNames) {
+		return strings.Fields(waveNames[i].name)[0]
+	}
+	return ""
+}
+
+func size(b int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, i := float64(b), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", b)
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
+}
+
+func sizeOrDash(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return size(b)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
