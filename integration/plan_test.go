@@ -194,7 +194,9 @@ func TestPlanOfKubeflowOnBlue(t *testing.T) {
 			t.Errorf("profile %s: namespace not found", tenant.Name)
 		}
 	}
-	if !slices.ContainsFunc(p.Quiesce, func(q plans.QuiesceItem) bool { return q.Resource == "notebooks.kubeflow.org" && q.Action == "annotate" }) {
+	if !slices.ContainsFunc(p.Quiesce, func(q plans.QuiesceItem) bool {
+		return q.Resource == "notebooks.kubeflow.org" && q.Action == "annotate"
+	}) {
 		t.Error("no notebooks to quiesce in the plan")
 	}
 	if p.Estimate.Objects == 0 || p.Estimate.Duration == 0 {
