@@ -33,7 +33,7 @@ test-short: lint
 # Builds the testbed's binaries into a cache outside the repository on first use (a cold build takes
 # about 15 minutes on two cores and prints progress), installs MariaDB with apt-get when missing.
 testbed-bin: check-go
-	@echo "==> testbed binaries (Kubernetes v1.37.2, etcd, kwok v0.8.0, MinIO, MariaDB)"
+	@echo "==> testbed binaries (Kubernetes v1.37.2, etcd, kwok v0.8.0, MinIO, MariaDB); compiling the testbed tool first"
 	@$(TESTBED) build
 
 test-integration: testbed-bin
@@ -43,8 +43,8 @@ test-integration: testbed-bin
 test: lint testbed-bin test-integration
 
 bench: testbed-bin
-	@echo "==> storage benchmark: ferry's S3 backend beside raw multipart transfers to the same MinIO"
-	@$(GO) test -run '^$$' -bench . -benchtime 3x ./storage/
+	@echo "==> benchmarks: storage (ferry's S3 backend beside raw transfers to the same MinIO), planning 20,000 objects"
+	@$(GO) test -run '^$$' -bench . -benchtime 3x ./storage/ ./integration/
 
 testbed-up: testbed-bin
 	@$(TESTBED) up

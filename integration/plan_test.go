@@ -59,7 +59,7 @@ func applyPlatform(t *testing.T) (fixture bool) {
 	return fixture
 }
 
-func planClients(t *testing.T, cluster string) (plans.Clients, *dynamic.DynamicClient, *discovery.DiscoveryClient) {
+func planClients(t testing.TB, cluster string) (plans.Clients, *dynamic.DynamicClient, *discovery.DiscoveryClient) {
 	t.Helper()
 	cfg, err := testbed.Require(t, tb).Clusters[cluster].RESTConfig()
 	if err != nil {

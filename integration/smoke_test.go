@@ -33,7 +33,11 @@ func TestMain(m *testing.M) {
 	os.Exit(testbed.Main(m, testbed.Everything, &tb))
 }
 
-func clients(t *testing.T, cluster string) (*testbed.Cluster, kubernetes.Interface) {
+func clients(t testing.TB, cluster string) (*testbed.Cluster, kubernetes.Interface) {
+	return clientsB(t, cluster)
+}
+
+func clientsB(t testing.TB, cluster string) (*testbed.Cluster, kubernetes.Interface) {
 	t.Helper()
 	c := testbed.Require(t, tb).Clusters[cluster]
 	kc, _, err := c.Clients()

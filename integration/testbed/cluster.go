@@ -142,6 +142,7 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 1000, 2000
+	cfg.WarningHandler = rest.NoWarnings{}
 	return cfg, nil
 }
 

@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BenchmarkPlan20k plans blue after filling it with 20,000 ConfigMaps across 20 namespaces, and
+// reports objects planned per second and the peak heap. Run: make bench.
+func BenchmarkPlan20k(b *testing.B) {
+	const namespaces, perNamespace = 20, 1000
+	_, kc := clients(b, "blue")
+	ctx := context.Background()
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(64)
+	payload := strings.Repeat("x", 512)
+	for n := range namespaces {
+		ns := fmt.Sprintf("bench-%02d", n)
+		if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+		for i := range perNamespace {
+			g.Go(func() error {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", i), Labels: map[string]string{"bench": "plan"}},
+					Data: map[string]string{"payload": payload}}
+				_, err := kc.CoreV1().ConfigMaps(ns).Create(gctx, cm, metav1.CreateOptions{})
+				if apierrors.IsAlreadyExists(err) {
+					return nil
+				}
+				return err
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("created %d ConfigMaps in %s", namespaces*perNamespace, time.Since(start).Round(time.Millisecond))
+
+	cl, _, _ := planClients(b, "blue")
+	var objects int
+	peak := peakHeap(b, func() {
+		for range b.N {
+			p, err := plans.Inventory(ctx, cl, plans.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			objects = p.Estimate.Objects
+			for _, e := range p.Excluded {
+				objects += e.Count
+			}
+		}
+	})
+	if objects < namespaces*perNamespace {
+		b.Fatalf("planned %d objects, want at least %d", objects, namespaces*perNamespace)
+	}
+	b.ReportMetric(float64(objects)*float64(b.N)/b.Elapsed().Seconds(), "objects/s")
+	b.ReportMetric(float64(objects), "objects")
+	b.ReportMetric(peak/(1<<20), "peak-heap-MiB")
+}
+
+// peakHeap runs f with the benchmark timer on and returns the largest heap in use seen meanwhile,
+// above what was in use before.
+func peakHeap(b *testing.B, f func()) float64 {
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var ms runtime.MemStats
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+		}
+	})
+	b.ResetTimer()
+	f()
+	b.StopTimer()
+	close(stop)
+	wg.Wait()
+	return float64(peak - min(peak, base.HeapInuse))
+}
