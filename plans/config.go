@@ -197,6 +197,9 @@ func (c Config) Validate() error {
 	}
 	checkSelection("include", c.Include)
 	checkSelection("exclude", c.Exclude)
+	if c.Exclude.LabelSelector != "" {
+		bad("exclude.labelSelector", "not supported: negate it in include.labelSelector (e.g. app!=cache)")
+	}
 	seen := map[string]bool{}
 	for i, d := range c.Databases {
 		f := fmt.Sprintf("databases[%d]", i)

@@ -19,6 +19,7 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"bucket without place", "buckets:\n- {name: b}\n", "buckets[0]: needs a workload"},
 		{"bucket port", "buckets:\n- {name: b, namespace: kf, workload: deployment/minio}\n", "buckets[0].port"},
 		{"bad selector", "include: {labelSelector: 'a in (b'}\n", "include.labelSelector"},
+		{"exclude by label", "exclude: {labelSelector: app=x}\n", "exclude.labelSelector: not supported"},
 		{"bad namespace", "exclude: {namespaces: [Bad_NS]}\n", "exclude.namespaces[0]"},
 		{"bad action", "quiesce:\n- {resource: deployments.apps, action: explode}\n", `quiesce[0].action: "explode"`},
 		{"annotate without annotations", "quiesce:\n- {resource: notebooks.kubeflow.org, action: annotate}\n", "quiesce[0].annotations"},

@@ -47,7 +47,6 @@ type servedResource struct {
 	gvr        schema.GroupVersionResource
 	kind       string
 	namespaced bool
-	verbs      []string
 }
 
 func (r servedResource) groupResource() string { return groupResource(r.gvr.Group, r.gvr.Resource) }
@@ -203,7 +202,7 @@ func discover(dc discovery.DiscoveryInterface, p *Plan) ([]servedResource, error
 			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "create") {
 				continue
 			}
-			out = append(out, servedResource{gvr: gv.WithResource(r.Name), kind: r.Kind, namespaced: r.Namespaced, verbs: r.Verbs})
+			out = append(out, servedResource{gvr: gv.WithResource(r.Name), kind: r.Kind, namespaced: r.Namespaced})
 		}
 	}
 	return out, nil
@@ -231,11 +230,7 @@ func newSelector(cfg Config) (*selector, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &selector{inNS: set(cfg.Include.Namespaces), exNS: set(cfg.Exclude.Namespaces), inRes: set(cfg.Include.Resources), exRes: set(cfg.Exclude.Resources), labels: ls}
-	if cfg.Exclude.LabelSelector != "" {
-		return nil, fmt.Errorf("exclude.labelSelector: not supported; negate it in include.labelSelector")
-	}
-	return s, nil
+	return &selector{inNS: set(cfg.Include.Namespaces), exNS: set(cfg.Exclude.Namespaces), inRes: set(cfg.Include.Resources), exRes: set(cfg.Exclude.Resources), labels: ls}, nil
 }
 
 // resourceReason says why a whole resource type is left out by the user's selection, or "".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"golang.org/x/mod/semver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -186,6 +187,9 @@ func mapNamespace(p *Plan, ns string) string {
 
 // older reports whether version a is older than b (major.minor only: patch releases do not matter).
 func older(a, b string) bool {
-	mm := func(v string) string { return semver.MajorMinor(semver.Canonical(v)) }
+	mm := func(v string) string {
+		v, _, _ = strings.Cut(v, "+") // build metadata such as "+$Format:%H$" is not semver
+		return semver.MajorMinor(semver.Canonical(v))
+	}
 	return mm(a) != "" && mm(b) != "" && semver.Compare(mm(a), mm(b)) < 0
 }

@@ -1,0 +1,68 @@
+package plans
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+)
+
+func TestPlanFileRoundTrip(t *testing.T) {
+	cfg, err := LoadPreset("kubeflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Plan{APIVersion: APIVersion, Kind: Kind, Config: cfg,
+		Resources: []Resource{{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Wave: waveConfig, Count: 2, Bytes: 100,
+			Namespaces: map[string]Count{"kubeflow": {Count: 2, Bytes: 100}}}},
+		Excluded: []Exclusion{{Resource: "nodes", Count: 2, Reason: "nodes belong to the cluster they run in"}},
+		Findings: []Finding{{Severity: Blocking, Subject: "storageclass gp3", Message: "missing"}},
+	}
+	for _, name := range []string{"plan.yaml", "plan.json"} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := p.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.Resources[0].Namespaces["kubeflow"].Count != 2 || len(got.Config.Databases) != 2 || len(got.Blocking()) != 1 {
+			t.Fatalf("%s: read back %+v", name, got)
+		}
+	}
+}
+
+func TestReadFileRejectsWhatIsNotAPlan(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"other.yaml":   "apiVersion: v1\nkind: ConfigMap\n",
+		"unknown.yaml": "apiVersion: ferry.dev/v1alpha1\nkind: Plan\nresourcez: []\n",
+		"badcfg.yaml":  "apiVersion: ferry.dev/v1alpha1\nkind: Plan\nconfig: {databases: [{name: a, engine: db2}]}\n",
+	} {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, []byte(content), 0o644)
+		if _, err := ReadFile(path); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), path) {
+			t.Errorf("ReadFile(%s) = %v, want a bad-input error naming the file", name, err)
+		}
+	}
+}
+
+func TestOlder(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"v1.36.4", "v1.37.2", true},
+		{"v1.37.0", "v1.37.2", false},
+		{"v1.38.0", "v1.37.2", false},
+		{"v0.0.0-master+$Format:%H$", "v1.37.2", true},
+		{"garbage", "v1.37.2", false},
+	} {
+		if got := older(tc.a, tc.b); got != tc.want {
+			t.Errorf("older(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
