@@ -8,7 +8,9 @@ import (
 )
 
 func TestExclusionReason(t *testing.T) {
-	obj := func(yamlish map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: yamlish} }
+	obj := func(yamlish map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: yamlish}
+	}
 	meta := func(ns, name string, ann map[string]any) map[string]any {
 		m := map[string]any{"name": name, "namespace": ns}
 		if ann != nil {
