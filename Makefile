@@ -67,9 +67,10 @@ demo: build testbed-bin
 	fi
 	@echo "==> what blue holds now"
 	@$(TESTBED) kubectl --context blue get profiles,notebooks.kubeflow.org,deployments,pvc -A
+	@echo "==> ferry plan --from blue --to green --preset kubeflow -o ferry-plan.yaml"
+	@KUBECONFIG=$$($(TESTBED) info | sed -n 's/^  export KUBECONFIG=//p') bin/ferry plan --from blue --to green --preset kubeflow -o ferry-plan.yaml; \
+	  code=$$?; if [ $$code -eq 3 ]; then echo "(exit code 3: the blocking findings above stand in the way on green)"; elif [ $$code -ne 0 ]; then exit $$code; fi
 	@$(TESTBED) info
-	@echo "ferry is bin/ferry; it takes the same kubeconfig flags as kubectl:"
-	@bin/ferry version
 
 clean:
 	rm -rf bin

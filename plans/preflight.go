@@ -87,9 +87,9 @@ func Preflight(ctx context.Context, p *Plan, target Clients, targetContext strin
 		claims := needed[class]
 		switch {
 		case class == "" && defaultClass == "":
-			p.block("storageclass (default)", "%d claims use the default storage class, and the target has none: mark one default or map them (e.g. %s)", len(claims), claims[0])
+			p.block("storageclass (default)", "%s the default storage class, and the target has none: mark one default or map them (e.g. %s)", claimsUse(len(claims)), claims[0])
 		case class != "" && !classes[class]:
-			p.block("storageclass "+class, "the target has no storage class %s, used by %d claims (e.g. %s); create it or map it with --storage-class-map %s=OTHER", class, len(claims), claims[0], class)
+			p.block("storageclass "+class, "the target has no storage class %s; %s it (e.g. %s); create it or map it with --storage-class-map %s=OTHER", class, claimsUse(len(claims)), claims[0], class)
 		}
 	}
 
@@ -192,4 +192,11 @@ func older(a, b string) bool {
 		return semver.MajorMinor(semver.Canonical(v))
 	}
 	return mm(a) != "" && mm(b) != "" && semver.Compare(mm(a), mm(b)) < 0
+}
+
+func claimsUse(n int) string {
+	if n == 1 {
+		return "1 claim uses"
+	}
+	return fmt.Sprintf("%d claims use", n)
 }
