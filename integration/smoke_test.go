@@ -186,18 +186,20 @@ func TestPortForwardReachesBlueMinIO(t *testing.T) {
 	c, kc := clients(t, "blue")
 	minio := tb.MinIO["blue"]
 	ctx := context.Background()
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubeflow"}}, metav1.CreateOptions{}); err != nil {
+	// Not the kubeflow namespace: the Kubeflow fixture enforces the restricted pod security level there.
+	const ns = "object-store"
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	runPod(t, kc, "kubeflow", simplePod("minio"))
-	if err := c.MapPortForward(ctx, "kubeflow", "minio", 9000, "127.0.0.1", minio.Port); err != nil {
+	runPod(t, kc, ns, simplePod("minio"))
+	if err := c.MapPortForward(ctx, ns, "minio", 9000, "127.0.0.1", minio.Port); err != nil {
 		t.Fatal(err)
 	}
 	if err := minio.CreateBucket(ctx, "mlpipeline"); err != nil {
 		t.Fatal(err)
 	}
 	cfg, _ := c.RESTConfig()
-	addr, stop, err := kube.PortForward(ctx, cfg, kc, "kubeflow", "minio", 9000)
+	addr, stop, err := kube.PortForward(ctx, cfg, kc, ns, "minio", 9000)
 	if err != nil {
 		t.Fatal(err)
 	}
