@@ -431,3 +431,28 @@ func countCRs(p *Plan) {
 		p.CRDs[i].Count = counts[p.CRDs[i].Name]
 	}
 }
+
+// Filter decides object by object what a plan moves, so that a backup taken after planning applies
+// the same rules to the live cluster.
+type Filter struct{ sel *selector }
+
+// NewFilter makes the filter of a configuration.
+func NewFilter(cfg Config) (*Filter, error) {
+	sel, err := newSelector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Filter{sel: sel}, nil
+}
+
+// Reason says why obj, of resource type r, does not move, or "" when it does.
+func (f *Filter) Reason(r Resource, obj *unstructured.Unstructured) string {
+	served := servedResource{gvr: schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}, kind: r.Kind, namespaced: r.Namespaced}
+	gr := served.groupResource()
+	for _, reason := range []string{excludedResources[gr], f.sel.resourceReason(served), exclusionReason(gr, obj), f.sel.objectReason(served, obj)} {
+		if reason != "" {
+			return reason
+		}
+	}
+	return ""
+}

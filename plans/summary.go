@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/ferrykube/ferry/internal/human"
 )
 
 // WriteSummary prints the plan for people: resource types by wave, namespaces, exclusions, data
@@ -22,7 +24,7 @@ func (p *Plan) WriteSummary(out io.Writer) error {
 	}
 	fmt.Fprintf(w, "\n\nOBJECTS BY RESTORE WAVE\nWAVE\tRESOURCE\tKIND\tOBJECTS\tSIZE\tNAMESPACES\n")
 	for _, r := range p.Resources {
-		fmt.Fprintf(w, "%d %s\t%s\t%s\t%d\t%s\t%d\n", r.Wave, shortWave(r.Wave), r.GroupResource(), r.Kind, r.Count, size(r.Bytes), len(r.Namespaces))
+		fmt.Fprintf(w, "%d %s\t%s\t%s\t%d\t%s\t%d\n", r.Wave, shortWave(r.Wave), r.GroupResource(), r.Kind, r.Count, human.Bytes(r.Bytes), len(r.Namespaces))
 	}
 
 	byNS := map[string]Count{}
@@ -36,7 +38,7 @@ func (p *Plan) WriteSummary(out io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nOBJECTS BY NAMESPACE\nNAMESPACE\tOBJECTS\tSIZE\n")
 	for _, ns := range sortedKeys(byNS) {
-		fmt.Fprintf(w, "%s\t%d\t%s\n", ns, byNS[ns].Count, size(byNS[ns].Bytes))
+		fmt.Fprintf(w, "%s\t%d\t%s\n", ns, byNS[ns].Count, human.Bytes(byNS[ns].Bytes))
 	}
 
 	type excl struct{ resource, reason string }
@@ -115,7 +117,7 @@ func (p *Plan) WriteSummary(out io.Writer) error {
 	}
 	e := p.Estimate
 	fmt.Fprintf(w, "\nESTIMATE\n%d objects (%s), volumes ≤ %s, databases ≤ %s, buckets ≤ %s: about %s\n(%s)\n",
-		e.Objects, size(e.ObjectBytes), size(e.VolumeBytes), size(e.DatabaseBytes), size(e.BucketBytes), e.Duration, e.Basis)
+		e.Objects, human.Bytes(e.ObjectBytes), human.Bytes(e.VolumeBytes), human.Bytes(e.DatabaseBytes), human.Bytes(e.BucketBytes), e.Duration, e.Basis)
 	if len(p.Findings) > 0 {
 		fmt.Fprintf(w, "\nFINDINGS\nSEVERITY\tSUBJECT\tMESSAGE\n")
 		for _, f := range p.Findings {
@@ -132,24 +134,11 @@ func shortWave(i int) string {
 	return ""
 }
 
-func size(b int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	v, i := float64(b), 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", b)
-	}
-	return fmt.Sprintf("%.1f %s", v, units[i])
-}
-
 func sizeOrDash(b int64) string {
 	if b == 0 {
 		return "-"
 	}
-	return size(b)
+	return human.Bytes(b)
 }
 
 func orDefault(s, def string) string {

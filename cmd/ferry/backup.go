@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/internal/human"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/resources"
+	"github.com/ferrykube/ferry/storage"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+)
+
+type backupOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+
+	from, planFile, configFile, preset, name string
+	parallel                                 int
+}
+
+func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &backupOptions{global: global, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "backup --from CONTEXT [--plan plan.yaml | -f ferry.yaml | --preset P] [--name N]",
+		Short: "Snapshot a cluster into storage as a Velero-compatible backup",
+		Long: `backup writes every object the plan moves into storage as a valid Velero backup, with ferry's
+manifest (each object's normalized SHA-256) written last: a backup without it is incomplete.
+Volume contents, databases and buckets named by the plan are not captured yet; they are listed as
+skipped and the exit code is 3.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.from, "from", "", "kubeconfig context of the cluster to back up (default: the current context)")
+	f.StringVar(&o.planFile, "plan", "", "a plan written by ferry plan -o FILE (default: plan now)")
+	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml, when planning now")
+	f.StringVar(&o.preset, "preset", "", "embedded platform preset, when planning now: "+strings.Join(plans.Presets(), ", "))
+	f.StringVar(&o.name, "name", "", "backup name (default ferry-YYYYMMDD-HHMMSS)")
+	f.IntVar(&o.parallel, "parallel", 8, "resource types listed at once")
+	return cmd
+}
+
+func (o *backupOptions) validate() error {
+	if o.planFile != "" && (o.configFile != "" || o.preset != "") {
+		return badinput.Errorf("--plan already holds the configuration: drop -f/--preset")
+	}
+	if o.parallel < 1 {
+		return badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
+	}
+	if o.name != "" {
+		return snapshot.CheckName(o.name)
+	}
+	return nil
+}
+
+func (o *backupOptions) run(ctx context.Context) error {
+	store, err := storage.Open(ctx, o.global.storageURL)
+	if err != nil {
+		return err
+	}
+	source, err := o.global.planClients(o.from)
+	if err != nil {
+		return badinput.Wrap(err)
+	}
+	var plan *plans.Plan
+	if o.planFile != "" {
+		if plan, err = plans.ReadFile(o.planFile); err != nil {
+			return err
+		}
+	} else {
+		cfg, err := plans.LoadConfig(o.configFile, o.preset)
+		if err != nil {
+			return err
+		}
+		if plan, err = plans.Inventory(ctx, source, plans.Options{Config: cfg, Context: o.from, Concurrency: o.parallel, Log: o.global.logger}); err != nil {
+			return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
+		}
+	}
+	started := time.Now()
+	name := o.name
+	if name == "" {
+		name = "ferry-" + started.UTC().Format("20060102-150405")
+	}
+	w, err := snapshot.Create(ctx, store, name, plan.Source, plan, started)
+	if errors.Is(err, snapshot.ErrExists) {
+		return badinput.Wrap(err)
+	}
+	if err != nil {
+		return err
+	}
+	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
+	manifest, err := o.capture(ctx, w, plan, source.Dynamic, started)
+	if err != nil {
+		// Leave nothing that looks like a backup behind; the manifest was never written.
+		if n, derr := snapshot.Delete(context.WithoutCancel(ctx), store, name); derr != nil {
+			o.global.logger.Error("cleaning up the failed backup", "backup", name, "removed", n, "error", derr)
+		}
+		return fmt.Errorf("backup %s: %w", name, err)
+	}
+	fmt.Fprintf(o.streams.Out, "Backup %s is complete in %s: %d objects (%s as JSON), %s stored, in %s.\n",
+		name, store, manifest.Totals.Objects, human.Bytes(manifest.Totals.ObjectBytes), human.Bytes(manifest.Totals.StoredBytes),
+		manifest.CompletedAt.Sub(manifest.StartedAt).Round(time.Millisecond))
+	if len(manifest.Skipped) > 0 {
+		fmt.Fprintf(o.streams.Out, "\nNOT IN THIS BACKUP\n")
+		for _, s := range manifest.Skipped {
+			fmt.Fprintf(o.streams.Out, "  %s %s: %s\n", s.Kind, s.Name, s.Reason)
+		}
+		return &incompleteError{msg: fmt.Sprintf("backup %s holds the objects but skipped %d items", name, len(manifest.Skipped))}
+	}
+	return nil
+}
+
+func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *plans.Plan, dyn dynamic.Interface, started time.Time) (*snapshot.Manifest, error) {
+	count, err := resources.Capture{Dynamic: dyn, Plan: plan, Concurrency: o.parallel}.Run(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	const notYet = "not captured by this version of ferry"
+	for _, v := range plan.Volumes {
+		if v.Holds == "" {
+			w.Skip("volume", v.Namespace+"/"+v.Name, "volume contents are "+notYet)
+		}
+	}
+	for _, d := range plan.Databases {
+		if d.Found {
+			w.Skip("database", d.Name, "database dumps are "+notYet)
+		}
+	}
+	for _, b := range plan.Buckets {
+		if b.Found {
+			w.Skip("bucket", b.Name, "bucket contents are "+notYet)
+		}
+	}
+	velero, err := resources.VeleroBackup(w.Name(), plan, count, started, time.Now(), nil)
+	if err != nil {
+		return nil, err
+	}
+	// Velero's own rule: its metadata file last among its files; ferry's manifest after it.
+	if err := w.Put(ctx, snapshot.VeleroFile, strings.NewReader(string(velero))); err != nil {
+		return nil, err
+	}
+	w.SetVeleroCompatible(true)
+	return w.Commit(ctx, time.Now())
+}

@@ -1,0 +1,283 @@
+// Package snapshot is what a backup is: its layout in storage, its manifest, and the writer that
+// makes one, complete only when its manifest is written last. The sub-packages capture each kind
+// of data (resources, and in turn volumes, databases, buckets).
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/internal/buildinfo"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/storage"
+)
+
+// Files of a backup under backups/<name>/.
+const (
+	ManifestFile = "ferry-manifest.json"
+	ClaimFile    = "ferry-claim.json"
+	VeleroFile   = "velero-backup.json"
+)
+
+// Prefix is where a backup's files live in storage.
+func Prefix(name string) string { return "backups/" + name + "/" }
+
+var validName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$`)
+
+// CheckName rejects names that cannot name a backup (they also name Velero's Backup object).
+func CheckName(name string) error {
+	if !validName.MatchString(name) {
+		return badinput.Errorf("backup name %q: use lower-case letters, digits, '-' and '.', at most 63, starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// Manifest is the truth about a backup. It is written last: a backup without it is incomplete.
+type Manifest struct {
+	FormatVersion string         `json:"formatVersion"`
+	Name          string         `json:"name"`
+	Tool          buildinfo.Info `json:"tool"`
+	Source        plans.Cluster  `json:"source"`
+	StartedAt     time.Time      `json:"startedAt"`
+	CompletedAt   time.Time      `json:"completedAt"`
+	Plan          *plans.Plan    `json:"plan"`
+	Objects       []Object       `json:"objects"`
+	// Skipped lists what the plan named but this backup does not hold, and why.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	Streams []Stream  `json:"streams"`
+	Totals  Totals    `json:"totals"`
+	// VeleroCompatible says whether velero-backup.json and the Velero archive were written.
+	VeleroCompatible bool `json:"veleroCompatible"`
+}
+
+// Object is one backed-up Kubernetes object and the digest of its normalized form.
+type Object struct {
+	Group     string `json:"group,omitempty"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	SHA256    string `json:"sha256"`
+}
+
+// Skipped is an item left out of the backup.
+type Skipped struct {
+	Kind   string `json:"kind"` // volume, database, bucket, object
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Stream is a file of the backup as written.
+type Stream struct {
+	Key    string `json:"key"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Totals sum up the backup.
+type Totals struct {
+	Objects     int   `json:"objects"`
+	ObjectBytes int64 `json:"objectBytes"`
+	StoredBytes int64 `json:"storedBytes"`
+	Skipped     int   `json:"skipped"`
+}
+
+// Writer makes one backup.
+type Writer struct {
+	store storage.Backend
+	name  string
+
+	mu       sync.Mutex
+	manifest Manifest
+}
+
+// ErrExists matches the error of Create when the name is taken.
+var ErrExists = errors.New("backup already exists")
+
+// Create claims the name in storage (of concurrent claims exactly one wins) and starts a backup.
+// An existing backup, complete or not, is never overwritten.
+func Create(ctx context.Context, store storage.Backend, name string, source plans.Cluster, plan *plans.Plan, now time.Time) (*Writer, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	claim, _ := json.Marshal(map[string]any{"name": name, "startedAt": now.UTC()})
+	if err := store.Create(ctx, Prefix(name)+ClaimFile, bytes.NewReader(claim)); err != nil {
+		if errors.Is(err, storage.ErrExists) {
+			return nil, fmt.Errorf("%s in %s: %w", name, store, ErrExists)
+		}
+		return nil, err
+	}
+	return &Writer{store: store, name: name, manifest: Manifest{
+		FormatVersion: "1", Name: name, Tool: buildinfo.Read(), Source: source, StartedAt: now.UTC(), Plan: plan,
+	}}, nil
+}
+
+// Name is the backup's name.
+func (w *Writer) Name() string { return w.name }
+
+// Put uploads one file of the backup as it is read, recording its size and SHA-256.
+func (w *Writer) Put(ctx context.Context, file string, r io.Reader) error {
+	h := sha256.New()
+	counter := &countingWriter{}
+	if err := w.store.Put(ctx, Prefix(w.name)+file, io.TeeReader(r, io.MultiWriter(h, counter))); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.Streams = append(w.manifest.Streams, Stream{Key: file, Bytes: counter.n, SHA256: hex.EncodeToString(h.Sum(nil))})
+	w.manifest.Totals.StoredBytes += counter.n
+	return nil
+}
+
+// AddObjects records backed-up objects.
+func (w *Writer) AddObjects(objs []Object, bytes int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.Objects = append(w.manifest.Objects, objs...)
+	w.manifest.Totals.Objects += len(objs)
+	w.manifest.Totals.ObjectBytes += bytes
+}
+
+// Skip records an item the backup does not hold.
+func (w *Writer) Skip(kind, name, reason string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.Skipped = append(w.manifest.Skipped, Skipped{Kind: kind, Name: name, Reason: reason})
+	w.manifest.Totals.Skipped++
+}
+
+// SetVeleroCompatible records whether the Velero files are part of the backup.
+func (w *Writer) SetVeleroCompatible(ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.VeleroCompatible = ok
+}
+
+// Commit writes the manifest, last, which makes the backup complete, and returns it.
+func (w *Writer) Commit(ctx context.Context, now time.Time) (*Manifest, error) {
+	w.mu.Lock()
+	m := w.manifest
+	w.mu.Unlock()
+	m.CompletedAt = now.UTC()
+	sort.Slice(m.Objects, func(i, j int) bool {
+		a, b := m.Objects[i], m.Objects[j]
+		return a.Resource+"."+a.Group+"/"+a.Namespace+"/"+a.Name < b.Resource+"."+b.Group+"/"+b.Namespace+"/"+b.Name
+	})
+	sort.Slice(m.Streams, func(i, j int) bool { return m.Streams[i].Key < m.Streams[j].Key })
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := w.store.Create(ctx, Prefix(w.name)+ManifestFile, bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("write the manifest of %s: %w", w.name, err)
+	}
+	return &m, nil
+}
+
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+// Info describes a backup found in storage.
+type Info struct {
+	Name string `json:"name"`
+	// State is complete (ferry's manifest is there), velero (a backup Velero wrote), or incomplete.
+	State       string    `json:"state"`
+	Files       int       `json:"files"`
+	Bytes       int64     `json:"bytes"`
+	CompletedAt time.Time `json:"completedAt,omitzero"`
+}
+
+// Backup states.
+const (
+	Complete   = "complete"
+	Velero     = "velero"
+	Incomplete = "incomplete"
+)
+
+// List describes every backup in storage, by name.
+func List(ctx context.Context, store storage.Lister) ([]Info, error) {
+	byName := map[string]*Info{}
+	var order []string
+	err := store.List(ctx, "backups/", func(o storage.ObjectInfo) error {
+		name, file, ok := strings.Cut(strings.TrimPrefix(o.Key, "backups/"), "/")
+		if !ok {
+			return nil
+		}
+		info := byName[name]
+		if info == nil {
+			info = &Info{Name: name, State: Incomplete}
+			byName[name] = info
+			order = append(order, name)
+		}
+		info.Files++
+		info.Bytes += o.Size
+		switch {
+		case file == ManifestFile:
+			info.State, info.CompletedAt = Complete, o.ModTime
+		case file == VeleroFile && info.State != Complete:
+			info.State, info.CompletedAt = Velero, o.ModTime
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, 0, len(order))
+	for _, name := range order {
+		out = append(out, *byName[name])
+	}
+	return out, nil
+}
+
+// ReadManifest reads a complete backup's manifest.
+func ReadManifest(ctx context.Context, store storage.Reader, name string) (*Manifest, error) {
+	rc, err := store.Get(ctx, Prefix(name)+ManifestFile)
+	if errors.Is(err, storage.ErrNotExist) {
+		return nil, badinput.Errorf("backup %q has no manifest: it does not exist or is incomplete (see ferry backups list)", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var m Manifest
+	if err := json.NewDecoder(rc).Decode(&m); err != nil {
+		return nil, fmt.Errorf("backup %s: manifest: %w", name, err)
+	}
+	return &m, nil
+}
+
+// Delete removes a backup completely: the manifest first, so that a backup being deleted is never
+// taken for a complete one, then every other file. It reports how many files it removed.
+func Delete(ctx context.Context, store storage.Backend, name string) (int, error) {
+	if err := CheckName(name); err != nil {
+		return 0, err
+	}
+	var keys []string
+	if err := store.List(ctx, Prefix(name), func(o storage.ObjectInfo) error { keys = append(keys, o.Key); return nil }); err != nil {
+		return 0, err
+	}
+	if len(keys) == 0 {
+		return 0, badinput.Errorf("no backup named %q in %s", name, store)
+	}
+	sort.SliceStable(keys, func(i, j int) bool { return strings.HasSuffix(keys[i], "/"+ManifestFile) })
+	for i, k := range keys {
+		if err := store.Delete(ctx, k); err != nil {
+			return i, err
+		}
+	}
+	return len(keys), nil
+}

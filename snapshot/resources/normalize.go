@@ -1,0 +1,116 @@
+// Package resources captures Kubernetes objects into a backup that is also a valid Velero backup,
+// and (with restore and verify) puts them back. Normalization here is the one rule set backup,
+// restore and verify share: what a cluster sets by itself is not part of an object's content.
+package resources
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// serverSetMetadata are set by the API server for each cluster and never carried over.
+var serverSetMetadata = []string{
+	"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink",
+	"deletionTimestamp", "deletionGracePeriodSeconds", "generateName",
+}
+
+// bindingAnnotations are written by the volume binder and provisioners of the source cluster.
+var bindingAnnotations = []string{
+	"pv.kubernetes.io/bind-completed", "pv.kubernetes.io/bound-by-controller",
+	"volume.kubernetes.io/storage-provisioner", "volume.beta.kubernetes.io/storage-provisioner",
+	"volume.kubernetes.io/selected-node",
+}
+
+// Normalize returns a copy of obj without what the source cluster set by itself: server-set
+// metadata, status, owner UIDs, and per kind the fields Velero's restore resets (Service cluster
+// IPs, claim binding, Job controller-uid selectors, pod node names). gr is the group-resource, e.g.
+// "jobs.batch".
+func Normalize(gr string, obj map[string]any) map[string]any {
+	out := runtime.DeepCopyJSON(obj)
+	meta, _ := out["metadata"].(map[string]any)
+	if meta != nil {
+		for _, f := range serverSetMetadata {
+			delete(meta, f)
+		}
+		if refs, ok := meta["ownerReferences"].([]any); ok {
+			for _, r := range refs {
+				if rm, ok := r.(map[string]any); ok {
+					delete(rm, "uid") // re-linked to the owner's new UID on restore
+				}
+			}
+		}
+	}
+	delete(out, "status")
+	spec, _ := out["spec"].(map[string]any)
+	switch gr {
+	case "services":
+		if spec != nil && spec["clusterIP"] != "None" {
+			delete(spec, "clusterIP")
+			delete(spec, "clusterIPs")
+		}
+		if ports, ok := spec["ports"].([]any); ok {
+			for _, p := range ports {
+				if pm, ok := p.(map[string]any); ok {
+					delete(pm, "nodePort")
+				}
+			}
+		}
+		delete(spec, "healthCheckNodePort")
+	case "persistentvolumeclaims":
+		deleteAnnotations(meta, bindingAnnotations)
+		delete(spec, "volumeName")
+	case "persistentvolumes":
+		deleteAnnotations(meta, bindingAnnotations)
+		if ref, ok := spec["claimRef"].(map[string]any); ok {
+			delete(ref, "uid")
+			delete(ref, "resourceVersion")
+		}
+	case "jobs.batch":
+		// The Job controller's UID labels, which the Job's own labels inherit when it has none.
+		for _, m := range []map[string]any{nestedMap(spec, "selector", "matchLabels"), nestedMap(spec, "template", "metadata", "labels"), nestedMap(meta, "labels")} {
+			delete(m, "controller-uid")
+			delete(m, "batch.kubernetes.io/controller-uid")
+		}
+	case "pods":
+		delete(spec, "nodeName")
+		delete(spec, "priority")
+	}
+	return out
+}
+
+func deleteAnnotations(meta map[string]any, keys []string) {
+	ann, ok := meta["annotations"].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range keys {
+		delete(ann, k)
+	}
+	if len(ann) == 0 {
+		delete(meta, "annotations")
+	}
+}
+
+func nestedMap(m map[string]any, path ...string) map[string]any {
+	for _, p := range path {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = next
+	}
+	return m
+}
+
+// Digest is the SHA-256 of an object's normalized form as canonical JSON (sorted keys, compact).
+func Digest(gr string, obj map[string]any) (string, error) {
+	data, err := json.Marshal(Normalize(gr, obj))
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
