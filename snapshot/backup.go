@@ -54,6 +54,7 @@ type Manifest struct {
 	CompletedAt   time.Time      `json:"completedAt"`
 	Plan          *plans.Plan    `json:"plan"`
 	Objects       []Object       `json:"objects"`
+	Databases     []Database     `json:"databases,omitempty"`
 	// Skipped lists what the plan named but this backup does not hold, and why.
 	Skipped []Skipped `json:"skipped,omitempty"`
 	Streams []Stream  `json:"streams"`
@@ -71,6 +72,25 @@ type Object struct {
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	SHA256    string `json:"sha256"`
+}
+
+// Database is a database's logical dump and what verifies its restore.
+type Database struct {
+	Name    string   `json:"name"`
+	Engine  string   `json:"engine"`
+	Key     string   `json:"key"`    // the compressed dump's file in the backup
+	SHA256  string   `json:"sha256"` // of the SQL, before compression
+	Bytes   int64    `json:"bytes"`
+	Schemas []string `json:"schemas"`
+	Tables  []Table  `json:"tables"`
+}
+
+// Table is one table's row count and engine checksum, taken in one consistent snapshot.
+type Table struct {
+	Schema   string `json:"schema"`
+	Name     string `json:"name"`
+	Rows     int64  `json:"rows"`
+	Checksum string `json:"checksum"`
 }
 
 // Skipped is an item left out of the backup.
@@ -149,6 +169,13 @@ func (w *Writer) AddObjects(objs []Object, bytes int64) {
 	w.manifest.Objects = append(w.manifest.Objects, objs...)
 	w.manifest.Totals.Objects += len(objs)
 	w.manifest.Totals.ObjectBytes += bytes
+}
+
+// AddDatabase records a database's dump.
+func (w *Writer) AddDatabase(d Database) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.Databases = append(w.manifest.Databases, d)
 }
 
 // Skip records an item the backup does not hold.

@@ -11,11 +11,14 @@ import (
 	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/databases"
 	"github.com/ferrykube/ferry/snapshot/resources"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 type backupOptions struct {
@@ -33,8 +36,9 @@ func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams)
 		Short: "Snapshot a cluster into storage as a Velero-compatible backup",
 		Long: `backup writes every object the plan moves into storage as a valid Velero backup, with ferry's
 manifest (each object's normalized SHA-256) written last: a backup without it is incomplete.
-Volume contents, databases and buckets named by the plan are not captured yet; they are listed as
-skipped and the exit code is 3.`,
+MySQL/MariaDB databases are dumped in their pods (mysqldump --single-transaction) with per-table row
+counts and checksums. Volume contents, PostgreSQL and buckets named by the plan are not captured yet;
+they are listed as skipped and the exit code is 3.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
@@ -75,6 +79,14 @@ func (o *backupOptions) run(ctx context.Context) error {
 	if err != nil {
 		return badinput.Wrap(err)
 	}
+	restConfig, err := o.global.restConfig(o.from)
+	if err != nil {
+		return badinput.Wrap(err)
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
 	var plan *plans.Plan
 	if o.planFile != "" {
 		if plan, err = plans.ReadFile(o.planFile); err != nil {
@@ -102,7 +114,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 		return err
 	}
 	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
-	manifest, err := o.capture(ctx, w, plan, source.Dynamic, started)
+	manifest, err := o.capture(ctx, w, plan, source.Dynamic, restConfig, client, started)
 	if err != nil {
 		// Leave nothing that looks like a backup behind; the manifest was never written.
 		if n, derr := snapshot.Delete(context.WithoutCancel(ctx), store, name); derr != nil {
@@ -123,20 +135,19 @@ func (o *backupOptions) run(ctx context.Context) error {
 	return nil
 }
 
-func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *plans.Plan, dyn dynamic.Interface, started time.Time) (*snapshot.Manifest, error) {
+func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *plans.Plan, dyn dynamic.Interface,
+	cfg *rest.Config, client kubernetes.Interface, started time.Time) (*snapshot.Manifest, error) {
 	count, err := resources.Capture{Dynamic: dyn, Plan: plan, Concurrency: o.parallel}.Run(ctx, w)
 	if err != nil {
+		return nil, err
+	}
+	if err := (databases.Capture{Config: cfg, Client: client, Plan: plan}).Run(ctx, w); err != nil {
 		return nil, err
 	}
 	const notYet = "not captured by this version of ferry"
 	for _, v := range plan.Volumes {
 		if v.Holds == "" {
 			w.Skip("volume", v.Namespace+"/"+v.Name, "volume contents are "+notYet)
-		}
-	}
-	for _, d := range plan.Databases {
-		if d.Found {
-			w.Skip("database", d.Name, "database dumps are "+notYet)
 		}
 	}
 	for _, b := range plan.Buckets {

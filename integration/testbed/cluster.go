@@ -319,3 +319,42 @@ func (c *Cluster) Apply(ctx context.Context, out io.Writer, files ...string) err
 	}
 	return nil
 }
+
+// BindClaim makes a hostPath PersistentVolume on dir for the claim, pre-bound to it, as a
+// provisioner would; the controller-manager's binder then marks both Bound and pods using the
+// claim get scheduled.
+func (c *Cluster) BindClaim(ctx context.Context, namespace, claim, dir string) error {
+	kc, _, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	pvc, err := kc.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + namespace + "-" + claim},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
+			AccessModes:                   pvc.Spec.AccessModes,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              ptrValue(pvc.Spec.StorageClassName),
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: namespace, Name: claim, UID: pvc.UID},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
+		},
+	}
+	if _, err := kc.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("persistent volume for %s/%s on %s: %w", namespace, claim, c.Name, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := kc.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.ClaimBound, nil
+	})
+}
+
+func ptrValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -12,18 +12,21 @@ import (
 
 // MariaDB is a MariaDB server on 127.0.0.1 standing in for a cluster's control-plane database.
 type MariaDB struct {
-	Name     string   `json:"name"`
-	Port     int      `json:"port"`
-	Socket   string   `json:"socket"`
-	User     string   `json:"user"`
-	Password string   `json:"password"`
-	Process  *Process `json:"process"`
+	Name   string `json:"name"`
+	Port   int    `json:"port"`
+	Socket string `json:"socket"`
+	User   string `json:"user"`
+	// ClientHome holds a .my.cnf pointing clients at this server over TCP.
+	ClientHome string   `json:"clientHome"`
+	Password   string   `json:"password"`
+	Process    *Process `json:"process"`
 }
 
 // Env returns the variables under which mysql/mariadb clients, run without options, reach this
-// server over TCP with its password: what a database pod's exec gets in the testbed.
+// server over TCP with its password: what a database pod's exec gets in the testbed. HOME's
+// .my.cnf covers the clients that ignore MYSQL_HOST (mysqldump).
 func (d *MariaDB) Env() map[string]string {
-	return map[string]string{"MYSQL_HOST": "127.0.0.1", "MYSQL_TCP_PORT": strconv.Itoa(d.Port), "MYSQL_PWD": d.Password, "USER": d.User}
+	return map[string]string{"MYSQL_HOST": "127.0.0.1", "MYSQL_TCP_PORT": strconv.Itoa(d.Port), "MYSQL_PWD": d.Password, "USER": d.User, "HOME": d.ClientHome}
 }
 
 // SQL runs statements through the server's socket as root and returns the output (tab-separated).
@@ -59,7 +62,15 @@ func startMariaDB(ctx context.Context, bins Binaries, dir, name string) (*MariaD
 	if err != nil {
 		return nil, err
 	}
-	d := &MariaDB{Name: name, Port: port, Socket: filepath.Join(dataDir, "mysqld.sock"), User: "root", Password: "ferry-" + name}
+	d := &MariaDB{Name: name, Port: port, Socket: filepath.Join(dataDir, "mysqld.sock"), User: "root", Password: "ferry-" + name,
+		ClientHome: filepath.Join(dir, "mariadb-"+name+"-client")}
+	if err := os.MkdirAll(d.ClientHome, 0o755); err != nil {
+		return nil, err
+	}
+	cnf := fmt.Sprintf("[client]\nhost=127.0.0.1\nport=%d\nprotocol=TCP\n", port)
+	if err := os.WriteFile(filepath.Join(d.ClientHome, ".my.cnf"), []byte(cnf), 0o644); err != nil {
+		return nil, err
+	}
 	args := append([]string{bins["mariadbd"], "--no-defaults", "--datadir=" + dataDir, "--port=" + strconv.Itoa(port),
 		"--socket=" + d.Socket, "--bind-address=127.0.0.1", "--tmpdir=" + tmpDir, "--pid-file=" + filepath.Join(dataDir, "mysqld.pid"),
 		"--skip-name-resolve", "--innodb-buffer-pool-size=32M", "--log-error=" + filepath.Join(dir, "mariadb-"+name+".log")}, userArgs...)
