@@ -55,6 +55,7 @@ type Manifest struct {
 	Plan          *plans.Plan    `json:"plan"`
 	Objects       []Object       `json:"objects"`
 	Databases     []Database     `json:"databases,omitempty"`
+	Buckets       []Bucket       `json:"buckets,omitempty"`
 	// Skipped lists what the plan named but this backup does not hold, and why.
 	Skipped []Skipped `json:"skipped,omitempty"`
 	Streams []Stream  `json:"streams"`
@@ -91,6 +92,21 @@ type Table struct {
 	Name     string `json:"name"`
 	Rows     int64  `json:"rows"`
 	Checksum string `json:"checksum"`
+}
+
+// Bucket is a copied bucket: each object under Prefix at its escaped key.
+type Bucket struct {
+	Name    string         `json:"name"`
+	Prefix  string         `json:"prefix"`
+	Bytes   int64          `json:"bytes"`
+	Objects []BucketObject `json:"objects"`
+}
+
+// BucketObject is one object of a bucket as copied.
+type BucketObject struct {
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // Skipped is an item left out of the backup.
@@ -176,6 +192,14 @@ func (w *Writer) AddDatabase(d Database) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.manifest.Databases = append(w.manifest.Databases, d)
+}
+
+// AddBucket records a copied bucket.
+func (w *Writer) AddBucket(b Bucket) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sort.Slice(b.Objects, func(i, j int) bool { return b.Objects[i].Key < b.Objects[j].Key })
+	w.manifest.Buckets = append(w.manifest.Buckets, b)
 }
 
 // Skip records an item the backup does not hold.

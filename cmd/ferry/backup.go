@@ -11,6 +11,7 @@ import (
 	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/buckets"
 	"github.com/ferrykube/ferry/snapshot/databases"
 	"github.com/ferrykube/ferry/snapshot/resources"
 	"github.com/ferrykube/ferry/storage"
@@ -37,7 +38,8 @@ func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams)
 		Long: `backup writes every object the plan moves into storage as a valid Velero backup, with ferry's
 manifest (each object's normalized SHA-256) written last: a backup without it is incomplete.
 MySQL/MariaDB databases are dumped in their pods (mysqldump --single-transaction) with per-table row
-counts and checksums. Volume contents, PostgreSQL and buckets named by the plan are not captured yet;
+counts and checksums; the platform's buckets are copied through a port-forward to their MinIO pod (or
+a direct endpoint) with each object's SHA-256. Volume contents and PostgreSQL are not captured yet;
 they are listed as skipped and the exit code is 3.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -144,15 +146,13 @@ func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *p
 	if err := (databases.Capture{Config: cfg, Client: client, Plan: plan}).Run(ctx, w); err != nil {
 		return nil, err
 	}
+	if err := (buckets.Capture{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel}).Run(ctx, w); err != nil {
+		return nil, err
+	}
 	const notYet = "not captured by this version of ferry"
 	for _, v := range plan.Volumes {
 		if v.Holds == "" {
 			w.Skip("volume", v.Namespace+"/"+v.Name, "volume contents are "+notYet)
-		}
-	}
-	for _, b := range plan.Buckets {
-		if b.Found {
-			w.Skip("bucket", b.Name, "bucket contents are "+notYet)
 		}
 	}
 	velero, err := resources.VeleroBackup(w.Name(), plan, count, started, time.Now(), nil)
