@@ -2,13 +2,22 @@ package integration
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"filippo.io/age"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/resources"
@@ -137,5 +146,85 @@ func TestBackupObjectsToMinIO(t *testing.T) {
 	infos, err := snapshot.List(ctx, store)
 	if err != nil || len(infos) != 0 {
 		t.Fatalf("after deleting, storage still lists %+v (%v)", infos, err)
+	}
+}
+
+// TestEncryptedBackup: with --encrypt-to, no file of the backup but the manifest holds clear data,
+// Velero's copy is not written, and the archive decrypts with the identity.
+func TestEncryptedBackup(t *testing.T) {
+	applyPlatform(t)
+	_, kc := clients(t, "blue")
+	ctx := context.Background()
+	const canary = "ferry-canary-5f3a9c"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: "kubeflow"}, StringData: map[string]string{"token": canary}}
+	if _, err := kc.CoreV1().Secrets("kubeflow").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	code, out, errOut := runFerry(t, "--storage", "file://"+dir, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "sealed",
+		"--encrypt-to", id.Recipient().String())
+	if code != 3 || !strings.Contains(out, "the Velero-compatible copy was not written") {
+		t.Fatalf("ferry backup --encrypt-to exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	files := 0
+	err = filepath.WalkDir(filepath.Join(dir, "backups", "sealed"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files++
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		name := filepath.Base(p)
+		switch {
+		case name == snapshot.VeleroFile:
+			t.Errorf("an encrypted backup holds %s", name)
+		case name == snapshot.ManifestFile || name == snapshot.ClaimFile:
+		case !strings.HasSuffix(name, ".age"):
+			t.Errorf("%s is not encrypted", p)
+		}
+		if bytes.Contains(data, []byte(canary)) || bytes.Contains(data, []byte(base64.StdEncoding.EncodeToString([]byte(canary)))) {
+			t.Errorf("%s holds the secret's value in clear", p)
+		}
+		return nil
+	})
+	if err != nil || files < 3 {
+		t.Fatalf("walked %d files: %v", files, err)
+	}
+	f, err := os.Open(filepath.Join(dir, "backups", "sealed", "sealed.tar.gz.age"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec, err := age.Decrypt(f, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz, err := gzip.NewReader(dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name == "resources/secrets/namespaces/kubeflow/canary.json" {
+			data, _ := io.ReadAll(tr)
+			found = bytes.Contains(data, []byte(base64.StdEncoding.EncodeToString([]byte(canary))))
+		}
+	}
+	if !found {
+		t.Fatal("the decrypted archive lacks the canary secret")
 	}
 }

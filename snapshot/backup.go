@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"filippo.io/age"
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/plans"
@@ -62,7 +63,20 @@ type Manifest struct {
 	Totals  Totals    `json:"totals"`
 	// VeleroCompatible says whether velero-backup.json and the Velero archive were written.
 	VeleroCompatible bool `json:"veleroCompatible"`
+	// Encryption is set when every file but this manifest is encrypted with age.
+	Encryption *Encryption `json:"encryption,omitempty"`
 }
+
+// Encryption says how a backup's files are encrypted.
+type Encryption struct {
+	Format     string   `json:"format"` // "age"
+	Recipients []string `json:"recipients"`
+	// Suffix ends the name of every encrypted file.
+	Suffix string `json:"suffix"`
+}
+
+// EncryptedSuffix ends the names of files encrypted with age.
+const EncryptedSuffix = ".age"
 
 // Object is one backed-up Kubernetes object and the digest of its normalized form.
 type Object struct {
@@ -131,10 +145,21 @@ type Totals struct {
 	Skipped     int   `json:"skipped"`
 }
 
+// Kind is one kind of data a backup holds, each in its package under snapshot/ (resources,
+// databases, buckets); restore and verify join Capture as they are built.
+type Kind interface {
+	// Name says what the kind holds, for logs and errors: "objects", "databases", "buckets".
+	Name() string
+	// Capture writes the kind's data into the backup and records it, or what it skipped, in the
+	// manifest.
+	Capture(ctx context.Context, w *Writer) error
+}
+
 // Writer makes one backup.
 type Writer struct {
-	store storage.Backend
-	name  string
+	store      storage.Backend
+	name       string
+	recipients []age.Recipient
 
 	mu       sync.Mutex
 	manifest Manifest
@@ -144,8 +169,13 @@ type Writer struct {
 var ErrExists = errors.New("backup already exists")
 
 // Create claims the name in storage (of concurrent claims exactly one wins) and starts a backup.
-// An existing backup, complete or not, is never overwritten.
-func Create(ctx context.Context, store storage.Backend, name string, source plans.Cluster, plan *plans.Plan, now time.Time) (*Writer, error) {
+// An existing backup, complete or not, is never overwritten. With recipients, every file but the
+// manifest is encrypted to them with age.
+func Create(ctx context.Context, store storage.Backend, name string, source plans.Cluster, plan *plans.Plan, now time.Time, recipients []string) (*Writer, error) {
+	parsed, err := ParseRecipients(recipients)
+	if err != nil {
+		return nil, err
+	}
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
@@ -156,26 +186,76 @@ func Create(ctx context.Context, store storage.Backend, name string, source plan
 		}
 		return nil, err
 	}
-	return &Writer{store: store, name: name, manifest: Manifest{
+	w := &Writer{store: store, name: name, recipients: parsed, manifest: Manifest{
 		FormatVersion: "1", Name: name, Tool: buildinfo.Read(), Source: source, StartedAt: now.UTC(), Plan: plan,
-	}}, nil
+	}}
+	if len(parsed) > 0 {
+		w.manifest.Encryption = &Encryption{Format: "age", Recipients: recipients, Suffix: EncryptedSuffix}
+	}
+	return w, nil
 }
+
+// ParseRecipients reads age recipients ("age1...").
+func ParseRecipients(recipients []string) ([]age.Recipient, error) {
+	var out []age.Recipient
+	for _, r := range recipients {
+		parsed, err := age.ParseX25519Recipient(r)
+		if err != nil {
+			return nil, badinput.Errorf("--encrypt-to %q: %v", r, err)
+		}
+		out = append(out, parsed)
+	}
+	return out, nil
+}
+
+// Encrypted reports whether the backup's files are encrypted.
+func (w *Writer) Encrypted() bool { return len(w.recipients) > 0 }
 
 // Name is the backup's name.
 func (w *Writer) Name() string { return w.name }
 
-// Put uploads one file of the backup as it is read, recording its size and SHA-256.
-func (w *Writer) Put(ctx context.Context, file string, r io.Reader) error {
+// Put uploads one file of the backup as it is read, encrypted when the backup is, recording its
+// stored size and SHA-256. It returns the file's name as stored.
+func (w *Writer) Put(ctx context.Context, file string, r io.Reader) (string, error) {
+	if w.Encrypted() {
+		file += EncryptedSuffix
+		r = encrypt(r, w.recipients)
+	}
 	h := sha256.New()
 	counter := &countingWriter{}
 	if err := w.store.Put(ctx, Prefix(w.name)+file, io.TeeReader(r, io.MultiWriter(h, counter))); err != nil {
-		return err
+		return "", err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.manifest.Streams = append(w.manifest.Streams, Stream{Key: file, Bytes: counter.n, SHA256: hex.EncodeToString(h.Sum(nil))})
 	w.manifest.Totals.StoredBytes += counter.n
-	return nil
+	return file, nil
+}
+
+// PutPlain uploads a file that is never encrypted: Velero's metadata, for backups that are not.
+func (w *Writer) PutPlain(ctx context.Context, file string, r io.Reader) error {
+	if w.Encrypted() {
+		return fmt.Errorf("%s: a plain file in an encrypted backup", file)
+	}
+	_, err := w.Put(ctx, file, r)
+	return err
+}
+
+// encrypt returns a reader of r's bytes encrypted with age, produced as they are read.
+func encrypt(r io.Reader, recipients []age.Recipient) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		enc, err := age.Encrypt(pw, recipients...)
+		if err == nil {
+			_, err = io.Copy(enc, r)
+			if cerr := enc.Close(); err == nil {
+				err = cerr
+			}
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr
 }
 
 // AddObjects records backed-up objects.
@@ -185,6 +265,13 @@ func (w *Writer) AddObjects(objs []Object, bytes int64) {
 	w.manifest.Objects = append(w.manifest.Objects, objs...)
 	w.manifest.Totals.Objects += len(objs)
 	w.manifest.Totals.ObjectBytes += bytes
+}
+
+// Objects is how many objects the backup holds so far.
+func (w *Writer) Objects() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.manifest.Totals.Objects
 }
 
 // AddDatabase records a database's dump.

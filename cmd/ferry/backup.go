@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ type backupOptions struct {
 	streams genericiooptions.IOStreams
 
 	from, planFile, configFile, preset, name string
+	encryptTo                                []string
 	parallel                                 int
 }
 
@@ -55,7 +57,8 @@ they are listed as skipped and the exit code is 3.`,
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml, when planning now")
 	f.StringVar(&o.preset, "preset", "", "embedded platform preset, when planning now: "+strings.Join(plans.Presets(), ", "))
 	f.StringVar(&o.name, "name", "", "backup name (default ferry-YYYYMMDD-HHMMSS)")
-	f.IntVar(&o.parallel, "parallel", 8, "resource types listed at once")
+	f.IntVar(&o.parallel, "parallel", 8, "resource types listed and bucket objects copied at once")
+	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients (age1...): encrypt every file of the backup to them; the Velero-compatible copy is then not written")
 	return cmd
 }
 
@@ -65,6 +68,9 @@ func (o *backupOptions) validate() error {
 	}
 	if o.parallel < 1 {
 		return badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
+	}
+	if _, err := snapshot.ParseRecipients(o.encryptTo); err != nil {
+		return err
 	}
 	if o.name != "" {
 		return snapshot.CheckName(o.name)
@@ -108,7 +114,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 	if name == "" {
 		name = "ferry-" + started.UTC().Format("20060102-150405")
 	}
-	w, err := snapshot.Create(ctx, store, name, plan.Source, plan, started)
+	w, err := snapshot.Create(ctx, store, name, plan.Source, plan, started, o.encryptTo)
 	if errors.Is(err, snapshot.ErrExists) {
 		return badinput.Wrap(err)
 	}
@@ -124,9 +130,13 @@ func (o *backupOptions) run(ctx context.Context) error {
 		}
 		return fmt.Errorf("backup %s: %w", name, err)
 	}
-	fmt.Fprintf(o.streams.Out, "Backup %s is complete in %s: %d objects (%s as JSON), %s stored, in %s.\n",
-		name, store, manifest.Totals.Objects, human.Bytes(manifest.Totals.ObjectBytes), human.Bytes(manifest.Totals.StoredBytes),
-		manifest.CompletedAt.Sub(manifest.StartedAt).Round(time.Millisecond))
+	fmt.Fprintf(o.streams.Out, "Backup %s is complete in %s: %d objects (%s as JSON), %d databases, %d buckets, %s stored, in %s.\n",
+		name, store, manifest.Totals.Objects, human.Bytes(manifest.Totals.ObjectBytes), len(manifest.Databases), len(manifest.Buckets),
+		human.Bytes(manifest.Totals.StoredBytes), manifest.CompletedAt.Sub(manifest.StartedAt).Round(time.Millisecond))
+	if manifest.Encryption != nil {
+		fmt.Fprintf(o.streams.Out, "Every file but the manifest is encrypted with age to %d recipients; the Velero-compatible copy was not written (Velero cannot read it).\n",
+			len(manifest.Encryption.Recipients))
+	}
 	if len(manifest.Skipped) > 0 {
 		fmt.Fprintf(o.streams.Out, "\nNOT IN THIS BACKUP\n")
 		for _, s := range manifest.Skipped {
@@ -139,15 +149,16 @@ func (o *backupOptions) run(ctx context.Context) error {
 
 func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *plans.Plan, dyn dynamic.Interface,
 	cfg *rest.Config, client kubernetes.Interface, started time.Time) (*snapshot.Manifest, error) {
-	count, err := resources.Capture{Dynamic: dyn, Plan: plan, Concurrency: o.parallel}.Run(ctx, w)
-	if err != nil {
-		return nil, err
+	kinds := []snapshot.Kind{
+		resources.Objects{Dynamic: dyn, Plan: plan, Concurrency: o.parallel},
+		databases.Dumps{Config: cfg, Client: client, Plan: plan},
+		buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel},
 	}
-	if err := (databases.Capture{Config: cfg, Client: client, Plan: plan}).Run(ctx, w); err != nil {
-		return nil, err
-	}
-	if err := (buckets.Capture{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel}).Run(ctx, w); err != nil {
-		return nil, err
+	for _, kind := range kinds {
+		o.global.logger.Info("capturing", "backup", w.Name(), "kind", kind.Name())
+		if err := kind.Capture(ctx, w); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind.Name(), err)
+		}
 	}
 	const notYet = "not captured by this version of ferry"
 	for _, v := range plan.Volumes {
@@ -155,12 +166,15 @@ func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *p
 			w.Skip("volume", v.Namespace+"/"+v.Name, "volume contents are "+notYet)
 		}
 	}
-	velero, err := resources.VeleroBackup(w.Name(), plan, count, started, time.Now(), nil)
+	if w.Encrypted() {
+		return w.Commit(ctx, time.Now()) // Velero cannot read encrypted archives: no velero-backup.json
+	}
+	velero, err := resources.VeleroBackup(w.Name(), plan, w.Objects(), started, time.Now(), nil)
 	if err != nil {
 		return nil, err
 	}
 	// Velero's own rule: its metadata file last among its files; ferry's manifest after it.
-	if err := w.Put(ctx, snapshot.VeleroFile, strings.NewReader(string(velero))); err != nil {
+	if err := w.PutPlain(ctx, snapshot.VeleroFile, bytes.NewReader(velero)); err != nil {
 		return nil, err
 	}
 	w.SetVeleroCompatible(true)

@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Capture copies the plan's buckets.
-type Capture struct {
+// Copies copies the plan's buckets.
+type Copies struct {
 	Config *rest.Config
 	Client kubernetes.Interface
 	Plan   *plans.Plan
@@ -33,8 +33,12 @@ type Capture struct {
 	Parallel int
 }
 
-// Run copies every bucket the plan found; a bucket that cannot be reached fails the backup.
-func (c Capture) Run(ctx context.Context, w *snapshot.Writer) error {
+// Name implements snapshot.Kind.
+func (c Copies) Name() string { return "buckets" }
+
+// Capture copies every bucket the plan found (implements snapshot.Kind); a bucket that cannot be
+// reached fails the backup.
+func (c Copies) Capture(ctx context.Context, w *snapshot.Writer) error {
 	if c.Parallel <= 0 {
 		c.Parallel = 8
 	}
@@ -56,7 +60,7 @@ func (c Capture) Run(ctx context.Context, w *snapshot.Writer) error {
 	return nil
 }
 
-func (c Capture) config(name string) plans.Bucket {
+func (c Copies) config(name string) plans.Bucket {
 	for _, b := range c.Plan.Config.Buckets {
 		if b.Name == name {
 			return b
@@ -65,7 +69,7 @@ func (c Capture) config(name string) plans.Bucket {
 	return plans.Bucket{}
 }
 
-func (c Capture) client(ctx context.Context, item plans.DataItem, cfg plans.Bucket) (*minio.Client, func(), error) {
+func (c Copies) client(ctx context.Context, item plans.DataItem, cfg plans.Bucket) (*minio.Client, func(), error) {
 	var accessKey, secretKey string
 	if cfg.Secret != nil {
 		s, err := c.Client.CoreV1().Secrets(item.Namespace).Get(ctx, cfg.Secret.Name, metav1.GetOptions{})
@@ -96,7 +100,7 @@ func (c Capture) client(ctx context.Context, item plans.DataItem, cfg plans.Buck
 	return mc, stop, nil
 }
 
-func (c Capture) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Bucket) (snapshot.Bucket, error) {
+func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Bucket) (snapshot.Bucket, error) {
 	entry := snapshot.Bucket{Name: item.Name, Prefix: "buckets/" + item.Name + "/"}
 	mc, stop, err := c.client(ctx, item, cfg)
 	if err != nil {
@@ -127,7 +131,7 @@ func (c Capture) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.
 			defer o.Close()
 			h := sha256.New()
 			var n countWriter
-			if err := w.Put(gctx, entry.Prefix+EscapeKey(key), io.TeeReader(o, io.MultiWriter(h, &n))); err != nil {
+			if _, err := w.Put(gctx, entry.Prefix+EscapeKey(key), io.TeeReader(o, io.MultiWriter(h, &n))); err != nil {
 				return fmt.Errorf("copy %s: %w", key, err)
 			}
 			mu.Lock()

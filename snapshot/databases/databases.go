@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Capture dumps the plan's databases.
-type Capture struct {
+// Dumps dumps the plan's databases.
+type Dumps struct {
 	Config *rest.Config
 	Client kubernetes.Interface
 	Plan   *plans.Plan
@@ -37,8 +37,12 @@ type credentials struct{ user, password string }
 // systemSchemas belong to the server, not to the platform.
 var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true}
 
-// Run dumps every database the plan found. Engines ferry cannot dump yet are recorded as skipped.
-func (c Capture) Run(ctx context.Context, w *snapshot.Writer) error {
+// Name implements snapshot.Kind.
+func (c Dumps) Name() string { return "databases" }
+
+// Capture dumps every database the plan found (implements snapshot.Kind). Engines ferry cannot dump
+// yet, and databases without a running pod, are recorded as skipped.
+func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 	for _, item := range c.Plan.Databases {
 		if !item.Found {
 			continue
@@ -61,7 +65,7 @@ func (c Capture) Run(ctx context.Context, w *snapshot.Writer) error {
 	return nil
 }
 
-func (c Capture) config(name string) plans.Database {
+func (c Dumps) config(name string) plans.Database {
 	for _, d := range c.Plan.Config.Databases {
 		if d.Name == name {
 			return d
@@ -70,7 +74,7 @@ func (c Capture) config(name string) plans.Database {
 	return plans.Database{}
 }
 
-func (c Capture) credentials(ctx context.Context, d plans.Database) (credentials, error) {
+func (c Dumps) credentials(ctx context.Context, d plans.Database) (credentials, error) {
 	cred := credentials{user: "root"}
 	if d.Secret == nil {
 		return cred, nil
@@ -97,7 +101,7 @@ func mysqlShell(program string, cred credentials, args ...string) []string {
 	return append([]string{"sh", "-c", script, "sh", program, "--user=" + cred.user}, args...)
 }
 
-func (c Capture) exec(ctx context.Context, item plans.DataItem, container string, cmd []string, stdin io.Reader, stdout io.Writer) error {
+func (c Dumps) exec(ctx context.Context, item plans.DataItem, container string, cmd []string, stdin io.Reader, stdout io.Writer) error {
 	var stderr bytes.Buffer
 	err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: item.Namespace, Pod: item.Pod, Container: container,
 		Command: cmd, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
@@ -109,7 +113,7 @@ func (c Capture) exec(ctx context.Context, item plans.DataItem, container string
 
 // query runs SQL in one mysql session and returns its tab-separated rows. The script ends with quit,
 // so the client stops without waiting for the end of stdin.
-func (c Capture) query(ctx context.Context, item plans.DataItem, container string, cred credentials, sql string) ([][]string, error) {
+func (c Dumps) query(ctx context.Context, item plans.DataItem, container string, cred credentials, sql string) ([][]string, error) {
 	var out bytes.Buffer
 	stdin := strings.NewReader(cred.password + "\n" + sql + "\nquit\n")
 	if err := c.exec(ctx, item, container, mysqlShell("mysql", cred, "--batch", "--skip-column-names"), stdin, &out); err != nil {
@@ -125,7 +129,7 @@ func (c Capture) query(ctx context.Context, item plans.DataItem, container strin
 	return rows, sc.Err()
 }
 
-func (c Capture) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
+func (c Dumps) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
 	entry := snapshot.Database{Name: item.Name, Engine: "mysql", Key: "databases/" + item.Name + ".sql.zst"}
 	cred, err := c.credentials(ctx, cfg)
 	if err != nil {
@@ -170,7 +174,7 @@ func (c Capture) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.D
 		pw.CloseWithError(err)
 		dumped <- err
 	}()
-	putErr := w.Put(ctx, entry.Key, pr)
+	stored, putErr := w.Put(ctx, entry.Key, pr)
 	pr.CloseWithError(putErr)
 	if err := <-dumped; err != nil {
 		return entry, fmt.Errorf("mysqldump in pod %s/%s: %w", item.Namespace, item.Pod, err)
@@ -178,7 +182,7 @@ func (c Capture) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.D
 	if putErr != nil {
 		return entry, putErr
 	}
-	entry.SHA256, entry.Bytes = hex.EncodeToString(sqlHash.Sum(nil)), sqlBytes.n
+	entry.Key, entry.SHA256, entry.Bytes = stored, hex.EncodeToString(sqlHash.Sum(nil)), sqlBytes.n
 
 	tables, err := c.tableStats(ctx, item, cfg.Container, cred, schemas)
 	if err != nil {
@@ -189,7 +193,7 @@ func (c Capture) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.D
 }
 
 // tableStats counts rows and checksums every base table, in one consistent snapshot.
-func (c Capture) tableStats(ctx context.Context, item plans.DataItem, container string, cred credentials, schemas []string) ([]snapshot.Table, error) {
+func (c Dumps) tableStats(ctx context.Context, item plans.DataItem, container string, cred credentials, schemas []string) ([]snapshot.Table, error) {
 	quoted := make([]string, len(schemas))
 	for i, s := range schemas {
 		quoted[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"

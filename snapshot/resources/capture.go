@@ -27,10 +27,10 @@ import (
 // FormatVersion is the Velero archive format ferry writes.
 const FormatVersion = "1.1.0"
 
-// Capture lists the plan's resource types on the live cluster and writes every object that moves
+// Objects lists the plan's resource types on the live cluster and writes every object that moves
 // into the backup, as a Velero archive (<name>.tar.gz) and resource list, recording each object's
 // normalized digest in the manifest.
-type Capture struct {
+type Objects struct {
 	Dynamic     dynamic.Interface
 	Plan        *plans.Plan
 	Concurrency int   // resource types listed at once (default 8)
@@ -43,8 +43,11 @@ type item struct {
 	obj   snapshot.Object
 }
 
-// Run captures the objects. It returns the number of objects written.
-func (c Capture) Run(ctx context.Context, w *snapshot.Writer) (int, error) {
+// Name implements snapshot.Kind.
+func (c Objects) Name() string { return "objects" }
+
+// Capture implements snapshot.Kind.
+func (c Objects) Capture(ctx context.Context, w *snapshot.Writer) error {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 8
 	}
@@ -53,7 +56,7 @@ func (c Capture) Run(ctx context.Context, w *snapshot.Writer) (int, error) {
 	}
 	filter, err := plans.NewFilter(c.Plan.Config)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -61,7 +64,7 @@ func (c Capture) Run(ctx context.Context, w *snapshot.Writer) (int, error) {
 	pr, pw := io.Pipe()
 	uploaded := make(chan error, 1)
 	go func() {
-		err := w.Put(ctx, w.Name()+".tar.gz", pr)
+		_, err := w.Put(ctx, w.Name()+".tar.gz", pr)
 		pr.CloseWithError(err) // unblock the writer if the upload failed
 		uploaded <- err
 	}()
@@ -78,7 +81,7 @@ func (c Capture) Run(ctx context.Context, w *snapshot.Writer) (int, error) {
 		close(items)
 	}()
 
-	count, bytesTotal, resourceList, objects, writeErr := writeArchive(pw, items)
+	bytesTotal, resourceList, objects, writeErr := writeArchive(pw, items)
 	if writeErr != nil {
 		cancel()
 		for range items { // let the listers finish
@@ -91,18 +94,16 @@ func (c Capture) Run(ctx context.Context, w *snapshot.Writer) (int, error) {
 		err = upErr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("objects: %w", err)
+		return err
 	}
 	w.AddObjects(objects, bytesTotal)
 
 	data, err := gzipJSON(resourceList)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if err := w.Put(ctx, w.Name()+"-resource-list.json.gz", bytes.NewReader(data)); err != nil {
-		return 0, err
-	}
-	return count, nil
+	_, err = w.Put(ctx, w.Name()+"-resource-list.json.gz", bytes.NewReader(data))
+	return err
 }
 
 func firstErr(errs ...error) error {
@@ -114,7 +115,7 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-func (c Capture) listResource(ctx context.Context, filter *plans.Filter, r plans.Resource, items chan<- item) error {
+func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans.Resource, items chan<- item) error {
 	gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
 	gr := r.GroupResource()
 	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -164,7 +165,7 @@ func (c Capture) listResource(ctx context.Context, filter *plans.Filter, r plans
 }
 
 // writeArchive writes Velero's tar layout (regular files, mode 0755, metadata/version first).
-func writeArchive(out io.Writer, items <-chan item) (count int, size int64, resourceList map[string][]string, objects []snapshot.Object, err error) {
+func writeArchive(out io.Writer, items <-chan item) (size int64, resourceList map[string][]string, objects []snapshot.Object, err error) {
 	gz := gzip.NewWriter(out)
 	tw := tar.NewWriter(gz)
 	now := time.Now()
@@ -177,15 +178,14 @@ func writeArchive(out io.Writer, items <-chan item) (count int, size int64, reso
 	}
 	resourceList = map[string][]string{}
 	if err := add("metadata/version", []byte(FormatVersion+"\n")); err != nil {
-		return 0, 0, nil, nil, err
+		return 0, nil, nil, err
 	}
 	for it := range items {
 		for _, p := range it.paths {
 			if err := add(p, it.data); err != nil {
-				return 0, 0, nil, nil, err
+				return 0, nil, nil, err
 			}
 		}
-		count++
 		size += int64(len(it.data))
 		objects = append(objects, it.obj)
 		key := it.obj.Version + "/" + it.obj.Kind
@@ -199,15 +199,15 @@ func writeArchive(out io.Writer, items <-chan item) (count int, size int64, reso
 		resourceList[key] = append(resourceList[key], id)
 	}
 	if err := tw.Close(); err != nil {
-		return 0, 0, nil, nil, err
+		return 0, nil, nil, err
 	}
 	if err := gz.Close(); err != nil {
-		return 0, 0, nil, nil, err
+		return 0, nil, nil, err
 	}
 	for _, ids := range resourceList {
 		sort.Strings(ids)
 	}
-	return count, size, resourceList, objects, nil
+	return size, resourceList, objects, nil
 }
 
 func gzipJSON(v any) ([]byte, error) {

@@ -1,0 +1,144 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/storage"
+)
+
+func newStore(t *testing.T) storage.Backend {
+	t.Helper()
+	s, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestWriterManifestLastAndListing(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	w, err := Create(ctx, store, "b1", plans.Cluster{Server: "https://blue"}, &plans.Plan{}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Put(ctx, "b1.tar.gz", strings.NewReader("archive")); err != nil {
+		t.Fatal(err)
+	}
+	infos, _ := List(ctx, store)
+	if len(infos) != 1 || infos[0].State != Incomplete {
+		t.Fatalf("before the manifest: %+v, want one incomplete backup", infos)
+	}
+	if _, err := ReadManifest(ctx, store, "b1"); err == nil || !badinput.Is(err) {
+		t.Fatalf("reading an incomplete backup: %v", err)
+	}
+	w.AddObjects([]Object{{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: "a", Name: "c", SHA256: "x"}}, 10)
+	m, err := w.Commit(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Totals.Objects != 1 || len(m.Streams) != 1 || m.Streams[0].Bytes != int64(len("archive")) {
+		t.Fatalf("manifest: %+v", m)
+	}
+	infos, _ = List(ctx, store)
+	if len(infos) != 1 || infos[0].State != Complete {
+		t.Fatalf("after the manifest: %+v", infos)
+	}
+	if _, err := Create(ctx, store, "b1", plans.Cluster{}, &plans.Plan{}, time.Now(), nil); !errors.Is(err, ErrExists) {
+		t.Fatalf("creating b1 again: %v, want ErrExists", err)
+	}
+	n, err := Delete(ctx, store, "b1")
+	if err != nil || n != 3 { // claim, archive, manifest
+		t.Fatalf("Delete = %d, %v", n, err)
+	}
+	if infos, _ := List(ctx, store); len(infos) != 0 {
+		t.Fatalf("after Delete: %+v", infos)
+	}
+	if _, err := Delete(ctx, store, "b1"); !badinput.Is(err) {
+		t.Fatalf("deleting a missing backup: %v", err)
+	}
+}
+
+func TestCreateRaceHasOneWinner(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	var wins int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := Create(ctx, store, "same", plans.Cluster{}, &plans.Plan{}, time.Now(), nil); err == nil {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d writers created the same backup, want 1", wins)
+	}
+}
+
+func TestEncryptedPut(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Create(ctx, store, "enc", plans.Cluster{}, &plans.Plan{}, time.Now(), []string{id.Recipient().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("password: hunter2, and much more data to encrypt")
+	name, err := w.Put(ctx, "databases/db.sql.zst", bytes.NewReader(secret))
+	if err != nil || name != "databases/db.sql.zst.age" {
+		t.Fatalf("Put = %q, %v", name, err)
+	}
+	if err := w.PutPlain(ctx, VeleroFile, strings.NewReader("{}")); err == nil {
+		t.Fatal("a plain file went into an encrypted backup")
+	}
+	m, err := w.Commit(ctx, time.Now())
+	if err != nil || m.Encryption == nil || m.Encryption.Recipients[0] != id.Recipient().String() {
+		t.Fatalf("manifest encryption %+v, %v", m.Encryption, err)
+	}
+	rc, err := store.Get(ctx, Prefix("enc")+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := io.ReadAll(rc)
+	rc.Close()
+	if bytes.Contains(stored, []byte("hunter2")) {
+		t.Fatal("the stored file holds the plain text")
+	}
+	dec, err := age.Decrypt(bytes.NewReader(stored), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(dec)
+	if !bytes.Equal(plain, secret) {
+		t.Fatalf("decrypted %q", plain)
+	}
+	if _, err := Create(ctx, store, "bad", plans.Cluster{}, &plans.Plan{}, time.Now(), []string{"age1notakey"}); !badinput.Is(err) {
+		t.Fatalf("bad recipient: %v", err)
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for name, ok := range map[string]bool{"ferry-20261129-120000": true, "a": true, "b.1": true, "": false, "Upper": false, "-x": false, "x/y": false, strings.Repeat("a", 64): false} {
+		if err := CheckName(name); (err == nil) != ok {
+			t.Errorf("CheckName(%q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}
