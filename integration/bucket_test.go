@@ -27,7 +27,7 @@ func TestBackupCopiesBucket(t *testing.T) {
 	blue, kc := clients(t, "blue")
 	minioBlue := tb.MinIO["blue"]
 	ctx := context.Background()
-	if err := blue.BindClaim(ctx, "kubeflow", "minio-pvc", t.TempDir()); err != nil {
+	if err := blue.BindClaim(ctx, "kubeflow", "minio-pvc", dataDir(t, "minio")); err != nil {
 		t.Fatal(err)
 	}
 	var pod string

@@ -26,7 +26,7 @@ func TestBackupDumpsMySQL(t *testing.T) {
 	ctx := context.Background()
 
 	// The claim gets a volume, so the Deployment's pod is scheduled and runs.
-	if err := blue.BindClaim(ctx, "kubeflow", "mysql-pv-claim", t.TempDir()); err != nil {
+	if err := blue.BindClaim(ctx, "kubeflow", "mysql-pv-claim", dataDir(t, "mysql")); err != nil {
 		t.Fatal(err)
 	}
 	var pod string
@@ -43,7 +43,8 @@ func TestBackupDumpsMySQL(t *testing.T) {
 		}
 		return false, nil
 	})
-	if err := blue.MapExec(ctx, "kubeflow", pod, t.TempDir(), db.Env()); err != nil {
+	// The mapping outlives this test: later backups of blue dump this database too.
+	if err := blue.MapExec(ctx, "kubeflow", pod, db.ClientHome, db.Env()); err != nil {
 		t.Fatal(err)
 	}
 	secret, err := kc.CoreV1().Secrets("kubeflow").Get(ctx, "mysql-secret", metav1.GetOptions{})

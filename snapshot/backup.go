@@ -57,6 +57,7 @@ type Manifest struct {
 	Objects       []Object       `json:"objects"`
 	Databases     []Database     `json:"databases,omitempty"`
 	Buckets       []Bucket       `json:"buckets,omitempty"`
+	Volumes       []Volume       `json:"volumes,omitempty"`
 	// Skipped lists what the plan named but this backup does not hold, and why.
 	Skipped []Skipped `json:"skipped,omitempty"`
 	Streams []Stream  `json:"streams"`
@@ -121,6 +122,28 @@ type BucketObject struct {
 	Key    string `json:"key"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+}
+
+// Volume is a claim's contents: a tar stream of its tree and the list of its files.
+type Volume struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Key       string `json:"key"`
+	Bytes     int64  `json:"bytes"` // of the files' contents
+	Files     []File `json:"files"`
+}
+
+// File is an entry of a volume.
+type File struct {
+	Path    string    `json:"path"`
+	Type    string    `json:"type"` // file, dir or symlink
+	Mode    string    `json:"mode"`
+	UID     int       `json:"uid"`
+	GID     int       `json:"gid"`
+	Size    int64     `json:"size,omitempty"`
+	ModTime time.Time `json:"modTime"`
+	Link    string    `json:"link,omitempty"`
+	SHA256  string    `json:"sha256,omitempty"`
 }
 
 // Skipped is an item left out of the backup.
@@ -287,6 +310,13 @@ func (w *Writer) AddBucket(b Bucket) {
 	defer w.mu.Unlock()
 	sort.Slice(b.Objects, func(i, j int) bool { return b.Objects[i].Key < b.Objects[j].Key })
 	w.manifest.Buckets = append(w.manifest.Buckets, b)
+}
+
+// AddVolume records a volume's contents.
+func (w *Writer) AddVolume(v Volume) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.Volumes = append(w.manifest.Volumes, v)
 }
 
 // Skip records an item the backup does not hold.

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/buckets"
 	"github.com/ferrykube/ferry/snapshot/databases"
 	"github.com/ferrykube/ferry/snapshot/resources"
+	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -30,6 +32,7 @@ type backupOptions struct {
 	from, planFile, configFile, preset, name string
 	encryptTo                                []string
 	parallel                                 int
+	moverImage                               string
 }
 
 func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -41,8 +44,9 @@ func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams)
 manifest (each object's normalized SHA-256) written last: a backup without it is incomplete.
 MySQL/MariaDB databases are dumped in their pods (mysqldump --single-transaction) with per-table row
 counts and checksums; the platform's buckets are copied through a port-forward to their MinIO pod (or
-a direct endpoint) with each object's SHA-256. Volume contents and PostgreSQL are not captured yet;
-they are listed as skipped and the exit code is 3.`,
+a direct endpoint) with each object's SHA-256; each bound claim's files are read by a mover pod
+(ferry mover pack) and stored as a compressed tar with every file's SHA-256. PostgreSQL dumps and
+unbound claims are listed as skipped and the exit code is 3.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
@@ -58,6 +62,7 @@ they are listed as skipped and the exit code is 3.`,
 	f.StringVar(&o.preset, "preset", "", "embedded platform preset, when planning now: "+strings.Join(plans.Presets(), ", "))
 	f.StringVar(&o.name, "name", "", "backup name (default ferry-YYYYMMDD-HHMMSS)")
 	f.IntVar(&o.parallel, "parallel", 8, "resource types listed and bucket objects copied at once")
+	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods that read volumes (the ferry image)")
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients (age1...): encrypt every file of the backup to them; the Velero-compatible copy is then not written")
 	return cmd
 }
@@ -153,17 +158,12 @@ func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *p
 		resources.Objects{Dynamic: dyn, Plan: plan, Concurrency: o.parallel},
 		databases.Dumps{Config: cfg, Client: client, Plan: plan},
 		buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel},
+		volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Log: o.global.logger},
 	}
 	for _, kind := range kinds {
 		o.global.logger.Info("capturing", "backup", w.Name(), "kind", kind.Name())
 		if err := kind.Capture(ctx, w); err != nil {
 			return nil, fmt.Errorf("%s: %w", kind.Name(), err)
-		}
-	}
-	const notYet = "not captured by this version of ferry"
-	for _, v := range plan.Volumes {
-		if v.Holds == "" {
-			w.Skip("volume", v.Namespace+"/"+v.Name, "volume contents are "+notYet)
 		}
 	}
 	if w.Encrypted() {

@@ -22,8 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -38,7 +40,8 @@ type Cluster struct {
 	// to make the shared CA.
 	WorkDir string `json:"workDir"`
 
-	bins Binaries
+	bins    Binaries
+	execBin string
 }
 
 var (
@@ -48,7 +51,8 @@ var (
 
 func (c *Cluster) kwokctl(ctx context.Context, out io.Writer, args ...string) error {
 	cmd := exec.CommandContext(ctx, c.bins["kwokctl"], append([]string{"--name", c.Name}, args...)...)
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.WorkDir)
+	// kwok's controller inherits this environment, and runs the commands of exec requests with it.
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+c.WorkDir, "PATH="+c.execBin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	log, err := os.OpenFile(filepath.Join(c.WorkDir, "kwokctl.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -66,8 +70,8 @@ func (c *Cluster) kwokctl(ctx context.Context, out io.Writer, args ...string) er
 	return nil
 }
 
-func createCluster(ctx context.Context, bins Binaries, dir, name string, nodes int) (*Cluster, error) {
-	c := &Cluster{Name: name, WorkDir: filepath.Join(dir, "kwok-"+name), bins: bins, Kubeconfig: filepath.Join(dir, name+".kubeconfig")}
+func createCluster(ctx context.Context, bins Binaries, dir, name string, nodes int, execBin string) (*Cluster, error) {
+	c := &Cluster{Name: name, WorkDir: filepath.Join(dir, "kwok-"+name), bins: bins, execBin: execBin, Kubeconfig: filepath.Join(dir, name+".kubeconfig")}
 	if err := os.MkdirAll(c.WorkDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -357,4 +361,48 @@ func ptrValue(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// moverSelector picks ferry's mover pods (snapshot/volumes labels them so).
+const moverSelector = "app.kubernetes.io/name=ferry-mover"
+
+// mapMovers maps the exec of every mover pod to the local folder of the hostPath volume its claim
+// is bound to, as a kubelet would mount it, until ctx ends.
+func (c *Cluster) mapMovers(ctx context.Context) error {
+	kc, _, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(kc, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = moverSelector }))
+	_, err = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				go c.mapMover(ctx, kc, pod)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	return nil
+}
+
+func (c *Cluster) mapMover(ctx context.Context, kc kubernetes.Interface, pod *corev1.Pod) {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc, err := kc.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+		if err != nil || pvc.Spec.VolumeName == "" {
+			return
+		}
+		pv, err := kc.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil || pv.Spec.HostPath == nil {
+			return
+		}
+		c.MapExec(ctx, pod.Namespace, pod.Name, pv.Spec.HostPath.Path, nil)
+		return
+	}
 }

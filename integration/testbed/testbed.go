@@ -64,6 +64,11 @@ type Testbed struct {
 	// Kubeconfig holds every cluster, each as a context of its own name.
 	Kubeconfig string   `json:"kubeconfig"`
 	Bins       Binaries `json:"binaries"`
+	// ExecBin is on the PATH of commands that exec into simulated pods: put the ferry binary here
+	// for mover pods (see InstallExecutable).
+	ExecBin string `json:"execBin"`
+
+	stopWatchers context.CancelFunc
 }
 
 const stateFile = "testbed.json"
@@ -93,6 +98,10 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	if !opts.Persistent {
 		tb.Owner = os.Getpid()
 	}
+	tb.ExecBin = filepath.Join(tb.Dir, "bin")
+	if err := os.MkdirAll(tb.ExecBin, 0o755); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	fmt.Fprintf(log, "testbed: starting %s in %s\n", describe(opts), tb.Dir)
 
@@ -100,7 +109,7 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, name := range opts.Clusters {
 		g.Go(func() error {
-			c, err := createCluster(gctx, bins, tb.Dir, name, opts.NodesPerCluster)
+			c, err := createCluster(gctx, bins, tb.Dir, name, opts.NodesPerCluster, tb.ExecBin)
 			if c != nil {
 				mu.Lock()
 				tb.Clusters[name] = c
@@ -141,6 +150,14 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	if err != nil {
 		tb.Stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start testbed: %w", err)
+	}
+	var watchCtx context.Context
+	watchCtx, tb.stopWatchers = context.WithCancel(context.Background())
+	for _, c := range tb.Clusters {
+		if err := c.mapMovers(watchCtx); err != nil {
+			tb.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	fmt.Fprintf(log, "testbed: up in %s\n", time.Since(start).Round(100*time.Millisecond))
 	return tb, nil
@@ -208,6 +225,9 @@ func Load(dir string) (*Testbed, error) {
 
 // Stop deletes the clusters, ends the servers this testbed started and removes their files.
 func (tb *Testbed) Stop(ctx context.Context) error {
+	if tb.stopWatchers != nil {
+		tb.stopWatchers()
+	}
 	var errs []error
 	for _, c := range tb.Clusters {
 		if err := c.delete(ctx); err != nil {
@@ -235,7 +255,7 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 // empty; nothing else, in case a person pointed it at a folder of their own.
 func (tb *Testbed) removeFiles() error {
 	var errs []error
-	for _, pattern := range []string{"kwok-*", "minio-*", "mariadb-*", "*.kubeconfig", "kubeconfig", stateFile} {
+	for _, pattern := range []string{"kwok-*", "minio-*", "mariadb-*", "*.kubeconfig", "kubeconfig", "bin", "data", stateFile} {
 		matches, _ := filepath.Glob(filepath.Join(tb.Dir, pattern))
 		for _, m := range matches {
 			if err := os.RemoveAll(m); err != nil {
@@ -285,4 +305,27 @@ func (tb *Testbed) Running() bool {
 		}
 	}
 	return true
+}
+
+// InstallExecutable copies a program into ExecBin, where exec into simulated pods finds it.
+func (tb *Testbed) InstallExecutable(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dst := filepath.Join(tb.ExecBin, filepath.Base(path))
+	tmp := dst + ".new"
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// DataDir returns a new folder that lives as long as the testbed, for volume contents and exec
+// working directories that later tests of the package still reach.
+func (tb *Testbed) DataDir(name string) (string, error) {
+	if err := os.MkdirAll(filepath.Join(tb.Dir, "data"), 0o755); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(filepath.Join(tb.Dir, "data"), name+"-")
 }
