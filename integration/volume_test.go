@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"filippo.io/age"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/klauspost/compress/zstd"
@@ -115,5 +116,96 @@ func TestBackupReadsVolumes(t *testing.T) {
 	pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ferry-mover"})
 	if err != nil || len(pods.Items) != 0 {
 		t.Fatalf("mover pods left behind: %d (%v)", len(pods.Items), err)
+	}
+}
+
+// TestBackupMoverDirect: with --mover-direct the mover uploads the volume to S3 itself (here,
+// encrypted), and the manifest still lists every file.
+func TestBackupMoverDirect(t *testing.T) {
+	fixture := applyPlatform(t)
+	blue, _ := clients(t, "blue")
+	ctx := context.Background()
+	if err := tb.InstallExecutable(ferryBinary(t)); err != nil {
+		t.Fatal(err)
+	}
+	ns, claim := "bob", "workspace-bob-nb"
+	if fixture {
+		ns, claim = "dkim-research", "rstudio-stats-workspace"
+	}
+	dir := dataDir(t, claim)
+	data := []byte(strings.Repeat("rstudio session state\n", 10000))
+	if err := os.WriteFile(filepath.Join(dir, "session.rds"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := blue.BindClaim(ctx, ns, claim, dir); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runFerry(t, "--storage", "file://"+t.TempDir(), "backup", "--from", "blue", "--mover-direct"); code != 2 || !strings.Contains(errOut, "--mover-direct needs S3 storage") {
+		t.Fatalf("--mover-direct with file storage exited %d: %s", code, errOut)
+	}
+
+	minio := tb.MinIO["backup"]
+	if err := minio.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range minio.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "s3://backups/direct?endpoint=" + minio.Endpoint + "&path-style=true"
+	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "direct",
+		"--mover-direct", "--encrypt-to", id.Recipient().String())
+	if code != 3 || strings.Contains(out, "volume "+ns+"/"+claim) {
+		t.Fatalf("ferry backup --mover-direct exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	store, err := storage.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := snapshot.ReadManifest(ctx, store, "direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == ns && v.Name == claim })
+	if i < 0 {
+		t.Fatalf("manifest volumes %+v lack %s/%s", m.Volumes, ns, claim)
+	}
+	v := m.Volumes[i]
+	sum := sha256.Sum256(data)
+	if len(v.Files) != 1 || v.Files[0].SHA256 != hex.EncodeToString(sum[:]) || !strings.HasSuffix(v.Key, ".age") {
+		t.Fatalf("volume entry %+v", v)
+	}
+	info, err := store.Stat(ctx, snapshot.Prefix("direct")+v.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := slices.IndexFunc(m.Streams, func(s snapshot.Stream) bool { return s.Key == v.Key }); j < 0 || m.Streams[j].Bytes != info.Size {
+		t.Fatalf("the manifest does not record the stored stream %s (%d bytes)", v.Key, info.Size)
+	}
+	rc, err := store.Get(ctx, snapshot.Prefix("direct")+v.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	plain, err := age.Decrypt(rc, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := zstd.NewReader(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(dec)
+	h, err := tr.Next()
+	if err != nil || h.Name != "session.rds" {
+		t.Fatalf("first entry %v, %v", h, err)
+	}
+	got, _ := io.ReadAll(tr)
+	if string(got) != string(data) {
+		t.Fatal("the uploaded volume differs")
 	}
 }

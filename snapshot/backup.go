@@ -237,12 +237,39 @@ func (w *Writer) Encrypted() bool { return len(w.recipients) > 0 }
 // Name is the backup's name.
 func (w *Writer) Name() string { return w.name }
 
+// StoredName is the name a file of the backup is stored under (encrypted files get a suffix).
+func (w *Writer) StoredName(file string) string {
+	if w.Encrypted() {
+		return file + EncryptedSuffix
+	}
+	return file
+}
+
+// StorageKey is the full key of a file of the backup in its storage.
+func (w *Writer) StorageKey(file string) string { return Prefix(w.name) + w.StoredName(file) }
+
+// Recipients are the age recipients the backup is encrypted to, if any.
+func (w *Writer) Recipients() []string {
+	if w.manifest.Encryption == nil {
+		return nil
+	}
+	return w.manifest.Encryption.Recipients
+}
+
+// Record notes a file another process (a mover uploading directly) wrote to the backup.
+func (w *Writer) Record(s Stream) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.Streams = append(w.manifest.Streams, s)
+	w.manifest.Totals.StoredBytes += s.Bytes
+}
+
 // Put uploads one file of the backup as it is read, encrypted when the backup is, recording its
 // stored size and SHA-256. It returns the file's name as stored.
 func (w *Writer) Put(ctx context.Context, file string, r io.Reader) (string, error) {
 	if w.Encrypted() {
 		file += EncryptedSuffix
-		r = encrypt(r, w.recipients)
+		r = Encrypt(r, w.recipients)
 	}
 	h := sha256.New()
 	counter := &countingWriter{}
@@ -265,8 +292,8 @@ func (w *Writer) PutPlain(ctx context.Context, file string, r io.Reader) error {
 	return err
 }
 
-// encrypt returns a reader of r's bytes encrypted with age, produced as they are read.
-func encrypt(r io.Reader, recipients []age.Recipient) io.Reader {
+// Encrypt returns a reader of r's bytes encrypted with age, produced as they are read.
+func Encrypt(r io.Reader, recipients []age.Recipient) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
 		enc, err := age.Encrypt(pw, recipients...)

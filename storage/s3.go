@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
@@ -51,7 +52,32 @@ type S3Config struct {
 	PartSize    int64
 	Concurrency int
 	// Credentials, when set, override the AWS environment/profile chain (used by tests).
-	Credentials aws.CredentialsProvider
+	Credentials aws.CredentialsProvider `json:"-"`
+}
+
+// DirectAccess lets another process (a mover pod) write to the same place as an S3 backend: its
+// configuration and credentials resolved now. It travels on stdin, never in a pod spec or a log.
+type DirectAccess struct {
+	Config          S3Config `json:"config"`
+	AccessKeyID     string   `json:"accessKeyID"`
+	SecretAccessKey string   `json:"secretAccessKey"`
+	SessionToken    string   `json:"sessionToken,omitempty"`
+}
+
+// DirectAccess resolves the backend's credentials for another process.
+func (b *S3) DirectAccess(ctx context.Context) (DirectAccess, error) {
+	creds, err := b.client.Options().Credentials.Retrieve(ctx)
+	if err != nil {
+		return DirectAccess{}, fmt.Errorf("%s: resolve credentials: %w", b, err)
+	}
+	return DirectAccess{Config: b.cfg, AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey, SessionToken: creds.SessionToken}, nil
+}
+
+// OpenDirect opens the backend another process described with DirectAccess.
+func OpenDirect(ctx context.Context, a DirectAccess) (*S3, error) {
+	cfg := a.Config
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(a.AccessKeyID, a.SecretAccessKey, a.SessionToken)
+	return NewS3(ctx, cfg)
 }
 
 func parseS3URL(u *url.URL) (S3Config, error) {
@@ -161,6 +187,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
 	}
+	cfg.Region = awsCfg.Region // as resolved, so DirectAccess carries it
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)

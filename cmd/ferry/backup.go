@@ -33,6 +33,7 @@ type backupOptions struct {
 	encryptTo                                []string
 	parallel                                 int
 	moverImage                               string
+	moverDirect                              bool
 }
 
 func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -63,6 +64,7 @@ unbound claims are listed as skipped and the exit code is 3.`,
 	f.StringVar(&o.name, "name", "", "backup name (default ferry-YYYYMMDD-HHMMSS)")
 	f.IntVar(&o.parallel, "parallel", 8, "resource types listed and bucket objects copied at once")
 	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods that read volumes (the ferry image)")
+	f.BoolVar(&o.moverDirect, "mover-direct", false, "mover pods upload volumes to the S3 storage themselves (credentials handed over on stdin), so data moves from many nodes at once")
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients (age1...): encrypt every file of the backup to them; the Velero-compatible copy is then not written")
 	return cmd
 }
@@ -87,6 +89,18 @@ func (o *backupOptions) run(ctx context.Context) error {
 	store, err := storage.Open(ctx, o.global.storageURL)
 	if err != nil {
 		return err
+	}
+	var direct *storage.DirectAccess
+	if o.moverDirect {
+		s3, ok := store.(*storage.S3)
+		if !ok {
+			return badinput.Errorf("--mover-direct needs S3 storage that mover pods can reach, not %s", store)
+		}
+		access, err := s3.DirectAccess(ctx)
+		if err != nil {
+			return err
+		}
+		direct = &access
 	}
 	source, err := o.global.planClients(o.from)
 	if err != nil {
@@ -127,7 +141,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 		return err
 	}
 	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
-	manifest, err := o.capture(ctx, w, plan, source.Dynamic, restConfig, client, started)
+	manifest, err := o.capture(ctx, w, plan, source.Dynamic, restConfig, client, direct, started)
 	if err != nil {
 		// Leave nothing that looks like a backup behind; the manifest was never written.
 		if n, derr := snapshot.Delete(context.WithoutCancel(ctx), store, name); derr != nil {
@@ -153,12 +167,12 @@ func (o *backupOptions) run(ctx context.Context) error {
 }
 
 func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *plans.Plan, dyn dynamic.Interface,
-	cfg *rest.Config, client kubernetes.Interface, started time.Time) (*snapshot.Manifest, error) {
+	cfg *rest.Config, client kubernetes.Interface, direct *storage.DirectAccess, started time.Time) (*snapshot.Manifest, error) {
 	kinds := []snapshot.Kind{
 		resources.Objects{Dynamic: dyn, Plan: plan, Concurrency: o.parallel},
 		databases.Dumps{Config: cfg, Client: client, Plan: plan},
 		buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel},
-		volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Log: o.global.logger},
+		volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Direct: direct, Log: o.global.logger},
 	}
 	for _, kind := range kinds {
 		o.global.logger.Info("capturing", "backup", w.Name(), "kind", kind.Name())

@@ -7,6 +7,7 @@ package volumes
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +18,7 @@ import (
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
-	"github.com/klauspost/compress/zstd"
+	"github.com/ferrykube/ferry/storage"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +43,10 @@ type Contents struct {
 	Image string
 	// Parallel is how many claims move at once (default 4).
 	Parallel int
-	Log      *slog.Logger
+	// Direct, when set, has each mover upload its volume to storage itself, with these
+	// credentials handed over on stdin: data then flows from many nodes at once, not through ferry.
+	Direct *storage.DirectAccess
+	Log    *slog.Logger
 }
 
 // Name implements snapshot.Kind.
@@ -158,48 +162,51 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		return entry, fmt.Errorf("mover pod %s does not answer: %w", pod.Name, lastErr)
 	}
 
-	tarOut, tarIn := io.Pipe()     // pack's stdout
-	indexOut, indexIn := io.Pipe() // a copy for the file list
-	zstdOut, zstdIn := io.Pipe()   // the compressed stream for storage
+	if c.Direct != nil {
+		return c.captureDirect(ctx, w, pod.Name, entry)
+	}
+	tarOut, tarIn := io.Pipe() // pack's stdout
 	var stderr bytes.Buffer
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		err := kube.Exec(gctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod.Name, Container: "mover",
+	go func() {
+		err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod.Name, Container: "mover",
 			Command: []string{"ferry", "mover", "pack"}, Stdout: tarIn, Stderr: &stderr})
 		if err != nil {
 			err = fmt.Errorf("ferry mover pack: %w: %s", err, strings.TrimSpace(stderr.String()))
 		}
 		tarIn.CloseWithError(err)
-		return err
-	})
-	g.Go(func() error {
-		enc, err := zstd.NewWriter(zstdIn)
-		if err == nil {
-			_, err = io.Copy(enc, io.TeeReader(tarOut, indexIn))
-			if cerr := enc.Close(); err == nil {
-				err = cerr
-			}
-		}
-		tarOut.CloseWithError(err)
-		indexIn.CloseWithError(err)
-		zstdIn.CloseWithError(err)
-		return err
-	})
-	g.Go(func() error {
-		files, err := Index(indexOut)
-		io.Copy(io.Discard, indexOut) // whatever follows the end marker
-		entry.Files = files
-		return err
-	})
-	g.Go(func() error {
-		stored, err := w.Put(gctx, entry.Key, zstdOut)
-		zstdOut.CloseWithError(err)
+	}()
+	entry.Files, err = storeTar(tarOut, func(compressed io.Reader) error {
+		stored, err := w.Put(ctx, entry.Key, compressed)
 		entry.Key = stored
 		return err
 	})
-	if err := g.Wait(); err != nil {
+	if err != nil {
 		return entry, err
 	}
+	for _, f := range entry.Files {
+		entry.Bytes += f.Size
+	}
+	return entry, nil
+}
+
+// captureDirect has the mover upload the volume itself and report the files it packed.
+func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod string, entry snapshot.Volume) (snapshot.Volume, error) {
+	req, err := json.Marshal(DirectRequest{Access: *c.Direct, Key: w.StorageKey(entry.Key), Recipients: w.Recipients()})
+	if err != nil {
+		return entry, err
+	}
+	var stdout, stderr bytes.Buffer
+	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: entry.Namespace, Pod: pod, Container: "mover",
+		Command: []string{"ferry", "mover", "pack", "--direct"}, Stdin: bytes.NewReader(append(req, '\n')), Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		return entry, fmt.Errorf("ferry mover pack --direct: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var res DirectResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return entry, fmt.Errorf("ferry mover pack --direct: unreadable result: %w", err)
+	}
+	entry.Key, entry.Files = w.StoredName(entry.Key), res.Files
+	w.Record(snapshot.Stream{Key: entry.Key, Bytes: res.Bytes, SHA256: res.SHA256})
 	for _, f := range entry.Files {
 		entry.Bytes += f.Size
 	}
