@@ -257,3 +257,28 @@ func TestClustersAreSeparate(t *testing.T) {
 		t.Fatalf("namespace %s made on blue is visible on green", ns)
 	}
 }
+
+func TestEachPostgreSQLAnswersThroughExec(t *testing.T) {
+	for _, name := range []string{"blue", "green"} {
+		t.Run(name, func(t *testing.T) {
+			c, kc := clients(t, name)
+			pg := tb.Postgres[name]
+			ctx := context.Background()
+			pod := "postgres-" + name
+			runPod(t, kc, "default", simplePod(pod))
+			if err := c.MapExec(ctx, "default", pod, t.TempDir(), pg.Env()); err != nil {
+				t.Fatal(err)
+			}
+			cfg, _ := c.RESTConfig()
+			var out, errOut bytes.Buffer
+			err := kube.Exec(ctx, cfg, kc, kube.ExecRequest{Namespace: "default", Pod: pod,
+				Command: []string{"psql", "-X", "-At", "-c", "SHOW port"}, Stdout: &out, Stderr: &errOut})
+			if err != nil {
+				t.Fatalf("%v; stderr: %s", err, errOut.String())
+			}
+			if got := strings.TrimSpace(out.String()); got != strconv.Itoa(pg.Port) {
+				t.Fatalf("%s's database pod reached the server on port %s, want %d", name, got, pg.Port)
+			}
+		})
+	}
+}

@@ -101,18 +101,38 @@ func EnsureBinaries(ctx context.Context, opts Options, out io.Writer) (Binaries,
 			}
 		}
 	}
-	if len(opts.MariaDBs) == 0 {
-		return bins, nil
-	}
-	if err := ensureMariaDB(ctx, out); err != nil {
-		return nil, err
-	}
-	for _, name := range []string{"mariadbd", "mariadb-install-db", "mariadb", "mariadb-dump"} {
-		path, err := lookPath(name)
-		if err != nil {
+	if len(opts.MariaDBs) > 0 {
+		if err := ensurePackages(ctx, out, []string{"mariadb-server", "mariadb-client"}, func() bool {
+			_, err1 := lookPath("mariadbd")
+			_, err2 := lookPath("mariadb-dump")
+			return err1 == nil && err2 == nil
+		}); err != nil {
 			return nil, err
 		}
-		bins[name] = path
+		for _, name := range []string{"mariadbd", "mariadb-install-db", "mariadb", "mariadb-dump"} {
+			if bins[name], err = lookPath(name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(opts.PostgreSQLs) > 0 {
+		if err := ensurePackages(ctx, out, []string{"postgresql", "postgresql-client"}, func() bool {
+			_, err1 := postgresBin("initdb")
+			_, err2 := lookPath("pg_dump")
+			return err1 == nil && err2 == nil
+		}); err != nil {
+			return nil, err
+		}
+		for _, name := range []string{"initdb", "postgres"} {
+			if bins[name], err = postgresBin(name); err != nil {
+				return nil, err
+			}
+		}
+		for _, name := range []string{"psql", "pg_dump"} {
+			if bins[name], err = lookPath(name); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return bins, nil
 }
@@ -168,13 +188,12 @@ func lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%s not found on PATH or in /usr/sbin", name)
 }
 
-func ensureMariaDB(ctx context.Context, out io.Writer) error {
-	if _, err := lookPath("mariadbd"); err == nil {
-		if _, err := lookPath("mariadb-dump"); err == nil {
-			return nil
-		}
+// ensurePackages installs Debian packages with apt-get unless present says they are there.
+func ensurePackages(ctx context.Context, out io.Writer, packages []string, present func() bool) error {
+	if present() {
+		return nil
 	}
-	fmt.Fprintln(out, "testbed: installing Debian's mariadb-server and mariadb-client")
+	fmt.Fprintf(out, "testbed: installing Debian's %s\n", strings.Join(packages, " and "))
 	var prefix []string
 	if os.Geteuid() != 0 {
 		prefix = []string{"sudo", "-n"}
@@ -185,13 +204,13 @@ func ensureMariaDB(ctx context.Context, out io.Writer) error {
 		cmd.Stdout, cmd.Stderr = out, out
 		return cmd.Run()
 	}
-	install := append(prefix, "apt-get", "install", "-y", "--no-install-recommends", "mariadb-server", "mariadb-client")
+	install := append(append(prefix, "apt-get", "install", "-y", "--no-install-recommends"), packages...)
 	if err := run(install...); err != nil {
 		if err := run(append(prefix, "apt-get", "update")...); err != nil {
 			return fmt.Errorf("apt-get update: %w", err)
 		}
 		if err := run(install...); err != nil {
-			return fmt.Errorf("install mariadb-server and mariadb-client (as root, or with passwordless sudo): %w", err)
+			return fmt.Errorf("install %s (as root, or with passwordless sudo): %w", strings.Join(packages, " "), err)
 		}
 	}
 	return nil

@@ -74,7 +74,7 @@ func startMariaDB(ctx context.Context, bins Binaries, dir, name string) (*MariaD
 	args := append([]string{bins["mariadbd"], "--no-defaults", "--datadir=" + dataDir, "--port=" + strconv.Itoa(port),
 		"--socket=" + d.Socket, "--bind-address=127.0.0.1", "--tmpdir=" + tmpDir, "--pid-file=" + filepath.Join(dataDir, "mysqld.pid"),
 		"--skip-name-resolve", "--innodb-buffer-pool-size=32M", "--log-error=" + filepath.Join(dir, "mariadb-"+name+".log")}, userArgs...)
-	d.Process, err = startProcess("mariadb-"+name, args, nil, filepath.Join(dir, "mariadb-"+name+".out"))
+	d.Process, err = startProcess("mariadb-"+name, args, nil, filepath.Join(dir, "mariadb-"+name+".out"), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func startMinIO(ctx context.Context, bins Binaries, dir, name string) (*MinIO, e
 		m.Process, err = startProcess("minio-"+name,
 			[]string{bins["minio"], "server", dataDir, "--address", fmt.Sprintf("127.0.0.1:%d", port), "--console-address", fmt.Sprintf("127.0.0.1:%d", console), "--quiet"},
 			[]string{"MINIO_ROOT_USER=" + m.AccessKey, "MINIO_ROOT_PASSWORD=" + m.SecretKey, "MINIO_BROWSER=off", "MINIO_UPDATE=off"},
-			filepath.Join(dir, "minio-"+name+".log"))
+			filepath.Join(dir, "minio-"+name+".log"), nil)
 		if err != nil {
 			return nil, err
 		}

@@ -24,8 +24,8 @@ type Process struct {
 }
 
 // startProcess runs args in its own session, so that a terminal's Ctrl-C reaches the testbed's
-// owner first, with output to logPath.
-func startProcess(name string, args, env []string, logPath string) (*Process, error) {
+// owner first, with output to logPath. attr may add a user to run as.
+func startProcess(name string, args, env []string, logPath string, attr *syscall.SysProcAttr) (*Process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -34,7 +34,11 @@ func startProcess(name string, args, env []string, logPath string) (*Process, er
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Setsid = true
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

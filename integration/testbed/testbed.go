@@ -38,6 +38,8 @@ type Options struct {
 	MinIOs []string
 	// MariaDBs to start, e.g. "blue" and "green" (the clusters' control-plane databases).
 	MariaDBs []string
+	// PostgreSQLs to start, e.g. "blue" and "green".
+	PostgreSQLs []string
 	// Dir holds all state; empty means a new temporary folder, removed by Stop.
 	Dir string
 	// Persistent testbeds (make testbed-up) outlive the process that started them.
@@ -48,19 +50,21 @@ type Options struct {
 
 // Everything is the full testbed the demo and end-to-end tests use.
 var Everything = Options{
-	Clusters: []string{"blue", "green"},
-	MinIOs:   []string{"backup", "blue", "green"},
-	MariaDBs: []string{"blue", "green"},
+	Clusters:    []string{"blue", "green"},
+	MinIOs:      []string{"backup", "blue", "green"},
+	MariaDBs:    []string{"blue", "green"},
+	PostgreSQLs: []string{"blue", "green"},
 }
 
 // Testbed is a running testbed.
 type Testbed struct {
 	Dir string `json:"dir"`
 	// Owner is the PID of the process whose end makes this testbed stale (0 when persistent).
-	Owner    int                 `json:"owner"`
-	Clusters map[string]*Cluster `json:"clusters"`
-	MinIO    map[string]*MinIO   `json:"minio"`
-	MariaDB  map[string]*MariaDB `json:"mariadb"`
+	Owner    int                    `json:"owner"`
+	Clusters map[string]*Cluster    `json:"clusters"`
+	MinIO    map[string]*MinIO      `json:"minio"`
+	MariaDB  map[string]*MariaDB    `json:"mariadb"`
+	Postgres map[string]*PostgreSQL `json:"postgres"`
 	// Kubeconfig holds every cluster, each as a context of its own name.
 	Kubeconfig string   `json:"kubeconfig"`
 	Bins       Binaries `json:"binaries"`
@@ -87,7 +91,7 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	if err != nil {
 		return nil, err
 	}
-	tb := &Testbed{Dir: opts.Dir, Bins: bins, Clusters: map[string]*Cluster{}, MinIO: map[string]*MinIO{}, MariaDB: map[string]*MariaDB{}}
+	tb := &Testbed{Dir: opts.Dir, Bins: bins, Clusters: map[string]*Cluster{}, MinIO: map[string]*MinIO{}, MariaDB: map[string]*MariaDB{}, Postgres: map[string]*PostgreSQL{}}
 	if tb.Dir == "" {
 		if tb.Dir, err = os.MkdirTemp("", "ferry-testbed-"); err != nil {
 			return nil, err
@@ -140,6 +144,17 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 			return err
 		})
 	}
+	for _, name := range opts.PostgreSQLs {
+		g.Go(func() error {
+			p, err := startPostgres(gctx, bins, tb.Dir, name)
+			if p != nil {
+				mu.Lock()
+				tb.Postgres[name] = p
+				mu.Unlock()
+			}
+			return err
+		})
+	}
 	err = g.Wait()
 	if err == nil {
 		err = tb.writeKubeconfig()
@@ -173,6 +188,9 @@ func describe(opts Options) string {
 	}
 	if len(opts.MariaDBs) > 0 {
 		parts = append(parts, "MariaDB "+strings.Join(opts.MariaDBs, ", "))
+	}
+	if len(opts.PostgreSQLs) > 0 {
+		parts = append(parts, "PostgreSQL "+strings.Join(opts.PostgreSQLs, ", "))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -244,6 +262,11 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	for _, p := range tb.Postgres {
+		if err := p.Process.stop(30 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	killUnder(tb.Dir)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stop testbed in %s: %w", tb.Dir, err)
@@ -255,7 +278,7 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 // empty; nothing else, in case a person pointed it at a folder of their own.
 func (tb *Testbed) removeFiles() error {
 	var errs []error
-	for _, pattern := range []string{"kwok-*", "minio-*", "mariadb-*", "*.kubeconfig", "kubeconfig", "bin", "data", stateFile} {
+	for _, pattern := range []string{"kwok-*", "minio-*", "mariadb-*", "postgres-*", "*.kubeconfig", "kubeconfig", "bin", "data", stateFile} {
 		matches, _ := filepath.Glob(filepath.Join(tb.Dir, pattern))
 		for _, m := range matches {
 			if err := os.RemoveAll(m); err != nil {
@@ -292,6 +315,11 @@ func (tb *Testbed) Running() bool {
 	}
 	for _, d := range tb.MariaDB {
 		if !d.Process.ours() {
+			return false
+		}
+	}
+	for _, p := range tb.Postgres {
+		if !p.Process.ours() {
 			return false
 		}
 	}

@@ -126,6 +126,11 @@ func printAccess(tb *testbed.Testbed) {
 			fmt.Printf("MariaDB %-6s 127.0.0.1:%d  (user %s, password %s)\n", name, d.Port, d.User, d.Password)
 		}
 	}
+	for _, name := range []string{"blue", "green"} {
+		if p := tb.Postgres[name]; p != nil {
+			fmt.Printf("PostgreSQL %-6s 127.0.0.1:%d  (user %s, password %s)\n", name, p.Port, p.User, p.Password)
+		}
+	}
 	fmt.Printf("\nStop everything with: make testbed-down\n")
 }
 
