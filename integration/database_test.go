@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/klauspost/compress/zstd"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -127,5 +130,121 @@ DROP DATABASE IF EXISTS cachedb; CREATE DATABASE cachedb; CREATE TABLE cachedb.e
 	}
 	if _, fixture := kubeflowFixture(); fixture && !strings.Contains(out, "database katib-mysql: no running pod") {
 		t.Errorf("katib-mysql has no running pod and must be reported as skipped:\n%s", out)
+	}
+}
+
+// TestBackupDumpsPostgreSQL declares a PostgreSQL of an application in ferry.yaml, runs its pod on
+// blue (exec mapped to blue's PostgreSQL server) and checks the dump and the per-table figures.
+func TestBackupDumpsPostgreSQL(t *testing.T) {
+	applyPlatform(t)
+	blue, kc := clients(t, "blue")
+	pg := tb.Postgres["blue"]
+	ctx := context.Background()
+	const ns = "team-db"
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-creds", Namespace: ns},
+		StringData: map[string]string{"user": pg.User, "password": pg.Password}}
+	if _, err := kc.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "pg"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pg"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:17"}}}},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod string
+	waitUntil(t, "a running pg pod", 60*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=pg"})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				pod = p.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	env := pg.Env()
+	delete(env, "PGPASSWORD") // ferry hands the Secret's password over itself
+	if err := blue.MapExec(ctx, ns, pod, dataDir(t, "pg"), env); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{"DROP DATABASE IF EXISTS appdb", "CREATE DATABASE appdb"} {
+		if _, err := pg.SQL(ctx, tb.Bins, "postgres", stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pg.SQL(ctx, tb.Bins, "appdb", `CREATE SCHEMA billing;
+CREATE TABLE public.users (id int PRIMARY KEY, email text);
+INSERT INTO public.users SELECT g, 'user' || g || '@example.com' FROM generate_series(1, 250) g;
+CREATE TABLE billing.invoices (id int, amount numeric);
+INSERT INTO billing.invoices VALUES (1, 9.99), (2, 19.5);`); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`databases:
+- name: app-db
+  engine: postgresql
+  namespace: team-db
+  workload: deployment/pg
+  secret: {name: pg-creds, userKey: user, passwordKey: password}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	storeDir := t.TempDir()
+	code, out, errOut := runFerry(t, "--storage", "file://"+storeDir, "backup", "--from", "blue", "-f", config, "--name", "with-pg")
+	if (code != 0 && code != 3) || strings.Contains(out, "database app-db") {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	store, err := storage.NewFile(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := snapshot.ReadManifest(ctx, store, "with-pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(m.Databases, func(d snapshot.Database) bool { return d.Name == "app-db" })
+	if i < 0 {
+		t.Fatalf("manifest has no app-db dump: %+v", m.Databases)
+	}
+	dump := m.Databases[i]
+	if dump.Engine != "postgresql" || !slices.Equal(dump.Schemas, []string{"appdb"}) {
+		t.Fatalf("dump %+v, want engine postgresql and database appdb only", dump)
+	}
+	want := map[string]int64{"appdb.billing.invoices": 2, "appdb.public.users": 250}
+	for _, tbl := range dump.Tables {
+		n, ok := want[tbl.Schema+"."+tbl.Name]
+		if !ok || n != tbl.Rows || len(tbl.Checksum) != 32 {
+			t.Errorf("table %s.%s: %d rows, checksum %q", tbl.Schema, tbl.Name, tbl.Rows, tbl.Checksum)
+		}
+		delete(want, tbl.Schema+"."+tbl.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("tables missing from the manifest: %v", want)
+	}
+	rc, err := store.Get(ctx, snapshot.Prefix("with-pg")+dump.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	dec, err := zstd.NewReader(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql, _ := io.ReadAll(dec)
+	if !strings.Contains(string(sql), "CREATE DATABASE appdb") || !strings.Contains(string(sql), "user250@example.com") {
+		t.Fatalf("the dump lacks the database or its rows (%d bytes)", len(sql))
 	}
 }

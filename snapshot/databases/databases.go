@@ -1,6 +1,6 @@
 // Package databases captures the platform's databases as logical dumps taken inside their pods
-// (mysqldump for MySQL and MariaDB), streamed compressed into the backup, with per table row counts
-// and checksums to verify a restore against.
+// (mysqldump for MySQL and MariaDB, pg_dump for PostgreSQL), streamed compressed into the backup,
+// with per table row counts and checksums to verify a restore against.
 package databases
 
 import (
@@ -40,8 +40,8 @@ var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "
 // Name implements snapshot.Kind.
 func (c Dumps) Name() string { return "databases" }
 
-// Capture dumps every database the plan found (implements snapshot.Kind). Engines ferry cannot dump
-// yet, and databases without a running pod, are recorded as skipped.
+// Capture dumps every database the plan found (implements snapshot.Kind). Databases without a
+// running pod are recorded as skipped.
 func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 	for _, item := range c.Plan.Databases {
 		if !item.Found {
@@ -52,11 +52,11 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 			w.Skip("database", item.Name, fmt.Sprintf("no running pod of %s in %s to dump from", item.Workload, item.Namespace))
 			continue
 		}
-		if cfg.Engine != "mysql" {
-			w.Skip("database", item.Name, cfg.Engine+" dumps are not captured by this version of ferry")
-			continue
+		dump := c.dumpMySQL
+		if cfg.Engine == "postgresql" {
+			dump = c.dumpPostgres
 		}
-		entry, err := c.dumpMySQL(ctx, w, item, cfg)
+		entry, err := dump(ctx, w, item, cfg)
 		if err != nil {
 			return fmt.Errorf("database %s: %w", item.Name, err)
 		}
@@ -74,8 +74,8 @@ func (c Dumps) config(name string) plans.Database {
 	return plans.Database{}
 }
 
-func (c Dumps) credentials(ctx context.Context, d plans.Database) (credentials, error) {
-	cred := credentials{user: "root"}
+func (c Dumps) credentials(ctx context.Context, d plans.Database, defaultUser string) (credentials, error) {
+	cred := credentials{user: defaultUser}
 	if d.Secret == nil {
 		return cred, nil
 	}
@@ -94,11 +94,46 @@ func (c Dumps) credentials(ctx context.Context, d plans.Database) (credentials, 
 	return cred, nil
 }
 
-// mysqlShell runs a MySQL client program in the pod with the password handed over on stdin's first
-// line, never on a command line or in the pod spec; the rest of stdin goes to the program.
+// clientShell runs a database client program in the pod with the password handed over on stdin's
+// first line into the variable the client reads (MYSQL_PWD, PGPASSWORD), never on a command line
+// or in the pod spec; the rest of stdin goes to the program.
+func clientShell(passwordVar, program string, args ...string) []string {
+	script := `IFS= read -r ` + passwordVar + `; export ` + passwordVar + `; [ -n "$` + passwordVar + `" ] || unset ` + passwordVar + `; p="$1"; shift; exec "$p" "$@"`
+	return append([]string{"sh", "-c", script, "sh", program}, args...)
+}
+
 func mysqlShell(program string, cred credentials, args ...string) []string {
-	script := `IFS= read -r MYSQL_PWD; export MYSQL_PWD; [ -n "$MYSQL_PWD" ] || unset MYSQL_PWD; p="$1"; shift; exec "$p" "$@"`
-	return append([]string{"sh", "-c", script, "sh", program, "--user=" + cred.user}, args...)
+	return clientShell("MYSQL_PWD", program, append([]string{"--user=" + cred.user}, args...)...)
+}
+
+// dumpTo streams what dump writes, compressed, into the backup file entry.Key, and records the
+// SQL's digest and size.
+func dumpTo(ctx context.Context, w *snapshot.Writer, entry *snapshot.Database, dump func(out io.Writer) error) error {
+	pr, pw := io.Pipe()
+	sqlHash := sha256.New()
+	var sqlBytes countWriter
+	dumped := make(chan error, 1)
+	go func() {
+		enc, err := zstd.NewWriter(pw)
+		if err == nil {
+			err = dump(io.MultiWriter(enc, sqlHash, &sqlBytes))
+			if cerr := enc.Close(); err == nil {
+				err = cerr
+			}
+		}
+		pw.CloseWithError(err)
+		dumped <- err
+	}()
+	stored, putErr := w.Put(ctx, entry.Key, pr)
+	pr.CloseWithError(putErr)
+	if err := <-dumped; err != nil {
+		return err
+	}
+	if putErr != nil {
+		return putErr
+	}
+	entry.Key, entry.SHA256, entry.Bytes = stored, hex.EncodeToString(sqlHash.Sum(nil)), sqlBytes.n
+	return nil
 }
 
 func (c Dumps) exec(ctx context.Context, item plans.DataItem, container string, cmd []string, stdin io.Reader, stdout io.Writer) error {
@@ -131,7 +166,7 @@ func (c Dumps) query(ctx context.Context, item plans.DataItem, container string,
 
 func (c Dumps) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
 	entry := snapshot.Database{Name: item.Name, Engine: "mysql", Key: "databases/" + item.Name + ".sql.zst"}
-	cred, err := c.credentials(ctx, cfg)
+	cred, err := c.credentials(ctx, cfg, "root")
 	if err != nil {
 		return entry, err
 	}
@@ -154,35 +189,13 @@ func (c Dumps) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.Dat
 	}
 
 	// Dump, compress and upload as one stream; the digest is of the SQL itself.
-	pr, pw := io.Pipe()
-	sqlHash := sha256.New()
-	var sqlBytes countWriter
-	dumped := make(chan error, 1)
-	go func() {
-		enc, err := zstd.NewWriter(pw)
-		if err != nil {
-			pw.CloseWithError(err)
-			dumped <- err
-			return
-		}
+	err = dumpTo(ctx, w, &entry, func(out io.Writer) error {
 		args := append([]string{"--single-transaction", "--routines", "--triggers", "--events", "--hex-blob", "--databases"}, schemas...)
-		err = c.exec(ctx, item, cfg.Container, mysqlShell("mysqldump", cred, args...), strings.NewReader(cred.password+"\n"),
-			io.MultiWriter(enc, sqlHash, &sqlBytes))
-		if cerr := enc.Close(); err == nil {
-			err = cerr
-		}
-		pw.CloseWithError(err)
-		dumped <- err
-	}()
-	stored, putErr := w.Put(ctx, entry.Key, pr)
-	pr.CloseWithError(putErr)
-	if err := <-dumped; err != nil {
+		return c.exec(ctx, item, cfg.Container, mysqlShell("mysqldump", cred, args...), strings.NewReader(cred.password+"\n"), out)
+	})
+	if err != nil {
 		return entry, fmt.Errorf("mysqldump in pod %s/%s: %w", item.Namespace, item.Pod, err)
 	}
-	if putErr != nil {
-		return entry, putErr
-	}
-	entry.Key, entry.SHA256, entry.Bytes = stored, hex.EncodeToString(sqlHash.Sum(nil)), sqlBytes.n
 
 	tables, err := c.tableStats(ctx, item, cfg.Container, cred, schemas)
 	if err != nil {
