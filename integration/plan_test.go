@@ -208,7 +208,7 @@ var ferryOnce sync.Once
 var ferryPath string
 var ferryErr error
 
-// ferryBinary builds the ferry command once per test run.
+// ferryBinary builds the ferry command once per test run and installs it where mover pods find it.
 func ferryBinary(t *testing.T) string {
 	t.Helper()
 	ferryOnce.Do(func() {
@@ -221,7 +221,10 @@ func ferryBinary(t *testing.T) string {
 		out, err := exec.Command("go", "build", "-o", ferryPath, "../cmd/ferry").CombinedOutput()
 		if err != nil {
 			ferryErr = errors.New(string(out))
+			return
 		}
+		// Mover pods exec `ferry mover ...`, which the testbed runs from its ExecBin.
+		ferryErr = tb.InstallExecutable(ferryPath)
 	})
 	if ferryErr != nil {
 		t.Fatalf("build ferry: %v", ferryErr)

@@ -27,9 +27,6 @@ func TestBackupReadsVolumes(t *testing.T) {
 	fixture := applyPlatform(t)
 	blue, kc := clients(t, "blue")
 	ctx := context.Background()
-	if err := tb.InstallExecutable(ferryBinary(t)); err != nil {
-		t.Fatal(err)
-	}
 	ns, claim := "alice", "workspace-alice-nb"
 	if fixture {
 		ns, claim = "kubeflow-user-example-com", "test-workspace"
@@ -125,9 +122,6 @@ func TestBackupMoverDirect(t *testing.T) {
 	fixture := applyPlatform(t)
 	blue, _ := clients(t, "blue")
 	ctx := context.Background()
-	if err := tb.InstallExecutable(ferryBinary(t)); err != nil {
-		t.Fatal(err)
-	}
 	ns, claim := "bob", "workspace-bob-nb"
 	if fixture {
 		ns, claim = "dkim-research", "rstudio-stats-workspace"

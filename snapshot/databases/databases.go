@@ -96,14 +96,16 @@ func (c Dumps) credentials(ctx context.Context, d plans.Database, defaultUser st
 
 // clientShell runs a database client program in the pod with the password handed over on stdin's
 // first line into the variable the client reads (MYSQL_PWD, PGPASSWORD), never on a command line
-// or in the pod spec; the rest of stdin goes to the program.
-func clientShell(passwordVar, program string, args ...string) []string {
-	script := `IFS= read -r ` + passwordVar + `; export ` + passwordVar + `; [ -n "$` + passwordVar + `" ] || unset ` + passwordVar + `; p="$1"; shift; exec "$p" "$@"`
+// or in the pod spec; the rest of stdin goes to the program. Without a password from a Secret,
+// the pod's own (the server image's variable, e.g. MYSQL_ROOT_PASSWORD) is used.
+func clientShell(passwordVar, imageVar, program string, args ...string) []string {
+	script := `IFS= read -r pw; [ -n "$pw" ] || pw="${` + passwordVar + `:-$` + imageVar + `}"; ` +
+		`if [ -n "$pw" ]; then export ` + passwordVar + `="$pw"; fi; p="$1"; shift; exec "$p" "$@"`
 	return append([]string{"sh", "-c", script, "sh", program}, args...)
 }
 
 func mysqlShell(program string, cred credentials, args ...string) []string {
-	return clientShell("MYSQL_PWD", program, append([]string{"--user=" + cred.user}, args...)...)
+	return clientShell("MYSQL_PWD", "MYSQL_ROOT_PASSWORD", program, append([]string{"--user=" + cred.user}, args...)...)
 }
 
 // dumpTo streams what dump writes, compressed, into the backup file entry.Key, and records the

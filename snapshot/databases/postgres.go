@@ -18,7 +18,7 @@ import (
 var postgresSystemDBs = map[string]bool{"postgres": true, "template0": true, "template1": true}
 
 func pgShell(program string, cred credentials, args ...string) []string {
-	return clientShell("PGPASSWORD", program, append([]string{"--username=" + cred.user, "--no-password"}, args...)...)
+	return clientShell("PGPASSWORD", "POSTGRES_PASSWORD", program, append([]string{"--username=" + cred.user, "--no-password"}, args...)...)
 }
 
 // pgQuery runs a psql script on database db and returns its tab-separated rows. The script ends

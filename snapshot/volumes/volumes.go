@@ -89,8 +89,11 @@ func orUnknown(s string) string {
 	return s
 }
 
-// moverPod mounts the claim read-only; a ReadWriteOnce claim in use is pinned to its node.
-func (c Contents) moverPod(v plans.Volume) *corev1.Pod {
+// moverPod mounts the claim read-only; a ReadWriteOnce claim in use is pinned to its node. It runs
+// as root with only DAC_OVERRIDE, to read every file (allowed by the baseline pod security level),
+// or, where the namespace enforces the restricted level, as a non-root user that reads what the
+// claim's files let others read.
+func (c Contents) moverPod(v plans.Volume, restricted bool) *corev1.Pod {
 	node := ""
 	if slices.Contains(v.AccessModes, "ReadWriteOnce") || slices.Contains(v.AccessModes, "ReadWriteOncePod") {
 		for _, p := range v.Pods {
@@ -114,10 +117,8 @@ func (c Contents) moverPod(v plans.Volume) *corev1.Pod {
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Containers: []corev1.Container{{
 				Name: "mover", Image: c.Image, Command: []string{"ferry", "mover", "idle"}, WorkingDir: MountPath,
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: MountPath, ReadOnly: true}},
-				SecurityContext: &corev1.SecurityContext{
-					RunAsUser: ptr.To[int64](0), ReadOnlyRootFilesystem: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
-				},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: MountPath, ReadOnly: true}},
+				SecurityContext: moverSecurity(restricted),
 			}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Name, ReadOnly: true},
@@ -126,10 +127,30 @@ func (c Contents) moverPod(v plans.Volume) *corev1.Pod {
 	}
 }
 
+func moverSecurity(restricted bool) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
+		ReadOnlyRootFilesystem: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	if restricted {
+		sc.RunAsNonRoot, sc.RunAsUser = ptr.To(true), ptr.To[int64](65532)
+	} else {
+		sc.RunAsUser = ptr.To[int64](0)
+		sc.Capabilities.Add = []corev1.Capability{"DAC_OVERRIDE"}
+	}
+	return sc
+}
+
 func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volume) (snapshot.Volume, error) {
 	entry := snapshot.Volume{Namespace: v.Namespace, Name: v.Name, Key: "volumes/" + v.Namespace + "/" + v.Name + ".tar.zst"}
+	ns, err := c.Client.CoreV1().Namespaces().Get(ctx, v.Namespace, metav1.GetOptions{})
+	if err != nil {
+		return entry, err
+	}
+	restricted := ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted"
 	pods := c.Client.CoreV1().Pods(v.Namespace)
-	pod, err := pods.Create(ctx, c.moverPod(v), metav1.CreateOptions{})
+	pod, err := pods.Create(ctx, c.moverPod(v, restricted), metav1.CreateOptions{})
 	if err != nil {
 		return entry, fmt.Errorf("create mover pod: %w", err)
 	}
