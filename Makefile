@@ -31,9 +31,10 @@ test-short: lint
 	@$(GO) test -short ./...
 
 # Builds the testbed's binaries into a cache outside the repository on first use (a cold build takes
-# about 15 minutes on two cores and prints progress), installs MariaDB with apt-get when missing.
+# about 15 minutes on two cores and prints progress), installs MariaDB and PostgreSQL with apt-get
+# when missing.
 testbed-bin: check-go
-	@echo "==> testbed binaries (Kubernetes v1.37.2, etcd, kwok v0.8.0, MinIO, MariaDB); compiling the testbed tool first"
+	@echo "==> testbed binaries (Kubernetes v1.37.2, etcd, kwok v0.8.0, MinIO, MariaDB, PostgreSQL); compiling the testbed tool first"
 	@$(TESTBED) build
 
 test-integration: testbed-bin
