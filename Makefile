@@ -71,6 +71,10 @@ demo: build testbed-bin
 	@echo "==> ferry plan --from blue --to green --preset kubeflow -o ferry-plan.yaml"
 	@KUBECONFIG=$$($(TESTBED) info | sed -n 's/^  export KUBECONFIG=//p') bin/ferry plan --from blue --to green --preset kubeflow -o ferry-plan.yaml; \
 	  code=$$?; if [ $$code -eq 3 ]; then echo "(exit code 3: the blocking findings above stand in the way on green)"; elif [ $$code -ne 0 ]; then exit $$code; fi
+	@echo "==> ferry backup --from blue --preset kubeflow (into ./ferry-backups)"
+	@KUBECONFIG=$$($(TESTBED) info | sed -n 's/^  export KUBECONFIG=//p') bin/ferry --log-format json backup --from blue --preset kubeflow 2>/dev/null; \
+	  code=$$?; if [ $$code -eq 3 ]; then echo "(exit code 3: the items above were skipped; the testbed has no volume provisioner yet)"; elif [ $$code -ne 0 ]; then exit $$code; fi
+	@bin/ferry backups list
 	@$(TESTBED) info
 
 clean:
