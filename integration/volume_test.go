@@ -153,7 +153,8 @@ func TestBackupMoverDirect(t *testing.T) {
 	url := "s3://backups/direct?endpoint=" + minio.Endpoint + "&path-style=true"
 	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "direct",
 		"--mover-direct", "--encrypt-to", id.Recipient().String())
-	if code != 3 || strings.Contains(out, "volume "+ns+"/"+claim) {
+	// 3 while other claims of the platform are still unbound (the fixture's are), else 0.
+	if (code != 0 && code != 3) || strings.Contains(out, "volume "+ns+"/"+claim) {
 		t.Fatalf("ferry backup --mover-direct exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	store, err := storage.Open(ctx, url)
