@@ -16,13 +16,11 @@ import (
 	"testing"
 
 	"filippo.io/age"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/resources"
-	"github.com/ferrykube/ferry/storage"
 	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -30,29 +28,14 @@ import (
 // checks what a user (or Velero) would find there.
 func TestBackupObjectsToMinIO(t *testing.T) {
 	applyPlatform(t)
-	minio := tb.MinIO["backup"]
 	ctx := context.Background()
-	if err := minio.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	url := "s3://backups/ferry?endpoint=" + minio.Endpoint + "&path-style=true"
-	for _, kv := range minio.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	url := backupMinIO(t, "ferry")
 	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "objects-1")
 	// The preset names volumes, which this version skips: exit 3, and they are listed.
 	if code != 3 || !strings.Contains(out, "NOT IN THIS BACKUP") || !strings.Contains(out, "Backup objects-1 is complete") {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	store, err := storage.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := snapshot.ReadManifest(ctx, store, "objects-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := readManifest(t, url, "objects-1")
 	if m.Totals.Objects == 0 || m.Totals.Objects != len(m.Objects) || !m.VeleroCompatible {
 		t.Fatalf("manifest totals %+v with %d objects", m.Totals, len(m.Objects))
 	}

@@ -9,14 +9,11 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/buckets"
-	"github.com/ferrykube/ferry/storage"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -30,20 +27,7 @@ func TestBackupCopiesBucket(t *testing.T) {
 	if err := blue.BindClaim(ctx, "kubeflow", "minio-pvc", dataDir(t, "minio")); err != nil {
 		t.Fatal(err)
 	}
-	var pod string
-	waitUntil(t, "a running minio pod", 60*time.Second, func(ctx context.Context) (bool, error) {
-		pods, err := kc.CoreV1().Pods("kubeflow").List(ctx, metav1.ListOptions{LabelSelector: "app=minio"})
-		if err != nil {
-			return false, err
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				pod = p.Name
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	pod := runningPod(t, kc, "kubeflow", "app=minio")
 	if err := blue.MapPortForward(ctx, "kubeflow", pod, 9000, "127.0.0.1", minioBlue.Port); err != nil {
 		t.Fatal(err)
 	}
@@ -74,27 +58,12 @@ func TestBackupCopiesBucket(t *testing.T) {
 		}
 	}
 
-	backupMinIO := tb.MinIO["backup"]
-	if err := backupMinIO.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range backupMinIO.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	url := "s3://backups/buckettest?endpoint=" + backupMinIO.Endpoint + "&path-style=true"
+	url := backupMinIO(t, "buckettest")
 	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "with-bucket")
 	if code != 3 || strings.Contains(out, "bucket mlpipeline") {
 		t.Fatalf("ferry backup exited %d (want 3 for the skipped volumes, and the bucket copied)\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	store, err := storage.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := snapshot.ReadManifest(ctx, store, "with-bucket")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := readManifest(t, url, "with-bucket")
 	if len(m.Buckets) != 1 || len(m.Buckets[0].Objects) != len(want) {
 		t.Fatalf("manifest buckets: %+v", m.Buckets)
 	}

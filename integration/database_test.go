@@ -9,15 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferrykube/ferry/snapshot"
-	"github.com/ferrykube/ferry/storage"
 	"github.com/klauspost/compress/zstd"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // TestBackupDumpsMySQL runs the platform's MySQL pod on blue (its exec mapped to blue's MariaDB),
@@ -32,20 +29,7 @@ func TestBackupDumpsMySQL(t *testing.T) {
 	if err := blue.BindClaim(ctx, "kubeflow", "mysql-pv-claim", dataDir(t, "mysql")); err != nil {
 		t.Fatal(err)
 	}
-	var pod string
-	waitUntil(t, "a running mysql pod", 60*time.Second, func(ctx context.Context) (bool, error) {
-		pods, err := kc.CoreV1().Pods("kubeflow").List(ctx, metav1.ListOptions{LabelSelector: labels.Set{"app": "mysql"}.String()})
-		if err != nil {
-			return false, err
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				pod = p.Name
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	pod := runningPod(t, kc, "kubeflow", "app=mysql")
 	// The mapping outlives this test: later backups of blue dump this database too.
 	if err := blue.MapExec(ctx, "kubeflow", pod, db.ClientHome, db.Env()); err != nil {
 		t.Fatal(err)
@@ -72,27 +56,12 @@ DROP DATABASE IF EXISTS cachedb; CREATE DATABASE cachedb; CREATE TABLE cachedb.e
 		t.Fatal(err)
 	}
 
-	minio := tb.MinIO["backup"]
-	if err := minio.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range minio.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	url := "s3://backups/dbtest?endpoint=" + minio.Endpoint + "&path-style=true"
+	url := backupMinIO(t, "dbtest")
 	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "with-db")
 	if code != 3 || strings.Contains(out, "database kfp-mysql") {
 		t.Fatalf("ferry backup exited %d (want 3: volumes and the bucket are skipped, kfp-mysql is not)\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	store, err := storage.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := snapshot.ReadManifest(ctx, store, "with-db")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := readManifest(t, url, "with-db")
 	i := slices.IndexFunc(m.Databases, func(d snapshot.Database) bool { return d.Name == "kfp-mysql" })
 	if i < 0 {
 		t.Fatalf("manifest has no kfp-mysql dump: %+v", m.Databases)
@@ -161,20 +130,7 @@ func TestBackupDumpsPostgreSQL(t *testing.T) {
 	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var pod string
-	waitUntil(t, "a running pg pod", 60*time.Second, func(ctx context.Context) (bool, error) {
-		pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=pg"})
-		if err != nil {
-			return false, err
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				pod = p.Name
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	pod := runningPod(t, kc, ns, "app=pg")
 	env := pg.Env()
 	delete(env, "PGPASSWORD") // ferry hands the Secret's password over itself
 	if err := blue.MapExec(ctx, ns, pod, dataDir(t, "pg"), env); err != nil {
@@ -207,14 +163,7 @@ INSERT INTO billing.invoices VALUES (1, 9.99), (2, 19.5);`); err != nil {
 	if (code != 0 && code != 3) || strings.Contains(out, "database app-db") {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	store, err := storage.NewFile(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := snapshot.ReadManifest(ctx, store, "with-pg")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := readManifest(t, "file://"+storeDir, "with-pg")
 	i := slices.IndexFunc(m.Databases, func(d snapshot.Database) bool { return d.Name == "app-db" })
 	if i < 0 {
 		t.Fatalf("manifest has no app-db dump: %+v", m.Databases)

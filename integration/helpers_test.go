@@ -1,8 +1,17 @@
 package integration
 
 import (
+	"context"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // regexpLine reports whether some line of text matches pattern.
@@ -19,4 +28,54 @@ func dataDir(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// backupMinIO returns the URL of a folder in the testbed's backup MinIO, with its credentials in
+// the AWS environment variables for the rest of the test, as a user would set them.
+func backupMinIO(t *testing.T, folder string) string {
+	t.Helper()
+	minio := tb.MinIO["backup"]
+	if err := minio.CreateBucket(context.Background(), "backups"); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range minio.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return "s3://backups/" + folder + "?endpoint=" + minio.Endpoint + "&path-style=true"
+}
+
+// readManifest opens storage and reads a backup's manifest.
+func readManifest(t *testing.T, url, backup string) (storage.Backend, *snapshot.Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := storage.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := snapshot.ReadManifest(ctx, store, backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, m
+}
+
+// runningPod waits for a running pod matching the label selector and returns its name.
+func runningPod(t *testing.T, kc kubernetes.Interface, namespace, selector string) string {
+	t.Helper()
+	var pod string
+	waitUntil(t, "a running pod with "+selector+" in "+namespace, 60*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := kc.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				pod = p.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return pod
 }

@@ -3,12 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/memwatch"
 	"github.com/ferrykube/ferry/plans"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -50,7 +49,9 @@ func BenchmarkPlan20k(b *testing.B) {
 
 	cl, _, _ := planClients(b, "blue")
 	var objects int
-	peak := peakHeap(b, func() {
+	peak := memwatch.Peak(func() {
+		b.ResetTimer()
+		defer b.StopTimer()
 		for range b.N {
 			p, err := plans.Inventory(ctx, cl, plans.Options{})
 			if err != nil {
@@ -67,36 +68,5 @@ func BenchmarkPlan20k(b *testing.B) {
 	}
 	b.ReportMetric(float64(objects)*float64(b.N)/b.Elapsed().Seconds(), "objects/s")
 	b.ReportMetric(float64(objects), "objects")
-	b.ReportMetric(peak/(1<<20), "peak-heap-MiB")
-}
-
-// peakHeap runs f with the benchmark timer on and returns the largest heap in use seen meanwhile,
-// above what was in use before.
-func peakHeap(b *testing.B, f func()) float64 {
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		var ms runtime.MemStats
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				runtime.ReadMemStats(&ms)
-				peak = max(peak, ms.HeapInuse)
-			}
-		}
-	})
-	b.ResetTimer()
-	f()
-	b.StopTimer()
-	close(stop)
-	wg.Wait()
-	return float64(peak - min(peak, base.HeapInuse))
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 }

@@ -15,7 +15,6 @@ import (
 
 	"filippo.io/age"
 	"github.com/ferrykube/ferry/snapshot"
-	"github.com/ferrykube/ferry/storage"
 	"github.com/klauspost/compress/zstd"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -52,14 +51,7 @@ func TestBackupReadsVolumes(t *testing.T) {
 	if code != 3 || strings.Contains(out, "volume "+ns+"/"+claim) || !strings.Contains(out, "the claim is pending") {
 		t.Fatalf("ferry backup exited %d (want 3: unbound claims are skipped, %s/%s is not)\nstdout: %s\nstderr: %s", code, ns, claim, out, errOut)
 	}
-	store, err := storage.NewFile(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := snapshot.ReadManifest(ctx, store, "with-volume")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := readManifest(t, "file://"+storeDir, "with-volume")
 	i := slices.IndexFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == ns && v.Name == claim })
 	if i < 0 {
 		t.Fatalf("manifest volumes %+v lack %s/%s", m.Volumes, ns, claim)
@@ -138,33 +130,18 @@ func TestBackupMoverDirect(t *testing.T) {
 		t.Fatalf("--mover-direct with file storage exited %d: %s", code, errOut)
 	}
 
-	minio := tb.MinIO["backup"]
-	if err := minio.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range minio.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	url := backupMinIO(t, "direct")
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "s3://backups/direct?endpoint=" + minio.Endpoint + "&path-style=true"
 	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "direct",
 		"--mover-direct", "--encrypt-to", id.Recipient().String())
 	// 3 while other claims of the platform are still unbound (the fixture's are), else 0.
 	if (code != 0 && code != 3) || strings.Contains(out, "volume "+ns+"/"+claim) {
 		t.Fatalf("ferry backup --mover-direct exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	store, err := storage.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := snapshot.ReadManifest(ctx, store, "direct")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, m := readManifest(t, url, "direct")
 	i := slices.IndexFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == ns && v.Name == claim })
 	if i < 0 {
 		t.Fatalf("manifest volumes %+v lack %s/%s", m.Volumes, ns, claim)

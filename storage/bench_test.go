@@ -5,17 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/internal/memwatch"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/storagetest"
 	"golang.org/x/sync/errgroup"
@@ -75,36 +74,16 @@ func copyAll(r io.Reader) error {
 // measure runs op b.N times, reporting throughput and the peak heap seen while it ran.
 func measure(b *testing.B, op func(i int) error) {
 	b.SetBytes(benchSize)
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	var peak uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		var ms runtime.MemStats
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				runtime.ReadMemStats(&ms)
-				peak = max(peak, ms.HeapInuse)
+	peak := memwatch.Peak(func() {
+		b.ResetTimer()
+		for i := range b.N {
+			if err := op(i); err != nil {
+				b.Fatal(err)
 			}
 		}
+		b.StopTimer()
 	})
-	b.ResetTimer()
-	for i := range b.N {
-		if err := op(i); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	close(stop)
-	wg.Wait()
-	b.ReportMetric(float64(peak-min(peak, base.HeapInuse))/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 }
 
 func rawUpload(ctx context.Context, client *s3.Client, key string, r io.Reader) error {

@@ -156,8 +156,14 @@ func (c Dumps) query(ctx context.Context, item plans.DataItem, container string,
 	if err := c.exec(ctx, item, container, mysqlShell("mysql", cred, "--batch", "--skip-column-names"), stdin, &out); err != nil {
 		return nil, err
 	}
+	return tabRows(&out)
+}
+
+// tabRows splits a client's tab-separated output into rows of fields.
+func tabRows(out io.Reader) ([][]string, error) {
 	var rows [][]string
-	sc := bufio.NewScanner(&out)
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		if line := sc.Text(); line != "" {
 			rows = append(rows, strings.Split(line, "\t"))

@@ -1,7 +1,6 @@
 package databases
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -30,14 +29,7 @@ func (c Dumps) pgQuery(ctx context.Context, item plans.DataItem, container strin
 	if err := c.exec(ctx, item, container, cmd, stdin, &out); err != nil {
 		return nil, err
 	}
-	var rows [][]string
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		if line := sc.Text(); line != "" {
-			rows = append(rows, strings.Split(line, "\t"))
-		}
-	}
-	return rows, sc.Err()
+	return tabRows(&out)
 }
 
 // dumpPostgres dumps every database but the server's own with pg_dump --create, one after the
