@@ -90,6 +90,10 @@ func Open(ctx context.Context, rawURL string) (Backend, error) {
 	}
 	scheme, rest, found := strings.Cut(rawURL, "://")
 	if !found {
+		// A plain path; but "s3:bucket" or "s3:/bucket" is a mistyped URL, not a folder to create.
+		if first, _, _ := strings.Cut(rawURL, "/"); strings.Contains(first, ":") {
+			return nil, badinput.Errorf("storage URL %q: want file://PATH, s3://BUCKET/PREFIX or a folder path", rawURL)
+		}
 		return NewFile(rawURL)
 	}
 	switch scheme {

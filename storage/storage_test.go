@@ -14,6 +14,8 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		url, want string
 	}{
 		{"gs://bucket/x", `unknown scheme "gs"`},
+		{"s3:/bucket/x", "want file://PATH, s3://BUCKET/PREFIX or a folder path"},
+		{"s3:bucket", "want file://PATH, s3://BUCKET/PREFIX or a folder path"},
 		{"file://", "no folder"},
 		{"s3:///prefix", "no bucket"},
 		{"s3://user:secret@bucket/p", "credentials do not belong in the URL"},
