@@ -2,8 +2,10 @@ package integration
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 	"github.com/klauspost/compress/zstd"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -119,7 +122,7 @@ func TestBackupReadsVolumes(t *testing.T) {
 // encrypted), and the manifest still lists every file.
 func TestBackupMoverDirect(t *testing.T) {
 	fixture := applyPlatform(t)
-	blue, _ := clients(t, "blue")
+	blue, kc := clients(t, "blue")
 	ctx := context.Background()
 	ns, claim := "bob", "workspace-bob-nb"
 	if fixture {
@@ -186,6 +189,44 @@ func TestBackupMoverDirect(t *testing.T) {
 	got, _ := io.ReadAll(tr)
 	if string(got) != string(data) {
 		t.Fatal("the uploaded volume differs")
+	}
+
+	// Nothing in clear: no Secret value of blue and no content of a file, row or bucket object
+	// appears in any stored byte (the manifest holds names and digests only).
+	needles := [][]byte{data[:64], []byte("run-499"), []byte(`{"accuracy": 0.93}`)}
+	secrets, err := kc.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		for _, v := range s.Data {
+			// Long enough not to occur by chance among names (a user called "postgres" does).
+			if len(v) >= 10 {
+				needles = append(needles, v, []byte(base64.StdEncoding.EncodeToString(v)))
+			}
+		}
+	}
+	scanned := 0
+	err = store.List(ctx, snapshot.Prefix("direct"), func(o storage.ObjectInfo) error {
+		rc, err := store.Get(ctx, o.Key)
+		if err != nil {
+			return err
+		}
+		stored, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		scanned++
+		for _, n := range needles {
+			if bytes.Contains(stored, n) {
+				t.Errorf("%s holds %q in clear", o.Key, n[:min(len(n), 20)])
+			}
+		}
+		return nil
+	})
+	if err != nil || scanned < 5 {
+		t.Fatalf("scanned %d stored files: %v", scanned, err)
 	}
 }
 
