@@ -209,7 +209,7 @@ var ferryPath string
 var ferryErr error
 
 // ferryBinary builds the ferry command once per test run and installs it where mover pods find it.
-func ferryBinary(t *testing.T) string {
+func ferryBinary(t testing.TB) string {
 	t.Helper()
 	ferryOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ferry-bin-")

@@ -1,0 +1,90 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BenchmarkBackupVolume backs up a claim holding a 1 GiB file and 10,000 small files from blue into
+// the backup MinIO, through the API server (exec) and with --mover-direct, and reports volume
+// MB/s and the ferry process's peak RSS. Compare with BenchmarkS3/upload/raw-multipart. Run:
+// make bench.
+func BenchmarkBackupVolume(b *testing.B) {
+	_, kc := clients(b, "blue")
+	blue := tb.Clusters["blue"]
+	ctx := context.Background()
+	const ns, claim = "bench-volume", "data"
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}}}
+	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	dir, err := tb.DataDir(claim)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "dataset.bin"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(f, io.LimitReader(rand.NewChaCha8([32]byte{4}), 1<<30)); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	var size int64 = 1 << 30
+	for i := range 10000 {
+		sub := filepath.Join(dir, "small", fmt.Sprintf("%02d", i%100))
+		os.MkdirAll(sub, 0o755)
+		data := []byte(strings.Repeat(fmt.Sprintf("row %d;", i), 50))
+		os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d", i)), data, 0o644)
+		size += int64(len(data))
+	}
+	if err := blue.BindClaim(ctx, ns, claim, dir); err != nil {
+		b.Fatal(err)
+	}
+	minio := tb.MinIO["backup"]
+	if err := minio.CreateBucket(ctx, "backups"); err != nil {
+		b.Fatal(err)
+	}
+	config := filepath.Join(b.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"exec", "direct"} {
+		b.Run(mode, func(b *testing.B) {
+			b.SetBytes(size)
+			var peakRSS int64
+			for i := range b.N {
+				args := []string{"--storage", "s3://backups/bench?endpoint=" + minio.Endpoint + "&path-style=true",
+					"backup", "--from", "blue", "-f", config, "--name", fmt.Sprintf("bench-%s-%d-%d", mode, i, time.Now().UnixNano())}
+				if mode == "direct" {
+					args = append(args, "--mover-direct")
+				}
+				cmd := exec.Command(ferryBinary(b), args...)
+				cmd.Env = append(append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig), minio.Env()...)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("ferry backup: %v\n%s", err, out)
+				}
+				peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+			}
+			b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
+		})
+	}
+}
