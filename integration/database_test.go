@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/snapshot"
-	"github.com/klauspost/compress/zstd"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,19 +79,7 @@ DROP DATABASE IF EXISTS cachedb; CREATE DATABASE cachedb; CREATE TABLE cachedb.e
 	if len(want) > 0 {
 		t.Errorf("tables missing from the manifest: %v", want)
 	}
-	rc, err := store.Get(ctx, snapshot.Prefix("with-db")+d.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	dec, err := zstd.NewReader(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sql, err := io.ReadAll(dec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sql := readStored(t, store, "with-db", d.Key, nil)
 	if int64(len(sql)) != d.Bytes || !strings.Contains(string(sql), "CREATE TABLE `run_details`") || !strings.Contains(string(sql), "'run-499'") {
 		t.Fatalf("the dump (%d bytes, manifest says %d) lacks the table or its rows", len(sql), d.Bytes)
 	}
@@ -183,16 +169,7 @@ INSERT INTO billing.invoices VALUES (1, 9.99), (2, 19.5);`); err != nil {
 	if len(want) > 0 {
 		t.Errorf("tables missing from the manifest: %v", want)
 	}
-	rc, err := store.Get(ctx, snapshot.Prefix("with-pg")+dump.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	dec, err := zstd.NewReader(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sql, _ := io.ReadAll(dec)
+	sql := readStored(t, store, "with-pg", dump.Key, nil)
 	if !strings.Contains(string(sql), "CREATE DATABASE appdb") || !strings.Contains(string(sql), "user250@example.com") {
 		t.Fatalf("the dump lacks the database or its rows (%d bytes)", len(sql))
 	}

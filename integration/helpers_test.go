@@ -1,14 +1,18 @@
 package integration
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
+	"github.com/klauspost/compress/zstd"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -78,4 +82,39 @@ func runningPod(t *testing.T, kc kubernetes.Interface, namespace, selector strin
 		return false, nil
 	})
 	return pod
+}
+
+// readStored reads a file of a backup as it was before ferry stored it: decrypted with id when
+// given, and decompressed by its name's .zst or .gz.
+func readStored(t *testing.T, store storage.Backend, backup, file string, id age.Identity) []byte {
+	t.Helper()
+	rc, err := store.Get(context.Background(), snapshot.Prefix(backup)+file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	if id != nil {
+		if r, err = age.Decrypt(r, id); err != nil {
+			t.Fatalf("decrypt %s: %v", file, err)
+		}
+	}
+	switch name := strings.TrimSuffix(file, snapshot.EncryptedSuffix); {
+	case strings.HasSuffix(name, ".zst"):
+		dec, err := zstd.NewReader(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dec.Close()
+		r = dec
+	case strings.HasSuffix(name, ".gz"):
+		if r, err = gzip.NewReader(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read %s: %v", file, err)
+	}
+	return data
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
-	"github.com/klauspost/compress/zstd"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,16 +81,7 @@ func TestBackupReadsVolumes(t *testing.T) {
 		t.Errorf("directory or symlink missing or wrong: %+v / %+v", byPath["empty-dir/"], byPath["current"])
 	}
 
-	rc, err := store.Get(ctx, snapshot.Prefix("with-volume")+v.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	dec, err := zstd.NewReader(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(dec)
+	tr := tar.NewReader(bytes.NewReader(readStored(t, store, "with-volume", v.Key, nil)))
 	seen := 0
 	for {
 		h, err := tr.Next()
@@ -168,20 +158,7 @@ func TestBackupMoverDirect(t *testing.T) {
 	if j := slices.IndexFunc(m.Streams, func(s snapshot.Stream) bool { return s.Key == v.Key }); j < 0 || m.Streams[j].Bytes != info.Size {
 		t.Fatalf("the manifest does not record the stored stream %s (%d bytes)", v.Key, info.Size)
 	}
-	rc, err := store.Get(ctx, snapshot.Prefix("direct")+v.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	plain, err := age.Decrypt(rc, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := zstd.NewReader(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(dec)
+	tr := tar.NewReader(bytes.NewReader(readStored(t, store, "direct", v.Key, id)))
 	h, err := tr.Next()
 	if err != nil || h.Name != "session.rds" {
 		t.Fatalf("first entry %v, %v", h, err)

@@ -220,22 +220,11 @@ func (c *Cluster) MapExec(ctx context.Context, namespace, pod, workDir string, e
 		"metadata": map[string]any{"name": pod, "namespace": namespace},
 		"spec":     map[string]any{"execs": []any{map[string]any{"local": map[string]any{"workDir": workDir, "envs": envs}}}},
 	}
-	if err := c.apply(ctx, execGVR, namespace, obj); err != nil {
-		return err
-	}
-	cfg, err := c.RESTConfig()
-	if err != nil {
-		return err
-	}
-	kc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	// kwok learns of the object through a watch; until then exec fails or runs the old mapping.
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	return c.applyAndWait(ctx, execGVR, namespace, obj, func(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface) bool {
 		var out bytes.Buffer
 		err := kube.Exec(ctx, cfg, kc, kube.ExecRequest{Namespace: namespace, Pod: pod, Command: []string{"pwd"}, Stdout: &out})
-		return err == nil && strings.TrimSpace(out.String()) == workDir, nil
+		return err == nil && strings.TrimSpace(out.String()) == workDir
 	})
 }
 
@@ -251,7 +240,28 @@ func (c *Cluster) MapPortForward(ctx context.Context, namespace, pod string, pod
 			"target": map[string]any{"address": host, "port": int64(port)},
 		}}},
 	}
-	if err := c.apply(ctx, portForwardGVR, namespace, obj); err != nil {
+	return c.applyAndWait(ctx, portForwardGVR, namespace, obj, func(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface) bool {
+		addr, stop, err := kube.PortForward(ctx, cfg, kc, namespace, pod, podPort)
+		if err != nil {
+			return false
+		}
+		defer stop()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err = conn.Read(make([]byte, 1))
+		var ne net.Error
+		return errors.As(err, &ne) && ne.Timeout()
+	})
+}
+
+// applyAndWait applies a kwok object and polls ready until kwok acts on it.
+func (c *Cluster) applyAndWait(ctx context.Context, gvr schema.GroupVersionResource, namespace string, obj map[string]any,
+	ready func(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface) bool) error {
+	if err := c.apply(ctx, gvr, namespace, obj); err != nil {
 		return err
 	}
 	cfg, err := c.RESTConfig()
@@ -263,20 +273,7 @@ func (c *Cluster) MapPortForward(ctx context.Context, namespace, pod string, pod
 		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		addr, stop, err := kube.PortForward(ctx, cfg, kc, namespace, pod, podPort)
-		if err != nil {
-			return false, nil
-		}
-		defer stop()
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			return false, nil
-		}
-		defer conn.Close()
-		conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-		_, err = conn.Read(make([]byte, 1))
-		var ne net.Error
-		return errors.As(err, &ne) && ne.Timeout(), nil
+		return ready(ctx, cfg, kc), nil
 	})
 }
 
