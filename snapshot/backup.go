@@ -168,16 +168,6 @@ type Totals struct {
 	Skipped     int   `json:"skipped"`
 }
 
-// Kind is one kind of data a backup holds, each in its package under snapshot/ (resources,
-// databases, buckets); restore and verify join Capture as they are built.
-type Kind interface {
-	// Name says what the kind holds, for logs and errors: "objects", "databases", "buckets".
-	Name() string
-	// Capture writes the kind's data into the backup and records it, or what it skipped, in the
-	// manifest.
-	Capture(ctx context.Context, w *Writer) error
-}
-
 // Writer makes one backup.
 type Writer struct {
 	store      storage.Backend

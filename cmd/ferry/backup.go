@@ -168,7 +168,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 
 func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *plans.Plan, dyn dynamic.Interface,
 	cfg *rest.Config, client kubernetes.Interface, direct *storage.DirectAccess, started time.Time) (*snapshot.Manifest, error) {
-	kinds := []snapshot.Kind{
+	kinds := []snapshot.Capturer{
 		resources.Objects{Dynamic: dyn, Plan: plan, Concurrency: o.parallel},
 		databases.Dumps{Config: cfg, Client: client, Plan: plan},
 		buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel},

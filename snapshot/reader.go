@@ -1,0 +1,218 @@
+package snapshot
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"strings"
+
+	"filippo.io/age"
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/storage"
+	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
+)
+
+// Reader reads one backup for restore and verify. Every file it opens is checked against the
+// manifest's record of it (size and SHA-256 of the stored bytes) and decrypted when the backup is
+// encrypted, so a truncated, tampered or foreign stream is an error, never silently restored.
+type Reader struct {
+	store      storage.Reader
+	name       string
+	identities []age.Identity
+	streams    map[string]Stream
+	// Manifest is the backup's manifest. For a backup Velero wrote it is made from
+	// velero-backup.json and lists no objects, volumes, databases or buckets.
+	Manifest *Manifest
+	// Velero is set for a backup Velero wrote (no ferry manifest): its streams cannot be checked.
+	Velero bool
+}
+
+// ErrCorrupt matches the errors of streams that do not match the manifest.
+var ErrCorrupt = errors.New("the backup's file does not match its manifest")
+
+// Open opens a complete backup, or one Velero wrote. Identities decrypt an encrypted backup.
+func Open(ctx context.Context, store storage.Reader, name string, identities []age.Identity) (*Reader, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	r := &Reader{store: store, name: name, identities: identities, streams: map[string]Stream{}}
+	m, err := ReadManifest(ctx, store, name)
+	if err != nil {
+		vm, verr := readVeleroBackup(ctx, store, name)
+		if verr != nil {
+			return nil, err
+		}
+		r.Manifest, r.Velero = vm, true
+		return r, nil
+	}
+	if m.Name != name {
+		return nil, badinput.Errorf("backup %s: its manifest names backup %q: it was copied or tampered with", name, m.Name)
+	}
+	if m.Encryption != nil && len(identities) == 0 {
+		return nil, badinput.Errorf("backup %s is encrypted with age to %s: give the key with --identity", name, strings.Join(m.Encryption.Recipients, ", "))
+	}
+	for _, s := range m.Streams {
+		r.streams[s.Key] = s
+	}
+	r.Manifest = m
+	return r, nil
+}
+
+// readVeleroBackup makes a manifest of a backup Velero wrote, from its velero-backup.json.
+func readVeleroBackup(ctx context.Context, store storage.Reader, name string) (*Manifest, error) {
+	rc, err := store.Get(ctx, Prefix(name)+VeleroFile)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var b velerov1.Backup
+	if err := json.NewDecoder(rc).Decode(&b); err != nil {
+		return nil, badinput.Errorf("backup %s: %s: %v", name, VeleroFile, err)
+	}
+	m := &Manifest{Name: name, VeleroCompatible: true}
+	if b.Status.StartTimestamp != nil {
+		m.StartedAt = b.Status.StartTimestamp.Time
+	}
+	if b.Status.CompletionTimestamp != nil {
+		m.CompletedAt = b.Status.CompletionTimestamp.Time
+	}
+	return m, nil
+}
+
+// ParseIdentities reads age identities (AGE-SECRET-KEY-1...) from key files.
+func ParseIdentities(files []string) ([]age.Identity, error) {
+	var out []age.Identity
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, badinput.Errorf("--identity %s: %v", f, err)
+		}
+		ids, err := age.ParseIdentities(bufio.NewReader(fh))
+		fh.Close()
+		if err != nil {
+			return nil, badinput.Errorf("--identity %s: %v", f, err)
+		}
+		out = append(out, ids...)
+	}
+	return out, nil
+}
+
+// Name is the backup's name.
+func (r *Reader) Name() string { return r.name }
+
+// StorageKey is the full key of a file of the backup in its storage.
+func (r *Reader) StorageKey(file string) string { return Prefix(r.name) + file }
+
+// Identities are the age identities that decrypt the backup, if it is encrypted.
+func (r *Reader) Identities() []age.Identity { return r.identities }
+
+// Stream is the manifest's record of a stored file (its key as Writer.Put returned it).
+func (r *Reader) Stream(file string) (Stream, bool) {
+	s, ok := r.streams[file]
+	return s, ok
+}
+
+// Open reads a file of the backup by its stored name (as the manifest records it: with the
+// encrypted suffix when encrypted), decrypted. The stored bytes are checked against the manifest as
+// they are read: a read that reaches the end of a stream of another size or SHA-256 returns an error
+// matching ErrCorrupt instead of io.EOF. Close reports a stream that was not read to its end.
+func (r *Reader) Open(ctx context.Context, file string) (io.ReadCloser, error) {
+	var want *Stream
+	if !r.Velero {
+		s, ok := r.streams[file]
+		if !ok {
+			return nil, fmt.Errorf("backup %s: %s: %w (not recorded)", r.name, file, ErrCorrupt)
+		}
+		want = &s
+	}
+	rc, err := r.store.Get(ctx, r.StorageKey(file))
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: %w", r.name, err)
+	}
+	checked := &checkedReader{rc: rc, file: r.name + "/" + file, want: want, h: sha256.New()}
+	if !strings.HasSuffix(file, EncryptedSuffix) {
+		return checked, nil
+	}
+	if len(r.identities) == 0 {
+		rc.Close()
+		return nil, badinput.Errorf("backup %s: %s is encrypted: give the key with --identity", r.name, file)
+	}
+	plain, err := age.Decrypt(checked, r.identities...)
+	if err != nil {
+		rc.Close()
+		var noMatch *age.NoIdentityMatchError
+		if errors.As(err, &noMatch) {
+			return nil, badinput.Errorf("backup %s: %s: the --identity given is not one the backup was encrypted to", r.name, file)
+		}
+		return nil, fmt.Errorf("backup %s: %s: %w", r.name, file, err)
+	}
+	return &decrypted{Reader: plain, checked: checked}, nil
+}
+
+// checkedReader counts and hashes the stored bytes and compares them with the manifest at EOF.
+type checkedReader struct {
+	rc   io.ReadCloser
+	file string
+	want *Stream
+	h    hash.Hash
+	n    int64
+	done bool
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	n, err := c.rc.Read(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	if errors.Is(err, io.EOF) {
+		c.done = true
+		if c.want != nil {
+			if c.n != c.want.Bytes {
+				return n, fmt.Errorf("%s: %d bytes stored, the manifest says %d (truncated or replaced): %w", c.file, c.n, c.want.Bytes, ErrCorrupt)
+			}
+			if sum := hex.EncodeToString(c.h.Sum(nil)); sum != c.want.SHA256 {
+				return n, fmt.Errorf("%s: SHA-256 %s, the manifest says %s (tampered with): %w", c.file, sum, c.want.SHA256, ErrCorrupt)
+			}
+		}
+	}
+	return n, err
+}
+
+// drainLimit is how much of a stream's tail Close reads to check it; formats that end with their
+// own end marker (tar, zstd, gzip, age) leave at most a little unread.
+const drainLimit = 1 << 20
+
+func (c *checkedReader) Close() error {
+	var err error
+	if !c.done {
+		_, err = io.Copy(io.Discard, io.LimitReader(c, drainLimit))
+		if err == nil && !c.done {
+			err = fmt.Errorf("%s: closed before its end was read", c.file)
+		}
+	}
+	if cerr := c.rc.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type decrypted struct {
+	io.Reader
+	checked *checkedReader
+}
+
+func (d *decrypted) Close() error {
+	// age authenticates each chunk and the end: reading plain text to its end reads the stored
+	// stream to its end.
+	_, err := io.Copy(io.Discard, io.LimitReader(d.Reader, drainLimit))
+	if cerr := d.checked.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

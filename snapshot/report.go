@@ -1,0 +1,205 @@
+package snapshot
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+)
+
+// Statuses of items in a restore or verify report.
+const (
+	// Restore.
+	StatusRestored  = "restored"  // created on the target
+	StatusUnchanged = "unchanged" // already there (as the backup holds it, or left alone by --existing skip)
+	StatusUpdated   = "updated"   // already there and updated to the backup's version
+	StatusSkipped   = "skipped"   // deliberately not restored; the detail says why
+	StatusFailed    = "failed"    // could not be restored or checked; the detail says why
+
+	// Verify.
+	StatusIdentical = "identical"
+	StatusMissing   = "missing"
+	StatusDifferent = "different"
+	StatusUnhealthy = "unhealthy"
+)
+
+// Report collects what a restore or a verify did with every item, by kind of data. Items that are
+// fine are only counted; every other item is listed with what is wrong with it.
+type Report struct {
+	mu sync.Mutex
+	// Counts are by kind ("objects", "volumes", ...) and status.
+	Counts map[string]map[string]int `json:"counts"`
+	Items  []ReportItem              `json:"items"`
+}
+
+// ReportItem is one item that is not fine, or that was skipped.
+type ReportItem struct {
+	Kind   string `json:"kind"`
+	Status string `json:"status"`
+	Name   string `json:"name"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Count counts an item that is fine (restored, unchanged, updated, identical).
+func (r *Report) Count(kind, status string) { r.CountN(kind, status, 1) }
+
+// CountN counts n items.
+func (r *Report) CountN(kind, status string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count(kind, status, n)
+}
+
+func (r *Report) count(kind, status string, n int) {
+	if r.Counts == nil {
+		r.Counts = map[string]map[string]int{}
+	}
+	if r.Counts[kind] == nil {
+		r.Counts[kind] = map[string]int{}
+	}
+	r.Counts[kind][status] += n
+}
+
+// Add counts an item and lists it with what is wrong with it: name it exactly (an object as
+// "apps/v1 Deployment ns/name", a file as "ns/claim:path/in/volume", a table as "db.schema.table").
+func (r *Report) Add(kind, status, name, detail string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count(kind, status, 1)
+	r.Items = append(r.Items, ReportItem{Kind: kind, Status: status, Name: name, Detail: detail})
+}
+
+// Addf is Add with a formatted detail.
+func (r *Report) Addf(kind, status, name, format string, args ...any) {
+	r.Add(kind, status, name, fmt.Sprintf(format, args...))
+}
+
+// Problems are the listed items with the given statuses (all listed items when none are given).
+func (r *Report) Problems(statuses ...string) []ReportItem {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ReportItem
+	for _, it := range r.Items {
+		if len(statuses) == 0 || slices.Contains(statuses, it.Status) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// Sort orders the listed items by kind, name and status, for stable output.
+func (r *Report) Sort() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sort.SliceStable(r.Items, func(i, j int) bool {
+		a, b := r.Items[i], r.Items[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Status < b.Status
+	})
+}
+
+// kindOrder is the order kinds are shown in.
+var kindOrder = []string{"objects", "volumes", "databases", "buckets", "health"}
+
+// Print writes a table of counts by kind and, grouped by kind, every listed item.
+func (r *Report) Print(w io.Writer) error {
+	r.Sort()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kinds := slices.Sorted(maps.Keys(r.Counts))
+	sort.SliceStable(kinds, func(i, j int) bool { return rank(kinds[i]) < rank(kinds[j]) })
+	statuses := map[string]bool{}
+	for _, c := range r.Counts {
+		for s := range c {
+			statuses[s] = true
+		}
+	}
+	cols := slices.Sorted(maps.Keys(statuses))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "KIND\t%s\n", strings.ToUpper(strings.Join(cols, "\t")))
+	for _, k := range kinds {
+		fmt.Fprint(tw, k)
+		for _, s := range cols {
+			fmt.Fprintf(tw, "\t%d", r.Counts[k][s])
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	kind := ""
+	for _, it := range r.Items {
+		if it.Kind != kind {
+			kind = it.Kind
+			fmt.Fprintf(w, "\n%s\n", strings.ToUpper(kind))
+		}
+		line := fmt.Sprintf("  %-10s %s", it.Status, it.Name)
+		if it.Detail != "" {
+			line += ": " + it.Detail
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rank(kind string) int {
+	if i := slices.Index(kindOrder, kind); i >= 0 {
+		return i
+	}
+	return len(kindOrder)
+}
+
+// Mapping renames what a restore puts onto the target: namespaces and storage classes.
+type Mapping struct {
+	Namespaces     map[string]string `json:"namespaces,omitempty"`
+	StorageClasses map[string]string `json:"storageClasses,omitempty"`
+}
+
+// Namespace is the target namespace of a source namespace.
+func (m Mapping) Namespace(ns string) string {
+	if to, ok := m.Namespaces[ns]; ok && ns != "" {
+		return to
+	}
+	return ns
+}
+
+// StorageClass is the target storage class of a source storage class.
+func (m Mapping) StorageClass(class string) string {
+	if to, ok := m.StorageClasses[class]; ok {
+		return to
+	}
+	return class
+}
+
+// ParseMap reads flag values "a=b" into a map; flag names the flag in errors.
+func ParseMap(flag string, pairs []string) (map[string]string, error) {
+	out := map[string]string{}
+	targets := map[string]string{}
+	for _, p := range pairs {
+		from, to, ok := strings.Cut(p, "=")
+		if !ok || from == "" || to == "" {
+			return nil, badinput.Errorf("--%s %q: want FROM=TO", flag, p)
+		}
+		if prev, dup := out[from]; dup && prev != to {
+			return nil, badinput.Errorf("--%s: %s is mapped to both %s and %s", flag, from, prev, to)
+		}
+		if other, dup := targets[to]; dup && other != from {
+			return nil, badinput.Errorf("--%s: %s and %s are both mapped to %s", flag, other, from, to)
+		}
+		out[from], targets[to] = to, from
+	}
+	return out, nil
+}
