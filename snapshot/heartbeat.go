@@ -1,0 +1,183 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ferrykube/ferry/storage"
+)
+
+// HeartbeatFile is rewritten under backups/<name>/ while a backup runs, so that another run can
+// tell a live backup from one whose ferry was killed: only the mover pods of a dead run are safe
+// to delete. A complete backup does not keep it.
+const HeartbeatFile = "ferry-heartbeat.json"
+
+// HeartbeatInterval is how often a running backup rewrites its heartbeat.
+const HeartbeatInterval = 5 * time.Second
+
+// StaleBeats is how many intervals a heartbeat may miss before its run counts as dead.
+const StaleBeats = 3
+
+// Heartbeat is the content of HeartbeatFile.
+type Heartbeat struct {
+	Backup string `json:"backup"`
+	// Run is random per run: it names no host or process.
+	Run string    `json:"run"`
+	At  time.Time `json:"at"`
+	// Interval is the writer's, so that readers judge staleness by it, whatever their own is.
+	Interval string `json:"interval"`
+}
+
+// Beat keeps one backup's heartbeat going.
+type Beat struct {
+	store    storage.Backend
+	name     string
+	run      string
+	interval time.Duration
+	log      *slog.Logger
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// StartHeartbeat writes the backup's heartbeat now, then again every interval until Stop is
+// called or ctx ends. The first write must succeed; later ones that fail are logged, not fatal:
+// the backup's own writes go to the same storage and fail with a better message.
+func StartHeartbeat(ctx context.Context, store storage.Backend, name string, interval time.Duration, log *slog.Logger) (*Beat, error) {
+	if interval <= 0 {
+		interval = HeartbeatInterval
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	id := make([]byte, 8)
+	rand.Read(id)
+	b := &Beat{store: store, name: name, run: hex.EncodeToString(id), interval: interval, log: log, done: make(chan struct{})}
+	if err := b.write(ctx); err != nil {
+		return nil, err
+	}
+	var bctx context.Context
+	bctx, b.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(b.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-bctx.Done():
+				return
+			case <-tick.C:
+				if err := b.write(bctx); err != nil && bctx.Err() == nil {
+					b.log.Warn("heartbeat not written", "backup", name, "error", err)
+				}
+			}
+		}
+	}()
+	return b, nil
+}
+
+// Run is this run's id, as the heartbeat records it.
+func (b *Beat) Run() string { return b.run }
+
+func (b *Beat) write(ctx context.Context) error {
+	data, err := json.Marshal(Heartbeat{Backup: b.name, Run: b.run, At: time.Now().UTC(), Interval: b.interval.String()})
+	if err != nil {
+		return err
+	}
+	if err := b.store.Put(ctx, Prefix(b.name)+HeartbeatFile, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("heartbeat of backup %s: %w", b.name, err)
+	}
+	return nil
+}
+
+// Stop ends the heartbeat and removes its file: the backup is complete, or about to be removed.
+// No write follows its return.
+func (b *Beat) Stop(ctx context.Context) error {
+	b.cancel()
+	<-b.done
+	return b.store.Delete(ctx, Prefix(b.name)+HeartbeatFile)
+}
+
+// RunState says whether a backup is still being written.
+type RunState string
+
+// Run states.
+const (
+	// RunLive: no manifest yet and a fresh heartbeat.
+	RunLive RunState = "live"
+	// RunDead: no manifest, and a heartbeat that is stale or gone: its ferry was killed.
+	RunDead RunState = "dead"
+	// RunComplete: the manifest is written.
+	RunComplete RunState = "complete"
+	// RunGone: the backup is not in storage (deleted, or failed and removed).
+	RunGone RunState = "gone"
+)
+
+// RunStatus is what CheckRun found.
+type RunStatus struct {
+	State RunState
+	// LastBeat is when the heartbeat was last stored, by the storage's clock; zero without one.
+	LastBeat time.Time
+	Run      string
+}
+
+// CheckRun tells whether backup name is still being written, at now. A heartbeat counts as stale
+// when the storage last modified it more than StaleBeats of its intervals before now.
+func CheckRun(ctx context.Context, store storage.Reader, name string, now time.Time) (RunStatus, error) {
+	exists := func(file string) (storage.ObjectInfo, bool, error) {
+		info, err := store.Stat(ctx, Prefix(name)+file)
+		if errors.Is(err, storage.ErrNotExist) {
+			return info, false, nil
+		}
+		return info, err == nil, err
+	}
+	if _, ok, err := exists(ManifestFile); err != nil || ok {
+		return RunStatus{State: RunComplete}, err
+	}
+	info, ok, err := exists(HeartbeatFile)
+	if err != nil {
+		return RunStatus{}, err
+	}
+	if !ok {
+		// Every ferry backup starts with its claim file, and its heartbeat right after.
+		_, claimed, err := exists(ClaimFile)
+		if err != nil || !claimed {
+			return RunStatus{State: RunGone}, err
+		}
+		return RunStatus{State: RunDead}, nil
+	}
+	st := RunStatus{State: RunDead, LastBeat: info.ModTime}
+	interval := HeartbeatInterval
+	if hb, err := readHeartbeat(ctx, store, name); err == nil {
+		st.Run = hb.Run
+		if d, err := time.ParseDuration(hb.Interval); err == nil && d > 0 {
+			interval = d
+		}
+	} else if !errors.Is(err, storage.ErrNotExist) {
+		return st, err
+	}
+	if now.Sub(info.ModTime) <= StaleBeats*interval {
+		st.State = RunLive
+	}
+	return st, nil
+}
+
+func readHeartbeat(ctx context.Context, store storage.Reader, name string) (Heartbeat, error) {
+	var hb Heartbeat
+	rc, err := store.Get(ctx, Prefix(name)+HeartbeatFile)
+	if err != nil {
+		return hb, err
+	}
+	defer rc.Close()
+	if err := json.NewDecoder(rc).Decode(&hb); err != nil {
+		// A torn or foreign file: judge by its time alone.
+		return hb, nil
+	}
+	return hb, nil
+}
