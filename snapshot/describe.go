@@ -26,6 +26,10 @@ type Description struct {
 	Bytes int64 `json:"bytes"`
 	// ClaimedAt is when the backup that left an incomplete one behind started, when its claim is there.
 	ClaimedAt time.Time `json:"claimedAt,omitzero"`
+	// Run says of an incomplete backup whether its ferry is still writing it (live) or was stopped
+	// (dead), by its heartbeat, last stored at LastBeat.
+	Run      RunState  `json:"run,omitempty"`
+	LastBeat time.Time `json:"lastBeat,omitzero"`
 	// Summary is set for a complete backup; its fields sit beside the ones above in JSON.
 	*Summary
 	// Velero is set for a backup Velero wrote: what its velero-backup.json says.
@@ -171,9 +175,9 @@ func Summarize(m *Manifest) Summary {
 }
 
 // Describe finds a backup in storage and describes it: from its manifest when it is complete, from
-// velero-backup.json when Velero wrote it, and from its files alone when it is incomplete. A name
-// that no backup has is bad input.
-func Describe(ctx context.Context, store storage.Backend, name string) (*Description, error) {
+// velero-backup.json when Velero wrote it, and from its files and heartbeat (judged at now) when it
+// is incomplete. A name that no backup has is bad input.
+func Describe(ctx context.Context, store storage.Backend, name string, now time.Time) (*Description, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
@@ -217,6 +221,14 @@ func Describe(ctx context.Context, store storage.Backend, name string) (*Descrip
 			if d.ClaimedAt, err = readClaimTime(ctx, store, name); err != nil {
 				return nil, err
 			}
+		}
+		run, err := CheckRun(ctx, store, name, now)
+		if err != nil {
+			return nil, fmt.Errorf("backup %s: %w", name, err)
+		}
+		// A folder without ferry's claim was not written by a ferry backup: no run to speak of.
+		if run.State == RunLive || hasClaim {
+			d.Run, d.LastBeat = run.State, run.LastBeat
 		}
 	}
 	return d, nil

@@ -35,7 +35,7 @@ func TestSummarize(t *testing.T) {
 			Totals: Totals{Objects: 7, ObjectBytes: 700, StoredBytes: 300},
 		},
 		want: Summary{Objects: 7, ObjectBytes: 700, StoredBytes: 300,
-			Kinds: []KindCount{{"", "ConfigMap", 3}, {"apps", "Deployment", 2}, {"example.com", "ConfigMap", 1}, {"kubeflow.org", "Profile", 1}},
+			Kinds:   []KindCount{{"", "ConfigMap", 3}, {"apps", "Deployment", 2}, {"example.com", "ConfigMap", 1}, {"kubeflow.org", "Profile", 1}},
 			Volumes: []VolumeSummary{}, Databases: []DatabaseSummary{}, Buckets: []BucketSummary{}, Skipped: []Skipped{}},
 	}, {
 		name: "volumes, databases, buckets and what they take in storage",
@@ -101,6 +101,14 @@ func TestDescribeEachState(t *testing.T) {
 	if err := store.Put(ctx, Prefix("half")+"half.tar.gz", strings.NewReader("partial")); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := Create(ctx, store, "running", plans.Cluster{}, &plans.Plan{}, time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	beat, err := StartHeartbeat(ctx, store, "running", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer beat.Stop(ctx)
 	velero := `{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"nightly"},"spec":{"includedNamespaces":["team-a"]},
 "status":{"phase":"Completed","formatVersion":"1.1.0","startTimestamp":"2026-05-01T01:00:00Z","completionTimestamp":"2026-05-01T01:02:00Z","progress":{"totalItems":40,"itemsBackedUp":40},"warnings":1}}`
 	if err := store.Put(ctx, Prefix("nightly")+VeleroFile, strings.NewReader(velero)); err != nil {
@@ -124,8 +132,13 @@ func TestDescribeEachState(t *testing.T) {
 			}
 		}},
 		{"half", func(t *testing.T, d *Description, err error) {
-			if err != nil || d.State != Incomplete || d.Summary != nil || d.Files != 2 || d.ClaimedAt.IsZero() {
+			if err != nil || d.State != Incomplete || d.Summary != nil || d.Files != 2 || d.ClaimedAt.IsZero() || d.Run != RunDead {
 				t.Fatalf("incomplete backup: %+v (%v)", d, err)
+			}
+		}},
+		{"running", func(t *testing.T, d *Description, err error) {
+			if err != nil || d.State != Incomplete || d.Run != RunLive || d.LastBeat.IsZero() {
+				t.Fatalf("running backup: %+v (%v)", d, err)
 			}
 		}},
 		{"nightly", func(t *testing.T, d *Description, err error) {
@@ -147,7 +160,7 @@ func TestDescribeEachState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := Describe(ctx, store, tt.name)
+			d, err := Describe(ctx, store, tt.name, time.Now())
 			tt.check(t, d, err)
 		})
 	}
