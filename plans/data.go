@@ -121,32 +121,53 @@ func (s *SecretRef) keyOrEmpty(which string) string {
 	}
 }
 
+// WorkloadPod gets a workload ("deployment/NAME" or "statefulset/NAME") in namespace and the first
+// (by name) of its pods that runs: where a database or bucket is reached, on the cluster a plan is
+// made of and on a restore's target alike. The workload is nil when it does not exist; the pod is
+// nil when none of its pods runs.
+func WorkloadPod(ctx context.Context, dyn dynamic.Interface, namespace, workload string) (w, pod *unstructured.Unstructured, err error) {
+	kind, name, err := ParseWorkload(workload)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err = dyn.Resource(workloadGVR(kind)).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get %s %s/%s: %w", kind, namespace, name, err)
+	}
+	matchLabels, _, _ := unstructured.NestedStringMap(w.Object, "spec", "selector", "matchLabels")
+	pods, err := dyn.Resource(podsGVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(matchLabels).String()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list pods of %s %s/%s: %w", kind, namespace, name, err)
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].GetName() < pods.Items[j].GetName() })
+	for i := range pods.Items {
+		if phase, _, _ := unstructured.NestedString(pods.Items[i].Object, "status", "phase"); phase == "Running" {
+			return w, &pods.Items[i], nil
+		}
+	}
+	return w, nil, nil
+}
+
 // locate finds an item's workload, a running pod of it, the claim holding its data and its Secret.
 func locate(ctx context.Context, dyn dynamic.Interface, item *DataItem, secret *SecretRef, keys []string, volumes map[string]*Volume) error {
 	kind, name, err := ParseWorkload(item.Workload)
 	if err != nil {
 		return err
 	}
-	w, err := dyn.Resource(workloadGVR(kind)).Namespace(item.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	w, pod, err := WorkloadPod(ctx, dyn, item.Namespace, item.Workload)
+	if err != nil {
+		return err
+	}
+	if w == nil {
 		item.Problem = fmt.Sprintf("%s %s/%s not found", kind, item.Namespace, name)
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("get %s %s/%s: %w", kind, item.Namespace, name, err)
-	}
-	matchLabels, _, _ := unstructured.NestedStringMap(w.Object, "spec", "selector", "matchLabels")
-	pods, err := dyn.Resource(podsGVR).Namespace(item.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(matchLabels).String()})
-	if err != nil {
-		return fmt.Errorf("list pods of %s %s/%s: %w", kind, item.Namespace, name, err)
-	}
-	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].GetName() < pods.Items[j].GetName() })
-	for _, pod := range pods.Items {
-		if phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase"); phase == "Running" {
-			item.Pod = pod.GetName()
-			item.Node, _, _ = unstructured.NestedString(pod.Object, "spec", "nodeName")
-			break
-		}
+	if pod != nil {
+		item.Pod = pod.GetName()
+		item.Node, _, _ = unstructured.NestedString(pod.Object, "spec", "nodeName")
 	}
 	vols, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "volumes")
 	for _, v := range vols {
