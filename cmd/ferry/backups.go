@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,12 +15,13 @@ import (
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
 )
 
 func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backups",
-		Short: "List and delete the backups in storage",
+		Short: "List, describe and delete the backups in storage",
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -73,8 +76,201 @@ func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams
 			return deleteBackup(cmd.Context(), global, streams, args[0])
 		},
 	}
-	cmd.AddCommand(list, del)
+	var describeOutput string
+	describe := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show what a backup holds: objects by kind, volumes, databases, buckets, sizes, what it skipped",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return badinput.Errorf("ferry backups describe takes one backup name, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if describeOutput != "" && describeOutput != "json" && describeOutput != "yaml" {
+				return badinput.Errorf("--output %q: want json or yaml", describeOutput)
+			}
+			store, err := storage.Open(cmd.Context(), global.storageURL)
+			if err != nil {
+				return err
+			}
+			d, err := snapshot.Describe(cmd.Context(), store, args[0], time.Now())
+			if err != nil {
+				return err
+			}
+			return printDescription(streams.Out, store.String(), d, describeOutput)
+		},
+	}
+	describe.Flags().StringVarP(&describeOutput, "output", "o", "", "json or yaml for machine-readable output")
+	cmd.AddCommand(list, describe, del)
 	return cmd
+}
+
+// printDescription prints a backup's description as JSON, YAML or a report for people.
+func printDescription(out io.Writer, location string, d *snapshot.Description, format string) error {
+	switch format {
+	case "json":
+		data, err := json.MarshalIndent(d, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "%s\n", data)
+		return err
+	case "yaml":
+		data, err := yaml.Marshal(d)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "Name:\t%s\n", d.Name)
+	fmt.Fprintf(w, "Storage:\t%s\n", location)
+	fmt.Fprintf(w, "State:\t%s\n", d.State)
+	switch {
+	case d.Summary != nil:
+		writeSummary(w, d)
+	case d.Velero != nil:
+		writeVelero(w, d)
+	default:
+		writeIncomplete(w, d)
+	}
+	return w.Flush()
+}
+
+func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
+	s := d.Summary
+	source := s.Source.Server
+	if s.Source.Context != "" {
+		source = s.Source.Context + " (" + s.Source.Server + ")"
+	}
+	if s.Source.Version != "" {
+		source += ", Kubernetes " + s.Source.Version
+	}
+	fmt.Fprintf(w, "Source cluster:\t%s\n", source)
+	if s.Source.UID != "" {
+		fmt.Fprintf(w, "Source cluster UID:\t%s\n", s.Source.UID)
+	}
+	fmt.Fprintf(w, "Started:\t%s\n", s.StartedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "Completed:\t%s\n", s.CompletedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "Duration:\t%s\n", time.Duration(s.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+	tool := "ferry " + s.Tool.Version
+	if s.Tool.Commit != "" {
+		tool += " (commit " + s.Tool.Commit
+		if s.Tool.Modified {
+			tool += ", modified"
+		}
+		tool += ")"
+	}
+	fmt.Fprintf(w, "Written by:\t%s\n", tool)
+	if s.Encryption != nil {
+		fmt.Fprintf(w, "Encryption:\t%s, to %s\n", s.Encryption.Format, strings.Join(s.Encryption.Recipients, ", "))
+	} else {
+		fmt.Fprintf(w, "Encryption:\tnone\n")
+	}
+	switch {
+	case s.VeleroCompatible:
+		fmt.Fprintf(w, "Velero-compatible:\tyes (velero-backup.json and the Velero archive are written)\n")
+	case s.Encryption != nil:
+		fmt.Fprintf(w, "Velero-compatible:\tno (Velero cannot read encrypted archives)\n")
+	default:
+		fmt.Fprintf(w, "Velero-compatible:\tno\n")
+	}
+	fmt.Fprintf(w, "Stored:\t%s in %s\n", human.Bytes(s.StoredBytes), countFiles(d.Files))
+
+	fmt.Fprintf(w, "\nOBJECTS\t%d (%s as JSON)\n", s.Objects, human.Bytes(s.ObjectBytes))
+	if len(s.Kinds) > 0 {
+		fmt.Fprintf(w, "  GROUP\tKIND\tCOUNT\n")
+		for _, k := range s.Kinds {
+			group := k.Group
+			if group == "" {
+				group = "(core)"
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%d\n", group, k.Kind, k.Count)
+		}
+	}
+	fmt.Fprintf(w, "\nVOLUMES\t%d\n", len(s.Volumes))
+	if len(s.Volumes) > 0 {
+		fmt.Fprintf(w, "  CLAIM\tFILES\tSIZE\tSTORED\n")
+		for _, v := range s.Volumes {
+			fmt.Fprintf(w, "  %s/%s\t%d\t%s\t%s\n", v.Namespace, v.Name, v.Files, human.Bytes(v.Bytes), human.Bytes(v.StoredBytes))
+		}
+	}
+	fmt.Fprintf(w, "\nDATABASES\t%d\n", len(s.Databases))
+	if len(s.Databases) > 0 {
+		fmt.Fprintf(w, "  NAME\tENGINE\tSCHEMAS\tTABLES\tROWS\tDUMP\tSTORED\n")
+		for _, db := range s.Databases {
+			fmt.Fprintf(w, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\n", db.Name, db.Engine, db.Schemas, db.Tables, db.Rows, human.Bytes(db.DumpBytes), human.Bytes(db.StoredBytes))
+		}
+	}
+	fmt.Fprintf(w, "\nBUCKETS\t%d\n", len(s.Buckets))
+	if len(s.Buckets) > 0 {
+		fmt.Fprintf(w, "  NAME\tOBJECTS\tSIZE\tSTORED\n")
+		for _, b := range s.Buckets {
+			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\n", b.Name, b.Objects, human.Bytes(b.Bytes), human.Bytes(b.StoredBytes))
+		}
+	}
+	if len(s.Skipped) == 0 {
+		fmt.Fprintf(w, "\nNOT IN THIS BACKUP\tnothing: every item the plan named was backed up\n")
+		return
+	}
+	fmt.Fprintf(w, "\nNOT IN THIS BACKUP\t%d\n", len(s.Skipped))
+	for _, sk := range s.Skipped {
+		fmt.Fprintf(w, "  %s %s: %s\n", sk.Kind, sk.Name, sk.Reason)
+	}
+}
+
+func writeVelero(w *tabwriter.Writer, d *snapshot.Description) {
+	v := d.Velero
+	fmt.Fprintf(w, "Written by:\tVelero (no ferry manifest: objects only, with no digests to verify them by)\n")
+	fmt.Fprintf(w, "Phase:\t%s\n", v.Phase)
+	if v.FailureReason != "" {
+		fmt.Fprintf(w, "Failure reason:\t%s\n", v.FailureReason)
+	}
+	if v.FormatVersion != "" {
+		fmt.Fprintf(w, "Format version:\t%s\n", v.FormatVersion)
+	}
+	for _, t := range []struct {
+		label string
+		at    time.Time
+	}{{"Started", v.StartedAt}, {"Completed", v.CompletedAt}, {"Expires", v.Expiration}} {
+		if !t.at.IsZero() {
+			fmt.Fprintf(w, "%s:\t%s\n", t.label, t.at.UTC().Format(time.RFC3339))
+		}
+	}
+	if !v.StartedAt.IsZero() && v.CompletedAt.After(v.StartedAt) {
+		fmt.Fprintf(w, "Duration:\t%s\n", v.CompletedAt.Sub(v.StartedAt))
+	}
+	fmt.Fprintf(w, "Items:\t%d of %d backed up\n", v.ItemsBackedUp, v.TotalItems)
+	fmt.Fprintf(w, "Errors, warnings:\t%d, %d\n", v.Errors, v.Warnings)
+	if len(v.IncludedNamespaces) > 0 {
+		fmt.Fprintf(w, "Namespaces:\t%s\n", strings.Join(v.IncludedNamespaces, ", "))
+	}
+	if len(v.ExcludedNamespaces) > 0 {
+		fmt.Fprintf(w, "Excluded namespaces:\t%s\n", strings.Join(v.ExcludedNamespaces, ", "))
+	}
+	if v.StorageLocation != "" {
+		fmt.Fprintf(w, "Storage location:\t%s\n", v.StorageLocation)
+	}
+	fmt.Fprintf(w, "Stored:\t%s in %s\n", human.Bytes(d.Bytes), countFiles(d.Files))
+}
+
+func writeIncomplete(w *tabwriter.Writer, d *snapshot.Description) {
+	fmt.Fprintf(w, "Stored:\t%s in %s\n", human.Bytes(d.Bytes), countFiles(d.Files))
+	if !d.ClaimedAt.IsZero() {
+		fmt.Fprintf(w, "Started:\t%s\n", d.ClaimedAt.UTC().Format(time.RFC3339))
+	}
+	switch d.Run {
+	case snapshot.RunLive:
+		fmt.Fprintf(w, "Running:\tyes, its heartbeat was stored at %s: wait for it to finish\n", d.LastBeat.UTC().Format(time.RFC3339))
+	case snapshot.RunDead:
+		fmt.Fprintf(w, "Running:\tno, the ferry that wrote it stopped before the end\n")
+	}
+	fmt.Fprintf(w, "\nBackup %s is incomplete: it has no %s, which is written last, so it cannot be restored.\n", d.Name, snapshot.ManifestFile)
+	if d.Run != snapshot.RunLive {
+		fmt.Fprintf(w, "`ferry backups delete %s` removes it.\n", d.Name)
+	}
 }
 
 func deleteBackup(ctx context.Context, global *globalOptions, streams genericiooptions.IOStreams, name string) error {
@@ -88,4 +284,11 @@ func deleteBackup(ctx context.Context, global *globalOptions, streams genericioo
 	}
 	_, err = fmt.Fprintf(streams.Out, "Deleted backup %s (%d files).\n", name, n)
 	return err
+}
+
+func countFiles(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
 }
