@@ -141,7 +141,16 @@ func (o *backupOptions) run(ctx context.Context) error {
 		return err
 	}
 	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
-	manifest, err := o.capture(ctx, w, plan, source.Dynamic, restConfig, client, direct, started)
+	// The heartbeat lets a later run tell this backup's mover pods from those of a killed ferry.
+	var manifest *snapshot.Manifest
+	beat, err := snapshot.StartHeartbeat(ctx, store, name, snapshot.HeartbeatInterval, o.global.logger)
+	if err == nil {
+		manifest, err = o.capture(ctx, w, plan, source.Dynamic, restConfig, client, store, direct, started)
+		// Stopped before a failed backup is removed: a later beat would bring its folder back.
+		if serr := beat.Stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			o.global.logger.Warn("removing the heartbeat of the complete backup", "backup", name, "error", serr)
+		}
+	}
 	if err != nil {
 		// Leave nothing that looks like a backup behind; the manifest was never written.
 		if n, derr := snapshot.Delete(context.WithoutCancel(ctx), store, name); derr != nil {
@@ -167,12 +176,12 @@ func (o *backupOptions) run(ctx context.Context) error {
 }
 
 func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *plans.Plan, dyn dynamic.Interface,
-	cfg *rest.Config, client kubernetes.Interface, direct *storage.DirectAccess, started time.Time) (*snapshot.Manifest, error) {
+	cfg *rest.Config, client kubernetes.Interface, store storage.Backend, direct *storage.DirectAccess, started time.Time) (*snapshot.Manifest, error) {
 	kinds := []snapshot.Capturer{
 		resources.Objects{Dynamic: dyn, Plan: plan, Concurrency: o.parallel},
 		databases.Dumps{Config: cfg, Client: client, Plan: plan},
 		buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel},
-		volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Direct: direct, Log: o.global.logger},
+		volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Direct: direct, Storage: store, Log: o.global.logger},
 	}
 	for _, kind := range kinds {
 		o.global.logger.Info("capturing", "backup", w.Name(), "kind", kind.Name())

@@ -46,7 +46,10 @@ type Contents struct {
 	// Direct, when set, has each mover upload its volume to storage itself, with these
 	// credentials handed over on stdin: data then flows from many nodes at once, not through ferry.
 	Direct *storage.DirectAccess
-	Log    *slog.Logger
+	// Storage is where the backup goes: mover pods name it, and a capture first deletes the pods
+	// that killed runs into it left behind (see cleanup.go).
+	Storage storage.Backend
+	Log     *slog.Logger
 }
 
 // Name implements snapshot.Kind.
@@ -60,6 +63,7 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	c.cleanup(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for _, v := range c.Plan.Volumes {
@@ -150,7 +154,7 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	}
 	restricted := ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted"
 	pods := c.Client.CoreV1().Pods(v.Namespace)
-	pod, err := pods.Create(ctx, c.moverPod(v, restricted), metav1.CreateOptions{})
+	pod, err := pods.Create(ctx, markMover(c.moverPod(v, restricted), w.Name(), c.Storage), metav1.CreateOptions{})
 	if err != nil {
 		return entry, fmt.Errorf("create mover pod: %w", err)
 	}
@@ -184,7 +188,8 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	}
 
 	if c.Direct != nil {
-		return c.captureDirect(ctx, w, pod.Name, entry)
+		entry, err = c.captureDirect(ctx, w, pod.Name, entry)
+		return entry, moverFailed(ctx, c.Client, v.Namespace, pod.Name, err)
 	}
 	tarOut, tarIn := io.Pipe() // pack's stdout
 	var stderr bytes.Buffer
@@ -202,7 +207,7 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		return err
 	})
 	if err != nil {
-		return entry, err
+		return entry, moverFailed(ctx, c.Client, v.Namespace, pod.Name, err)
 	}
 	for _, f := range entry.Files {
 		entry.Bytes += f.Size

@@ -1,0 +1,89 @@
+package volumes
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestCleanupMoversDeletesOnlyPodsOfEndedRuns(t *testing.T) {
+	ctx := context.Background()
+	store, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	create := func(name string) *snapshot.Writer {
+		w, err := snapshot.Create(ctx, store, name, plans.Cluster{}, &plans.Plan{}, now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	done := create("done")
+	if _, err := done.Commit(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	create("killed") // claimed, no heartbeat: its ferry died
+	create("live")
+	beat, err := snapshot.StartHeartbeat(ctx, store, "live", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer beat.Stop(ctx)
+
+	c := Contents{Image: "ferry"}
+	pod := func(name, backup string, st storage.Backend, age time.Duration, readOnly bool) *corev1.Pod {
+		p := c.moverPod(plans.Volume{Namespace: "team", Name: "data"}, false)
+		p.Name, p.GenerateName = name, ""
+		if backup != "" {
+			markMover(p, backup, st)
+		}
+		p.CreationTimestamp = metav1.NewTime(now.Add(-age))
+		p.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly = readOnly
+		return p
+	}
+	client := fake.NewClientset(
+		pod("of-complete", "done", store, time.Minute, true),
+		pod("of-killed", "killed", store, time.Minute, true),
+		pod("of-deleted", "deleted", store, time.Minute, true),
+		pod("of-live", "live", store, time.Minute, true),
+		pod("other-storage", "killed", other, time.Minute, true),
+		pod("old-unlabelled", "", nil, 2*time.Hour, true),
+		pod("young-unlabelled", "", nil, time.Minute, true),
+		pod("old-writer", "", nil, 2*time.Hour, false),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"}},
+	)
+	deleted, err := CleanupMovers(ctx, client, store, []string{"team"}, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(deleted)
+	want := []string{"team/of-complete", "team/of-deleted", "team/of-killed", "team/old-unlabelled"}
+	if !slices.Equal(deleted, want) {
+		t.Fatalf("deleted %v, want %v", deleted, want)
+	}
+	left, _ := client.CoreV1().Pods("team").List(ctx, metav1.ListOptions{})
+	if len(left.Items) != 5 {
+		t.Fatalf("%d pods left, want 5", len(left.Items))
+	}
+
+	// Hours later the live run's heartbeat is stale, and the unlabelled pod old: both go.
+	deleted, err = CleanupMovers(ctx, client, store, nil, now.Add(snapshot.StaleBeats*time.Hour+time.Minute), nil)
+	slices.Sort(deleted)
+	if err != nil || !slices.Equal(deleted, []string{"team/of-live", "team/young-unlabelled"}) {
+		t.Fatalf("with a stale heartbeat, deleted %v (%v)", deleted, err)
+	}
+}
