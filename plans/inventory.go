@@ -150,7 +150,7 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 		v := &p.Volumes[i]
 		v.Pods = podUses[v.Namespace+"/"+v.Name]
 	}
-	p.Resources, p.Waves = order(p.Resources, edges)
+	p.Resources, p.Waves = Order(p.Resources, edges)
 	countCRs(p)
 	if err := findData(ctx, cl.Dynamic, p, served, namespaces); err != nil {
 		return nil, err

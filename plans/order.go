@@ -42,12 +42,12 @@ func baseWave(gr string) int {
 	return waveRest
 }
 
-// order sorts resource types into waves so that CRDs come first, then namespaces, storage,
+// Order sorts resource types into waves so that CRDs come first, then namespaces, storage,
 // identity and configuration, everything else, and admission webhooks last, and so that the types
 // owning others (edges: dependent -> owners) come before them. A dependent moves to a later wave
 // when its owner is later, except namespaces, which pull their (cluster-scoped) owners earlier
 // instead, as Kubeflow's Profiles own their namespaces.
-func order(resources []Resource, edges map[string]map[string]bool) ([]Resource, []Wave) {
+func Order(resources []Resource, edges map[string]map[string]bool) ([]Resource, []Wave) {
 	wave := map[string]int{}
 	for _, r := range resources {
 		wave[r.GroupResource()] = baseWave(r.GroupResource())

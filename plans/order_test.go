@@ -56,7 +56,7 @@ func TestOrder(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, waves := order(tc.resources, tc.edges)
+			got, waves := Order(tc.resources, tc.edges)
 			var names []string
 			for _, r := range got {
 				names = append(names, r.GroupResource())

@@ -21,11 +21,15 @@ const (
 	StatusUpdated   = "updated"   // already there and updated to the backup's version
 	StatusSkipped   = "skipped"   // deliberately not restored; the detail says why
 	StatusFailed    = "failed"    // could not be restored or checked; the detail says why
+	// StatusRecreated counts items the target makes anew by design: volumes its provisioner
+	// provisions for restored claims, objects a restored controller recreated.
+	StatusRecreated = "recreated"
 
 	// Verify.
 	StatusIdentical = "identical"
 	StatusMissing   = "missing"
 	StatusDifferent = "different"
+	StatusHealthy   = "healthy"
 	StatusUnhealthy = "unhealthy"
 )
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"path"
 	"sort"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,8 +35,24 @@ const FormatVersion = "1.1.0"
 type Objects struct {
 	Dynamic     dynamic.Interface
 	Plan        *plans.Plan
-	Concurrency int   // resource types listed at once (default 8)
+	Concurrency int   // resource types listed at once (default 8); objects applied at once (default 32)
 	PageSize    int64 // LIST page size (default 500)
+
+	// Restore and verify.
+	Mapping snapshot.Mapping
+	// Existing is what to do with an object already on the target that differs from the backup:
+	// ExistingSkip (default), ExistingUpdate or ExistingFail.
+	Existing string
+	// SkipOwned leaves objects with a controlling owner to the target's controllers.
+	SkipOwned bool
+	// Select, when set, restores only what it selects (--include/--exclude).
+	Select *plans.Filter
+	// Mapper finds owners that are not in the backup on the target.
+	Mapper meta.RESTMapper
+	// WaitTimeout bounds waiting for CRDs to be Established and workloads to become healthy
+	// (default 2 minutes).
+	WaitTimeout time.Duration
+	Log         *slog.Logger
 }
 
 type item struct {

@@ -1,0 +1,156 @@
+package resources
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/klauspost/compress/gzip"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Entry is one object of a backup's archive, as backed up.
+type Entry struct {
+	GroupResource string // "deployments.apps", "configmaps"
+	Namespace     string
+	Name          string
+	Object        map[string]any
+}
+
+// ID names the entry as reports do: "apps/v1 Deployment ns/name".
+func (e Entry) ID() string { return objectID(e.Object, e.Namespace) }
+
+func objectID(obj map[string]any, namespace string) string {
+	u := unstructured.Unstructured{Object: obj}
+	name := u.GetName()
+	if namespace != "" {
+		name = namespace + "/" + name
+	}
+	return u.GetAPIVersion() + " " + u.GetKind() + " " + name
+}
+
+// Archive is every object of a backup, by group-resource, in the archive's order.
+type Archive struct {
+	ByResource map[string][]Entry
+	Count      int
+}
+
+// ArchiveFile finds the stored name of the backup's object archive (encrypted or not).
+func ArchiveFile(r *snapshot.Reader) string {
+	file := r.Name() + ".tar.gz"
+	if _, ok := r.Stream(file + snapshot.EncryptedSuffix); ok {
+		return file + snapshot.EncryptedSuffix
+	}
+	return file
+}
+
+// ReadArchive reads the backup's object archive: the version-less tree of Velero's layout, which
+// holds every object once at its preferred version. For a ferry backup, the archive must hold
+// exactly the objects of the manifest.
+func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
+	file := ArchiveFile(r)
+	rc, err := r.Open(ctx, file)
+	if err != nil {
+		return nil, err
+	}
+	a, err := readArchive(rc)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: %s: %w", r.Name(), file, err)
+	}
+	if !r.Velero {
+		if err := a.matchManifest(r.Manifest.Objects); err != nil {
+			return nil, fmt.Errorf("backup %s: %s: %w", r.Name(), file, err)
+		}
+	}
+	return a, nil
+}
+
+func readArchive(in io.Reader) (*Archive, error) {
+	gz, err := gzip.NewReader(in)
+	if err != nil {
+		return nil, fmt.Errorf("not a gzip stream: %w", err)
+	}
+	tr := tar.NewReader(gz)
+	a := &Archive{ByResource: map[string][]Entry{}}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the tar stream: %w", err)
+		}
+		gr, ns, name, ok := versionlessPath(h.Name)
+		if !ok || h.Typeflag != tar.TypeReg {
+			continue
+		}
+		var obj map[string]any
+		if err := json.NewDecoder(tr).Decode(&obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Name, err)
+		}
+		u := unstructured.Unstructured{Object: obj}
+		if u.GetName() != name || u.GetNamespace() != ns {
+			return nil, fmt.Errorf("%s holds %s/%s", h.Name, u.GetNamespace(), u.GetName())
+		}
+		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: ns, Name: name, Object: obj})
+		a.Count++
+	}
+	// Drain the gzip stream to its end so the stored stream is checked to its last byte.
+	if _, err := io.Copy(io.Discard, gz); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// versionlessPath parses resources/<gr>/cluster/<name>.json and
+// resources/<gr>/namespaces/<ns>/<name>.json; the per-version trees repeat the same objects.
+func versionlessPath(p string) (gr, ns, name string, ok bool) {
+	parts := strings.Split(p, "/")
+	if len(parts) < 4 || parts[0] != "resources" || !strings.HasSuffix(p, ".json") {
+		return "", "", "", false
+	}
+	switch {
+	case len(parts) == 4 && parts[2] == "cluster":
+		return parts[1], "", strings.TrimSuffix(parts[3], ".json"), true
+	case len(parts) == 5 && parts[2] == "namespaces":
+		return parts[1], parts[3], strings.TrimSuffix(parts[4], ".json"), true
+	}
+	return "", "", "", false
+}
+
+func (a *Archive) matchManifest(objects []snapshot.Object) error {
+	want := map[string]bool{}
+	for _, o := range objects {
+		want[schema.GroupResource{Group: o.Group, Resource: o.Resource}.String()+"/"+o.Namespace+"/"+o.Name] = true
+	}
+	var extra []string
+	for gr, entries := range a.ByResource {
+		for _, e := range entries {
+			key := gr + "/" + e.Namespace + "/" + e.Name
+			if !want[key] {
+				extra = append(extra, key)
+			}
+			delete(want, key)
+		}
+	}
+	if len(extra) > 0 || len(want) > 0 {
+		var missing []string
+		for k := range want {
+			missing = append(missing, k)
+		}
+		return fmt.Errorf("the archive does not hold the manifest's objects (%d missing, e.g. %v; %d not in the manifest, e.g. %v): %w",
+			len(missing), first(missing, 3), len(extra), first(extra, 3), snapshot.ErrCorrupt)
+	}
+	return nil
+}
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }

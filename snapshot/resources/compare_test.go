@@ -1,0 +1,131 @@
+package resources
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/ferrykube/ferry/snapshot"
+)
+
+func decode(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestCompare(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		expected, actual string
+		want             []string
+	}{
+		{"same", `{"a":1,"b":{"c":"x"}}`, `{"a":1,"b":{"c":"x"}}`, nil},
+		{"target adds defaults", `{"spec":{"replicas":1}}`, `{"spec":{"replicas":1,"revisionHistoryLimit":10}}`, nil},
+		{"changed value", `{"data":{"k":"v"}}`, `{"data":{"k":"w"}}`, []string{`data.k: backup "v", target "w"`}},
+		{"lost field", `{"data":{"k":"v","l":"x"}}`, `{"data":{"k":"v"}}`, []string{`data.l: missing on the target (backup: "x")`}},
+		{"list shorter", `{"a":[1,2]}`, `{"a":[1]}`, []string{`a: backup [1,2], target [1]`}},
+		{"inside a list", `{"c":[{"name":"x","image":"a"}]}`, `{"c":[{"name":"x","image":"b","pull":"IfNotPresent"}]}`, []string{`c[0].image: backup "a", target "b"`}},
+		{"empty matches missing", `{"metadata":{"labels":{}},"x":null,"y":[]}`, `{"metadata":{}}`, nil},
+		{"dotted keys quoted", `{"metadata":{"labels":{"app.kubernetes.io/name":"a"}}}`, `{"metadata":{"labels":{}}}`,
+			[]string{`metadata.labels["app.kubernetes.io/name"]: missing on the target (backup: "a")`}},
+		{"type changed", `{"a":{"b":1}}`, `{"a":"s"}`, []string{`a: backup {"b":1}, target "s"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Compare(decode(t, tc.expected), decode(t, tc.actual))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Compare = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// Numbers compare by value whatever their Go type.
+	if d := Compare(map[string]any{"n": float64(3)}, map[string]any{"n": int64(3)}); d != nil {
+		t.Errorf("float64 3 vs int64 3: %q", d)
+	}
+}
+
+func TestPrepare(t *testing.T) {
+	m := snapshot.Mapping{Namespaces: map[string]string{"team-a": "team-b"}, StorageClasses: map[string]string{"gp3": "standard"}}
+	for _, tc := range []struct {
+		name, gr, in, want string
+	}{
+		{"namespaced object moves", "configmaps",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"team-a","uid":"u","resourceVersion":"9"},"data":{"k":"v"}}`,
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"team-b"},"data":{"k":"v"}}`},
+		{"namespace renamed with its label", "namespaces",
+			`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"kubernetes.io/metadata.name":"team-a","x":"y"}},"status":{"phase":"Active"}}`,
+			`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-b","labels":{"kubernetes.io/metadata.name":"team-b","x":"y"}}}`},
+		{"role binding subjects follow", "rolebindings.rbac.authorization.k8s.io",
+			`{"metadata":{"name":"rb","namespace":"team-a"},"subjects":[{"kind":"ServiceAccount","name":"s","namespace":"team-a"},{"kind":"User","name":"u"}]}`,
+			`{"metadata":{"name":"rb","namespace":"team-b"},"subjects":[{"kind":"ServiceAccount","name":"s","namespace":"team-b"},{"kind":"User","name":"u"}]}`},
+		{"claim: class mapped, binding dropped", "persistentvolumeclaims",
+			`{"metadata":{"name":"p","namespace":"team-a","annotations":{"pv.kubernetes.io/bind-completed":"yes"}},"spec":{"storageClassName":"gp3","volumeName":"pv-1"},"status":{"phase":"Bound"}}`,
+			`{"metadata":{"name":"p","namespace":"team-b"},"spec":{"storageClassName":"standard"}}`},
+		{"volume claimRef follows", "persistentvolumes",
+			`{"metadata":{"name":"pv"},"spec":{"storageClassName":"gp3","claimRef":{"namespace":"team-a","name":"p","uid":"u","resourceVersion":"1"}}}`,
+			`{"metadata":{"name":"pv"},"spec":{"storageClassName":"standard","claimRef":{"namespace":"team-b","name":"p"}}}`},
+		{"service gets a new cluster IP", "services",
+			`{"metadata":{"name":"s","namespace":"x"},"spec":{"clusterIP":"10.0.0.1","clusterIPs":["10.0.0.1"],"ports":[{"port":80,"nodePort":30000}]}}`,
+			`{"metadata":{"name":"s","namespace":"x"},"spec":{"ports":[{"port":80}]}}`},
+		{"owner UIDs dropped", "replicasets.apps",
+			`{"metadata":{"name":"r","namespace":"x","ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"d","uid":"old","controller":true}]}}`,
+			`{"metadata":{"name":"r","namespace":"x","ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"d","controller":true}]}}`},
+		{"token secrets dropped from service accounts", "serviceaccounts",
+			`{"metadata":{"name":"sa","namespace":"x"},"secrets":[{"name":"sa-token-abcde"},{"name":"other"}]}`,
+			`{"metadata":{"name":"sa","namespace":"x"},"secrets":[{"name":"other"}]}`},
+		{"webhook service follows", "validatingwebhookconfigurations.admissionregistration.k8s.io",
+			`{"metadata":{"name":"w"},"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-a"}}}]}`,
+			`{"metadata":{"name":"w"},"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-b"}}}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Prepare(tc.gr, decode(t, tc.in), m)
+			if want := decode(t, tc.want); !reflect.DeepEqual(got, want) {
+				g, _ := json.Marshal(got)
+				t.Errorf("Prepare =\n%s\nwant\n%s", g, tc.want)
+			}
+		})
+	}
+}
+
+func TestVersionlessPath(t *testing.T) {
+	for _, tc := range []struct {
+		path, gr, ns, name string
+		ok                 bool
+	}{
+		{"resources/deployments.apps/namespaces/ns1/web.json", "deployments.apps", "ns1", "web", true},
+		{"resources/namespaces/cluster/ns1.json", "namespaces", "", "ns1", true},
+		{"resources/deployments.apps/v1-preferredversion/namespaces/ns1/web.json", "", "", "", false},
+		{"resources/namespaces/v1-preferredversion/cluster/ns1.json", "", "", "", false},
+		{"metadata/version", "", "", "", false},
+	} {
+		gr, ns, name, ok := versionlessPath(tc.path)
+		if gr != tc.gr || ns != tc.ns || name != tc.name || ok != tc.ok {
+			t.Errorf("%s: got %q %q %q %v", tc.path, gr, ns, name, ok)
+		}
+	}
+}
+
+func TestRestoreOrderOfAVeleroBackup(t *testing.T) {
+	a := &Archive{ByResource: map[string][]Entry{
+		"pods":             {{Namespace: "x", Object: decode(t, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"x","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"r"}]}}`)}},
+		"replicasets.apps": {{Namespace: "x", Object: decode(t, `{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"r","namespace":"x"}}`)}},
+		"namespaces":       {{Object: decode(t, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}`)}},
+		"customresourcedefinitions.apiextensions.k8s.io": {{Object: decode(t, `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"c"}}`)}},
+		"configmaps": {{Namespace: "x", Object: decode(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"x"}}`)}},
+	}}
+	order, err := restoreOrder(nil, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range order {
+		got = append(got, r.GroupResource())
+	}
+	want := []string{"customresourcedefinitions.apiextensions.k8s.io", "namespaces", "configmaps", "replicasets.apps", "pods"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}

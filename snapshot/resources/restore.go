@@ -1,0 +1,407 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
+)
+
+// Existing-object policies of a restore.
+const (
+	ExistingSkip   = "skip"   // leave an existing object as it is (reported when it differs)
+	ExistingUpdate = "update" // server-side apply the backed-up object, field manager "ferry"
+	ExistingFail   = "fail"   // an existing object that differs is a failure
+)
+
+// FieldManager is the field manager of ferry's server-side applies.
+const FieldManager = "ferry"
+
+// Restore implements snapshot.Kind: it reads the whole archive first (a truncated or tampered
+// archive fails before anything is applied), then creates the objects type by type in the plan's
+// order — CRDs first and waited on until Established, namespaces, storage, identity and
+// configuration, the rest, admission webhooks last; owners before their dependents, whose owner
+// references are linked to the owners' new UIDs. Objects of one type are applied concurrently.
+func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	c = c.withDefaults()
+	archive, err := ReadArchive(ctx, r)
+	if err != nil {
+		return err
+	}
+	order, err := restoreOrder(r.Manifest.Plan, archive)
+	if err != nil {
+		return err
+	}
+	rs := &restorer{Objects: c, report: report, uids: map[string]string{}, namespaces: map[string]bool{}, claims: map[string]bool{}}
+	for _, e := range archive.ByResource["persistentvolumeclaims"] {
+		rs.claims[e.Namespace+"/"+e.Name] = true
+	}
+	for _, res := range order {
+		entries := archive.ByResource[res.GroupResource()]
+		if len(entries) == 0 {
+			continue
+		}
+		c.Log.Info("restoring", "resource", res.GroupResource(), "objects", len(entries))
+		if err := rs.restoreType(ctx, res, entries); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c Objects) withDefaults() Objects {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 32
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = 500
+	}
+	if c.Existing == "" {
+		c.Existing = ExistingSkip
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.WaitTimeout <= 0 {
+		c.WaitTimeout = 2 * time.Minute
+	}
+	return c
+}
+
+// restoreOrder is the order of the plan's resource types, or for a backup Velero wrote, the
+// archive's types ordered by the same rules from the owner references its objects carry.
+func restoreOrder(plan *plans.Plan, a *Archive) ([]plans.Resource, error) {
+	if plan != nil {
+		return plan.Resources, nil
+	}
+	kinds := map[string]string{} // group/kind -> group-resource
+	var types []plans.Resource
+	for gr, entries := range a.ByResource {
+		u := unstructured.Unstructured{Object: entries[0].Object}
+		gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+		if err != nil {
+			return nil, fmt.Errorf("%s: apiVersion %q: %w", entries[0].ID(), u.GetAPIVersion(), err)
+		}
+		parsed := schema.ParseGroupResource(gr)
+		types = append(types, plans.Resource{Group: parsed.Group, Version: gv.Version, Resource: parsed.Resource, Kind: u.GetKind(), Namespaced: entries[0].Namespace != "", Count: len(entries)})
+		kinds[gv.Group+"/"+u.GetKind()] = gr
+	}
+	edges := map[string]map[string]bool{}
+	for gr, entries := range a.ByResource {
+		for _, e := range entries {
+			for _, ref := range (&unstructured.Unstructured{Object: e.Object}).GetOwnerReferences() {
+				gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+				if owner, ok := kinds[gv.Group+"/"+ref.Kind]; ok && owner != gr {
+					if edges[gr] == nil {
+						edges[gr] = map[string]bool{}
+					}
+					edges[gr][owner] = true
+				}
+			}
+		}
+	}
+	ordered, _ := plans.Order(types, edges)
+	return ordered, nil
+}
+
+type restorer struct {
+	Objects
+	report *snapshot.Report
+
+	mu         sync.Mutex
+	uids       map[string]string // group/Kind/namespace/name on the target -> UID
+	namespaces map[string]bool   // target namespaces known to exist
+	claims     map[string]bool   // source ns/name of the backup's claims
+}
+
+func ownerKey(group, kind, namespace, name string) string {
+	return group + "/" + kind + "/" + namespace + "/" + name
+}
+
+func (rs *restorer) restoreType(ctx context.Context, res plans.Resource, entries []Entry) error {
+	gvr := schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(rs.Concurrency)
+	var mu sync.Mutex
+	var created []string
+	for _, e := range entries {
+		g.Go(func() error {
+			name, ok := rs.restoreOne(gctx, res, gvr, e)
+			if ok && name != "" {
+				mu.Lock()
+				created = append(created, name)
+				mu.Unlock()
+			}
+			return gctx.Err()
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if res.GroupResource() == "customresourcedefinitions.apiextensions.k8s.io" {
+		rs.waitEstablished(ctx, gvr, created)
+		if rs.Mapper != nil {
+			meta.MaybeResetRESTMapper(rs.Mapper)
+		}
+	}
+	return nil
+}
+
+// restoreOne restores one object and reports it; it returns the target name of an object that now
+// exists on the target.
+func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr schema.GroupVersionResource, e Entry) (string, bool) {
+	gr := res.GroupResource()
+	id := e.ID()
+	if !rs.selected(res, e) {
+		return "", false // not part of this restore
+	}
+	if reason := skipReason(gr, e.Object); reason != "" {
+		rs.report.Add("objects", snapshot.StatusSkipped, id, reason)
+		return "", false
+	}
+	if gr == "persistentvolumes" && reprovisioned(e.Object, rs.claims) {
+		rs.report.Count("objects", snapshot.StatusRecreated)
+		return "", false
+	}
+	if rs.SkipOwned && controlled(e.Object) {
+		rs.report.Add("objects", snapshot.StatusSkipped, id, "owned by a controller, which recreates it on the target (--skip-owned)")
+		return "", false
+	}
+	obj := &unstructured.Unstructured{Object: Prepare(gr, e.Object, rs.Mapping)}
+	id = objectID(obj.Object, obj.GetNamespace())
+	if obj.GetNamespace() != "" {
+		if err := rs.ensureNamespace(ctx, obj.GetNamespace()); err != nil {
+			rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
+			return "", false
+		}
+	}
+	if dropped := rs.linkOwners(ctx, obj); len(dropped) > 0 {
+		defer rs.report.Add("objects", snapshot.StatusSkipped, id+" (owner reference)",
+			"owner "+strings.Join(dropped, ", ")+" is not on the target: restored without that owner reference")
+	}
+	client := rs.client(gvr, obj.GetNamespace())
+	var live *unstructured.Unstructured
+	err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+		var err error
+		live, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		return err
+	})
+	switch {
+	case err == nil:
+		rs.remember(gvr.Group, obj.GetKind(), live)
+		rs.report.Count("objects", snapshot.StatusRestored)
+		return live.GetName(), true
+	case apierrors.IsAlreadyExists(err):
+		return rs.existing(ctx, gr, id, client, obj)
+	default:
+		rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
+		return "", false
+	}
+}
+
+// existing applies the existing-object policy to an object that is already on the target.
+func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (string, bool) {
+	live, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target but cannot be read: "+err.Error())
+		return "", false
+	}
+	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), live)
+	diffs := Compare(obj.Object, normalizedLive(gr, live))
+	if len(diffs) == 0 {
+		rs.report.Count("objects", snapshot.StatusUnchanged)
+		return live.GetName(), true
+	}
+	switch rs.Existing {
+	case ExistingUpdate:
+		force := true
+		err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+			_, err := client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: force})
+			return err
+		})
+		if err != nil {
+			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diffs[0]+"); updating it failed: "+err.Error())
+			return "", false
+		}
+		rs.report.Count("objects", snapshot.StatusUpdated)
+		return live.GetName(), true
+	case ExistingFail:
+		rs.report.Add("objects", snapshot.StatusFailed, id, fmt.Sprintf("exists on the target and differs (%s; %d differences)", diffs[0], len(diffs)))
+		return "", false
+	default:
+		rs.report.Add("objects", snapshot.StatusSkipped, id, fmt.Sprintf("exists on the target and differs (%s; %d differences): left as it is (--existing update replaces it)", diffs[0], len(diffs)))
+		return live.GetName(), true
+	}
+}
+
+// normalizedLive is a live object's normalized form with JSON's types, to compare with a backup's.
+func normalizedLive(gr string, live *unstructured.Unstructured) map[string]any {
+	data, err := json.Marshal(Normalize(gr, live.Object))
+	if err != nil {
+		return live.Object
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		return live.Object
+	}
+	return out
+}
+
+func (rs *restorer) client(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
+	if namespace == "" {
+		return rs.Dynamic.Resource(gvr)
+	}
+	return rs.Dynamic.Resource(gvr).Namespace(namespace)
+}
+
+func (rs *restorer) remember(group, kind string, live *unstructured.Unstructured) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.uids[ownerKey(group, kind, live.GetNamespace(), live.GetName())] = string(live.GetUID())
+	if kind == "Namespace" && group == "" {
+		rs.namespaces[live.GetName()] = true
+	}
+}
+
+// linkOwners sets each owner reference's UID to the owner's UID on the target: owners are restored
+// first; an owner that is not in the backup is looked up on the target. References to owners found
+// nowhere are dropped (the garbage collector would delete the object otherwise) and returned.
+func (rs *restorer) linkOwners(ctx context.Context, obj *unstructured.Unstructured) []string {
+	refs := obj.GetOwnerReferences()
+	if len(refs) == 0 {
+		return nil
+	}
+	var kept []metav1.OwnerReference
+	var dropped []string
+	for _, ref := range refs {
+		gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+		uid := rs.ownerUID(ctx, gv.WithKind(ref.Kind), obj.GetNamespace(), ref.Name)
+		if uid == "" {
+			dropped = append(dropped, ref.Kind+" "+ref.Name)
+			continue
+		}
+		ref.UID = uid
+		kept = append(kept, ref)
+	}
+	obj.SetOwnerReferences(kept)
+	return dropped
+}
+
+func (rs *restorer) ownerUID(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (uid types.UID) {
+	rs.mu.Lock()
+	for _, ns := range []string{namespace, ""} {
+		if u, ok := rs.uids[ownerKey(gvk.Group, gvk.Kind, ns, name)]; ok {
+			rs.mu.Unlock()
+			return types.UID(u)
+		}
+	}
+	rs.mu.Unlock()
+	if rs.Mapper == nil {
+		return ""
+	}
+	mapping, err := rs.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return ""
+	}
+	ns := namespace
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = ""
+	}
+	live, err := rs.client(mapping.Resource, ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	rs.remember(gvk.Group, gvk.Kind, live)
+	return live.GetUID()
+}
+
+// ensureNamespace creates a namespace that the backup does not hold (not selected, or a mapping's
+// new name) before objects go into it, as Velero does.
+func (rs *restorer) ensureNamespace(ctx context.Context, ns string) error {
+	rs.mu.Lock()
+	known := rs.namespaces[ns]
+	rs.mu.Unlock()
+	if known {
+		return nil
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
+	live, err := rs.Dynamic.Resource(gvr).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		live, err = rs.Dynamic.Resource(gvr).Get(ctx, ns, metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	if live.GetDeletionTimestamp() != nil {
+		return fmt.Errorf("namespace %s is being deleted on the target", ns)
+	}
+	rs.remember("", "Namespace", live)
+	return nil
+}
+
+// waitEstablished waits until each CRD is Established with its names accepted, so that its custom
+// resources can be created; a CRD that is not is reported.
+func (rs *restorer) waitEstablished(ctx context.Context, gvr schema.GroupVersionResource, names []string) {
+	for _, name := range names {
+		var conds []any
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, rs.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+			crd, err := rs.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			conds, _, _ = unstructured.NestedSlice(crd.Object, "status", "conditions")
+			return conditionTrue(conds, "Established") && conditionTrue(conds, "NamesAccepted"), nil
+		})
+		if err != nil {
+			rs.report.Addf("objects", snapshot.StatusFailed, "apiextensions.k8s.io/v1 CustomResourceDefinition "+name,
+				"not Established within %s (conditions %s): its custom resources may fail", rs.WaitTimeout, show(conds))
+		}
+	}
+}
+
+func conditionTrue(conds []any, typ string) bool {
+	for _, c := range conds {
+		cm := asMap(c)
+		if cm["type"] == typ {
+			return cm["status"] == "True"
+		}
+	}
+	return false
+}
+
+func (c Objects) selected(res plans.Resource, e Entry) bool {
+	return c.Select == nil || c.Select.Reason(res, &unstructured.Unstructured{Object: e.Object}) == ""
+}
+
+// controlled reports whether an object has a controlling owner reference.
+func controlled(obj map[string]any) bool {
+	for _, ref := range (&unstructured.Unstructured{Object: obj}).GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// transient errors are retried with backoff.
+func transient(err error) bool {
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err)
+}

@@ -1,0 +1,183 @@
+package resources
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/pager"
+)
+
+// Verify implements snapshot.Kind: every object of the backup that a restore creates must be on the
+// target and contain every field of its prepared form (Prepare) with the same value; then the
+// restored workloads must become healthy within WaitTimeout: Deployments Available, StatefulSets
+// ready, PersistentVolumeClaims Bound, Jobs not failed.
+func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	c = c.withDefaults()
+	archive, err := ReadArchive(ctx, r)
+	if err != nil {
+		return err
+	}
+	order, err := restoreOrder(r.Manifest.Plan, archive)
+	if err != nil {
+		return err
+	}
+	claims := map[string]bool{}
+	for _, e := range archive.ByResource["persistentvolumeclaims"] {
+		claims[e.Namespace+"/"+e.Name] = true
+	}
+	var health []healthCheck
+	for _, res := range order {
+		entries := archive.ByResource[res.GroupResource()]
+		if len(entries) == 0 {
+			continue
+		}
+		checks, err := c.verifyType(ctx, res, entries, claims, report)
+		if err != nil {
+			return err
+		}
+		health = append(health, checks...)
+	}
+	c.verifyHealth(ctx, health, report)
+	return nil
+}
+
+type expectation struct {
+	id         string
+	obj        map[string]any
+	controlled bool
+}
+
+func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []Entry, claims map[string]bool, report *snapshot.Report) ([]healthCheck, error) {
+	gr := res.GroupResource()
+	want := map[string]expectation{}
+	for _, e := range entries {
+		if !c.selected(res, e) || skipReason(gr, e.Object) != "" {
+			continue // not restored, by design; the restore's report lists them
+		}
+		if gr == "persistentvolumes" && reprovisioned(e.Object, claims) {
+			report.Count("objects", snapshot.StatusRecreated)
+			continue
+		}
+		if c.SkipOwned && controlled(e.Object) {
+			continue
+		}
+		obj := Prepare(gr, e.Object, c.Mapping)
+		u := unstructured.Unstructured{Object: obj}
+		want[u.GetNamespace()+"/"+u.GetName()] = expectation{id: objectID(obj, u.GetNamespace()), obj: obj, controlled: controlled(e.Object)}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	gvr := schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}
+	var health []healthCheck
+	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return c.Dynamic.Resource(gvr).List(ctx, o)
+	})
+	lister.PageSize = c.PageSize
+	err := lister.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		live := o.(*unstructured.Unstructured)
+		key := live.GetNamespace() + "/" + live.GetName()
+		exp, ok := want[key]
+		if !ok {
+			return nil
+		}
+		delete(want, key)
+		if diffs := Compare(exp.obj, normalizedLive(gr, live)); len(diffs) > 0 {
+			report.Add("objects", snapshot.StatusDifferent, exp.id, strings.Join(diffs, "; "))
+		} else {
+			report.Count("objects", snapshot.StatusIdentical)
+		}
+		if check, ok := healthCheckFor(gr); ok {
+			health = append(health, healthCheck{gvr: gvr, namespace: live.GetNamespace(), name: live.GetName(), id: exp.id, healthy: check})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s on the target: %w", gr, err)
+	}
+	for _, exp := range want {
+		if exp.controlled {
+			// Its controller, restored too, replaced it (a ReplicaSet's pod, say).
+			report.Count("objects", snapshot.StatusRecreated)
+			continue
+		}
+		report.Add("objects", snapshot.StatusMissing, exp.id, "not on the target")
+	}
+	return health, nil
+}
+
+type healthCheck struct {
+	gvr             schema.GroupVersionResource
+	namespace, name string
+	id              string
+	healthy         func(obj map[string]any) (bool, string)
+}
+
+func healthCheckFor(gr string) (func(map[string]any) (bool, string), bool) {
+	switch gr {
+	case "deployments.apps":
+		return func(obj map[string]any) (bool, string) {
+			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+			return conditionTrue(conds, "Available"), "not Available"
+		}, true
+	case "statefulsets.apps":
+		return func(obj map[string]any) (bool, string) {
+			want, found, _ := unstructured.NestedInt64(obj, "spec", "replicas")
+			if !found {
+				want = 1
+			}
+			ready, _, _ := unstructured.NestedInt64(obj, "status", "readyReplicas")
+			return ready >= want, fmt.Sprintf("%d of %d replicas ready", ready, want)
+		}, true
+	case "persistentvolumeclaims":
+		return func(obj map[string]any) (bool, string) {
+			phase, _, _ := unstructured.NestedString(obj, "status", "phase")
+			return phase == "Bound", "the claim is " + strings.ToLower(phase)
+		}, true
+	case "jobs.batch":
+		return func(obj map[string]any) (bool, string) {
+			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+			return !conditionTrue(conds, "Failed"), "the job failed"
+		}, true
+	}
+	return nil, false
+}
+
+// verifyHealth waits up to WaitTimeout for every restored workload to be healthy, then reports
+// those that are not.
+func (c Objects) verifyHealth(ctx context.Context, checks []healthCheck, report *snapshot.Report) {
+	pending := checks
+	why := map[string]string{}
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, c.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		var still []healthCheck
+		for _, h := range pending {
+			var client = c.Dynamic.Resource(h.gvr).Namespace(h.namespace)
+			live, err := client.Get(ctx, h.name, metav1.GetOptions{})
+			if err != nil {
+				why[h.id] = err.Error()
+				still = append(still, h)
+				continue
+			}
+			if ok, reason := h.healthy(live.Object); !ok {
+				why[h.id] = reason
+				still = append(still, h)
+				continue
+			}
+			report.Count("health", snapshot.StatusHealthy)
+		}
+		pending = still
+		return len(pending) == 0, nil
+	})
+	for _, h := range pending {
+		report.Addf("health", snapshot.StatusUnhealthy, h.id, "%s after %s", why[h.id], c.WaitTimeout)
+	}
+}
