@@ -24,11 +24,14 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Dumps dumps the plan's databases.
+// Dumps dumps the plan's databases, and restores and verifies a backup's databases on a target.
 type Dumps struct {
 	Config *rest.Config
 	Client kubernetes.Interface
 	Plan   *plans.Plan
+	// Mapping renames namespaces on a restore's target: each database is found there in the mapped
+	// namespace of the one it was dumped from.
+	Mapping snapshot.Mapping
 }
 
 // credentials reach a database as a client in its pod would.
@@ -74,12 +77,14 @@ func (c Dumps) config(name string) plans.Database {
 	return plans.Database{}
 }
 
-func (c Dumps) credentials(ctx context.Context, d plans.Database, defaultUser string) (credentials, error) {
+// credentials reads the user and password from the database's Secret in namespace (the configured
+// one, or its mapped namespace on a restore's target).
+func (c Dumps) credentials(ctx context.Context, namespace string, d plans.Database, defaultUser string) (credentials, error) {
 	cred := credentials{user: defaultUser}
 	if d.Secret == nil {
 		return cred, nil
 	}
-	s, err := c.Client.CoreV1().Secrets(d.Namespace).Get(ctx, d.Secret.Name, metav1.GetOptions{})
+	s, err := c.Client.CoreV1().Secrets(namespace).Get(ctx, d.Secret.Name, metav1.GetOptions{})
 	if err != nil {
 		return cred, fmt.Errorf("credentials: %w", err)
 	}
@@ -174,7 +179,7 @@ func tabRows(out io.Reader) ([][]string, error) {
 
 func (c Dumps) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
 	entry := snapshot.Database{Name: item.Name, Engine: "mysql", Key: "databases/" + item.Name + ".sql.zst"}
-	cred, err := c.credentials(ctx, cfg, "root")
+	cred, err := c.credentials(ctx, item.Namespace, cfg, "root")
 	if err != nil {
 		return entry, err
 	}

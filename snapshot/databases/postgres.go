@@ -36,7 +36,7 @@ func (c Dumps) pgQuery(ctx context.Context, item plans.DataItem, container strin
 // other into one SQL stream that psql replays, and counts and checksums every table.
 func (c Dumps) dumpPostgres(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
 	entry := snapshot.Database{Name: item.Name, Engine: "postgresql", Key: "databases/" + item.Name + ".sql.zst"}
-	cred, err := c.credentials(ctx, cfg, "postgres")
+	cred, err := c.credentials(ctx, item.Namespace, cfg, "postgres")
 	if err != nil {
 		return entry, err
 	}

@@ -1,0 +1,275 @@
+package databases
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/klauspost/compress/zstd"
+	"k8s.io/client-go/dynamic"
+)
+
+// kind names the databases in reports.
+const kind = "databases"
+
+// target is a backed-up database's server on the target cluster.
+type target struct {
+	item plans.DataItem // in the mapped namespace, with the target's pod
+	cfg  plans.Database
+	cred credentials
+}
+
+// locate finds the pod of a backed-up database on the target cluster as planning found it on the
+// source: by the workload the backup's configuration names, in the mapped namespace; the
+// credentials come from the target's Secret (or, without one, the pod's environment).
+func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) (target, error) {
+	var cfg plans.Database
+	found := false
+	if p := r.Manifest.Plan; p != nil {
+		for _, db := range p.Config.Databases {
+			if db.Name == d.Name {
+				cfg, found = db, true
+			}
+		}
+	}
+	if !found {
+		return target{}, fmt.Errorf("the backup's configuration does not say where database %s runs", d.Name)
+	}
+	ns := c.Mapping.Namespace(cfg.Namespace)
+	w, pod, err := plans.WorkloadPod(ctx, dyn, ns, cfg.Workload)
+	if err != nil {
+		return target{}, err
+	}
+	if w == nil {
+		return target{}, fmt.Errorf("no %s in namespace %s on the target", cfg.Workload, ns)
+	}
+	if pod == nil {
+		return target{}, fmt.Errorf("no running pod of %s in namespace %s on the target", cfg.Workload, ns)
+	}
+	t := target{item: plans.DataItem{Name: d.Name, Engine: d.Engine, Namespace: ns, Workload: cfg.Workload, Pod: pod.GetName()}, cfg: cfg}
+	defaultUser := "root"
+	if d.Engine == "postgresql" {
+		defaultUser = "postgres"
+	}
+	if t.cred, err = c.credentials(ctx, ns, cfg, defaultUser); err != nil {
+		return target{}, err
+	}
+	return t, nil
+}
+
+// Restore streams each database's dump into its server on the target (mysql or psql in the
+// database's pod) and then counts and checksums every table there: a table that differs from
+// the backup is a failure (implements snapshot.Kind). The dumps replace what they hold, so a
+// second restore leaves the same data: mysqldump drops each table before creating it, and the
+// PostgreSQL dumps drop and recreate their databases.
+func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	if len(r.Manifest.Databases) == 0 {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	for _, d := range r.Manifest.Databases {
+		if len(d.Schemas) == 0 {
+			report.Count(kind, snapshot.StatusUnchanged) // nothing was dumped: nothing to load
+			continue
+		}
+		err := c.restoreOne(ctx, dyn, r, d, report)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			report.Add(kind, snapshot.StatusFailed, d.Name, err.Error())
+		}
+	}
+	return nil
+}
+
+func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database, report *snapshot.Report) error {
+	t, err := c.locate(ctx, dyn, r, d)
+	if err != nil {
+		return err
+	}
+	if err := c.load(ctx, r, d, t); err != nil {
+		return err
+	}
+	got, err := c.stats(ctx, t, d)
+	if err != nil {
+		return fmt.Errorf("loaded, but the tables could not be counted on the target: %w", err)
+	}
+	ok := true
+	for _, diff := range compareTables(d, got) {
+		if diff.status == snapshot.StatusDifferent && diff.extra {
+			continue // the target's own table: a restore leaves it, verify names it
+		}
+		report.Add(kind, snapshot.StatusFailed, diff.name, "after the restore: "+diff.detail)
+		ok = false
+	}
+	if ok {
+		report.Count(kind, snapshot.StatusRestored)
+	}
+	return nil
+}
+
+// load streams the dump, decompressed, into the database's client in its pod. The password goes
+// on stdin's first line (clientShell), and stdin ends with the client's quit command because the
+// stream's end may never reach the client; the client stops at the first failing statement.
+func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target) error {
+	var cmd []string
+	var end string
+	switch d.Engine {
+	case "mysql":
+		cmd, end = mysqlShell("mysql", t.cred, "--batch"), "\nquit\n"
+	case "postgresql":
+		cmd, end = pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname=postgres"), "\n\\q\n"
+		// The dumps drop their databases before recreating them; sessions still open on the
+		// target's copies would make that fail.
+		if _, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", terminateSessions(d.Schemas)); err != nil {
+			return fmt.Errorf("end the sessions on the databases to replace: %w", err)
+		}
+	default:
+		return fmt.Errorf("engine %q: want mysql or postgresql", d.Engine)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rc, err := r.Open(ctx, d.Key)
+	if err != nil {
+		return err
+	}
+	dec, err := zstd.NewReader(rc)
+	if err != nil {
+		rc.Close()
+		return fmt.Errorf("%s: %w", d.Key, err)
+	}
+	sql := newSQLStream(dec, d, cancel)
+	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"), sql, strings.NewReader(end))}
+	err = c.exec(ctx, t.item, t.cfg.Container, cmd, stdin, io.Discard)
+	cancel()
+	stdin.stop() // the exec's copy of stdin may still be reading: wait for it before closing
+	dec.Close()
+	closeErr := rc.Close()
+	// A dump that does not match the backup explains a cancelled client: report it first.
+	if serr := sql.failure(); serr != nil {
+		return fmt.Errorf("%w; the target may hold part of the dump", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("load the dump into pod %s/%s: %w", t.item.Namespace, t.item.Pod, err)
+	}
+	if !sql.finished() {
+		return fmt.Errorf("load the dump into pod %s/%s: the client ended before the end of the dump", t.item.Namespace, t.item.Pod)
+	}
+	if closeErr != nil {
+		return closeErr
+	}
+	return nil
+}
+
+// terminateSessions is SQL that ends other sessions on the PostgreSQL databases.
+func terminateSessions(dbs []string) string {
+	quoted := make([]string, len(dbs))
+	for i, db := range dbs {
+		quoted[i] = quote(db)
+	}
+	return "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname IN (" + strings.Join(quoted, ", ") + ") AND pid <> pg_backend_pid();"
+}
+
+// sqlStream passes a dump's SQL on while counting and hashing it, and fails, cancelling the
+// client, when it is longer than the manifest says or ends with another size or SHA-256.
+type sqlStream struct {
+	src    io.Reader
+	db     snapshot.Database
+	cancel func()
+	h      hash.Hash
+	n      int64
+
+	mu   sync.Mutex
+	err  error
+	done bool
+}
+
+func newSQLStream(src io.Reader, db snapshot.Database, cancel func()) *sqlStream {
+	return &sqlStream{src: src, db: db, cancel: cancel, h: sha256.New()}
+}
+
+func (s *sqlStream) Read(p []byte) (int, error) {
+	if err := s.failure(); err != nil {
+		return 0, err
+	}
+	n, err := s.src.Read(p)
+	s.h.Write(p[:n])
+	s.n += int64(n)
+	switch {
+	case s.n > s.db.Bytes:
+		return 0, s.fail(fmt.Errorf("database %s: the dump is longer than the %d bytes the manifest says: %w", s.db.Name, s.db.Bytes, snapshot.ErrCorrupt))
+	case errors.Is(err, io.EOF):
+		if s.n != s.db.Bytes {
+			return 0, s.fail(fmt.Errorf("database %s: the dump holds %d bytes of SQL, the manifest says %d: %w", s.db.Name, s.n, s.db.Bytes, snapshot.ErrCorrupt))
+		}
+		if sum := hex.EncodeToString(s.h.Sum(nil)); sum != s.db.SHA256 {
+			return 0, s.fail(fmt.Errorf("database %s: the dump's SHA-256 is %s, the manifest says %s: %w", s.db.Name, sum, s.db.SHA256, snapshot.ErrCorrupt))
+		}
+		s.mu.Lock()
+		s.done = true
+		s.mu.Unlock()
+	case err != nil:
+		return n, s.fail(fmt.Errorf("database %s: read the dump: %w", s.db.Name, err))
+	}
+	return n, err
+}
+
+func (s *sqlStream) fail(err error) error {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.cancel()
+	return err
+}
+
+func (s *sqlStream) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// finished reports whether the whole dump was read and matched the manifest.
+func (s *sqlStream) finished() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
+// stoppable is a reader that another goroutine (an exec's copy of stdin, which outlives the
+// command) may be reading when its owner is done: stop waits for a read under way and makes
+// every later read return io.EOF, so the source can then be closed safely.
+type stoppable struct {
+	mu      sync.Mutex
+	r       io.Reader
+	stopped bool
+}
+
+func (s *stoppable) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0, io.EOF
+	}
+	return s.r.Read(p)
+}
+
+func (s *stoppable) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+}

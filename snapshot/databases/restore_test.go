@@ -1,0 +1,175 @@
+package databases
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func dumpOf(sql string) snapshot.Database {
+	sum := sha256.Sum256([]byte(sql))
+	return snapshot.Database{Name: "kfp-mysql", Bytes: int64(len(sql)), SHA256: hex.EncodeToString(sum[:])}
+}
+
+func TestSQLStreamChecksTheDump(t *testing.T) {
+	const sql = "DROP TABLE IF EXISTS `t`;\nCREATE TABLE `t` (id int);\nINSERT INTO `t` VALUES (1),(2);\n"
+	for _, tc := range []struct {
+		name, stream string
+		want         string // in the error; "" for none
+	}{
+		{"intact", sql, ""},
+		{"truncated", sql[:len(sql)-5], "bytes of SQL, the manifest says"},
+		{"longer", sql + "DROP TABLE `t`;\n", "longer than"},
+		{"changed", strings.Replace(sql, "(2)", "(3)", 1), "SHA-256"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cancelled := false
+			s := newSQLStream(iotestOneByte(tc.stream), dumpOf(sql), func() { cancelled = true })
+			var got bytes.Buffer
+			_, err := io.Copy(&got, s)
+			if tc.want == "" {
+				if err != nil || !s.finished() || got.String() != sql || cancelled {
+					t.Fatalf("err %v, finished %v, cancelled %v, passed on %q", err, s.finished(), cancelled, got.String())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "database kfp-mysql") || !errors.Is(err, snapshot.ErrCorrupt) {
+				t.Fatalf("error %v, want one naming the database and saying %q", err, tc.want)
+			}
+			if !cancelled || s.finished() || s.failure() == nil {
+				t.Fatalf("cancelled %v, finished %v, failure %v: the client must be stopped", cancelled, s.finished(), s.failure())
+			}
+			if int64(got.Len()) > dumpOf(sql).Bytes {
+				t.Fatalf("passed on %d bytes, more than the dump's %d", got.Len(), len(sql))
+			}
+		})
+	}
+}
+
+// iotestOneByte reads s in small pieces, as a network stream would deliver it.
+func iotestOneByte(s string) io.Reader {
+	return &smallReader{s: s}
+}
+
+type smallReader struct{ s string }
+
+func (r *smallReader) Read(p []byte) (int, error) {
+	if r.s == "" {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 7)], r.s)
+	r.s = r.s[n:]
+	return n, nil
+}
+
+func TestStoppableEndsReads(t *testing.T) {
+	s := &stoppable{r: strings.NewReader("abc")}
+	buf := make([]byte, 1)
+	if n, err := s.Read(buf); n != 1 || err != nil {
+		t.Fatalf("read %d, %v", n, err)
+	}
+	s.stop()
+	if n, err := s.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("after stop: read %d, %v; want 0, EOF", n, err)
+	}
+}
+
+func TestTerminateSessionsQuotes(t *testing.T) {
+	got := terminateSessions([]string{"appdb", "o'neil"})
+	if !strings.Contains(got, "IN ('appdb', 'o''neil')") || !strings.Contains(got, "pid <> pg_backend_pid()") {
+		t.Fatalf("SQL %q", got)
+	}
+}
+
+func TestCompareTables(t *testing.T) {
+	d := snapshot.Database{Name: "app-db", Tables: []snapshot.Table{
+		{Schema: "appdb.public", Name: "users", Rows: 500, Checksum: "a"},
+		{Schema: "appdb.public", Name: "same", Rows: 2, Checksum: "s"},
+		{Schema: "appdb.billing", Name: "invoices", Rows: 2, Checksum: "b"},
+		{Schema: "appdb.billing", Name: "gone", Rows: 1, Checksum: "g"},
+	}}
+	target := []snapshot.Table{
+		{Schema: "appdb.billing", Name: "invoices", Rows: 2, Checksum: "c"},
+		{Schema: "appdb.public", Name: "users", Rows: 499, Checksum: "x"},
+		{Schema: "appdb.public", Name: "same", Rows: 2, Checksum: "s"},
+		{Schema: "appdb.public", Name: "new", Rows: 3, Checksum: "n"},
+	}
+	want := []difference{
+		{status: snapshot.StatusDifferent, name: "app-db/appdb.public.users", detail: "rows: backup 500, target 499"},
+		{status: snapshot.StatusDifferent, name: "app-db/appdb.billing.invoices", detail: "checksum: backup b, target c"},
+		{status: snapshot.StatusMissing, name: "app-db/appdb.billing.gone", detail: "not on the target (backup: 1 rows)"},
+		{status: snapshot.StatusDifferent, name: "app-db/appdb.public.new", detail: "not in the backup (target: 3 rows)", extra: true},
+	}
+	got := compareTables(d, target)
+	if len(got) != len(want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("difference %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if diffs := compareTables(d, d.Tables); len(diffs) != 0 {
+		t.Errorf("identical tables differ: %+v", diffs)
+	}
+}
+
+func TestLocateOnTheMappedNamespace(t *testing.T) {
+	labels := map[string]string{"app": "mysql"}
+	deploy := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "mysql", Namespace: "kubeflow-green"},
+		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	pod := func(name string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kubeflow-green", Labels: labels}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mysql-secret", Namespace: "kubeflow-green"},
+		Data: map[string][]byte{"username": []byte("kfp"), "password": []byte("s3cret")}}
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "pods"}: "PodList", {Group: "apps", Version: "v1", Resource: "deployments"}: "DeploymentList",
+	}, toUnstructured(t, deploy), toUnstructured(t, pod("mysql-b", corev1.PodPending)), toUnstructured(t, pod("mysql-c", corev1.PodRunning)))
+	c := Dumps{Client: fake.NewClientset(secret), Mapping: snapshot.Mapping{Namespaces: map[string]string{"kubeflow": "kubeflow-green"}}}
+	cfg := plans.Database{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Workload: "deployment/mysql",
+		Secret: &plans.SecretRef{Name: "mysql-secret", UserKey: "username", PasswordKey: "password"}}
+	r := &snapshot.Reader{Manifest: &snapshot.Manifest{Plan: &plans.Plan{Config: plans.Config{Databases: []plans.Database{cfg}}}}}
+	got, err := c.locate(context.Background(), dyn, r, snapshot.Database{Name: "kfp-mysql", Engine: "mysql"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.item.Namespace != "kubeflow-green" || got.item.Pod != "mysql-c" || got.cred != (credentials{user: "kfp", password: "s3cret"}) {
+		t.Fatalf("located %+v, %+v", got.item, got.cred.user)
+	}
+
+	c.Mapping = snapshot.Mapping{}
+	if _, err := c.locate(context.Background(), dyn, r, snapshot.Database{Name: "kfp-mysql"}); err == nil || !strings.Contains(err.Error(), "no deployment/mysql in namespace kubeflow") {
+		t.Fatalf("unmapped: %v", err)
+	}
+	if _, err := c.locate(context.Background(), dyn, r, snapshot.Database{Name: "other"}); err == nil || !strings.Contains(err.Error(), "database other") {
+		t.Fatalf("unknown database: %v", err)
+	}
+}
+
+func toUnstructured(t *testing.T, obj runtime.Object) runtime.Object {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}

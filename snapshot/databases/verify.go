@@ -1,0 +1,120 @@
+package databases
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ferrykube/ferry/snapshot"
+	"k8s.io/client-go/dynamic"
+)
+
+// Verify counts and checksums every table of every backed-up database on the target and compares
+// them with the backup (implements snapshot.Kind): a table missing, with other row counts or
+// checksums, or on the target in a backed-up schema but not in the backup is listed, named
+// "database/schema.table"; identical tables are counted.
+func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	if len(r.Manifest.Databases) == 0 {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	for _, d := range r.Manifest.Databases {
+		if len(d.Schemas) == 0 {
+			continue
+		}
+		got, err := c.targetStats(ctx, dyn, r, d)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			report.Add(kind, snapshot.StatusFailed, d.Name, fmt.Sprintf("cannot verify its %d tables: %v", len(d.Tables), err))
+			continue
+		}
+		differ := 0
+		for _, diff := range compareTables(d, got) {
+			report.Add(kind, diff.status, diff.name, diff.detail)
+			if !diff.extra {
+				differ++
+			}
+		}
+		report.CountN(kind, snapshot.StatusIdentical, len(d.Tables)-differ)
+	}
+	return nil
+}
+
+func (c Dumps) targetStats(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) ([]snapshot.Table, error) {
+	t, err := c.locate(ctx, dyn, r, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.stats(ctx, t, d)
+}
+
+// stats counts and checksums the tables of the backed-up schemas (MySQL) or databases
+// (PostgreSQL) on the target, as the capture did on the source; schemas and databases the target
+// lacks have no tables.
+func (c Dumps) stats(ctx context.Context, t target, d snapshot.Database) ([]snapshot.Table, error) {
+	if d.Engine != "postgresql" {
+		return c.tableStats(ctx, t.item, t.cfg.Container, t.cred, d.Schemas)
+	}
+	rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", "SELECT datname FROM pg_database;")
+	if err != nil {
+		return nil, fmt.Errorf("list databases: %w", err)
+	}
+	exists := map[string]bool{}
+	for _, r := range rows {
+		exists[r[0]] = true
+	}
+	var tables []snapshot.Table
+	for _, db := range d.Schemas {
+		if !exists[db] {
+			continue
+		}
+		got, err := c.pgTableStats(ctx, t.item, t.cfg.Container, t.cred, db)
+		if err != nil {
+			return nil, fmt.Errorf("database %s: %w", db, err)
+		}
+		tables = append(tables, got...)
+	}
+	return tables, nil
+}
+
+// difference is a table that is not as the backup holds it.
+type difference struct {
+	status, name, detail string
+	// extra marks a table of the target that the backup does not hold.
+	extra bool
+}
+
+// compareTables compares the backup's tables of d with the target's, in the backup's order and
+// then the target's extra tables in theirs.
+func compareTables(d snapshot.Database, target []snapshot.Table) []difference {
+	key := func(t snapshot.Table) string { return t.Schema + "\x00" + t.Name }
+	name := func(t snapshot.Table) string { return d.Name + "/" + t.Schema + "." + t.Name }
+	have := make(map[string]snapshot.Table, len(target))
+	for _, t := range target {
+		have[key(t)] = t
+	}
+	var out []difference
+	backed := make(map[string]bool, len(d.Tables))
+	for _, want := range d.Tables {
+		backed[key(want)] = true
+		got, ok := have[key(want)]
+		switch {
+		case !ok:
+			out = append(out, difference{status: snapshot.StatusMissing, name: name(want), detail: fmt.Sprintf("not on the target (backup: %d rows)", want.Rows)})
+		case got.Rows != want.Rows:
+			out = append(out, difference{status: snapshot.StatusDifferent, name: name(want), detail: fmt.Sprintf("rows: backup %d, target %d", want.Rows, got.Rows)})
+		case got.Checksum != want.Checksum:
+			out = append(out, difference{status: snapshot.StatusDifferent, name: name(want), detail: fmt.Sprintf("checksum: backup %s, target %s", want.Checksum, got.Checksum)})
+		}
+	}
+	for _, t := range target {
+		if !backed[key(t)] {
+			out = append(out, difference{status: snapshot.StatusDifferent, name: name(t), detail: fmt.Sprintf("not in the backup (target: %d rows)", t.Rows), extra: true})
+		}
+	}
+	return out
+}
