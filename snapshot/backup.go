@@ -176,7 +176,18 @@ type Writer struct {
 
 	mu       sync.Mutex
 	manifest Manifest
+	progress Progress
 }
+
+// Progress receives a backup's stored bytes as they are written and its objects as they are
+// recorded (internal/progress shows them). It must be safe for concurrent use.
+type Progress interface {
+	AddBytes(n int64)
+	AddObjects(n int)
+}
+
+// SetProgress has the writer report to p; call it before writing.
+func (w *Writer) SetProgress(p Progress) { w.progress = p }
 
 // ErrExists matches the error of Create when the name is taken.
 var ErrExists = errors.New("backup already exists")
@@ -252,6 +263,9 @@ func (w *Writer) Record(s Stream) {
 	defer w.mu.Unlock()
 	w.manifest.Streams = append(w.manifest.Streams, s)
 	w.manifest.Totals.StoredBytes += s.Bytes
+	if w.progress != nil {
+		w.progress.AddBytes(s.Bytes)
+	}
 }
 
 // Put uploads one file of the backup as it is read, encrypted when the backup is, recording its
@@ -262,7 +276,7 @@ func (w *Writer) Put(ctx context.Context, file string, r io.Reader) (string, err
 		r = Encrypt(r, w.recipients)
 	}
 	h := sha256.New()
-	counter := &countingWriter{}
+	counter := &countingWriter{progress: w.progress}
 	if err := w.store.Put(ctx, Prefix(w.name)+file, io.TeeReader(r, io.MultiWriter(h, counter))); err != nil {
 		return "", err
 	}
@@ -305,6 +319,9 @@ func (w *Writer) AddObjects(objs []Object, bytes int64) {
 	w.manifest.Objects = append(w.manifest.Objects, objs...)
 	w.manifest.Totals.Objects += len(objs)
 	w.manifest.Totals.ObjectBytes += bytes
+	if w.progress != nil {
+		w.progress.AddObjects(len(objs))
+	}
 }
 
 // Objects is how many objects the backup holds so far.
@@ -372,9 +389,18 @@ func (w *Writer) Commit(ctx context.Context, now time.Time) (*Manifest, error) {
 	return &m, nil
 }
 
-type countingWriter struct{ n int64 }
+type countingWriter struct {
+	n        int64
+	progress Progress
+}
 
-func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	if c.progress != nil {
+		c.progress.AddBytes(int64(len(p)))
+	}
+	return len(p), nil
+}
 
 // Info describes a backup found in storage.
 type Info struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/internal/human"
+	"github.com/ferrykube/ferry/internal/progress"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/buckets"
@@ -141,6 +142,9 @@ func (o *backupOptions) run(ctx context.Context) error {
 		return err
 	}
 	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
+	meter := progress.Start(progress.Options{Mode: progress.ModeFor(o.global.progress, o.global.showProgress), Out: o.streams.ErrOut,
+		Log: o.global.logger, Task: "backup " + name, Objects: plan.Estimate.Objects})
+	w.SetProgress(meter)
 	// The heartbeat lets a later run tell this backup's mover pods from those of a killed ferry.
 	var manifest *snapshot.Manifest
 	beat, err := snapshot.StartHeartbeat(ctx, store, name, snapshot.HeartbeatInterval, o.global.logger)
@@ -151,6 +155,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 			o.global.logger.Warn("removing the heartbeat of the complete backup", "backup", name, "error", serr)
 		}
 	}
+	meter.Stop()
 	if err != nil {
 		// Leave nothing that looks like a backup behind; the manifest was never written.
 		if n, derr := snapshot.Delete(context.WithoutCancel(ctx), store, name); derr != nil {
