@@ -24,13 +24,19 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Copies copies the plan's buckets.
+// Copies copies the plan's buckets, and restores and verifies a backup's buckets on a target.
 type Copies struct {
 	Config *rest.Config
 	Client kubernetes.Interface
 	Plan   *plans.Plan
 	// Parallel is how many objects are copied at once (default 8).
 	Parallel int
+	// Mapping renames namespaces on a restore's target: a store reached through a workload is
+	// found there in the mapped namespace.
+	Mapping snapshot.Mapping
+	// Prune makes a restore delete the target's objects that the backup does not hold, leaving
+	// each bucket as it was backed up (to carry data back); by default they are left alone.
+	Prune bool
 }
 
 // Name implements snapshot.Kind.

@@ -1,0 +1,341 @@
+package buckets
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"strings"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/dynamic"
+)
+
+// kind names the buckets in reports.
+const kind = "buckets"
+
+// SHA256Metadata is the user metadata (x-amz-meta-ferry-sha256) a restore stores with each
+// object: the SHA-256 of its bytes, so that a later restore learns from a HEAD that the object
+// is already there as the backup holds it.
+const SHA256Metadata = "Ferry-Sha256"
+
+// targetClient reaches a backed-up bucket's store on the target cluster as the capture reached
+// the source's: the configured endpoint, or a port-forward to a running pod of the workload in
+// the mapped namespace, with the credentials of the Secret there.
+func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (*minio.Client, func(), error) {
+	var cfg plans.Bucket
+	found := false
+	if p := r.Manifest.Plan; p != nil {
+		for _, pb := range p.Config.Buckets {
+			if pb.Name == b.Name {
+				cfg, found = pb, true
+			}
+		}
+	}
+	if !found {
+		return nil, nil, fmt.Errorf("the backup's configuration does not say where bucket %s is kept", b.Name)
+	}
+	item := plans.DataItem{Name: b.Name, Namespace: c.Mapping.Namespace(cfg.Namespace), Workload: cfg.Workload, Endpoint: cfg.Endpoint}
+	if item.Endpoint == "" {
+		dyn, err := dynamic.NewForConfig(c.Config)
+		if err != nil {
+			return nil, nil, err
+		}
+		w, pod, err := plans.WorkloadPod(ctx, dyn, item.Namespace, cfg.Workload)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case w == nil:
+			return nil, nil, fmt.Errorf("no %s in namespace %s on the target", cfg.Workload, item.Namespace)
+		case pod == nil:
+			return nil, nil, fmt.Errorf("no running pod of %s in namespace %s on the target", cfg.Workload, item.Namespace)
+		}
+		item.Pod = pod.GetName()
+	}
+	return c.client(ctx, item, cfg)
+}
+
+// Restore puts every object of every backed-up bucket into the target's store, creating the
+// bucket when it is missing (implements snapshot.Kind). Each object is checked against the
+// manifest (size and SHA-256) as it streams, and an upload that does not match fails rather than
+// store a wrong object. An object already there with the same size and SHA-256 is left untouched,
+// so a second restore changes nothing. Objects the backup does not hold are left, unless Prune.
+func (c Copies) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	if c.Parallel <= 0 {
+		c.Parallel = 8
+	}
+	for _, b := range r.Manifest.Buckets {
+		err := c.restoreBucket(ctx, r, b, report)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			report.Add(kind, snapshot.StatusFailed, b.Name, fmt.Sprintf("%v; its %d objects were not restored", err, len(b.Objects)))
+		}
+	}
+	return nil
+}
+
+func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket, report *snapshot.Report) error {
+	mc, stop, err := c.targetClient(ctx, r, b)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	exists, err := mc.BucketExists(ctx, b.Name)
+	if err != nil {
+		return fmt.Errorf("reach the store: %w", err)
+	}
+	if !exists {
+		if err := mc.MakeBucket(ctx, b.Name, minio.MakeBucketOptions{}); err != nil && minio.ToErrorResponse(err).Code != minio.BucketAlreadyOwnedByYou {
+			return fmt.Errorf("create the bucket: %w", err)
+		}
+	}
+	have, err := listSizes(ctx, mc, b.Name)
+	if err != nil {
+		return err
+	}
+	todo := decide(b.Objects, have, c.Prune)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.Parallel)
+	for _, o := range todo.put {
+		g.Go(func() error {
+			status, err := c.restoreObject(gctx, mc, r, b, o)
+			if gctx.Err() != nil {
+				return gctx.Err()
+			}
+			if err != nil {
+				report.Add(kind, snapshot.StatusFailed, b.Name+"/"+o.Key, err.Error())
+			} else {
+				report.Count(kind, status)
+			}
+			return nil
+		})
+	}
+	for _, key := range todo.remove {
+		g.Go(func() error {
+			if err := mc.RemoveObject(gctx, b.Name, key, minio.RemoveObjectOptions{}); err != nil {
+				if gctx.Err() != nil {
+					return gctx.Err()
+				}
+				report.Add(kind, snapshot.StatusFailed, b.Name+"/"+key, fmt.Sprintf("not in the backup, and could not be deleted: %v", err))
+				return nil
+			}
+			report.Add(kind, snapshot.StatusUpdated, b.Name+"/"+key, "deleted: not in the backup")
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// put is an object of the backup to restore and what the target holds at its key.
+type put struct {
+	snapshot.BucketObject
+	// present says the target has an object at the key; sameSize that it has the backup's size,
+	// so it may already be the backup's object.
+	present, sameSize bool
+}
+
+// work is what restoring a bucket does.
+type work struct {
+	put    []put
+	remove []string // keys of the target's objects the backup does not hold (with Prune)
+}
+
+// decide compares the backup's objects with the sizes of the target's objects.
+func decide(want []snapshot.BucketObject, have map[string]int64, prune bool) work {
+	var w work
+	backed := make(map[string]bool, len(want))
+	for _, o := range want {
+		backed[o.Key] = true
+		size, ok := have[o.Key]
+		w.put = append(w.put, put{BucketObject: o, present: ok, sameSize: ok && size == o.Size})
+	}
+	if prune {
+		for key := range have {
+			if !backed[key] {
+				w.remove = append(w.remove, key)
+			}
+		}
+	}
+	return w
+}
+
+// restoreObject uploads an object unless the target already holds it with the same size and
+// SHA-256, and returns the item's status.
+func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o put) (string, error) {
+	status := snapshot.StatusRestored
+	if o.present {
+		status = snapshot.StatusUpdated
+	}
+	if o.sameSize {
+		same, err := sameOnTarget(ctx, mc, b.Name, o.BucketObject)
+		if err != nil {
+			return "", err
+		}
+		if same {
+			return snapshot.StatusUnchanged, nil
+		}
+	}
+	return status, upload(ctx, mc, r, b, o.BucketObject)
+}
+
+// sameOnTarget reports whether the target's object has the backup's size and SHA-256: by the
+// digest a restore stored with it, or, for objects written otherwise, by hashing its bytes.
+func sameOnTarget(ctx context.Context, mc *minio.Client, bucket string, o snapshot.BucketObject) (bool, error) {
+	info, err := mc.StatObject(ctx, bucket, o.Key, minio.StatObjectOptions{})
+	if err != nil {
+		return false, fmt.Errorf("look at the target's object: %w", err)
+	}
+	if info.Size != o.Size {
+		return false, nil
+	}
+	for k, v := range info.UserMetadata {
+		if strings.EqualFold(k, SHA256Metadata) {
+			return v == o.SHA256, nil
+		}
+	}
+	size, sum, err := hashObject(ctx, mc, bucket, o.Key)
+	if err != nil {
+		return false, err
+	}
+	return size == o.Size && sum == o.SHA256, nil
+}
+
+// hashObject reads a target's object and returns its size and SHA-256.
+func hashObject(ctx context.Context, mc *minio.Client, bucket, key string) (int64, string, error) {
+	obj, err := mc.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return 0, "", fmt.Errorf("read the target's object: %w", err)
+	}
+	defer obj.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, obj)
+	if err != nil {
+		return 0, "", fmt.Errorf("read the target's object: %w", err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// storedName is the backup's file holding a bucket's object, as the capture named it.
+func storedName(r *snapshot.Reader, b snapshot.Bucket, key string) string {
+	name := b.Prefix + EscapeKey(key)
+	if r.Manifest.Encryption != nil {
+		name += snapshot.EncryptedSuffix
+	}
+	return name
+}
+
+// upload streams an object from the backup into the target's store with its SHA-256 as user
+// metadata. The stream is checked as it goes, and its end is handed to the upload only once it
+// matches the manifest, so a wrong copy fails instead of landing on the target.
+func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o snapshot.BucketObject) error {
+	rc, err := r.Open(ctx, storedName(r, b, o.Key))
+	if err != nil {
+		return err
+	}
+	v := newVerifying(rc, o)
+	_, err = mc.PutObject(ctx, b.Name, o.Key, v, o.Size, minio.PutObjectOptions{UserMetadata: map[string]string{SHA256Metadata: o.SHA256}})
+	if err != nil {
+		rc.Close()
+		if verr := v.failure(); verr != nil {
+			return verr
+		}
+		return fmt.Errorf("put: %w", err)
+	}
+	// An upload may not read to the end (an empty object): finish the check, and take back an
+	// object that turns out not to match.
+	_, err = io.Copy(io.Discard, v)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if rerr := mc.RemoveObject(ctx, b.Name, o.Key, minio.RemoveObjectOptions{}); rerr != nil {
+			return fmt.Errorf("%w; the object stored could not be deleted: %v", err, rerr)
+		}
+		return fmt.Errorf("%w; the object stored was deleted", err)
+	}
+	return nil
+}
+
+// verifying passes an object's bytes on while counting and hashing them. It holds back the end of
+// the stream (returns the last bytes and io.EOF) until the size and SHA-256 match the manifest,
+// and fails instead when they do not.
+type verifying struct {
+	src  io.Reader
+	want snapshot.BucketObject
+	h    hash.Hash
+	n    int64
+	err  error
+	done bool
+}
+
+func newVerifying(src io.Reader, want snapshot.BucketObject) *verifying {
+	return &verifying{src: src, want: want, h: sha256.New()}
+}
+
+func (v *verifying) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	if v.done {
+		return 0, io.EOF
+	}
+	n, err := v.src.Read(p)
+	v.h.Write(p[:n])
+	v.n += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, v.fail(fmt.Errorf("read the backup's copy: %w", err))
+	}
+	if v.n > v.want.Size {
+		return 0, v.fail(fmt.Errorf("the backup's copy is longer than the %d bytes the manifest says: %w", v.want.Size, snapshot.ErrCorrupt))
+	}
+	if v.n < v.want.Size && err == nil {
+		return n, nil
+	}
+	if err == nil { // as long as the manifest says: make sure it ends here
+		var one [1]byte
+		m, perr := io.ReadFull(v.src, one[:])
+		if m > 0 {
+			return 0, v.fail(fmt.Errorf("the backup's copy is longer than the %d bytes the manifest says: %w", v.want.Size, snapshot.ErrCorrupt))
+		}
+		if !errors.Is(perr, io.EOF) {
+			return 0, v.fail(fmt.Errorf("read the backup's copy: %w", perr))
+		}
+	}
+	if v.n != v.want.Size {
+		return 0, v.fail(fmt.Errorf("the backup's copy holds %d bytes, the manifest says %d: %w", v.n, v.want.Size, snapshot.ErrCorrupt))
+	}
+	if sum := hex.EncodeToString(v.h.Sum(nil)); sum != v.want.SHA256 {
+		return 0, v.fail(fmt.Errorf("the backup's copy has SHA-256 %s, the manifest says %s: %w", sum, v.want.SHA256, snapshot.ErrCorrupt))
+	}
+	v.done = true
+	return n, io.EOF
+}
+
+func (v *verifying) fail(err error) error {
+	v.err = err
+	return err
+}
+
+func (v *verifying) failure() error { return v.err }
+
+// listSizes lists a bucket of the target: each object's key and size.
+func listSizes(ctx context.Context, mc *minio.Client, bucket string) (map[string]int64, error) {
+	ctx, cancel := context.WithCancel(ctx) // ends the listing on an error
+	defer cancel()
+	out := map[string]int64{}
+	for obj := range mc.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list the target's bucket: %w", obj.Err)
+		}
+		out[obj.Key] = obj.Size
+	}
+	return out, nil
+}
