@@ -140,9 +140,13 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		return fmt.Errorf("engine %q: want mysql or postgresql", d.Engine)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rc, err := r.Open(ctx, d.Key)
+	// The client is cancelled when the dump turns out not to match the backup; the backup is read
+	// on until this load is done with it.
+	execCtx, cancelExec := context.WithCancel(ctx)
+	defer cancelExec()
+	readCtx, cancelRead := context.WithCancel(ctx)
+	defer cancelRead()
+	rc, err := r.Open(readCtx, d.Key)
 	if err != nil {
 		return err
 	}
@@ -151,14 +155,23 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		rc.Close()
 		return fmt.Errorf("%s: %w", d.Key, err)
 	}
-	sql := newSQLStream(dec, d, cancel)
+	sql := newSQLStream(dec, d, cancelExec)
 	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"), sql, strings.NewReader(end))}
-	err = c.exec(ctx, t.item, t.cfg.Container, cmd, stdin, io.Discard)
-	cancel()
-	stdin.stop() // the exec's copy of stdin may still be reading: wait for it before closing
+	err = c.exec(execCtx, t.item, t.cfg.Container, cmd, stdin, io.Discard)
+	cancelExec()
+	stdin.stop() // the exec's copy of stdin may still be reading: wait for it
+	if err != nil && !sql.finished() && sql.failure() == nil {
+		// The client stopped early: read the rest to tell a damaged dump from a statement the
+		// target refused.
+		io.Copy(io.Discard, sql)
+	}
 	dec.Close()
 	closeErr := rc.Close()
-	// A dump that does not match the backup explains a cancelled client: report it first.
+	cancelRead()
+	// A dump that does not match the backup explains a failing or cancelled client: say so first.
+	if errors.Is(closeErr, snapshot.ErrCorrupt) {
+		return fmt.Errorf("%w; the target may hold part of the dump", closeErr)
+	}
 	if serr := sql.failure(); serr != nil {
 		return fmt.Errorf("%w; the target may hold part of the dump", serr)
 	}
@@ -168,10 +181,7 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	if !sql.finished() {
 		return fmt.Errorf("load the dump into pod %s/%s: the client ended before the end of the dump", t.item.Namespace, t.item.Pod)
 	}
-	if closeErr != nil {
-		return closeErr
-	}
-	return nil
+	return closeErr
 }
 
 // terminateSessions is SQL that ends other sessions on the PostgreSQL databases.
