@@ -153,7 +153,7 @@ func (r *Reader) Open(ctx context.Context, file string) (io.ReadCloser, error) {
 		}
 		return nil, fmt.Errorf("backup %s: %s: %w", r.name, file, err)
 	}
-	return &decrypted{Reader: plain, checked: checked}, nil
+	return &decrypted{plain: plain, checked: checked}, nil
 }
 
 // checkedReader counts and hashes the stored bytes and compares them with the manifest at EOF.
@@ -184,6 +184,16 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Drain reads what is left of a stream of the backup and closes it: after a failed read, it tells
+// whether the stored file itself is corrupt (the error then matches ErrCorrupt).
+func Drain(rc io.ReadCloser) error {
+	_, err := io.Copy(io.Discard, rc)
+	if cerr := rc.Close(); err == nil || errors.Is(cerr, ErrCorrupt) {
+		err = cerr
+	}
+	return err
+}
+
 // drainLimit is how much of a stream's tail Close reads to check it; formats that end with their
 // own end marker (tar, zstd, gzip, age) leave at most a little unread.
 const drainLimit = 1 << 20
@@ -203,15 +213,24 @@ func (c *checkedReader) Close() error {
 }
 
 type decrypted struct {
-	io.Reader
+	plain   io.Reader
 	checked *checkedReader
+}
+
+// Read fails with ErrCorrupt on ciphertext that does not authenticate: age checks every chunk.
+func (d *decrypted) Read(p []byte) (int, error) {
+	n, err := d.plain.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, ErrCorrupt) {
+		err = fmt.Errorf("%s: %w: %v", d.checked.file, ErrCorrupt, err)
+	}
+	return n, err
 }
 
 func (d *decrypted) Close() error {
 	// age authenticates each chunk and the end: reading plain text to its end reads the stored
 	// stream to its end.
-	_, err := io.Copy(io.Discard, io.LimitReader(d.Reader, drainLimit))
-	if cerr := d.checked.Close(); err == nil {
+	_, err := io.Copy(io.Discard, io.LimitReader(d, drainLimit))
+	if cerr := d.checked.Close(); err == nil || errors.Is(cerr, ErrCorrupt) {
 		err = cerr
 	}
 	return err

@@ -60,8 +60,13 @@ func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
 		return nil, err
 	}
 	a, err := readArchive(rc)
-	if cerr := rc.Close(); err == nil {
-		err = cerr
+	if err != nil {
+		// Say so when the stored file is not what the manifest recorded, rather than how it broke.
+		if derr := snapshot.Drain(rc); errors.Is(derr, snapshot.ErrCorrupt) {
+			err = derr
+		}
+	} else {
+		err = rc.Close()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %s: %w", r.Name(), file, err)

@@ -1,0 +1,254 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/snapshot"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// restoreReport is what ferry restore and ferry verify print with -o json.
+type restoreReport struct {
+	Result string                    `json:"result"`
+	Error  string                    `json:"error"`
+	Counts map[string]map[string]int `json:"counts"`
+	Items  []snapshot.ReportItem     `json:"items"`
+}
+
+func runReportCommand(t *testing.T, args ...string) (int, restoreReport, string) {
+	t.Helper()
+	code, out, errOut := runFerry(t, append(args, "-o", "json")...)
+	var rep restoreReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("ferry %s exited %d without a JSON report: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, err, out, errOut)
+	}
+	return code, rep, errOut
+}
+
+var (
+	freshOnce    sync.Once
+	freshCluster *testbed.Cluster
+	freshErr     error
+)
+
+// fresh is a cluster created for restores, that has never seen blue: what a disaster recovery
+// restores into.
+func fresh(t *testing.T) (*testbed.Cluster, kubernetes.Interface) {
+	t.Helper()
+	testbed.Require(t, tb)
+	freshOnce.Do(func() { freshCluster, freshErr = tb.AddCluster(context.Background(), "dr") })
+	if freshErr != nil {
+		t.Fatal(freshErr)
+	}
+	kc, _, err := freshCluster.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return freshCluster, kc
+}
+
+// TestRestoreOntoAFreshCluster backs up blue, restores it onto a cluster that never saw it, and
+// verifies: zero differences, the Deployments Available; a second restore changes nothing; each
+// tampering is named exactly, and nothing else.
+func TestRestoreOntoAFreshCluster(t *testing.T) {
+	applyPlatform(t)
+	_, kc := fresh(t)
+	ctx := context.Background()
+	url := backupMinIO(t, "restore")
+	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "whole-blue"); code != 0 && code != 3 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	_, manifest := readManifest(t, url, "whole-blue")
+
+	code, rep, errOut := runReportCommand(t, "--storage", url, "restore", "--to", "dr", "--backup", "whole-blue")
+	if n := rep.Counts["objects"][snapshot.StatusFailed]; n > 0 || rep.Error != "" {
+		t.Fatalf("restore exited %d with %d failed objects: %+v %s\nstderr: %s", code, n, rep.Items, rep.Error, errOut)
+	}
+	restored := rep.Counts["objects"][snapshot.StatusRestored]
+	if restored == 0 || restored > len(manifest.Objects) {
+		t.Fatalf("restored %d objects of %d in the backup: %+v", restored, len(manifest.Objects), rep.Counts)
+	}
+	t.Logf("restore: exit %d, %v", code, rep.Counts)
+
+	verify := func(t *testing.T, args ...string) (int, restoreReport) {
+		t.Helper()
+		code, rep, errOut := runReportCommand(t, append([]string{"--storage", url, "verify", "--to", "dr", "--backup", "whole-blue"}, args...)...)
+		if code == 1 || code == 2 {
+			t.Fatalf("verify could not verify (exit %d): %s\nstderr: %s", code, rep.Error, errOut)
+		}
+		return code, rep
+	}
+	if code, rep := verify(t); code != 0 || len(rep.Items) > 0 {
+		t.Fatalf("verify after the restore exited %d with %d differences: %+v", code, len(rep.Items), rep.Items)
+	} else if rep.Counts["objects"][snapshot.StatusIdentical] == 0 || rep.Counts["health"][snapshot.StatusHealthy] == 0 {
+		t.Fatalf("verify checked nothing: %v", rep.Counts)
+	}
+	deployments, err := kc.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deployments.Items {
+		if !available(d) {
+			t.Errorf("Deployment %s/%s is not Available on the fresh cluster", d.Namespace, d.Name)
+		}
+	}
+
+	// Restoring twice: no errors, nothing created or changed.
+	code, rep, _ = runReportCommand(t, "--storage", url, "restore", "--to", "dr", "--backup", "whole-blue")
+	if rep.Counts["objects"][snapshot.StatusRestored] != 0 || rep.Counts["objects"][snapshot.StatusFailed] != 0 ||
+		rep.Counts["objects"][snapshot.StatusUnchanged] != restored {
+		t.Fatalf("second restore (exit %d) should find all %d objects unchanged: %v %+v", code, restored, rep.Counts, rep.Items)
+	}
+
+	// Tampering, one item at a time: exactly that item is named.
+	cms := kc.CoreV1().ConfigMaps("kubeflow")
+	victim := "pipeline-install-config"
+	if err := cms.Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, rep = verify(t)
+	wantOnly(t, code, rep, snapshot.ReportItem{Kind: "objects", Status: snapshot.StatusMissing, Name: "v1 ConfigMap kubeflow/" + victim})
+
+	if code, rep, _ := runReportCommand(t, "--storage", url, "restore", "--to", "dr", "--backup", "whole-blue"); rep.Counts["objects"][snapshot.StatusRestored] != 1 {
+		t.Fatalf("restoring again (exit %d) should recreate the one deleted object: %v", code, rep.Counts)
+	}
+	cm, err := cms.Get(ctx, victim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := slices.Sorted(maps.Keys(cm.Data))[0]
+	cm.Data[key] = cm.Data[key] + "-changed"
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, rep = verify(t)
+	wantOnly(t, code, rep, snapshot.ReportItem{Kind: "objects", Status: snapshot.StatusDifferent, Name: "v1 ConfigMap kubeflow/" + victim})
+	if detail := rep.Items[0].Detail; !strings.HasPrefix(detail, "data."+key+": backup ") {
+		t.Errorf("the difference should name data.%s with both values: %q", key, detail)
+	}
+	// --existing update puts the backed-up version back.
+	if code, rep, _ := runReportCommand(t, "--storage", url, "restore", "--to", "dr", "--backup", "whole-blue", "--existing", "update"); code != 0 || rep.Counts["objects"][snapshot.StatusUpdated] != 1 {
+		t.Fatalf("restore --existing update (exit %d) should update the one changed object: %v %+v", code, rep.Counts, rep.Items)
+	}
+	if code, rep := verify(t); code != 0 {
+		t.Fatalf("verify after --existing update exited %d: %+v", code, rep.Items)
+	}
+}
+
+// TestRestoreMapsNamespaces restores one tenant's namespace under another name: its objects land
+// there, RoleBinding subjects follow, and verify with the same mapping is clean.
+func TestRestoreMapsNamespaces(t *testing.T) {
+	applyPlatform(t)
+	_, kc := fresh(t)
+	ctx := context.Background()
+	_, blue := clients(t, "blue")
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "editors", Namespace: "bob"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default-editor", Namespace: "bob"}, {Kind: "User", Name: "bob@example.com", APIGroup: "rbac.authorization.k8s.io"}},
+	}
+	if _, err := blue.RbacV1().RoleBindings("bob").Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsNotFound(err) {
+			t.Skip("blue has no namespace bob: the platform applied has no tenant of that name")
+		}
+		t.Fatal(err)
+	}
+	url := backupMinIO(t, "mapping")
+	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "for-mapping"); code != 0 && code != 3 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	mapping := []string{"--include-namespaces", "bob", "--namespace-map", "bob=team-bob"}
+	code, rep, errOut := runReportCommand(t, append([]string{"--storage", url, "restore", "--to", "dr", "--backup", "for-mapping"}, mapping...)...)
+	if rep.Counts["objects"][snapshot.StatusFailed] != 0 || rep.Counts["objects"][snapshot.StatusRestored] == 0 {
+		t.Fatalf("restore with a namespace mapping exited %d: %v %+v\nstderr: %s", code, rep.Counts, rep.Items, errOut)
+	}
+	got, err := kc.RbacV1().RoleBindings("team-bob").Get(ctx, "editors", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Subjects[0].Namespace != "team-bob" || got.Subjects[1].Namespace != "" {
+		t.Errorf("RoleBinding subjects should follow the mapping: %+v", got.Subjects)
+	}
+	if _, err := kc.CoreV1().ConfigMaps("team-bob").Get(ctx, "experiment-settings", metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	code, rep, errOut = runReportCommand(t, append([]string{"--storage", url, "verify", "--to", "dr", "--backup", "for-mapping"}, mapping...)...)
+	if code != 0 {
+		t.Fatalf("verify with the same mapping exited %d: %+v\nstderr: %s", code, rep.Items, errOut)
+	}
+}
+
+// TestRestoreRefusesBadBackups: a missing manifest, a tampered archive and a wrong age identity
+// are clear errors and nothing is applied.
+func TestRestoreRefusesBadBackups(t *testing.T) {
+	applyPlatform(t)
+	_, kc := fresh(t)
+	dir := t.TempDir()
+	store := "file://" + dir
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "to-tamper"); code != 0 && code != 3 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if code, _, errOut := runFerry(t, "--storage", store, "restore", "--to", "dr", "--backup", "no-such-backup"); code != 2 || !strings.Contains(errOut, `backup "no-such-backup" has no manifest`) {
+		t.Errorf("restore of a missing backup: exit %d, %s", code, errOut)
+	}
+	tamperArchive(t, dir, "to-tamper")
+	before, err := kc.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runFerry(t, "--storage", store, "restore", "--to", "dr", "--backup", "to-tamper", "--namespace-map", "kubeflow=tampered")
+	if code != 2 || !strings.Contains(errOut, "to-tamper.tar.gz") || !strings.Contains(errOut, "manifest") {
+		t.Errorf("restore of a tampered archive: exit %d, %s", code, errOut)
+	}
+	after, err := kc.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) != len(before.Items) {
+		t.Errorf("a tampered backup must apply nothing: namespaces went from %d to %d", len(before.Items), len(after.Items))
+	}
+}
+
+func available(d appsv1.Deployment) bool {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func wantOnly(t *testing.T, code int, rep restoreReport, want snapshot.ReportItem) {
+	t.Helper()
+	if code != 3 || len(rep.Items) != 1 || rep.Items[0].Kind != want.Kind || rep.Items[0].Status != want.Status || rep.Items[0].Name != want.Name {
+		t.Fatalf("verify should exit 3 naming only %s %s %s; exit %d, items %+v", want.Kind, want.Status, want.Name, code, rep.Items)
+	}
+}
+
+// tamperArchive changes one byte in the middle of a backup's object archive in file storage.
+func tamperArchive(t *testing.T, dir, backup string) {
+	t.Helper()
+	file := filepath.Join(dir, "backups", backup, backup+".tar.gz")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x5a
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
