@@ -95,6 +95,7 @@ while the old cluster stays intact as the way back.`,
 	cmd.SetErr(streams.ErrOut)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return badinput.Wrap(err) })
 	global.addFlags(cmd)
-	cmd.AddCommand(newVersionCommand(streams), newPlanCommand(global, streams), newBackupCommand(global, streams), newBackupsCommand(global, streams), newMoverCommand(streams))
+	cmd.AddCommand(newVersionCommand(streams), newPlanCommand(global, streams), newBackupCommand(global, streams), newBackupsCommand(global, streams),
+		newRestoreCommand(global, streams), newVerifyCommand(global, streams), newMoverCommand(streams))
 	return cmd
 }
