@@ -17,12 +17,19 @@ import (
 // mount, so that the same command serves real pods and the testbed.
 func newMoverCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{Use: "mover", Hidden: true, Short: "Runs in mover pods", Args: noArgs}
-	var direct bool
+	var direct, list bool
 	pack := &cobra.Command{
 		Use: "pack", Short: "Write a tar stream of the working directory to stdout", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if direct {
 				return packDirect(cmd.Context(), streams)
+			}
+			if list {
+				files, err := volumes.List(".")
+				if err != nil {
+					return err
+				}
+				return json.NewEncoder(streams.Out).Encode(volumes.ListResult{Files: files})
 			}
 			out := bufio.NewWriterSize(streams.Out, 1<<20)
 			if err := volumes.Pack(".", out); err != nil {
@@ -32,8 +39,10 @@ func newMoverCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		},
 	}
 	pack.Flags().BoolVar(&direct, "direct", false, "upload to storage as the JSON request on stdin's first line says; print the result")
+	pack.Flags().BoolVar(&list, "list", false, "print the files with their SHA-256 as one JSON line instead of the tar stream")
 	cmd.AddCommand(
 		pack,
+		newUnpackCommand(streams),
 		&cobra.Command{
 			Use: "ready", Short: "Answer that the mover runs", Args: noArgs,
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,4 +76,25 @@ func packDirect(ctx context.Context, streams genericiooptions.IOStreams) error {
 		return err
 	}
 	return json.NewEncoder(streams.Out).Encode(res)
+}
+
+// newUnpackCommand writes the zstd-compressed tar stream that pack wrote, read from stdin up to
+// the archive's end marker (stdin may never end), into the working directory and prints what it
+// did as one JSON line.
+func newUnpackCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	var opts volumes.UnpackOptions
+	cmd := &cobra.Command{
+		Use: "unpack", Short: "Write the compressed tar stream on stdin into the working directory", Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Only root may give files their owners; anyone else leaves them, and the result says so.
+			opts.Owners = os.Geteuid() == 0
+			res, err := volumes.UnpackCompressed(cmd.Context(), ".", bufio.NewReaderSize(streams.In, 1<<20), opts)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(streams.Out).Encode(res)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Delete, "delete", false, "delete what the directory holds that the archive does not")
+	return cmd
 }

@@ -34,7 +34,7 @@ const MountPath = "/data"
 // MoverLabel marks mover pods.
 const MoverLabel = "app.kubernetes.io/name"
 
-// Contents captures the plan's volumes.
+// Contents captures the plan's volumes, and restores and verifies a backup's.
 type Contents struct {
 	Config *rest.Config
 	Client kubernetes.Interface
@@ -49,6 +49,8 @@ type Contents struct {
 	// Storage is where the backup goes: mover pods name it, and a capture first deletes the pods
 	// that killed runs into it left behind (see cleanup.go).
 	Storage storage.Backend
+	// Mapping names the target namespace of each claim on a restore or verify.
+	Mapping snapshot.Mapping
 	Log     *slog.Logger
 }
 
@@ -186,6 +188,8 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	if err != nil {
 		return entry, fmt.Errorf("mover pod %s does not answer: %w", pod.Name, lastErr)
 	}
+	ctx, stop := whileMoverLives(ctx, c.Client, v.Namespace, pod.Name)
+	defer stop()
 
 	if c.Direct != nil {
 		entry, err = c.captureDirect(ctx, w, pod.Name, entry)

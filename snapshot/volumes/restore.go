@@ -1,0 +1,337 @@
+package volumes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/kube"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+)
+
+// Contents is a whole kind of data: it captures, restores and verifies.
+var _ snapshot.Kind = Contents{}
+
+// Restore implements snapshot.Restorer: for every volume of the backup, a mover pod mounts the
+// claim on the target (restored before by the objects, in the mapped namespace) read-write, and
+// ferry streams the stored archive, decrypted, into `ferry mover unpack`. What the mover reports
+// it wrote is checked against the manifest file by file. Files are counted one by one as restored,
+// updated (metadata only) or unchanged; a file that does not match is failed, named
+// "namespace/claim:path"; a volume that could not be restored at all is failed, named
+// "namespace/claim". Files on the target that the backup lacks are left alone.
+//
+// A stored stream that does not match the manifest (truncated, tampered with) fails its volume
+// and is also returned, joined with the others, as an error matching what the reader said (for a
+// plain backup, snapshot.ErrCorrupt): the backup itself is bad.
+func (c Contents) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	c = c.withDefaults()
+	for _, s := range r.Manifest.Skipped {
+		if s.Kind == "volume" {
+			ns, claim, _ := strings.Cut(s.Name, "/")
+			report.Add(kindName, snapshot.StatusSkipped, c.Mapping.Namespace(ns)+"/"+claim, "not in the backup: "+s.Reason)
+		}
+	}
+	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
+		return c.restoreVolume(ctx, r, report, v)
+	})
+}
+
+func (c Contents) withDefaults() Contents {
+	if c.Parallel <= 0 {
+		c.Parallel = 4
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// eachVolume runs fn for every volume of the backup, c.Parallel at a time. One volume's failure
+// does not stop the others; the errors fn returns are joined, with ctx's if it ended.
+func (c Contents) eachVolume(ctx context.Context, r *snapshot.Reader, fn func(context.Context, snapshot.Volume) error) error {
+	var g errgroup.Group
+	g.SetLimit(c.Parallel)
+	var mu sync.Mutex
+	var errs []error
+	for _, v := range r.Manifest.Volumes {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := fn(ctx, v); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("volume %s/%s: %w", c.Mapping.Namespace(v.Namespace), v.Name, err))
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// restoreVolume reports what happened to the volume; it returns only errors of the backup's
+// stream.
+func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, v snapshot.Volume) error {
+	ns := c.Mapping.Namespace(v.Namespace)
+	name := ns + "/" + v.Name
+	target, err := c.targetVolume(ctx, ns, v.Name)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			report.Add(kindName, snapshot.StatusFailed, name, "the claim does not exist on the target: restore the backup's objects first")
+		} else {
+			report.Add(kindName, snapshot.StatusFailed, name, err.Error())
+		}
+		return nil
+	}
+	pod, stop, err := c.startMover(ctx, target, roleRestore)
+	if err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, err.Error())
+		return nil
+	}
+	defer stop()
+	start := time.Now()
+	res, streamErr, err := c.unpack(ctx, r, v, ns, pod)
+	if streamErr != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, fmt.Sprintf("the backup's %s: %v", v.Key, streamErr))
+		return streamErr
+	}
+	if err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error())
+		return nil
+	}
+	c.checkRestored(report, name, v, res)
+	c.Log.Info("volume restored", "claim", name, "written", res.Written, "updated", res.Updated, "unchanged", res.Unchanged,
+		"bytes", res.Bytes, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// checkRestored compares what the mover says it wrote with the manifest, and counts each file.
+func (c Contents) checkRestored(report *snapshot.Report, name string, v snapshot.Volume, res UnpackResult) {
+	written := make(map[string]UnpackedFile, len(res.Files))
+	files := make([]snapshot.File, len(res.Files))
+	for i, f := range res.Files {
+		written[strings.TrimSuffix(f.Path, "/")] = f
+		files[i] = f.File
+	}
+	diffs, _ := compareFiles(v.Files, files, false)
+	bad := map[string]bool{}
+	for _, d := range diffs {
+		bad[strings.TrimSuffix(d.path, "/")] = true
+		report.Add(kindName, snapshot.StatusFailed, name+":"+d.path, "restored, but "+d.detail)
+	}
+	inManifest := make(map[string]bool, len(v.Files))
+	for _, f := range v.Files {
+		key := strings.TrimSuffix(f.Path, "/")
+		inManifest[key] = true
+		if bad[key] {
+			continue
+		}
+		switch written[key].Action {
+		case ActionWritten:
+			report.Count(kindName, snapshot.StatusRestored)
+		case ActionUpdated:
+			report.Count(kindName, snapshot.StatusUpdated)
+		default:
+			report.Count(kindName, snapshot.StatusUnchanged)
+		}
+	}
+	// The stored archive held an entry its manifest does not list: it was not written by this
+	// backup, or not only.
+	for _, f := range res.Files {
+		if !inManifest[strings.TrimSuffix(f.Path, "/")] {
+			report.Add(kindName, snapshot.StatusFailed, name+":"+f.Path, "written from the stored archive, but not in the backup's manifest")
+		}
+	}
+	for _, note := range res.Notes {
+		report.Add(kindName, snapshot.StatusSkipped, name, note)
+	}
+}
+
+// unpack streams the volume's stored archive into `ferry mover unpack` in the pod. streamErr is
+// an error of the backup's stream (it does not match the manifest, or cannot be decrypted); err
+// one of the mover.
+func (c Contents) unpack(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (res UnpackResult, streamErr, err error) {
+	rc, err := r.Open(ctx, v.Key)
+	if err != nil {
+		return res, err, nil
+	}
+	// kwok, and a kubelet that is slow to notice, may never end the command's stdin: a stream
+	// that breaks off must end the exec itself, or the mover would wait for the rest forever.
+	execCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	in := &feed{src: rc, cancel: cancel}
+	var stdout, stderr bytes.Buffer
+	err = kube.Exec(execCtx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: []string{"ferry", "mover", "unpack"}, Stdin: in, Stdout: &stdout, Stderr: &stderr})
+	if serr := in.stop(); serr != nil {
+		rc.Close()
+		return res, serr, nil
+	}
+	if err != nil {
+		err = fmt.Errorf("ferry mover unpack: %w: %s", err, strings.TrimSpace(stderr.String()))
+		// Was it the stream the mover could not read? Reading on to its end tells, within reason.
+		if _, derr := io.Copy(io.Discard, io.LimitReader(rc, failedDrainLimit)); derr != nil {
+			rc.Close()
+			return res, fmt.Errorf("%w (and %v)", derr, err), nil
+		}
+		rc.Close()
+		return res, nil, err
+	}
+	// The mover stops at the archive's end marker; Close reads the few bytes after it and checks
+	// the whole stream against the manifest.
+	if cerr := rc.Close(); cerr != nil {
+		return res, cerr, nil
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return res, nil, fmt.Errorf("ferry mover unpack: unreadable result: %w", err)
+	}
+	return res, nil, nil
+}
+
+// failedDrainLimit is how much of a stream ferry reads on after a mover failed, to tell a bad
+// backup from a failing target.
+const failedDrainLimit = 256 << 20
+
+// feed hands a backup's stream to an exec's stdin. An error of the stream cancels the exec; stop
+// takes the stream back once the exec is over, whatever its stdin copier still does.
+type feed struct {
+	mu      sync.Mutex
+	src     io.Reader
+	cancel  context.CancelCauseFunc
+	stopped bool
+	err     error
+}
+
+func (f *feed) Read(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return 0, io.EOF
+	}
+	n, err := f.src.Read(p)
+	if err != nil && err != io.EOF {
+		f.err = err
+		f.cancel(err)
+	}
+	return n, err
+}
+
+// stop ends the feed and returns the stream's error, if it had one.
+func (f *feed) stop() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	return f.err
+}
+
+// Roles of mover pods on a target.
+const (
+	roleRestore = "restore"
+	roleVerify  = "verify"
+	// RoleLabel says what a mover pod on a restore's target does: restore (it writes the claim) or
+	// verify (it reads it). Backup movers have none.
+	RoleLabel = "ferry.dev/role"
+)
+
+// targetVolume describes the claim on the target for a mover pod: its access modes, and the
+// nodes of the pods that use it (a ReadWriteOnce claim in use is pinned to its node).
+func (c Contents) targetVolume(ctx context.Context, ns, claim string) (plans.Volume, error) {
+	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return plans.Volume{}, fmt.Errorf("claim %s/%s on the target: %w", ns, claim, err)
+	}
+	v := plans.Volume{Namespace: ns, Name: claim, Phase: string(pvc.Status.Phase), VolumeName: pvc.Spec.VolumeName}
+	for _, m := range pvc.Spec.AccessModes {
+		v.AccessModes = append(v.AccessModes, string(m))
+	}
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return v, fmt.Errorf("pods in %s on the target: %w", ns, err)
+	}
+	for _, p := range pods.Items {
+		if p.Labels[MoverLabel] == "ferry-mover" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, vol := range p.Spec.Volumes {
+			if vol.PersistentVolumeClaim != nil && vol.PersistentVolumeClaim.ClaimName == claim {
+				v.Pods = append(v.Pods, plans.PodUse{Name: p.Name, Node: p.Spec.NodeName})
+			}
+		}
+	}
+	return v, nil
+}
+
+// startMover creates a mover pod for the claim on the target and waits until it answers exec. A
+// restore mover mounts the claim read-write and, as root, may also set owners, modes and times
+// of files it did not create (CHOWN, FOWNER, FSETID: all within the baseline pod security
+// level). stop deletes the pod, also after ctx ended.
+func (c Contents) startMover(ctx context.Context, v plans.Volume, role string) (string, func(), error) {
+	ns, err := c.Client.CoreV1().Namespaces().Get(ctx, v.Namespace, metav1.GetOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("namespace %s on the target: %w", v.Namespace, err)
+	}
+	restricted := ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted"
+	spec := c.moverPod(v, restricted)
+	spec.Labels[RoleLabel] = role
+	if role == roleRestore {
+		spec.Spec.Containers[0].VolumeMounts[0].ReadOnly = false
+		spec.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly = false
+		if sc := spec.Spec.Containers[0].SecurityContext; !restricted {
+			sc.Capabilities.Add = append(sc.Capabilities.Add, "CHOWN", "FOWNER", "FSETID")
+		}
+	}
+	pods := c.Client.CoreV1().Pods(v.Namespace)
+	pod, err := pods.Create(ctx, spec, metav1.CreateOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("create mover pod in %s: %w", v.Namespace, err)
+	}
+	stop := func() {
+		pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	}
+	c.Log.Info("mover pod created", "pod", v.Namespace+"/"+pod.Name, "claim", v.Name, "role", role)
+	// A claim waiting for its first consumer binds once this pod is scheduled.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			return false, fmt.Errorf("mover pod %s ended (%s)", p.Name, p.Status.Phase)
+		}
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("mover pod %s/%s not running: %w", v.Namespace, pod.Name, err)
+	}
+	var lastErr error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var out bytes.Buffer
+		lastErr = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod.Name, Container: "mover",
+			Command: []string{"ferry", "mover", "ready"}, Stdout: &out})
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("mover pod %s/%s does not answer: %w", v.Namespace, pod.Name, errors.Join(err, lastErr))
+	}
+	return pod.Name, stop, nil
+}

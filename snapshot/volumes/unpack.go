@@ -1,0 +1,604 @@
+package volumes
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
+)
+
+// UnpackOptions say how Unpack treats what the directory already holds.
+type UnpackOptions struct {
+	// Delete removes the entries the directory holds that the archive does not (a top-level
+	// lost+found excepted: the filesystem's, not data).
+	Delete bool
+	// Owners sets every entry's owner and group as the archive records them; only root may.
+	Owners bool
+}
+
+// What Unpack did with an entry.
+const (
+	ActionWritten   = "written"   // created, or replaced because its contents or type differed
+	ActionUpdated   = "updated"   // its contents were as in the archive; its mode, owner or time were set
+	ActionUnchanged = "unchanged" // already as the archive holds it
+)
+
+// UnpackedFile is an archive entry as it is on disk after Unpack: read back with lstat, its
+// SHA-256 that of the bytes written (or found identical) while unpacking.
+type UnpackedFile struct {
+	snapshot.File
+	Action string `json:"action"`
+}
+
+// UnpackResult is what `ferry mover unpack` prints, as one JSON line, once the archive is on disk.
+type UnpackResult struct {
+	Files     []UnpackedFile `json:"files"`
+	Written   int            `json:"written"`
+	Updated   int            `json:"updated"`
+	Unchanged int            `json:"unchanged"`
+	// Bytes counts the contents of the files written.
+	Bytes int64 `json:"bytes"`
+	// Deleted lists what Delete removed.
+	Deleted []string `json:"deleted,omitempty"`
+	// Notes say what could not be done as the archive asks, such as setting owners without root.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// ErrUnsafePath matches the error of an archive entry that would land outside the directory:
+// an absolute name, a ".." or a path through a symlink.
+var ErrUnsafePath = errors.New("path leaves the volume")
+
+// UnpackCompressed is Unpack of a zstd-compressed archive, as Pack's output is stored.
+func UnpackCompressed(ctx context.Context, dir string, r io.Reader, opts UnpackOptions) (UnpackResult, error) {
+	// One goroutine decodes just what the tar reader asks for: nothing reads on past the archive's
+	// end marker into a stdin that may never end.
+	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return UnpackResult{}, err
+	}
+	defer dec.Close()
+	return Unpack(ctx, dir, dec, opts)
+}
+
+// Unpack writes the tar stream that Pack wrote into dir: files, directories and symlinks with
+// their modes (setuid, setgid and sticky too), times and, with opts.Owners, owners; directories
+// get their mode and time after their children. It stops at the archive's end marker. Entries
+// that are already as the archive holds them are left untouched, so unpacking twice changes
+// nothing; a changed file is written beside its old version and renamed over it. Entries that
+// would leave dir are bad input. Runs of zero bytes become holes, as sparse files had them.
+func Unpack(ctx context.Context, dir string, r io.Reader, opts UnpackOptions) (UnpackResult, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return UnpackResult{}, err
+	}
+	defer root.Close()
+	u := &unpacker{root: root, opts: opts, dirs: map[string]bool{}, keep: map[string]bool{},
+		buf: make([]byte, 1<<20), cmp: make([]byte, 1<<20), zero: make([]byte, holeBlock)}
+	tr := tar.NewReader(r)
+	for {
+		if err := ctx.Err(); err != nil {
+			return u.res, err
+		}
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return u.res, fmt.Errorf("read the archive: %w", err)
+		}
+		if err := u.entry(h, tr); err != nil {
+			return u.res, err
+		}
+	}
+	if opts.Delete {
+		if err := u.deleteOthers(); err != nil {
+			return u.res, err
+		}
+	}
+	if err := u.finishDirs(); err != nil {
+		return u.res, err
+	}
+	if err := u.readBack(); err != nil {
+		return u.res, err
+	}
+	// The contents must be on disk before the restore is reported done.
+	if err := syncDir(root); err != nil {
+		return u.res, fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return u.res, nil
+}
+
+// holeBlock is the granularity of holes in written files: a filesystem block.
+const holeBlock = 4096
+
+type unpacker struct {
+	root *os.Root
+	opts UnpackOptions
+	res  UnpackResult
+	// dirs are directories known to be real directories (not symlinks) during this run.
+	dirs map[string]bool
+	// keep holds every archive path and its parents, for Delete.
+	keep map[string]bool
+	// archiveDirs get their mode and times once their children are written.
+	archiveDirs []pendingDir
+	// owners are the archive's owner and group of each of res.Files.
+	owners   [][2]int
+	buf, cmp []byte
+	zero     []byte
+}
+
+type pendingDir struct {
+	name  string
+	h     *tar.Header
+	index int // in res.Files
+}
+
+// entryPath checks an archive name and returns it as a clean relative path.
+func entryPath(name string) (string, error) {
+	p := strings.TrimSuffix(name, "/")
+	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") || strings.ContainsRune(p, 0) {
+		return "", badinput.Errorf("archive entry %q: %w", name, ErrUnsafePath)
+	}
+	return p, nil
+}
+
+func (u *unpacker) entry(h *tar.Header, tr io.Reader) error {
+	name, err := entryPath(h.Name)
+	if err != nil {
+		return err
+	}
+	if err := u.parents(name); err != nil {
+		return err
+	}
+	u.keep[name] = true
+	f := UnpackedFile{File: snapshot.File{Path: h.Name}}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		f.Action, err = u.dir(name, h)
+	case tar.TypeSymlink:
+		f.Action, err = u.symlink(name, h)
+	case tar.TypeReg:
+		f.Action, f.SHA256, err = u.regular(name, h, tr)
+	default:
+		return badinput.Errorf("archive entry %q: type %q is not a file, directory or symlink", h.Name, h.Typeflag)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	u.res.Files = append(u.res.Files, f)
+	u.owners = append(u.owners, [2]int{h.Uid, h.Gid})
+	if h.Typeflag == tar.TypeDir {
+		u.archiveDirs = append(u.archiveDirs, pendingDir{name: name, h: h, index: len(u.res.Files) - 1})
+	} else {
+		u.count(f.Action, h.Size)
+	}
+	return nil
+}
+
+func (u *unpacker) count(action string, size int64) {
+	switch action {
+	case ActionWritten:
+		u.res.Written++
+		u.res.Bytes += size
+	case ActionUpdated:
+		u.res.Updated++
+	default:
+		u.res.Unchanged++
+	}
+}
+
+// parents makes sure every parent of name is a real directory, creating missing ones, so that
+// nothing is written through a symlink (os.Root would still keep it inside dir).
+func (u *unpacker) parents(name string) error {
+	for i := 0; i < len(name); i++ {
+		if name[i] != '/' {
+			continue
+		}
+		p := name[:i]
+		u.keep[p] = true
+		if u.dirs[p] {
+			continue
+		}
+		fi, err := u.root.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := u.root.Mkdir(p, 0o755); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return badinput.Errorf("archive entry %q goes through the symlink %s: %w", name, p, ErrUnsafePath)
+		case !fi.IsDir():
+			return badinput.Errorf("archive entry %q: %s is not a directory", name, p)
+		}
+		u.dirs[p] = true
+	}
+	return nil
+}
+
+// forget drops name and what lies under it from the directories known to be real.
+func (u *unpacker) forget(name string) {
+	for d := range u.dirs {
+		if d == name || strings.HasPrefix(d, name+"/") {
+			delete(u.dirs, d)
+		}
+	}
+}
+
+// replace removes whatever is at name.
+func (u *unpacker) replace(name string, fi fs.FileInfo) error {
+	u.forget(name)
+	if fi.IsDir() {
+		return u.root.RemoveAll(name)
+	}
+	return u.root.Remove(name)
+}
+
+func (u *unpacker) dir(name string, h *tar.Header) (string, error) {
+	fi, err := u.root.Lstat(name)
+	action := ActionWritten
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		action = ActionUpdated
+		if u.sameMeta(fi, h) {
+			action = ActionUnchanged
+		}
+	default:
+		if err := u.replace(name, fi); err != nil {
+			return "", err
+		}
+	}
+	if action == ActionWritten {
+		// Owner-writable until its children are in; finishDirs sets the archive's mode.
+		if err := u.root.Mkdir(name, 0o700); err != nil {
+			return "", err
+		}
+	} else if !u.opts.Owners && fi.Mode().Perm()&0o300 != 0o300 {
+		// Without root's DAC_OVERRIDE the owner must be able to write into it.
+		if err := u.root.Chmod(name, fi.Mode().Perm()|0o700); err != nil {
+			return "", err
+		}
+	}
+	u.dirs[name] = true
+	return action, nil
+}
+
+func (u *unpacker) symlink(name string, h *tar.Header) (string, error) {
+	fi, err := u.root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return "", err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		if target, err := u.root.Readlink(name); err == nil && target == h.Linkname {
+			if !u.opts.Owners || sameOwner(fi, h) {
+				return ActionUnchanged, nil
+			}
+			return ActionUpdated, u.chown(name, h)
+		}
+		fallthrough
+	default:
+		if err := u.replace(name, fi); err != nil {
+			return "", err
+		}
+	}
+	// The target is data: it may point anywhere, and is never followed here.
+	if err := u.root.Symlink(h.Linkname, name); err != nil {
+		return "", err
+	}
+	if err := u.chown(name, h); err != nil {
+		return "", err
+	}
+	return ActionWritten, nil
+}
+
+// regular writes a file unless the same contents are there: it reads the archive's bytes and the
+// existing file side by side, and writes only once they differ, reusing the equal beginning.
+func (u *unpacker) regular(name string, h *tar.Header, tr io.Reader) (action, sum string, err error) {
+	digest := sha256.New()
+	fi, err := u.root.Lstat(name)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", "", err
+	}
+	var old *os.File
+	var matched int64 // leading bytes of the entry equal to the existing file's
+	var pending []byte
+	if exists && fi.Mode().IsRegular() && fi.Size() == h.Size {
+		old, err = u.root.Open(name)
+		if err != nil && !errors.Is(err, fs.ErrPermission) {
+			return "", "", err
+		}
+	}
+	if old != nil { // else unreadable: written anew
+		defer old.Close()
+		matched, pending, err = u.compare(old, tr, digest, h.Size)
+		if err != nil {
+			return "", "", err
+		}
+		if matched == h.Size {
+			sum = hex.EncodeToString(digest.Sum(nil))
+			if u.sameMeta(fi, h) {
+				return ActionUnchanged, sum, nil
+			}
+			return ActionUpdated, sum, u.setMeta(name, h)
+		}
+	}
+	tmp, err := u.writeTemp(name, h, tr, old, matched, pending, digest)
+	if err != nil {
+		return "", "", err
+	}
+	if exists && fi.IsDir() {
+		err = u.replace(name, fi)
+	}
+	if err == nil {
+		err = u.root.Rename(tmp, name)
+	}
+	if err != nil {
+		u.root.Remove(tmp)
+		return "", "", err
+	}
+	return ActionWritten, hex.EncodeToString(digest.Sum(nil)), u.setMeta(name, h)
+}
+
+// compare reads the entry and old in step until they differ. It returns how many bytes were
+// equal and, on a difference, the entry's bytes it read past them.
+func (u *unpacker) compare(old *os.File, tr io.Reader, digest hash.Hash, size int64) (int64, []byte, error) {
+	var matched int64
+	for matched < size {
+		n := int(min(int64(len(u.buf)), size-matched))
+		if _, err := io.ReadFull(tr, u.buf[:n]); err != nil {
+			return 0, nil, fmt.Errorf("read the archive: %w", unexpected(err))
+		}
+		if _, err := io.ReadFull(old, u.cmp[:n]); err != nil || !bytes.Equal(u.buf[:n], u.cmp[:n]) {
+			return matched, u.buf[:n], nil
+		}
+		digest.Write(u.buf[:n])
+		matched += int64(n)
+	}
+	return matched, nil, nil
+}
+
+// writeTemp writes the entry's contents to a new file beside name: the first matched bytes from
+// old, then pending and the rest of the entry.
+func (u *unpacker) writeTemp(name string, h *tar.Header, tr io.Reader, old *os.File, matched int64, pending []byte, digest hash.Hash) (string, error) {
+	var suffix [6]byte
+	rand.Read(suffix[:])
+	tmp := path.Join(path.Dir(name), ".ferry-unpack-"+hex.EncodeToString(suffix[:]))
+	f, err := u.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	w := &holeWriter{f: f, zero: u.zero}
+	if matched > 0 {
+		_, err = io.CopyBuffer(w, io.NewSectionReader(old, 0, matched), u.cmp)
+	}
+	if err == nil && len(pending) > 0 {
+		digest.Write(pending)
+		_, err = w.Write(pending)
+	}
+	if err == nil {
+		rest := h.Size - matched - int64(len(pending))
+		var n int64
+		n, err = io.CopyBuffer(io.MultiWriter(w, digest), io.LimitReader(tr, rest), u.buf)
+		if err == nil && n != rest {
+			err = fmt.Errorf("read the archive: %w", io.ErrUnexpectedEOF)
+		}
+	}
+	if err == nil {
+		err = f.Truncate(h.Size) // a hole at the end has no write to make the size
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		u.root.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// holeWriter writes at increasing offsets and skips blocks of zeros, leaving holes.
+type holeWriter struct {
+	f    *os.File
+	off  int64
+	zero []byte
+}
+
+func (w *holeWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	start := -1 // of the run of data blocks not yet written
+	for i := 0; i < len(p); {
+		// Blocks are aligned with the file's offsets, as the filesystem's are.
+		end := i + holeBlock - int((w.off+int64(i))%holeBlock)
+		end = min(end, len(p))
+		if bytes.Equal(p[i:end], w.zero[:end-i]) {
+			if start >= 0 {
+				if _, err := w.f.WriteAt(p[start:i], w.off+int64(start)); err != nil {
+					return 0, err
+				}
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+		i = end
+	}
+	if start >= 0 {
+		if _, err := w.f.WriteAt(p[start:], w.off+int64(start)); err != nil {
+			return 0, err
+		}
+	}
+	w.off += int64(n)
+	return n, nil
+}
+
+// tarMode is a file mode as tar (and the manifest) records it: permissions with setuid 04000,
+// setgid 02000 and sticky 01000.
+func tarMode(m fs.FileMode) int64 {
+	mode := int64(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		mode |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	return mode
+}
+
+func sameOwner(fi fs.FileInfo, h *tar.Header) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == h.Uid && int(st.Gid) == h.Gid
+}
+
+// sameMeta reports whether a file or directory has the entry's mode, time and (when set) owner.
+func (u *unpacker) sameMeta(fi fs.FileInfo, h *tar.Header) bool {
+	return tarMode(fi.Mode()) == h.Mode&0o7777 && fi.ModTime().Equal(h.ModTime) && (!u.opts.Owners || sameOwner(fi, h))
+}
+
+// chown sets the entry's owner, when asked to. Where the mover may not (a container without
+// CAP_CHOWN, user namespaces), it goes on without owners and says so.
+func (u *unpacker) chown(name string, h *tar.Header) error {
+	if !u.opts.Owners {
+		return nil
+	}
+	err := u.root.Lchown(name, h.Uid, h.Gid)
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
+		u.opts.Owners = false
+		u.res.Notes = append(u.res.Notes, fmt.Sprintf("owners are not set: %v", err))
+		return nil
+	}
+	return err
+}
+
+// setMeta sets owner (first: chown clears setgid), mode and time.
+func (u *unpacker) setMeta(name string, h *tar.Header) error {
+	if err := u.chown(name, h); err != nil {
+		return err
+	}
+	if err := u.root.Chmod(name, h.FileInfo().Mode()); err != nil {
+		return err
+	}
+	return u.root.Chtimes(name, time.Time{}, h.ModTime)
+}
+
+// deleteOthers removes what the directory holds beyond the archive's entries and their parents.
+func (u *unpacker) deleteOthers() error {
+	return fs.WalkDir(u.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == "." || u.keep[p] {
+			return nil
+		}
+		if p == "lost+found" && d.IsDir() {
+			return fs.SkipDir
+		}
+		if err := u.root.RemoveAll(p); err != nil {
+			return fmt.Errorf("delete %s: %w", p, err)
+		}
+		u.forget(p)
+		if d.IsDir() {
+			u.res.Deleted = append(u.res.Deleted, p+"/")
+			return fs.SkipDir
+		}
+		u.res.Deleted = append(u.res.Deleted, p)
+		return nil
+	})
+}
+
+// finishDirs sets the archive's directories' owners, modes and times, children before parents:
+// writing a child changes its directory's time.
+func (u *unpacker) finishDirs() error {
+	for _, d := range slices.Backward(u.archiveDirs) {
+		if fi, err := u.root.Lstat(d.name); err == nil && u.sameMeta(fi, d.h) {
+			continue // untouched, so that unpacking twice changes nothing
+		}
+		if err := u.setMeta(d.name, d.h); err != nil {
+			return fmt.Errorf("%s: %w", d.name, err)
+		}
+	}
+	for _, d := range u.archiveDirs {
+		u.count(u.res.Files[d.index].Action, 0)
+	}
+	return nil
+}
+
+// readBack fills every entry's record from the disk, as it now is.
+func (u *unpacker) readBack() error {
+	foreign := 0
+	for i := range u.res.Files {
+		f := &u.res.Files[i]
+		name := strings.TrimSuffix(f.Path, "/")
+		fi, err := u.root.Lstat(name)
+		if err != nil {
+			return err
+		}
+		f.Mode, f.ModTime = fmt.Sprintf("%#o", tarMode(fi.Mode())), fi.ModTime().UTC()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			f.UID, f.GID = int(st.Uid), int(st.Gid)
+		}
+		if [2]int{f.UID, f.GID} != u.owners[i] {
+			foreign++
+		}
+		switch {
+		case fi.IsDir():
+			f.Type = "dir"
+		case fi.Mode()&fs.ModeSymlink != 0:
+			f.Type = "symlink"
+			if f.Link, err = u.root.Readlink(name); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			f.Type, f.Size = "file", fi.Size()
+		default:
+			f.Type = "other"
+		}
+	}
+	if foreign > 0 && !u.opts.Owners {
+		u.res.Notes = append(u.res.Notes, fmt.Sprintf("%d entries are owned by the mover's user, not by the owner the backup records: only a mover running as root sets owners", foreign))
+	}
+	return nil
+}
+
+// syncDir flushes the filesystem that holds root.
+func syncDir(root *os.Root) error {
+	d, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return unix.Syncfs(int(d.Fd()))
+}

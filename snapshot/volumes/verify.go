@@ -1,0 +1,152 @@
+package volumes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ferrykube/ferry/internal/kube"
+	"github.com/ferrykube/ferry/snapshot"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// ListResult is what `ferry mover pack --list` prints, as one JSON line.
+type ListResult struct {
+	Files []snapshot.File `json:"files"`
+}
+
+// List lists dir's tree as a backup's manifest lists a volume, with every file's SHA-256, without
+// sending contents anywhere. It is Pack read by Index, so both list alike by construction.
+func List(dir string) ([]snapshot.File, error) {
+	out, in := io.Pipe()
+	go func() { in.CloseWithError(Pack(dir, in)) }()
+	files, err := Index(out)
+	out.CloseWithError(err)
+	return files, err
+}
+
+// Verify implements snapshot.Restorer: for every volume of the backup, a mover pod mounts the
+// claim on the target read-only and lists its tree with every file's SHA-256; each file of the
+// manifest must be there with the same type, size, mode, SHA-256 and symlink target, and nothing
+// else may be. Files are counted identical one by one; differences are named
+// "namespace/claim:path". Owners and times are not compared: a restore without root cannot set
+// owners, and times say nothing of the data.
+func (c Contents) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	c = c.withDefaults()
+	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
+		c.verifyVolume(ctx, report, v)
+		return nil
+	})
+}
+
+func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v snapshot.Volume) {
+	ns := c.Mapping.Namespace(v.Namespace)
+	name := ns + "/" + v.Name
+	target, err := c.targetVolume(ctx, ns, v.Name)
+	if apierrors.IsNotFound(err) {
+		report.Add(kindName, snapshot.StatusMissing, name, "the claim does not exist on the target")
+		return
+	}
+	if err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
+		return
+	}
+	pod, stop, err := c.startMover(ctx, target, roleVerify)
+	if err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
+		return
+	}
+	defer stop()
+	var stdout, stderr bytes.Buffer
+	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: []string{"ferry", "mover", "pack", "--list"}, Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		err = moverFailed(ctx, c.Client, ns, pod, fmt.Errorf("ferry mover pack --list: %w: %s", err, strings.TrimSpace(stderr.String())))
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
+		return
+	}
+	var listed ListResult
+	if err := json.Unmarshal(stdout.Bytes(), &listed); err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: ferry mover pack --list: unreadable result: "+err.Error())
+		return
+	}
+	diffs, identical := compareFiles(v.Files, listed.Files, true)
+	report.CountN(kindName, snapshot.StatusIdentical, identical)
+	for _, d := range diffs {
+		report.Add(kindName, d.status, name+":"+d.path, d.detail)
+	}
+	c.Log.Info("volume verified", "claim", name, "identical", identical, "differences", len(diffs))
+}
+
+// kindName is the kind of data in reports.
+const kindName = "volumes"
+
+// fileDiff is a file that is not on the target as the backup holds it.
+type fileDiff struct {
+	path, status, detail string
+}
+
+// compareFiles compares a volume's files in the backup with those listed on the target: by type,
+// and by size, mode and SHA-256 (files), mode (directories) or target (symlinks). With extras,
+// files on the target that the backup lacks are differences too (a top-level lost+found
+// excepted: the filesystem makes it). It returns the differences, in the backup's order, and how
+// many files were identical.
+func compareFiles(backup, target []snapshot.File, extras bool) ([]fileDiff, int) {
+	onTarget := make(map[string]snapshot.File, len(target))
+	for _, f := range target {
+		onTarget[strings.TrimSuffix(f.Path, "/")] = f
+	}
+	var diffs []fileDiff
+	identical := 0
+	for _, want := range backup {
+		key := strings.TrimSuffix(want.Path, "/")
+		got, ok := onTarget[key]
+		if !ok {
+			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusMissing, "not on the target"})
+			continue
+		}
+		delete(onTarget, key)
+		if detail := fileDifference(want, got); detail != "" {
+			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusDifferent, detail})
+			continue
+		}
+		identical++
+	}
+	if extras {
+		for _, got := range target {
+			key := strings.TrimSuffix(got.Path, "/")
+			if _, left := onTarget[key]; !left || key == "lost+found" {
+				continue
+			}
+			diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
+		}
+	}
+	return diffs, identical
+}
+
+// fileDifference names every field in which got differs from want, with both values.
+func fileDifference(want, got snapshot.File) string {
+	if want.Type != got.Type {
+		return fmt.Sprintf("type: backup %s, target %s", want.Type, got.Type)
+	}
+	var fields []string
+	differ := func(field string, b, t any) {
+		if b != t {
+			fields = append(fields, fmt.Sprintf("%s: backup %v, target %v", field, b, t))
+		}
+	}
+	switch want.Type {
+	case "file":
+		differ("size", want.Size, got.Size)
+		differ("mode", want.Mode, got.Mode)
+		differ("sha256", want.SHA256, got.SHA256)
+	case "dir":
+		differ("mode", want.Mode, got.Mode)
+	case "symlink":
+		differ("link", want.Link, got.Link)
+	}
+	return strings.Join(fields, "; ")
+}
