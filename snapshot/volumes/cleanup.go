@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ferrykube/ferry/snapshot"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -178,12 +180,67 @@ func moverFailed(ctx context.Context, client kubernetes.Interface, namespace, po
 	if err == nil {
 		return nil
 	}
+	var deleted errMoverDeleted
+	if errors.As(context.Cause(ctx), &deleted) {
+		return fmt.Errorf("%w: %w", deleted, err)
+	}
 	p, gerr := client.CoreV1().Pods(namespace).Get(context.WithoutCancel(ctx), pod, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(gerr):
-		return fmt.Errorf("mover pod %s/%s was deleted while it read the claim: %w", namespace, pod, err)
-	case gerr == nil && p.DeletionTimestamp != nil:
-		return fmt.Errorf("mover pod %s/%s is being deleted: %w", namespace, pod, err)
+	if apierrors.IsNotFound(gerr) || (gerr == nil && p.DeletionTimestamp != nil) {
+		return fmt.Errorf("%w: %w", errMoverDeleted{namespace, pod}, err)
 	}
 	return err
+}
+
+// moverStderr is what the mover said, to end an error message, if it said anything.
+func moverStderr(stderr string) string {
+	if stderr = strings.TrimSpace(stderr); stderr != "" {
+		return ": " + stderr
+	}
+	return ""
+}
+
+// errMoverDeleted is the cause of a stream cut short because its mover pod was deleted.
+type errMoverDeleted struct{ namespace, pod string }
+
+func (e errMoverDeleted) Error() string {
+	return fmt.Sprintf("mover pod %s/%s was deleted while it read the claim", e.namespace, e.pod)
+}
+
+// whileMoverLives returns a context that ends when the mover pod is deleted, with that as its
+// cause. A cluster ends a deleted pod's exec streams in its own way (a reset stream, a truncated
+// tar); this way the failure says why, also where the runtime would let the stream run on.
+func whileMoverLives(ctx context.Context, client kubernetes.Interface, namespace, pod string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	pods := client.CoreV1().Pods(namespace)
+	gone := func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
+	go func() {
+		for ctx.Err() == nil {
+			p, err := pods.Get(ctx, pod, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && gone(p)) {
+				cancel(errMoverDeleted{namespace, pod})
+				return
+			}
+			var w watch.Interface
+			if err == nil {
+				w, err = pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod, ResourceVersion: p.ResourceVersion})
+			}
+			if err != nil { // the API server is unreachable for now: the stream itself will tell
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			for ev := range w.ResultChan() {
+				p, ok := ev.Object.(*corev1.Pod)
+				if ev.Type == watch.Deleted || (ok && gone(p)) {
+					w.Stop()
+					cancel(errMoverDeleted{namespace, pod})
+					return
+				}
+			}
+			w.Stop() // the server ended the watch: look again
+		}
+	}()
+	return ctx, func() { cancel(nil) }
 }

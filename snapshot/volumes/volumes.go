@@ -201,7 +201,7 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod.Name, Container: "mover",
 			Command: []string{"ferry", "mover", "pack"}, Stdout: tarIn, Stderr: &stderr})
 		if err != nil {
-			err = fmt.Errorf("ferry mover pack: %w: %s", err, strings.TrimSpace(stderr.String()))
+			err = fmt.Errorf("ferry mover pack: %w%s", err, moverStderr(stderr.String()))
 		}
 		tarIn.CloseWithError(err)
 	}()
@@ -229,7 +229,7 @@ func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod str
 	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: entry.Namespace, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "pack", "--direct"}, Stdin: bytes.NewReader(append(req, '\n')), Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
-		return entry, fmt.Errorf("ferry mover pack --direct: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return entry, fmt.Errorf("ferry mover pack --direct: %w%s", err, moverStderr(stderr.String()))
 	}
 	var res DirectResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
