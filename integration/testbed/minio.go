@@ -41,23 +41,11 @@ func startMinIO(ctx context.Context, bins Binaries, dir, name string) (*MinIO, e
 		m := &MinIO{Name: name, Port: port, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: "ferry-" + name, SecretKey: "ferry-secret-" + name}
 		m.Process, err = startProcess("minio-"+name,
 			[]string{bins["minio"], "server", dataDir, "--address", fmt.Sprintf("127.0.0.1:%d", port), "--console-address", fmt.Sprintf("127.0.0.1:%d", console), "--quiet"},
-			[]string{"MINIO_ROOT_USER=" + m.AccessKey, "MINIO_ROOT_PASSWORD=" + m.SecretKey, "MINIO_BROWSER=off", "MINIO_UPDATE=off"},
-			filepath.Join(dir, "minio-"+name+".log"), nil)
+			m.serverEnv(), filepath.Join(dir, "minio-"+name+".log"), nil)
 		if err != nil {
 			return nil, err
 		}
-		lastErr = waitFor(m.Process, 60*time.Second, "healthy", func() error {
-			resp, err := http.Get(m.Endpoint + "/minio/health/ready")
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("health: %s", resp.Status)
-			}
-			return nil
-		})
-		if lastErr == nil {
+		if lastErr = m.waitHealthy(); lastErr == nil {
 			return m, nil
 		}
 		m.Process.stop(5 * time.Second)
@@ -95,4 +83,38 @@ func (m *MinIO) CreateBucket(ctx context.Context, bucket string) error {
 		return fmt.Errorf("create bucket %s on %s: %w", bucket, m.Name, err)
 	}
 	return nil
+}
+
+// Stop ends the server, as a storage outage would; Restart brings it back.
+func (m *MinIO) Stop() error { return m.Process.stop(10 * time.Second) }
+
+// Restart starts a stopped server again on the same port with the same data.
+func (m *MinIO) Restart(ctx context.Context) error {
+	if m.Process.ours() {
+		return nil
+	}
+	p, err := startProcess(m.Process.Name, m.Process.Args, m.serverEnv(), m.Process.Log, nil)
+	if err != nil {
+		return err
+	}
+	m.Process = p
+	return m.waitHealthy()
+}
+
+func (m *MinIO) serverEnv() []string {
+	return []string{"MINIO_ROOT_USER=" + m.AccessKey, "MINIO_ROOT_PASSWORD=" + m.SecretKey, "MINIO_BROWSER=off", "MINIO_UPDATE=off"}
+}
+
+func (m *MinIO) waitHealthy() error {
+	return waitFor(m.Process, 60*time.Second, "healthy", func() error {
+		resp, err := http.Get(m.Endpoint + "/minio/health/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("health: %s", resp.Status)
+		}
+		return nil
+	})
 }

@@ -26,8 +26,8 @@ const (
 	StorageAnnotation = "ferry.dev/storage"
 )
 
-// UnlabelledStaleAfter is when a backup mover pod without BackupLabel (made by an older ferry,
-// which had no heartbeat to check) counts as left behind.
+// UnlabelledStaleAfter is when a backup mover pod without any ferry.dev/ label (made by an older
+// ferry, which kept no heartbeat to check) counts as left behind.
 const UnlabelledStaleAfter = time.Hour
 
 // markMover ties a mover pod to its backup and the backup's storage.
@@ -61,10 +61,10 @@ func (c Contents) cleanup(ctx context.Context) {
 
 // CleanupMovers deletes the backup mover pods that no live run needs: those of a backup in store
 // that is complete, gone, or whose heartbeat went stale (its ferry was killed), and those of an
-// older ferry (no BackupLabel) made more than UnlabelledStaleAfter before now. Pods of a live run,
-// of backups in another storage, and pods that write to their claim (restores) are left alone.
-// It looks cluster-wide, or, where that is forbidden, in namespaces. It logs and returns every
-// pod it deleted, as namespace/name.
+// older ferry (no ferry.dev/ label) made more than UnlabelledStaleAfter before now. Pods of a
+// live run, of backups in another storage, and restore and verify movers are left alone. It
+// looks cluster-wide, or, where that is forbidden, in namespaces. It logs and returns every pod
+// it deleted, as namespace/name.
 func CleanupMovers(ctx context.Context, client kubernetes.Interface, store storage.Backend, namespaces []string, now time.Time, log *slog.Logger) ([]string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -131,7 +131,8 @@ func listMovers(ctx context.Context, client kubernetes.Interface, namespaces []s
 func staleReason(ctx context.Context, pod corev1.Pod, store storage.Backend, now time.Time, runs map[string]snapshot.RunStatus) (string, error) {
 	backup, labelled := pod.Labels[BackupLabel]
 	if !labelled {
-		if !readsClaim(pod) {
+		// Restore and verify movers carry a ferry.dev/ label of their own; restores also write.
+		if hasFerryLabel(pod) || !readsClaim(pod) {
 			return "", nil
 		}
 		if age := now.Sub(pod.CreationTimestamp.Time); age > UnlabelledStaleAfter {
@@ -162,6 +163,16 @@ func staleReason(ctx context.Context, pod corev1.Pod, store storage.Backend, now
 		return fmt.Sprintf("backup %s is incomplete and its heartbeat stopped %s ago", backup, now.Sub(st.LastBeat).Round(time.Second)), nil
 	}
 	return "", nil
+}
+
+// hasFerryLabel reports whether a newer ferry labelled the pod beyond MoverLabel.
+func hasFerryLabel(pod corev1.Pod) bool {
+	for k := range pod.Labels {
+		if strings.HasPrefix(k, "ferry.dev/") {
+			return true
+		}
+	}
+	return false
 }
 
 // readsClaim reports whether the pod mounts its claim read-only, as every backup mover does; a

@@ -55,6 +55,8 @@ func TestCleanupMoversDeletesOnlyPodsOfEndedRuns(t *testing.T) {
 		p.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly = readOnly
 		return p
 	}
+	oldVerifier := pod("old-verifier", "", nil, 2*time.Hour, true)
+	oldVerifier.Labels[RoleLabel] = "verify"
 	client := fake.NewClientset(
 		pod("of-complete", "done", store, time.Minute, true),
 		pod("of-killed", "killed", store, time.Minute, true),
@@ -64,6 +66,7 @@ func TestCleanupMoversDeletesOnlyPodsOfEndedRuns(t *testing.T) {
 		pod("old-unlabelled", "", nil, 2*time.Hour, true),
 		pod("young-unlabelled", "", nil, time.Minute, true),
 		pod("old-writer", "", nil, 2*time.Hour, false),
+		oldVerifier,
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team"}},
 	)
 	deleted, err := CleanupMovers(ctx, client, store, []string{"team"}, now, nil)
@@ -76,8 +79,8 @@ func TestCleanupMoversDeletesOnlyPodsOfEndedRuns(t *testing.T) {
 		t.Fatalf("deleted %v, want %v", deleted, want)
 	}
 	left, _ := client.CoreV1().Pods("team").List(ctx, metav1.ListOptions{})
-	if len(left.Items) != 5 {
-		t.Fatalf("%d pods left, want 5", len(left.Items))
+	if len(left.Items) != 6 {
+		t.Fatalf("%d pods left, want 6", len(left.Items))
 	}
 
 	// Hours later the live run's heartbeat is stale, and the unlabelled pod old: both go.
