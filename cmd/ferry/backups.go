@@ -179,7 +179,7 @@ func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
 	}
 	fmt.Fprintf(w, "Stored:\t%s in %s\n", human.Bytes(s.StoredBytes), countFiles(d.Files))
 
-	fmt.Fprintf(w, "\nOBJECTS\t%d (%s as JSON)\n", s.Objects, human.Bytes(s.ObjectBytes))
+	fmt.Fprintf(w, "\nOBJECTS  %d (%s as JSON)\n", s.Objects, human.Bytes(s.ObjectBytes))
 	if len(s.Kinds) > 0 {
 		fmt.Fprintf(w, "  GROUP\tKIND\tCOUNT\n")
 		for _, k := range s.Kinds {
@@ -190,21 +190,21 @@ func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
 			fmt.Fprintf(w, "  %s\t%s\t%d\n", group, k.Kind, k.Count)
 		}
 	}
-	fmt.Fprintf(w, "\nVOLUMES\t%d\n", len(s.Volumes))
+	fmt.Fprintf(w, "\nVOLUMES  %d\n", len(s.Volumes))
 	if len(s.Volumes) > 0 {
 		fmt.Fprintf(w, "  CLAIM\tFILES\tSIZE\tSTORED\n")
 		for _, v := range s.Volumes {
 			fmt.Fprintf(w, "  %s/%s\t%d\t%s\t%s\n", v.Namespace, v.Name, v.Files, human.Bytes(v.Bytes), human.Bytes(v.StoredBytes))
 		}
 	}
-	fmt.Fprintf(w, "\nDATABASES\t%d\n", len(s.Databases))
+	fmt.Fprintf(w, "\nDATABASES  %d\n", len(s.Databases))
 	if len(s.Databases) > 0 {
 		fmt.Fprintf(w, "  NAME\tENGINE\tSCHEMAS\tTABLES\tROWS\tDUMP\tSTORED\n")
 		for _, db := range s.Databases {
 			fmt.Fprintf(w, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\n", db.Name, db.Engine, db.Schemas, db.Tables, db.Rows, human.Bytes(db.DumpBytes), human.Bytes(db.StoredBytes))
 		}
 	}
-	fmt.Fprintf(w, "\nBUCKETS\t%d\n", len(s.Buckets))
+	fmt.Fprintf(w, "\nBUCKETS  %d\n", len(s.Buckets))
 	if len(s.Buckets) > 0 {
 		fmt.Fprintf(w, "  NAME\tOBJECTS\tSIZE\tSTORED\n")
 		for _, b := range s.Buckets {
@@ -212,10 +212,10 @@ func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
 		}
 	}
 	if len(s.Skipped) == 0 {
-		fmt.Fprintf(w, "\nNOT IN THIS BACKUP\tnothing: every item the plan named was backed up\n")
+		fmt.Fprintf(w, "\nNOT IN THIS BACKUP  nothing: every item the plan named was backed up\n")
 		return
 	}
-	fmt.Fprintf(w, "\nNOT IN THIS BACKUP\t%d\n", len(s.Skipped))
+	fmt.Fprintf(w, "\nNOT IN THIS BACKUP  %d\n", len(s.Skipped))
 	for _, sk := range s.Skipped {
 		fmt.Fprintf(w, "  %s %s: %s\n", sk.Kind, sk.Name, sk.Reason)
 	}
