@@ -1,0 +1,261 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/buckets"
+)
+
+// serveMinIO runs a MinIO workload in namespace on cluster, its port 9000 forwarded to the
+// cluster's own MinIO server of the testbed, with its keys in a Secret.
+func serveMinIO(t *testing.T, cluster, namespace string) {
+	t.Helper()
+	c, kc := clients(t, cluster)
+	m := tb.MinIO[cluster]
+	pod := serveWorkload(t, kc, namespace, "minio", "artifact-keys", map[string]string{"accesskey": m.AccessKey, "secretkey": m.SecretKey})
+	if err := c.MapPortForward(context.Background(), namespace, pod, 9000, "127.0.0.1", m.Port); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bucketContents lists a bucket of a testbed MinIO and reads every object: key to bytes.
+func bucketContents(t *testing.T, m *testbed.MinIO, bucket string) map[string][]byte {
+	t.Helper()
+	ctx := context.Background()
+	s3c := m.S3Client()
+	out := map[string][]byte{}
+	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.Contents {
+			got, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := io.ReadAll(got.Body)
+			got.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[*o.Key] = data
+		}
+	}
+	return out
+}
+
+// TestRestoreBucket backs up a bucket of blue's MinIO (nested and odd keys, an empty object, one
+// big enough for a multipart upload) encrypted, restores it into green's MinIO reached through
+// green's own pod in a mapped namespace, and checks green's objects by listing and hashing them;
+// then verify, restoring twice, pruning, a deleted object, an object changed on green and a
+// tampered stored copy.
+func TestRestoreBucket(t *testing.T) {
+	testbed.Require(t, tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const blueNS, greenNS, bucket = "bucket-restore", "bucket-restore-green", "rs-artifacts"
+	serveMinIO(t, "blue", blueNS)
+	serveMinIO(t, "green", greenNS)
+	blueMinIO, greenMinIO := tb.MinIO["blue"], tb.MinIO["green"]
+	if err := blueMinIO.CreateBucket(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 17<<20+5) // more than one 16 MiB part
+	rand.NewChaCha8([32]byte{7}).Read(big)
+	want := map[string][]byte{
+		"v2/artifacts/pipeline-1/run-3/step/output.tgz": big,
+		"v2/artifacts/pipeline-1/run-3/metrics.json":    []byte(`{"accuracy": 0.93}`),
+		"v2/artifacts/pipeline-2/run-1/a/b/c/d/e.txt":   []byte("deep"),
+		"données/été/résultat.json":                     []byte(`{"ok": "oui"}`),
+		"odd key/with spaces & #hash?.txt":              []byte("odd"),
+		"..dots/.hidden":                                []byte("dots"),
+		"empty":                                         {},
+	}
+	for key, data := range want {
+		if _, err := blueMinIO.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+			t.Fatalf("put %q: %v", key, err)
+		}
+	}
+	// green's store starts without the bucket, as a new cluster's would.
+	for key := range bucketContentsIfAny(ctx, greenMinIO, bucket) {
+		greenMinIO.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	}
+	greenMinIO.S3Client().DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+blueNS+`]}
+buckets:
+- name: `+bucket+`
+  namespace: `+blueNS+`
+  workload: deployment/minio
+  port: 9000
+  secret: {name: artifact-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := backupMinIO(t, "bucketrestore")
+	const backup = "bucket-restore"
+	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", backup, "--encrypt-to", id.Recipient().String())
+	if (code != 0 && code != 3) || strings.Contains(out, "bucket "+bucket) {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	store, m := readManifest(t, url, backup)
+	if len(m.Buckets) != 1 || len(m.Buckets[0].Objects) != len(want) {
+		t.Fatalf("the backup's buckets: %+v", m.Buckets)
+	}
+
+	greenCluster, greenKC := clients(t, "green")
+	cfg, err := greenCluster.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies := buckets.Copies{Config: cfg, Client: greenKC, Parallel: 4, Mapping: snapshot.Mapping{Namespaces: map[string]string{blueNS: greenNS}}}
+	run := func(what string, fn func(context.Context, *snapshot.Reader, *snapshot.Report) error) *snapshot.Report {
+		t.Helper()
+		r, err := snapshot.Open(ctx, store, backup, []age.Identity{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var report snapshot.Report
+		start := time.Now()
+		if err := fn(ctx, r, &report); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		t.Logf("%s took %s: %v", what, time.Since(start).Round(time.Millisecond), report.Counts["buckets"])
+		return &report
+	}
+	clean := func(what string, report *snapshot.Report, counts map[string]int) {
+		t.Helper()
+		if items := report.Problems(); len(items) > 0 {
+			t.Fatalf("%s lists problems: %+v", what, items)
+		}
+		if !maps.Equal(report.Counts["buckets"], counts) {
+			t.Fatalf("%s counts %v, want %v", what, report.Counts["buckets"], counts)
+		}
+	}
+	sameAsBlue := func(when string) {
+		t.Helper()
+		got := bucketContents(t, greenMinIO, bucket)
+		if len(got) != len(want) {
+			t.Errorf("%s: green holds %d objects, blue %d: %v", when, len(got), len(want), slices.Sorted(maps.Keys(got)))
+		}
+		for key, data := range want {
+			g, ok := got[key]
+			if !ok || sha256.Sum256(g) != sha256.Sum256(data) {
+				t.Errorf("%s: green's %q: %d bytes (there: %v), blue's %d", when, key, len(g), ok, len(data))
+			}
+		}
+	}
+	n := len(want)
+
+	clean("the restore", run("restore", copies.Restore), map[string]int{snapshot.StatusRestored: n})
+	sameAsBlue("after a restore")
+	clean("verify", run("verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
+
+	// Twice: nothing is uploaded again.
+	before := lastModified(t, greenMinIO, bucket)
+	clean("a second restore", run("restore", copies.Restore), map[string]int{snapshot.StatusUnchanged: n})
+	if after := lastModified(t, greenMinIO, bucket); !maps.Equal(before, after) {
+		t.Errorf("a second restore rewrote objects: before %v, after %v", before, after)
+	}
+	sameAsBlue("after a second restore")
+	clean("verify after a second restore", run("verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
+
+	// An object green has and the backup does not: verify names it, a restore leaves it, one that
+	// prunes deletes it.
+	const extra = "green/only.txt"
+	if _, err := greenMinIO.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(extra), Body: strings.NewReader("green")}); err != nil {
+		t.Fatal(err)
+	}
+	onlyOne(t, run("verify", copies.Verify), snapshot.StatusDifferent, bucket+"/"+extra, "not in the backup")
+	clean("a restore beside an extra object", run("restore", copies.Restore), map[string]int{snapshot.StatusUnchanged: n})
+	pruning := copies
+	pruning.Prune = true
+	onlyOne(t, run("restore with Prune", pruning.Restore), snapshot.StatusUpdated, bucket+"/"+extra, "deleted: not in the backup")
+	sameAsBlue("after pruning")
+
+	// One object less on green: verify names exactly it.
+	const victim = "v2/artifacts/pipeline-1/run-3/metrics.json"
+	if _, err := greenMinIO.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(victim)}); err != nil {
+		t.Fatal(err)
+	}
+	onlyOne(t, run("verify", copies.Verify), snapshot.StatusMissing, bucket+"/"+victim, "not on the target")
+	clean("a restore of a deleted object", run("restore", copies.Restore), map[string]int{snapshot.StatusRestored: 1, snapshot.StatusUnchanged: n - 1})
+
+	// An object changed on green, same size, written without ferry's digest: verify hashes it, a
+	// restore hashes it too and puts the backup's back.
+	const changed = "données/été/résultat.json"
+	if _, err := greenMinIO.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(changed), Body: strings.NewReader(`{"ok": "non"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	onlyOne(t, run("verify", copies.Verify), snapshot.StatusDifferent, bucket+"/"+changed, "SHA-256: backup ")
+	clean("a restore of a changed object", run("restore", copies.Restore), map[string]int{snapshot.StatusUpdated: 1, snapshot.StatusUnchanged: n - 1})
+	sameAsBlue("after restoring a changed object")
+
+	// A tampered stored copy (in the middle of the big object, caught while it streams): that
+	// object fails and is not left on green; the others are unchanged.
+	const bigKey = "v2/artifacts/pipeline-1/run-3/step/output.tgz"
+	if _, err := greenMinIO.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(bigKey)}); err != nil {
+		t.Fatal(err)
+	}
+	b := m.Buckets[0]
+	tamper(t, store, snapshot.Prefix(backup)+b.Prefix+buckets.EscapeKey(bigKey)+snapshot.EncryptedSuffix)
+	report := run("restore from a tampered copy", copies.Restore)
+	failed := report.Problems()
+	if len(failed) != 1 || failed[0].Name != bucket+"/"+bigKey || failed[0].Status != snapshot.StatusFailed || report.Counts["buckets"][snapshot.StatusUnchanged] != n-1 {
+		t.Fatalf("a restore from a tampered copy lists %+v, counts %v; want %s failed and nothing else", failed, report.Counts["buckets"], bigKey)
+	}
+	t.Logf("tampered copy: %s", failed[0].Detail)
+	if _, ok := bucketContents(t, greenMinIO, bucket)[bigKey]; ok {
+		t.Errorf("the tampered copy of %s was stored on green", bigKey)
+	}
+}
+
+// bucketContentsIfAny lists a bucket's keys, none when the bucket does not exist.
+func bucketContentsIfAny(ctx context.Context, m *testbed.MinIO, bucket string) map[string]bool {
+	out := map[string]bool{}
+	list, err := m.S3Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		return out
+	}
+	for _, o := range list.Contents {
+		out[*o.Key] = true
+	}
+	return out
+}
+
+// lastModified maps each object of a bucket to its ETag and modification time.
+func lastModified(t *testing.T, m *testbed.MinIO, bucket string) map[string]string {
+	t.Helper()
+	list, err := m.S3Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range list.Contents {
+		out[*o.Key] = aws.ToString(o.ETag) + " " + o.LastModified.Format(time.RFC3339Nano)
+	}
+	return out
+}
