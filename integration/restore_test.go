@@ -83,6 +83,9 @@ func TestRestoreOntoAFreshCluster(t *testing.T) {
 		t.Fatalf("restored %d objects of %d in the backup: %+v", restored, len(manifest.Objects), rep.Counts)
 	}
 	t.Logf("restore: exit %d, %v", code, rep.Counts)
+	for _, it := range rep.Items {
+		t.Logf("  %s %s %s: %s", it.Kind, it.Status, it.Name, it.Detail)
+	}
 
 	verify := func(t *testing.T, args ...string) (int, restoreReport) {
 		t.Helper()

@@ -56,6 +56,10 @@ func exclusionReason(gr string, obj *unstructured.Unstructured) string {
 		if name == "default" {
 			return "the target's controller manager creates it in every namespace"
 		}
+	case "clustertrustbundles.certificates.k8s.io":
+		if signer, _, _ := unstructured.NestedString(obj.Object, "spec", "signerName"); signer == "kubernetes.io/kube-apiserver-serving" {
+			return "published by the source cluster's API server for its own serving certificates"
+		}
 	case "services":
 		if ns == "default" && name == "kubernetes" {
 			return "the target's API server publishes its own"

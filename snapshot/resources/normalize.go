@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -77,8 +78,51 @@ func Normalize(gr string, obj map[string]any) map[string]any {
 	case "pods":
 		delete(spec, "nodeName")
 		delete(spec, "priority")
+		dropTokenVolumes(spec)
 	}
 	return out
+}
+
+// dropTokenVolumes removes the service account token volume that admission adds to every pod
+// under a random name (kube-api-access-xxxxx), and its mounts: the target's admission adds its own.
+func dropTokenVolumes(spec map[string]any) {
+	vols, _ := spec["volumes"].([]any)
+	dropped := map[string]bool{}
+	kept := vols[:0:0]
+	for _, v := range vols {
+		name, _ := asMap(v)["name"].(string)
+		if strings.HasPrefix(name, "kube-api-access-") && asMap(v)["projected"] != nil {
+			dropped[name] = true
+			continue
+		}
+		kept = append(kept, v)
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	if len(kept) == 0 {
+		delete(spec, "volumes")
+	} else {
+		spec["volumes"] = kept
+	}
+	for _, list := range []string{"initContainers", "containers", "ephemeralContainers"} {
+		containers, _ := spec[list].([]any)
+		for _, c := range containers {
+			cm := asMap(c)
+			mounts, _ := cm["volumeMounts"].([]any)
+			keptMounts := mounts[:0:0]
+			for _, m := range mounts {
+				if name, _ := asMap(m)["name"].(string); !dropped[name] {
+					keptMounts = append(keptMounts, m)
+				}
+			}
+			if len(keptMounts) == 0 {
+				delete(cm, "volumeMounts")
+			} else {
+				cm["volumeMounts"] = keptMounts
+			}
+		}
+	}
 }
 
 func deleteAnnotations(meta map[string]any, keys []string) {

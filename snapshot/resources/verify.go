@@ -160,10 +160,12 @@ func (c Objects) verifyHealth(ctx context.Context, checks []healthCheck, report 
 	_ = wait.PollUntilContextTimeout(ctx, time.Second, c.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		var still []healthCheck
 		for _, h := range pending {
-			var client = c.Dynamic.Resource(h.gvr).Namespace(h.namespace)
+			client := c.Dynamic.Resource(h.gvr).Namespace(h.namespace)
 			live, err := client.Get(ctx, h.name, metav1.GetOptions{})
 			if err != nil {
-				why[h.id] = err.Error()
+				if ctx.Err() == nil {
+					why[h.id] = err.Error()
+				}
 				still = append(still, h)
 				continue
 			}
