@@ -48,7 +48,12 @@ MySQL/MariaDB databases are dumped in their pods (mysqldump --single-transaction
 counts and checksums; the platform's buckets are copied through a port-forward to their MinIO pod (or
 a direct endpoint) with each object's SHA-256; each bound claim's files are read by a mover pod
 (ferry mover pack) and stored as a compressed tar with every file's SHA-256. PostgreSQL dumps and
-unbound claims are listed as skipped and the exit code is 3.`,
+unbound claims are listed as skipped and the exit code is 3.
+
+` + fmt.Sprintf(`While it runs, a backup rewrites its %s every %s. A backup whose ferry was
+killed stays incomplete (ferry backups delete removes it); the next ferry backup into the same
+storage deletes the mover pods it left once its heartbeat is %s old.`,
+			snapshot.HeartbeatFile, snapshot.HeartbeatInterval, snapshot.StaleBeats*snapshot.HeartbeatInterval),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
