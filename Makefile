@@ -44,7 +44,7 @@ test-integration: testbed-bin
 test: lint testbed-bin test-integration
 
 bench: testbed-bin
-	@echo "==> benchmarks: storage (ferry's S3 backend beside raw transfers to the same MinIO), planning 20,000 objects, a volume backup"
+	@echo "==> benchmarks: storage (ferry's S3 backend beside raw transfers to the same MinIO), planning and backing up 20,000 objects, a volume backup"
 	@$(GO) test -run '^$$' -bench . -benchtime 3x ./storage/ ./integration/
 
 testbed-up: testbed-bin

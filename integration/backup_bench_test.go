@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,4 +89,68 @@ func BenchmarkBackupVolume(b *testing.B) {
 			b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
 		})
 	}
+}
+
+// BenchmarkBackupObjects20k backs up blue's 20,000 ConfigMaps (those of BenchmarkPlan20k; no
+// volumes) into the backup MinIO with ferry backup, from a plan made beforehand, and reports
+// objects backed up per second of the whole command and the ferry process's peak RSS. Run: make bench.
+func BenchmarkBackupObjects20k(b *testing.B) {
+	namespaces := fillBlue20k(b)
+	ctx := context.Background()
+	minio := tb.MinIO["backup"]
+	if err := minio.CreateBucket(ctx, "backups"); err != nil {
+		b.Fatal(err)
+	}
+	for _, kv := range minio.Env() { // for reading the manifests here
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
+	}
+	url := "s3://backups/bench-objects?endpoint=" + minio.Endpoint + "&path-style=true"
+	store, err := storage.Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	config, planFile := filepath.Join(dir, "ferry.yaml"), filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+strings.Join(namespaces, ", ")+"]}\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ferry := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(ferryBinary(b), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
+		return cmd
+	}
+	if out, err := ferry("plan", "--from", "blue", "-f", config, "-o", planFile).CombinedOutput(); err != nil {
+		b.Fatalf("ferry plan: %v\n%s", err, out)
+	}
+
+	var objects int
+	var peakRSS int64
+	b.ResetTimer()
+	for i := range b.N {
+		name := fmt.Sprintf("objects20k-%d-%d", i, time.Now().UnixNano())
+		cmd := ferry("--storage", url, "backup", "--from", "blue", "--plan", planFile, "--name", name)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("ferry backup: %v\n%s", err, out)
+		}
+		b.StopTimer()
+		peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+		m, err := snapshot.ReadManifest(ctx, store, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		objects = m.Totals.Objects
+		b.Logf("%s: %d objects, %d bytes stored, %s by its manifest", name, objects, m.Totals.StoredBytes, m.CompletedAt.Sub(m.StartedAt).Round(time.Millisecond))
+		if _, err := snapshot.Delete(ctx, store, name); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	if objects < benchNamespaces*benchPerNamespace {
+		b.Fatalf("backed up %d objects, want at least %d", objects, benchNamespaces*benchPerNamespace)
+	}
+	b.ReportMetric(float64(objects)*float64(b.N)/b.Elapsed().Seconds(), "objects/s")
+	b.ReportMetric(float64(objects), "objects")
+	b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
 }
