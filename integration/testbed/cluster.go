@@ -391,8 +391,14 @@ func (c *Cluster) mapMover(ctx context.Context, kc kubernetes.Interface, pod *co
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
-		pvc, err := kc.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
-		if err != nil || pvc.Spec.VolumeName == "" {
+		// A claim may bind only now, for this pod (a provisioner, WaitForFirstConsumer).
+		var pvc *corev1.PersistentVolumeClaim
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			var err error
+			pvc, err = kc.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+			return err == nil && pvc.Spec.VolumeName != "", err
+		})
+		if err != nil {
 			return
 		}
 		pv, err := kc.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})

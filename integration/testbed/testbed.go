@@ -40,6 +40,9 @@ type Options struct {
 	MariaDBs []string
 	// PostgreSQLs to start, e.g. "blue" and "green".
 	PostgreSQLs []string
+	// Provisioned clusters get a dynamic provisioner for the storage classes of Provisioner:
+	// their claims bind to new folders under the data folder, as on a real cluster.
+	Provisioned []string
 	// Dir holds all state; empty means a new temporary folder, removed by Stop.
 	Dir string
 	// Persistent testbeds (make testbed-up) outlive the process that started them.
@@ -54,6 +57,8 @@ var Everything = Options{
 	MinIOs:      []string{"backup", "blue", "green"},
 	MariaDBs:    []string{"blue", "green"},
 	PostgreSQLs: []string{"blue", "green"},
+	// Only green: blue's tests bind their claims to folders they fill (BindClaim).
+	Provisioned: []string{"green"},
 }
 
 // Testbed is a running testbed.
@@ -170,6 +175,16 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	watchCtx, tb.stopWatchers = context.WithCancel(context.Background())
 	for _, c := range tb.Clusters {
 		if err := c.mapMovers(watchCtx); err != nil {
+			tb.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	for _, name := range opts.Provisioned {
+		c := tb.Clusters[name]
+		if c == nil {
+			continue
+		}
+		if err := c.provision(watchCtx, filepath.Join(tb.Dir, "data", "provisioned-"+name)); err != nil {
 			tb.Stop(context.WithoutCancel(ctx))
 			return nil, err
 		}

@@ -1,0 +1,104 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Provisioner is the provisioner of the storage classes whose claims the testbed provisions on
+// the clusters Options.Provisioned names (integration/testdata/standard-storageclass.yaml is one).
+const Provisioner = "ferry.dev/testbed"
+
+// selectedNode is the annotation the scheduler puts on a claim of a WaitForFirstConsumer class once
+// a pod using it has a node: the provisioner's cue.
+const selectedNode = "volume.kubernetes.io/selected-node"
+
+// provision acts as a dynamic provisioner until ctx ends: every pending claim of a class whose
+// provisioner is Provisioner gets a new hostPath PersistentVolume on a folder of its own under
+// dir, pre-bound to it as BindClaim does; a claim of a WaitForFirstConsumer class once the
+// scheduler picked a node for a pod using it. Claims of other classes, or without one, are left
+// to the tests (BindClaim).
+func (c *Cluster) provision(ctx context.Context, dir string) error {
+	kc, _, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(kc, 0)
+	claims := factory.Core().V1().PersistentVolumeClaims().Informer()
+	classes := factory.Storage().V1().StorageClasses().Lister()
+	handle := func(obj any) {
+		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+		if !ok || pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending || pvc.DeletionTimestamp != nil ||
+			pvc.Spec.StorageClassName == nil {
+			return
+		}
+		class, err := classes.Get(*pvc.Spec.StorageClassName)
+		if err != nil || class.Provisioner != Provisioner {
+			return
+		}
+		if class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && pvc.Annotations[selectedNode] == "" {
+			return
+		}
+		go func() {
+			if err := c.provisionClaim(ctx, kc, pvc, dir); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "testbed: provisioner of %s: %v\n", c.Name, err)
+			}
+		}()
+	}
+	_, err = claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    handle,
+		UpdateFunc: func(_, obj any) { handle(obj) },
+	})
+	if err != nil {
+		return err
+	}
+	// A claim may come before its class.
+	_, err = factory.Storage().V1().StorageClasses().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) {
+			for _, obj := range claims.GetStore().List() {
+				handle(obj)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return nil
+}
+
+// provisionClaim makes the claim's volume; a second call for the same claim finds it made.
+func (c *Cluster) provisionClaim(ctx context.Context, kc kubernetes.Interface, pvc *corev1.PersistentVolumeClaim, dir string) error {
+	name := "pvc-" + string(pvc.UID)
+	folder := filepath.Join(dir, name)
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		return err
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": Provisioner}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
+			AccessModes:                   pvc.Spec.AccessModes,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              *pvc.Spec.StorageClassName,
+			VolumeMode:                    pvc.Spec.VolumeMode,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: folder}},
+		},
+	}
+	if _, err := kc.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("persistent volume for %s/%s: %w", pvc.Namespace, pvc.Name, err)
+	}
+	return nil
+}
