@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -79,6 +80,9 @@ var (
 		"SELECT * FROM rs_pipeline.recent ORDER BY id",
 		"SELECT id, trial, HEX(payload) FROM rs_katib.observation_logs ORDER BY id",
 		"SELECT * FROM rs_katib.notes ORDER BY id",
+		"SELECT trigger_name, action_statement FROM information_schema.triggers WHERE trigger_schema = 'rs_pipeline'",
+		"SELECT routine_name, routine_definition FROM information_schema.routines WHERE routine_schema = 'rs_pipeline'",
+		"SELECT event_name, event_definition FROM information_schema.events WHERE event_schema = 'rs_katib'",
 	}
 	pgReads = []string{
 		"SELECT * FROM public.users ORDER BY id",
@@ -118,7 +122,10 @@ DROP DATABASE IF EXISTS rs_katib; CREATE DATABASE rs_katib CHARACTER SET utf8mb4
 CREATE TABLE rs_katib.observation_logs (id INT PRIMARY KEY, trial VARCHAR(64), payload LONGBLOB);
 INSERT INTO rs_katib.observation_logs VALUES (1, 'trial-α', RANDOM_BYTES(1024)), (2, 'испытание', UNHEX(REPEAT('00FF0D0A5C27', 4096))), (3, '試行', NULL);
 CREATE TABLE rs_katib.notes (id INT AUTO_INCREMENT PRIMARY KEY, body TEXT) CHARACTER SET utf8mb4;
-INSERT INTO rs_katib.notes (body) VALUES ('naïve — 日本語 — 🚀'), ('quotes '' " and \\ backslash'), ('line\nbreak\ttab');`); err != nil {
+INSERT INTO rs_katib.notes (body) VALUES ('naïve — 日本語 — 🚀'), ('quotes '' " and \\ backslash'), ('line\nbreak\ttab');
+CREATE TRIGGER rs_pipeline.shout BEFORE INSERT ON rs_pipeline.events FOR EACH ROW SET NEW.kind = UPPER(NEW.kind);
+CREATE PROCEDURE rs_pipeline.count_runs() SELECT COUNT(*) FROM rs_pipeline.run_details;
+CREATE EVENT rs_katib.nightly ON SCHEDULE EVERY 1 DAY DISABLE DO DELETE FROM rs_katib.notes WHERE id < 0;`); err != nil {
 		t.Fatal(err)
 	}
 	for _, stmt := range []string{"DROP DATABASE IF EXISTS rs_appdb", "CREATE DATABASE rs_appdb"} {
@@ -238,8 +245,24 @@ databases:
 	sameAsBlue("after a restore")
 	clean("verify", verify(), snapshot.StatusIdentical, restoredTables)
 
-	// Twice: the same data, no duplicates (events and invoices have no key that would refuse them).
+	// Twice: the same data, no duplicates (events and invoices have no key that would refuse them),
+	// also with a client still connected to the PostgreSQL database the dump replaces.
+	idle := exec.CommandContext(ctx, tb.Bins["psql"], "-X", "-d", "rs_appdb", "-c", "SELECT pg_sleep(600)")
+	idle.Env = os.Environ()
+	for k, v := range greenPG.Env() {
+		idle.Env = append(idle.Env, k+"="+v)
+	}
+	if err := idle.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a session on green's rs_appdb", 30*time.Second, func(ctx context.Context) (bool, error) {
+		n, err := greenPG.SQL(ctx, tb.Bins, "postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = 'rs_appdb'")
+		return err == nil && strings.TrimSpace(n) != "0", nil
+	})
 	clean("a second restore", restore(), snapshot.StatusRestored, 2)
+	if err := idle.Wait(); err == nil {
+		t.Error("the session on the replaced database was not ended")
+	}
 	sameAsBlue("after a second restore")
 	clean("verify after a second restore", verify(), snapshot.StatusIdentical, restoredTables)
 
