@@ -177,6 +177,21 @@ func listBackups(t *testing.T, url string) map[string]snapshot.Info {
 	return byName
 }
 
+// streaming holds once the claim's stream has begun to reach file storage in storeDir, which
+// writes it into a temporary file beside its final name.
+func streaming(storeDir, backup string) func(context.Context, corev1.Pod) (bool, error) {
+	partial := filepath.Join(storeDir, "backups", backup, "volumes", interruptNS, ".ferry-tmp-*")
+	return func(context.Context, corev1.Pod) (bool, error) {
+		files, _ := filepath.Glob(partial)
+		for _, f := range files {
+			if info, err := os.Stat(f); err == nil && info.Size() > 0 {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}
+
 // TestBackupKilledMidStream: a SIGKILLed ferry leaves an incomplete backup and its mover pod; the
 // next backup deletes that pod once the killed run's heartbeat is stale, and completes.
 func TestBackupKilledMidStream(t *testing.T) {
@@ -185,7 +200,7 @@ func TestBackupKilledMidStream(t *testing.T) {
 	storeDir := t.TempDir()
 	url := "file://" + storeDir
 	run := startFerry(t, "--storage", url, "backup", "--from", "blue", "-f", cfg, "--name", "killed")
-	waitForMover(t, kc, run, "killed", "a running mover pod of backup killed", func(context.Context, corev1.Pod) (bool, error) { return true, nil })
+	waitForMover(t, kc, run, "killed", "the volume streaming", streaming(storeDir, "killed"))
 	if err := run.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -297,17 +312,7 @@ func TestBackupMoverDeletedMidStream(t *testing.T) {
 	url := "file://" + storeDir
 	started := time.Now()
 	run := startFerry(t, "--storage", url, "backup", "--from", "blue", "-f", cfg, "--name", "api-error")
-	// The file storage writes the stream into a temporary file beside its final name.
-	partial := filepath.Join(storeDir, "backups", "api-error", "volumes", interruptNS, ".ferry-tmp-*")
-	mover := waitForMover(t, kc, run, "api-error", "the volume streaming", func(context.Context, corev1.Pod) (bool, error) {
-		files, _ := filepath.Glob(partial)
-		for _, f := range files {
-			if info, err := os.Stat(f); err == nil && info.Size() > 0 {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	mover := waitForMover(t, kc, run, "api-error", "the volume streaming", streaming(storeDir, "api-error"))
 	t.Logf("streaming %s after ferry started", time.Since(started).Round(100*time.Millisecond))
 	if err := kc.CoreV1().Pods(mover.Namespace).Delete(context.Background(), mover.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
