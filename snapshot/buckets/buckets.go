@@ -20,6 +20,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -37,6 +38,8 @@ type Copies struct {
 	// Prune makes a restore delete the target's objects that the backup does not hold, leaving
 	// each bucket as it was backed up (to carry data back); by default they are left alone.
 	Prune bool
+
+	dyn dynamic.Interface // made from Config when nil (tests set it)
 }
 
 // Name implements snapshot.Kind.

@@ -43,9 +43,12 @@ func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot
 	}
 	item := plans.DataItem{Name: b.Name, Namespace: c.Mapping.Namespace(cfg.Namespace), Workload: cfg.Workload, Endpoint: cfg.Endpoint}
 	if item.Endpoint == "" {
-		dyn, err := dynamic.NewForConfig(c.Config)
-		if err != nil {
-			return nil, nil, err
+		dyn := c.dyn
+		if dyn == nil {
+			var err error
+			if dyn, err = dynamic.NewForConfig(c.Config); err != nil {
+				return nil, nil, err
+			}
 		}
 		w, pod, err := plans.WorkloadPod(ctx, dyn, item.Namespace, cfg.Workload)
 		switch {

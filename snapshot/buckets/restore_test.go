@@ -13,6 +13,9 @@ import (
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
 )
 
 func objectOf(key, data string) snapshot.BucketObject {
@@ -131,5 +134,32 @@ func TestRestoreReportsABucketItCannotPlace(t *testing.T) {
 	items := report.Problems(snapshot.StatusFailed)
 	if len(items) != 1 || items[0].Name != "mlpipeline" || !strings.Contains(items[0].Detail, "1 objects were not restored") {
 		t.Fatalf("report %+v", report.Items)
+	}
+}
+
+func TestRestoreAndVerifyReportAStoreTheyCannotReach(t *testing.T) {
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "pods"}: "PodList", {Group: "apps", Version: "v1", Resource: "deployments"}: "DeploymentList",
+	})
+	cfg := plans.Bucket{Name: "mlpipeline", Namespace: "kubeflow", Workload: "deployment/minio", Port: 9000}
+	r := &snapshot.Reader{Manifest: &snapshot.Manifest{
+		Plan:    &plans.Plan{Config: plans.Config{Buckets: []plans.Bucket{cfg}}},
+		Buckets: []snapshot.Bucket{{Name: "mlpipeline", Objects: []snapshot.BucketObject{objectOf("a", "a"), objectOf("b", "b")}}},
+	}}
+	c := Copies{dyn: dyn, Mapping: snapshot.Mapping{Namespaces: map[string]string{"kubeflow": "kf"}}}
+	var restored, verified snapshot.Report
+	if err := c.Restore(context.Background(), r, &restored); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Verify(context.Background(), r, &verified); err != nil {
+		t.Fatal(err)
+	}
+	for report, want := range map[*snapshot.Report]string{
+		&restored: "no deployment/minio in namespace kf on the target; its 2 objects were not restored",
+		&verified: "cannot verify its 2 objects: no deployment/minio in namespace kf on the target",
+	} {
+		if len(report.Items) != 1 || report.Items[0].Name != "mlpipeline" || report.Items[0].Status != snapshot.StatusFailed || report.Items[0].Detail != want {
+			t.Errorf("report %+v, want mlpipeline failed: %s", report.Items, want)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -32,6 +33,8 @@ type Dumps struct {
 	// Mapping renames namespaces on a restore's target: each database is found there in the mapped
 	// namespace of the one it was dumped from.
 	Mapping snapshot.Mapping
+
+	dyn dynamic.Interface // made from Config when nil (tests set it)
 }
 
 // credentials reach a database as a client in its pod would.

@@ -27,6 +27,13 @@ type target struct {
 	cred credentials
 }
 
+func (c Dumps) dynamicClient() (dynamic.Interface, error) {
+	if c.dyn != nil {
+		return c.dyn, nil
+	}
+	return dynamic.NewForConfig(c.Config)
+}
+
 // locate finds the pod of a backed-up database on the target cluster as planning found it on the
 // source: by the workload the backup's configuration names, in the mapped namespace; the
 // credentials come from the target's Secret (or, without one, the pod's environment).
@@ -74,7 +81,7 @@ func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot
 	if len(r.Manifest.Databases) == 0 {
 		return nil
 	}
-	dyn, err := dynamic.NewForConfig(c.Config)
+	dyn, err := c.dynamicClient()
 	if err != nil {
 		return err
 	}

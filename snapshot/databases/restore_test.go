@@ -173,3 +173,45 @@ func toUnstructured(t *testing.T, obj runtime.Object) runtime.Object {
 	}
 	return &unstructured.Unstructured{Object: m}
 }
+
+func TestRestoreAndVerifyReportDatabasesTheyCannotReach(t *testing.T) {
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "pods"}: "PodList", {Group: "apps", Version: "v1", Resource: "deployments"}: "DeploymentList",
+	})
+	cfg := plans.Database{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Workload: "deployment/mysql"}
+	r := &snapshot.Reader{Manifest: &snapshot.Manifest{
+		Plan: &plans.Plan{Config: plans.Config{Databases: []plans.Database{cfg}}},
+		Databases: []snapshot.Database{
+			{Name: "kfp-mysql", Engine: "mysql", Schemas: []string{"mlpipeline"}, Tables: []snapshot.Table{{Schema: "mlpipeline", Name: "runs"}, {Schema: "mlpipeline", Name: "jobs"}}},
+			{Name: "unknown", Engine: "postgresql", Schemas: []string{"appdb"}},
+			{Name: "nothing-dumped", Engine: "mysql"},
+		},
+	}}
+	c := Dumps{Client: fake.NewClientset(), dyn: dyn, Mapping: snapshot.Mapping{Namespaces: map[string]string{"kubeflow": "kf"}}}
+
+	var restored snapshot.Report
+	if err := c.Restore(context.Background(), r, &restored); err != nil {
+		t.Fatal(err)
+	}
+	restored.Sort()
+	want := []snapshot.ReportItem{
+		{Kind: "databases", Status: snapshot.StatusFailed, Name: "kfp-mysql", Detail: "no deployment/mysql in namespace kf on the target"},
+		{Kind: "databases", Status: snapshot.StatusFailed, Name: "unknown", Detail: "the backup's configuration does not say where database unknown runs"},
+	}
+	if len(restored.Items) != len(want) || restored.Items[0] != want[0] || restored.Items[1] != want[1] {
+		t.Fatalf("restore report %+v\nwant %+v", restored.Items, want)
+	}
+	if restored.Counts["databases"][snapshot.StatusUnchanged] != 1 {
+		t.Errorf("the database with nothing dumped is not counted: %v", restored.Counts)
+	}
+
+	var verified snapshot.Report
+	if err := c.Verify(context.Background(), r, &verified); err != nil {
+		t.Fatal(err)
+	}
+	verified.Sort()
+	if len(verified.Items) != 2 || verified.Items[0].Name != "kfp-mysql" || verified.Items[0].Status != snapshot.StatusFailed ||
+		!strings.HasPrefix(verified.Items[0].Detail, "cannot verify its 2 tables: no deployment/mysql") {
+		t.Fatalf("verify report %+v", verified.Items)
+	}
+}

@@ -16,7 +16,7 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 	if len(r.Manifest.Databases) == 0 {
 		return nil
 	}
-	dyn, err := dynamic.NewForConfig(c.Config)
+	dyn, err := c.dynamicClient()
 	if err != nil {
 		return err
 	}
