@@ -167,10 +167,10 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	err = c.exec(execCtx, t.item, t.cfg.Container, cmd, stdin, io.Discard)
 	cancelExec()
 	stdin.stop() // the exec's copy of stdin may still be reading: wait for it
-	if err != nil && !sql.finished() && sql.failure() == nil {
-		// The client stopped early: read the rest to tell a damaged dump from a statement the
-		// target refused.
-		io.Copy(io.Discard, sql)
+	if err != nil && sql.n > 0 && !sql.finished() && sql.failure() == nil {
+		// The client stopped early: read on (up to a bound) to tell a damaged dump from a
+		// statement the target refused.
+		io.Copy(io.Discard, io.LimitReader(sql, classifyLimit))
 	}
 	dec.Close()
 	closeErr := rc.Close()
@@ -190,6 +190,10 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	}
 	return closeErr
 }
+
+// classifyLimit bounds how much of a dump is read after its client failed, to find out whether
+// the dump was damaged.
+const classifyLimit = 256 << 20
 
 // terminateSessions is SQL that ends other sessions on the PostgreSQL databases.
 func terminateSessions(dbs []string) string {
