@@ -150,6 +150,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 	meter := progress.Start(progress.Options{Mode: progress.ModeFor(o.global.progress, o.global.showProgress), Out: o.streams.ErrOut,
 		Log: o.global.logger, Task: "backup " + name, Objects: plan.Estimate.Objects})
 	w.SetProgress(meter)
+	o.global.logger = meter.Logger(o.global.logger, o.global.logFormat) // above the bar, not across it
 	// The heartbeat lets a later run tell this backup's mover pods from those of a killed ferry.
 	var manifest *snapshot.Manifest
 	beat, err := snapshot.StartHeartbeat(ctx, store, name, snapshot.HeartbeatInterval, o.global.logger)

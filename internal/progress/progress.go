@@ -98,6 +98,7 @@ func Start(opts Options) *Meter {
 			progressbar.OptionShowCount(),
 			progressbar.OptionUseIECUnits(true),
 			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionShowElapsedTimeOnFinish(),
 			progressbar.OptionSpinnerType(14),
 			progressbar.OptionSetWidth(10),
 			progressbar.OptionThrottle(100*time.Millisecond),
@@ -143,17 +144,38 @@ func (m *Meter) Stop() {
 		<-m.done
 		switch {
 		case m.bar != nil:
-			// Ending the bar at its count (not at an end it never had) keeps the figures true.
-			if n := m.bytes.Load(); n > 0 {
-				m.bar.ChangeMax64(n)
-				m.bar.Finish()
-			} else {
-				m.bar.Exit()
-			}
+			// Ending the bar at its count (not at an end it never had) keeps the figures true;
+			// finishing it also prints the log lines still held for it.
+			m.bar.ChangeMax64(max(m.bytes.Load(), 1))
+			m.bar.Finish()
 		case m.opts.Mode == Lines:
 			m.logLine("progress done", m.opts.Clock.Since(m.start), m.bytes.Load())
 		}
 	})
+}
+
+// Logger returns a logger for the work while the bar is shown: like the one --log-format makes
+// (format text or json), it writes each record above the bar instead of across it. Without a bar
+// it returns base.
+func (m *Meter) Logger(base *slog.Logger, format string) *slog.Logger {
+	if m.bar == nil {
+		return base
+	}
+	out := barWriter{m.bar}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(out, nil))
+	}
+	return slog.New(slog.NewTextHandler(out, nil))
+}
+
+// barWriter holds what is written until the bar is next drawn, then prints it above the bar.
+type barWriter struct{ bar *progressbar.ProgressBar }
+
+func (w barWriter) Write(p []byte) (int, error) {
+	if _, err := progressbar.Bprintf(w.bar, "%s", p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func (m *Meter) describe() string {

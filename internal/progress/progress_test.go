@@ -113,10 +113,37 @@ func TestOffAndBars(t *testing.T) {
 
 	var buf bytes.Buffer
 	m = Start(Options{Mode: Bars, Out: &buf, Task: "backup b2", Objects: 3})
+	log := m.Logger(slog.Default(), "text")
+	m.AddBytes(1024)
+	log.Info("capturing", "kind", "objects")
 	m.AddObjects(3)
-	m.AddBytes(2048)
+	m.AddBytes(1024)
 	m.Stop()
-	if s := buf.String(); !strings.Contains(s, "backup b2: 3/3 objects") || !strings.Contains(s, "2.0 KiB") || !strings.HasSuffix(s, "\n") {
+	s := buf.String()
+	if !strings.Contains(s, "backup b2: 3/3 objects") || !strings.Contains(s, "2.0 KiB") || !strings.HasSuffix(s, "\n") {
 		t.Errorf("bar output: %q", s)
+	}
+	// What a terminal shows of each line: what follows its last carriage return but blanks.
+	var shown []string
+	for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		parts := strings.Split(line, "\r")
+		for i := len(parts) - 1; i >= 0; i-- {
+			if strings.TrimSpace(parts[i]) != "" {
+				shown = append(shown, parts[i])
+				break
+			}
+		}
+	}
+	if len(shown) != 2 || !strings.Contains(shown[0], "msg=capturing kind=objects") || strings.Contains(shown[0], "backup b2") ||
+		!strings.HasPrefix(shown[1], "backup b2: 3/3 objects 100%") {
+		t.Errorf("the log line and the bar share a line; the terminal shows %q (%q)", shown, s)
+	}
+	if m.Logger(slog.Default(), "json") == slog.Default() {
+		t.Error("with a bar, Logger kept the logger that writes across it")
+	}
+	m = Start(Options{Mode: Lines})
+	defer m.Stop()
+	if m.Logger(slog.Default(), "text") != slog.Default() {
+		t.Error("without a bar, Logger changed the logger")
 	}
 }
