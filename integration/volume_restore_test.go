@@ -167,23 +167,45 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	}
 	verifyClean(t, encrypted, er, files)
 
+	// Direct: the mover reads the encrypted archive from the backup MinIO itself.
+	access, err := store.(*storage.S3).DirectAccess(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const directNS = "vr-lab-direct"
+	createClaim(t, gkc, directNS, claim, ptr.To("standard"))
+	direct := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Direct: &access, Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: directNS}}}
+	report = restoreVolumes(t, direct, open("vr-encrypted", id))
+	if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
+		t.Fatalf("direct restore: %v, items %+v", report.Counts, report.Items)
+	}
+	if want, got := walkTree(t, src), walkTree(t, claimFolder(t, gkc, directNS, claim)); !slices.Equal(want, got) {
+		t.Fatalf("the direct restore differs from blue's folder:\n%s", lineDiff(want, got))
+	}
+	verifyClean(t, direct, er, files)
+	noMovers(t, gkc, directNS)
+
 	// A stored archive with one byte changed, and one cut short: the restore fails, saying the
 	// backup is corrupt, never succeeds silently.
 	key := snapshot.Prefix("vr-plain") + r.Manifest.Volumes[0].Key
 	stored := getObject(t, store, key)
+	directOnDst := contents
+	directOnDst.Direct = &access
 	for what, bad := range map[string][]byte{"tampered": flipByte(stored, len(stored)/2), "truncated": stored[:len(stored)*2/3]} {
 		if err := store.Put(ctx, key, bytes.NewReader(bad)); err != nil {
 			t.Fatal(err)
 		}
-		report = &snapshot.Report{}
-		err := contents.Restore(ctx, open("vr-plain"), report)
-		failed := report.Problems(snapshot.StatusFailed)
-		if !errors.Is(err, snapshot.ErrCorrupt) || len(failed) == 0 || failed[0].Name != name ||
-			!strings.Contains(failed[0].Detail, snapshot.ErrCorrupt.Error()) {
-			t.Fatalf("restore of a %s archive: error %v, report %v %+v", what, err, report.Counts, report.Items)
+		for mode, c := range map[string]volumes.Contents{"through ferry": contents, "direct": directOnDst} {
+			report = &snapshot.Report{}
+			err := c.Restore(ctx, open("vr-plain"), report)
+			failed := report.Problems(snapshot.StatusFailed)
+			if !errors.Is(err, snapshot.ErrCorrupt) || len(failed) == 0 || failed[0].Name != name ||
+				!strings.Contains(failed[0].Detail, snapshot.ErrCorrupt.Error()) {
+				t.Fatalf("restore %s of a %s archive: error %v, report %v %+v", mode, what, err, report.Counts, report.Items)
+			}
+			t.Logf("%s, %s: %s", what, mode, failed[0].Detail)
+			noMovers(t, gkc, dstNS)
 		}
-		t.Logf("%s: %s", what, failed[0].Detail)
-		noMovers(t, gkc, dstNS)
 	}
 	if err := store.Put(ctx, key, bytes.NewReader(stored)); err != nil {
 		t.Fatal(err)
@@ -345,9 +367,11 @@ func restoreVolumes(t *testing.T, c volumes.Contents, r *snapshot.Reader) *snaps
 func verifyClean(t *testing.T, c volumes.Contents, r *snapshot.Reader, files int) {
 	t.Helper()
 	report := &snapshot.Report{}
+	start := time.Now()
 	if err := c.Verify(context.Background(), r, report); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("verify took %s", time.Since(start).Round(time.Millisecond))
 	if got := report.Counts["volumes"][snapshot.StatusIdentical]; got != files || len(report.Items) != 0 {
 		t.Fatalf("verify: %v, items %+v; want %d identical", report.Counts, report.Items, files)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -83,11 +84,15 @@ func packDirect(ctx context.Context, streams genericiooptions.IOStreams) error {
 // did as one JSON line.
 func newUnpackCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var opts volumes.UnpackOptions
+	var direct bool
 	cmd := &cobra.Command{
 		Use: "unpack", Short: "Write the compressed tar stream on stdin into the working directory", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Only root may give files their owners; anyone else leaves them, and the result says so.
 			opts.Owners = os.Geteuid() == 0
+			if direct {
+				return unpackDirect(cmd.Context(), streams, opts)
+			}
 			res, err := volumes.UnpackCompressed(cmd.Context(), ".", bufio.NewReaderSize(streams.In, 1<<20), opts)
 			if err != nil {
 				return err
@@ -96,5 +101,30 @@ func newUnpackCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Delete, "delete", false, "delete what the directory holds that the archive does not")
+	cmd.Flags().BoolVar(&direct, "direct", false, "download the archive from storage as the JSON request on stdin's first line says; print the result")
 	return cmd
+}
+
+// unpackDirect reads only the request's line from stdin, and prints the result also when the
+// unpack failed: what it read of the stored file tells ferry whether the backup is to blame.
+func unpackDirect(ctx context.Context, streams genericiooptions.IOStreams, opts volumes.UnpackOptions) error {
+	line, err := bufio.NewReader(streams.In).ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("read the request: %w", err)
+	}
+	var req volumes.DirectUnpackRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		return badinput.Errorf("request: %v", err)
+	}
+	res, err := volumes.UnpackDirect(ctx, ".", req, opts)
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(streams.Out).Encode(res); err != nil {
+		return err
+	}
+	if res.Error != "" {
+		return errors.New(res.Error)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
@@ -107,10 +108,16 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		return nil
 	}
 	defer stop()
+	ctx, unwatch := whileMoverLives(ctx, c.Client, ns, pod)
+	defer unwatch()
 	start := time.Now()
-	res, streamErr, err := c.unpack(ctx, r, v, ns, pod)
+	unpack := c.unpack
+	if c.Direct != nil {
+		unpack = c.unpackDirect
+	}
+	res, streamErr, err := unpack(ctx, r, v, ns, pod)
 	if streamErr != nil {
-		report.Add(kindName, snapshot.StatusFailed, name, fmt.Sprintf("the backup's %s: %v", v.Key, streamErr))
+		report.Add(kindName, snapshot.StatusFailed, name, streamErr.Error())
 		return streamErr
 	}
 	if err != nil {
@@ -186,7 +193,7 @@ func (c Contents) unpack(ctx context.Context, r *snapshot.Reader, v snapshot.Vol
 		return res, serr, nil
 	}
 	if err != nil {
-		err = fmt.Errorf("ferry mover unpack: %w: %s", err, strings.TrimSpace(stderr.String()))
+		err = fmt.Errorf("ferry mover unpack: %w%s", err, moverStderr(stderr.String()))
 		// Was it the stream the mover could not read? Reading on to its end tells, within reason.
 		if _, derr := io.Copy(io.Discard, io.LimitReader(rc, failedDrainLimit)); derr != nil {
 			rc.Close()
@@ -204,6 +211,55 @@ func (c Contents) unpack(ctx context.Context, r *snapshot.Reader, v snapshot.Vol
 		return res, nil, fmt.Errorf("ferry mover unpack: unreadable result: %w", err)
 	}
 	return res, nil, nil
+}
+
+// unpackDirect has the mover read the volume's stored archive from storage itself, and checks
+// what it read against the manifest.
+func (c Contents) unpackDirect(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (res UnpackResult, streamErr, err error) {
+	want, ok := r.Stream(v.Key)
+	if !ok {
+		return res, fmt.Errorf("backup %s: %s: %w (not recorded)", r.Name(), v.Key, snapshot.ErrCorrupt), nil
+	}
+	req := DirectUnpackRequest{Access: *c.Direct, Key: r.StorageKey(v.Key)}
+	if strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) {
+		for _, id := range r.Identities() {
+			// Native age identities print as their AGE-SECRET-KEY-... string; others (plugins)
+			// cannot be handed over.
+			if s, ok := id.(fmt.Stringer); ok && strings.HasPrefix(s.String(), "AGE-SECRET-KEY-") {
+				req.Identities = append(req.Identities, s.String())
+			}
+		}
+		if len(req.Identities) == 0 {
+			return res, nil, badinput.Errorf("backup %s: a direct restore hands the mover the age key, and none of the identities given is one it can take", r.Name())
+		}
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return res, nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: []string{"ferry", "mover", "unpack", "--direct"}, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
+	var direct DirectUnpackResult
+	if jerr := json.Unmarshal(stdout.Bytes(), &direct); jerr != nil {
+		if err != nil {
+			return res, nil, fmt.Errorf("ferry mover unpack --direct: %w%s", err, moverStderr(stderr.String()))
+		}
+		return res, nil, fmt.Errorf("ferry mover unpack --direct: unreadable result: %w", jerr)
+	}
+	// The stream first: a bad backup explains a failed unpack.
+	file := r.Name() + "/" + v.Key
+	switch {
+	case direct.Stored.Bytes != want.Bytes:
+		return res, fmt.Errorf("%s: %d bytes stored, the manifest says %d (truncated or replaced): %w", file, direct.Stored.Bytes, want.Bytes, snapshot.ErrCorrupt), nil
+	case direct.Stored.SHA256 != want.SHA256:
+		return res, fmt.Errorf("%s: SHA-256 %s, the manifest says %s (tampered with): %w", file, direct.Stored.SHA256, want.SHA256, snapshot.ErrCorrupt), nil
+	case direct.Error != "":
+		return res, nil, fmt.Errorf("ferry mover unpack --direct: %s", direct.Error)
+	case err != nil:
+		return res, nil, fmt.Errorf("ferry mover unpack --direct: %w%s", err, moverStderr(stderr.String()))
+	}
+	return direct.UnpackResult, nil, nil
 }
 
 // failedDrainLimit is how much of a stream ferry reads on after a mover failed, to tell a bad
@@ -230,6 +286,7 @@ func (f *feed) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		f.err = err
 		f.cancel(err)
+		return n, io.EOF // the exec ends by the cancel; its stdin copier need not report it too
 	}
 	return n, err
 }

@@ -19,8 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"filippo.io/age"
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
@@ -601,4 +603,61 @@ func syncDir(root *os.Root) error {
 	}
 	defer d.Close()
 	return unix.Syncfs(int(d.Fd()))
+}
+
+// DirectUnpackRequest is what ferry hands a mover, as one JSON line on stdin, so that the mover
+// downloads a volume's archive from storage and unpacks it by itself (ferry mover unpack
+// --direct): credentials and keys never appear in the pod spec or its logs.
+type DirectUnpackRequest struct {
+	Access storage.DirectAccess `json:"access"`
+	Key    string               `json:"key"` // the full storage key, encryption suffix included
+	// Identities are age secret keys, for an encrypted backup.
+	Identities []string `json:"identities,omitempty"`
+}
+
+// DirectUnpackResult is what the mover prints, also when unpacking failed: how many bytes of the
+// stored file it read and their SHA-256, which ferry checks against the manifest, tell a bad
+// backup from a failing target.
+type DirectUnpackResult struct {
+	UnpackResult
+	Stored snapshot.Stream `json:"stored"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// UnpackDirect runs in the mover pod (ferry mover unpack --direct): it reads the stored file,
+// decrypts it when its key says so, unpacks it into dir and reads the file to its end. An error
+// means nothing was read; a failed unpack is in the result's Error.
+func UnpackDirect(ctx context.Context, dir string, req DirectUnpackRequest, opts UnpackOptions) (DirectUnpackResult, error) {
+	var res DirectUnpackResult
+	ids, err := age.ParseIdentities(strings.NewReader(strings.Join(req.Identities, "\n")))
+	if err != nil && len(req.Identities) > 0 {
+		return res, badinput.Errorf("request: identities: %v", err)
+	}
+	store, err := storage.OpenDirect(ctx, req.Access)
+	if err != nil {
+		return res, err
+	}
+	rc, err := store.Get(ctx, req.Key)
+	if err != nil {
+		return res, err
+	}
+	defer rc.Close()
+	digest, counter := sha256.New(), &countWriter{}
+	stored := io.TeeReader(rc, io.MultiWriter(digest, counter))
+	var plain io.Reader = stored
+	if strings.HasSuffix(req.Key, snapshot.EncryptedSuffix) {
+		plain, err = age.Decrypt(stored, ids...)
+	}
+	if err == nil {
+		res.UnpackResult, err = UnpackCompressed(ctx, dir, plain, opts)
+	}
+	// All of the stored file is read, for ferry to check it whole against the manifest.
+	if _, derr := io.Copy(io.Discard, stored); err == nil {
+		err = derr
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	res.Stored = snapshot.Stream{Key: req.Key, Bytes: counter.n, SHA256: hex.EncodeToString(digest.Sum(nil))}
+	return res, nil
 }

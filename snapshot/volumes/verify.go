@@ -60,11 +60,13 @@ func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v s
 		return
 	}
 	defer stop()
+	ctx, unwatch := whileMoverLives(ctx, c.Client, ns, pod)
+	defer unwatch()
 	var stdout, stderr bytes.Buffer
 	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "pack", "--list"}, Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
-		err = moverFailed(ctx, c.Client, ns, pod, fmt.Errorf("ferry mover pack --list: %w: %s", err, strings.TrimSpace(stderr.String())))
+		err = moverFailed(ctx, c.Client, ns, pod, fmt.Errorf("ferry mover pack --list: %w%s", err, moverStderr(stderr.String())))
 		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
 		return
 	}
