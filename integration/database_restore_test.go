@@ -107,6 +107,19 @@ func TestRestoreDatabases(t *testing.T) {
 	blueDB, greenDB := tb.MariaDB["blue"], tb.MariaDB["green"]
 	bluePG, greenPG := tb.Postgres["blue"], tb.Postgres["green"]
 
+	// Other tests dump every schema of blue's servers and expect only their own: leave none behind.
+	t.Cleanup(func() {
+		for _, db := range []*testbed.MariaDB{blueDB, greenDB} {
+			if _, err := db.SQL(context.Background(), tb.Bins, "DROP DATABASE IF EXISTS rs_pipeline; DROP DATABASE IF EXISTS rs_katib;"); err != nil {
+				t.Error(err)
+			}
+		}
+		for _, pg := range []*testbed.PostgreSQL{bluePG, greenPG} {
+			if _, err := pg.SQL(context.Background(), tb.Bins, "postgres", "DROP DATABASE IF EXISTS rs_appdb WITH (FORCE)"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	var runs strings.Builder
 	for i := range 500 {
 		fmt.Fprintf(&runs, "(%d, 'run-%d ✓', %d.25),", i, i, i)
