@@ -164,7 +164,7 @@ func TestRestoreReadsAVeleroBackup(t *testing.T) {
 	}
 	labels := map[string]string{"app": "web"}
 	objects := []runtimeObject{
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"mode": "production", "ünïcode": "✓"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns}, Data: map[string]string{"mode": "production", "greeting": "grüße ✓ 日本語"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Namespace: ns}, Data: map[string][]byte{"key": []byte("s3cr3t")}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80}}}},
@@ -276,7 +276,7 @@ func TestRestoreReadsAVeleroBackup(t *testing.T) {
 		t.Errorf("the restore should exit 3 and say the volume data is not restored: exit %d, %+v", code, rep.Items)
 	}
 	cm, err := dr.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
-	if err != nil || cm.Data["ünïcode"] != "✓" {
+	if err != nil || cm.Data["greeting"] != "grüße ✓ 日本語" {
 		t.Fatalf("the ConfigMap on the fresh cluster: %+v (%v)", cm, err)
 	}
 	code, rep, errOut = runReportCommand(t, "--storage", url, "verify", "--to", "dr", "--backup", "velero-made")

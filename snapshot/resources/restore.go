@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -183,7 +184,8 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.report.Add("objects", snapshot.StatusSkipped, id, "owned by a controller, which recreates it on the target (--skip-owned)")
 		return "", false
 	}
-	obj := &unstructured.Unstructured{Object: Prepare(gr, e.Object, rs.Mapping)}
+	expected := Prepare(gr, e.Object, rs.Mapping) // what verify will compare: owner references without UIDs
+	obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(expected)}
 	id = objectID(obj.Object, obj.GetNamespace())
 	if obj.GetNamespace() != "" {
 		if err := rs.ensureNamespace(ctx, obj.GetNamespace()); err != nil {
@@ -208,7 +210,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.report.Count("objects", snapshot.StatusRestored)
 		return live.GetName(), true
 	case apierrors.IsAlreadyExists(err):
-		return rs.existing(ctx, gr, id, client, obj)
+		return rs.existing(ctx, gr, id, client, obj, expected)
 	default:
 		rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
 		return "", false
@@ -216,14 +218,14 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 }
 
 // existing applies the existing-object policy to an object that is already on the target.
-func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (string, bool) {
+func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.ResourceInterface, obj *unstructured.Unstructured, expected map[string]any) (string, bool) {
 	live, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target but cannot be read: "+err.Error())
 		return "", false
 	}
 	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), live)
-	diffs := Compare(obj.Object, normalizedLive(gr, live))
+	diffs := Compare(expected, normalizedLive(gr, live))
 	if len(diffs) == 0 {
 		rs.report.Count("objects", snapshot.StatusUnchanged)
 		return live.GetName(), true

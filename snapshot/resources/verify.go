@@ -161,11 +161,12 @@ func (c Objects) verifyHealth(ctx context.Context, checks []healthCheck, report 
 		var still []healthCheck
 		for _, h := range pending {
 			client := c.Dynamic.Resource(h.gvr).Namespace(h.namespace)
-			live, err := client.Get(ctx, h.name, metav1.GetOptions{})
+			// Each read gets its own deadline, so that the wait's end is not taken for the reason.
+			getCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			live, err := client.Get(getCtx, h.name, metav1.GetOptions{})
+			cancel()
 			if err != nil {
-				if ctx.Err() == nil {
-					why[h.id] = err.Error()
-				}
+				why[h.id] = err.Error()
 				still = append(still, h)
 				continue
 			}
