@@ -12,6 +12,7 @@ import (
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/buckets"
 	"github.com/ferrykube/ferry/snapshot/databases"
 	"github.com/ferrykube/ferry/snapshot/resources"
 	"github.com/ferrykube/ferry/storage"
@@ -137,7 +138,7 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, []snapshot.
 		kinds = append(kinds,
 			// PENDING volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Mapping: o.mapping, Log: o.global.logger},
 			databases.Dumps{Config: cfg, Client: client, Plan: plan, Mapping: o.mapping},
-			// PENDING buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel, Mapping: o.mapping},
+			buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel, Mapping: o.mapping},
 		)
 	}
 	return r, kinds, nil
