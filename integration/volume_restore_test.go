@@ -27,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -142,6 +143,37 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	if len(items) != 1 || items[0].Name != name+":runs/07/metrics-107.json" || items[0].Status != snapshot.StatusDifferent ||
 		!strings.HasPrefix(items[0].Detail, "sha256: backup ") || report.Counts["volumes"][snapshot.StatusIdentical] != files-1 {
 		t.Fatalf("verify after changing one byte: %v\n%+v", report.Counts, items)
+	}
+	noMovers(t, gkc, dstNS)
+
+	// A claim the objects' restore did not make: failed and missing, said plainly.
+	nowhere := contents
+	nowhere.Mapping = snapshot.Mapping{Namespaces: map[string]string{srcNS: "vr-not-restored"}}
+	report = restoreVolumes(t, nowhere, r)
+	if items := report.Problems(); len(items) != 1 || items[0].Status != snapshot.StatusFailed || items[0].Name != "vr-not-restored/"+claim ||
+		!strings.Contains(items[0].Detail, "does not exist on the target") {
+		t.Fatalf("restore without the claim: %+v", items)
+	}
+	report = &snapshot.Report{}
+	if err := nowhere.Verify(ctx, r, report); err != nil {
+		t.Fatal(err)
+	}
+	if items := report.Problems(); len(items) != 1 || items[0].Status != snapshot.StatusMissing || items[0].Name != "vr-not-restored/"+claim {
+		t.Fatalf("verify without the claim: %+v", items)
+	}
+
+	// Cancelled as its mover pod starts: the restore stops and the pod goes all the same.
+	cctx, cancel := context.WithCancel(ctx)
+	go wait.PollUntilContextCancel(cctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := gkc.CoreV1().Pods(dstNS).List(ctx, metav1.ListOptions{LabelSelector: volumes.RoleLabel + "=restore"})
+		if err == nil && len(pods.Items) > 0 {
+			cancel()
+			return true, nil
+		}
+		return false, nil
+	})
+	if err := contents.Restore(cctx, r, &snapshot.Report{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled restore returned %v", err)
 	}
 	noMovers(t, gkc, dstNS)
 
