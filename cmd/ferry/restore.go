@@ -15,6 +15,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot/buckets"
 	"github.com/ferrykube/ferry/snapshot/databases"
 	"github.com/ferrykube/ferry/snapshot/resources"
+	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -136,7 +137,7 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, []snapshot.
 	}
 	if !r.Velero {
 		kinds = append(kinds,
-			// PENDING volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Mapping: o.mapping, Log: o.global.logger},
+			volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Mapping: o.mapping, Log: o.global.logger},
 			databases.Dumps{Config: cfg, Client: client, Plan: plan, Mapping: o.mapping},
 			buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel, Mapping: o.mapping},
 		)

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 )
 
 // AddCluster creates one more cluster in a running testbed — a fresh cluster that has never seen
@@ -34,6 +35,9 @@ func (tb *Testbed) AddCluster(ctx context.Context, name string) (*Cluster, error
 		}
 	}
 	if err := c.mapMovers(watchCtx); err != nil {
+		return nil, err
+	}
+	if err := c.provision(watchCtx, filepath.Join(tb.Dir, "data", "provisioned-"+name)); err != nil {
 		return nil, err
 	}
 	return c, nil
