@@ -49,6 +49,7 @@ func CheckName(name string) error {
 type Manifest struct {
 	FormatVersion string         `json:"formatVersion"`
 	Name          string         `json:"name"`
+	Schedule      string         `json:"schedule,omitempty"` // the schedule that made it; before startedAt, as readHead needs
 	Tool          buildinfo.Info `json:"tool"`
 	Source        plans.Cluster  `json:"source"`
 	StartedAt     time.Time      `json:"startedAt"`
@@ -359,6 +360,13 @@ func (w *Writer) Skip(kind, name, reason string) {
 	defer w.mu.Unlock()
 	w.manifest.Skipped = append(w.manifest.Skipped, Skipped{Kind: kind, Name: name, Reason: reason})
 	w.manifest.Totals.Skipped++
+}
+
+// SetSchedule records the schedule that makes this backup.
+func (w *Writer) SetSchedule(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.Schedule = name
 }
 
 // SetVeleroCompatible records whether the Velero files are part of the backup.

@@ -1,0 +1,446 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/storage"
+)
+
+// Policy says which backups to keep, in the spirit of restic's forget: each Keep* rule keeps the
+// newest backup of each of the last N buckets of its period (Last: of the last N backups), in
+// UTC; a backup kept by any rule is kept. -1 keeps every bucket. Only complete backups count.
+type Policy struct {
+	Last, Hourly, Daily, Weekly, Monthly, Yearly int
+	// Grace is how long an incomplete backup is kept after its last write: it may be running.
+	Grace time.Duration
+	// Schedule, when set, limits the policy to that schedule's backups; others are not considered.
+	Schedule string
+}
+
+// Empty reports whether no Keep* rule is set.
+func (p Policy) Empty() bool {
+	return p.Last == 0 && p.Hourly == 0 && p.Daily == 0 && p.Weekly == 0 && p.Monthly == 0 && p.Yearly == 0
+}
+
+// Check rejects counts below -1 and a negative grace, naming the flag.
+func (p Policy) Check() error {
+	for _, r := range p.rules() {
+		if r.count < -1 {
+			return badinput.Errorf("--keep-%s %d: want a count, or -1 for all", r.name, r.count)
+		}
+	}
+	if p.Grace < 0 {
+		return badinput.Errorf("--grace %s: want a duration of 0 or more", p.Grace)
+	}
+	return nil
+}
+
+// Keep reasons, as Decision.Reasons holds them.
+const (
+	KeepLast    = "last"
+	KeepHourly  = "hourly"
+	KeepDaily   = "daily"
+	KeepWeekly  = "weekly"
+	KeepMonthly = "monthly"
+	KeepYearly  = "yearly"
+	// KeepNewest: the newest complete backup (of the schedule) is never removed.
+	KeepNewest = "newest complete"
+	// KeepReferencedPrefix starts the reason of a backup a migration run journal names.
+	KeepReferencedPrefix = "referenced by run "
+	// KeepRunning: an incomplete backup whose heartbeat is fresh is being written.
+	KeepRunning = "running"
+	// KeepGrace: an incomplete backup written to within the grace period may be running.
+	KeepGrace = "incomplete, within the grace period"
+	// KeepVelero: a backup Velero wrote is Velero's to expire.
+	KeepVelero = "written by Velero"
+)
+
+// Remove reasons.
+const (
+	RemoveUnkept     = "no rule keeps it"
+	RemoveIncomplete = "incomplete, older than the grace period"
+)
+
+// Entry is a backup as retention sees it.
+type Entry struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // Complete, Velero or Incomplete
+	// Schedule is the manifest's; for an incomplete backup, guessed from a name of the form
+	// <schedule>-YYYYMMDD-HHMMSS.
+	Schedule string `json:"schedule,omitempty"`
+	// Time is when the backup started (the manifest's startedAt); for others, their oldest file.
+	Time time.Time `json:"time"`
+	// LastWrite is when storage last modified one of its files.
+	LastWrite time.Time `json:"lastWrite"`
+	// Running is set for an incomplete backup whose heartbeat is fresh.
+	Running bool `json:"running,omitempty"`
+	// Runs are the migration runs whose journals reference the backup.
+	Runs []string `json:"runs,omitempty"`
+}
+
+// Decision is what a policy does with one backup, and why.
+type Decision struct {
+	Entry
+	Keep    bool     `json:"keep"`
+	Reasons []string `json:"reasons"`
+}
+
+type rule struct {
+	name   string
+	count  int
+	bucket func(Entry) string
+}
+
+func (p Policy) rules() []rule {
+	return []rule{
+		{KeepLast, p.Last, func(e Entry) string { return e.Name }},
+		{KeepHourly, p.Hourly, func(e Entry) string { return e.Time.UTC().Format("2006-01-02T15") }},
+		{KeepDaily, p.Daily, func(e Entry) string { return e.Time.UTC().Format("2006-01-02") }},
+		{KeepWeekly, p.Weekly, func(e Entry) string {
+			y, w := e.Time.UTC().ISOWeek()
+			return fmt.Sprintf("%d-W%02d", y, w)
+		}},
+		{KeepMonthly, p.Monthly, func(e Entry) string { return e.Time.UTC().Format("2006-01") }},
+		{KeepYearly, p.Yearly, func(e Entry) string { return e.Time.UTC().Format("2006") }},
+	}
+}
+
+// InScope reports whether the policy considers the entry.
+func (p Policy) InScope(e Entry) bool { return p.Schedule == "" || e.Schedule == p.Schedule }
+
+// Apply decides, at now, which of the backups in scope to keep and which to remove, newest first.
+// Whatever the rules say, it never removes the newest complete backup, a backup a migration run
+// references, a running one, or an incomplete one written to within the grace period; Velero's
+// backups are left alone.
+func (p Policy) Apply(entries []Entry, now time.Time) []Decision {
+	var out []Decision
+	for _, e := range entries {
+		if p.InScope(e) {
+			out = append(out, Decision{Entry: e})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Time.Equal(out[j].Time) {
+			return out[i].Time.After(out[j].Time)
+		}
+		return out[i].Name > out[j].Name
+	})
+	rules := p.rules()
+	last := make([]string, len(rules))
+	left := make([]int, len(rules))
+	for i, r := range rules {
+		left[i] = r.count
+	}
+	newest := true
+	for i := range out {
+		d := &out[i]
+		switch d.State {
+		case Complete:
+			if newest {
+				d.Reasons = append(d.Reasons, KeepNewest)
+				newest = false
+			}
+			// Newest first: the first backup seen in a bucket is the newest of it.
+			for k, r := range rules {
+				if left[k] == 0 {
+					continue
+				}
+				if b := r.bucket(d.Entry); b != last[k] {
+					last[k] = b
+					left[k]--
+					d.Reasons = append(d.Reasons, r.name)
+				}
+			}
+		case Velero:
+			d.Reasons = append(d.Reasons, KeepVelero)
+		default:
+			switch {
+			case d.Running:
+				d.Reasons = append(d.Reasons, KeepRunning)
+			case now.Sub(d.LastWrite) < p.Grace:
+				d.Reasons = append(d.Reasons, KeepGrace)
+			}
+		}
+		for _, run := range d.Runs {
+			d.Reasons = append(d.Reasons, KeepReferencedPrefix+run)
+		}
+		d.Keep = len(d.Reasons) > 0
+		if !d.Keep {
+			if d.State == Complete {
+				d.Reasons = []string{RemoveUnkept}
+			} else {
+				d.Reasons = []string{RemoveIncomplete}
+			}
+		}
+	}
+	return out
+}
+
+// scheduleName matches the default name of a scheduled backup: <schedule>-YYYYMMDD-HHMMSS.
+var scheduleName = regexp.MustCompile(`^(.+)-[0-9]{8}-[0-9]{6}$`)
+
+// ScheduledName is the default name of a backup a schedule starts at t.
+func ScheduledName(schedule string, t time.Time) string {
+	return schedule + "-" + t.UTC().Format("20060102-150405")
+}
+
+// History describes every backup in storage as retention sees it, at now: a complete backup's
+// schedule and start time come from the head of its manifest; an incomplete one is checked for
+// a fresh heartbeat.
+func History(ctx context.Context, store storage.Backend, now time.Time) ([]Entry, error) {
+	byName := map[string]*Entry{}
+	var order []string
+	files := map[string]map[string]bool{}
+	err := store.List(ctx, "backups/", func(o storage.ObjectInfo) error {
+		name, file, ok := strings.Cut(strings.TrimPrefix(o.Key, "backups/"), "/")
+		if !ok {
+			return nil
+		}
+		e := byName[name]
+		if e == nil {
+			e = &Entry{Name: name, State: Incomplete, Time: o.ModTime}
+			byName[name] = e
+			files[name] = map[string]bool{}
+			order = append(order, name)
+		}
+		files[name][file] = true
+		if o.ModTime.Before(e.Time) {
+			e.Time = o.ModTime
+		}
+		if o.ModTime.After(e.LastWrite) {
+			e.LastWrite = o.ModTime
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(order))
+	for _, name := range order {
+		e := byName[name]
+		switch {
+		case files[name][ManifestFile]:
+			h, err := readHead(ctx, store, name)
+			if err != nil {
+				return nil, err
+			}
+			e.State, e.Schedule = Complete, h.Schedule
+			if !h.StartedAt.IsZero() {
+				e.Time = h.StartedAt
+			}
+		case files[name][VeleroFile]:
+			e.State = Velero
+		default:
+			if m := scheduleName.FindStringSubmatch(name); m != nil {
+				e.Schedule = m[1]
+			}
+			st, err := CheckRun(ctx, store, name, now)
+			if err != nil {
+				return nil, fmt.Errorf("backup %s: %w", name, err)
+			}
+			e.Running = st.State == RunLive
+		}
+		out = append(out, *e)
+	}
+	return out, nil
+}
+
+type manifestHead struct {
+	Name, Schedule         string
+	StartedAt, CompletedAt time.Time
+}
+
+// readHead reads a manifest only as far as completedAt: ferry writes name, schedule and startedAt
+// before it, and the objects, which may run to megabytes, after it.
+func readHead(ctx context.Context, store storage.Reader, name string) (manifestHead, error) {
+	var h manifestHead
+	rc, err := store.Get(ctx, Prefix(name)+ManifestFile)
+	if err != nil {
+		return h, fmt.Errorf("backup %s: %w", name, err)
+	}
+	defer rc.Close()
+	bad := func(err error) (manifestHead, error) {
+		return h, fmt.Errorf("backup %s: %s: %w", name, ManifestFile, err)
+	}
+	dec := json.NewDecoder(rc)
+	if tok, err := dec.Token(); err != nil {
+		return bad(err)
+	} else if tok != json.Delim('{') {
+		return bad(errors.New("not a JSON object"))
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return bad(err)
+		}
+		var target any
+		switch tok {
+		case "name":
+			target = &h.Name
+		case "schedule":
+			target = &h.Schedule
+		case "startedAt":
+			target = &h.StartedAt
+		case "completedAt":
+			target = &h.CompletedAt
+		default:
+			target = &json.RawMessage{}
+		}
+		if err := dec.Decode(target); err != nil {
+			return bad(err)
+		}
+		if tok == "completedAt" {
+			break
+		}
+	}
+	return h, nil
+}
+
+// Latest names the newest complete backup (by start time), of the schedule when one is given.
+// Velero's backups are not considered: only a ferry backup records its schedule.
+func Latest(ctx context.Context, store storage.Backend, schedule string) (string, error) {
+	entries, err := History(ctx, store, time.Now())
+	if err != nil {
+		return "", err
+	}
+	var best *Entry
+	for i, e := range entries {
+		if e.State != Complete || (schedule != "" && e.Schedule != schedule) {
+			continue
+		}
+		if best == nil || e.Time.After(best.Time) || (e.Time.Equal(best.Time) && e.Name > best.Name) {
+			best = &entries[i]
+		}
+	}
+	if best == nil {
+		if schedule != "" {
+			return "", badinput.Errorf("no complete backup of schedule %q in %s (see ferry backups list)", schedule, store)
+		}
+		return "", badinput.Errorf("no complete backup in %s (see ferry backups list)", store)
+	}
+	return best.Name, nil
+}
+
+// LatestRef is the backup reference restore and verify resolve with Latest: "latest", or
+// "latest:SCHEDULE".
+const LatestRef = "latest"
+
+// Resolve turns a backup reference into a backup name: "latest" is the newest complete backup,
+// "latest:SCHEDULE" that of the schedule; any other reference is a name, checked.
+func Resolve(ctx context.Context, store storage.Backend, ref string) (string, error) {
+	if ref == LatestRef {
+		return Latest(ctx, store, "")
+	}
+	if schedule, ok := strings.CutPrefix(ref, LatestRef+":"); ok {
+		if schedule == "" {
+			return "", badinput.Errorf("backup %q: name a schedule after latest:", ref)
+		}
+		return Latest(ctx, store, schedule)
+	}
+	return ref, CheckName(ref)
+}
+
+// IsLatestRef reports whether ref is resolved by Resolve rather than a backup name.
+func IsLatestRef(ref string) bool {
+	return ref == LatestRef || strings.HasPrefix(ref, LatestRef+":")
+}
+
+// RunsPrefix is where migration run journals live: metadata/ferry/runs/<id>/.
+const RunsPrefix = "metadata/ferry/runs/"
+
+// Referenced reports whether a file of a run journal references the backup: whether any string
+// value of the JSON document, at any depth, equals the backup's name. A document that is not
+// valid JSON references the backup when it holds the name in double quotes, so that nothing a
+// run may need is taken for unused. Prune keeps what it references; migrate uses the same rule.
+func Referenced(journal []byte, backup string) bool {
+	return slices.Contains(referencedNames(journal, []string{backup}), backup)
+}
+
+func referencedNames(doc []byte, names []string) []string {
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		var out []string
+		for _, n := range names {
+			if quoted, _ := json.Marshal(n); bytes.Contains(doc, quoted) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	strs := map[string]bool{}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			strs[v] = true
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case map[string]any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	var out []string
+	for _, n := range names {
+		if strs[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// RunReferences reads every JSON file of every run journal in storage and returns, for each of
+// the backups one references, the ids of the runs that do, sorted.
+func RunReferences(ctx context.Context, store storage.Backend, backups []string) (map[string][]string, error) {
+	refs := map[string][]string{}
+	var keys []string
+	if err := store.List(ctx, RunsPrefix, func(o storage.ObjectInfo) error {
+		if strings.HasSuffix(o.Key, ".json") {
+			keys = append(keys, o.Key)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("list run journals: %w", err)
+	}
+	for _, key := range keys {
+		run, _, _ := strings.Cut(strings.TrimPrefix(key, RunsPrefix), "/")
+		data, err := readAll(ctx, store, key)
+		if errors.Is(err, storage.ErrNotExist) {
+			continue // removed since the listing
+		}
+		if err != nil {
+			return nil, fmt.Errorf("run journal %s: %w", key, err)
+		}
+		for _, name := range referencedNames(data, backups) {
+			if !slices.Contains(refs[name], run) {
+				refs[name] = append(refs[name], run)
+				slices.Sort(refs[name])
+			}
+		}
+	}
+	return refs, nil
+}
+
+func readAll(ctx context.Context, store storage.Reader, key string) ([]byte, error) {
+	rc, err := store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
