@@ -61,7 +61,7 @@ func reasonsOf(ds []Decision, name string) []string {
 // year: each policy keeps exactly the newest backup of each of its last N buckets.
 func TestPolicyKeepsTheNewestOfEachBucket(t *testing.T) {
 	twoHourly := every("s", at("2026-03-07T00:00"), at("2026-03-10T12:00"), 2*time.Hour) // 43 backups
-	daily := every("s", at("2025-12-30T02:00"), at("2026-03-10T02:00"), 24*time.Hour)   // 71 backups
+	daily := every("s", at("2025-12-30T02:00"), at("2026-03-10T02:00"), 24*time.Hour)    // 71 backups
 	if len(twoHourly) != 43 || len(daily) != 71 {
 		t.Fatalf("histories: %d and %d backups", len(twoHourly), len(daily))
 	}
