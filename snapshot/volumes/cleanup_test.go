@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +12,9 @@ import (
 	"github.com/ferrykube/ferry/storage"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestCleanupMoversDeletesOnlyPodsOfEndedRuns(t *testing.T) {
@@ -88,5 +91,53 @@ func TestCleanupMoversDeletesOnlyPodsOfEndedRuns(t *testing.T) {
 	slices.Sort(deleted)
 	if err != nil || !slices.Equal(deleted, []string{"team/of-live", "team/young-unlabelled"}) {
 		t.Fatalf("with a stale heartbeat, deleted %v (%v)", deleted, err)
+	}
+}
+
+func TestWhileMoverLivesEndsWhenThePodIsDeleted(t *testing.T) {
+	ctx := context.Background()
+	mover := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "ferry-mover-x", Namespace: "team"}}
+	client := fake.NewClientset(mover)
+	watching := make(chan struct{}, 1)
+	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watching <- struct{}{}
+		return false, nil, nil
+	})
+	live, stop := whileMoverLives(ctx, client, "team", "ferry-mover-x")
+	defer stop()
+	<-watching
+	if live.Err() != nil {
+		t.Fatal("ended while the pod lives")
+	}
+	if err := client.CoreV1().Pods("team").Delete(ctx, "ferry-mover-x", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-live.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("still going after the pod was deleted")
+	}
+	err := moverFailed(live, client, "team", "ferry-mover-x", live.Err())
+	if want := "mover pod team/ferry-mover-x was deleted while it read the claim: context canceled"; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+
+	// A pod gone before the watch begins ends it too; stop ends it without a cause of its own.
+	gone, stopGone := whileMoverLives(ctx, client, "team", "ferry-mover-x")
+	defer stopGone()
+	<-gone.Done()
+	var deleted errMoverDeleted
+	if !errors.As(context.Cause(gone), &deleted) {
+		t.Fatalf("cause %v", context.Cause(gone))
+	}
+	client.CoreV1().Pods("team").Create(ctx, mover, metav1.CreateOptions{})
+	other, stopOther := whileMoverLives(ctx, client, "team", "ferry-mover-x")
+	stopOther()
+	<-other.Done()
+	if errors.As(context.Cause(other), &deleted) {
+		t.Fatalf("stopped, yet the cause is %v", context.Cause(other))
+	}
+	if err := moverFailed(ctx, client, "team", "ferry-mover-x", errors.New("stream reset")); err.Error() != "stream reset" {
+		t.Fatalf("with the pod alive the error is %v", err)
 	}
 }
