@@ -4,6 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 )
 
 // AddCluster creates one more cluster in a running testbed — a fresh cluster that has never seen
@@ -26,14 +31,7 @@ func (tb *Testbed) AddCluster(ctx context.Context, name string) (*Cluster, error
 	if err != nil {
 		return nil, fmt.Errorf("testbed: add cluster %s: %w", name, err)
 	}
-	watchCtx, cancel := context.WithCancel(context.Background())
-	previous := tb.stopWatchers
-	tb.stopWatchers = func() {
-		cancel()
-		if previous != nil {
-			previous()
-		}
-	}
+	watchCtx := tb.watchContext()
 	if err := c.mapMovers(watchCtx); err != nil {
 		return nil, err
 	}
@@ -41,4 +39,58 @@ func (tb *Testbed) AddCluster(ctx context.Context, name string) (*Cluster, error
 		return nil, err
 	}
 	return c, nil
+}
+
+// watchContext is a context for watchers started after Start, cancelled by Stop.
+func (tb *Testbed) watchContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	previous := tb.stopWatchers
+	tb.stopWatchers = func() {
+		cancel()
+		if previous != nil {
+			previous()
+		}
+	}
+	return ctx
+}
+
+// ServeExec maps the exec of every pod of the cluster that matches the label selector in the
+// namespace, now and later, to a local folder and environment — as if the pod ran there: the
+// platform's database pods, on any cluster, are then served by a testbed server. It lasts until Stop.
+func (tb *Testbed) ServeExec(c *Cluster, namespace, selector, workDir string, env map[string]string) error {
+	ctx := tb.watchContext()
+	return c.onPods(ctx, namespace, selector, func(pod *corev1.Pod) {
+		c.MapExec(ctx, pod.Namespace, pod.Name, workDir, env)
+	})
+}
+
+// ServePortForward forwards podPort of every pod that matches, now and later, to host:port: the
+// platform's MinIO pods served by a testbed MinIO. It lasts until Stop.
+func (tb *Testbed) ServePortForward(c *Cluster, namespace, selector string, podPort int, host string, port int) error {
+	ctx := tb.watchContext()
+	return c.onPods(ctx, namespace, selector, func(pod *corev1.Pod) {
+		c.MapPortForward(ctx, pod.Namespace, pod.Name, podPort, host, port)
+	})
+}
+
+// onPods calls fn (in a goroutine of its own) for every pod matching selector in namespace.
+func (c *Cluster) onPods(ctx context.Context, namespace, selector string, fn func(*corev1.Pod)) error {
+	kc, _, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	_, err = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				go fn(pod)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	return nil
 }

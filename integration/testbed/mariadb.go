@@ -62,7 +62,7 @@ func startMariaDB(ctx context.Context, bins Binaries, dir, name string) (*MariaD
 	if err != nil {
 		return nil, err
 	}
-	d := &MariaDB{Name: name, Port: port, Socket: filepath.Join(dataDir, "mysqld.sock"), User: "root", Password: "ferry-" + name,
+	d := &MariaDB{Name: name, Port: port, Socket: filepath.Join(dataDir, "mysqld.sock"), User: "root", Password: sharedPassword,
 		ClientHome: filepath.Join(dir, "mariadb-"+name+"-client")}
 	if err := os.MkdirAll(d.ClientHome, 0o755); err != nil {
 		return nil, err

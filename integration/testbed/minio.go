@@ -13,6 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
+// The servers of one kind share credentials, as the blue and green copies of a platform do: the
+// platform's Secrets move with it, and green's database and MinIO take the credentials restored there.
+const (
+	sharedPassword  = "ferry-testbed-db"
+	sharedAccessKey = "ferry-testbed"
+	sharedSecretKey = "ferry-testbed-secret"
+)
+
 // MinIO is a MinIO server on 127.0.0.1.
 type MinIO struct {
 	Name      string   `json:"name"`
@@ -38,7 +46,7 @@ func startMinIO(ctx context.Context, bins Binaries, dir, name string) (*MinIO, e
 		if err != nil {
 			return nil, err
 		}
-		m := &MinIO{Name: name, Port: port, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: "ferry-" + name, SecretKey: "ferry-secret-" + name}
+		m := &MinIO{Name: name, Port: port, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: sharedAccessKey, SecretKey: sharedSecretKey}
 		m.Process, err = startProcess("minio-"+name,
 			[]string{bins["minio"], "server", dataDir, "--address", fmt.Sprintf("127.0.0.1:%d", port), "--console-address", fmt.Sprintf("127.0.0.1:%d", console), "--quiet"},
 			m.serverEnv(), filepath.Join(dir, "minio-"+name+".log"), nil)

@@ -80,7 +80,7 @@ func startPostgres(ctx context.Context, bins Binaries, dir, name string) (*Postg
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	p := &PostgreSQL{Name: name, User: "postgres", Password: "ferry-" + name}
+	p := &PostgreSQL{Name: name, User: "postgres", Password: sharedPassword}
 	pwFile := filepath.Join(dir, "postgres-"+name+".pw")
 	if err := os.WriteFile(pwFile, []byte(p.Password+"\n"), 0o644); err != nil {
 		return nil, err
