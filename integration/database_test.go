@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,41 +17,7 @@ import (
 // TestBackupDumpsMySQL runs the platform's MySQL pod on blue (its exec mapped to blue's MariaDB),
 // fills a schema and checks that ferry backup dumps it with row counts and checksums.
 func TestBackupDumpsMySQL(t *testing.T) {
-	applyPlatform(t)
-	blue, kc := clients(t, "blue")
-	db := tb.MariaDB["blue"]
-	ctx := context.Background()
-
-	// The claim gets a volume, so the Deployment's pod is scheduled and runs.
-	if err := blue.BindClaim(ctx, "kubeflow", "mysql-pv-claim", dataDir(t, "mysql")); err != nil {
-		t.Fatal(err)
-	}
-	pod := runningPod(t, kc, "kubeflow", "app=mysql")
-	// The mapping outlives this test: later backups of blue dump this database too.
-	if err := blue.MapExec(ctx, "kubeflow", pod, db.ClientHome, db.Env()); err != nil {
-		t.Fatal(err)
-	}
-	secret, err := kc.CoreV1().Secrets("kubeflow").Get(ctx, "mysql-secret", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{"username": []byte(db.User), "password": []byte(db.Password)}
-	secret.StringData = nil
-	if _, err := kc.CoreV1().Secrets("kubeflow").Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var rows strings.Builder
-	for i := range 500 {
-		fmt.Fprintf(&rows, "(%d, 'run-%d', %d.5),", i, i, i)
-	}
-	_, err = db.SQL(ctx, tb.Bins, `DROP DATABASE IF EXISTS mlpipeline; CREATE DATABASE mlpipeline;
-CREATE TABLE mlpipeline.run_details (id INT PRIMARY KEY, name VARCHAR(64), score DOUBLE);
-INSERT INTO mlpipeline.run_details VALUES `+strings.TrimSuffix(rows.String(), ",")+`;
-CREATE TABLE mlpipeline.empty_table (id INT PRIMARY KEY);
-DROP DATABASE IF EXISTS cachedb; CREATE DATABASE cachedb; CREATE TABLE cachedb.execution_caches (k VARCHAR(10)); INSERT INTO cachedb.execution_caches VALUES ('a'),('b');`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	blueMySQL(t)
 
 	url := backupMinIO(t, "dbtest")
 	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "with-db")
