@@ -34,6 +34,9 @@ type Config struct {
 	StorageClassMap map[string]string `yaml:"storageClassMap,omitempty" json:"storageClassMap,omitempty"`
 	NamespaceMap    map[string]string `yaml:"namespaceMap,omitempty" json:"namespaceMap,omitempty"`
 	Throughput      Throughput        `yaml:"throughput,omitempty" json:"throughput,omitzero"`
+	// Traffic and Rollout say how ferry migrate shifts traffic to green (see rollout.go).
+	Traffic *Traffic `yaml:"traffic,omitempty" json:"traffic,omitempty"`
+	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
 }
 
 // Selection picks objects by namespace, resource and label.
@@ -291,6 +294,12 @@ func (c Config) Validate() error {
 			bad(field, "%v: must not be negative", v)
 		}
 	}
+	if c.Traffic != nil {
+		c.Traffic.validate(bad)
+	}
+	if c.Rollout != nil {
+		c.Rollout.validate(bad)
+	}
 	return errors.Join(errs...)
 }
 
@@ -321,6 +330,12 @@ func (c Config) Merge(over Config) Config {
 	out.Quiesce = append(append([]QuiesceRule(nil), c.Quiesce...), over.Quiesce...)
 	out.StorageClassMap = mergeMaps(c.StorageClassMap, over.StorageClassMap)
 	out.NamespaceMap = mergeMaps(c.NamespaceMap, over.NamespaceMap)
+	if over.Traffic != nil {
+		out.Traffic = over.Traffic
+	}
+	if over.Rollout != nil {
+		out.Rollout = over.Rollout
+	}
 	t := &out.Throughput
 	for _, p := range []struct {
 		dst *float64
