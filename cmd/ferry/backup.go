@@ -13,6 +13,7 @@ import (
 	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/internal/progress"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/schedule"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/buckets"
 	"github.com/ferrykube/ferry/snapshot/databases"
@@ -35,6 +36,7 @@ type backupOptions struct {
 	parallel                                 int
 	moverImage                               string
 	moverDirect                              bool
+	schedule                                 string
 }
 
 func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -72,6 +74,9 @@ storage deletes the mover pods it left once its heartbeat is %s old.`,
 	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods that read volumes (the ferry image)")
 	f.BoolVar(&o.moverDirect, "mover-direct", false, "mover pods upload volumes to the S3 storage themselves (credentials handed over on stdin), so data moves from many nodes at once")
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients (age1...): encrypt every file of the backup to them; the Velero-compatible copy is then not written")
+	// Set by the CronJob of ferry schedule: recorded in the manifest, it names the backup by default.
+	f.StringVar(&o.schedule, "schedule", "", "the schedule making this backup (default name SCHEDULE-YYYYMMDD-HHMMSS)")
+	f.MarkHidden("schedule")
 	return cmd
 }
 
@@ -84,6 +89,11 @@ func (o *backupOptions) validate() error {
 	}
 	if _, err := snapshot.ParseRecipients(o.encryptTo); err != nil {
 		return err
+	}
+	if o.schedule != "" {
+		if err := schedule.CheckName(o.schedule); err != nil {
+			return err
+		}
 	}
 	if o.name != "" {
 		return snapshot.CheckName(o.name)
@@ -138,6 +148,9 @@ func (o *backupOptions) run(ctx context.Context) error {
 	name := o.name
 	if name == "" {
 		name = "ferry-" + started.UTC().Format("20060102-150405")
+		if o.schedule != "" {
+			name = snapshot.ScheduledName(o.schedule, started)
+		}
 	}
 	w, err := snapshot.Create(ctx, store, name, plan.Source, plan, started, o.encryptTo)
 	if errors.Is(err, snapshot.ErrExists) {
@@ -146,6 +159,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.SetSchedule(o.schedule)
 	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
 	meter := progress.Start(progress.Options{Mode: progress.ModeFor(o.global.progress, o.global.showProgress), Out: o.streams.ErrOut,
 		Log: o.global.logger, Task: "backup " + name, Objects: plan.Estimate.Objects})
@@ -203,7 +217,11 @@ func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *p
 	if w.Encrypted() {
 		return w.Commit(ctx, time.Now()) // Velero cannot read encrypted archives: no velero-backup.json
 	}
-	velero, err := resources.VeleroBackup(w.Name(), plan, w.Objects(), started, time.Now(), nil)
+	var labels map[string]string
+	if o.schedule != "" {
+		labels = map[string]string{"velero.io/schedule-name": o.schedule} // as Velero labels its scheduled backups
+	}
+	velero, err := resources.VeleroBackup(w.Name(), plan, w.Objects(), started, time.Now(), labels)
 	if err != nil {
 		return nil, err
 	}

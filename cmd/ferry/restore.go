@@ -48,7 +48,7 @@ type targetOptions struct {
 func (o *targetOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.to, "to", "", "kubeconfig context of the target cluster (default: the current context)")
-	f.StringVar(&o.backup, "backup", "", "name of the backup (see ferry backups list)")
+	f.StringVar(&o.backup, "backup", "", "name of the backup (see ferry backups list); latest is the newest complete one, latest:SCHEDULE that of a schedule")
 	f.StringSliceVar(&o.identities, "identity", nil, "age identity file (AGE-SECRET-KEY-1...) of an encrypted backup")
 	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "restore namespace FROM as TO (FROM=TO, repeatable); adds to ferry.yaml's namespaceMap")
 	f.StringSliceVar(&o.storageClassMap, "storage-class-map", nil, "give claims of storage class FROM the class TO (FROM=TO, repeatable)")
@@ -68,8 +68,10 @@ func (o *targetOptions) complete(command string) error {
 	if o.backup == "" {
 		return badinput.Errorf("ferry %s needs --backup NAME (see ferry backups list)", command)
 	}
-	if err := snapshot.CheckName(o.backup); err != nil {
-		return err
+	if !snapshot.IsLatestRef(o.backup) {
+		if err := snapshot.CheckName(o.backup); err != nil {
+			return err
+		}
 	}
 	if o.parallel < 1 {
 		return badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
@@ -103,6 +105,14 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, []snapshot.
 	store, err := storage.Open(ctx, o.global.storageURL)
 	if err != nil {
 		return nil, nil, err
+	}
+	if snapshot.IsLatestRef(o.backup) {
+		name, err := snapshot.Resolve(ctx, store, o.backup)
+		if err != nil {
+			return nil, nil, err
+		}
+		o.global.logger.Info("resolved the backup", "backup", o.backup, "name", name)
+		o.backup = name
 	}
 	r, err := snapshot.Open(ctx, store, o.backup, ids)
 	if err != nil {

@@ -97,5 +97,6 @@ while the old cluster stays intact as the way back.`,
 	global.addFlags(cmd)
 	cmd.AddCommand(newVersionCommand(streams), newPlanCommand(global, streams), newBackupCommand(global, streams), newBackupsCommand(global, streams),
 		newRestoreCommand(global, streams), newVerifyCommand(global, streams), newMoverCommand(streams))
+	cmd.AddCommand(newScheduleCommand(global, streams), newPruneCommand(global, streams))
 	return cmd
 }

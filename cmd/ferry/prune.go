@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/schedule"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// pruneReport is what ferry prune prints with -o json.
+type pruneReport struct {
+	Storage  string              `json:"storage"`
+	Schedule string              `json:"schedule,omitempty"`
+	DryRun   bool                `json:"dryRun"`
+	Policy   string              `json:"policy"`
+	Keep     []snapshot.Decision `json:"keep"`
+	Remove   []snapshot.Decision `json:"remove"`
+	// Deleted and Failed are what the removal did; empty on a dry run.
+	Deleted []string          `json:"deleted"`
+	Failed  map[string]string `json:"failed,omitempty"`
+}
+
+func newPruneCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
+	var p snapshot.Policy
+	var dryRun bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "prune --keep-last N --keep-daily N ... [--schedule NAME] [--dry-run]",
+		Short: "Remove the backups a retention policy does not keep, and stale incomplete ones",
+		Long: `prune applies a retention policy in the spirit of restic's forget. Each --keep-* rule keeps the
+newest complete backup of each of the last N hours, days, ISO weeks, months or years (in UTC) that
+have one, --keep-last the N newest; -1 keeps every one. A backup kept by any rule is kept; the rest
+are removed. Whatever the rules say, prune never removes the newest complete backup, a backup that
+a migration run's journal (metadata/ferry/runs/) references, a backup being written (a fresh
+heartbeat), or an incomplete backup written to within --grace; incomplete backups older than that
+are removed. Backups Velero wrote are left to Velero. With --schedule only that schedule's backups
+are considered. Each backup is listed with what keeps it or why it goes.
+Exit codes: 0 done, 2 bad flags, 3 some backups could not be removed (listed).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "json" {
+				return badinput.Errorf("--output %q: want json", output)
+			}
+			if err := p.Check(); err != nil {
+				return err
+			}
+			if p.Empty() {
+				return badinput.Errorf("no --keep-* flag: say what to keep (--keep-last -1 keeps every complete backup and removes only stale incomplete ones)")
+			}
+			if p.Schedule != "" {
+				if err := schedule.CheckName(p.Schedule); err != nil {
+					return badinput.Errorf("--schedule: %w", err)
+				}
+			}
+			return prune(cmd.Context(), global, streams, p, dryRun, output)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&p.Last, "keep-last", 0, "keep the N newest complete backups")
+	f.IntVar(&p.Hourly, "keep-hourly", 0, "keep the newest backup of each of the last N hours that have one")
+	f.IntVar(&p.Daily, "keep-daily", 0, "keep the newest backup of each of the last N days that have one")
+	f.IntVar(&p.Weekly, "keep-weekly", 0, "keep the newest backup of each of the last N ISO weeks that have one")
+	f.IntVar(&p.Monthly, "keep-monthly", 0, "keep the newest backup of each of the last N months that have one")
+	f.IntVar(&p.Yearly, "keep-yearly", 0, "keep the newest backup of each of the last N years that have one")
+	f.StringVar(&p.Schedule, "schedule", "", "consider only the backups of this schedule")
+	f.DurationVar(&p.Grace, "grace", 24*time.Hour, "keep an incomplete backup this long after its last write: it may still be running")
+	f.BoolVar(&dryRun, "dry-run", false, "show what would be kept and removed; remove nothing")
+	f.StringVarP(&output, "output", "o", "", "json for machine-readable output")
+	return cmd
+}
+
+func prune(ctx context.Context, global *globalOptions, streams genericiooptions.IOStreams, p snapshot.Policy, dryRun bool, output string) error {
+	store, err := storage.Open(ctx, global.storageURL)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	entries, err := snapshot.History(ctx, store, now)
+	if err != nil {
+		return fmt.Errorf("list backups in %s: %w", store, err)
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name
+	}
+	refs, err := snapshot.RunReferences(ctx, store, names)
+	if err != nil {
+		return err
+	}
+	for i := range entries {
+		entries[i].Runs = refs[entries[i].Name]
+	}
+	rep := pruneReport{Storage: store.String(), Schedule: p.Schedule, DryRun: dryRun, Policy: describePolicy(p), Keep: []snapshot.Decision{},
+		Remove: []snapshot.Decision{}, Deleted: []string{}}
+	for _, d := range p.Apply(entries, now) {
+		if d.Keep {
+			rep.Keep = append(rep.Keep, d)
+		} else {
+			rep.Remove = append(rep.Remove, d)
+		}
+	}
+	if !dryRun {
+		for _, d := range rep.Remove {
+			if _, err := snapshot.Delete(ctx, store, d.Name); err != nil {
+				if rep.Failed == nil {
+					rep.Failed = map[string]string{}
+				}
+				rep.Failed[d.Name] = err.Error()
+				global.logger.Error("backup not removed", "backup", d.Name, "error", err)
+				continue
+			}
+			rep.Deleted = append(rep.Deleted, d.Name)
+		}
+	}
+	if output == "json" {
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(streams.Out, "%s\n", data)
+	} else {
+		printPrune(streams, rep)
+	}
+	if len(rep.Failed) > 0 {
+		return &incompleteError{msg: fmt.Sprintf("prune: %d of %d backups could not be removed", len(rep.Failed), len(rep.Remove))}
+	}
+	return nil
+}
+
+func describePolicy(p snapshot.Policy) string {
+	var parts []string
+	for _, r := range []struct {
+		name string
+		n    int
+	}{{"last", p.Last}, {"hourly", p.Hourly}, {"daily", p.Daily}, {"weekly", p.Weekly}, {"monthly", p.Monthly}, {"yearly", p.Yearly}} {
+		switch {
+		case r.n < 0:
+			parts = append(parts, r.name+" all")
+		case r.n > 0:
+			parts = append(parts, fmt.Sprintf("%s %d", r.name, r.n))
+		}
+	}
+	return "keep " + strings.Join(parts, ", ") + "; incomplete backups go " + p.Grace.String() + " after their last write"
+}
+
+func printPrune(streams genericiooptions.IOStreams, rep pruneReport) {
+	w := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "Storage:\t%s\n", rep.Storage)
+	if rep.Schedule != "" {
+		fmt.Fprintf(w, "Schedule:\t%s\n", rep.Schedule)
+	}
+	fmt.Fprintf(w, "Policy:\t%s\n\n", rep.Policy)
+	fmt.Fprintf(w, "ACTION\tBACKUP\tSTATE\tSTARTED\tWHY\n")
+	row := func(action string, d snapshot.Decision) {
+		started := "-"
+		if !d.Time.IsZero() {
+			started = d.Time.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", action, d.Name, d.State, started, strings.Join(d.Reasons, ", "))
+	}
+	for _, d := range rep.Keep {
+		row("keep", d)
+	}
+	removed := "remove"
+	if rep.DryRun {
+		removed = "would remove"
+	}
+	for _, d := range rep.Remove {
+		action := removed
+		if _, failed := rep.Failed[d.Name]; failed {
+			action = "NOT REMOVED"
+		}
+		row(action, d)
+	}
+	w.Flush()
+	switch {
+	case rep.DryRun:
+		fmt.Fprintf(streams.Out, "\nDry run: %d kept, %d would be removed; nothing was deleted.\n", len(rep.Keep), len(rep.Remove))
+	default:
+		fmt.Fprintf(streams.Out, "\n%d kept, %d removed.\n", len(rep.Keep), len(rep.Deleted))
+		for name, err := range rep.Failed {
+			fmt.Fprintf(streams.Out, "  %s NOT removed: %s\n", name, err)
+		}
+	}
+}
