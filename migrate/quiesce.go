@@ -1,0 +1,263 @@
+package migrate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/ferrykube/ferry/plans"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+)
+
+// QuiescedAnnotation holds, on each object ferry quiesced, what it was before (JSON): the undo.
+// It moves with the object to green, where the same record starts green's writers.
+const QuiescedAnnotation = "ferry.dev/quiesced"
+
+// Quiesce actions.
+const (
+	ScaleToZero = "scale-to-zero"
+	Suspend     = "suspend"
+	Annotate    = "annotate"
+	Patch       = "patch"
+)
+
+// original is what QuiescedAnnotation records.
+type original struct {
+	Action   string `json:"action"`
+	Replicas *int64 `json:"replicas,omitempty"`
+	Suspend  *bool  `json:"suspend,omitempty"`
+	// Undo is a JSON merge patch that puts back what annotate or patch changed (nulls remove).
+	Undo json.RawMessage `json:"undo,omitempty"`
+}
+
+// Quiescer stops a cluster's writers by rules (ferry.yaml's and its preset's quiesce list) and
+// starts them again exactly as they were.
+type Quiescer struct {
+	Dynamic dynamic.Interface
+	Mapper  meta.RESTMapper
+	Rules   []plans.QuiesceRule
+	// Mapping renames the rules' namespaces on green.
+	Namespace func(string) string
+	Log       *slog.Logger
+}
+
+// QuiesceItem is one object stopped or started.
+type QuiesceItem struct {
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	Action    string `json:"action"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+// Stop applies every rule to the objects it selects, recording each original first. An object
+// already carrying the record is left as it is, so Stop is idempotent (a resumed run repeats it).
+func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
+	var done []QuiesceItem
+	err := q.each(ctx, func(rule plans.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
+			return nil
+		}
+		orig, patch, err := quiescePatch(rule, obj)
+		if err != nil {
+			return err
+		}
+		record, _ := json.Marshal(orig)
+		full, err := mergePatches(patch, map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: string(record)}}})
+		if err != nil {
+			return err
+		}
+		if _, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, full, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
+			return err
+		}
+		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: rule.Why})
+		return nil
+	})
+	return done, err
+}
+
+// Start undoes Stop on every object that carries the record, and removes the record.
+func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
+	var done []QuiesceItem
+	err := q.each(ctx, func(rule plans.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+		record, ok := obj.GetAnnotations()[QuiescedAnnotation]
+		if !ok {
+			return nil
+		}
+		var orig original
+		if err := json.Unmarshal([]byte(record), &orig); err != nil {
+			return fmt.Errorf("annotation %s: %w", QuiescedAnnotation, err)
+		}
+		undo := map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: nil}}}
+		switch orig.Action {
+		case ScaleToZero:
+			undo["spec"] = map[string]any{"replicas": orig.Replicas}
+		case Suspend:
+			undo["spec"] = map[string]any{"suspend": orig.Suspend}
+		}
+		patch, err := json.Marshal(undo)
+		if err != nil {
+			return err
+		}
+		if len(orig.Undo) > 0 {
+			if patch, err = mergePatches(orig.Undo, undo); err != nil {
+				return err
+			}
+		}
+		if _, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
+			return err
+		}
+		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: "un-" + orig.Action})
+		return nil
+	})
+	return done, err
+}
+
+// each calls fn for every object a rule selects; resource types the cluster does not serve are
+// logged and passed over (a preset names more than every platform runs).
+func (q Quiescer) each(ctx context.Context, fn func(plans.QuiesceRule, dynamic.ResourceInterface, *unstructured.Unstructured) error) error {
+	for _, rule := range q.Rules {
+		gvr, namespaced, err := q.resolve(rule.Resource)
+		if err != nil {
+			q.Log.Info("quiesce: resource not served here", "resource", rule.Resource, "error", err)
+			continue
+		}
+		ns := rule.Namespace
+		if ns != "" && q.Namespace != nil {
+			ns = q.Namespace(ns)
+		}
+		var lister dynamic.ResourceInterface = q.Dynamic.Resource(gvr)
+		if namespaced && ns != "" {
+			lister = q.Dynamic.Resource(gvr).Namespace(ns)
+		}
+		list, err := lister.List(ctx, metav1.ListOptions{LabelSelector: rule.LabelSelector})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("quiesce %s: %w", rule.Resource, err)
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			if len(rule.Names) > 0 && !slices.Contains(rule.Names, obj.GetName()) {
+				continue
+			}
+			client := q.Dynamic.Resource(gvr).Namespace(obj.GetNamespace())
+			if err := fn(rule, client, obj); err != nil {
+				return fmt.Errorf("quiesce %s %s/%s: %w", rule.Resource, obj.GetNamespace(), obj.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func (q Quiescer) resolve(resource string) (schema.GroupVersionResource, bool, error) {
+	gr := schema.ParseGroupResource(resource)
+	gvr, err := q.Mapper.ResourceFor(gr.WithVersion(""))
+	if err != nil {
+		return gvr, false, err
+	}
+	gvk, err := q.Mapper.KindFor(gvr)
+	if err != nil {
+		return gvr, false, err
+	}
+	mapping, err := q.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return gvr, false, err
+	}
+	return gvr, mapping.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// quiescePatch is the merge patch that stops obj by the rule, and the record that undoes it.
+func quiescePatch(rule plans.QuiesceRule, obj *unstructured.Unstructured) (original, []byte, error) {
+	orig := original{Action: rule.Action}
+	var patch map[string]any
+	switch rule.Action {
+	case ScaleToZero:
+		replicas, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+		if !found {
+			replicas = 1
+		}
+		orig.Replicas = &replicas
+		patch = map[string]any{"spec": map[string]any{"replicas": 0}}
+	case Suspend:
+		suspend, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend")
+		orig.Suspend = &suspend
+		patch = map[string]any{"spec": map[string]any{"suspend": true}}
+	case Annotate:
+		annotations := map[string]any{}
+		undo := map[string]any{}
+		current := obj.GetAnnotations()
+		for k, v := range rule.Annotations {
+			annotations[k] = v
+			if old, ok := current[k]; ok {
+				undo[k] = old
+			} else {
+				undo[k] = nil
+			}
+		}
+		patch = map[string]any{"metadata": map[string]any{"annotations": annotations}}
+		orig.Undo, _ = json.Marshal(map[string]any{"metadata": map[string]any{"annotations": undo}})
+	case Patch:
+		if err := json.Unmarshal([]byte(rule.Patch), &patch); err != nil {
+			return orig, nil, fmt.Errorf("patch %q: %w", rule.Patch, err)
+		}
+		orig.Undo, _ = json.Marshal(inverse(patch, obj.Object))
+	default:
+		return orig, nil, fmt.Errorf("quiesce action %q: want %s, %s, %s or %s", rule.Action, ScaleToZero, Suspend, Annotate, Patch)
+	}
+	data, err := json.Marshal(patch)
+	return orig, data, err
+}
+
+// inverse is the merge patch that puts back, in current, every field patch changes.
+func inverse(patch, current map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range patch {
+		cur, ok := current[k]
+		sub, isMap := v.(map[string]any)
+		curMap, curIsMap := cur.(map[string]any)
+		switch {
+		case !ok:
+			out[k] = nil
+		case isMap && curIsMap:
+			out[k] = inverse(sub, curMap)
+		default:
+			out[k] = cur
+		}
+	}
+	return out
+}
+
+// mergePatches merges JSON merge patch b into a (b wins).
+func mergePatches(a []byte, b map[string]any) ([]byte, error) {
+	var am map[string]any
+	if err := json.Unmarshal(a, &am); err != nil {
+		return nil, err
+	}
+	return json.Marshal(merge(am, b))
+}
+
+func merge(a, b map[string]any) map[string]any {
+	if a == nil {
+		a = map[string]any{}
+	}
+	for k, v := range b {
+		if vm, ok := v.(map[string]any); ok {
+			if am, ok := a[k].(map[string]any); ok {
+				a[k] = merge(am, vm)
+				continue
+			}
+		}
+		a[k] = v
+	}
+	return a
+}

@@ -1,0 +1,237 @@
+// Package kinds runs every kind of data of a backup in order — objects, databases, buckets,
+// volumes — for a backup, a restore or a verify, so that the commands and the blue-green run
+// (package migrate) do each the same way.
+package kinds
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/buckets"
+	"github.com/ferrykube/ferry/snapshot/databases"
+	"github.com/ferrykube/ferry/snapshot/resources"
+	"github.com/ferrykube/ferry/snapshot/volumes"
+	"github.com/ferrykube/ferry/storage"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+)
+
+// Cluster holds the clients of one cluster.
+type Cluster struct {
+	Config    *rest.Config
+	Client    kubernetes.Interface
+	Dynamic   dynamic.Interface
+	Discovery discovery.DiscoveryInterface
+}
+
+// NewCluster makes the clients of a cluster.
+func NewCluster(cfg *rest.Config) (Cluster, error) {
+	c := Cluster{Config: cfg}
+	var err error
+	if c.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return c, err
+	}
+	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return c, err
+	}
+	c.Discovery, err = discovery.NewDiscoveryClientForConfig(cfg)
+	return c, err
+}
+
+// Plans are the clients planning needs.
+func (c Cluster) Plans() plans.Clients {
+	return plans.Clients{Discovery: c.Discovery, Dynamic: c.Dynamic}
+}
+
+// Mapper finds resource types by kind on the cluster, rediscovering after a miss (new CRDs).
+func (c Cluster) Mapper() *restmapper.DeferredDiscoveryRESTMapper {
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Discovery))
+}
+
+// BackupOptions say how to back up.
+type BackupOptions struct {
+	Name       string
+	Plan       *plans.Plan
+	EncryptTo  []string
+	Schedule   string
+	Parallel   int
+	MoverImage string
+	// Direct has mover pods upload volumes to storage themselves.
+	Direct   *storage.DirectAccess
+	Progress snapshot.Progress
+	Log      *slog.Logger
+}
+
+// Backup makes a complete backup of the plan from the source: every kind's data, Velero's files
+// when not encrypted, the manifest last. A backup that fails is removed; an existing name is
+// never overwritten (the error then matches snapshot.ErrExists).
+func Backup(ctx context.Context, store storage.Backend, source Cluster, o BackupOptions) (*snapshot.Manifest, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	started := time.Now()
+	w, err := snapshot.Create(ctx, store, o.Name, o.Plan.Source, o.Plan, started, o.EncryptTo)
+	if err != nil {
+		return nil, err
+	}
+	w.SetSchedule(o.Schedule)
+	if o.Progress != nil {
+		w.SetProgress(o.Progress)
+	}
+	// The heartbeat lets a later run tell this backup's mover pods from those of a killed ferry.
+	var manifest *snapshot.Manifest
+	beat, err := snapshot.StartHeartbeat(ctx, store, o.Name, snapshot.HeartbeatInterval, o.Log)
+	if err == nil {
+		manifest, err = capture(ctx, w, store, source, o, started)
+		// Stopped before a failed backup is removed: a later beat would bring its folder back.
+		if serr := beat.Stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			o.Log.Warn("removing the heartbeat of the complete backup", "backup", o.Name, "error", serr)
+		}
+	}
+	if err != nil {
+		// Leave nothing that looks like a backup behind; the manifest was never written.
+		if n, derr := snapshot.Delete(context.WithoutCancel(ctx), store, o.Name); derr != nil {
+			o.Log.Error("cleaning up the failed backup", "backup", o.Name, "removed", n, "error", derr)
+		}
+		return nil, fmt.Errorf("backup %s: %w", o.Name, err)
+	}
+	return manifest, nil
+}
+
+func capture(ctx context.Context, w *snapshot.Writer, store storage.Backend, source Cluster, o BackupOptions, started time.Time) (*snapshot.Manifest, error) {
+	plan := o.Plan
+	capturers := []snapshot.Capturer{
+		resources.Objects{Dynamic: source.Dynamic, Plan: plan, Concurrency: o.Parallel},
+		databases.Dumps{Config: source.Config, Client: source.Client, Plan: plan},
+		buckets.Copies{Config: source.Config, Client: source.Client, Plan: plan, Parallel: o.Parallel},
+		volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Direct: o.Direct, Storage: store, Log: o.Log},
+	}
+	for _, kind := range capturers {
+		o.Log.Info("capturing", "backup", w.Name(), "kind", kind.Name())
+		if err := kind.Capture(ctx, w); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind.Name(), err)
+		}
+	}
+	if w.Encrypted() {
+		return w.Commit(ctx, time.Now()) // Velero cannot read encrypted archives: no velero-backup.json
+	}
+	var labels map[string]string
+	if o.Schedule != "" {
+		labels = map[string]string{"velero.io/schedule-name": o.Schedule} // as Velero labels its scheduled backups
+	}
+	velero, err := resources.VeleroBackup(w.Name(), plan, w.Objects(), started, time.Now(), labels)
+	if err != nil {
+		return nil, err
+	}
+	// Velero's own rule: its metadata file last among its files; ferry's manifest after it.
+	if err := w.PutPlain(ctx, snapshot.VeleroFile, bytes.NewReader(velero)); err != nil {
+		return nil, err
+	}
+	w.SetVeleroCompatible(true)
+	return w.Commit(ctx, time.Now())
+}
+
+// RestoreOptions say how to restore onto, or verify, a target.
+type RestoreOptions struct {
+	Mapping snapshot.Mapping
+	// Existing is the policy for objects already on the target (resources.Existing*); verify
+	// ignores it.
+	Existing    string
+	SkipOwned   bool
+	Select      *plans.Filter
+	Parallel    int
+	MoverImage  string
+	WaitTimeout time.Duration
+	Log         *slog.Logger
+}
+
+// Restorers are the kinds that restore and verify the backup on the target, in order. The
+// mapping of ferry.yaml at backup time applies unless the options map the same names.
+func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.Restorer {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 8
+	}
+	plan := r.Manifest.Plan
+	o.Mapping = EffectiveMapping(r, o.Mapping)
+	out := []snapshot.Restorer{
+		resources.Objects{Dynamic: target.Dynamic, Plan: plan, Concurrency: 4 * o.Parallel, Mapping: o.Mapping, Existing: o.Existing,
+			SkipOwned: o.SkipOwned, Select: o.Select, Mapper: target.Mapper(), WaitTimeout: o.WaitTimeout, Log: o.Log},
+	}
+	if r.Velero {
+		return out // Velero keeps volume data in Kopia, which ferry does not read
+	}
+	return append(out,
+		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Log: o.Log},
+		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping},
+		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping},
+	)
+}
+
+// EffectiveMapping is the mapping Restorers use.
+func EffectiveMapping(r *snapshot.Reader, m snapshot.Mapping) snapshot.Mapping {
+	if plan := r.Manifest.Plan; plan != nil {
+		m.Namespaces = mergeMap(plan.Config.NamespaceMap, m.Namespaces)
+		m.StorageClasses = mergeMap(plan.Config.StorageClassMap, m.StorageClasses)
+	}
+	return m
+}
+
+func mergeMap(base, over map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// Restore and Verify name what Run does.
+const (
+	Restore = "restore"
+	Verify  = "verify"
+)
+
+// Run restores or verifies (command) each kind in order into one report; a kind that cannot go on
+// stops the run, and the report still holds what was done. For a backup Velero wrote, the volume
+// data it does not read is reported as skipped.
+func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []snapshot.Restorer, log *slog.Logger) (*snapshot.Report, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	report := &snapshot.Report{}
+	var err error
+	for _, k := range restorers {
+		log.Info(command+"ing", "backup", r.Name(), "kind", k.Name())
+		switch command {
+		case Restore:
+			err = k.Restore(ctx, r, report)
+		case Verify:
+			err = k.Verify(ctx, r, report)
+		default:
+			return nil, fmt.Errorf("kinds.Run: %q: want restore or verify", command)
+		}
+		if err != nil {
+			err = fmt.Errorf("%s %s: %s: %w", command, r.Name(), k.Name(), err)
+			break
+		}
+	}
+	if r.Velero {
+		report.Add("volumes", snapshot.StatusSkipped, "(all)", "a backup Velero wrote: ferry restores its objects; its volume data (kept by Kopia) is not read")
+	}
+	report.Sort()
+	return report, err
+}
