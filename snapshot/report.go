@@ -188,8 +188,9 @@ func (m Mapping) StorageClass(class string) string {
 	return class
 }
 
-// ParseMap reads flag values "a=b" into a map; flag names the flag in errors.
-func ParseMap(flag string, pairs []string) (map[string]string, error) {
+// ParseMap reads flag values "a=b" into a map; flag names the flag in errors. Unless manyToOne,
+// two names may not map to the same one (two namespaces cannot become one).
+func ParseMap(flag string, pairs []string, manyToOne bool) (map[string]string, error) {
 	out := map[string]string{}
 	targets := map[string]string{}
 	for _, p := range pairs {
@@ -200,7 +201,7 @@ func ParseMap(flag string, pairs []string) (map[string]string, error) {
 		if prev, dup := out[from]; dup && prev != to {
 			return nil, badinput.Errorf("--%s: %s is mapped to both %s and %s", flag, from, prev, to)
 		}
-		if other, dup := targets[to]; dup && other != from {
+		if other, dup := targets[to]; dup && other != from && !manyToOne {
 			return nil, badinput.Errorf("--%s: %s and %s are both mapped to %s", flag, other, from, to)
 		}
 		out[from], targets[to] = to, from

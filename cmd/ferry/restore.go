@@ -82,10 +82,10 @@ func (o *targetOptions) complete(command string) error {
 		return badinput.Errorf("--output %q: want json or yaml", o.output)
 	}
 	var err error
-	if o.mapping.Namespaces, err = snapshot.ParseMap("namespace-map", o.namespaceMap); err != nil {
+	if o.mapping.Namespaces, err = snapshot.ParseMap("namespace-map", o.namespaceMap, false); err != nil {
 		return err
 	}
-	if o.mapping.StorageClasses, err = snapshot.ParseMap("storage-class-map", o.storageClassMap); err != nil {
+	if o.mapping.StorageClasses, err = snapshot.ParseMap("storage-class-map", o.storageClassMap, true); err != nil {
 		return err
 	}
 	if len(o.include.Namespaces)+len(o.include.Resources)+len(o.exclude.Namespaces)+len(o.exclude.Resources) > 0 || o.include.LabelSelector != "" {
