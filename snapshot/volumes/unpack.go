@@ -94,6 +94,11 @@ func Unpack(ctx context.Context, dir string, r io.Reader, opts UnpackOptions) (U
 	defer root.Close()
 	u := &unpacker{root: root, opts: opts, dirs: map[string]bool{}, keep: map[string]bool{},
 		buf: make([]byte, 1<<20), cmp: make([]byte, 1<<20), zero: make([]byte, holeBlock)}
+	defer func() {
+		if u.cur != nil {
+			u.cur.Close()
+		}
+	}()
 	tr := tar.NewReader(r)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -145,6 +150,121 @@ type unpacker struct {
 	owners   [][2]int
 	buf, cmp []byte
 	zero     []byte
+	// cur is the root of the directory curDir, where the last entries were: a path is resolved
+	// component by component on every operation, so entries of one directory (as a tar stream
+	// has them) are reached through their directory's root, by their base name.
+	cur    *os.Root
+	curDir string
+}
+
+// at returns the root to reach name through, and name in it.
+func (u *unpacker) at(name string) (*os.Root, string, error) {
+	dir, base := path.Split(name)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		return u.root, base, nil
+	}
+	if u.cur == nil || u.curDir != dir {
+		if u.cur != nil {
+			u.cur.Close()
+			u.cur, u.curDir = nil, ""
+		}
+		r, err := u.root.OpenRoot(dir)
+		if err != nil {
+			return nil, "", err
+		}
+		u.cur, u.curDir = r, dir
+	}
+	return u.cur, base, nil
+}
+
+func (u *unpacker) lstat(name string) (fs.FileInfo, error) {
+	r, base, err := u.at(name)
+	if err != nil {
+		return nil, err
+	}
+	return r.Lstat(base)
+}
+
+func (u *unpacker) mkdir(name string, perm fs.FileMode) error {
+	r, base, err := u.at(name)
+	if err != nil {
+		return err
+	}
+	return r.Mkdir(base, perm)
+}
+
+func (u *unpacker) remove(name string) error {
+	r, base, err := u.at(name)
+	if err != nil {
+		return err
+	}
+	return r.Remove(base)
+}
+
+func (u *unpacker) chmod(name string, mode fs.FileMode) error {
+	r, base, err := u.at(name)
+	if err != nil {
+		return err
+	}
+	return r.Chmod(base, mode)
+}
+
+func (u *unpacker) chtimes(name string, atime, mtime time.Time) error {
+	r, base, err := u.at(name)
+	if err != nil {
+		return err
+	}
+	return r.Chtimes(base, atime, mtime)
+}
+
+func (u *unpacker) lchown(name string, uid, gid int) error {
+	r, base, err := u.at(name)
+	if err != nil {
+		return err
+	}
+	return r.Lchown(base, uid, gid)
+}
+
+func (u *unpacker) readlink(name string) (string, error) {
+	r, base, err := u.at(name)
+	if err != nil {
+		return "", err
+	}
+	return r.Readlink(base)
+}
+
+func (u *unpacker) symlink(target, name string) error {
+	r, base, err := u.at(name)
+	if err != nil {
+		return err
+	}
+	return r.Symlink(target, base)
+}
+
+func (u *unpacker) open(name string) (*os.File, error) {
+	r, base, err := u.at(name)
+	if err != nil {
+		return nil, err
+	}
+	return r.Open(base)
+}
+
+func (u *unpacker) openFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	r, base, err := u.at(name)
+	if err != nil {
+		return nil, err
+	}
+	return r.OpenFile(base, flag, perm)
+}
+
+// rename renames within one directory.
+func (u *unpacker) rename(from, to string) error {
+	r, base, err := u.at(to)
+	if err != nil {
+		return err
+	}
+	return r.Rename(path.Base(from), base)
 }
 
 type pendingDir struct {
@@ -174,9 +294,9 @@ func (u *unpacker) entry(h *tar.Header, tr io.Reader) error {
 	f := UnpackedFile{File: snapshot.File{Path: h.Name}}
 	switch h.Typeflag {
 	case tar.TypeDir:
-		f.Action, err = u.dir(name, h)
+		f.Action, err = u.directory(name, h)
 	case tar.TypeSymlink:
-		f.Action, err = u.symlink(name, h)
+		f.Action, err = u.link(name, h)
 	case tar.TypeReg:
 		f.Action, f.SHA256, err = u.regular(name, h, tr)
 	default:
@@ -219,10 +339,10 @@ func (u *unpacker) parents(name string) error {
 		if u.dirs[p] {
 			continue
 		}
-		fi, err := u.root.Lstat(p)
+		fi, err := u.lstat(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			if err := u.root.Mkdir(p, 0o755); err != nil {
+			if err := u.mkdir(p, 0o755); err != nil {
 				return err
 			}
 		case err != nil:
@@ -239,6 +359,10 @@ func (u *unpacker) parents(name string) error {
 
 // forget drops name and what lies under it from the directories known to be real.
 func (u *unpacker) forget(name string) {
+	if u.cur != nil && (u.curDir == name || strings.HasPrefix(u.curDir, name+"/")) {
+		u.cur.Close()
+		u.cur, u.curDir = nil, ""
+	}
 	for d := range u.dirs {
 		if d == name || strings.HasPrefix(d, name+"/") {
 			delete(u.dirs, d)
@@ -252,11 +376,11 @@ func (u *unpacker) replace(name string, fi fs.FileInfo) error {
 	if fi.IsDir() {
 		return u.root.RemoveAll(name)
 	}
-	return u.root.Remove(name)
+	return u.remove(name)
 }
 
-func (u *unpacker) dir(name string, h *tar.Header) (string, error) {
-	fi, err := u.root.Lstat(name)
+func (u *unpacker) directory(name string, h *tar.Header) (string, error) {
+	fi, err := u.lstat(name)
 	action := ActionWritten
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -274,12 +398,12 @@ func (u *unpacker) dir(name string, h *tar.Header) (string, error) {
 	}
 	if action == ActionWritten {
 		// Owner-writable until its children are in; finishDirs sets the archive's mode.
-		if err := u.root.Mkdir(name, 0o700); err != nil {
+		if err := u.mkdir(name, 0o700); err != nil {
 			return "", err
 		}
 	} else if !u.opts.Owners && fi.Mode().Perm()&0o300 != 0o300 {
 		// Without root's DAC_OVERRIDE the owner must be able to write into it.
-		if err := u.root.Chmod(name, fi.Mode().Perm()|0o700); err != nil {
+		if err := u.chmod(name, fi.Mode().Perm()|0o700); err != nil {
 			return "", err
 		}
 	}
@@ -287,14 +411,14 @@ func (u *unpacker) dir(name string, h *tar.Header) (string, error) {
 	return action, nil
 }
 
-func (u *unpacker) symlink(name string, h *tar.Header) (string, error) {
-	fi, err := u.root.Lstat(name)
+func (u *unpacker) link(name string, h *tar.Header) (string, error) {
+	fi, err := u.lstat(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return "", err
 	case fi.Mode()&fs.ModeSymlink != 0:
-		if target, err := u.root.Readlink(name); err == nil && target == h.Linkname {
+		if target, err := u.readlink(name); err == nil && target == h.Linkname {
 			if !u.opts.Owners || sameOwner(fi, h) {
 				return ActionUnchanged, nil
 			}
@@ -307,7 +431,7 @@ func (u *unpacker) symlink(name string, h *tar.Header) (string, error) {
 		}
 	}
 	// The target is data: it may point anywhere, and is never followed here.
-	if err := u.root.Symlink(h.Linkname, name); err != nil {
+	if err := u.symlink(h.Linkname, name); err != nil {
 		return "", err
 	}
 	if err := u.chown(name, h); err != nil {
@@ -320,7 +444,7 @@ func (u *unpacker) symlink(name string, h *tar.Header) (string, error) {
 // existing file side by side, and writes only once they differ, reusing the equal beginning.
 func (u *unpacker) regular(name string, h *tar.Header, tr io.Reader) (action, sum string, err error) {
 	digest := sha256.New()
-	fi, err := u.root.Lstat(name)
+	fi, err := u.lstat(name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", "", err
@@ -329,7 +453,7 @@ func (u *unpacker) regular(name string, h *tar.Header, tr io.Reader) (action, su
 	var matched int64 // leading bytes of the entry equal to the existing file's
 	var pending []byte
 	if exists && fi.Mode().IsRegular() && fi.Size() == h.Size {
-		old, err = u.root.Open(name)
+		old, err = u.open(name)
 		if err != nil && !errors.Is(err, fs.ErrPermission) {
 			return "", "", err
 		}
@@ -356,10 +480,10 @@ func (u *unpacker) regular(name string, h *tar.Header, tr io.Reader) (action, su
 		err = u.replace(name, fi)
 	}
 	if err == nil {
-		err = u.root.Rename(tmp, name)
+		err = u.rename(tmp, name)
 	}
 	if err != nil {
-		u.root.Remove(tmp)
+		u.remove(tmp)
 		return "", "", err
 	}
 	return ActionWritten, hex.EncodeToString(digest.Sum(nil)), u.setMeta(name, h)
@@ -389,7 +513,7 @@ func (u *unpacker) writeTemp(name string, h *tar.Header, tr io.Reader, old *os.F
 	var suffix [6]byte
 	rand.Read(suffix[:])
 	tmp := path.Join(path.Dir(name), ".ferry-unpack-"+hex.EncodeToString(suffix[:]))
-	f, err := u.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := u.openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", err
 	}
@@ -416,7 +540,7 @@ func (u *unpacker) writeTemp(name string, h *tar.Header, tr io.Reader, old *os.F
 		err = cerr
 	}
 	if err != nil {
-		u.root.Remove(tmp)
+		u.remove(tmp)
 		return "", err
 	}
 	return tmp, nil
@@ -496,7 +620,7 @@ func (u *unpacker) chown(name string, h *tar.Header) error {
 	if !u.opts.Owners {
 		return nil
 	}
-	err := u.root.Lchown(name, h.Uid, h.Gid)
+	err := u.lchown(name, h.Uid, h.Gid)
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
 		u.opts.Owners = false
 		u.res.Notes = append(u.res.Notes, fmt.Sprintf("owners are not set: %v", err))
@@ -510,10 +634,10 @@ func (u *unpacker) setMeta(name string, h *tar.Header) error {
 	if err := u.chown(name, h); err != nil {
 		return err
 	}
-	if err := u.root.Chmod(name, h.FileInfo().Mode()); err != nil {
+	if err := u.chmod(name, h.FileInfo().Mode()); err != nil {
 		return err
 	}
-	return u.root.Chtimes(name, time.Time{}, h.ModTime)
+	return u.chtimes(name, time.Time{}, h.ModTime)
 }
 
 // deleteOthers removes what the directory holds beyond the archive's entries and their parents.
@@ -545,7 +669,7 @@ func (u *unpacker) deleteOthers() error {
 // writing a child changes its directory's time.
 func (u *unpacker) finishDirs() error {
 	for _, d := range slices.Backward(u.archiveDirs) {
-		if fi, err := u.root.Lstat(d.name); err == nil && u.sameMeta(fi, d.h) {
+		if fi, err := u.lstat(d.name); err == nil && u.sameMeta(fi, d.h) {
 			continue // untouched, so that unpacking twice changes nothing
 		}
 		if err := u.setMeta(d.name, d.h); err != nil {
@@ -564,7 +688,7 @@ func (u *unpacker) readBack() error {
 	for i := range u.res.Files {
 		f := &u.res.Files[i]
 		name := strings.TrimSuffix(f.Path, "/")
-		fi, err := u.root.Lstat(name)
+		fi, err := u.lstat(name)
 		if err != nil {
 			return err
 		}
@@ -580,7 +704,7 @@ func (u *unpacker) readBack() error {
 			f.Type = "dir"
 		case fi.Mode()&fs.ModeSymlink != 0:
 			f.Type = "symlink"
-			if f.Link, err = u.root.Readlink(name); err != nil {
+			if f.Link, err = u.readlink(name); err != nil {
 				return err
 			}
 		case fi.Mode().IsRegular():

@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -361,5 +363,55 @@ func TestUnpackFailsOnABrokenStream(t *testing.T) {
 	// A tar stream that is not one at all.
 	if _, err := Unpack(context.Background(), t.TempDir(), strings.NewReader(strings.Repeat("x", 1024)), UnpackOptions{}); err == nil {
 		t.Fatal("garbage unpacked without error")
+	}
+}
+
+// BenchmarkUnpack measures writing a volume of one large file and many small ones, and checking
+// it again when it is already there (a second restore).
+func BenchmarkUnpack(b *testing.B) {
+	src := b.TempDir()
+	big := make([]byte, 128<<20)
+	rand.Read(big[:len(big)/2]) // half random, half zeros (a hole)
+	if err := os.WriteFile(filepath.Join(src, "big.bin"), big, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	size := int64(len(big))
+	for i := range 2000 {
+		sub := filepath.Join(src, "small", fmt.Sprintf("%02d", i%50))
+		os.MkdirAll(sub, 0o755)
+		data := []byte(fmt.Sprintf("small file %d\n", i))
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%04d", i)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		size += int64(len(data))
+	}
+	var tarball, compressed bytes.Buffer
+	if err := Pack(src, &tarball); err != nil {
+		b.Fatal(err)
+	}
+	enc, _ := zstd.NewWriter(&compressed)
+	enc.Write(tarball.Bytes())
+	enc.Close()
+	for _, again := range []bool{false, true} {
+		name := "new"
+		if again {
+			name = "unchanged"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				b.StopTimer()
+				dst := b.TempDir()
+				if again {
+					if _, err := UnpackCompressed(context.Background(), dst, bytes.NewReader(compressed.Bytes()), UnpackOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if _, err := UnpackCompressed(context.Background(), dst, bytes.NewReader(compressed.Bytes()), UnpackOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
