@@ -160,6 +160,12 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 	return p, nil
 }
 
+// Identify says which cluster the clients reach: server, version and the kube-system
+// namespace's UID, which tells one cluster from another.
+func Identify(ctx context.Context, cl Clients, context string) (Cluster, error) {
+	return identify(ctx, cl, context)
+}
+
 func identify(ctx context.Context, cl Clients, context string) (Cluster, error) {
 	c := Cluster{Context: context}
 	v, err := cl.Discovery.ServerVersion()

@@ -96,7 +96,8 @@ while the old cluster stays intact as the way back.`,
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return badinput.Wrap(err) })
 	global.addFlags(cmd)
 	cmd.AddCommand(newVersionCommand(streams), newPlanCommand(global, streams), newBackupCommand(global, streams), newBackupsCommand(global, streams),
-		newRestoreCommand(global, streams), newVerifyCommand(global, streams), newMoverCommand(streams))
+		newRestoreCommand(global, streams), newVerifyCommand(global, streams),
+		newMigrateCommand(global, streams), newFlipCommand(global, streams), newRollbackCommand(global, streams), newMoverCommand(streams))
 	cmd.AddCommand(newScheduleCommand(global, streams), newPruneCommand(global, streams))
 	return cmd
 }

@@ -181,7 +181,12 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 
 // EffectiveMapping is the mapping Restorers use.
 func EffectiveMapping(r *snapshot.Reader, m snapshot.Mapping) snapshot.Mapping {
-	if plan := r.Manifest.Plan; plan != nil {
+	return EffectiveMappingOf(r.Manifest.Plan, m)
+}
+
+// EffectiveMappingOf is the plan's mapping (ferry.yaml's) with m's names over it.
+func EffectiveMappingOf(plan *plans.Plan, m snapshot.Mapping) snapshot.Mapping {
+	if plan != nil {
 		m.Namespaces = mergeMap(plan.Config.NamespaceMap, m.Namespaces)
 		m.StorageClasses = mergeMap(plan.Config.StorageClassMap, m.StorageClasses)
 	}

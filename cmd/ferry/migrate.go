@@ -1,0 +1,429 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/internal/buildinfo"
+	"github.com/ferrykube/ferry/migrate"
+	"github.com/ferrykube/ferry/migrate/gates"
+	"github.com/ferrykube/ferry/migrate/traffic"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/kinds"
+	"github.com/ferrykube/ferry/storage"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+)
+
+// runOptions are what the commands that drive a run share.
+type runOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+
+	from, to, configFile, preset string
+	parallel                     int
+	moverImage                   string
+	encryptTo, identities        []string
+	namespaceMap, classMap       []string
+	waitTimeout, leaseTTL        time.Duration
+	crashAt                      string
+	output                       string
+}
+
+// addClusterFlags adds the flags of a run's clusters; contexts false leaves them to the journal.
+func (o *runOptions) addClusterFlags(cmd *cobra.Command, contexts bool) {
+	f := cmd.Flags()
+	if contexts {
+		f.StringVar(&o.from, "from", "", "kubeconfig context of blue, the cluster that moves (a resumed run uses the one it started with)")
+		f.StringVar(&o.to, "to", "", "kubeconfig context of green, the new cluster (a resumed run uses the one it started with)")
+	}
+	f.StringSliceVar(&o.identities, "identity", nil, "age identity file, when the run's backup is encrypted")
+	f.DurationVar(&o.waitTimeout, "wait-timeout", 2*time.Minute, "how long to wait for CRDs and workloads on green")
+	f.DurationVar(&o.leaseTTL, "lease-ttl", migrate.DefaultLeaseTTL, "how long the run's lease on both clusters lasts without renewal")
+	f.StringVar(&o.crashAt, "crash-at", "", "testing: end the process with SIGKILL right after this journal event (STATE:PHASE or STATE@STEP:PHASE)")
+	f.MarkHidden("lease-ttl")
+	f.MarkHidden("crash-at")
+}
+
+// options builds the run's options: clusters from the flags, else the journal's contexts.
+func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg plans.Config, run *migrate.Run) (migrate.Options, error) {
+	from, to := o.from, o.to
+	if run != nil {
+		if from == "" {
+			from = run.Blue.Context
+		}
+		if to == "" {
+			to = run.Green.Context
+		}
+	}
+	if to == "" {
+		return migrate.Options{}, badinput.Errorf("give green with --to CONTEXT")
+	}
+	if from == to {
+		return migrate.Options{}, badinput.Errorf("--from and --to are both %q: blue and green must be two clusters", orCurrent(from))
+	}
+	blue, err := o.cluster(from)
+	if err != nil {
+		return migrate.Options{}, err
+	}
+	green, err := o.cluster(to)
+	if err != nil {
+		return migrate.Options{}, err
+	}
+	ids, err := snapshot.ParseIdentities(o.identities)
+	if err != nil {
+		return migrate.Options{}, err
+	}
+	mapping := snapshot.Mapping{}
+	if mapping.Namespaces, err = snapshot.ParseMap("namespace-map", o.namespaceMap, false); err != nil {
+		return migrate.Options{}, err
+	}
+	if mapping.StorageClasses, err = snapshot.ParseMap("storage-class-map", o.classMap, true); err != nil {
+		return migrate.Options{}, err
+	}
+	mo := migrate.Options{Store: store, Blue: blue, Green: green, BlueContext: from, GreenCtx: to, Config: cfg, Mapping: mapping,
+		Parallel: o.parallel, MoverImage: o.moverImage, EncryptTo: o.encryptTo, Identities: ids, WaitTimeout: o.waitTimeout,
+		LeaseTTL: o.leaseTTL, Log: o.global.logger, Out: o.streams.ErrOut}
+	if cfg.Traffic != nil {
+		if mo.Switcher, err = traffic.New(ctx, *cfg.Traffic, traffic.Options{RESTConfig: o.global.restConfig, Logger: o.global.logger,
+			Stdout: o.streams.ErrOut, Stderr: o.streams.ErrOut}); err != nil {
+			return mo, err
+		}
+	}
+	if cfg.Rollout != nil {
+		for _, g := range cfg.Rollout.WithDefaults().Gates {
+			gate, err := gates.New(g, gates.Options{RESTConfig: o.global.restConfig, Logger: o.global.logger})
+			if err != nil {
+				return mo, err
+			}
+			mo.Gates = append(mo.Gates, gate)
+		}
+	}
+	if o.crashAt != "" {
+		mo.Crash = func(e migrate.Event) {
+			at := string(e.State)
+			if e.Step > 0 {
+				at += fmt.Sprintf("@%d", e.Step)
+			}
+			if at+":"+e.Phase == o.crashAt {
+				syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}
+	}
+	return mo, nil
+}
+
+func (o *runOptions) cluster(context string) (kinds.Cluster, error) {
+	cfg, err := o.global.restConfig(context)
+	if err != nil {
+		return kinds.Cluster{}, badinput.Wrap(err)
+	}
+	return kinds.NewCluster(cfg)
+}
+
+// finish turns a run's outcome into the exit code: stopped or paused runs exit 3 with what to do.
+func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) error {
+	if cerr := r.Close(ctx); cerr != nil {
+		o.global.logger.Warn("releasing the run's lease", "error", cerr)
+	}
+	rep := migrate.BuildReport(r.Journal)
+	if perr := o.printReport(rep); perr != nil {
+		return perr
+	}
+	id := r.Journal.Run.ID
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, migrate.ErrPaused):
+		fmt.Fprintf(o.streams.Out, "\nPaused. Resume with: ferry migrate --resume %s   (or go back: ferry rollback --run %s)\n", id, id)
+		return &incompleteError{msg: err.Error()}
+	case errors.Is(err, migrate.ErrStopped):
+		fmt.Fprintf(o.streams.Out, "\nStopped. When it is fixed: ferry migrate --resume %s   (or go back: ferry rollback --run %s)\n", id, id)
+		return &incompleteError{msg: err.Error()}
+	}
+	fmt.Fprintf(o.streams.Out, "\nInterrupted. Resume with: ferry migrate --resume %s\n", id)
+	return err
+}
+
+func (o *runOptions) printReport(rep migrate.Report) error {
+	switch o.output {
+	case "json":
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(o.streams.Out, "%s\n", data)
+		return err
+	case "yaml":
+		data, err := yaml.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = o.streams.Out.Write(data)
+		return err
+	}
+	return rep.Print(o.streams.Out)
+}
+
+func (o *runOptions) checkOutput() error {
+	switch o.output {
+	case "", "json", "yaml":
+		return nil
+	}
+	return badinput.Errorf("--output %q: want json or yaml", o.output)
+}
+
+// openRun opens a run's journal and builds its runner (taking the lease).
+func (o *runOptions) openRun(ctx context.Context, id string) (*migrate.Runner, error) {
+	store, err := storage.Open(ctx, o.global.storageURL)
+	if err != nil {
+		return nil, err
+	}
+	j, err := migrate.OpenJournal(ctx, store, id)
+	if err != nil {
+		return nil, err
+	}
+	mo, err := o.options(ctx, store, j.Run.Config, &j.Run)
+	if err != nil {
+		return nil, err
+	}
+	return migrate.Resume(ctx, mo, id)
+}
+
+func newMigrateCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &runOptions{global: global, streams: streams}
+	var resume string
+	cmd := &cobra.Command{
+		Use:   "migrate --from BLUE --to GREEN [-f ferry.yaml | --preset P]",
+		Short: "The blue-green run: quiesce, back up, restore, verify, shift traffic behind gates",
+		Long: `migrate runs the blue-green state machine — planned, preflighted, quiesced, backed-up, restored,
+verified, shifting (each traffic step behind the gates), shifted — writing every transition to a
+journal in storage (metadata/ferry/runs/ID/) before acting on it. An interrupted run continues with
+--resume ID and never repeats a finished step; two runs never drive the same clusters at once.
+Blue is changed only by the quiesce of its writers, which a rollback undoes, and is never deleted.
+Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go on), 1 failed, 2 bad input.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var r *migrate.Runner
+			var err error
+			if resume != "" {
+				if o.configFile != "" || o.preset != "" {
+					return badinput.Errorf("--resume continues a run with its own configuration: drop -f/--preset")
+				}
+				r, err = o.openRun(ctx, resume)
+			} else {
+				r, err = o.start(ctx)
+			}
+			if err != nil {
+				if errors.Is(err, migrate.ErrLeaseHeld) || errors.Is(err, migrate.ErrStopped) {
+					return &incompleteError{msg: err.Error()}
+				}
+				return err
+			}
+			fmt.Fprintf(o.streams.ErrOut, "Run %s (journal in %s)\n", r.Journal.Run.ID, global.storageURL)
+			return o.finish(ctx, r, r.Drive(ctx))
+		},
+	}
+	o.addClusterFlags(cmd, true)
+	f := cmd.Flags()
+	f.StringVar(&resume, "resume", "", "continue the run with this ID")
+	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml: what moves, quiesce rules, traffic switcher and rollout gates")
+	f.StringVar(&o.preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
+	f.IntVar(&o.parallel, "parallel", 8, "volumes, bucket objects and resource types handled at once")
+	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods (the ferry image)")
+	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients: encrypt the run's backup (give --identity to restore it)")
+	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "move namespace FROM to TO on green (FROM=TO, repeatable)")
+	f.StringSliceVar(&o.classMap, "storage-class-map", nil, "give green's claims of class FROM the class TO (FROM=TO, repeatable)")
+	f.StringVarP(&o.output, "output", "o", "", "json or yaml: the run's report for automation")
+	cmd.AddCommand(newMigrateStatusCommand(o), newMigrateFinalizeCommand(o), newMigrateListCommand(o))
+	return cmd
+}
+
+func (o *runOptions) start(ctx context.Context) (*migrate.Runner, error) {
+	if o.parallel < 1 {
+		return nil, badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
+	}
+	if _, err := snapshot.ParseRecipients(o.encryptTo); err != nil {
+		return nil, err
+	}
+	cfg, err := plans.LoadConfig(o.configFile, o.preset)
+	if err != nil {
+		return nil, err
+	}
+	store, err := storage.Open(ctx, o.global.storageURL)
+	if err != nil {
+		return nil, err
+	}
+	mo, err := o.options(ctx, store, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	if mo.Switcher != nil {
+		if err := mo.Switcher.Preflight(ctx); err != nil {
+			return nil, fmt.Errorf("traffic switcher %s: %w", mo.Switcher.Name(), err)
+		}
+	}
+	return migrate.Start(ctx, mo)
+}
+
+func runIDArg(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return badinput.Errorf("ferry %s takes one run ID, got %d arguments (see ferry migrate list)", what, len(args))
+		}
+		return nil
+	}
+}
+
+func newMigrateStatusCommand(o *runOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "A run's state, the time of each phase, its verification and traffic steps",
+		Args:  runIDArg("migrate status"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			store, err := storage.Open(cmd.Context(), o.global.storageURL)
+			if err != nil {
+				return err
+			}
+			j, err := migrate.OpenJournal(cmd.Context(), store, args[0])
+			if err != nil {
+				return err
+			}
+			return o.printReport(migrate.BuildReport(j))
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json or yaml")
+	return cmd
+}
+
+func newMigrateListCommand(o *runOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the runs in storage",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := storage.Open(cmd.Context(), o.global.storageURL)
+			if err != nil {
+				return err
+			}
+			ids, err := migrate.ListRuns(cmd.Context(), store)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(o.streams.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tSTATE\tBLUE\tGREEN\tSTARTED")
+			for _, id := range ids {
+				j, err := migrate.OpenJournal(cmd.Context(), store, id)
+				if err != nil {
+					fmt.Fprintf(tw, "%s\t(unreadable: %v)\t\t\t\n", id, err)
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, dashIfEmpty(string(j.Current())), dashIfEmpty(j.Run.Blue.Context), dashIfEmpty(j.Run.Green.Context), j.Run.CreatedAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newMigrateFinalizeCommand(o *runOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "finalize ID",
+		Short: "End a run that shifted; blue is still left as it is",
+		Args:  runIDArg("migrate finalize"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := o.openRun(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return o.finish(cmd.Context(), r, r.Finalize(cmd.Context()))
+		},
+	}
+	o.addClusterFlags(cmd, true)
+	return cmd
+}
+
+func newRollbackCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &runOptions{global: global, streams: streams}
+	var id string
+	cmd := &cobra.Command{
+		Use:   "rollback --run ID",
+		Short: "Traffic back to blue's saved state, blue's writers back on, green's stopped",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if id == "" {
+				return badinput.Errorf("ferry rollback needs --run ID (see ferry migrate list)")
+			}
+			r, err := o.openRun(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return o.finish(cmd.Context(), r, r.Rollback(cmd.Context(), "by hand"))
+		},
+	}
+	o.addClusterFlags(cmd, true)
+	cmd.Flags().StringVar(&id, "run", "", "the run's ID")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json or yaml")
+	return cmd
+}
+
+func newFlipCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &runOptions{global: global, streams: streams}
+	var id, side string
+	var weight int
+	cmd := &cobra.Command{
+		Use:   "flip --run ID --to green|blue [--weight N]",
+		Short: "Move traffic by hand: all (or N %) to green or blue",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if id == "" {
+				return badinput.Errorf("ferry flip needs --run ID (see ferry migrate list)")
+			}
+			if weight < 0 || weight > 100 {
+				return badinput.Errorf("--weight %d: want a percent from 0 to 100", weight)
+			}
+			var split traffic.Split
+			switch side {
+			case "green":
+				split = traffic.Green(weight)
+			case "blue":
+				split = traffic.Green(100 - weight)
+			default:
+				return badinput.Errorf("--to %q: want green or blue", side)
+			}
+			r, err := o.openRun(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return o.finish(cmd.Context(), r, r.Flip(cmd.Context(), split))
+		},
+	}
+	o.addClusterFlags(cmd, false)
+	cmd.Flags().StringVar(&side, "to", "", "green or blue: the side that gets the traffic")
+	cmd.Flags().StringVar(&id, "run", "", "the run's ID")
+	cmd.Flags().IntVar(&weight, "weight", 100, "percent of traffic to that side")
+	return cmd
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

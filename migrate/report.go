@@ -1,0 +1,170 @@
+package migrate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+)
+
+// Report is what a run did, read from its journal: time per phase, time to a verified cutover,
+// the verification, each traffic step with its gate measurements, the rollback if any.
+type Report struct {
+	Run       string        `json:"run"`
+	State     State         `json:"state"`
+	Blue      plans.Cluster `json:"blue"`
+	Green     plans.Cluster `json:"green"`
+	Backup    string        `json:"backup"`
+	StartedAt time.Time     `json:"startedAt"`
+	Phases    []Phase       `json:"phases"`
+	// VerifiedCutoverSeconds is from the run's start to green serving all traffic, verified.
+	VerifiedCutoverSeconds float64          `json:"verifiedCutoverSeconds,omitempty"`
+	Verification           *Summary         `json:"verification,omitempty"`
+	TrafficSteps           []TrafficStep    `json:"trafficSteps,omitempty"`
+	GreenMayTakeWritesAt   time.Time        `json:"greenMayTakeWritesAt,omitzero"`
+	Rollback               *RollbackSummary `json:"rollback,omitempty"`
+	// Problem is why the run stopped, when it did.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Phase is one step of the run.
+type Phase struct {
+	State   State     `json:"state"`
+	Step    int       `json:"step,omitempty"`
+	Began   time.Time `json:"began"`
+	Seconds float64   `json:"seconds"`
+	Result  string    `json:"result"` // done, failed, paused, running
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// TrafficStep is one step of the shift with what the gates measured.
+type TrafficStep struct {
+	Percent int             `json:"percent"`
+	Result  string          `json:"result"`
+	Seconds float64         `json:"seconds"`
+	Gates   json.RawMessage `json:"gates,omitempty"`
+}
+
+// RollbackSummary says why and how fast traffic went back to blue.
+type RollbackSummary struct {
+	Why     string  `json:"why"`
+	Seconds float64 `json:"seconds"`
+}
+
+// BuildReport reads a run's report from its journal.
+func BuildReport(j *Journal) Report {
+	rep := Report{Run: j.Run.ID, State: j.Current(), Blue: j.Run.Blue, Green: j.Run.Green, Backup: j.Run.Backup, StartedAt: j.Run.CreatedAt}
+	open := map[[2]any]Event{}
+	for _, e := range j.Events() {
+		key := [2]any{e.State, e.Step}
+		switch e.Phase {
+		case Begin:
+			open[key] = e
+		case Done, Failed, Paused:
+			b, ok := open[key]
+			if !ok {
+				b = e
+			}
+			delete(open, key)
+			p := Phase{State: e.State, Step: e.Step, Began: b.At, Seconds: e.At.Sub(b.At).Seconds(), Result: e.Phase, Detail: e.Detail}
+			rep.Phases = append(rep.Phases, p)
+			if e.Phase != Done {
+				rep.Problem = e.Detail
+			} else if e.State != RolledBack {
+				rep.Problem = ""
+			}
+			switch {
+			case e.State == Verified || (e.State == Restored && e.Phase == Failed):
+				var s Summary
+				if json.Unmarshal(e.Data, &s) == nil && s.Counts != nil {
+					rep.Verification = &s
+				}
+			case e.State == Shifting && e.Step > 0:
+				rep.TrafficSteps = append(rep.TrafficSteps, TrafficStep{Percent: e.Step, Result: e.Phase, Seconds: p.Seconds, Gates: e.Data})
+			case e.State == Shifted && e.Phase == Done:
+				rep.VerifiedCutoverSeconds = e.At.Sub(j.Run.CreatedAt).Seconds()
+			case e.State == RolledBack && e.Phase == Done:
+				var d struct {
+					Why     string  `json:"why"`
+					Seconds float64 `json:"seconds"`
+				}
+				json.Unmarshal(e.Data, &d)
+				rep.Rollback = &RollbackSummary{Why: d.Why, Seconds: d.Seconds}
+			}
+		case Note:
+			if e.Detail == NoteGreenWrites && rep.GreenMayTakeWritesAt.IsZero() {
+				rep.GreenMayTakeWritesAt = e.At
+			}
+		}
+	}
+	for _, b := range open {
+		rep.Phases = append(rep.Phases, Phase{State: b.State, Step: b.Step, Began: b.At, Seconds: time.Since(b.At).Seconds(), Result: "interrupted"})
+	}
+	return rep
+}
+
+// Print writes the report for people.
+func (rep Report) Print(w io.Writer) error {
+	fmt.Fprintf(w, "Run %s: %s\n", rep.Run, rep.State)
+	fmt.Fprintf(w, "  blue  %s (%s)\n  green %s (%s)\n  backup %s\n\n", orDash(rep.Blue.Context), rep.Blue.Server, orDash(rep.Green.Context), rep.Green.Server, rep.Backup)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PHASE\tSTEP\tRESULT\tTIME\tDETAIL")
+	for _, p := range rep.Phases {
+		step := ""
+		if p.Step > 0 {
+			step = fmt.Sprintf("%d %%", p.Step)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.State, step, p.Result, seconds(p.Seconds), oneLine(p.Detail))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if v := rep.Verification; v != nil {
+		var parts []string
+		for _, k := range []string{"objects", "volumes", "databases", "buckets", "health"} {
+			for status, n := range v.Counts[k] {
+				parts = append(parts, fmt.Sprintf("%s %s %d", k, status, n))
+			}
+		}
+		fmt.Fprintf(w, "\nVerification: %s\n", strings.Join(parts, ", "))
+		for _, it := range v.Items {
+			fmt.Fprintf(w, "  %s %s %s: %s\n", it.Kind, it.Status, it.Name, it.Detail)
+		}
+	}
+	if !rep.GreenMayTakeWritesAt.IsZero() {
+		fmt.Fprintf(w, "Green may have taken writes since %s.\n", rep.GreenMayTakeWritesAt.Local().Format(time.RFC3339))
+	}
+	if rep.VerifiedCutoverSeconds > 0 {
+		fmt.Fprintf(w, "Time to a verified cutover: %s.\n", seconds(rep.VerifiedCutoverSeconds))
+	}
+	if rb := rep.Rollback; rb != nil {
+		fmt.Fprintf(w, "Rolled back in %s: %s.\n", seconds(rb.Seconds), rb.Why)
+	}
+	if rep.Problem != "" {
+		fmt.Fprintf(w, "Stopped: %s\n", rep.Problem)
+	}
+	return nil
+}
+
+func seconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

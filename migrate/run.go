@@ -1,0 +1,511 @@
+package migrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"filippo.io/age"
+	"github.com/ferrykube/ferry/migrate/gates"
+	"github.com/ferrykube/ferry/migrate/traffic"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/kinds"
+	"github.com/ferrykube/ferry/snapshot/resources"
+	"github.com/ferrykube/ferry/storage"
+)
+
+// Options are what a run needs: storage, both clusters and how to move traffic.
+type Options struct {
+	Store                 storage.Backend
+	Blue, Green           kinds.Cluster
+	BlueContext, GreenCtx string
+	Config                plans.Config
+	Mapping               snapshot.Mapping
+	Parallel              int
+	MoverImage            string
+	EncryptTo             []string
+	Identities            []age.Identity
+	WaitTimeout           time.Duration
+	LeaseTTL              time.Duration
+	// Switcher moves traffic; nil means the operator moves it (the run stops at shifted once green's
+	// writers run).
+	Switcher traffic.Switcher
+	Gates    []gates.Gate
+	// Crash, when set, is called after each journal event: tests end the process there to prove
+	// that a resumed run finishes without repeating a finished step.
+	Crash func(Event)
+	Log   *slog.Logger
+	// Out receives one line per transition, for people watching.
+	Out io.Writer
+}
+
+// Runner drives one run.
+type Runner struct {
+	o       Options
+	Journal *Journal
+	lease   *Lease
+	plan    *plans.Plan
+}
+
+// ErrPaused is returned when a gate was inconclusive: the run waits for ferry migrate --resume.
+var ErrPaused = errors.New("paused")
+
+// ErrStopped is returned when a step found what must be fixed first (blocking preflight findings,
+// verification differences); the journal says what.
+var ErrStopped = errors.New("stopped")
+
+// Start begins a new run: the journal first, then the lease on both clusters.
+func Start(ctx context.Context, o Options) (*Runner, error) {
+	o = o.withDefaults()
+	blue, err := plans.Identify(ctx, o.Blue.Plans(), o.BlueContext)
+	if err != nil {
+		return nil, fmt.Errorf("blue: %w", err)
+	}
+	green, err := plans.Identify(ctx, o.Green.Plans(), o.GreenCtx)
+	if err != nil {
+		return nil, fmt.Errorf("green: %w", err)
+	}
+	if blue.UID != "" && blue.UID == green.UID {
+		return nil, fmt.Errorf("blue and green are the same cluster (%s): %w", blue.Server, ErrStopped)
+	}
+	now := time.Now()
+	id := NewID(now)
+	run := Run{ID: id, Blue: blue, Green: green, Config: o.Config, CreatedAt: now.UTC(), Backup: id}
+	lease, err := AcquireLease(ctx, o.Store, run, o.LeaseTTL, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	j, err := CreateJournal(ctx, o.Store, run)
+	if err != nil {
+		lease.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &Runner{o: o, Journal: j, lease: lease}, nil
+}
+
+// Resume continues a run from its journal.
+func Resume(ctx context.Context, o Options, id string) (*Runner, error) {
+	o = o.withDefaults()
+	j, err := OpenJournal(ctx, o.Store, id)
+	if err != nil {
+		return nil, err
+	}
+	o.Config = j.Run.Config
+	lease, err := AcquireLease(ctx, o.Store, j.Run, o.LeaseTTL, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{o: o, Journal: j, lease: lease}
+	if e, ok := j.Last(Planned, Done, 0); ok {
+		r.plan = &plans.Plan{}
+		if err := json.Unmarshal(e.Data, r.plan); err != nil {
+			r.Close(ctx)
+			return nil, fmt.Errorf("run %s: the journal's plan: %w", id, err)
+		}
+	}
+	return r, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 8
+	}
+	return o
+}
+
+// Close gives the lease up.
+func (r *Runner) Close(ctx context.Context) error {
+	if r.lease == nil {
+		return nil
+	}
+	err := r.lease.Release(context.WithoutCancel(ctx))
+	r.lease = nil
+	return err
+}
+
+// record appends an event, says so, and gives a test's crash hook its chance.
+func (r *Runner) record(ctx context.Context, e Event) error {
+	e, err := r.Journal.Append(ctx, e)
+	if err != nil {
+		return err
+	}
+	line := fmt.Sprintf("%s %-11s %-6s", e.At.Local().Format("15:04:05"), e.State, e.Phase)
+	if e.Step > 0 {
+		line += fmt.Sprintf(" %3d %%", e.Step)
+	}
+	if e.Detail != "" {
+		line += "  " + e.Detail
+	}
+	fmt.Fprintln(r.o.Out, line)
+	if r.o.Crash != nil {
+		r.o.Crash(e)
+	}
+	return nil
+}
+
+// step runs a step unless the journal says it is done: begin is written before it is acted on,
+// done (with what it produced) after.
+func (r *Runner) step(ctx context.Context, state State, step int, fn func() (data any, detail string, err error)) error {
+	if r.Journal.IsDone(state, step) {
+		return nil
+	}
+	if err := r.record(ctx, Event{State: state, Phase: Begin, Step: step}); err != nil {
+		return err
+	}
+	data, detail, err := fn()
+	if err != nil {
+		if rerr := r.record(context.WithoutCancel(ctx), Event{State: state, Phase: Failed, Step: step, Detail: err.Error()}); rerr != nil {
+			r.o.Log.Error("journal", "error", rerr)
+		}
+		return err
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	return r.record(ctx, Event{State: state, Phase: Done, Step: step, Detail: detail, Data: raw})
+}
+
+// Drive runs the run forward from where its journal stands to shifted: plan, preflight, quiesce
+// blue, back up, restore onto green, verify, start green's writers and shift traffic step by
+// step behind the gates. A failed gate rolls back by itself; an inconclusive one pauses.
+func (r *Runner) Drive(ctx context.Context) error {
+	switch r.Journal.Current() {
+	case RolledBack:
+		return fmt.Errorf("run %s was rolled back: start a new run: %w", r.Journal.Run.ID, ErrStopped)
+	case Finalized:
+		return nil
+	}
+	steps := []struct {
+		state State
+		fn    func(context.Context) (any, string, error)
+	}{
+		{Planned, r.planStep},
+		{Preflighted, r.preflightStep},
+		{Quiesced, r.quiesceStep},
+		{BackedUp, r.backupStep},
+		{Restored, r.restoreStep},
+		{Verified, r.verifyStep},
+	}
+	for _, s := range steps {
+		if err := r.step(ctx, s.state, 0, func() (any, string, error) { return s.fn(ctx) }); err != nil {
+			return err
+		}
+	}
+	if err := r.shift(ctx); err != nil {
+		return err
+	}
+	return r.step(ctx, Shifted, 0, func() (any, string, error) {
+		return nil, "green serves all traffic; blue is kept as it is (ferry rollback --run " + r.Journal.Run.ID + " goes back)", nil
+	})
+}
+
+func (r *Runner) planStep(ctx context.Context) (any, string, error) {
+	plan, err := plans.Inventory(ctx, r.o.Blue.Plans(), plans.Options{Config: r.o.Config, Context: r.o.BlueContext, Concurrency: r.o.Parallel, Log: r.o.Log})
+	if err != nil {
+		return nil, "", fmt.Errorf("plan blue: %w", err)
+	}
+	r.plan = plan
+	return plan, fmt.Sprintf("%d resource types, %d claims, %d databases, %d buckets", len(plan.Resources), len(plan.Volumes), len(plan.Databases), len(plan.Buckets)), nil
+}
+
+func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
+	if err := plans.Preflight(ctx, r.plan, r.o.Green.Plans(), r.o.GreenCtx); err != nil {
+		return nil, "", fmt.Errorf("preflight green: %w", err)
+	}
+	if blocking := r.plan.Blocking(); len(blocking) > 0 {
+		var msgs []string
+		for _, f := range blocking {
+			msgs = append(msgs, f.Subject+": "+f.Message)
+		}
+		return nil, "", fmt.Errorf("%d blocking findings on green: %s: %w", len(blocking), strings.Join(msgs, "; "), ErrStopped)
+	}
+	return r.plan.Findings, fmt.Sprintf("%d warnings", len(r.plan.Findings)), nil
+}
+
+func (r *Runner) quiescer(c kinds.Cluster, mapped bool) Quiescer {
+	q := Quiescer{Dynamic: c.Dynamic, Mapper: c.Mapper(), Rules: r.o.Config.Quiesce, Log: r.o.Log}
+	if mapped {
+		q.Namespace = kinds.EffectiveMappingOf(r.plan, r.o.Mapping).Namespace
+	}
+	return q
+}
+
+func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
+	items, err := r.quiescer(r.o.Blue, false).Stop(ctx)
+	if err != nil {
+		return items, "", fmt.Errorf("quiesce blue: %w", err)
+	}
+	return items, fmt.Sprintf("%d writers stopped on blue", len(items)), nil
+}
+
+func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
+	name := r.Journal.Run.Backup
+	// A backup begun by a run that died is complete (keep it) or not (start it again).
+	if m, err := snapshot.ReadManifest(ctx, r.o.Store, name); err == nil {
+		return m.Totals, "the backup finished before the run was interrupted", nil
+	}
+	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+		return nil, "", err
+	}
+	m, err := kinds.Backup(ctx, r.o.Store, r.o.Blue, kinds.BackupOptions{Name: name, Plan: r.plan, EncryptTo: r.o.EncryptTo,
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Log: r.o.Log})
+	if err != nil {
+		return nil, "", err
+	}
+	if len(m.Skipped) > 0 {
+		var what []string
+		for _, s := range m.Skipped {
+			what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
+		}
+		return m.Totals, "", fmt.Errorf("backup %s skipped %d items, which green would lack: %s: %w", name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
+	}
+	return m.Totals, fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets)), nil
+}
+
+func (r *Runner) reader(ctx context.Context) (*snapshot.Reader, error) {
+	return snapshot.Open(ctx, r.o.Store, r.Journal.Run.Backup, r.o.Identities)
+}
+
+// kindsRun restores or verifies the run's backup on green.
+func (r *Runner) kindsRun(ctx context.Context, command string) (*snapshot.Report, error) {
+	rd, err := r.reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	restorers := kinds.Restorers(rd, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip,
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Log: r.o.Log})
+	return kinds.Run(ctx, command, rd, restorers, r.o.Log)
+}
+
+// Summary is what the journal keeps of a restore or verify report.
+type Summary struct {
+	Counts map[string]map[string]int `json:"counts"`
+	Items  []snapshot.ReportItem     `json:"items,omitempty"`
+}
+
+func summarize(rep *snapshot.Report) Summary {
+	s := Summary{Counts: rep.Counts, Items: rep.Items}
+	if len(s.Items) > 50 {
+		s.Items = s.Items[:50]
+	}
+	return s
+}
+
+func (r *Runner) restoreStep(ctx context.Context) (any, string, error) {
+	rep, err := r.kindsRun(ctx, kinds.Restore)
+	if err != nil {
+		return nil, "", err
+	}
+	if failed := rep.Problems(snapshot.StatusFailed); len(failed) > 0 {
+		return summarize(rep), "", fmt.Errorf("%d items failed to restore on green, e.g. %s %s: %s: %w", len(failed), failed[0].Kind, failed[0].Name, failed[0].Detail, ErrStopped)
+	}
+	return summarize(rep), countLine(rep, snapshot.StatusRestored, snapshot.StatusUnchanged), nil
+}
+
+func (r *Runner) verifyStep(ctx context.Context) (any, string, error) {
+	rep, err := r.kindsRun(ctx, kinds.Verify)
+	if err != nil {
+		return nil, "", err
+	}
+	if problems := rep.Problems(); len(problems) > 0 {
+		return summarize(rep), "", fmt.Errorf("green differs from the backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
+	}
+	return summarize(rep), "green holds every item of the backup: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusHealthy), nil
+}
+
+func countLine(rep *snapshot.Report, statuses ...string) string {
+	var parts []string
+	for _, k := range []string{"objects", "volumes", "databases", "buckets", "health"} {
+		for _, s := range statuses {
+			if n := rep.Counts[k][s]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d %s", k, n, s))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Notes of the journal.
+const (
+	// NoteTrafficSaved holds the switcher's saved state, what a rollback puts back.
+	NoteTrafficSaved = "traffic-saved"
+	// NoteGreenWrites marks when green may first have taken writes: from then on a rollback is a
+	// data operation.
+	NoteGreenWrites = "green-may-take-writes"
+)
+
+// shift starts green's writers and moves traffic step by step, each step watched by the gates.
+func (r *Runner) shift(ctx context.Context) error {
+	if err := r.step(ctx, Shifting, 0, func() (any, string, error) {
+		items, err := r.quiescer(r.o.Green, true).Start(ctx)
+		if err != nil {
+			return items, "", fmt.Errorf("start green's writers: %w", err)
+		}
+		return items, fmt.Sprintf("%d writers started on green", len(items)), nil
+	}); err != nil {
+		return err
+	}
+	if _, ok := r.Journal.Last(Shifting, Note, 0); !ok || !r.noted(NoteGreenWrites) {
+		if err := r.record(ctx, Event{State: Shifting, Phase: Note, Detail: NoteGreenWrites}); err != nil {
+			return err
+		}
+	}
+	if r.o.Switcher == nil {
+		return r.record(ctx, Event{State: Shifting, Phase: Note, Detail: "no traffic switcher in ferry.yaml: move traffic to green yourself"})
+	}
+	if !r.noted(NoteTrafficSaved) {
+		saved, err := r.o.Switcher.Save(ctx)
+		if err != nil {
+			return fmt.Errorf("save the traffic state (%s): %w", r.o.Switcher.Name(), err)
+		}
+		if err := r.record(ctx, Event{State: Shifting, Phase: Note, Detail: NoteTrafficSaved, Data: json.RawMessage(saved)}); err != nil {
+			return err
+		}
+	}
+	rollout := plans.Rollout{}
+	if r.o.Config.Rollout != nil {
+		rollout = *r.o.Config.Rollout
+	}
+	rollout = rollout.WithDefaults()
+	for _, percent := range rollout.Steps {
+		var verdict gates.Verdict
+		err := r.step(ctx, Shifting, percent, func() (any, string, error) {
+			split := traffic.Green(percent)
+			if err := r.o.Switcher.Apply(ctx, split); err != nil {
+				return nil, "", fmt.Errorf("%s: apply %s: %w", r.o.Switcher.Name(), split, err)
+			}
+			if err := r.o.Switcher.WaitSettled(ctx, split); err != nil {
+				return nil, "", fmt.Errorf("%s: %s did not settle: %w", r.o.Switcher.Name(), split, err)
+			}
+			if len(r.o.Gates) == 0 {
+				return nil, split.String() + ", no gates", nil
+			}
+			verdict = gates.Evaluate(ctx, r.o.Gates, rollout.Soak.D(), rollout.Interval.D(), *rollout.FailureBudget)
+			switch {
+			case verdict.Failed:
+				return verdict, "", fmt.Errorf("gate failed at %d %%: %s", percent, verdict.Reason)
+			case verdict.Inconclusive:
+				return verdict, "", fmt.Errorf("gates inconclusive at %d %%: %s: %w", percent, verdict.Reason, ErrPaused)
+			}
+			return verdict, fmt.Sprintf("%s, gates passed (%d measurements)", split, len(verdict.Measurements)), nil
+		})
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, ErrPaused):
+			return err
+		case verdict.Failed:
+			reason := err.Error()
+			if rerr := r.rollback(context.WithoutCancel(ctx), "automatic: "+reason, false); rerr != nil {
+				return fmt.Errorf("%w; rolling back failed too: %v", err, rerr)
+			}
+			return fmt.Errorf("%w: traffic is back on blue: %w", err, ErrStopped)
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Runner) noted(detail string) bool {
+	for _, e := range r.Journal.Events() {
+		if e.Phase == Note && e.Detail == detail {
+			return true
+		}
+	}
+	return false
+}
+
+// Rollback puts traffic back to blue's saved state, starts blue's writers again and stops green's.
+// Blue was never changed beyond its quiesce, so it serves as it did.
+func (r *Runner) Rollback(ctx context.Context, why string) error {
+	switch {
+	case !r.Journal.IsDone(Quiesced, 0):
+		return fmt.Errorf("run %s never quiesced blue: nothing to roll back (state %q): %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
+	case r.Journal.Current() == Finalized:
+		return fmt.Errorf("run %s is finalized: %w", r.Journal.Run.ID, ErrStopped)
+	}
+	return r.rollback(ctx, why, true)
+}
+
+func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
+	if r.Journal.IsDone(RolledBack, 0) {
+		return nil
+	}
+	started := time.Now()
+	return r.step(ctx, RolledBack, 0, func() (any, string, error) {
+		if e, ok := r.lastNote(NoteTrafficSaved); ok && r.o.Switcher != nil {
+			if err := r.o.Switcher.Restore(ctx, traffic.State(e.Data)); err != nil {
+				return nil, "", fmt.Errorf("restore the traffic state (%s): %w", r.o.Switcher.Name(), err)
+			}
+		}
+		blueItems, err := r.quiescer(r.o.Blue, false).Start(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("start blue's writers: %w", err)
+		}
+		var greenItems []QuiesceItem
+		if r.Journal.IsDone(Restored, 0) {
+			// One writer at a time: green's stop, as blue's did.
+			if greenItems, err = r.quiescer(r.o.Green, true).Stop(ctx); err != nil {
+				return nil, "", fmt.Errorf("stop green's writers: %w", err)
+			}
+		}
+		took := time.Since(started).Round(time.Millisecond)
+		return map[string]any{"why": why, "byHand": byHand, "blueStarted": blueItems, "greenStopped": greenItems, "seconds": took.Seconds()},
+			fmt.Sprintf("%s; traffic on blue, %d writers started on blue, %d stopped on green, in %s", why, len(blueItems), len(greenItems), took), nil
+	})
+}
+
+func (r *Runner) lastNote(detail string) (Event, bool) {
+	events := r.Journal.Events()
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Phase == Note && events[i].Detail == detail {
+			return events[i], true
+		}
+	}
+	return Event{}, false
+}
+
+// Flip moves traffic by hand and journals it.
+func (r *Runner) Flip(ctx context.Context, split traffic.Split) error {
+	if r.o.Switcher == nil {
+		return fmt.Errorf("run %s has no traffic switcher in its ferry.yaml: %w", r.Journal.Run.ID, ErrStopped)
+	}
+	if err := r.o.Switcher.Apply(ctx, split); err != nil {
+		return err
+	}
+	if err := r.o.Switcher.WaitSettled(ctx, split); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(split)
+	state := r.Journal.Current()
+	if split.Green > 0 && !r.noted(NoteGreenWrites) {
+		if err := r.record(ctx, Event{State: state, Phase: Note, Detail: NoteGreenWrites}); err != nil {
+			return err
+		}
+	}
+	return r.record(ctx, Event{State: state, Phase: Note, Detail: "flipped by hand: " + split.String(), Data: data})
+}
+
+// Finalize ends a run that shifted: the journal keeps it, blue is left as it is.
+func (r *Runner) Finalize(ctx context.Context) error {
+	if !r.Journal.IsDone(Shifted, 0) {
+		return fmt.Errorf("run %s has not shifted (state %q): finalize only after green serves all traffic: %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
+	}
+	return r.step(ctx, Finalized, 0, func() (any, string, error) {
+		return nil, "run ended; blue is intact and was not deleted", nil
+	})
+}
