@@ -49,10 +49,7 @@ func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapsh
 	if err != nil {
 		return err
 	}
-	rs := &restorer{Objects: c, report: report, uids: map[string]string{}, namespaces: map[string]bool{}, claims: map[string]bool{}}
-	for _, e := range archive.ByResource["persistentvolumeclaims"] {
-		rs.claims[e.Namespace+"/"+e.Name] = true
-	}
+	rs := &restorer{Objects: c, report: report, uids: map[string]string{}, namespaces: map[string]bool{}, claims: claimsOf(archive), archived: archive.owners()}
 	for _, res := range order {
 		entries := archive.ByResource[res.GroupResource()]
 		if len(entries) == 0 {
@@ -129,6 +126,7 @@ type restorer struct {
 	uids       map[string]string // group/Kind/namespace/name on the target -> UID
 	namespaces map[string]bool   // target namespaces known to exist
 	claims     map[string]bool   // source ns/name of the backup's claims
+	archived   map[string]bool   // ownerKey of every object of the backup, in the source's namespaces
 }
 
 func ownerKey(group, kind, namespace, name string) string {
@@ -176,7 +174,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.report.Add("objects", snapshot.StatusSkipped, id, reason)
 		return "", false
 	}
-	if gr == "persistentvolumes" && reprovisioned(e.Object, rs.claims) {
+	if recreated(gr, e.Object, rs.claims, rs.archived) {
 		rs.report.Count("objects", snapshot.StatusRecreated)
 		return "", false
 	}
@@ -358,23 +356,31 @@ func (rs *restorer) ensureNamespace(ctx context.Context, ns string) error {
 	return nil
 }
 
-// waitEstablished waits until each CRD is Established with its names accepted, so that its custom
-// resources can be created; a CRD that is not is reported.
+// waitEstablished waits until every CRD is Established with its names accepted, so that its
+// custom resources can be created; a CRD that is not within WaitTimeout is reported.
 func (rs *restorer) waitEstablished(ctx context.Context, gvr schema.GroupVersionResource, names []string) {
+	pending := map[string][]any{}
 	for _, name := range names {
-		var conds []any
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, rs.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		pending[name] = nil
+	}
+	wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, rs.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		for name := range pending {
 			crd, err := rs.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				continue
 			}
-			conds, _, _ = unstructured.NestedSlice(crd.Object, "status", "conditions")
-			return conditionTrue(conds, "Established") && conditionTrue(conds, "NamesAccepted"), nil
-		})
-		if err != nil {
-			rs.report.Addf("objects", snapshot.StatusFailed, "apiextensions.k8s.io/v1 CustomResourceDefinition "+name,
-				"not Established within %s (conditions %s): its custom resources may fail", rs.WaitTimeout, show(conds))
+			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			if conditionTrue(conds, "Established") && conditionTrue(conds, "NamesAccepted") {
+				delete(pending, name)
+			} else {
+				pending[name] = conds
+			}
 		}
+		return len(pending) == 0, nil
+	})
+	for name, conds := range pending {
+		rs.report.Addf("objects", snapshot.StatusFailed, "apiextensions.k8s.io/v1 CustomResourceDefinition "+name,
+			"not Established within %s (conditions %s): its custom resources may fail", rs.WaitTimeout, show(conds))
 	}
 }
 
@@ -390,6 +396,45 @@ func conditionTrue(conds []any, typ string) bool {
 
 func (c Objects) selected(res plans.Resource, e Entry) bool {
 	return c.Select == nil || c.Select.Reason(res, &unstructured.Unstructured{Object: e.Object}) == ""
+}
+
+func claimsOf(a *Archive) map[string]bool {
+	claims := map[string]bool{}
+	for _, e := range a.ByResource["persistentvolumeclaims"] {
+		claims[e.Namespace+"/"+e.Name] = true
+	}
+	return claims
+}
+
+// owners indexes the archive's objects as owner references name them.
+func (a *Archive) owners() map[string]bool {
+	out := map[string]bool{}
+	for _, entries := range a.ByResource {
+		for _, e := range entries {
+			u := unstructured.Unstructured{Object: e.Object}
+			out[ownerKey(u.GroupVersionKind().Group, u.GetKind(), e.Namespace, e.Name)] = true
+		}
+	}
+	return out
+}
+
+// recreated reports whether the target makes the object anew by itself once the rest is
+// restored: a volume bound to a restored claim (the provisioner makes a new one), and a pod whose
+// controller is restored (a second copy would only be deleted by that controller).
+func recreated(gr string, obj map[string]any, claims, archived map[string]bool) bool {
+	switch gr {
+	case "persistentvolumes":
+		return reprovisioned(obj, claims)
+	case "pods":
+		u := unstructured.Unstructured{Object: obj}
+		for _, ref := range u.GetOwnerReferences() {
+			if ref.Controller != nil && *ref.Controller {
+				gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+				return archived[ownerKey(gv.Group, ref.Kind, u.GetNamespace(), ref.Name)] || archived[ownerKey(gv.Group, ref.Kind, "", ref.Name)]
+			}
+		}
+	}
+	return false
 }
 
 // controlled reports whether an object has a controlling owner reference.

@@ -30,17 +30,14 @@ func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapsho
 	if err != nil {
 		return err
 	}
-	claims := map[string]bool{}
-	for _, e := range archive.ByResource["persistentvolumeclaims"] {
-		claims[e.Namespace+"/"+e.Name] = true
-	}
+	claims, archived := claimsOf(archive), archive.owners()
 	var health []healthCheck
 	for _, res := range order {
 		entries := archive.ByResource[res.GroupResource()]
 		if len(entries) == 0 {
 			continue
 		}
-		checks, err := c.verifyType(ctx, res, entries, claims, report)
+		checks, err := c.verifyType(ctx, res, entries, claims, archived, report)
 		if err != nil {
 			return err
 		}
@@ -56,14 +53,14 @@ type expectation struct {
 	controlled bool
 }
 
-func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []Entry, claims map[string]bool, report *snapshot.Report) ([]healthCheck, error) {
+func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []Entry, claims, archived map[string]bool, report *snapshot.Report) ([]healthCheck, error) {
 	gr := res.GroupResource()
 	want := map[string]expectation{}
 	for _, e := range entries {
 		if !c.selected(res, e) || skipReason(gr, e.Object) != "" {
 			continue // not restored, by design; the restore's report lists them
 		}
-		if gr == "persistentvolumes" && reprovisioned(e.Object, claims) {
+		if recreated(gr, e.Object, claims, archived) {
 			report.Count("objects", snapshot.StatusRecreated)
 			continue
 		}
