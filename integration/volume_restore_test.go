@@ -217,30 +217,38 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	verifyClean(t, direct, er, files)
 	noMovers(t, gkc, directNS)
 
-	// A stored archive with one byte changed, and one cut short: the restore fails, saying the
-	// backup is corrupt, never succeeds silently.
-	key := snapshot.Prefix("vr-plain") + r.Manifest.Volumes[0].Key
-	stored := getObject(t, store, key)
-	directOnDst := contents
-	directOnDst.Direct = &access
-	for what, bad := range map[string][]byte{"tampered": flipByte(stored, len(stored)/2), "truncated": stored[:len(stored)*2/3]} {
-		if err := store.Put(ctx, key, bytes.NewReader(bad)); err != nil {
+	// A stored archive with one byte changed, and one cut short, plain or encrypted, read through
+	// ferry or by the mover: the restore fails, saying the backup is corrupt, never succeeds
+	// silently.
+	for _, b := range []struct {
+		backup string
+		ids    []age.Identity
+		c      volumes.Contents
+		ns     string
+	}{{"vr-plain", nil, contents, dstNS}, {"vr-encrypted", []age.Identity{id}, encrypted, encNS}} {
+		direct := b.c
+		direct.Direct = &access
+		key := snapshot.Prefix(b.backup) + open(b.backup, b.ids...).Manifest.Volumes[0].Key
+		stored := getObject(t, store, key)
+		for what, bad := range map[string][]byte{"tampered": flipByte(stored, len(stored)/2), "truncated": stored[:len(stored)*2/3]} {
+			if err := store.Put(ctx, key, bytes.NewReader(bad)); err != nil {
+				t.Fatal(err)
+			}
+			for mode, c := range map[string]volumes.Contents{"through ferry": b.c, "direct": direct} {
+				report = &snapshot.Report{}
+				err := c.Restore(ctx, open(b.backup, b.ids...), report)
+				failed := report.Problems(snapshot.StatusFailed)
+				if !errors.Is(err, snapshot.ErrCorrupt) || len(failed) == 0 || failed[0].Name != b.ns+"/"+claim ||
+					!strings.Contains(failed[0].Detail, snapshot.ErrCorrupt.Error()) {
+					t.Fatalf("restore %s of a %s archive of %s: error %v, report %v %+v", mode, what, b.backup, err, report.Counts, report.Items)
+				}
+				t.Logf("%s %s, %s: %s", what, b.backup, mode, failed[0].Detail)
+				noMovers(t, gkc, b.ns)
+			}
+		}
+		if err := store.Put(ctx, key, bytes.NewReader(stored)); err != nil {
 			t.Fatal(err)
 		}
-		for mode, c := range map[string]volumes.Contents{"through ferry": contents, "direct": directOnDst} {
-			report = &snapshot.Report{}
-			err := c.Restore(ctx, open("vr-plain"), report)
-			failed := report.Problems(snapshot.StatusFailed)
-			if !errors.Is(err, snapshot.ErrCorrupt) || len(failed) == 0 || failed[0].Name != name ||
-				!strings.Contains(failed[0].Detail, snapshot.ErrCorrupt.Error()) {
-				t.Fatalf("restore %s of a %s archive: error %v, report %v %+v", mode, what, err, report.Counts, report.Items)
-			}
-			t.Logf("%s, %s: %s", what, mode, failed[0].Detail)
-			noMovers(t, gkc, dstNS)
-		}
-	}
-	if err := store.Put(ctx, key, bytes.NewReader(stored)); err != nil {
-		t.Fatal(err)
 	}
 }
 
