@@ -188,6 +188,18 @@ func lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%s not found on PATH or in /usr/sbin", name)
 }
 
+// haproxyBin installs Debian's haproxy when it is missing and returns its path; unlike the other
+// servers, tests start HAProxy on demand (StartHAProxy).
+func haproxyBin(ctx context.Context, out io.Writer) (string, error) {
+	if err := ensurePackages(ctx, out, []string{"haproxy"}, func() bool {
+		_, err := lookPath("haproxy")
+		return err == nil
+	}); err != nil {
+		return "", err
+	}
+	return lookPath("haproxy")
+}
+
 // ensurePackages installs Debian packages with apt-get unless present says they are there.
 func ensurePackages(ctx context.Context, out io.Writer, packages []string, present func() bool) error {
 	if present() {

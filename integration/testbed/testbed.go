@@ -70,6 +70,8 @@ type Testbed struct {
 	MinIO    map[string]*MinIO      `json:"minio"`
 	MariaDB  map[string]*MariaDB    `json:"mariadb"`
 	Postgres map[string]*PostgreSQL `json:"postgres"`
+	// HAProxy holds the HAProxies tests started with StartHAProxy.
+	HAProxy map[string]*HAProxy `json:"haproxy,omitempty"`
 	// Kubeconfig holds every cluster, each as a context of its own name.
 	Kubeconfig string   `json:"kubeconfig"`
 	Bins       Binaries `json:"binaries"`
@@ -78,6 +80,7 @@ type Testbed struct {
 	ExecBin string `json:"execBin"`
 
 	stopWatchers context.CancelFunc
+	haproxyMu    sync.Mutex
 }
 
 const stateFile = "testbed.json"
@@ -282,6 +285,13 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	tb.haproxyMu.Lock()
+	for _, h := range tb.HAProxy {
+		if err := h.Process.stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	tb.haproxyMu.Unlock()
 	killUnder(tb.Dir)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stop testbed in %s: %w", tb.Dir, err)
@@ -293,7 +303,7 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 // empty; nothing else, in case a person pointed it at a folder of their own.
 func (tb *Testbed) removeFiles() error {
 	var errs []error
-	for _, pattern := range []string{"kwok-*", "minio-*", "mariadb-*", "postgres-*", "*.kubeconfig", "kubeconfig", "bin", "data", stateFile} {
+	for _, pattern := range []string{"kwok-*", "minio-*", "mariadb-*", "postgres-*", "haproxy-*", "*.kubeconfig", "kubeconfig", "bin", "data", stateFile} {
 		matches, _ := filepath.Glob(filepath.Join(tb.Dir, pattern))
 		for _, m := range matches {
 			if err := os.RemoveAll(m); err != nil {
