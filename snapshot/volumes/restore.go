@@ -20,8 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 )
 
 // Contents is a whole kind of data: it captures, restores and verifies.
@@ -102,7 +100,12 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		}
 		return nil
 	}
-	pod, stop, err := c.startMover(ctx, target, roleRestore)
+	spec, err := c.targetMover(ctx, target, roleRestore)
+	if err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, err.Error())
+		return nil
+	}
+	pod, stop, err := c.startMover(ctx, spec)
 	if err != nil {
 		report.Add(kindName, snapshot.StatusFailed, name, err.Error())
 		return nil
@@ -336,16 +339,14 @@ func (c Contents) targetVolume(ctx context.Context, ns, claim string) (plans.Vol
 	return v, nil
 }
 
-// startMover creates a mover pod for the claim on the target and waits until it answers exec. A
-// restore mover mounts the claim read-write and, as root, may also set owners, modes and times
-// of files it did not create (CHOWN, FOWNER, FSETID: all within the baseline pod security
-// level). stop deletes the pod, also after ctx ended.
-func (c Contents) startMover(ctx context.Context, v plans.Volume, role string) (string, func(), error) {
-	ns, err := c.Client.CoreV1().Namespaces().Get(ctx, v.Namespace, metav1.GetOptions{})
+// targetMover is the mover pod for a claim on a restore's target. A restore mover mounts the
+// claim read-write and, as root, may also set owners, modes and times of files it did not create
+// (CHOWN, FOWNER, FSETID: all within the baseline pod security level).
+func (c Contents) targetMover(ctx context.Context, v plans.Volume, role string) (*corev1.Pod, error) {
+	restricted, err := c.restricted(ctx, v.Namespace)
 	if err != nil {
-		return "", nil, fmt.Errorf("namespace %s on the target: %w", v.Namespace, err)
+		return nil, err
 	}
-	restricted := ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted"
 	spec := c.moverPod(v, restricted)
 	spec.Labels[RoleLabel] = role
 	if role == roleRestore {
@@ -355,40 +356,5 @@ func (c Contents) startMover(ctx context.Context, v plans.Volume, role string) (
 			sc.Capabilities.Add = append(sc.Capabilities.Add, "CHOWN", "FOWNER", "FSETID")
 		}
 	}
-	pods := c.Client.CoreV1().Pods(v.Namespace)
-	pod, err := pods.Create(ctx, spec, metav1.CreateOptions{})
-	if err != nil {
-		return "", nil, fmt.Errorf("create mover pod in %s: %w", v.Namespace, err)
-	}
-	stop := func() {
-		pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-	}
-	c.Log.Info("mover pod created", "pod", v.Namespace+"/"+pod.Name, "claim", v.Name, "role", role)
-	// A claim waiting for its first consumer binds once this pod is scheduled.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			return false, fmt.Errorf("mover pod %s ended (%s)", p.Name, p.Status.Phase)
-		}
-		return p.Status.Phase == corev1.PodRunning, nil
-	})
-	if err != nil {
-		stop()
-		return "", nil, fmt.Errorf("mover pod %s/%s not running: %w", v.Namespace, pod.Name, err)
-	}
-	var lastErr error
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var out bytes.Buffer
-		lastErr = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod.Name, Container: "mover",
-			Command: []string{"ferry", "mover", "ready"}, Stdout: &out})
-		return lastErr == nil, nil
-	})
-	if err != nil {
-		stop()
-		return "", nil, fmt.Errorf("mover pod %s/%s does not answer: %w", v.Namespace, pod.Name, errors.Join(err, lastErr))
-	}
-	return pod.Name, stop, nil
+	return spec, nil
 }

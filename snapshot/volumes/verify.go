@@ -54,7 +54,12 @@ func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v s
 		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
 		return
 	}
-	pod, stop, err := c.startMover(ctx, target, roleVerify)
+	spec, err := c.targetMover(ctx, target, roleVerify)
+	if err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
+		return
+	}
+	pod, stop, err := c.startMover(ctx, spec)
 	if err != nil {
 		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
 		return

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -148,57 +149,80 @@ func moverSecurity(restricted bool) *corev1.SecurityContext {
 	return sc
 }
 
-func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volume) (snapshot.Volume, error) {
-	entry := snapshot.Volume{Namespace: v.Namespace, Name: v.Name, Key: "volumes/" + v.Namespace + "/" + v.Name + ".tar.zst"}
-	ns, err := c.Client.CoreV1().Namespaces().Get(ctx, v.Namespace, metav1.GetOptions{})
+// restricted reports whether the namespace enforces the restricted pod security level, which
+// mover pods must then meet.
+func (c Contents) restricted(ctx context.Context, namespace string) (bool, error) {
+	ns, err := c.Client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if err != nil {
-		return entry, err
+		return false, fmt.Errorf("namespace %s: %w", namespace, err)
 	}
-	restricted := ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted"
-	pods := c.Client.CoreV1().Pods(v.Namespace)
-	pod, err := pods.Create(ctx, markMover(c.moverPod(v, restricted), w.Name(), c.Storage), metav1.CreateOptions{})
-	if err != nil {
-		return entry, fmt.Errorf("create mover pod: %w", err)
-	}
-	// Removed on success, failure and Ctrl-C alike.
-	defer pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-	c.Log.Info("mover pod created", "pod", v.Namespace+"/"+pod.Name, "claim", v.Name, "node", pod.Spec.NodeName)
+	return ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted", nil
+}
 
+// startMover creates a mover pod and waits until it answers exec; a claim waiting for its first
+// consumer binds once the pod is scheduled. stop deletes the pod, also after ctx ended.
+func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, func(), error) {
+	pods := c.Client.CoreV1().Pods(spec.Namespace)
+	pod, err := pods.Create(ctx, spec, metav1.CreateOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("create mover pod in %s: %w", spec.Namespace, err)
+	}
+	name := spec.Namespace + "/" + pod.Name
+	stop := func() {
+		pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	}
+	c.Log.Info("mover pod created", "pod", name, "claim", spec.Annotations["ferry.dev/claim"], "node", pod.Spec.NodeName, "role", spec.Labels[RoleLabel])
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			return false, fmt.Errorf("mover pod %s ended (%s)", p.Name, p.Status.Phase)
+			return false, fmt.Errorf("mover pod %s ended (%s)", name, p.Status.Phase)
 		}
 		return p.Status.Phase == corev1.PodRunning, nil
 	})
 	if err != nil {
-		return entry, fmt.Errorf("mover pod %s not running: %w", pod.Name, err)
+		stop()
+		return "", nil, fmt.Errorf("mover pod %s not running: %w", name, err)
 	}
 	// The container may take a moment to answer exec after the pod reports Running.
 	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var out bytes.Buffer
-		lastErr = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod.Name, Container: "mover",
+		lastErr = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: spec.Namespace, Pod: pod.Name, Container: "mover",
 			Command: []string{"ferry", "mover", "ready"}, Stdout: &out})
 		return lastErr == nil, nil
 	})
 	if err != nil {
-		return entry, fmt.Errorf("mover pod %s does not answer: %w", pod.Name, lastErr)
+		stop()
+		return "", nil, fmt.Errorf("mover pod %s does not answer: %w", name, errors.Join(err, lastErr))
 	}
-	ctx, stop := whileMoverLives(ctx, c.Client, v.Namespace, pod.Name)
+	return pod.Name, stop, nil
+}
+
+func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volume) (snapshot.Volume, error) {
+	entry := snapshot.Volume{Namespace: v.Namespace, Name: v.Name, Key: "volumes/" + v.Namespace + "/" + v.Name + ".tar.zst"}
+	restricted, err := c.restricted(ctx, v.Namespace)
+	if err != nil {
+		return entry, err
+	}
+	pod, stopPod, err := c.startMover(ctx, markMover(c.moverPod(v, restricted), w.Name(), c.Storage))
+	if err != nil {
+		return entry, err
+	}
+	defer stopPod() // on success, failure and Ctrl-C alike
+	ctx, stop := whileMoverLives(ctx, c.Client, v.Namespace, pod)
 	defer stop()
 
 	if c.Direct != nil {
-		entry, err = c.captureDirect(ctx, w, pod.Name, entry)
-		return entry, moverFailed(ctx, c.Client, v.Namespace, pod.Name, err)
+		entry, err = c.captureDirect(ctx, w, pod, entry)
+		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
 	}
 	tarOut, tarIn := io.Pipe() // pack's stdout
 	var stderr bytes.Buffer
 	go func() {
-		err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod.Name, Container: "mover",
+		err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod, Container: "mover",
 			Command: []string{"ferry", "mover", "pack"}, Stdout: tarIn, Stderr: &stderr})
 		if err != nil {
 			err = fmt.Errorf("ferry mover pack: %w%s", err, moverStderr(stderr.String()))
@@ -211,7 +235,7 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		return err
 	})
 	if err != nil {
-		return entry, moverFailed(ctx, c.Client, v.Namespace, pod.Name, err)
+		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
 	}
 	for _, f := range entry.Files {
 		entry.Bytes += f.Size
