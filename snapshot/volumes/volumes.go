@@ -1,7 +1,9 @@
 // Package volumes captures the contents of PersistentVolumeClaims through short-lived mover pods:
 // a pod mounts the claim read-only with its working directory at the mount, ferry execs
 // `ferry mover pack` in it and streams the tar it writes, compressed, into the backup, listing
-// every file with its size, mode, owner and SHA-256.
+// every file with its size, mode, owner and SHA-256. A restore streams the stored archive into
+// `ferry mover unpack` in a pod that mounts the claim on the target read-write, and checks what it
+// wrote against the manifest; a verify lists the target's claim with `ferry mover pack --list`.
 package volumes
 
 import (
