@@ -3,16 +3,23 @@ package integration
 import (
 	"context"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/route53"
+	r53types "github.com/aws/aws-sdk-go-v2/service/route53/types"
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/migrate/traffic"
@@ -380,4 +387,102 @@ func acceptedGeneration(r *unstructured.Unstructured) int64 {
 		}
 	}
 	return -1
+}
+
+// TestTrafficRoute53AgainstMoto runs the Route 53 switcher against moto_server, an independent
+// implementation of Route 53's API, when it is installed.
+func TestTrafficRoute53AgainstMoto(t *testing.T) {
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		t.Skip("moto_server is not installed (pip install 'moto[server]'): the Route 53 switcher is tested against the fake in migrate/traffic only")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	moto := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	var motoLog strings.Builder
+	moto.Stdout, moto.Stderr = &motoLog, &motoLog
+	if err := moto.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { moto.Process.Kill(); moto.Wait() }()
+	endpoint := "http://127.0.0.1:" + strconv.Itoa(port)
+	waitUntil(t, "moto_server answering", 60*time.Second, func(ctx context.Context) (bool, error) {
+		resp, err := http.Get(endpoint + "/moto-api/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil, nil
+	})
+	awsCfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDFERRYTEST", "secret", "")}
+	r53 := route53.NewFromConfig(awsCfg)
+	zone, err := r53.CreateHostedZone(ctx, &route53.CreateHostedZoneInput{Name: aws.String("example.com."), CallerReference: aws.String("ferry-test")})
+	if err != nil {
+		t.Fatalf("create a hosted zone in moto: %v\n%s", err, motoLog.String())
+	}
+	zoneID := strings.TrimPrefix(aws.ToString(zone.HostedZone.Id), "/hostedzone/")
+	simple := r53types.ResourceRecordSet{Name: aws.String("app.example.com."), Type: r53types.RRTypeA, TTL: aws.Int64(1),
+		ResourceRecords: []r53types.ResourceRecord{{Value: aws.String("192.0.2.10")}}}
+	if _, err := r53.ChangeResourceRecordSets(ctx, &route53.ChangeResourceRecordSetsInput{HostedZoneId: aws.String(zoneID),
+		ChangeBatch: &r53types.ChangeBatch{Changes: []r53types.Change{{Action: r53types.ChangeActionCreate, ResourceRecordSet: &simple}}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	sw, err := traffic.New(ctx, plans.Traffic{Type: plans.TrafficRoute53, Route53: &plans.Route53Traffic{HostedZoneID: zoneID,
+		RecordName: "app.example.com", RecordType: "A",
+		Blue:  plans.Route53Target{SetIdentifier: "blue", Values: []string{"192.0.2.10"}},
+		Green: plans.Route53Target{SetIdentifier: "green", Values: []string{"198.51.100.20"}}}},
+		traffic.Options{AWSConfig: &awsCfg, PollInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Preflight(ctx); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := sw.Save(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := func() map[string]string {
+		out, err := r53.ListResourceRecordSets(ctx, &route53.ListResourceRecordSetsInput{HostedZoneId: aws.String(zoneID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range out.ResourceRecordSets {
+			if r.Type != r53types.RRTypeA {
+				continue
+			}
+			w := "simple"
+			if r.Weight != nil {
+				w = strconv.FormatInt(*r.Weight, 10)
+			}
+			got[aws.ToString(r.SetIdentifier)] = w + " " + aws.ToString(r.ResourceRecords[0].Value)
+		}
+		return got
+	}
+	for _, green := range []int{10, 50, 100} {
+		if err := sw.Apply(ctx, traffic.Green(green)); err != nil {
+			t.Fatal(err)
+		}
+		if err := sw.WaitSettled(ctx, traffic.Green(green)); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"blue": strconv.Itoa(100-green) + " 192.0.2.10", "green": strconv.Itoa(green) + " 198.51.100.20"}
+		if got := records(); !maps.Equal(got, want) {
+			t.Errorf("%d%% green: moto holds %v, want %v", green, got, want)
+		}
+	}
+	if err := sw.Restore(ctx, saved); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := records(), map[string]string{"": "simple 192.0.2.10"}; !maps.Equal(got, want) {
+		t.Fatalf("after Restore moto holds %v, want the simple record back: %v", got, want)
+	}
 }

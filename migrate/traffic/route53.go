@@ -292,7 +292,9 @@ func (r *route53Switcher) Restore(ctx context.Context, st State) error {
 	if err != nil {
 		return err
 	}
-	// Delete what differs from the saved records, create what is missing: one atomic batch.
+	// Delete what differs from the saved records, put back what is missing: one atomic batch.
+	// UPSERT rather than CREATE: the same for Route 53 within a batch, and accepted by
+	// implementations (moto) that check a CREATE before the batch's DELETEs.
 	var changes []types.Change
 	now, want := rs.list(), saved.list()
 	for i := range now {
@@ -302,7 +304,7 @@ func (r *route53Switcher) Restore(ctx context.Context, st State) error {
 	}
 	for i := range want {
 		if !containsRecord(now, want[i]) {
-			changes = append(changes, types.Change{Action: types.ChangeActionCreate, ResourceRecordSet: &want[i]})
+			changes = append(changes, types.Change{Action: types.ChangeActionUpsert, ResourceRecordSet: &want[i]})
 		}
 	}
 	ttl := r.ttl(saved)
