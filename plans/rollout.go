@@ -110,11 +110,7 @@ type Rollout struct {
 	Gates         []Gate `yaml:"gates,omitempty" json:"gates,omitempty"`
 }
 
-// Rollout defaults.
-var (
-	DefaultSteps = []int{10, 50, 100}
-)
-
+// Rollout defaults; the steps are 10, 50 and 100 %.
 const (
 	DefaultSoak          = time.Minute
 	DefaultInterval      = 10 * time.Second
@@ -124,7 +120,7 @@ const (
 // WithDefaults fills the fields left empty, gates' included.
 func (r Rollout) WithDefaults() Rollout {
 	if len(r.Steps) == 0 {
-		r.Steps = append([]int(nil), DefaultSteps...)
+		r.Steps = []int{10, 50, 100}
 	}
 	if r.Soak == 0 {
 		r.Soak = Duration(DefaultSoak)

@@ -41,7 +41,11 @@ func newGateway(cfg plans.GatewayAPITraffic, opts Options) (*gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("traffic.gatewayAPI.context %q: %w", cfg.Context, err)
 	}
-	return &gateway{cfg: cfg, opts: opts, client: dc.Resource(httpRoutes).Namespace(cfg.Namespace)}, nil
+	return gatewayOn(dc, cfg, opts), nil
+}
+
+func gatewayOn(dc dynamic.Interface, cfg plans.GatewayAPITraffic, opts Options) *gateway {
+	return &gateway{cfg: cfg, opts: opts, client: dc.Resource(httpRoutes).Namespace(cfg.Namespace)}
 }
 
 func (g *gateway) Name() string {
