@@ -1,0 +1,292 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/internal/buildinfo"
+	"github.com/ferrykube/ferry/snapshot"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// runJob runs the command line of a CronJob's container as its pod would, with its environment
+// (Secret references resolved from the cluster as the kubelet does), against cluster. In a pod
+// ferry uses the in-cluster configuration; outside one that cannot work, so the kubeconfig and
+// context are given as flags, and the requests are made as the job's ServiceAccount
+// (impersonated), so that they are authorized by the RBAC the schedule made.
+func runJob(t *testing.T, kc kubernetes.Interface, cj *batchv1.CronJob, cluster string) (int, string, string) {
+	t.Helper()
+	pod := cj.Spec.JobTemplate.Spec.Template.Spec
+	c := pod.Containers[0]
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
+			env = append(env, kv)
+		}
+	}
+	for _, e := range c.Env {
+		value := e.Value
+		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
+			s, err := kc.CoreV1().Secrets(cj.Namespace).Get(context.Background(), ref.SecretKeyRef.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("the job's secret: %v", err)
+			}
+			value = string(s.Data[ref.SecretKeyRef.Key])
+		}
+		if e.Name == "HOME" {
+			value = t.TempDir()
+		}
+		env = append(env, e.Name+"="+value)
+	}
+	if c.Command[0] != "ferry" {
+		t.Fatalf("the job runs %q, not ferry", c.Command)
+	}
+	args := append(slices.Clone(c.Command[1:]), c.Args...)
+	args = append(args, "--kubeconfig", tb.Kubeconfig, "--context", cluster,
+		"--as", "system:serviceaccount:"+cj.Namespace+":"+pod.ServiceAccountName)
+	cmd := exec.Command(ferryBinary(t), args...)
+	cmd.Env = env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// TestScheduleBacksUpAndRecovers: ferry schedule create makes the CronJob, its ServiceAccount and
+// RBAC on blue (a dry run makes nothing); the job's command line, run as its ServiceAccount, makes
+// a complete backup named after the schedule; that backup, found as latest:nightly, restores onto
+// a cluster that never saw blue and verifies clean; ferry schedule delete removes what create made.
+func TestScheduleBacksUpAndRecovers(t *testing.T) {
+	// Blue's platform with its database and bucket data, so that the job dumps and copies them too.
+	blueMySQL(t)
+	blueMinIO(t)
+	_, blue := clients(t, "blue")
+	ctx := context.Background()
+	url := backupMinIO(t, "schedule")
+	const ns, name, secret = "ferry-system", "nightly", "ferry-storage"
+	create := []string{"--storage", url, "schedule", "create", name, "--cron", "0 2 * * *", "--from", "blue",
+		"--storage-secret", secret, "--preset", "kubeflow"}
+	t.Cleanup(func() {
+		runFerry(t, "schedule", "delete", name, "--from", "blue")
+		blue.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+
+	// Bad input names the flag.
+	if code, _, errOut := runFerry(t, "--storage", url, "schedule", "create", name, "--cron", "0 25 * * *", "--from", "blue"); code != 2 || !strings.Contains(errOut, "--cron") {
+		t.Errorf("a bad cron expression: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := runFerry(t, "schedule", "create", name, "--cron", "@daily", "--from", "blue"); code != 2 || !strings.Contains(errOut, "--storage") {
+		t.Errorf("local storage for a schedule: exit %d, %s", code, errOut)
+	}
+
+	// A dry run prints the manifests and creates nothing.
+	code, out, errOut := runFerry(t, append(create, "--dry-run", "-o", "yaml")...)
+	if code != 0 {
+		t.Fatalf("dry run: exit %d\n%s", code, errOut)
+	}
+	for _, kind := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "CronJob"} {
+		if !regexpLine(out, "kind: "+kind+"$") {
+			t.Errorf("the dry run prints no %s:\n%s", kind, out)
+		}
+	}
+	if strings.Contains(out, os.Getenv("AWS_SECRET_ACCESS_KEY")) {
+		t.Error("the manifests hold the secret key")
+	}
+	if _, err := blue.BatchV1().CronJobs(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the dry run created the CronJob: %v", err)
+	}
+	if _, err := blue.RbacV1().ClusterRoles().Get(ctx, "ferry-schedule:"+ns+":"+name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the dry run created the ClusterRole: %v", err)
+	}
+
+	// Create, then the user's Secret (create names it when it is missing).
+	code, out, errOut = runFerry(t, create...)
+	if code != 0 || !strings.Contains(out, "cronjob/"+name+" created") {
+		t.Fatalf("schedule create: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "Secret "+ns+"/"+secret+" does not exist yet") {
+		t.Errorf("create should say the Secret is missing:\n%s", out)
+	}
+	creds := map[string][]byte{}
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
+		creds[k] = []byte(os.Getenv(k))
+	}
+	if _, err := blue.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret}, Data: creds}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runFerry(t, create...); code != 2 || !strings.Contains(errOut, "already exists") {
+		t.Errorf("creating it twice: exit %d, %s", code, errOut)
+	}
+
+	cj, err := blue.BatchV1().CronJobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := cj.Spec.JobTemplate.Spec.Template.Spec
+	if cj.Spec.Schedule != "0 2 * * *" || cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent || len(pod.Containers) != 1 {
+		t.Fatalf("cronjob spec: %q %s, %d containers", cj.Spec.Schedule, cj.Spec.ConcurrencyPolicy, len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	image := "ghcr.io/ferrykube/ferry:" + buildinfo.Read().Version
+	wantArgs := []string{"backup", "--storage", url, "--log-format", "json", "--progress", "never", "--schedule", name, "--mover-image", image, "--preset", "kubeflow"}
+	if c.Image != image || !slices.Equal(c.Command, []string{"ferry"}) || !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("the job runs %s %q %q, want %s ferry %q", c.Image, c.Command, c.Args, image, wantArgs)
+	}
+	if pod.ServiceAccountName != "ferry-schedule-"+name {
+		t.Errorf("service account %q", pod.ServiceAccountName)
+	}
+	refs := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		} else if strings.HasPrefix(e.Name, "AWS_") {
+			t.Errorf("%s is inline", e.Name)
+		}
+	}
+	if refs["AWS_ACCESS_KEY_ID"] != secret+"/AWS_ACCESS_KEY_ID" || refs["AWS_SECRET_ACCESS_KEY"] != secret+"/AWS_SECRET_ACCESS_KEY" {
+		t.Errorf("credentials from the Secret: %v", refs)
+	}
+	if sc := c.SecurityContext; sc == nil || !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("security context: %+v", sc)
+	}
+	if _, err := blue.CoreV1().ServiceAccounts(ns).Get(ctx, pod.ServiceAccountName, metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+	crb, err := blue.RbacV1().ClusterRoleBindings().Get(ctx, "ferry-schedule:"+ns+":"+name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crb.Subjects[0].Name != pod.ServiceAccountName || crb.Subjects[0].Namespace != ns {
+		t.Errorf("binding subjects: %+v", crb.Subjects)
+	}
+	code, out, _ = runFerry(t, "schedule", "list", "--from", "blue", "-o", "json")
+	var listed []struct{ Name, Cron, Storage string }
+	if err := json.Unmarshal([]byte(out), &listed); code != 0 || err != nil || len(listed) != 1 || listed[0].Name != name || listed[0].Cron != "0 2 * * *" || listed[0].Storage != url {
+		t.Errorf("schedule list: exit %d, %v, %s", code, err, out)
+	}
+
+	// The ServiceAccount reads everything but writes nothing beyond pods.
+	cfg, err := testbed.Require(t, tb).Clusters["blue"].RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + pod.ServiceAccountName}
+	asJob := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := asJob.CoreV1().Secrets("kubeflow").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the job's ServiceAccount cannot list Secrets: %v", err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "written-by-the-job"}}
+	if _, err := asJob.CoreV1().ConfigMaps("kubeflow").Create(ctx, cm, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the job's ServiceAccount may create a ConfigMap: %v", err)
+	}
+	if err := asJob.AppsV1().Deployments("kubeflow").Delete(ctx, "mysql", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
+		t.Errorf("the job's ServiceAccount may delete a Deployment: %v", err)
+	}
+
+	// The job's run.
+	code, out, errOut = runJob(t, blue, cj, "blue")
+	if code != 0 && code != 3 {
+		t.Fatalf("the job's ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	backup := regexp.MustCompile(`Backup (` + name + `-[0-9]{8}-[0-9]{6}) is complete`).FindStringSubmatch(out)
+	if backup == nil {
+		t.Fatalf("no complete backup named %s-YYYYMMDD-HHMMSS:\n%s", name, out)
+	}
+	t.Logf("the job made %s (exit %d)", backup[1], code)
+	store, m := readManifest(t, url, backup[1])
+	if m.Schedule != name || len(m.Objects) == 0 || len(m.Databases) == 0 || len(m.Buckets) == 0 {
+		t.Errorf("manifest: schedule %q, %d objects, %d databases, %d buckets", m.Schedule, len(m.Objects), len(m.Databases), len(m.Buckets))
+	}
+	var velero struct {
+		Metadata struct{ Labels map[string]string }
+	}
+	if err := json.Unmarshal(readStored(t, store, backup[1], snapshot.VeleroFile, nil), &velero); err != nil || velero.Metadata.Labels["velero.io/schedule-name"] != name {
+		t.Errorf("velero-backup.json labels: %v %v", velero.Metadata.Labels, err)
+	}
+
+	// Disaster recovery: the schedule's latest backup onto a cluster that never saw blue. Like a
+	// new cluster, it has a default storage class with a provisioner, and its database and MinIO
+	// pods are served by the testbed's green servers.
+	drCluster, dr := fresh(t)
+	if err := drCluster.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveDatabase(ctx, drCluster, tb.MariaDB["green"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.ServePortForward(drCluster, "kubeflow", "app=minio", 9000, "127.0.0.1", tb.MinIO["green"].Port); err != nil {
+		t.Fatal(err)
+	}
+	classes := []string{"--storage-class-map", "gp3=standard,nfs-client=standard"}
+	code, rep, errOut := runReportCommand(t, append([]string{"--storage", url, "restore", "--to", "dr", "--backup", "latest:" + name}, classes...)...)
+	if rep.Counts["objects"][snapshot.StatusFailed] != 0 || rep.Error != "" || code == 1 || code == 2 {
+		t.Fatalf("restore of latest:%s exited %d: %s %+v\nstderr: %s", name, code, rep.Error, rep.Items, errOut)
+	}
+	if !strings.Contains(errOut, backup[1]) {
+		t.Errorf("restore should log the backup latest:%s resolved to (%s):\n%s", name, backup[1], errOut)
+	}
+	t.Logf("restore: exit %d, %v", code, rep.Counts)
+	for _, it := range rep.Items {
+		t.Logf("  %s %s %s: %s", it.Kind, it.Status, it.Name, it.Detail)
+	}
+	if rep.Counts["databases"][snapshot.StatusRestored] == 0 || rep.Counts["buckets"][snapshot.StatusRestored] == 0 {
+		t.Errorf("the database and the bucket should be restored: %v", rep.Counts)
+	}
+	code, rep, errOut = runReportCommand(t, append([]string{"--storage", url, "verify", "--to", "dr", "--backup", "latest:" + name}, classes...)...)
+	if code != 0 {
+		t.Errorf("verify of latest:%s exited %d: %s\n%+v\nstderr: %s", name, code, rep.Error, rep.Items, errOut)
+	}
+	if rep.Counts["objects"][snapshot.StatusIdentical] == 0 || rep.Counts["databases"][snapshot.StatusIdentical] == 0 {
+		t.Errorf("verify checked no objects: %v", rep.Counts)
+	}
+	if _, err := dr.CoreV1().ConfigMaps("kubeflow").Get(ctx, "pipeline-install-config", metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Error(err)
+	}
+	if code, _, errOut := runFerry(t, "--storage", url, "restore", "--to", "dr", "--backup", "latest:weekly"); code != 2 || !strings.Contains(errOut, `no complete backup of schedule "weekly"`) {
+		t.Errorf("latest of a schedule with no backups: exit %d, %s", code, errOut)
+	}
+
+	// Delete removes what create made; the backups stay.
+	code, out, errOut = runFerry(t, "schedule", "delete", name, "--from", "blue")
+	if code != 0 {
+		t.Fatalf("schedule delete: exit %d\n%s%s", code, out, errOut)
+	}
+	for what, err := range map[string]error{
+		"cronjob":            errOf(blue.BatchV1().CronJobs(ns).Get(ctx, name, metav1.GetOptions{})),
+		"serviceaccount":     errOf(blue.CoreV1().ServiceAccounts(ns).Get(ctx, pod.ServiceAccountName, metav1.GetOptions{})),
+		"clusterrole":        errOf(blue.RbacV1().ClusterRoles().Get(ctx, crb.RoleRef.Name, metav1.GetOptions{})),
+		"clusterrolebinding": errOf(blue.RbacV1().ClusterRoleBindings().Get(ctx, crb.Name, metav1.GetOptions{})),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s after delete: %v", what, err)
+		}
+	}
+	if _, err := blue.CoreV1().Secrets(ns).Get(ctx, secret, metav1.GetOptions{}); err != nil {
+		t.Errorf("the user's Secret is not ferry's to delete: %v", err)
+	}
+	if code, _, _ := runFerry(t, "schedule", "delete", name, "--from", "blue"); code != 2 {
+		t.Errorf("deleting it again: exit %d, want 2", code)
+	}
+	readManifest(t, url, backup[1])
+}
+
+func errOf[T any](_ T, err error) error { return err }
