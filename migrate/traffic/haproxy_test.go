@@ -27,13 +27,23 @@ type fakeHAProxy struct {
 }
 
 func startFakeHAProxy(t *testing.T) (*fakeHAProxy, string) {
+	return startFakeHAProxyOn(t, "unix")
+}
+
+// startFakeHAProxyOn serves the fake on a unix socket or on 127.0.0.1 (network "tcp") and returns
+// the address as ferry.yaml would give it.
+func startFakeHAProxyOn(t *testing.T, network string) (*fakeHAProxy, string) {
 	t.Helper()
 	f := &fakeHAProxy{backend: "app", weights: map[string]int{"blue": 256, "green": 0}, admin: map[string]int{"blue": 0, "green": 0}}
 	sock := filepath.Join(t.TempDir(), "admin.sock")
-	l, err := net.Listen("unix", sock)
+	if network == "tcp" {
+		sock = "127.0.0.1:0"
+	}
+	l, err := net.Listen(network, sock)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sock = l.Addr().String()
 	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
@@ -120,7 +130,13 @@ func newTestHAProxy(t *testing.T, sock, backend string) Switcher {
 }
 
 func TestHAProxyShiftsAndRestores(t *testing.T) {
-	fake, sock := startFakeHAProxy(t)
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) { testHAProxyShiftsAndRestores(t, network) })
+	}
+}
+
+func testHAProxyShiftsAndRestores(t *testing.T, network string) {
+	fake, sock := startFakeHAProxyOn(t, network)
 	sw := newTestHAProxy(t, sock, "app")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

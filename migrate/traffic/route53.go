@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,8 +134,28 @@ func (r *route53Switcher) Preflight(ctx context.Context) error {
 	case rs.Simple == nil && rs.Blue == nil && rs.Green == nil:
 		return fmt.Errorf("route53 %s %s: no record in zone %s (want a simple record for blue, or weighted records %s and %s)",
 			r.cfg.RecordName, r.cfg.RecordType, r.cfg.HostedZoneID, r.cfg.Blue.SetIdentifier, r.cfg.Green.SetIdentifier)
+	case rs.Simple != nil:
+		// The conversion replaces the simple record by blue's: it must answer the same, or the
+		// first step would move blue's traffic too.
+		if got, want := answer(*rs.Simple), answer(r.weighted(r.cfg.Blue, 0, 0)); got != want {
+			return fmt.Errorf("route53 %s %s: the simple record answers %s but traffic.route53.blue says %s",
+				r.cfg.RecordName, r.cfg.RecordType, got, want)
+		}
 	}
 	return nil
+}
+
+// answer is what a record answers with: its sorted values or its alias target.
+func answer(rec types.ResourceRecordSet) string {
+	if rec.AliasTarget != nil {
+		return "alias " + canonical(aws.ToString(rec.AliasTarget.DNSName)) + " in zone " + aws.ToString(rec.AliasTarget.HostedZoneId)
+	}
+	var values []string
+	for _, v := range rec.ResourceRecords {
+		values = append(values, aws.ToString(v.Value))
+	}
+	slices.Sort(values)
+	return "[" + strings.Join(values, " ") + "]"
 }
 
 func (r *route53Switcher) Current(ctx context.Context) (Split, error) {

@@ -235,6 +235,12 @@ func TestRoute53ConvertsShiftsAndRestores(t *testing.T) {
 	if got, err := sw.Current(ctx); err != nil || got != Green(0) {
 		t.Fatalf("a simple record is blue's: Current = %v, %v", got, err)
 	}
+	elsewhere := route53Config(fake.zone)
+	elsewhere.Route53.Blue.Values = []string{"203.0.113.1"}
+	sw3, _ := New(ctx, elsewhere, Options{AWSConfig: awsCfg})
+	if err := sw3.Preflight(ctx); err == nil || !strings.Contains(err.Error(), "answers [192.0.2.10] but traffic.route53.blue says [203.0.113.1]") {
+		t.Errorf("blue's values differ from the simple record's: %v", err)
+	}
 	saved, err := sw.Save(ctx)
 	if err != nil {
 		t.Fatal(err)
