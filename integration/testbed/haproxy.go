@@ -96,6 +96,10 @@ func (tb *Testbed) StartHAProxy(ctx context.Context, name, blueAddr, greenAddr s
 		old.Process.stop(5 * time.Second)
 	}
 	tb.HAProxy[name] = h
+	// Recorded in the state file, so that a stale testbed's HAProxy is stopped with it too.
+	if err := tb.save(); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 
