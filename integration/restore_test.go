@@ -189,7 +189,7 @@ func TestRestoreOntoAFreshCluster(t *testing.T) {
 		t.Errorf("the difference should name data.%s with both values: %q", key, detail)
 	}
 	// --existing update puts the backed-up version back.
-	if code, rep, _ := runReportCommand(t, append([]string{"--storage", url, "restore", "--to", "dr", "--backup", "whole-blue", "--existing", "update"}, classes...)...); code != 0 || rep.Counts["objects"][snapshot.StatusUpdated] != 1 {
+	if code, rep, _ := runReportCommand(t, append([]string{"--storage", url, "restore", "--to", "dr", "--backup", "whole-blue", "--existing", "update"}, classes...)...); rep.Error != "" || rep.Counts["objects"][snapshot.StatusUpdated] != 1 || rep.Counts["objects"][snapshot.StatusFailed] != 0 {
 		t.Fatalf("restore --existing update (exit %d) should update the one changed object: %v %+v", code, rep.Counts, rep.Items)
 	}
 	if code, rep := verify(t); code != 0 {
