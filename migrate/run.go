@@ -33,6 +33,9 @@ type Options struct {
 	Identities            []age.Identity
 	WaitTimeout           time.Duration
 	LeaseTTL              time.Duration
+	// AllowSkipped lets the run go on when the backup skipped items (claims without a volume,
+	// databases without a running pod): they are in the journal and the report either way.
+	AllowSkipped bool
 	// Switcher moves traffic; nil means the operator moves it (the run stops at shifted once green's
 	// writers run).
 	Switcher traffic.Switcher
@@ -265,14 +268,18 @@ func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	detail := fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
 	if len(m.Skipped) > 0 {
 		var what []string
 		for _, s := range m.Skipped {
 			what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
 		}
-		return m.Totals, "", fmt.Errorf("backup %s skipped %d items, which green would lack: %s: %w", name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
+		if !r.o.AllowSkipped {
+			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which green would lack (--allow-skipped goes on without them): %s: %w", name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
+		}
+		detail += fmt.Sprintf("; skipped (allowed): %s", strings.Join(what, "; "))
 	}
-	return m.Totals, fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets)), nil
+	return m.Skipped, detail, nil
 }
 
 func (r *Runner) reader(ctx context.Context) (*snapshot.Reader, error) {

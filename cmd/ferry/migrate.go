@@ -36,6 +36,7 @@ type runOptions struct {
 	namespaceMap, classMap       []string
 	waitTimeout, leaseTTL        time.Duration
 	crashAt                      string
+	allowSkipped                 bool
 	output                       string
 }
 
@@ -92,7 +93,7 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg pla
 	}
 	mo := migrate.Options{Store: store, Blue: blue, Green: green, BlueContext: from, GreenCtx: to, Config: cfg, Mapping: mapping,
 		Parallel: o.parallel, MoverImage: o.moverImage, EncryptTo: o.encryptTo, Identities: ids, WaitTimeout: o.waitTimeout,
-		LeaseTTL: o.leaseTTL, Log: o.global.logger, Out: o.streams.ErrOut}
+		LeaseTTL: o.leaseTTL, AllowSkipped: o.allowSkipped, Log: o.global.logger, Out: o.streams.ErrOut}
 	if cfg.Traffic != nil {
 		if mo.Switcher, err = traffic.New(ctx, *cfg.Traffic, traffic.Options{RESTConfig: o.global.restConfig, Logger: o.global.logger,
 			Stdout: o.streams.ErrOut, Stderr: o.streams.ErrOut}); err != nil {
@@ -249,6 +250,7 @@ Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go o
 	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "move namespace FROM to TO on green (FROM=TO, repeatable)")
 	f.StringSliceVar(&o.classMap, "storage-class-map", nil, "give green's claims of class FROM the class TO (FROM=TO, repeatable)")
 	f.StringVarP(&o.output, "output", "o", "", "json or yaml: the run's report for automation")
+	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when the backup skipped items (claims without a volume, databases without a running pod); they are reported either way")
 	cmd.AddCommand(newMigrateStatusCommand(o), newMigrateFinalizeCommand(o), newMigrateListCommand(o))
 	return cmd
 }
