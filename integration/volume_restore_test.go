@@ -253,7 +253,7 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 }
 
 // createClaim creates the namespace (if missing) and a 1 GiB ReadWriteOnce claim.
-func createClaim(t *testing.T, kc kubernetes.Interface, ns, claim string, class *string) {
+func createClaim(t testing.TB, kc kubernetes.Interface, ns, claim string, class *string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
