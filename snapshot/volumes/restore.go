@@ -198,6 +198,10 @@ func (c Contents) unpack(ctx context.Context, r *snapshot.Reader, v snapshot.Vol
 	if err != nil {
 		err = fmt.Errorf("ferry mover unpack: %w%s", err, moverStderr(stderr.String()))
 		// Was it the stream the mover could not read? Reading on to its end tells, within reason.
+		if in.read == 0 {
+			rc.Close()
+			return res, nil, err // it never got that far
+		}
 		if _, derr := io.Copy(io.Discard, io.LimitReader(rc, failedDrainLimit)); derr != nil {
 			rc.Close()
 			return res, fmt.Errorf("%w (and %v)", derr, err), nil
@@ -277,6 +281,7 @@ type feed struct {
 	cancel  context.CancelCauseFunc
 	stopped bool
 	err     error
+	read    int64
 }
 
 func (f *feed) Read(p []byte) (int, error) {
@@ -286,6 +291,7 @@ func (f *feed) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := f.src.Read(p)
+	f.read += int64(n)
 	if err != nil && err != io.EOF {
 		f.err = err
 		f.cancel(err)
