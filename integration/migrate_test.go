@@ -1,0 +1,312 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/migrate"
+	"github.com/ferrykube/ferry/storage"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// cutover is a fresh cluster for the blue-green runs, served like a real green: a provisioner, and
+// its database and MinIO pods served by the testbed's green servers.
+func cutover(t *testing.T) (*testbed.Cluster, kubernetes.Interface) {
+	t.Helper()
+	testbed.Require(t, tb)
+	ctx := context.Background()
+	c, ok := tb.Clusters["cutover"]
+	if !ok {
+		var err error
+		if c, err = tb.AddCluster(ctx, "cutover"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		if err := serveDatabase(ctx, c, tb.MariaDB["green"]); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.ServePortForward(c, "kubeflow", "app=minio", 9000, "127.0.0.1", tb.MinIO["green"].Port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc, _, err := c.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, kc
+}
+
+// migrateConfig writes a ferry.yaml for a run behind the HAProxy h: the kubeflow preset, claims'
+// classes mapped to green's, steps of 10, 50 and 100 % watched by an HTTP gate on green.
+func migrateConfig(t *testing.T, h *testbed.HAProxy, greenURL string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`preset: kubeflow
+storageClassMap: {gp3: standard, nfs-client: standard}
+traffic:
+  type: haproxy
+  haproxy: {address: %q, backend: %s, blueServer: %s, greenServer: %s}
+rollout:
+  steps: [10, 50, 100]
+  soak: 3s
+  interval: 500ms
+  failureBudget: 1
+  gates:
+  - name: green-answers
+    type: http
+    http: {url: %q, requests: 5, minSuccessRatio: 1}
+`, h.Socket, h.Backend, h.BlueServer, h.GreenServer, greenURL)
+	file := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+var runIDPattern = regexp.MustCompile(`Run (run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})`)
+
+func runID(t *testing.T, stderr string) string {
+	t.Helper()
+	m := runIDPattern.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no run ID in ferry's output:\n%s", stderr)
+	}
+	return m[1]
+}
+
+func journal(t *testing.T, url, id string) *migrate.Journal {
+	t.Helper()
+	store, err := storage.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := migrate.OpenJournal(context.Background(), store, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// replicasOf reads a Deployment's replicas and whether it carries ferry's quiesce record.
+func replicasOf(t *testing.T, kc kubernetes.Interface, ns, name string) (int32, bool) {
+	t.Helper()
+	d, err := kc.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quiesced := d.Annotations[migrate.QuiescedAnnotation]
+	return *d.Spec.Replicas, quiesced
+}
+
+// TestMigrateRollsBackWhenAGateFails: green starts answering 503 once it gets half the traffic;
+// the gate fails at the 50 % step and traffic is back on blue's saved state within the interval
+// times the failure budget (and the soak's start), blue's writers run again, the journal says why.
+func TestMigrateRollsBackWhenAGateFails(t *testing.T) {
+	blueMySQL(t)
+	blueMinIO(t)
+	_, greenKC := cutover(t)
+	_, blueKC := clients(t, "blue")
+	ctx := context.Background()
+	var failing atomic.Bool
+	blueSrv, greenSrv := colorServer(t, "blue", nil), colorServer(t, "green", &failing)
+	h, err := tb.StartHAProxy(ctx, "gate-fails", blueSrv.Listener.Addr().String(), greenSrv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	// Green breaks when HAProxy gives it half the traffic.
+	broke := make(chan time.Time, 1)
+	go func() {
+		for range time.Tick(20 * time.Millisecond) {
+			out, err := h.Command(ctx, "get weight app/green")
+			if w, _, _ := strings.Cut(out, " "); err == nil {
+				if n, _ := strconv.Atoi(w); n >= 128 {
+					failing.Store(true)
+					broke <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+	writers, _ := replicasOf(t, blueKC, "kubeflow", "ml-pipeline")
+	url := backupMinIO(t, "migrate-gate")
+	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", migrateConfig(t, h, greenSrv.URL), "--allow-skipped")
+	if code != 3 || !strings.Contains(out, "rolled-back") {
+		t.Fatalf("ferry migrate exited %d, want 3 and a rollback\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	back, err := h.Command(ctx, "get weight app/green")
+	if err != nil || !strings.HasPrefix(back, "0 ") {
+		t.Errorf("green's weight after the rollback: %q (%v), want 0", back, err)
+	}
+	id := runID(t, errOut)
+	rep := migrate.BuildReport(journal(t, url, id))
+	if rep.State != migrate.RolledBack || rep.Rollback == nil || !strings.Contains(rep.Rollback.Why, "gate failed at 50 %") {
+		t.Fatalf("the journal should say the gate failed at 50 %%: %+v", rep)
+	}
+	// Traffic went back within the interval × (budget + 1) after green broke, plus the rollback.
+	rolledBack := rep.Phases[len(rep.Phases)-1]
+	select {
+	case at := <-broke:
+		if took := rolledBack.Began.Add(time.Duration(rolledBack.Seconds * float64(time.Second))).Sub(at); took > 3*time.Second {
+			t.Errorf("traffic went back to blue %s after green broke, want within the failure budget's %s", took, 1500*time.Millisecond)
+		}
+	default:
+		t.Error("green never got half the traffic")
+	}
+	if got, quiesced := replicasOf(t, blueKC, "kubeflow", "ml-pipeline"); got != writers || quiesced {
+		t.Errorf("blue's ml-pipeline: %d replicas (quiesce record %v), want its %d back", got, quiesced, writers)
+	}
+	if got, quiesced := replicasOf(t, greenKC, "kubeflow", "ml-pipeline"); got != 0 || !quiesced {
+		t.Errorf("green's ml-pipeline after the rollback: %d replicas (quiesce record %v), want stopped", got, quiesced)
+	}
+}
+
+// TestMigrateSurvivesBeingKilledInEachState runs the blue-green migration with a client sending
+// requests all along, kills ferry (SIGKILL) right after an event of each state and resumes it: the
+// run finishes with green serving all traffic, verified, the client saw no failed request, and no
+// finished step ran twice (the journal, and the restored objects on green untouched since).
+func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
+	blueMySQL(t)
+	blueMinIO(t)
+	_, greenKC := cutover(t)
+	_, blueKC := clients(t, "blue")
+	ctx := context.Background()
+	blueSrv, greenSrv := colorServer(t, "blue", nil), colorServer(t, "green", nil)
+	h, err := tb.StartHAProxy(ctx, "kill-resume", blueSrv.Listener.Addr().String(), greenSrv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	client := startTrafficClient(t, h.URL)
+	writers, _ := replicasOf(t, blueKC, "kubeflow", "ml-pipeline")
+	url := backupMinIO(t, "migrate-kill")
+	config := migrateConfig(t, h, greenSrv.URL)
+	common := []string{"--storage", url, "migrate", "--lease-ttl", "2s", "--allow-skipped"}
+
+	crashes := []string{"planned:done", "preflighted:begin", "quiesced:done", "backed-up:begin", "restored:done", "verified:done",
+		"shifting:done", "shifting@10:done", "shifting@50:begin", "shifting@100:done"}
+	var id string
+	var restoredVersions map[string]string
+	for i, at := range crashes {
+		args := append(append([]string{}, common...), "--crash-at", at)
+		if i == 0 {
+			args = append(args, "--from", "blue", "--to", "cutover", "-f", config)
+		} else {
+			args = append(args, "--resume", id)
+		}
+		code, _, errOut := runFerry(t, args...)
+		if code != -1 { // killed by its signal
+			t.Fatalf("ferry should have been killed at %s, exited %d\nstderr: %s", at, code, errOut)
+		}
+		if i == 0 {
+			id = runID(t, errOut)
+		}
+		if at == "restored:done" {
+			restoredVersions = resourceVersions(t, greenKC, "kubeflow")
+		}
+		time.Sleep(2100 * time.Millisecond) // the killed run's lease expires
+	}
+	code, out, errOut := runFerry(t, append(append([]string{}, common...), "--resume", id)...)
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("the last resume exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+
+	j := journal(t, url, id)
+	begins, dones := map[string]int{}, map[string]int{}
+	for _, e := range j.Events() {
+		key := string(e.State)
+		if e.Step > 0 {
+			key += "@" + strconv.Itoa(e.Step)
+		}
+		switch e.Phase {
+		case migrate.Begin:
+			begins[key]++
+		case migrate.Done:
+			dones[key]++
+		case migrate.Failed:
+			t.Errorf("event %d: %s failed: %s", e.Seq, key, e.Detail)
+		}
+	}
+	for _, key := range []string{"planned", "preflighted", "quiesced", "backed-up", "restored", "verified", "shifting", "shifting@10", "shifting@50", "shifting@100", "shifted"} {
+		if dones[key] != 1 {
+			t.Errorf("%s finished %d times, want once", key, dones[key])
+		}
+		want := 1
+		if key == "preflighted" || key == "backed-up" || key == "shifting@50" {
+			want = 2 // killed after it began: begun again, finished once
+		}
+		if begins[key] != want {
+			t.Errorf("%s began %d times, want %d", key, begins[key], want)
+		}
+	}
+	rep := migrate.BuildReport(j)
+	if rep.Verification == nil || len(rep.Verification.Items) > 0 || rep.VerifiedCutoverSeconds == 0 {
+		t.Errorf("the report should hold a clean verification and the time to the cutover: %+v", rep)
+	}
+	if got := resourceVersions(t, greenKC, "kubeflow"); len(got) == 0 || !sameVersions(restoredVersions, got) {
+		t.Errorf("objects restored on green changed after the restore was done: the restore ran again?")
+	}
+	if w, err := h.Command(ctx, "get weight app/blue"); err != nil || !strings.HasPrefix(w, "0 ") {
+		t.Errorf("blue's weight at the end: %q (%v), want 0", w, err)
+	}
+	if got, _ := replicasOf(t, greenKC, "kubeflow", "ml-pipeline"); got != writers {
+		t.Errorf("green's ml-pipeline runs %d replicas, want blue's %d", got, writers)
+	}
+	if _, quiesced := replicasOf(t, blueKC, "kubeflow", "ml-pipeline"); !quiesced {
+		t.Error("blue's writers should stay stopped after the cutover (blue is the way back, read-only)")
+	}
+	client.phase.Store("after")
+	if share := client.share(t, "after", 100); share != 100 {
+		t.Errorf("after the run green took %.1f%% of the requests, want all", share)
+	}
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	if len(client.failed) > 0 {
+		t.Errorf("the client saw %d failed requests during the run, e.g. %s", len(client.failed), client.failed[0])
+	}
+	data, _ := json.Marshal(rep.TrafficSteps)
+	t.Logf("run %s: cutover in %.1fs; steps %s; requests %v", id, rep.VerifiedCutoverSeconds, data, client.counts)
+}
+
+// resourceVersions of the ConfigMaps and Secrets of a namespace: any write changes them.
+func resourceVersions(t *testing.T, kc kubernetes.Interface, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	cms, err := kc.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cms.Items {
+		out["configmap/"+c.Name] = c.ResourceVersion
+	}
+	secrets, err := kc.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		out["secret/"+s.Name] = s.ResourceVersion
+	}
+	return out
+}
+
+func sameVersions(a, b map[string]string) bool {
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return len(a) > 0
+}
