@@ -229,6 +229,10 @@ func TestTrafficHTTPGateFailsWithinTheBudget(t *testing.T) {
 	if !v.Failed || !strings.Contains(v.Reason, "503") {
 		t.Fatalf("green answering 503: %+v, want failed naming the status", v)
 	}
+	// Two gates fail each round: the budget of 2 holds through the first round, the second ends it.
+	if len(v.Measurements) != 4 || took < interval {
+		t.Errorf("failed after %d measurements in %s; want the budget spent first: 4 measurements, one interval", len(v.Measurements), took)
+	}
 	if limit := interval * (budget + 1); took > limit {
 		t.Errorf("the gate failed after %s, want within interval × (budget+1) = %s", took, limit)
 	}

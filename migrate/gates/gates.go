@@ -98,7 +98,8 @@ func evaluate(ctx context.Context, clk clock.Clock, gs []Gate, soak, interval ti
 	start := clk.Now()
 	for round := 0; ; round++ {
 		ms := measureAll(ctx, clk, gs, interval)
-		for _, m := range ms {
+		var crossed *Measurement // the failure that spent the budget
+		for i, m := range ms {
 			v.Measurements = append(v.Measurements, m)
 			if m.Inconclusive {
 				continue
@@ -106,12 +107,15 @@ func evaluate(ctx context.Context, clk clock.Clock, gs []Gate, soak, interval ti
 			conclusive[m.Gate] = true
 			if !m.OK {
 				failed++
-				if failed > failureBudget {
-					v.Failed = true
-					v.Reason = fmt.Sprintf("gate %s failed: %s (%d failed measurements, budget %d)", m.Gate, m.Detail, failed, failureBudget)
-					return v
+				if failed > failureBudget && crossed == nil {
+					crossed = &ms[i]
 				}
 			}
+		}
+		if crossed != nil {
+			v.Failed = true
+			v.Reason = fmt.Sprintf("gate %s failed: %s (%d failed measurements, budget %d)", crossed.Gate, crossed.Detail, failed, failureBudget)
+			return v
 		}
 		if ctx.Err() != nil {
 			v.Inconclusive = true
