@@ -64,7 +64,7 @@ func (g *httpGate) Measure(ctx context.Context) Measurement {
 	m.Value = float64(ok) / float64(len(latencies))
 	p99 := percentile(latencies, 0.99)
 	m.OK = m.Value >= g.cfg.MinSuccessRatio && (g.cfg.MaxLatencyP99 == 0 || p99 <= g.cfg.MaxLatencyP99.D())
-	m.Detail = fmt.Sprintf("GET %s: %d/%d succeeded (want %.0f%%), p99 %s", g.cfg.URL, ok, len(latencies), 100*g.cfg.MinSuccessRatio, p99.Round(time.Microsecond))
+	m.Detail = fmt.Sprintf("GET %s: %d/%d succeeded (want %.4g%%), p99 %s", g.cfg.URL, ok, len(latencies), 100*g.cfg.MinSuccessRatio, p99.Round(time.Microsecond))
 	if g.cfg.MaxLatencyP99 > 0 {
 		m.Detail += fmt.Sprintf(" (max %s)", g.cfg.MaxLatencyP99)
 	}
