@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,13 +32,7 @@ func cutover(t *testing.T) (*testbed.Cluster, kubernetes.Interface) {
 		if c, err = tb.AddCluster(ctx, "cutover"); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
-			t.Fatal(err)
-		}
-		if err := serveDatabase(ctx, c, tb.MariaDB["green"]); err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.ServePortForward(c, "kubeflow", "app=minio", 9000, "127.0.0.1", tb.MinIO["green"].Port); err != nil {
+		if err := tb.ServePlatform(ctx, c, "green"); err != nil {
 			t.Fatal(err)
 		}
 	}
