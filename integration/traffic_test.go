@@ -24,10 +24,12 @@ import (
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/migrate/traffic"
 	"github.com/ferrykube/ferry/plans"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
 
@@ -489,4 +491,55 @@ func TestTrafficRoute53AgainstMoto(t *testing.T) {
 	if got, want := records(), map[string]string{"": "simple 192.0.2.10"}; !maps.Equal(got, want) {
 		t.Fatalf("after Restore moto holds %v, want the simple record back: %v", got, want)
 	}
+}
+
+// TestTrafficKubernetesGateOnGreen measures the readiness of a Deployment on green's API server:
+// ready once kwok runs its pods, failed once a rollout cannot schedule its new pods.
+func TestTrafficKubernetesGateOnGreen(t *testing.T) {
+	c, kc := clients(t, "green")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := "gate-" + time.Now().Format("150405")
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	two := int32(2)
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: labels}, Spec: appsv1.DeploymentSpec{
+		Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web"}}}},
+	}}
+	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := gates.New(plans.Gate{Name: "green-workloads", Type: plans.GateKubernetes, Kubernetes: &plans.KubernetesGate{Context: "green", Namespaces: []string{ns}}},
+		gates.Options{RESTConfig: func(name string) (*rest.Config, error) {
+			if name != "green" {
+				t.Errorf("the gate asked for context %q", name)
+			}
+			return c.RESTConfig()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m gates.Measurement
+	waitUntil(t, "the gate to pass once web's pods run", 60*time.Second, func(ctx context.Context) (bool, error) {
+		m = g.Measure(ctx)
+		return m.OK, nil
+	})
+	t.Logf("ready: %s", m.Detail)
+	// A new template whose pods fit no node: the rollout stalls and the gate must say so.
+	patch := []byte(`{"spec":{"template":{"spec":{"nodeSelector":{"ferry.dev/no-such-node":"true"}}}}}`)
+	if _, err := kc.AppsV1().Deployments(ns).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the gate to fail while web's rollout stalls", 60*time.Second, func(ctx context.Context) (bool, error) {
+		m = g.Measure(ctx)
+		return !m.OK && !m.Inconclusive && !strings.Contains(m.Detail, "not observed yet"), nil
+	})
+	if !strings.Contains(m.Detail, "deployment "+ns+"/web (1/2 updated") {
+		t.Errorf("the failed measurement does not name the deployment: %s", m.Detail)
+	}
+	t.Logf("stalled: %s", m.Detail)
 }

@@ -77,7 +77,13 @@ func (g *kubernetesGate) Measure(ctx context.Context) Measurement {
 		for i := range deps.Items {
 			total++
 			if d := &deps.Items[i]; !deploymentReady(d) {
-				notReady = append(notReady, fmt.Sprintf("deployment %s/%s (%d/%d available)", ns, d.Name, d.Status.AvailableReplicas, replicas(d.Spec.Replicas)))
+				want := replicas(d.Spec.Replicas)
+				if d.Status.ObservedGeneration < d.Generation {
+					notReady = append(notReady, fmt.Sprintf("deployment %s/%s (generation %d not observed yet)", ns, d.Name, d.Generation))
+					continue
+				}
+				notReady = append(notReady, fmt.Sprintf("deployment %s/%s (%d/%d updated, %d/%d available, %d old)", ns, d.Name,
+					d.Status.UpdatedReplicas, want, d.Status.AvailableReplicas, want, max(d.Status.Replicas-d.Status.UpdatedReplicas, 0)))
 			}
 		}
 		sets, err := g.client.AppsV1().StatefulSets(ns).List(ctx, opts)
