@@ -1,5 +1,5 @@
 # ferry — everything a newcomer needs goes through these targets.
-#   make demo    bring up the local testbed (two clusters, MinIO, MariaDB) with a sample platform on blue
+#   make demo    ferry migrate blue → green on the local testbed, behind HAProxy, with a report at the end
 #   make test    all tests: unit and integration against the real testbed (builds what it needs)
 
 SHELL := /bin/bash
@@ -53,29 +53,12 @@ testbed-up: testbed-bin
 testbed-down: check-go
 	@$(TESTBED) down
 
-# A fresh testbed each time, so the demo always starts from the same state.
+# The blue-green migration end to end on a fresh testbed (integration/testbed/cmd/testbed/demo.go):
+# the Kubeflow fixture when this checkout sits beside it (else examples/platform) and its data on blue,
+# HAProxy in front of a blue and a green HTTP endpoint with a client counting answers, ferry migrate
+# with progress, the run's report and how to roll back. The testbed stays up: make testbed-down.
 demo: build testbed-bin
-	@$(TESTBED) down
-	@$(TESTBED) up
-	@# Both are Kubeflow-shaped and share names, so blue gets one: the full Kubeflow fixture when this
-	@# checkout sits beside it, else the sample platform kept in the repository.
-	@if [ -d "$(FIXTURES)" ]; then \
-	  echo "==> applying the Kubeflow fixture from $(FIXTURES) to blue"; \
-	  $(TESTBED) apply -cluster blue $(FIXTURES)/crds.yaml $(FIXTURES)/platform.yaml $(FIXTURES)/profiles.yaml; \
-	else \
-	  echo "==> applying the sample platform (examples/platform) to blue"; \
-	  $(TESTBED) apply -cluster blue examples/platform/00-crds.yaml examples/platform/10-platform.yaml examples/platform/20-profiles.yaml; \
-	fi
-	@echo "==> what blue holds now"
-	@$(TESTBED) kubectl --context blue get profiles,notebooks.kubeflow.org,deployments,pvc -A
-	@echo "==> ferry plan --from blue --to green --preset kubeflow -o ferry-plan.yaml"
-	@KUBECONFIG=$$($(TESTBED) info | sed -n 's/^  export KUBECONFIG=//p') bin/ferry plan --from blue --to green --preset kubeflow -o ferry-plan.yaml; \
-	  code=$$?; if [ $$code -eq 3 ]; then echo "(exit code 3: the blocking findings above stand in the way on green)"; elif [ $$code -ne 0 ]; then exit $$code; fi
-	@echo "==> ferry backup --from blue --preset kubeflow (into ./ferry-backups)"
-	@KUBECONFIG=$$($(TESTBED) info | sed -n 's/^  export KUBECONFIG=//p') bin/ferry --log-format json backup --from blue --preset kubeflow 2>/dev/null; \
-	  code=$$?; if [ $$code -eq 3 ]; then echo "(exit code 3: the items above were skipped; the testbed has no volume provisioner yet)"; elif [ $$code -ne 0 ]; then exit $$code; fi
-	@bin/ferry backups list
-	@$(TESTBED) info
+	@$(TESTBED) demo -ferry bin/ferry -fixtures $(FIXTURES)
 
 clean:
 	rm -rf bin

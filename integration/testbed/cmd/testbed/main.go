@@ -7,6 +7,9 @@
 //	testbed info [-dir D]         print how to reach the running testbed
 //	testbed apply -cluster C F... server-side apply manifests to a cluster of the running testbed
 //	testbed kubectl ARGS...       run the testbed's kubectl with its kubeconfig (contexts blue, green)
+//	testbed demo -ferry F [-fixtures D] [-dir D]
+//	                              a fresh testbed, the platform and its data on blue, ferry migrate to
+//	                              green behind HAProxy with a client counting answers (demo.go)
 package main
 
 import (
@@ -37,10 +40,13 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testbed build|up|down|info|apply|kubectl [flags]")
+		return fmt.Errorf("usage: testbed build|up|down|info|apply|kubectl|demo [flags]")
 	}
-	if args[0] == "kubectl" {
+	switch args[0] {
+	case "kubectl":
 		return kubectl(ctx, filepath.Join(os.TempDir(), "ferry-testbed"), args[1:])
+	case "demo":
+		return demo(ctx, args[1:])
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "ferry-testbed"), "folder holding the testbed's state")
@@ -75,7 +81,7 @@ func run(ctx context.Context, args []string) error {
 	case "apply":
 		return apply(ctx, *dir, *cluster, fs.Args())
 	}
-	return fmt.Errorf("unknown command %q: want build, up, down, info, apply or kubectl", args[0])
+	return fmt.Errorf("unknown command %q: want build, up, down, info, apply, kubectl or demo", args[0])
 }
 
 func up(ctx context.Context, dir string) error {

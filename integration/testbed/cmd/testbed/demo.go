@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrykube/ferry/integration/testbed"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// demo runs the blue-green migration end to end on a fresh persistent testbed: the platform and
+// its data on blue, green readied, HAProxy in front of a blue and a green HTTP endpoint with a
+// client counting answers all along, ferry migrate with progress, then the client's counts, the
+// run's report and how to roll back or clean up.
+func demo(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	dir := fs.String("dir", filepath.Join(os.TempDir(), "ferry-testbed"), "folder holding the testbed's state")
+	ferry := fs.String("ferry", "bin/ferry", "the ferry binary to run")
+	fixtures := fs.String("fixtures", "", "the Kubeflow fixture's folder; when it is missing, the sample platform of examples/platform")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*ferry); err != nil {
+		return fmt.Errorf("ferry binary: %w (make build writes bin/ferry)", err)
+	}
+
+	stage("stopping a previous testbed in %s, if any", *dir)
+	if old, err := testbed.Load(*dir); err == nil {
+		if err := old.Stop(ctx); err != nil {
+			return err
+		}
+	}
+	stage("starting a fresh testbed (clusters blue and green, MinIO, MariaDB, PostgreSQL)")
+	opts := testbed.Everything
+	opts.Dir, opts.Persistent = *dir, true
+	tb, err := testbed.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := tb.MinIO["backup"].CreateBucket(ctx, "ferry"); err != nil {
+		return err
+	}
+	// Mover pods exec `ferry` in the testbed.
+	if err := tb.InstallExecutable(*ferry); err != nil {
+		return fmt.Errorf("install %s for mover pods: %w", *ferry, err)
+	}
+	blue, green := tb.Clusters["blue"], tb.Clusters["green"]
+
+	files, workspace := platformFiles(*fixtures)
+	stage("applying %s to blue", describeFiles(files))
+	if err := blue.Apply(ctx, io.Discard, files...); err != nil {
+		return err
+	}
+	stage("seeding blue's data: kfp MySQL (mlpipeline, cachedb), MinIO bucket %s, a user volume %s", testbed.PlatformBucket, workspace)
+	seeded, err := tb.SeedPlatform(ctx, blue, tb.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := seedWorkspace(ctx, tb, blue, workspace); err != nil {
+		return err
+	}
+	for _, selector := range []string{"app=mysql", "app=minio"} {
+		if err := runningPod(ctx, blue, "kubeflow", selector); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("    blue: 502 database rows in 2 schemas, %d objects in bucket %s, files in %s\n", len(seeded.Objects), testbed.PlatformBucket, workspace)
+
+	stage("readying green: StorageClass standard (provisioned), its database and MinIO pods served by green's servers")
+	if err := tb.ServePlatform(ctx, green, "green"); err != nil {
+		return err
+	}
+
+	stage("starting blue's and green's HTTP endpoints, HAProxy in front of them, and a client")
+	blueAddr, stopBlue, err := colorEndpoint("blue")
+	if err != nil {
+		return err
+	}
+	defer stopBlue()
+	greenAddr, stopGreen, err := colorEndpoint("green")
+	if err != nil {
+		return err
+	}
+	defer stopGreen()
+	h, err := tb.StartHAProxy(ctx, "demo", blueAddr, greenAddr)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    HAProxy %s: blue %s at weight 256, green %s at 0 (runtime API %s)\n", h.URL, blueAddr, greenAddr, h.Socket)
+	client := startClient(h.URL)
+
+	work := filepath.Join(tb.Dir, "data")
+	storage := "file://" + filepath.Join(work, "backups")
+	config := filepath.Join(work, "ferry.yaml")
+	if err := os.WriteFile(config, []byte(ferryConfig(h, "http://"+greenAddr)), 0o644); err != nil {
+		return err
+	}
+	global := []string{"--kubeconfig", tb.Kubeconfig, "--storage", storage}
+	migrateArgs := append(append([]string{}, global...), "--progress", "always", "migrate", "--from", "blue", "--to", "green", "-f", config, "--allow-skipped")
+	stage("%s %s", *ferry, strings.Join(migrateArgs, " "))
+	fmt.Printf("    (ferry.yaml: preset kubeflow, classes gp3/nfs-client → standard, HAProxy steps 10/50/100 %% with a 5s soak, an HTTP gate on green)\n")
+	// ferry prints the run's report on stdout when it ends: kept for a failure, where it says how
+	// to go on; a finished run's report comes from ferry migrate status below.
+	var stdout, stderr strings.Builder
+	logFile := filepath.Join(work, "ferry-migrate.log")
+	log, err := os.Create(logFile)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	shown := &quietInfo{out: os.Stderr}
+	cmd := exec.CommandContext(ctx, *ferry, migrateArgs...)
+	cmd.Stdout, cmd.Stderr = &stdout, io.MultiWriter(shown, &stderr, log)
+	migrateErr := cmd.Run()
+	shown.flush()
+	fmt.Printf("    (ferry's whole log, its INFO lines too: %s)\n", logFile)
+	// A moment more of requests shows where traffic went.
+	client.phase.Store(after)
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+	}
+	client.stop()
+
+	stage("the client's requests through HAProxy (%s)", h.URL)
+	counts, failed := client.result()
+	for _, phase := range []string{during, after} {
+		fmt.Printf("    %-22s served by blue: %6d   served by green: %6d\n", phase+":", counts[phase]["blue"], counts[phase]["green"])
+	}
+	fmt.Printf("    failed requests: %d\n", len(failed))
+	for i, f := range failed {
+		if i == 5 {
+			fmt.Printf("    ... and %d more\n", len(failed)-i)
+			break
+		}
+		fmt.Printf("    failed: %s\n", f)
+	}
+
+	m := regexp.MustCompile(`Run (run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		fmt.Print(stdout.String())
+		return fmt.Errorf("ferry migrate started no run: %v", migrateErr)
+	}
+	id := m[1]
+	if migrateErr != nil {
+		stage("ferry migrate ended with %v; its report", migrateErr)
+		fmt.Print(stdout.String())
+	} else {
+		status := append(append([]string{}, global...), "migrate", "status", id)
+		stage("the run's report: %s %s", *ferry, strings.Join(status, " "))
+		report := exec.CommandContext(ctx, *ferry, status...)
+		report.Stdout, report.Stderr = os.Stdout, os.Stderr
+		if err := report.Run(); err != nil {
+			return fmt.Errorf("ferry migrate status %s: %w", id, err)
+		}
+	}
+
+	fmt.Printf("\nGo back to blue: %s %s rollback --run %s\n", *ferry, strings.Join(global, " "), id)
+	fmt.Printf("  (the testbed and HAProxy stay up; the demo's blue and green HTTP endpoints ended with it — rollback needs only HAProxy and the clusters)\n")
+	fmt.Printf("Clean up: make testbed-down\n")
+
+	var errs []error
+	if migrateErr != nil {
+		errs = append(errs, fmt.Errorf("ferry migrate: %w", migrateErr))
+	}
+	if len(failed) > 0 {
+		errs = append(errs, fmt.Errorf("%d requests through HAProxy failed during the run", len(failed)))
+	}
+	return errors.Join(errs...)
+}
+
+// quietInfo passes ferry's output on line by line but for its INFO log lines: the run's
+// transitions, warnings and errors stay readable.
+type quietInfo struct {
+	out io.Writer
+	buf []byte
+}
+
+func (q *quietInfo) Write(p []byte) (int, error) {
+	q.buf = append(q.buf, p...)
+	for {
+		i := bytes.IndexByte(q.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if line := q.buf[:i+1]; !bytes.Contains(line, []byte(" level=INFO ")) {
+			q.out.Write(line)
+		}
+		q.buf = q.buf[i+1:]
+	}
+}
+
+func (q *quietInfo) flush() {
+	q.out.Write(q.buf)
+	q.buf = nil
+}
+
+func stage(format string, args ...any) {
+	fmt.Printf("==> "+format+"\n", args...)
+}
+
+// platformFiles are the Kubeflow fixture's manifests when fixtures holds them, else the sample
+// platform's, with the user's claim each has.
+func platformFiles(fixtures string) (files []string, workspace string) {
+	if fixtures != "" {
+		if _, err := os.Stat(filepath.Join(fixtures, "platform.yaml")); err == nil {
+			return []string{filepath.Join(fixtures, "crds.yaml"), filepath.Join(fixtures, "platform.yaml"), filepath.Join(fixtures, "profiles.yaml")},
+				"kubeflow-user-example-com/test-workspace"
+		}
+	}
+	sample := filepath.Join("examples", "platform")
+	return []string{filepath.Join(sample, "00-crds.yaml"), filepath.Join(sample, "10-platform.yaml"), filepath.Join(sample, "20-profiles.yaml")},
+		"alice/workspace-alice-nb"
+}
+
+func describeFiles(files []string) string {
+	if strings.Contains(files[0], "examples") {
+		return "the sample platform (" + filepath.Dir(files[0]) + ")"
+	}
+	return "the Kubeflow fixture (" + filepath.Dir(files[0]) + ")"
+}
+
+// seedWorkspace binds the user's claim (namespace/name) on c to a folder holding a few files.
+func seedWorkspace(ctx context.Context, tb *testbed.Testbed, c *testbed.Cluster, workspace string) error {
+	ns, claim, _ := strings.Cut(workspace, "/")
+	dir, err := tb.DataDir(claim)
+	if err != nil {
+		return err
+	}
+	model := make([]byte, 1<<20)
+	for i := range model {
+		model[i] = byte(i * 7)
+	}
+	files := map[string][]byte{"notes.md": []byte("# experiment 12\nlr 0.001, 40 epochs\n"), "model/config.json": []byte(`{"lr": 0.001}`), "model/weights.bin": model}
+	for name, data := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := c.BindClaim(ctx, ns, claim, dir); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", workspace, c.Name, err)
+	}
+	return nil
+}
+
+// runningPod waits until a pod matching selector runs.
+func runningPod(ctx context.Context, c *testbed.Cluster, namespace, selector string) error {
+	kc, _, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := kc.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no running pod with %s in %s on %s: %w", selector, namespace, c.Name, err)
+	}
+	return nil
+}
+
+// colorEndpoint serves its color on a free port of 127.0.0.1 until stop.
+func colorEndpoint(color string) (addr string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, color) }),
+		ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// ferryConfig is the demo's ferry.yaml: the kubeflow preset, blue's classes mapped to green's,
+// HAProxy moving 10, 50 and 100 % to green, each step watched by an HTTP gate on green.
+func ferryConfig(h *testbed.HAProxy, greenURL string) string {
+	return fmt.Sprintf(`preset: kubeflow
+storageClassMap: {gp3: standard, nfs-client: standard}
+traffic:
+  type: haproxy
+  haproxy: {address: %q, backend: %s, blueServer: %s, greenServer: %s}
+rollout:
+  steps: [10, 50, 100]
+  soak: 5s
+  interval: 1s
+  failureBudget: 1
+  gates:
+  - name: green-answers
+    type: http
+    http: {url: %q, requests: 5, minSuccessRatio: 1}
+`, h.Socket, h.Backend, h.BlueServer, h.GreenServer, greenURL)
+}
+
+// The client's phases: while ferry migrate runs, and a moment after it ended.
+const (
+	during = "during the run"
+	after  = "after the run"
+)
+
+// client sends requests to a URL without pause from two goroutines, as users would, and counts
+// the answers (blue or green) under the phase in force when each request started, and the failures.
+type client struct {
+	phase  atomic.Value // string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	counts map[string]map[string]int // phase → answer → requests
+	failed []string
+}
+
+func startClient(url string) *client {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &client{cancel: cancel, counts: map[string]map[string]int{}}
+	c.phase.Store(during)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for range 2 {
+		c.wg.Go(func() {
+			for ctx.Err() == nil {
+				phase := c.phase.Load().(string)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				if err != nil {
+					c.fail(err.Error())
+					return
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						c.fail(err.Error())
+						time.Sleep(50 * time.Millisecond)
+					}
+					continue
+				}
+				body, rerr := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case rerr != nil && ctx.Err() != nil:
+				case rerr != nil || resp.StatusCode != http.StatusOK:
+					c.fail(fmt.Sprintf("%s %s %v", resp.Status, body, rerr))
+				default:
+					c.mu.Lock()
+					if c.counts[phase] == nil {
+						c.counts[phase] = map[string]int{}
+					}
+					c.counts[phase][string(body)]++
+					c.mu.Unlock()
+				}
+				// A little pause leaves the two cores of a small machine to the run.
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	return c
+}
+
+func (c *client) fail(msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failed = append(c.failed, time.Now().Format("15:04:05.000")+" "+msg)
+}
+
+func (c *client) stop() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+func (c *client) result() (map[string]map[string]int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := map[string]map[string]int{}
+	for phase, answers := range c.counts {
+		counts[phase] = maps.Clone(answers)
+	}
+	return counts, slices.Clone(c.failed)
+}
