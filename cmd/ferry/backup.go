@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,16 +14,10 @@ import (
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/schedule"
 	"github.com/ferrykube/ferry/snapshot"
-	"github.com/ferrykube/ferry/snapshot/buckets"
-	"github.com/ferrykube/ferry/snapshot/databases"
-	"github.com/ferrykube/ferry/snapshot/resources"
-	"github.com/ferrykube/ferry/snapshot/volumes"
+	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
 
 type backupOptions struct {
@@ -118,15 +111,11 @@ func (o *backupOptions) run(ctx context.Context) error {
 		}
 		direct = &access
 	}
-	source, err := o.global.planClients(o.from)
-	if err != nil {
-		return badinput.Wrap(err)
-	}
 	restConfig, err := o.global.restConfig(o.from)
 	if err != nil {
 		return badinput.Wrap(err)
 	}
-	client, err := kubernetes.NewForConfig(restConfig)
+	source, err := kinds.NewCluster(restConfig)
 	if err != nil {
 		return err
 	}
@@ -140,7 +129,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if plan, err = plans.Inventory(ctx, source, plans.Options{Config: cfg, Context: o.from, Concurrency: o.parallel, Log: o.global.logger}); err != nil {
+		if plan, err = plans.Inventory(ctx, source.Plans(), plans.Options{Config: cfg, Context: o.from, Concurrency: o.parallel, Log: o.global.logger}); err != nil {
 			return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
 		}
 	}
@@ -152,36 +141,18 @@ func (o *backupOptions) run(ctx context.Context) error {
 			name = snapshot.ScheduledName(o.schedule, started)
 		}
 	}
-	w, err := snapshot.Create(ctx, store, name, plan.Source, plan, started, o.encryptTo)
+	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
+	meter := progress.Start(progress.Options{Mode: progress.ModeFor(o.global.progress, o.global.showProgress), Out: o.streams.ErrOut,
+		Log: o.global.logger, Task: "backup " + name, Objects: plan.Estimate.Objects})
+	o.global.logger = meter.Logger(o.global.logger, o.global.logFormat) // above the bar, not across it
+	manifest, err := kinds.Backup(ctx, store, source, kinds.BackupOptions{Name: name, Plan: plan, EncryptTo: o.encryptTo, Schedule: o.schedule,
+		Parallel: o.parallel, MoverImage: o.moverImage, Direct: direct, Progress: meter, Log: o.global.logger})
+	meter.Stop()
 	if errors.Is(err, snapshot.ErrExists) {
 		return badinput.Wrap(err)
 	}
 	if err != nil {
 		return err
-	}
-	w.SetSchedule(o.schedule)
-	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
-	meter := progress.Start(progress.Options{Mode: progress.ModeFor(o.global.progress, o.global.showProgress), Out: o.streams.ErrOut,
-		Log: o.global.logger, Task: "backup " + name, Objects: plan.Estimate.Objects})
-	w.SetProgress(meter)
-	o.global.logger = meter.Logger(o.global.logger, o.global.logFormat) // above the bar, not across it
-	// The heartbeat lets a later run tell this backup's mover pods from those of a killed ferry.
-	var manifest *snapshot.Manifest
-	beat, err := snapshot.StartHeartbeat(ctx, store, name, snapshot.HeartbeatInterval, o.global.logger)
-	if err == nil {
-		manifest, err = o.capture(ctx, w, plan, source.Dynamic, restConfig, client, store, direct, started)
-		// Stopped before a failed backup is removed: a later beat would bring its folder back.
-		if serr := beat.Stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
-			o.global.logger.Warn("removing the heartbeat of the complete backup", "backup", name, "error", serr)
-		}
-	}
-	meter.Stop()
-	if err != nil {
-		// Leave nothing that looks like a backup behind; the manifest was never written.
-		if n, derr := snapshot.Delete(context.WithoutCancel(ctx), store, name); derr != nil {
-			o.global.logger.Error("cleaning up the failed backup", "backup", name, "removed", n, "error", derr)
-		}
-		return fmt.Errorf("backup %s: %w", name, err)
 	}
 	fmt.Fprintf(o.streams.Out, "Backup %s is complete in %s: %d objects (%s as JSON), %d databases, %d buckets, %s stored, in %s.\n",
 		name, store, manifest.Totals.Objects, human.Bytes(manifest.Totals.ObjectBytes), len(manifest.Databases), len(manifest.Buckets),
@@ -198,37 +169,4 @@ func (o *backupOptions) run(ctx context.Context) error {
 		return &incompleteError{msg: fmt.Sprintf("backup %s holds the objects but skipped %d items", name, len(manifest.Skipped))}
 	}
 	return nil
-}
-
-func (o *backupOptions) capture(ctx context.Context, w *snapshot.Writer, plan *plans.Plan, dyn dynamic.Interface,
-	cfg *rest.Config, client kubernetes.Interface, store storage.Backend, direct *storage.DirectAccess, started time.Time) (*snapshot.Manifest, error) {
-	kinds := []snapshot.Capturer{
-		resources.Objects{Dynamic: dyn, Plan: plan, Concurrency: o.parallel},
-		databases.Dumps{Config: cfg, Client: client, Plan: plan},
-		buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel},
-		volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Direct: direct, Storage: store, Log: o.global.logger},
-	}
-	for _, kind := range kinds {
-		o.global.logger.Info("capturing", "backup", w.Name(), "kind", kind.Name())
-		if err := kind.Capture(ctx, w); err != nil {
-			return nil, fmt.Errorf("%s: %w", kind.Name(), err)
-		}
-	}
-	if w.Encrypted() {
-		return w.Commit(ctx, time.Now()) // Velero cannot read encrypted archives: no velero-backup.json
-	}
-	var labels map[string]string
-	if o.schedule != "" {
-		labels = map[string]string{"velero.io/schedule-name": o.schedule} // as Velero labels its scheduled backups
-	}
-	velero, err := resources.VeleroBackup(w.Name(), plan, w.Objects(), started, time.Now(), labels)
-	if err != nil {
-		return nil, err
-	}
-	// Velero's own rule: its metadata file last among its files; ferry's manifest after it.
-	if err := w.PutPlain(ctx, snapshot.VeleroFile, bytes.NewReader(velero)); err != nil {
-		return nil, err
-	}
-	w.SetVeleroCompatible(true)
-	return w.Commit(ctx, time.Now())
 }

@@ -12,18 +12,11 @@ import (
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
-	"github.com/ferrykube/ferry/snapshot/buckets"
-	"github.com/ferrykube/ferry/snapshot/databases"
+	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
-	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 )
 
@@ -118,52 +111,18 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, []snapshot.
 	if err != nil {
 		return nil, nil, err
 	}
-	// The mapping of ferry.yaml at backup time, then the flags.
-	if plan := r.Manifest.Plan; plan != nil {
-		o.mapping.Namespaces = mergeMap(plan.Config.NamespaceMap, o.mapping.Namespaces)
-		o.mapping.StorageClasses = mergeMap(plan.Config.StorageClassMap, o.mapping.StorageClasses)
-	}
 	cfg, err := o.global.restConfig(o.to)
 	if err != nil {
 		return nil, nil, badinput.Wrap(err)
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	target, err := kinds.NewCluster(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	plan := r.Manifest.Plan
-	kinds := []snapshot.Restorer{
-		resources.Objects{Dynamic: dyn, Plan: plan, Concurrency: 4 * o.parallel, Mapping: o.mapping, Existing: o.existing,
-			SkipOwned: o.skipOwned, Select: o.select_, Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
-			WaitTimeout: o.waitTimeout, Log: o.global.logger},
-	}
-	if !r.Velero {
-		kinds = append(kinds,
-			volumes.Contents{Config: cfg, Client: client, Plan: plan, Image: o.moverImage, Parallel: o.parallel, Mapping: o.mapping, Log: o.global.logger},
-			databases.Dumps{Config: cfg, Client: client, Plan: plan, Mapping: o.mapping},
-			buckets.Copies{Config: cfg, Client: client, Plan: plan, Parallel: o.parallel, Mapping: o.mapping},
-		)
-	}
-	return r, kinds, nil
-}
-
-func mergeMap(base, over map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range over {
-		out[k] = v
-	}
-	return out
+	// The mapping of ferry.yaml at backup time, then the flags: the report shows it.
+	o.mapping = kinds.EffectiveMapping(r, o.mapping)
+	return r, kinds.Restorers(r, target, kinds.RestoreOptions{Mapping: o.mapping, Existing: o.existing, SkipOwned: o.skipOwned,
+		Select: o.select_, Parallel: o.parallel, MoverImage: o.moverImage, WaitTimeout: o.waitTimeout, Log: o.global.logger}), nil
 }
 
 // runReport is what restore and verify print.
@@ -202,27 +161,6 @@ func (o *targetOptions) print(rep *runReport) error {
 	}
 	_, err := fmt.Fprintf(o.streams.Out, "\n%s of backup %s onto %s: %s, in %s.\n", strings.ToUpper(rep.Command[:1])+rep.Command[1:], rep.Backup, rep.Target, rep.Result, rep.Duration)
 	return err
-}
-
-// runKinds runs each kind's restore or verify in order and prints the report; a kind that cannot
-// go on stops the run (the report still shows what was done).
-func (o *targetOptions) runKinds(ctx context.Context, command string, r *snapshot.Reader, kinds []snapshot.Restorer,
-	step func(snapshot.Restorer, context.Context, *snapshot.Reader, *snapshot.Report) error) (*runReport, error) {
-	started := time.Now()
-	rep := &runReport{Command: command, Backup: o.backup, Target: orCurrent(o.to), StartedAt: started.UTC(), Mapping: o.mapping, Report: &snapshot.Report{}}
-	var runErr error
-	for _, k := range kinds {
-		o.global.logger.Info(command+"ing", "backup", o.backup, "kind", k.Name())
-		if err := step(k, ctx, r, rep.Report); err != nil {
-			runErr = fmt.Errorf("%s %s: %s: %w", command, o.backup, k.Name(), err)
-			break
-		}
-	}
-	rep.Duration = time.Since(started).Round(time.Millisecond).String()
-	if runErr != nil {
-		rep.Error = runErr.Error()
-	}
-	return rep, runErr
 }
 
 func newRestoreCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -279,17 +217,16 @@ flags as the restore. Exit codes: 0 identical, 3 differences (each named), 1 cou
 }
 
 func (o *targetOptions) run(ctx context.Context, command string) error {
-	r, kinds, err := o.open(ctx)
+	r, restorers, err := o.open(ctx)
 	if err != nil {
 		return err
 	}
-	step := snapshot.Restorer.Verify
-	if command == "restore" {
-		step = snapshot.Restorer.Restore
-	}
-	rep, runErr := o.runKinds(ctx, command, r, kinds, step)
-	if r.Velero {
-		rep.Report.Add("volumes", snapshot.StatusSkipped, "(all)", "a backup Velero wrote: ferry restores its objects; its volume data (kept by Kopia) is not read")
+	started := time.Now()
+	report, runErr := kinds.Run(ctx, command, r, restorers, o.global.logger)
+	rep := &runReport{Command: command, Backup: o.backup, Target: orCurrent(o.to), StartedAt: started.UTC(), Mapping: o.mapping,
+		Duration: time.Since(started).Round(time.Millisecond).String(), Report: report}
+	if runErr != nil {
+		rep.Error = runErr.Error()
 	}
 	problems := rep.Report.Problems()
 	switch {
