@@ -280,6 +280,32 @@ func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
 	}
 	data, _ := json.Marshal(rep.TrafficSteps)
 	t.Logf("run %s: cutover in %.1fs; steps %s; requests %v", id, rep.VerifiedCutoverSeconds, data, client.counts)
+	client.mu.Unlock()
+
+	// Green has served everything: rolling back would drop its writes, so ferry refuses and says
+	// what would be lost, unless told to discard them — which the journal records.
+	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id)
+	if code != 2 || !strings.Contains(errOut, "database kfp-mysql") || !strings.Contains(errOut, "--discard-green-writes") {
+		t.Fatalf("rollback after the cutover should refuse (exit 2) naming what green holds; exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--discard-green-writes")
+	if code != 0 {
+		t.Fatalf("rollback --discard-green-writes exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if w, err := h.Command(ctx, "get weight app/green"); err != nil || !strings.HasPrefix(w, "0 ") {
+		t.Errorf("green's weight after the rollback: %q (%v), want 0", w, err)
+	}
+	if got, quiesced := replicasOf(t, blueKC, "kubeflow", "ml-pipeline"); got != writers || quiesced {
+		t.Errorf("blue's ml-pipeline after the rollback: %d replicas (quiesce record %v), want %d running", got, quiesced, writers)
+	}
+	discarded := false
+	for _, e := range journal(t, url, id).Events() {
+		discarded = discarded || (e.Phase == migrate.Note && strings.HasPrefix(e.Detail, migrate.NoteWritesDiscarded+" by "))
+	}
+	if !discarded {
+		t.Error("the journal should record who discarded green's writes")
+	}
+	client.mu.Lock()
 }
 
 // resourceVersions of the ConfigMaps and Secrets of a namespace: any write changes them.

@@ -436,16 +436,51 @@ func (r *Runner) noted(detail string) bool {
 	return false
 }
 
+// ErrGreenWrites matches Rollback's refusal to drop what green may have written.
+var ErrGreenWrites = errors.New("green may hold writes that a rollback would lose")
+
 // Rollback puts traffic back to blue's saved state, starts blue's writers again and stops green's.
-// Blue was never changed beyond its quiesce, so it serves as it did.
-func (r *Runner) Rollback(ctx context.Context, why string) error {
+// Blue was never changed beyond its quiesce, so it serves as it did. Once green may have taken
+// writes, it refuses unless discardBy (who discards them, journaled) is given, and names what
+// would be lost.
+func (r *Runner) Rollback(ctx context.Context, why, discardBy string) error {
 	switch {
 	case !r.Journal.IsDone(Quiesced, 0):
 		return fmt.Errorf("run %s never quiesced blue: nothing to roll back (state %q): %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
 	case r.Journal.Current() == Finalized:
 		return fmt.Errorf("run %s is finalized: %w", r.Journal.Run.ID, ErrStopped)
 	}
+	if e, ok := r.lastNote(NoteGreenWrites); ok && !r.Journal.IsDone(RolledBack, 0) {
+		if discardBy == "" {
+			return fmt.Errorf("%w since %s: %s; --discard-green-writes rolls back without them", ErrGreenWrites,
+				e.At.Local().Format(time.RFC3339), r.atRisk(ctx))
+		}
+		if err := r.record(ctx, Event{State: r.Journal.Current(), Phase: Note, Detail: NoteWritesDiscarded + " by " + discardBy}); err != nil {
+			return err
+		}
+	}
 	return r.rollback(ctx, why, true)
+}
+
+// NoteWritesDiscarded records who chose to roll back without green's writes.
+const NoteWritesDiscarded = "green's writes discarded"
+
+// atRisk names what green holds that blue would not get back.
+func (r *Runner) atRisk(ctx context.Context) string {
+	var what []string
+	if m, err := snapshot.ReadManifest(ctx, r.o.Store, r.Journal.Run.Backup); err == nil {
+		for _, d := range m.Databases {
+			what = append(what, "database "+d.Name)
+		}
+		for _, v := range m.Volumes {
+			what = append(what, "volume "+v.Namespace+"/"+v.Name)
+		}
+		for _, b := range m.Buckets {
+			what = append(what, "bucket "+b.Name)
+		}
+	}
+	what = append(what, "objects created or changed on green since the restore")
+	return "writes to " + strings.Join(what, ", ")
 }
 
 func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -364,10 +365,15 @@ func newMigrateFinalizeCommand(o *runOptions) *cobra.Command {
 func newRollbackCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &runOptions{global: global, streams: streams}
 	var id string
+	var discard bool
 	cmd := &cobra.Command{
-		Use:   "rollback --run ID",
+		Use:   "rollback --run ID [--discard-green-writes]",
 		Short: "Traffic back to blue's saved state, blue's writers back on, green's stopped",
-		Args:  noArgs,
+		Long: `rollback sends traffic back to blue's saved state, starts blue's writers again and stops green's.
+Once green may have taken writes (its writers started and traffic reached it), rolling back would lose
+them: rollback then refuses (exit 2) and names the databases, volumes, buckets and objects at risk,
+unless --discard-green-writes says to go back without them (recorded in the journal, with who).`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if id == "" {
 				return badinput.Errorf("ferry rollback needs --run ID (see ferry migrate list)")
@@ -376,11 +382,21 @@ func newRollbackCommand(global *globalOptions, streams genericiooptions.IOStream
 			if err != nil {
 				return err
 			}
-			return o.finish(cmd.Context(), r, r.Rollback(cmd.Context(), "by hand"))
+			by := ""
+			if discard {
+				by = operator()
+			}
+			err = r.Rollback(cmd.Context(), "by hand", by)
+			if errors.Is(err, migrate.ErrGreenWrites) {
+				r.Close(cmd.Context())
+				return badinput.Wrap(err)
+			}
+			return o.finish(cmd.Context(), r, err)
 		},
 	}
 	o.addClusterFlags(cmd, true)
 	cmd.Flags().StringVar(&id, "run", "", "the run's ID")
+	cmd.Flags().BoolVar(&discard, "discard-green-writes", false, "roll back even though green may hold writes blue lacks; they are lost")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json or yaml")
 	return cmd
 }
@@ -428,4 +444,14 @@ func dashIfEmpty(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// operator names who runs ferry, for the journal: the user and host, as the environment says.
+func operator() string {
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	host, _ := os.Hostname()
+	return user + "@" + host
 }
