@@ -274,7 +274,6 @@ func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
 		t.Errorf("after the run green took %.1f%% of the requests, want all", share)
 	}
 	client.mu.Lock()
-	defer client.mu.Unlock()
 	if len(client.failed) > 0 {
 		t.Errorf("the client saw %d failed requests during the run, e.g. %s", len(client.failed), client.failed[0])
 	}
@@ -305,7 +304,6 @@ func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
 	if !discarded {
 		t.Error("the journal should record who discarded green's writes")
 	}
-	client.mu.Lock()
 }
 
 // resourceVersions of the ConfigMaps and Secrets of a namespace: any write changes them.
