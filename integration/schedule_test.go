@@ -248,8 +248,11 @@ func TestScheduleBacksUpAndRecovers(t *testing.T) {
 	for _, it := range rep.Items {
 		t.Logf("  %s %s %s: %s", it.Kind, it.Status, it.Name, it.Detail)
 	}
-	if rep.Counts["databases"][snapshot.StatusRestored] == 0 || rep.Counts["buckets"][snapshot.StatusRestored] == 0 {
-		t.Errorf("the database and the bucket should be restored: %v", rep.Counts)
+	// Restored, or unchanged where an earlier test of the package restored the same data there.
+	for _, kind := range []string{"databases", "buckets"} {
+		if rep.Counts[kind][snapshot.StatusRestored]+rep.Counts[kind][snapshot.StatusUnchanged] == 0 {
+			t.Errorf("the %s should be restored: %v", kind, rep.Counts)
+		}
 	}
 	code, rep, errOut = runReportCommand(t, append([]string{"--storage", url, "verify", "--to", "dr", "--backup", "latest:" + name}, classes...)...)
 	if code != 0 {
