@@ -12,7 +12,7 @@ import (
 
 // restConfig returns the configuration for a kubeconfig context: the one named, else what the
 // kubectl-style flags (--kubeconfig, --context, --server, ...) select. Client-side throttling is
-// set high: ferry's concurrency is bounded by its own limits, and the server's 429s are retried.
+// off: ferry's concurrency is bounded by its own limits, and the server's 429s are retried.
 func (o *globalOptions) restConfig(contextName string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
@@ -28,7 +28,9 @@ func (o *globalOptions) restConfig(contextName string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig context %q: %w", contextName, err)
 	}
-	cfg.QPS, cfg.Burst = 500, 1000
+	// No client-side rate limit at all (a negative QPS): the server's priority and fairness answers
+	// 429 when it must, and client-go waits out its Retry-After.
+	cfg.QPS, cfg.Burst = -1, 0
 	// Deprecation notices for APIs ferry only counts (v1 Endpoints) would interleave with reports.
 	cfg.WarningHandler = rest.NoWarnings{}
 	return cfg, nil
