@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"filippo.io/age"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
@@ -260,12 +261,35 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "to-tamper.tar.gz") || !strings.Contains(errOut, "manifest") {
 		t.Errorf("restore of a tampered archive: exit %d, %s", code, errOut)
 	}
+
+	// An encrypted backup: without a key, and with the wrong one.
+	right, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, _ := age.GenerateX25519Identity()
+	wrongKey := filepath.Join(t.TempDir(), "wrong.key")
+	if err := os.WriteFile(wrongKey, []byte(wrong.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "sealed-restore",
+		"--encrypt-to", right.Recipient().String()); code != 0 && code != 3 {
+		t.Fatalf("ferry backup --encrypt-to exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if code, _, errOut := runFerry(t, "--storage", store, "restore", "--to", "dr", "--backup", "sealed-restore"); code != 2 || !strings.Contains(errOut, "give the key with --identity") {
+		t.Errorf("restore of an encrypted backup without a key: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := runFerry(t, "--storage", store, "restore", "--to", "dr", "--backup", "sealed-restore", "--identity", wrongKey,
+		"--namespace-map", "kubeflow=wrong-key"); code != 2 || !strings.Contains(errOut, "not one the backup was encrypted to") {
+		t.Errorf("restore with the wrong identity: exit %d, %s", code, errOut)
+	}
+
 	after, err := kc.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(after.Items) != len(before.Items) {
-		t.Errorf("a tampered backup must apply nothing: namespaces went from %d to %d", len(before.Items), len(after.Items))
+		t.Errorf("a tampered or unreadable backup must apply nothing: namespaces went from %d to %d", len(before.Items), len(after.Items))
 	}
 }
 

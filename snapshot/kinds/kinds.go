@@ -145,11 +145,13 @@ type RestoreOptions struct {
 	Mapping snapshot.Mapping
 	// Existing is the policy for objects already on the target (resources.Existing*); verify
 	// ignores it.
-	Existing    string
-	SkipOwned   bool
-	Select      *plans.Filter
-	Parallel    int
-	MoverImage  string
+	Existing   string
+	SkipOwned  bool
+	Select     *plans.Filter
+	Parallel   int
+	MoverImage string
+	// Direct has mover pods read volumes from storage themselves.
+	Direct      *storage.DirectAccess
 	WaitTimeout time.Duration
 	Log         *slog.Logger
 }
@@ -173,7 +175,7 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 		return out // Velero keeps volume data in Kopia, which ferry does not read
 	}
 	return append(out,
-		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Log: o.Log},
+		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Log: o.Log},
 		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping},
 		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping},
 	)
