@@ -19,6 +19,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 )
 
@@ -51,8 +52,9 @@ const (
 	Note   = "note"   // something worth keeping (a flip by hand, a lease taken over)
 )
 
-// RunsPrefix is where run journals live in storage, inside Velero's allowed top-level folders.
-const RunsPrefix = "metadata/ferry/runs/"
+// RunsPrefix is where run journals live in storage, inside Velero's allowed top-level folders;
+// prune keeps every backup a journal there names.
+const RunsPrefix = snapshot.RunsPrefix
 
 // Run is what a run is about, written once when it starts.
 type Run struct {
