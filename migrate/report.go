@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -126,8 +128,8 @@ func (rep Report) Print(w io.Writer) error {
 	if v := rep.Verification; v != nil {
 		var parts []string
 		for _, k := range []string{"objects", "volumes", "databases", "buckets", "health"} {
-			for status, n := range v.Counts[k] {
-				parts = append(parts, fmt.Sprintf("%s %s %d", k, status, n))
+			for _, status := range slices.Sorted(maps.Keys(v.Counts[k])) {
+				parts = append(parts, fmt.Sprintf("%s %s %d", k, status, v.Counts[k][status]))
 			}
 		}
 		fmt.Fprintf(w, "\nVerification: %s\n", strings.Join(parts, ", "))

@@ -222,7 +222,7 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 	report := &snapshot.Report{}
 	var err error
 	for _, k := range restorers {
-		log.Info(command+"ing", "backup", r.Name(), "kind", k.Name())
+		log.Info(map[string]string{Restore: "restoring", Verify: "verifying"}[command], "backup", r.Name(), "kind", k.Name())
 		switch command {
 		case Restore:
 			err = k.Restore(ctx, r, report)
