@@ -75,6 +75,15 @@ func Normalize(gr string, obj map[string]any) map[string]any {
 			delete(m, "controller-uid")
 			delete(m, "batch.kubernetes.io/controller-uid")
 		}
+	case "deployments.apps":
+		// The revision counts the source's rollouts; the target's Deployment starts its own count.
+		deleteAnnotations(meta, []string{"deployment.kubernetes.io/revision"})
+	case "replicasets.apps":
+		// A Deployment's controller writes its ReplicaSets' annotations (revision, replica counts, a
+		// copy of the Deployment's own, never removed when the Deployment drops one).
+		if controlledBy(meta, "Deployment") {
+			delete(meta, "annotations")
+		}
 	case "pods":
 		delete(spec, "nodeName")
 		delete(spec, "priority")
@@ -123,6 +132,18 @@ func dropTokenVolumes(spec map[string]any) {
 			}
 		}
 	}
+}
+
+// controlledBy reports whether the object's controlling owner is of the kind.
+func controlledBy(meta map[string]any, kind string) bool {
+	refs, _ := meta["ownerReferences"].([]any)
+	for _, r := range refs {
+		rm := asMap(r)
+		if rm["controller"] == true && rm["kind"] == kind {
+			return true
+		}
+	}
+	return false
 }
 
 func deleteAnnotations(meta map[string]any, keys []string) {
