@@ -51,11 +51,17 @@ var (
 )
 
 // fresh is a cluster created for restores, that has never seen blue: what a disaster recovery
-// restores into.
+// restores into. Like a new cluster it has a default storage class with a provisioner, and its
+// database and MinIO pods, once restored, are served by the testbed's green servers.
 func fresh(t *testing.T) (*testbed.Cluster, kubernetes.Interface) {
 	t.Helper()
 	testbed.Require(t, tb)
-	freshOnce.Do(func() { freshCluster, freshErr = tb.AddCluster(context.Background(), "dr") })
+	freshOnce.Do(func() {
+		ctx := context.Background()
+		if freshCluster, freshErr = tb.AddCluster(ctx, "dr"); freshErr == nil {
+			freshErr = tb.ServePlatform(ctx, freshCluster, "green")
+		}
+	})
 	if freshErr != nil {
 		t.Fatal(freshErr)
 	}
@@ -73,7 +79,7 @@ func fresh(t *testing.T) (*testbed.Cluster, kubernetes.Interface) {
 func TestRestoreOntoAFreshCluster(t *testing.T) {
 	blueMySQL(t)
 	objects := blueMinIO(t)
-	dr, kc := fresh(t)
+	_, kc := fresh(t)
 	ctx := context.Background()
 	blue, blueKC := clients(t, "blue")
 	createClaim(t, blueKC, "restore-data", "workspace", nil)
@@ -89,17 +95,6 @@ func TestRestoreOntoAFreshCluster(t *testing.T) {
 	}
 	_, manifest := readManifest(t, url, "whole-blue")
 
-	// The fresh cluster has a default storage class with a provisioner, and its database and MinIO
-	// pods are served by the testbed's green servers.
-	if err := dr.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := serveDatabase(ctx, dr, tb.MariaDB["green"]); err != nil {
-		t.Fatal(err)
-	}
-	if err := tb.ServePortForward(dr, "kubeflow", "app=minio", 9000, "127.0.0.1", tb.MinIO["green"].Port); err != nil {
-		t.Fatal(err)
-	}
 	classes := []string{"--storage-class-map", "gp3=standard,nfs-client=standard"}
 	code, rep, errOut := runReportCommand(t, append([]string{"--storage", url, "restore", "--to", "dr", "--backup", "whole-blue"}, classes...)...)
 	t.Logf("restore: exit %d, %v", code, rep.Counts)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -223,19 +221,8 @@ func TestScheduleBacksUpAndRecovers(t *testing.T) {
 		t.Errorf("velero-backup.json labels: %v %v", velero.Metadata.Labels, err)
 	}
 
-	// Disaster recovery: the schedule's latest backup onto a cluster that never saw blue. Like a
-	// new cluster, it has a default storage class with a provisioner, and its database and MinIO
-	// pods are served by the testbed's green servers.
-	drCluster, dr := fresh(t)
-	if err := drCluster.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := serveDatabase(ctx, drCluster, tb.MariaDB["green"]); err != nil {
-		t.Fatal(err)
-	}
-	if err := tb.ServePortForward(drCluster, "kubeflow", "app=minio", 9000, "127.0.0.1", tb.MinIO["green"].Port); err != nil {
-		t.Fatal(err)
-	}
+	// Disaster recovery: the schedule's latest backup onto a cluster that never saw blue.
+	_, dr := fresh(t)
 	classes := []string{"--storage-class-map", "gp3=standard,nfs-client=standard"}
 	code, rep, errOut := runReportCommand(t, append([]string{"--storage", url, "restore", "--to", "dr", "--backup", "latest:" + name}, classes...)...)
 	if rep.Counts["objects"][snapshot.StatusFailed] != 0 || rep.Error != "" || code == 1 || code == 2 {
