@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-
-	"github.com/ferrykube/ferry/integration/testbed"
 )
 
 // The platform's data on blue (testbed.SeedMySQL, SeedMinIO), set up once per package run and
@@ -16,12 +14,6 @@ var (
 	// bucketObjects is what blue's mlpipeline bucket holds.
 	bucketObjects map[string][]byte
 )
-
-// serveDatabase makes the cluster's kfp MySQL pods (now and later) run on the testbed's MariaDB
-// named db, and its mysql-pv-claim bound, as blue's are; the Secret holds the server's credentials.
-func serveDatabase(ctx context.Context, c *testbed.Cluster, db *testbed.MariaDB) error {
-	return tb.ServeExec(c, "kubeflow", "app=mysql", db.ClientHome, db.Env())
-}
 
 // blueMySQL runs the platform's MySQL pod on blue (its exec served by blue's MariaDB) with two
 // schemas: mlpipeline (run_details of 500 rows, empty_table) and cachedb (2 rows).
