@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"testing"
@@ -11,7 +12,11 @@ import (
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/storage"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/utils/ptr"
 )
 
 func fileStore(t *testing.T) storage.Backend {
@@ -127,5 +132,47 @@ func TestQuiescePatchAndUndo(t *testing.T) {
 	}
 	if _, _, err := quiescePatch(plans.QuiesceRule{Action: "explode"}, obj); err == nil {
 		t.Error("an unknown action must fail")
+	}
+}
+
+func TestWriterRules(t *testing.T) {
+	obj := func(apiVersion, kind, ns, name string, owner ...string) runtime.Object {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
+			"metadata": map[string]any{"name": name, "namespace": ns}}}
+		if len(owner) == 2 {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: owner[0], Name: owner[1], Controller: ptr.To(true)}})
+		}
+		return u
+	}
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(),
+		obj("v1", "Pod", "team", "web-abc-1", "ReplicaSet", "web-abc"),
+		obj("apps/v1", "ReplicaSet", "team", "web-abc", "Deployment", "web"),
+		obj("v1", "Pod", "team", "db-0", "StatefulSet", "db"),
+		obj("v1", "Pod", "team", "lonely"),
+		obj("v1", "Pod", "kubeflow", "mysql-1", "ReplicaSet", "mysql-1"),
+	)
+	plan := &plans.Plan{
+		Volumes: []plans.Volume{
+			{Namespace: "team", Name: "data", Pods: []plans.PodUse{{Name: "web-abc-1"}, {Name: "db-0"}, {Name: "lonely"}, {Name: "gone"}}},
+			{Namespace: "kubeflow", Name: "mysql-pv-claim", Holds: "kfp-mysql", Pods: []plans.PodUse{{Name: "mysql-1"}}},
+		},
+		Resources: []plans.Resource{{Group: "batch", Version: "v1", Resource: "cronjobs", Namespaces: map[string]plans.Count{"team": {}, "ops": {}}}},
+	}
+	rules, err := WriterRules(context.Background(), dyn, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rules {
+		got = append(got, fmt.Sprintf("%s %s %v %s", r.Resource, r.Namespace, r.Names, r.Action))
+	}
+	want := []string{
+		"cronjobs.batch ops [] suspend",
+		"cronjobs.batch team [] suspend",
+		"deployments.apps team [web] scale-to-zero",
+		"statefulsets.apps team [db] scale-to-zero",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("WriterRules =\n%q\nwant\n%q", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/ferrykube/ferry/plans"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -260,4 +261,78 @@ func merge(a, b map[string]any) map[string]any {
 		a[k] = v
 	}
 	return a
+}
+
+// WriterRules are the quiesce rules a plan implies beyond ferry.yaml's: scale to zero the
+// Deployments and StatefulSets whose pods mount a claim whose files move (a database's or bucket's
+// own claim moves as a dump, and its server must keep running for it), and suspend every CronJob of
+// the moved namespaces.
+func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) ([]plans.QuiesceRule, error) {
+	byWorkload := map[[2]string][]string{} // resource, namespace -> names
+	podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	for _, v := range plan.Volumes {
+		if v.Holds != "" {
+			continue
+		}
+		for _, use := range v.Pods {
+			pod, err := dyn.Resource(podsGVR).Namespace(v.Namespace).Get(ctx, use.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("writers of claim %s/%s: %w", v.Namespace, v.Name, err)
+			}
+			resource, name, err := workloadOf(ctx, dyn, pod)
+			if err != nil {
+				return nil, fmt.Errorf("writers of claim %s/%s: %w", v.Namespace, v.Name, err)
+			}
+			key := [2]string{resource, v.Namespace}
+			if resource != "" && !slices.Contains(byWorkload[key], name) {
+				byWorkload[key] = append(byWorkload[key], name)
+			}
+		}
+	}
+	var rules []plans.QuiesceRule
+	for key, names := range byWorkload {
+		slices.Sort(names)
+		rules = append(rules, plans.QuiesceRule{Resource: key[0], Namespace: key[1], Names: names, Action: ScaleToZero,
+			Why: "writes to a claim whose files move"})
+	}
+	for _, r := range plan.Resources {
+		if r.GroupResource() != "cronjobs.batch" {
+			continue
+		}
+		for ns := range r.Namespaces {
+			rules = append(rules, plans.QuiesceRule{Resource: "cronjobs.batch", Namespace: ns, Action: Suspend,
+				Why: "a scheduled job could write while the data moves"})
+		}
+	}
+	slices.SortFunc(rules, func(a, b plans.QuiesceRule) int {
+		return strings.Compare(a.Resource+"/"+a.Namespace, b.Resource+"/"+b.Namespace)
+	})
+	return rules, nil
+}
+
+// workloadOf follows a pod's controllers up to the Deployment or StatefulSet that runs it, if any.
+func workloadOf(ctx context.Context, dyn dynamic.Interface, pod *unstructured.Unstructured) (resource, name string, err error) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return "", "", nil
+	}
+	switch ref.Kind {
+	case "StatefulSet":
+		return "statefulsets.apps", ref.Name, nil
+	case "ReplicaSet":
+		rs, err := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}).Namespace(pod.GetNamespace()).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", "", nil
+		}
+		if err != nil {
+			return "", "", err
+		}
+		if owner := metav1.GetControllerOf(rs); owner != nil && owner.Kind == "Deployment" {
+			return "deployments.apps", owner.Name, nil
+		}
+	}
+	return "", "", nil
 }

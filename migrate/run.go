@@ -238,8 +238,26 @@ func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
 	return r.plan.Findings, fmt.Sprintf("%d warnings", len(r.plan.Findings)), nil
 }
 
+// quiesceRecord is what the quiesced step journals: the rules it applied (ferry.yaml's and those
+// the plan implies), which green's start and a rollback apply again, and what they stopped.
+type quiesceRecord struct {
+	Rules   []plans.QuiesceRule `json:"rules"`
+	Stopped []QuiesceItem       `json:"stopped"`
+}
+
+// rules are the quiesce rules of the run: as journaled once blue was quiesced, else ferry.yaml's.
+func (r *Runner) rules() []plans.QuiesceRule {
+	if e, ok := r.Journal.Last(Quiesced, Done, 0); ok {
+		var rec quiesceRecord
+		if json.Unmarshal(e.Data, &rec) == nil && rec.Rules != nil {
+			return rec.Rules
+		}
+	}
+	return r.o.Config.Quiesce
+}
+
 func (r *Runner) quiescer(c kinds.Cluster, mapped bool) Quiescer {
-	q := Quiescer{Dynamic: c.Dynamic, Mapper: c.Mapper(), Rules: r.o.Config.Quiesce, Log: r.o.Log}
+	q := Quiescer{Dynamic: c.Dynamic, Mapper: c.Mapper(), Rules: r.rules(), Log: r.o.Log}
 	if mapped {
 		q.Namespace = kinds.EffectiveMappingOf(r.plan, r.o.Mapping).Namespace
 	}
@@ -247,11 +265,17 @@ func (r *Runner) quiescer(c kinds.Cluster, mapped bool) Quiescer {
 }
 
 func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
-	items, err := r.quiescer(r.o.Blue, false).Stop(ctx)
+	implied, err := WriterRules(ctx, r.o.Blue.Dynamic, r.plan)
 	if err != nil {
-		return items, "", fmt.Errorf("quiesce blue: %w", err)
+		return nil, "", err
 	}
-	return items, fmt.Sprintf("%d writers stopped on blue", len(items)), nil
+	q := r.quiescer(r.o.Blue, false)
+	q.Rules = append(append([]plans.QuiesceRule(nil), r.o.Config.Quiesce...), implied...)
+	items, err := q.Stop(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("quiesce blue: %w", err)
+	}
+	return quiesceRecord{Rules: q.Rules, Stopped: items}, fmt.Sprintf("%d writers stopped on blue", len(items)), nil
 }
 
 func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
