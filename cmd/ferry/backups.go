@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"sigs.k8s.io/yaml"
 )
 
 func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -42,12 +40,7 @@ func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				data, err := json.MarshalIndent(infos, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(streams.Out, "%s\n", data)
+			if done, err := printStructured(streams.Out, output, infos); done {
 				return err
 			}
 			w := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
@@ -108,20 +101,7 @@ func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams
 
 // printDescription prints a backup's description as JSON, YAML or a report for people.
 func printDescription(out io.Writer, location string, d *snapshot.Description, format string) error {
-	switch format {
-	case "json":
-		data, err := json.MarshalIndent(d, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(out, "%s\n", data)
-		return err
-	case "yaml":
-		data, err := yaml.Marshal(d)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(data)
+	if done, err := printStructured(out, format, d); done {
 		return err
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,7 +21,6 @@ import (
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"sigs.k8s.io/yaml"
 )
 
 // runOptions are what the commands that drive a run share.
@@ -158,20 +156,7 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 }
 
 func (o *runOptions) printReport(rep migrate.Report) error {
-	switch o.output {
-	case "json":
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(o.streams.Out, "%s\n", data)
-		return err
-	case "yaml":
-		data, err := yaml.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = o.streams.Out.Write(data)
+	if done, err := printStructured(o.streams.Out, o.output, rep); done {
 		return err
 	}
 	return rep.Print(o.streams.Out)

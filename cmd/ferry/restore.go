@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"sigs.k8s.io/yaml"
 )
 
 // targetOptions are what restore and verify share: the backup, the target and the mapping.
@@ -154,20 +152,7 @@ type runReport struct {
 
 func (o *targetOptions) print(rep *runReport) error {
 	rep.Report.Sort()
-	switch o.output {
-	case "json":
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(o.streams.Out, "%s\n", data)
-		return err
-	case "yaml":
-		data, err := yaml.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = o.streams.Out.Write(data)
+	if done, err := printStructured(o.streams.Out, o.output, rep); done {
 		return err
 	}
 	if err := rep.Report.Print(o.streams.Out); err != nil {

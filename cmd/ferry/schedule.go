@@ -203,12 +203,7 @@ func newScheduleListCommand(global *globalOptions, streams genericiooptions.IOSt
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				data, err := json.MarshalIndent(infos, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(streams.Out, "%s\n", data)
+			if done, err := printStructured(streams.Out, output, infos); done {
 				return err
 			}
 			w := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)

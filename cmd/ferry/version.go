@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"sigs.k8s.io/yaml"
 )
 
 type versionOptions struct {
@@ -43,20 +41,7 @@ func (o *versionOptions) validate() error {
 
 func (o *versionOptions) run() error {
 	info := buildinfo.Read()
-	switch o.output {
-	case "json":
-		data, err := json.MarshalIndent(info, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(o.streams.Out, "%s\n", data)
-		return err
-	case "yaml":
-		data, err := yaml.Marshal(info)
-		if err != nil {
-			return err
-		}
-		_, err = o.streams.Out.Write(data)
+	if done, err := printStructured(o.streams.Out, o.output, info); done {
 		return err
 	}
 	line := "ferry " + info.Version
