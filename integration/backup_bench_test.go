@@ -42,22 +42,7 @@ func BenchmarkBackupVolume(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(dir, "dataset.bin"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := io.Copy(f, io.LimitReader(rand.NewChaCha8([32]byte{4}), 1<<30)); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
-	var size int64 = 1 << 30
-	for i := range 10000 {
-		sub := filepath.Join(dir, "small", fmt.Sprintf("%02d", i%100))
-		os.MkdirAll(sub, 0o755)
-		data := []byte(strings.Repeat(fmt.Sprintf("row %d;", i), 50))
-		os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d", i)), data, 0o644)
-		size += int64(len(data))
-	}
+	size := fillBenchVolume(b, dir, 4, 1<<30, 10000, 100)
 	if err := blue.BindClaim(ctx, ns, claim, dir); err != nil {
 		b.Fatal(err)
 	}
@@ -153,4 +138,33 @@ func BenchmarkBackupObjects20k(b *testing.B) {
 	b.ReportMetric(float64(objects)*float64(b.N)/b.Elapsed().Seconds(), "objects/s")
 	b.ReportMetric(float64(objects), "objects")
 	b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
+}
+
+// fillBenchVolume writes a dataset into dir: one random file of big bytes (from seed) and small
+// text files spread over folders. It returns the bytes written.
+func fillBenchVolume(b *testing.B, dir string, seed byte, big int64, small, folders int) int64 {
+	b.Helper()
+	f, err := os.Create(filepath.Join(dir, "dataset.bin"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(f, io.LimitReader(rand.NewChaCha8([32]byte{seed}), big)); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	size := big
+	for i := range small {
+		sub := filepath.Join(dir, "small", fmt.Sprintf("%02d", i%folders))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		data := []byte(strings.Repeat(fmt.Sprintf("row %d;", i), 50))
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d", i)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		size += int64(len(data))
+	}
+	return size
 }

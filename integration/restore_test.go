@@ -109,7 +109,9 @@ func TestRestoreOntoAFreshCluster(t *testing.T) {
 	restored := rep.Counts["objects"][snapshot.StatusRestored]
 	// The fresh cluster's database and MinIO are the testbed's green servers, which earlier tests may
 	// have filled with the same data already: unchanged counts as there.
-	there := func(kind string) int { return rep.Counts[kind][snapshot.StatusRestored] + rep.Counts[kind][snapshot.StatusUnchanged] }
+	there := func(kind string) int {
+		return rep.Counts[kind][snapshot.StatusRestored] + rep.Counts[kind][snapshot.StatusUnchanged]
+	}
 	if restored == 0 || restored > len(manifest.Objects) || there("volumes") == 0 || there("databases") == 0 || there("buckets") != len(objects) {
 		t.Fatalf("restored %d objects of %d in the backup, and some data: %+v", restored, len(manifest.Objects), rep.Counts)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,22 +30,7 @@ func BenchmarkRestoreVolume(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(dir, "dataset.bin"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := io.Copy(f, io.LimitReader(rand.NewChaCha8([32]byte{6}), 256<<20)); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
-	var size int64 = 256 << 20
-	for i := range 2000 {
-		sub := filepath.Join(dir, "small", fmt.Sprintf("%02d", i%40))
-		os.MkdirAll(sub, 0o755)
-		data := []byte(strings.Repeat(fmt.Sprintf("row %d;", i), 50))
-		os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d", i)), data, 0o644)
-		size += int64(len(data))
-	}
+	size := fillBenchVolume(b, dir, 6, 256<<20, 2000, 40)
 	if err := blue.BindClaim(ctx, ns, claim, dir); err != nil {
 		b.Fatal(err)
 	}
