@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -255,6 +256,17 @@ func TestBackupKilledMidStream(t *testing.T) {
 	}
 	if _, ok := listBackups(t, url)["killed"]; ok {
 		t.Fatal("the killed backup is still listed after delete")
+	}
+	// Nothing of it is left, the killed stream's unlisted partial file included.
+	var remains []string
+	filepath.WalkDir(filepath.Join(storeDir, "backups", "killed"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			remains = append(remains, p)
+		}
+		return nil
+	})
+	if len(remains) > 0 {
+		t.Errorf("files of the killed backup left after delete: %v", remains)
 	}
 }
 

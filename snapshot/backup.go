@@ -498,5 +498,10 @@ func Delete(ctx context.Context, store storage.Backend, name string) (int, error
 			return i, err
 		}
 	}
+	// What an interrupted upload left is never listed: only the backend finds it.
+	if cleaner, ok := store.(storage.PartialCleaner); ok {
+		n, err := cleaner.CleanPartial(ctx, Prefix(name))
+		return len(keys) + n, err
+	}
 	return len(keys), nil
 }

@@ -243,3 +243,41 @@ func (f *File) walk(ctx context.Context, dirKey, prefix string, fn func(ObjectIn
 	}
 	return nil
 }
+
+// CleanPartial implements PartialCleaner: it removes the temporary files of interrupted Puts in the
+// folder prefix names (up to its last "/") and the folders below it. A temporary file does not say
+// which key it was for, so a prefix should name a folder, as a backup's does.
+func (f *File) CleanPartial(ctx context.Context, prefix string) (int, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return 0, fmt.Errorf("%s: %w", f, err)
+	}
+	dirKey := ""
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		dirKey = prefix[:i+1]
+	}
+	root := filepath.Join(f.root, filepath.FromSlash(dirKey))
+	removed := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d.IsDir() || !strings.HasPrefix(d.Name(), tempPrefix) {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		removed++
+		return nil
+	})
+	if err != nil {
+		return removed, fmt.Errorf("clean partial writes under %s in %s: %w", prefix, f, err)
+	}
+	return removed, nil
+}

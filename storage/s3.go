@@ -361,3 +361,35 @@ func (b *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error)
 	}
 	return nil
 }
+
+// CleanPartial implements PartialCleaner: it aborts the unfinished multipart uploads under prefix
+// (an upload cut off by a killed ferry stays, invisible and billed, until aborted).
+func (b *S3) CleanPartial(ctx context.Context, prefix string) (int, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return 0, fmt.Errorf("%s: %w", b, err)
+	}
+	// The whole bucket's uploads, filtered here: MinIO lists uploads by prefix only for an exact key.
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(b.cfg.Bucket)}
+	want := b.cfg.Prefix + prefix
+	aborted := 0
+	for {
+		page, err := b.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return aborted, fmt.Errorf("list unfinished uploads under %s in %s: %w", prefix, b, err)
+		}
+		for _, u := range page.Uploads {
+			if !strings.HasPrefix(aws.ToString(u.Key), want) {
+				continue
+			}
+			_, err := b.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(b.cfg.Bucket), Key: u.Key, UploadId: u.UploadId})
+			if err != nil && !isNotFound(err) {
+				return aborted, fmt.Errorf("abort the unfinished upload of %s in %s: %w", aws.ToString(u.Key), b, err)
+			}
+			aborted++
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return aborted, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+	}
+}

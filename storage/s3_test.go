@@ -8,7 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/storagetest"
@@ -85,5 +87,42 @@ func TestS3BadBucketAndCredentials(t *testing.T) {
 		Credentials: credentials.NewStaticCredentialsProvider("nobody", "nothing-at-all", "")})
 	if err == nil || !strings.Contains(err.Error(), "access denied") {
 		t.Fatalf("unknown access key: %v, want access denied", err)
+	}
+}
+
+// A multipart upload cut off by a killed ferry stays in the bucket, unlisted; CleanPartial aborts
+// those under the prefix and no other.
+func TestS3AbortsInterruptedUploads(t *testing.T) {
+	b := newS3(t, "partial/")
+	ctx := context.Background()
+	client := tb.MinIO["backup"].S3Client()
+	start := func(key string) {
+		up, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String("partial/" + key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String("partial/" + key), UploadId: up.UploadId,
+			PartNumber: aws.Int32(1), Body: strings.NewReader("half an upload")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start("backups/x/volumes/ns/claim.tar.zst")
+	start("backups/y/other.tar.zst")
+	n, err := b.(storage.PartialCleaner).CleanPartial(ctx, "backups/x/")
+	if err != nil || n != 1 {
+		t.Fatalf("CleanPartial = %d, %v; want the one upload under backups/x/", n, err)
+	}
+	left, err := client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, u := range left.Uploads {
+		if strings.HasPrefix(aws.ToString(u.Key), "partial/") {
+			keys = append(keys, aws.ToString(u.Key))
+		}
+	}
+	if len(keys) != 1 || keys[0] != "partial/backups/y/other.tar.zst" {
+		t.Errorf("uploads left: %v, want only backups/y's", keys)
 	}
 }

@@ -60,6 +60,14 @@ type Backend interface {
 	String() string
 }
 
+// PartialCleaner is a backend that can remove what interrupted writes left under a prefix: the
+// temporary files of a killed Put, the unfinished multipart uploads of S3. They are never listed,
+// so only this finds them.
+type PartialCleaner interface {
+	// CleanPartial removes every unfinished write under prefix and reports how many.
+	CleanPartial(ctx context.Context, prefix string) (int, error)
+}
+
 // ErrNotExist matches errors about a key that has no object.
 var ErrNotExist = errors.New("object does not exist")
 
