@@ -34,7 +34,7 @@ type targetOptions struct {
 	moverDirect                   bool
 	waitTimeout                   time.Duration
 	mapping                       snapshot.Mapping
-	select_                       *plans.Filter
+	filter                        *plans.Filter
 }
 
 func (o *targetOptions) addFlags(cmd *cobra.Command) {
@@ -82,7 +82,7 @@ func (o *targetOptions) complete(command string) error {
 		return err
 	}
 	if len(o.include.Namespaces)+len(o.include.Resources)+len(o.exclude.Namespaces)+len(o.exclude.Resources) > 0 || o.include.LabelSelector != "" {
-		if o.select_, err = plans.NewFilter(plans.Config{Include: o.include, Exclude: o.exclude}); err != nil {
+		if o.filter, err = plans.NewFilter(plans.Config{Include: o.include, Exclude: o.exclude}); err != nil {
 			return badinput.Wrap(err)
 		}
 	}
@@ -134,7 +134,7 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, []snapshot.
 	// The mapping of ferry.yaml at backup time, then the flags: the report shows it.
 	o.mapping = kinds.EffectiveMapping(r, o.mapping)
 	return r, kinds.Restorers(r, target, kinds.RestoreOptions{Mapping: o.mapping, Existing: o.existing, SkipOwned: o.skipOwned,
-		Select: o.select_, Parallel: o.parallel, MoverImage: o.moverImage, Direct: direct, WaitTimeout: o.waitTimeout, Log: o.global.logger}), nil
+		Select: o.filter, Parallel: o.parallel, MoverImage: o.moverImage, Direct: direct, WaitTimeout: o.waitTimeout, Log: o.global.logger}), nil
 }
 
 // runReport is what restore and verify print.
