@@ -389,7 +389,7 @@ func (r *Runner) shift(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if _, ok := r.Journal.Last(Shifting, Note, 0); !ok || !r.noted(NoteGreenWrites) {
+	if !r.noted(NoteGreenWrites) {
 		if err := r.record(ctx, Event{State: Shifting, Phase: Note, Detail: NoteGreenWrites}); err != nil {
 			return err
 		}
