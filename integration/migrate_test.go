@@ -281,6 +281,20 @@ func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
 	t.Logf("run %s: cutover in %.1fs; steps %s; requests %v", id, rep.VerifiedCutoverSeconds, data, client.counts)
 	client.mu.Unlock()
 
+	// A flip by hand: half the traffic back to blue, journaled.
+	code, out, errOut = runFerry(t, "--storage", url, "flip", "--run", id, "--to", "blue", "--weight", "50")
+	if code != 0 {
+		t.Fatalf("ferry flip exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, server := range []string{"blue", "green"} {
+		if w, err := h.Command(ctx, "get weight app/"+server); err != nil || !strings.HasPrefix(w, "128 ") {
+			t.Errorf("%s's weight after flipping half to blue: %q (%v), want 128", server, w, err)
+		}
+	}
+	if _, ok := lastNote(journal(t, url, id), "flipped by hand: blue 50% / green 50%"); !ok {
+		t.Error("the journal should record the flip")
+	}
+
 	// Green has served everything: rolling back would drop its writes, so ferry refuses and says
 	// what would be lost, unless told to discard them — which the journal records.
 	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id)
@@ -334,4 +348,14 @@ func sameVersions(a, b map[string]string) bool {
 		}
 	}
 	return len(a) > 0
+}
+
+func lastNote(j *migrate.Journal, detail string) (migrate.Event, bool) {
+	events := j.Events()
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Phase == migrate.Note && events[i].Detail == detail {
+			return events[i], true
+		}
+	}
+	return migrate.Event{}, false
 }
