@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,27 +42,12 @@ func cutover(t *testing.T) (*testbed.Cluster, kubernetes.Interface) {
 	return c, kc
 }
 
-// migrateConfig writes a ferry.yaml for a run behind the HAProxy h: the kubeflow preset, claims'
-// classes mapped to green's, steps of 10, 50 and 100 % watched by an HTTP gate on green.
+// migrateConfig writes a ferry.yaml for a run behind the HAProxy h: steps of 10, 50 and 100 %
+// soaked 3 s, watched every 500 ms by an HTTP gate on green with a failure budget of 1.
 func migrateConfig(t *testing.T, h *testbed.HAProxy, greenURL string) string {
 	t.Helper()
-	cfg := fmt.Sprintf(`preset: kubeflow
-storageClassMap: {gp3: standard, nfs-client: standard}
-traffic:
-  type: haproxy
-  haproxy: {address: %q, backend: %s, blueServer: %s, greenServer: %s}
-rollout:
-  steps: [10, 50, 100]
-  soak: 3s
-  interval: 500ms
-  failureBudget: 1
-  gates:
-  - name: green-answers
-    type: http
-    http: {url: %q, requests: 5, minSuccessRatio: 1}
-`, h.Socket, h.Backend, h.BlueServer, h.GreenServer, greenURL)
 	file := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(h.MigrateConfig(greenURL, 3*time.Second, 500*time.Millisecond, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return file

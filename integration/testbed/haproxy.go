@@ -121,3 +121,24 @@ func (h *HAProxy) Command(ctx context.Context, line string) (string, error) {
 
 // Stop ends this HAProxy before the testbed does.
 func (h *HAProxy) Stop() error { return h.Process.stop(10 * time.Second) }
+
+// MigrateConfig is a ferry.yaml for a blue-green run of the platform behind h: the kubeflow
+// preset, blue's storage classes mapped to green's "standard", HAProxy moving 10, 50 and 100 % to
+// green, each step soaked and watched by an HTTP gate on greenURL with the interval and budget given.
+func (h *HAProxy) MigrateConfig(greenURL string, soak, interval time.Duration, failureBudget int) string {
+	return fmt.Sprintf(`preset: kubeflow
+storageClassMap: {gp3: standard, nfs-client: standard}
+traffic:
+  type: haproxy
+  haproxy: {address: %q, backend: %s, blueServer: %s, greenServer: %s}
+rollout:
+  steps: [10, 50, 100]
+  soak: %s
+  interval: %s
+  failureBudget: %d
+  gates:
+  - name: green-answers
+    type: http
+    http: {url: %q, requests: 5, minSuccessRatio: 1}
+`, h.Socket, h.Backend, h.BlueServer, h.GreenServer, soak, interval, failureBudget, greenURL)
+}

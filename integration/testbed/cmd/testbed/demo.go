@@ -110,7 +110,7 @@ func demo(ctx context.Context, args []string) error {
 	work := filepath.Join(tb.Dir, "data")
 	storage := "file://" + filepath.Join(work, "backups")
 	config := filepath.Join(work, "ferry.yaml")
-	if err := os.WriteFile(config, []byte(ferryConfig(h, "http://"+greenAddr)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(h.MigrateConfig("http://"+greenAddr, 5*time.Second, time.Second, 1)), 0o644); err != nil {
 		return err
 	}
 	global := []string{"--kubeconfig", tb.Kubeconfig, "--storage", storage}
@@ -299,26 +299,6 @@ func colorEndpoint(color string) (addr string, stop func(), err error) {
 		ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return ln.Addr().String(), func() { srv.Close() }, nil
-}
-
-// ferryConfig is the demo's ferry.yaml: the kubeflow preset, blue's classes mapped to green's,
-// HAProxy moving 10, 50 and 100 % to green, each step watched by an HTTP gate on green.
-func ferryConfig(h *testbed.HAProxy, greenURL string) string {
-	return fmt.Sprintf(`preset: kubeflow
-storageClassMap: {gp3: standard, nfs-client: standard}
-traffic:
-  type: haproxy
-  haproxy: {address: %q, backend: %s, blueServer: %s, greenServer: %s}
-rollout:
-  steps: [10, 50, 100]
-  soak: 5s
-  interval: 1s
-  failureBudget: 1
-  gates:
-  - name: green-answers
-    type: http
-    http: {url: %q, requests: 5, minSuccessRatio: 1}
-`, h.Socket, h.Backend, h.BlueServer, h.GreenServer, greenURL)
 }
 
 // The client's phases: while ferry migrate runs, and a moment after it ended.
