@@ -392,3 +392,23 @@ func mergeMaps(a, b map[string]string) map[string]string {
 	}
 	return out
 }
+
+// DatabaseNamed is the configured database of that name, if any.
+func (c Config) DatabaseNamed(name string) (Database, bool) {
+	for _, d := range c.Databases {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Database{}, false
+}
+
+// BucketNamed is the configured bucket of that name, if any.
+func (c Config) BucketNamed(name string) (Bucket, bool) {
+	for _, b := range c.Buckets {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Bucket{}, false
+}

@@ -70,12 +70,8 @@ func (c Copies) Capture(ctx context.Context, w *snapshot.Writer) error {
 }
 
 func (c Copies) config(name string) plans.Bucket {
-	for _, b := range c.Plan.Config.Buckets {
-		if b.Name == name {
-			return b
-		}
-	}
-	return plans.Bucket{}
+	b, _ := c.Plan.Config.BucketNamed(name)
+	return b
 }
 
 func (c Copies) client(ctx context.Context, item plans.DataItem, cfg plans.Bucket) (*minio.Client, func(), error) {

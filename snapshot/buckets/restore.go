@@ -32,11 +32,7 @@ func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot
 	var cfg plans.Bucket
 	found := false
 	if p := r.Manifest.Plan; p != nil {
-		for _, pb := range p.Config.Buckets {
-			if pb.Name == b.Name {
-				cfg, found = pb, true
-			}
-		}
+		cfg, found = p.Config.BucketNamed(b.Name)
 	}
 	if !found {
 		return nil, nil, fmt.Errorf("the backup's configuration does not say where bucket %s is kept", b.Name)
@@ -85,16 +81,24 @@ func (c Copies) Restore(ctx context.Context, r *snapshot.Reader, report *snapsho
 	return nil
 }
 
+// openBucket reaches the bucket's store on the target and says whether the bucket is there.
+func (c Copies) openBucket(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (mc *minio.Client, stop func(), exists bool, err error) {
+	if mc, stop, err = c.targetClient(ctx, r, b); err != nil {
+		return nil, nil, false, err
+	}
+	if exists, err = mc.BucketExists(ctx, b.Name); err != nil {
+		stop()
+		return nil, nil, false, fmt.Errorf("reach the store: %w", err)
+	}
+	return mc, stop, exists, nil
+}
+
 func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket, report *snapshot.Report) error {
-	mc, stop, err := c.targetClient(ctx, r, b)
+	mc, stop, exists, err := c.openBucket(ctx, r, b)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	exists, err := mc.BucketExists(ctx, b.Name)
-	if err != nil {
-		return fmt.Errorf("reach the store: %w", err)
-	}
 	if !exists {
 		if err := mc.MakeBucket(ctx, b.Name, minio.MakeBucketOptions{}); err != nil && minio.ToErrorResponse(err).Code != minio.BucketAlreadyOwnedByYou {
 			return fmt.Errorf("create the bucket: %w", err)

@@ -29,15 +29,11 @@ func (c Copies) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot
 }
 
 func (c Copies) verifyBucket(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket, report *snapshot.Report) error {
-	mc, stop, err := c.targetClient(ctx, r, b)
+	mc, stop, exists, err := c.openBucket(ctx, r, b)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	exists, err := mc.BucketExists(ctx, b.Name)
-	if err != nil {
-		return fmt.Errorf("reach the store: %w", err)
-	}
 	if !exists {
 		report.Add(kind, snapshot.StatusMissing, b.Name, fmt.Sprintf("the bucket is not on the target (the backup holds %d objects)", len(b.Objects)))
 		return nil

@@ -72,12 +72,8 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 }
 
 func (c Dumps) config(name string) plans.Database {
-	for _, d := range c.Plan.Config.Databases {
-		if d.Name == name {
-			return d
-		}
-	}
-	return plans.Database{}
+	d, _ := c.Plan.Config.DatabaseNamed(name)
+	return d
 }
 
 // credentials reads the user and password from the database's Secret in namespace (the configured

@@ -41,11 +41,7 @@ func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Re
 	var cfg plans.Database
 	found := false
 	if p := r.Manifest.Plan; p != nil {
-		for _, db := range p.Config.Databases {
-			if db.Name == d.Name {
-				cfg, found = db, true
-			}
-		}
+		cfg, found = p.Config.DatabaseNamed(d.Name)
 	}
 	if !found {
 		return target{}, fmt.Errorf("the backup's configuration does not say where database %s runs", d.Name)
