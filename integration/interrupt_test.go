@@ -319,6 +319,20 @@ func TestBackupStorageFailsMidStream(t *testing.T) {
 // naming the claim and the pod, and leaves no backup and no pod.
 func TestBackupMoverDeletedMidStream(t *testing.T) {
 	cfg := interruptConfig(t)
+	// The last test that needs the big claim: later tests back up all of blue and need not stream it.
+	t.Cleanup(func() {
+		dir, err := tb.DataDir(interruptClaim)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		shards, _ := filepath.Glob(filepath.Join(dir, "shard-*.bin"))
+		for _, f := range shards {
+			if err := os.Remove(f); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	_, kc := clients(t, "blue")
 	storeDir := t.TempDir()
 	url := "file://" + storeDir
