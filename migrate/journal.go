@@ -40,8 +40,21 @@ const (
 	RolledBack  State = "rolled-back"
 )
 
+// The states of a carry-back (ferry rollback --carry-back), between the forward run's last state
+// and RolledBack: green's writers stopped, green backed up, that backup restored onto blue
+// (replacing blue's copies), blue verified against it.
+const (
+	GreenQuiesced State = "green-quiesced"
+	GreenBackedUp State = "green-backed-up"
+	CarriedBack   State = "carried-back"
+	BlueVerified  State = "blue-verified"
+)
+
 // Forward is the order of the forward run.
 var Forward = []State{Planned, Preflighted, Quiesced, BackedUp, Restored, Verified, Shifting, Shifted, Finalized}
+
+// CarryBackStates are the steps of a carry-back, in order; RolledBack ends it.
+var CarryBackStates = []State{GreenQuiesced, GreenBackedUp, CarriedBack, BlueVerified}
 
 // Phases of an event.
 const (

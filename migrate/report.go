@@ -24,11 +24,12 @@ type Report struct {
 	StartedAt time.Time     `json:"startedAt"`
 	Phases    []Phase       `json:"phases"`
 	// VerifiedCutoverSeconds is from the run's start to green serving all traffic, verified.
-	VerifiedCutoverSeconds float64          `json:"verifiedCutoverSeconds,omitempty"`
-	Verification           *Summary         `json:"verification,omitempty"`
-	TrafficSteps           []TrafficStep    `json:"trafficSteps,omitempty"`
-	GreenMayTakeWritesAt   time.Time        `json:"greenMayTakeWritesAt,omitzero"`
-	Rollback               *RollbackSummary `json:"rollback,omitempty"`
+	VerifiedCutoverSeconds float64           `json:"verifiedCutoverSeconds,omitempty"`
+	Verification           *Summary          `json:"verification,omitempty"`
+	TrafficSteps           []TrafficStep     `json:"trafficSteps,omitempty"`
+	GreenMayTakeWritesAt   time.Time         `json:"greenMayTakeWritesAt,omitzero"`
+	Rollback               *RollbackSummary  `json:"rollback,omitempty"`
+	CarryBack              *CarryBackSummary `json:"carryBack,omitempty"`
 	// Problem is why the run stopped, when it did.
 	Problem string `json:"problem,omitempty"`
 }
@@ -55,6 +56,34 @@ type TrafficStep struct {
 type RollbackSummary struct {
 	Why     string  `json:"why"`
 	Seconds float64 `json:"seconds"`
+}
+
+// CarryBackSummary is what a carry-back moved from green to blue, how long it took and what the
+// verification of blue found.
+type CarryBackSummary struct {
+	// Backup is the backup of green that was restored onto blue.
+	Backup string `json:"backup"`
+	// RequestedAt is when ferry rollback --carry-back was first run, and By who ran it.
+	RequestedAt time.Time `json:"requestedAt"`
+	By          string    `json:"by,omitempty"`
+	// Objects names the objects created, changed and deleted on green since the restore, which
+	// the carry-back created, updated and deleted on blue.
+	Objects *ObjectChanges `json:"objects,omitempty"`
+	// Moved is the restore onto blue: counts by kind and status, and the items it listed.
+	Moved *Summary `json:"moved,omitempty"`
+	// Verification is blue verified against the backup of green.
+	Verification *Summary `json:"verification,omitempty"`
+	// Seconds is from green's quiesce to blue verified; ToBlueSeconds from the request to blue
+	// serving all traffic again with its writers running.
+	Seconds       float64 `json:"seconds,omitempty"`
+	ToBlueSeconds float64 `json:"toBlueSeconds,omitempty"`
+}
+
+// ObjectChanges name objects ("v1 ConfigMap ns/name") by what happened to them on green.
+type ObjectChanges struct {
+	Created []string `json:"created,omitempty"`
+	Changed []string `json:"changed,omitempty"`
+	Deleted []string `json:"deleted,omitempty"`
 }
 
 // BuildReport reads a run's report from its journal.
