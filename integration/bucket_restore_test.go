@@ -193,7 +193,7 @@ buckets:
 	clean("a restore beside an extra object", run("restore", copies.Restore), map[string]int{snapshot.StatusUnchanged: n})
 	pruning := copies
 	pruning.Prune = true
-	onlyOne(t, run("restore with Prune", pruning.Restore), snapshot.StatusUpdated, bucket+"/"+extra, "deleted: not in the backup")
+	onlyOne(t, run("restore with Prune", pruning.Restore), snapshot.StatusDeleted, bucket+"/"+extra, "not in the backup")
 	sameAsBlue("after pruning")
 
 	// One object less on green: verify names exactly it.

@@ -135,6 +135,26 @@ func TestQuiescePatchAndUndo(t *testing.T) {
 	}
 }
 
+// TestStartedForm: an object as Start leaves it, from its quiesce record; one without a record is
+// left as it is.
+func TestStartedForm(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"scaled", `{"metadata":{"name":"x","annotations":{"ferry.dev/quiesced":"{\"action\":\"scale-to-zero\",\"replicas\":3}"}},"spec":{"replicas":0}}`,
+			`{"metadata":{"annotations":{},"name":"x"},"spec":{"replicas":3}}`},
+		{"patched", `{"metadata":{"annotations":{"ferry.dev/quiesced":"{\"action\":\"patch\",\"undo\":{\"spec\":{\"added\":null,\"on\":true}}}"}},"spec":{"added":1,"on":false}}`,
+			`{"metadata":{"annotations":{}},"spec":{"on":true}}`},
+		{"never quiesced", `{"metadata":{"name":"y"},"spec":{"replicas":2}}`, `{"metadata":{"name":"y"},"spec":{"replicas":2}}`},
+	} {
+		var in map[string]any
+		if err := json.Unmarshal([]byte(tc.in), &in); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(startedForm(in)); string(got) != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestWriterRules(t *testing.T) {
 	obj := func(apiVersion, kind, ns, name string, owner ...string) runtime.Object {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/ferrykube/ferry/plans"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -93,30 +94,14 @@ func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 		if !ok {
 			return nil
 		}
-		var orig original
-		if err := json.Unmarshal([]byte(record), &orig); err != nil {
-			return fmt.Errorf("annotation %s: %w", QuiescedAnnotation, err)
-		}
-		undo := map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: nil}}}
-		switch orig.Action {
-		case ScaleToZero:
-			undo["spec"] = map[string]any{"replicas": orig.Replicas}
-		case Suspend:
-			undo["spec"] = map[string]any{"suspend": orig.Suspend}
-		}
-		patch, err := json.Marshal(undo)
+		patch, action, err := undoPatch(record)
 		if err != nil {
 			return err
-		}
-		if len(orig.Undo) > 0 {
-			if patch, err = mergePatches(orig.Undo, undo); err != nil {
-				return err
-			}
 		}
 		if _, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
 			return err
 		}
-		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: "un-" + orig.Action})
+		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: "un-" + action})
 		return nil
 	})
 	return done, err
@@ -239,6 +224,57 @@ func inverse(patch, current map[string]any) map[string]any {
 }
 
 // mergePatches merges JSON merge patch b into a (b wins).
+// undoPatch is the JSON merge patch that starts an object again from its quiesce record, and
+// the action it undoes.
+func undoPatch(record string) ([]byte, string, error) {
+	var orig original
+	if err := json.Unmarshal([]byte(record), &orig); err != nil {
+		return nil, "", fmt.Errorf("annotation %s: %w", QuiescedAnnotation, err)
+	}
+	undo := map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: nil}}}
+	switch orig.Action {
+	case ScaleToZero:
+		undo["spec"] = map[string]any{"replicas": orig.Replicas}
+	case Suspend:
+		undo["spec"] = map[string]any{"suspend": orig.Suspend}
+	}
+	patch, err := json.Marshal(undo)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(orig.Undo) > 0 {
+		if patch, err = mergePatches(orig.Undo, undo); err != nil {
+			return nil, "", err
+		}
+	}
+	return patch, orig.Action, nil
+}
+
+// startedForm is obj as Start leaves it: with its quiesce record undone, or obj itself.
+func startedForm(obj map[string]any) map[string]any {
+	record, ok := (&unstructured.Unstructured{Object: obj}).GetAnnotations()[QuiescedAnnotation]
+	if !ok {
+		return obj
+	}
+	patch, _, err := undoPatch(record)
+	if err != nil {
+		return obj
+	}
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		return obj
+	}
+	merged, err := jsonpatch.MergePatch(doc, patch)
+	if err != nil {
+		return obj
+	}
+	var out map[string]any
+	if json.Unmarshal(merged, &out) != nil {
+		return obj
+	}
+	return out
+}
+
 func mergePatches(a []byte, b map[string]any) ([]byte, error) {
 	var am map[string]any
 	if err := json.Unmarshal(a, &am); err != nil {

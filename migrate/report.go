@@ -77,6 +77,8 @@ type CarryBackSummary struct {
 	// serving all traffic again with its writers running.
 	Seconds       float64 `json:"seconds,omitempty"`
 	ToBlueSeconds float64 `json:"toBlueSeconds,omitempty"`
+
+	started time.Time
 }
 
 // ObjectChanges name objects ("v1 ConfigMap ns/name") by what happened to them on green.
@@ -95,6 +97,9 @@ func BuildReport(j *Journal) Report {
 		switch e.Phase {
 		case Begin:
 			open[key] = e
+			if cb := rep.CarryBack; cb != nil && e.State == GreenQuiesced && cb.started.IsZero() {
+				cb.started = e.At
+			}
 		case Done, Failed, Paused:
 			b, ok := open[key]
 			if !ok {
@@ -125,10 +130,20 @@ func BuildReport(j *Journal) Report {
 				}
 				json.Unmarshal(e.Data, &d)
 				rep.Rollback = &RollbackSummary{Why: d.Why, Seconds: d.Seconds}
+				if cb := rep.CarryBack; cb != nil {
+					cb.ToBlueSeconds = e.At.Sub(cb.RequestedAt).Seconds()
+				}
+			}
+			if cb := rep.CarryBack; cb != nil && e.Phase == Done {
+				cb.add(e)
 			}
 		case Note:
-			if e.Detail == NoteGreenWrites && rep.GreenMayTakeWritesAt.IsZero() {
+			switch {
+			case e.Detail == NoteGreenWrites && rep.GreenMayTakeWritesAt.IsZero():
 				rep.GreenMayTakeWritesAt = e.At
+			case strings.HasPrefix(e.Detail, NoteCarryBack) && rep.CarryBack == nil:
+				rep.CarryBack = &CarryBackSummary{Backup: CarryBackName(j.Run.ID), RequestedAt: e.At,
+					By: strings.TrimPrefix(strings.TrimPrefix(e.Detail, NoteCarryBack), " by ")}
 			}
 		}
 	}
@@ -136,6 +151,25 @@ func BuildReport(j *Journal) Report {
 		rep.Phases = append(rep.Phases, Phase{State: b.State, Step: b.Step, Began: b.At, Seconds: time.Since(b.At).Seconds(), Result: "interrupted"})
 	}
 	return rep
+}
+
+// add takes in a finished step of the carry-back.
+func (cb *CarryBackSummary) add(e Event) {
+	switch e.State {
+	case CarriedBack:
+		var rec carryRecord
+		if json.Unmarshal(e.Data, &rec) == nil {
+			cb.Objects, cb.Moved = &rec.Objects, &rec.Summary
+		}
+	case BlueVerified:
+		var s Summary
+		if json.Unmarshal(e.Data, &s) == nil {
+			cb.Verification = &s
+		}
+		if !cb.started.IsZero() {
+			cb.Seconds = e.At.Sub(cb.started).Seconds()
+		}
+	}
 }
 
 // Print writes the report for people.
@@ -155,13 +189,7 @@ func (rep Report) Print(w io.Writer) error {
 		return err
 	}
 	if v := rep.Verification; v != nil {
-		var parts []string
-		for _, k := range []string{"objects", "volumes", "databases", "buckets", "health"} {
-			for _, status := range slices.Sorted(maps.Keys(v.Counts[k])) {
-				parts = append(parts, fmt.Sprintf("%s %s %d", k, status, v.Counts[k][status]))
-			}
-		}
-		fmt.Fprintf(w, "\nVerification: %s\n", strings.Join(parts, ", "))
+		fmt.Fprintf(w, "\nVerification: %s\n", countsLine(v.Counts))
 		for _, it := range v.Items {
 			fmt.Fprintf(w, "  %s %s %s: %s\n", it.Kind, it.Status, it.Name, it.Detail)
 		}
@@ -172,6 +200,9 @@ func (rep Report) Print(w io.Writer) error {
 	if rep.VerifiedCutoverSeconds > 0 {
 		fmt.Fprintf(w, "Time to a verified cutover: %s.\n", seconds(rep.VerifiedCutoverSeconds))
 	}
+	if cb := rep.CarryBack; cb != nil {
+		cb.print(w)
+	}
 	if rb := rep.Rollback; rb != nil {
 		fmt.Fprintf(w, "Rolled back in %s: %s.\n", seconds(rb.Seconds), rb.Why)
 	}
@@ -179,6 +210,50 @@ func (rep Report) Print(w io.Writer) error {
 		fmt.Fprintf(w, "Stopped: %s\n", rep.Problem)
 	}
 	return nil
+}
+
+func (cb *CarryBackSummary) print(w io.Writer) {
+	fmt.Fprintf(w, "\nCarry-back to blue (backup %s), requested %s by %s", cb.Backup, cb.RequestedAt.Local().Format(time.RFC3339), orDash(cb.By))
+	if cb.Seconds > 0 {
+		fmt.Fprintf(w, ", carried back and verified in %s", seconds(cb.Seconds))
+	}
+	fmt.Fprintln(w, ":")
+	if o := cb.Objects; o != nil {
+		for _, c := range []struct {
+			what string
+			ids  []string
+		}{{"created", o.Created}, {"changed", o.Changed}, {"deleted", o.Deleted}} {
+			fmt.Fprintf(w, "  objects %s on green: %d", c.what, len(c.ids))
+			if len(c.ids) > 0 {
+				fmt.Fprintf(w, " (%s)", oneLine(strings.Join(c.ids, ", ")))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	for _, s := range []struct {
+		title string
+		sum   *Summary
+	}{{"moved to blue", cb.Moved}, {"blue verified", cb.Verification}} {
+		if s.sum != nil {
+			fmt.Fprintf(w, "  %s: %s\n", s.title, countsLine(s.sum.Counts))
+			for _, it := range s.sum.Items {
+				fmt.Fprintf(w, "    %s %s %s: %s\n", it.Kind, it.Status, it.Name, it.Detail)
+			}
+		}
+	}
+	if cb.ToBlueSeconds > 0 {
+		fmt.Fprintf(w, "  blue served all traffic again %s after the rollback was asked for\n", seconds(cb.ToBlueSeconds))
+	}
+}
+
+func countsLine(counts map[string]map[string]int) string {
+	var parts []string
+	for _, k := range []string{"objects", "volumes", "databases", "buckets", "health"} {
+		for _, status := range slices.Sorted(maps.Keys(counts[k])) {
+			parts = append(parts, fmt.Sprintf("%s %s %d", k, status, counts[k][status]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func seconds(s float64) string {

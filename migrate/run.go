@@ -191,6 +191,9 @@ func (r *Runner) Drive(ctx context.Context) error {
 	case Finalized:
 		return nil
 	}
+	if _, ok := r.carryBackNote(); ok {
+		return fmt.Errorf("run %s is carrying green's writes back to blue: ferry rollback --run %s --carry-back goes on with it: %w", r.Journal.Run.ID, r.Journal.Run.ID, ErrStopped)
+	}
 	steps := []struct {
 		state State
 		fn    func(context.Context) (any, string, error)
@@ -279,15 +282,23 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 }
 
 func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
-	name := r.Journal.Run.Backup
-	// A backup begun by a run that died is complete (keep it) or not (start it again).
+	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil })
+}
+
+// backup makes the backup name of the source's plan, once: a backup begun by a run that died is
+// complete (kept) or not (made again). Skipped items stop the run unless AllowSkipped.
+func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, encryptTo []string, plan func() (*plans.Plan, error)) (any, string, error) {
 	if m, err := snapshot.ReadManifest(ctx, r.o.Store, name); err == nil {
 		return m.Totals, "the backup finished before the run was interrupted", nil
 	}
 	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
 		return nil, "", err
 	}
-	m, err := kinds.Backup(ctx, r.o.Store, r.o.Blue, kinds.BackupOptions{Name: name, Plan: r.plan, EncryptTo: r.o.EncryptTo,
+	p, err := plan()
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := kinds.Backup(ctx, r.o.Store, source, kinds.BackupOptions{Name: name, Plan: p, EncryptTo: encryptTo,
 		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Log: r.o.Log})
 	if err != nil {
 		return nil, "", err
@@ -299,7 +310,7 @@ func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
 			what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
 		}
 		if !r.o.AllowSkipped {
-			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which green would lack (--allow-skipped goes on without them): %s: %w", name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
+			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (--allow-skipped goes on without them): %s: %w", name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
 		}
 		detail += fmt.Sprintf("; skipped (allowed): %s", strings.Join(what, "; "))
 	}
@@ -458,53 +469,6 @@ func (r *Runner) noted(detail string) bool {
 		}
 	}
 	return false
-}
-
-// ErrGreenWrites matches Rollback's refusal to drop what green may have written.
-var ErrGreenWrites = errors.New("green may hold writes that a rollback would lose")
-
-// Rollback puts traffic back to blue's saved state, starts blue's writers again and stops green's.
-// Blue was never changed beyond its quiesce, so it serves as it did. Once green may have taken
-// writes, it refuses unless discardBy (who discards them, journaled) is given, and names what
-// would be lost.
-func (r *Runner) Rollback(ctx context.Context, why, discardBy string) error {
-	switch {
-	case !r.Journal.IsDone(Quiesced, 0):
-		return fmt.Errorf("run %s never quiesced blue: nothing to roll back (state %q): %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
-	case r.Journal.Current() == Finalized:
-		return fmt.Errorf("run %s is finalized: %w", r.Journal.Run.ID, ErrStopped)
-	}
-	if e, ok := r.lastNote(NoteGreenWrites); ok && !r.Journal.IsDone(RolledBack, 0) {
-		if discardBy == "" {
-			return fmt.Errorf("%w since %s: %s; --discard-green-writes rolls back without them", ErrGreenWrites,
-				e.At.Local().Format(time.RFC3339), r.atRisk(ctx))
-		}
-		if err := r.record(ctx, Event{State: r.Journal.Current(), Phase: Note, Detail: NoteWritesDiscarded + " by " + discardBy}); err != nil {
-			return err
-		}
-	}
-	return r.rollback(ctx, why, true)
-}
-
-// NoteWritesDiscarded records who chose to roll back without green's writes.
-const NoteWritesDiscarded = "green's writes discarded"
-
-// atRisk names what green holds that blue would not get back.
-func (r *Runner) atRisk(ctx context.Context) string {
-	var what []string
-	if m, err := snapshot.ReadManifest(ctx, r.o.Store, r.Journal.Run.Backup); err == nil {
-		for _, d := range m.Databases {
-			what = append(what, "database "+d.Name)
-		}
-		for _, v := range m.Volumes {
-			what = append(what, "volume "+v.Namespace+"/"+v.Name)
-		}
-		for _, b := range m.Buckets {
-			what = append(what, "bucket "+b.Name)
-		}
-	}
-	what = append(what, "objects created or changed on green since the restore")
-	return "writes to " + strings.Join(what, ", ")
 }
 
 func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {

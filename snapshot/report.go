@@ -24,6 +24,9 @@ const (
 	// StatusRecreated counts items the target makes anew by design: volumes its provisioner
 	// provisions for restored claims, objects a restored controller recreated.
 	StatusRecreated = "recreated"
+	// StatusDeleted lists what a restore that replaces the target's copies (a carry-back) deleted
+	// there because the backup does not hold it.
+	StatusDeleted = "deleted"
 
 	// Verify.
 	StatusIdentical = "identical"
@@ -186,6 +189,27 @@ func (m Mapping) StorageClass(class string) string {
 		return to
 	}
 	return class
+}
+
+// Inverse maps back what m mapped: the target's names to the source's. A storage class that
+// several classes were mapped to has no single way back and is left as it is.
+func (m Mapping) Inverse() Mapping {
+	out := Mapping{Namespaces: map[string]string{}, StorageClasses: map[string]string{}}
+	for _, from := range slices.Sorted(maps.Keys(m.Namespaces)) {
+		if to := m.Namespaces[from]; out.Namespaces[to] == "" {
+			out.Namespaces[to] = from
+		}
+	}
+	sources := map[string]int{}
+	for _, to := range m.StorageClasses {
+		sources[to]++
+	}
+	for from, to := range m.StorageClasses {
+		if sources[to] == 1 {
+			out.StorageClasses[to] = from
+		}
+	}
+	return out
 }
 
 // ParseMap reads flag values "a=b" into a map; flag names the flag in errors. Unless manyToOne,

@@ -90,6 +90,11 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg pla
 	if mapping.StorageClasses, err = snapshot.ParseMap("storage-class-map", o.classMap, true); err != nil {
 		return migrate.Options{}, err
 	}
+	if run == nil {
+		// A new run keeps the flags' maps in its journal with the rest of its configuration, so
+		// that a resume or a carry-back maps the same way without them.
+		cfg = cfg.Merge(plans.Config{NamespaceMap: mapping.Namespaces, StorageClassMap: mapping.StorageClasses})
+	}
 	mo := migrate.Options{Store: store, Blue: blue, Green: green, BlueContext: from, GreenCtx: to, Config: cfg, Mapping: mapping,
 		Parallel: o.parallel, MoverImage: o.moverImage, EncryptTo: o.encryptTo, Identities: ids, WaitTimeout: o.waitTimeout,
 		LeaseTTL: o.leaseTTL, AllowSkipped: o.allowSkipped, Log: o.global.logger, Out: o.streams.ErrOut}
@@ -230,15 +235,21 @@ Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go o
 	f.StringVar(&resume, "resume", "", "continue the run with this ID")
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml: what moves, quiesce rules, traffic switcher and rollout gates")
 	f.StringVar(&o.preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
-	f.IntVar(&o.parallel, "parallel", 8, "volumes, bucket objects and resource types handled at once")
-	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods (the ferry image)")
+	o.addDataFlags(cmd)
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients: encrypt the run's backup (give --identity to restore it)")
 	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "move namespace FROM to TO on green (FROM=TO, repeatable)")
 	f.StringSliceVar(&o.classMap, "storage-class-map", nil, "give green's claims of class FROM the class TO (FROM=TO, repeatable)")
 	f.StringVarP(&o.output, "output", "o", "", "json or yaml: the run's report for automation")
-	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when the backup skipped items (claims without a volume, databases without a running pod); they are reported either way")
 	cmd.AddCommand(newMigrateStatusCommand(o), newMigrateFinalizeCommand(o), newMigrateListCommand(o))
 	return cmd
+}
+
+// addDataFlags adds the flags of commands that move data: migrate, and rollback's carry-back.
+func (o *runOptions) addDataFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVar(&o.parallel, "parallel", 8, "volumes, bucket objects and resource types handled at once")
+	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods (the ferry image)")
+	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when a backup skipped items (claims without a volume, databases without a running pod); they are reported either way")
 }
 
 func (o *runOptions) start(ctx context.Context) (*migrate.Runner, error) {
@@ -350,28 +361,38 @@ func newMigrateFinalizeCommand(o *runOptions) *cobra.Command {
 func newRollbackCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &runOptions{global: global, streams: streams}
 	var id string
-	var discard bool
+	var ro migrate.RollbackOptions
 	cmd := &cobra.Command{
-		Use:   "rollback --run ID [--discard-green-writes]",
+		Use:   "rollback --run ID [--carry-back | --discard-green-writes]",
 		Short: "Traffic back to blue's saved state, blue's writers back on, green's stopped",
 		Long: `rollback sends traffic back to blue's saved state, starts blue's writers again and stops green's.
 Once green may have taken writes (its writers started and traffic reached it), rolling back would lose
-them: rollback then refuses (exit 2) and names the databases, volumes, buckets and objects at risk,
-unless --discard-green-writes says to go back without them (recorded in the journal, with who).`,
+them: rollback then refuses (exit 2) and names the databases, volumes, buckets and objects at risk.
+--carry-back brings them to blue first: green's writers stop, green is backed up (backup ID-carry-back),
+the backup is restored onto blue replacing blue's copies (schemas replaced, volume trees and buckets
+synced with deletions, objects replaced, objects deleted on green deleted on blue) and blue is
+verified against it; only then does traffic go back. Every step is journaled: run the same command
+again to resume. --discard-green-writes goes back without them. Either choice is journaled, with who.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if id == "" {
 				return badinput.Errorf("ferry rollback needs --run ID (see ferry migrate list)")
 			}
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			if o.parallel < 1 {
+				return badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
+			}
+			if ro.CarryBack && ro.DiscardGreenWrites {
+				return badinput.Errorf("--carry-back and --discard-green-writes exclude each other: carry green's writes back, or drop them")
+			}
 			r, err := o.openRun(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
-			by := ""
-			if discard {
-				by = operator()
-			}
-			err = r.Rollback(cmd.Context(), "by hand", by)
+			ro.By = operator()
+			err = r.Rollback(cmd.Context(), ro)
 			if errors.Is(err, migrate.ErrGreenWrites) {
 				r.Close(cmd.Context())
 				return badinput.Wrap(err)
@@ -380,9 +401,12 @@ unless --discard-green-writes says to go back without them (recorded in the jour
 		},
 	}
 	o.addClusterFlags(cmd, true)
-	cmd.Flags().StringVar(&id, "run", "", "the run's ID")
-	cmd.Flags().BoolVar(&discard, "discard-green-writes", false, "roll back even though green may hold writes blue lacks; they are lost")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json or yaml")
+	f := cmd.Flags()
+	f.StringVar(&id, "run", "", "the run's ID")
+	f.BoolVar(&ro.CarryBack, "carry-back", false, "first bring what green holds back to blue, verified; then roll back")
+	f.BoolVar(&ro.DiscardGreenWrites, "discard-green-writes", false, "roll back even though green may hold writes blue lacks; they are lost")
+	o.addDataFlags(cmd)
+	f.StringVarP(&o.output, "output", "o", "", "json or yaml")
 	return cmd
 }
 

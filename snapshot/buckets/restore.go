@@ -134,7 +134,7 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 				report.Add(kind, snapshot.StatusFailed, b.Name+"/"+key, fmt.Sprintf("not in the backup, and could not be deleted: %v", err))
 				return nil
 			}
-			report.Add(kind, snapshot.StatusUpdated, b.Name+"/"+key, "deleted: not in the backup")
+			report.Add(kind, snapshot.StatusDeleted, b.Name+"/"+key, "not in the backup")
 			return nil
 		})
 	}

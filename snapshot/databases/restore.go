@@ -128,10 +128,15 @@ func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapsho
 // stream's end may never reach the client; the client stops at the first failing statement.
 func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target) error {
 	var cmd []string
-	var end string
+	var begin, end string
 	switch d.Engine {
 	case "mysql":
 		cmd, end = mysqlShell("mysql", t.cred, "--batch"), "\nquit\n"
+		if c.Replace {
+			for _, schema := range d.Schemas {
+				begin += "DROP DATABASE IF EXISTS `" + strings.ReplaceAll(schema, "`", "``") + "`;\n"
+			}
+		}
 	case "postgresql":
 		cmd, end = pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname=postgres"), "\n\\q\n"
 		// The dumps drop their databases before recreating them; sessions still open on the
@@ -159,7 +164,7 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		return fmt.Errorf("%s: %w", d.Key, err)
 	}
 	sql := newSQLStream(dec, d, cancelExec)
-	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"), sql, strings.NewReader(end))}
+	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), sql, strings.NewReader(end))}
 	err = c.exec(execCtx, t.item, t.cfg.Container, cmd, stdin, io.Discard)
 	cancelExec()
 	stdin.stop() // the exec's copy of stdin may still be reading: wait for it

@@ -153,7 +153,11 @@ type RestoreOptions struct {
 	// Direct has mover pods read volumes from storage themselves.
 	Direct      *storage.DirectAccess
 	WaitTimeout time.Duration
-	Log         *slog.Logger
+	// Replace makes the target hold exactly the backup: volume trees synced with deletions,
+	// buckets mirrored with deletions, database schemas dropped before their dumps load, existing
+	// objects replaced (to carry data back).
+	Replace bool
+	Log     *slog.Logger
 }
 
 // Restorers are the kinds that restore and verify the backup on the target, in order. The
@@ -175,10 +179,21 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 		return out // Velero keeps volume data in Kopia, which ferry does not read
 	}
 	return append(out,
-		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Log: o.Log},
-		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping},
-		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping},
+		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Delete: o.Replace, Log: o.Log},
+		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Replace: o.Replace},
+		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Prune: o.Replace},
 	)
+}
+
+// CarryBackRestorers make the target (blue) hold exactly what the backup r (of green) holds:
+// Restorers with Replace, whose objects are those of cb (green's, in blue's names) and whose
+// restore also deletes the objects green no longer holds.
+func CarryBackRestorers(r *snapshot.Reader, cb *resources.CarryBack, target Cluster, o RestoreOptions) []snapshot.Restorer {
+	o.Replace = true
+	o.Existing = resources.ExistingReplace
+	out := Restorers(r, target, o)
+	out[0] = resources.Carried{Objects: out[0].(resources.Objects), CarryBack: cb}
+	return out
 }
 
 // EffectiveMapping is the mapping Restorers use.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
@@ -29,6 +30,10 @@ const (
 	ExistingSkip   = "skip"   // leave an existing object as it is (reported when it differs)
 	ExistingUpdate = "update" // server-side apply the backed-up object, field manager "ferry"
 	ExistingFail   = "fail"   // an existing object that differs is a failure
+	// ExistingReplace makes an existing object that differs equal to the backup's: a JSON merge
+	// patch from its normalized form to the backup's, so fields the backup lacks are removed too
+	// (a carry-back, where blue must hold exactly what green holds).
+	ExistingReplace = "replace"
 )
 
 // FieldManager is the field manager of ferry's server-side applies.
@@ -40,12 +45,18 @@ const FieldManager = "ferry"
 // configuration, the rest, admission webhooks last; owners before their dependents, whose owner
 // references are linked to the owners' new UIDs. Objects of one type are applied concurrently.
 func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
-	c = c.withDefaults()
 	archive, err := ReadArchive(ctx, r)
 	if err != nil {
 		return err
 	}
-	order, err := restoreOrder(r.Manifest.Plan, archive)
+	return c.restoreArchive(ctx, r.Manifest.Plan, archive, report)
+}
+
+// restoreArchive restores the archive's objects in the plan's order (or, without a plan, the
+// order their owner references imply).
+func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report) error {
+	c = c.withDefaults()
+	order, err := restoreOrder(plan, archive)
 	if err != nil {
 		return err
 	}
@@ -241,6 +252,20 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		}
 		rs.report.Count("objects", snapshot.StatusUpdated)
 		return live.GetName(), true
+	case ExistingReplace:
+		patch, err := replacePatch(normalizedLive(gr, live), expected, obj.GetOwnerReferences())
+		if err == nil {
+			err = retry.OnError(retry.DefaultBackoff, transient, func() error {
+				_, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+				return err
+			})
+		}
+		if err != nil {
+			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diffs[0]+"); replacing it failed: "+err.Error())
+			return "", false
+		}
+		rs.report.Count("objects", snapshot.StatusUpdated)
+		return live.GetName(), true
 	case ExistingFail:
 		rs.report.Add("objects", snapshot.StatusFailed, id, fmt.Sprintf("exists on the target and differs (%s; %d differences)", diffs[0], len(diffs)))
 		return "", false
@@ -248,6 +273,34 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		rs.report.Add("objects", snapshot.StatusSkipped, id, fmt.Sprintf("exists on the target and differs (%s; %d differences): left as it is (--existing update replaces it)", diffs[0], len(diffs)))
 		return live.GetName(), true
 	}
+}
+
+// replacePatch is the JSON merge patch that turns the live object (normalized) into the expected
+// one: what differs is set, what expected lacks is removed. Owner references, when they differ,
+// are sent with the owners' UIDs on the target (refs), which the API server requires.
+func replacePatch(live, expected map[string]any, refs []metav1.OwnerReference) ([]byte, error) {
+	from, err := json.Marshal(live)
+	if err != nil {
+		return nil, err
+	}
+	to, err := json.Marshal(expected)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := jsonpatch.CreateMergePatch(from, to)
+	if err != nil {
+		return nil, err
+	}
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	if m, ok := p["metadata"].(map[string]any); ok {
+		if _, ok := m["ownerReferences"]; ok && len(refs) > 0 {
+			m["ownerReferences"] = refs
+		}
+	}
+	return json.Marshal(p)
 }
 
 // normalizedLive is a live object's normalized form with JSON's types, to compare with a backup's.

@@ -21,12 +21,17 @@ import (
 // restored workloads must become healthy within WaitTimeout: Deployments Available, StatefulSets
 // ready, PersistentVolumeClaims Bound, Jobs not failed.
 func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
-	c = c.withDefaults()
 	archive, err := ReadArchive(ctx, r)
 	if err != nil {
 		return err
 	}
-	order, err := restoreOrder(r.Manifest.Plan, archive)
+	return c.verifyArchive(ctx, r.Manifest.Plan, archive, report)
+}
+
+// verifyArchive verifies the archive's objects on the target, and the health of its workloads.
+func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report) error {
+	c = c.withDefaults()
+	order, err := restoreOrder(plan, archive)
 	if err != nil {
 		return err
 	}

@@ -170,9 +170,21 @@ func (c Contents) checkRestored(report *snapshot.Report, name string, v snapshot
 			report.Add(kindName, snapshot.StatusFailed, name+":"+f.Path, "written from the stored archive, but not in the backup's manifest")
 		}
 	}
+	for _, p := range res.Deleted {
+		report.Add(kindName, snapshot.StatusDeleted, name+":"+p, "not in the backup")
+	}
 	for _, note := range res.Notes {
 		report.Add(kindName, snapshot.StatusSkipped, name, note)
 	}
+}
+
+// unpackCommand is the mover's command line.
+func (c Contents) unpackCommand(flags ...string) []string {
+	cmd := append([]string{"ferry", "mover", "unpack"}, flags...)
+	if c.Delete {
+		cmd = append(cmd, "--delete")
+	}
+	return cmd
 }
 
 // unpack streams the volume's stored archive into `ferry mover unpack` in the pod. streamErr is
@@ -190,7 +202,7 @@ func (c Contents) unpack(ctx context.Context, r *snapshot.Reader, v snapshot.Vol
 	in := &feed{src: rc, cancel: cancel}
 	var stdout, stderr bytes.Buffer
 	err = kube.Exec(execCtx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: []string{"ferry", "mover", "unpack"}, Stdin: in, Stdout: &stdout, Stderr: &stderr})
+		Command: c.unpackCommand(), Stdin: in, Stdout: &stdout, Stderr: &stderr})
 	if serr := in.stop(); serr != nil {
 		rc.Close()
 		return res, serr, nil
@@ -246,7 +258,7 @@ func (c Contents) unpackDirect(ctx context.Context, r *snapshot.Reader, v snapsh
 	}
 	var stdout, stderr bytes.Buffer
 	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: []string{"ferry", "mover", "unpack", "--direct"}, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
+		Command: c.unpackCommand("--direct"), Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
 	var direct DirectUnpackResult
 	if jerr := json.Unmarshal(stdout.Bytes(), &direct); jerr != nil {
 		if err != nil {

@@ -54,7 +54,10 @@ type Contents struct {
 	Storage storage.Backend
 	// Mapping names the target namespace of each claim on a restore or verify.
 	Mapping snapshot.Mapping
-	Log     *slog.Logger
+	// Delete makes a restore also delete what a claim holds that the backup does not, leaving the
+	// tree exactly as backed up (to carry data back); by default such files are left alone.
+	Delete bool
+	Log    *slog.Logger
 }
 
 // Name implements snapshot.Kind.

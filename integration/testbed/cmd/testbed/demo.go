@@ -173,8 +173,8 @@ func demo(ctx context.Context, args []string) error {
 		}
 	}
 
-	fmt.Printf("\nGo back to blue: %s %s rollback --run %s --discard-green-writes\n", *ferry, strings.Join(global, " "), id)
-	fmt.Printf("  (green has served traffic, so ferry refuses to drop what it may have written unless told; without the flag it names what would be lost)\n")
+	fmt.Printf("\nGo back to blue, bringing what green wrote: %s %s rollback --run %s --carry-back\n", *ferry, strings.Join(global, " "), id)
+	fmt.Printf("  (green has served traffic, so ferry refuses to drop what it may have written: without a flag it names what would be lost; --discard-green-writes drops it)\n")
 	fmt.Printf("  (the testbed and HAProxy stay up; the demo's blue and green HTTP endpoints ended with it — rollback needs only HAProxy and the clusters)\n")
 	fmt.Printf("Clean up: make testbed-down\n")
 

@@ -1,0 +1,352 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/kinds"
+	"github.com/ferrykube/ferry/snapshot/resources"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// RollbackOptions say how to go back to blue once green may hold writes blue lacks.
+type RollbackOptions struct {
+	Why string
+	// CarryBack brings green's writes back to blue first: green's writers stop, green is backed
+	// up, that backup is restored onto blue replacing blue's copies and verified there.
+	CarryBack bool
+	// DiscardGreenWrites goes back without them.
+	DiscardGreenWrites bool
+	// By names who chose, for the journal.
+	By string
+}
+
+// Notes of a rollback.
+const (
+	// NoteCarryBack starts a carry-back ("carry-back requested by WHO"); from then on a rollback
+	// of the run carries back until it is done.
+	NoteCarryBack = "carry-back requested"
+	// NoteWritesDiscarded records who chose to roll back without green's writes.
+	NoteWritesDiscarded = "green's writes discarded"
+)
+
+// ErrGreenWrites matches Rollback's refusal to drop what green may have written.
+var ErrGreenWrites = errors.New("green may hold writes that a rollback would lose")
+
+// Rollback puts traffic back to blue's saved state, starts blue's writers again and stops green's.
+// Blue was never changed beyond its quiesce, so it serves as it did. Once green may have taken
+// writes, it refuses and names what would be lost, unless told to carry them back to blue first
+// or to discard them (either choice is journaled with who made it). A carry-back that was begun
+// goes on, each finished step skipped, unless the writes are now discarded.
+func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
+	switch {
+	case !r.Journal.IsDone(Quiesced, 0):
+		return fmt.Errorf("run %s never quiesced blue: nothing to roll back (state %q): %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
+	case r.Journal.Current() == Finalized:
+		return fmt.Errorf("run %s is finalized: %w", r.Journal.Run.ID, ErrStopped)
+	case o.CarryBack && o.DiscardGreenWrites:
+		return badinput.Errorf("--carry-back and --discard-green-writes exclude each other: carry green's writes back, or drop them")
+	}
+	if o.Why == "" {
+		o.Why = "by hand"
+	}
+	if e, ok := r.lastNote(NoteGreenWrites); ok && !r.Journal.IsDone(RolledBack, 0) {
+		_, carrying := r.carryBackNote()
+		switch {
+		case o.DiscardGreenWrites:
+			if err := r.record(ctx, Event{State: r.Journal.Current(), Phase: Note, Detail: NoteWritesDiscarded + " by " + o.By}); err != nil {
+				return err
+			}
+		case o.CarryBack || carrying:
+			if !carrying {
+				if err := r.record(ctx, Event{State: r.Journal.Current(), Phase: Note, Detail: NoteCarryBack + " by " + o.By}); err != nil {
+					return err
+				}
+			}
+			if err := r.carryBack(ctx); err != nil {
+				return err
+			}
+			o.Why += ", green's writes carried back"
+		default:
+			return fmt.Errorf("%w since %s: %s; --carry-back brings them to blue first, --discard-green-writes rolls back without them",
+				ErrGreenWrites, e.At.Local().Format(time.RFC3339), r.atRisk(ctx))
+		}
+	}
+	return r.rollback(ctx, o.Why, true)
+}
+
+func (r *Runner) carryBackNote() (Event, bool) {
+	for _, e := range r.Journal.Events() {
+		if e.Phase == Note && strings.HasPrefix(e.Detail, NoteCarryBack) {
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+// CarryBackName is the name of the backup of green a carry-back restores onto blue.
+func CarryBackName(runID string) string { return runID + "-carry-back" }
+
+// carryBack runs the carry-back's steps, each journaled and skipped once done.
+func (r *Runner) carryBack(ctx context.Context) error {
+	if r.plan == nil {
+		return fmt.Errorf("run %s has no plan in its journal: %w", r.Journal.Run.ID, ErrStopped)
+	}
+	steps := []struct {
+		state State
+		fn    func(context.Context) (any, string, error)
+	}{
+		{GreenQuiesced, r.quiesceGreenStep},
+		{GreenBackedUp, r.backupGreenStep},
+		{CarriedBack, r.carryStep},
+		{BlueVerified, r.verifyBlueStep},
+	}
+	for _, s := range steps {
+		if err := r.step(ctx, s.state, 0, func() (any, string, error) { return s.fn(ctx) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Runner) quiesceGreenStep(ctx context.Context) (any, string, error) {
+	items, err := r.quiescer(r.o.Green, true).Stop(ctx)
+	if err != nil {
+		return items, "", fmt.Errorf("stop green's writers: %w", err)
+	}
+	return items, fmt.Sprintf("%d writers stopped on green", len(items)), nil
+}
+
+// greenConfig is the run's configuration in green's names: what it selects, where its databases
+// and buckets run and what its quiesce rules stop, mapped as the restore mapped them; its maps
+// lead back to blue's names.
+func (r *Runner) greenConfig() plans.Config {
+	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
+	cfg := r.plan.Config
+	mapAll := func(names []string) []string {
+		out := make([]string, len(names))
+		for i, n := range names {
+			out[i] = m.Namespace(n)
+		}
+		return out
+	}
+	cfg.Include.Namespaces = mapAll(cfg.Include.Namespaces)
+	cfg.Exclude.Namespaces = mapAll(cfg.Exclude.Namespaces)
+	cfg.Databases = append([]plans.Database(nil), cfg.Databases...)
+	for i := range cfg.Databases {
+		cfg.Databases[i].Namespace = m.Namespace(cfg.Databases[i].Namespace)
+	}
+	cfg.Buckets = append([]plans.Bucket(nil), cfg.Buckets...)
+	for i := range cfg.Buckets {
+		cfg.Buckets[i].Namespace = m.Namespace(cfg.Buckets[i].Namespace)
+	}
+	cfg.Quiesce = append([]plans.QuiesceRule(nil), cfg.Quiesce...)
+	for i := range cfg.Quiesce {
+		cfg.Quiesce[i].Namespace = m.Namespace(cfg.Quiesce[i].Namespace)
+	}
+	back := m.Inverse()
+	cfg.NamespaceMap, cfg.StorageClassMap = back.Namespaces, back.StorageClasses
+	return cfg
+}
+
+func (r *Runner) backupGreenStep(ctx context.Context) (any, string, error) {
+	original, err := snapshot.ReadManifest(ctx, r.o.Store, r.Journal.Run.Backup)
+	if err != nil {
+		return nil, "", err
+	}
+	var recipients []string
+	if original.Encryption != nil {
+		recipients = original.Encryption.Recipients // green's data is kept as the run's backup was
+	}
+	var left []string
+	data, detail, err := r.backup(ctx, CarryBackName(r.Journal.Run.ID), r.o.Green, recipients, func() (*plans.Plan, error) {
+		plan, err := r.greenPlan(ctx)
+		if err != nil {
+			return nil, err
+		}
+		left = r.leaveOutSkipped(plan, original)
+		return plan, nil
+	})
+	if len(left) > 0 && err == nil {
+		detail += "; left out, as the run's backup skipped them on blue: " + strings.Join(left, ", ")
+	}
+	return data, detail, err
+}
+
+func (r *Runner) greenPlan(ctx context.Context) (*plans.Plan, error) {
+	plan, err := plans.Inventory(ctx, r.o.Green.Plans(), plans.Options{Config: r.greenConfig(), Context: r.o.GreenCtx, Concurrency: r.o.Parallel, Log: r.o.Log})
+	if err != nil {
+		return nil, fmt.Errorf("plan green: %w", err)
+	}
+	return plan, nil
+}
+
+// leaveOutSkipped takes out of green's plan the volumes, databases and buckets that the run's
+// backup skipped on blue (a claim that was not bound there, a database without a running pod):
+// green's copies never came from blue, and blue has nothing to put them into. It names them.
+func (r *Runner) leaveOutSkipped(plan *plans.Plan, original *snapshot.Manifest) []string {
+	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
+	skipped := map[string]bool{}
+	for _, s := range original.Skipped {
+		name := s.Name
+		if ns, claim, ok := strings.Cut(s.Name, "/"); ok && s.Kind == "volume" {
+			name = m.Namespace(ns) + "/" + claim
+		}
+		skipped[s.Kind+" "+name] = true
+	}
+	var left []string
+	out := func(what string) bool {
+		if skipped[what] {
+			left = append(left, what)
+		}
+		return skipped[what]
+	}
+	plan.Volumes = slices.DeleteFunc(plan.Volumes, func(v plans.Volume) bool { return out("volume " + v.Namespace + "/" + v.Name) })
+	plan.Databases = slices.DeleteFunc(plan.Databases, func(d plans.DataItem) bool { return out("database " + d.Name) })
+	plan.Buckets = slices.DeleteFunc(plan.Buckets, func(b plans.DataItem) bool { return out("bucket " + b.Name) })
+	return left
+}
+
+// carryRecord is what the carried-back step journals.
+type carryRecord struct {
+	Objects ObjectChanges `json:"objects"`
+	Summary
+}
+
+// carryBackPlan compares the run's backup with the backup of green.
+func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resources.CarryBack, error) {
+	original, err := r.reader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	before, err := resources.ReadArchive(ctx, original)
+	if err != nil {
+		return nil, nil, err
+	}
+	carried, err := snapshot.Open(ctx, r.o.Store, CarryBackName(r.Journal.Run.ID), r.o.Identities)
+	if err != nil {
+		return nil, nil, err
+	}
+	after, err := resources.ReadArchive(ctx, carried)
+	if err != nil {
+		return nil, nil, err
+	}
+	return carried, resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping)), nil
+}
+
+// carryBackRun restores or verifies the backup of green on blue.
+func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Report, *resources.CarryBack, error) {
+	rd, cb, err := r.carryBackPlan(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	restorers := kinds.CarryBackRestorers(rd, cb, r.o.Blue, kinds.RestoreOptions{Parallel: r.o.Parallel, MoverImage: r.o.MoverImage,
+		WaitTimeout: r.o.WaitTimeout, Log: r.o.Log})
+	rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
+	return rep, cb, err
+}
+
+func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
+	rep, cb, err := r.carryBackRun(ctx, kinds.Restore)
+	if err != nil {
+		return nil, "", err
+	}
+	rec := carryRecord{Objects: ObjectChanges{Created: cb.Created, Changed: cb.Changed, Deleted: cb.DeletedIDs()}, Summary: summarize(rep)}
+	if failed := rep.Problems(snapshot.StatusFailed); len(failed) > 0 {
+		return rec, "", fmt.Errorf("%d items failed to carry back to blue, e.g. %s %s: %s: %w", len(failed), failed[0].Kind, failed[0].Name, failed[0].Detail, ErrStopped)
+	}
+	return rec, fmt.Sprintf("objects %d created, %d changed, %d deleted on green; on blue: %s", len(cb.Created), len(cb.Changed), len(cb.Deleted),
+		countLine(rep, snapshot.StatusRestored, snapshot.StatusUpdated, snapshot.StatusDeleted)), nil
+}
+
+func (r *Runner) verifyBlueStep(ctx context.Context) (any, string, error) {
+	rep, _, err := r.carryBackRun(ctx, kinds.Verify)
+	if err != nil {
+		return nil, "", err
+	}
+	if problems := rep.Problems(); len(problems) > 0 {
+		return summarize(rep), "", fmt.Errorf("blue differs from green's backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
+	}
+	return summarize(rep), "blue holds what green held: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusDeleted, snapshot.StatusHealthy), nil
+}
+
+// atRisk names what green holds that blue would not get back: its databases, volumes and
+// buckets, and the objects created, changed or deleted on green since the restore.
+func (r *Runner) atRisk(ctx context.Context) string {
+	var what []string
+	if m, err := snapshot.ReadManifest(ctx, r.o.Store, r.Journal.Run.Backup); err == nil {
+		mapping := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
+		for _, d := range m.Databases {
+			what = append(what, "database "+d.Name)
+		}
+		for _, v := range m.Volumes {
+			what = append(what, "volume "+mapping.Namespace(v.Namespace)+"/"+v.Name)
+		}
+		for _, b := range m.Buckets {
+			what = append(what, "bucket "+b.Name)
+		}
+	}
+	out := "writes to " + strings.Join(what, ", ")
+	changes, err := r.liveChanges(ctx)
+	if err != nil {
+		return out + "; and objects created or changed on green since the restore (listing green failed: " + err.Error() + ")"
+	}
+	for _, c := range []struct {
+		what string
+		ids  []string
+	}{{"created", changes.Created}, {"changed", changes.Changed}, {"deleted", changes.Deleted}} {
+		if len(c.ids) > 0 {
+			out += fmt.Sprintf("; objects %s on green since the restore: %s", c.what, strings.Join(c.ids, ", "))
+		}
+	}
+	return out
+}
+
+// liveChanges compares the run's backup with green's objects as they are now.
+func (r *Runner) liveChanges(ctx context.Context) (ObjectChanges, error) {
+	if r.plan == nil {
+		return ObjectChanges{}, errors.New("the run has no plan")
+	}
+	rd, err := r.reader(ctx)
+	if err != nil {
+		return ObjectChanges{}, err
+	}
+	before, err := resources.ReadArchive(ctx, rd)
+	if err != nil {
+		return ObjectChanges{}, err
+	}
+	// Green's writers were started from the quiesce records blue's copies carry: that is not a
+	// write to carry back.
+	for _, entries := range before.ByResource {
+		for i := range entries {
+			entries[i].Object = startedForm(entries[i].Object)
+		}
+	}
+	plan, err := r.greenPlan(ctx)
+	if err != nil {
+		return ObjectChanges{}, err
+	}
+	now, err := resources.Objects{Dynamic: r.o.Green.Dynamic, Plan: plan}.Live(ctx)
+	if err != nil {
+		return ObjectChanges{}, err
+	}
+	cb := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping))
+	// Objects a controller owns (a Deployment's ReplicaSets scaling with it) follow their owner.
+	controlled := map[string]bool{}
+	for _, entries := range cb.Expected.ByResource {
+		for _, e := range entries {
+			if metav1.GetControllerOfNoCopy(&unstructured.Unstructured{Object: e.Object}) != nil {
+				controlled[e.ID()] = true
+			}
+		}
+	}
+	return ObjectChanges{Created: cb.Created, Changed: slices.DeleteFunc(cb.Changed, func(id string) bool { return controlled[id] }), Deleted: cb.DeletedIDs()}, nil
+}

@@ -1,0 +1,239 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
+)
+
+// CarryBack is what carrying a cluster's objects back to the cluster they were restored from
+// does: blue got a backup restored onto green, green took writes, and blue must now hold exactly
+// what green holds.
+type CarryBack struct {
+	// Expected are green's objects as blue must hold them: in blue's names, prepared.
+	Expected *Archive
+	// Deleted are the objects of the original backup, in blue's names, that green no longer holds.
+	Deleted []Entry
+	// Created and Changed name the objects green holds that the restore did not put there, and
+	// those it holds differently, in blue's names.
+	Created, Changed []string
+}
+
+// PlanCarryBack compares the backup restored onto green (original, in blue's names) with
+// green's objects taken later (carried, in green's names); m is the forward restore's mapping.
+// Objects the restore does not create (finished pods, tokens, pods of controllers, volumes of
+// claims) are left out on both sides. A claim green holds as restored keeps blue's storage class,
+// which a many-to-one class mapping could not give back.
+func PlanCarryBack(original, carried *Archive, m snapshot.Mapping) *CarryBack {
+	back := m.Inverse()
+	origClaims, origOwners := claimsOf(original), original.owners()
+	restored := map[string]Entry{} // group-resource/namespace/name on green -> the original's entry
+	for gr, entries := range original.ByResource {
+		for _, e := range entries {
+			if skipReason(gr, e.Object) != "" || recreated(gr, e.Object, origClaims, origOwners) {
+				continue
+			}
+			u := unstructured.Unstructured{Object: Prepare(gr, e.Object, m)}
+			restored[gr+"/"+u.GetNamespace()+"/"+u.GetName()] = e
+		}
+	}
+	cb := &CarryBack{Expected: &Archive{ByResource: map[string][]Entry{}}}
+	claims, owners := claimsOf(carried), carried.owners()
+	for gr, entries := range carried.ByResource {
+		for _, e := range entries {
+			if skipReason(gr, e.Object) != "" || recreated(gr, e.Object, claims, owners) {
+				continue
+			}
+			key := gr + "/" + e.Namespace + "/" + e.Name
+			orig, had := restored[key]
+			delete(restored, key)
+			blue := Prepare(gr, e.Object, back)
+			if had {
+				keepStorageClass(blue, orig.Object)
+			}
+			u := unstructured.Unstructured{Object: blue}
+			entry := Entry{GroupResource: gr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: blue}
+			cb.Expected.ByResource[gr] = append(cb.Expected.ByResource[gr], entry)
+			cb.Expected.Count++
+			switch {
+			case !had:
+				cb.Created = append(cb.Created, entry.ID())
+			case differ(Prepare(gr, orig.Object, m), Prepare(gr, e.Object, snapshot.Mapping{})):
+				cb.Changed = append(cb.Changed, entry.ID())
+			}
+		}
+	}
+	for _, e := range restored {
+		cb.Deleted = append(cb.Deleted, e)
+	}
+	sort.Slice(cb.Deleted, func(i, j int) bool { return cb.Deleted[i].ID() < cb.Deleted[j].ID() })
+	sort.Strings(cb.Created)
+	sort.Strings(cb.Changed)
+	return cb
+}
+
+// DeletedIDs names the objects deleted on green.
+func (cb *CarryBack) DeletedIDs() []string {
+	out := make([]string, len(cb.Deleted))
+	for i, e := range cb.Deleted {
+		out[i] = e.ID()
+	}
+	return out
+}
+
+// differ reports whether two prepared objects differ in either direction.
+func differ(a, b map[string]any) bool {
+	return len(Compare(a, b)) > 0 || len(Compare(b, a)) > 0
+}
+
+// keepStorageClass gives a claim (or volume) blue's storage class back.
+func keepStorageClass(obj, orig map[string]any) {
+	class, found, _ := unstructured.NestedString(orig, "spec", "storageClassName")
+	if !found {
+		return
+	}
+	if _, ok, _ := unstructured.NestedString(obj, "spec", "storageClassName"); ok {
+		unstructured.SetNestedField(obj, class, "spec", "storageClassName")
+	}
+}
+
+// Carried restores a carry-back onto blue (implements snapshot.Restorer in place of Objects):
+// green's objects replace blue's copies (ExistingReplace), then the objects deleted on green are
+// deleted on blue; verify checks both.
+type Carried struct {
+	Objects
+	CarryBack *CarryBack
+}
+
+// Restore implements snapshot.Restorer.
+func (c Carried) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	c.Existing = ExistingReplace
+	c.Mapping = snapshot.Mapping{} // Expected is in blue's names already
+	if err := c.restoreArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, report); err != nil {
+		return err
+	}
+	return c.deleteAll(ctx, r.Manifest.Plan, report)
+}
+
+// Verify implements snapshot.Restorer.
+func (c Carried) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	c.Mapping = snapshot.Mapping{}
+	if err := c.verifyArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, report); err != nil {
+		return err
+	}
+	c = Carried{Objects: c.withDefaults(), CarryBack: c.CarryBack}
+	for _, e := range c.CarryBack.Deleted {
+		live, err := c.clientFor(e).Get(ctx, e.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err), err == nil && live.GetDeletionTimestamp() != nil:
+			report.Count("objects", snapshot.StatusDeleted)
+		case err != nil:
+			report.Add("objects", snapshot.StatusFailed, e.ID(), "deleted on green; could not be checked on the target: "+err.Error())
+		default:
+			report.Add("objects", snapshot.StatusDifferent, e.ID(), "deleted on green, still on the target")
+		}
+	}
+	return nil
+}
+
+// deleteAll deletes the objects deleted on green, dependents first (the plan's order reversed).
+func (c Carried) deleteAll(ctx context.Context, plan *plans.Plan, report *snapshot.Report) error {
+	c.Objects = c.withDefaults()
+	rank := map[string]int{}
+	if plan != nil {
+		for i, res := range plan.Resources {
+			rank[res.GroupResource()] = i
+		}
+	}
+	byRank := map[int][]Entry{}
+	for _, e := range c.CarryBack.Deleted {
+		r, ok := rank[e.GroupResource]
+		if !ok {
+			r = len(rank) // a type the plan does not know: first
+		}
+		byRank[r] = append(byRank[r], e)
+	}
+	ranks := make([]int, 0, len(byRank))
+	for r := range byRank {
+		ranks = append(ranks, r)
+	}
+	slices.Sort(ranks)
+	slices.Reverse(ranks)
+	for _, r := range ranks {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(c.Concurrency)
+		for _, e := range byRank[r] {
+			g.Go(func() error {
+				err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+					return c.clientFor(e).Delete(gctx, e.Name, metav1.DeleteOptions{})
+				})
+				switch {
+				case err == nil || apierrors.IsNotFound(err):
+					report.Add("objects", snapshot.StatusDeleted, e.ID(), "deleted on green")
+				default:
+					report.Add("objects", snapshot.StatusFailed, e.ID(), "deleted on green; deleting it on the target failed: "+err.Error())
+				}
+				return gctx.Err()
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c Carried) clientFor(e Entry) dynamic.ResourceInterface {
+	u := unstructured.Unstructured{Object: e.Object}
+	gv, _ := schema.ParseGroupVersion(u.GetAPIVersion())
+	gvr := gv.WithResource(schema.ParseGroupResource(e.GroupResource).Resource)
+	return (&restorer{Objects: c.Objects}).client(gvr, e.Namespace)
+}
+
+// Live lists the plan's objects on the cluster into an archive, as a backup would hold them,
+// without storing anything: to tell what changed on a cluster since a backup.
+func (c Objects) Live(ctx context.Context) (*Archive, error) {
+	c = c.withDefaults()
+	filter, err := plans.NewFilter(c.Plan.Config)
+	if err != nil {
+		return nil, err
+	}
+	items := make(chan item, 256)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	listed := make(chan error, 1)
+	go func() {
+		for _, r := range c.Plan.Resources {
+			g.Go(func() error { return c.listResource(gctx, filter, r, items) })
+		}
+		listed <- g.Wait()
+		close(items)
+	}()
+	a := &Archive{ByResource: map[string][]Entry{}}
+	var decodeErr error
+	for it := range items {
+		var obj map[string]any
+		if err := json.Unmarshal(it.data, &obj); err != nil && decodeErr == nil {
+			decodeErr = fmt.Errorf("%s/%s: %w", it.obj.Namespace, it.obj.Name, err)
+		}
+		gr := schema.GroupResource{Group: it.obj.Group, Resource: it.obj.Resource}.String()
+		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: it.obj.Namespace, Name: it.obj.Name, Object: obj})
+		a.Count++
+	}
+	if err := <-listed; err != nil {
+		return nil, err
+	}
+	return a, decodeErr
+}

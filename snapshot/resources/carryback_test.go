@@ -1,0 +1,102 @@
+package resources
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/ferrykube/ferry/snapshot"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func archiveOf(t *testing.T, objects ...string) *Archive {
+	t.Helper()
+	a := &Archive{ByResource: map[string][]Entry{}}
+	for _, s := range objects {
+		obj := decode(t, s)
+		u := unstructured.Unstructured{Object: obj}
+		gr := map[string]string{"ConfigMap": "configmaps", "PersistentVolumeClaim": "persistentvolumeclaims", "Pod": "pods",
+			"ReplicaSet": "replicasets.apps", "Secret": "secrets"}[u.GetKind()]
+		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: obj})
+		a.Count++
+	}
+	return a
+}
+
+// TestPlanCarryBack: blue's backup went to green under a namespace and a many-to-one class
+// mapping; green then created, changed and deleted objects. The carry-back names each in blue's
+// names, expects green's content on blue, and leaves alone what the restore never creates.
+func TestPlanCarryBack(t *testing.T) {
+	m := snapshot.Mapping{Namespaces: map[string]string{"team": "team-green"}, StorageClasses: map[string]string{"gp3": "standard", "nfs": "standard"}}
+	original := archiveOf(t,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"team","uid":"b1","resourceVersion":"5"},"data":{"k":"v"}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"edited","namespace":"team"},"data":{"a":"1","b":"2"}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"doomed","namespace":"team"},"data":{"x":"y"}}`,
+		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data","namespace":"team"},"spec":{"storageClassName":"nfs","volumeName":"pv-blue"}}`,
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"done","namespace":"team"},"status":{"phase":"Succeeded"}}`,
+	)
+	carried := archiveOf(t,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"team-green","uid":"g1","resourceVersion":"77"},"data":{"k":"v"}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"edited","namespace":"team-green","labels":{"on":"green"}},"data":{"a":"10"}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"created","namespace":"team-green"},"data":{"n":"1"}}`,
+		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data","namespace":"team-green"},"spec":{"storageClassName":"standard","volumeName":"pv-green"}}`,
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"failed","namespace":"team-green"},"status":{"phase":"Failed"}}`,
+	)
+	cb := PlanCarryBack(original, carried, m)
+	if want := []string{"v1 ConfigMap team/created"}; !reflect.DeepEqual(cb.Created, want) {
+		t.Errorf("created %q, want %q", cb.Created, want)
+	}
+	if want := []string{"v1 ConfigMap team/edited"}; !reflect.DeepEqual(cb.Changed, want) {
+		t.Errorf("changed %q, want %q", cb.Changed, want)
+	}
+	if want := []string{"v1 ConfigMap team/doomed"}; !reflect.DeepEqual(cb.DeletedIDs(), want) {
+		t.Errorf("deleted %q, want %q (finished pods are never restored, so never deleted)", cb.DeletedIDs(), want)
+	}
+	expected := map[string]map[string]any{}
+	for _, entries := range cb.Expected.ByResource {
+		for _, e := range entries {
+			expected[e.ID()] = e.Object
+		}
+	}
+	if len(expected) != 4 {
+		t.Errorf("blue should hold green's 4 restorable objects, got %d: %v", len(expected), expected)
+	}
+	edited := expected["v1 ConfigMap team/edited"]
+	if want := decode(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"edited","namespace":"team","labels":{"on":"green"}},"data":{"a":"10"}}`); !reflect.DeepEqual(edited, want) {
+		t.Errorf("edited as blue must hold it: %v, want %v", edited, want)
+	}
+	claim := expected["v1 PersistentVolumeClaim team/data"]
+	if class, _, _ := unstructured.NestedString(claim, "spec", "storageClassName"); class != "nfs" {
+		t.Errorf("the claim's class on blue: %q, want blue's nfs (standard has two ways back)", class)
+	}
+}
+
+func TestMappingInverse(t *testing.T) {
+	m := snapshot.Mapping{Namespaces: map[string]string{"a": "b", "c": "d"}, StorageClasses: map[string]string{"gp3": "standard", "nfs": "standard", "fast": "ssd"}}
+	got := m.Inverse()
+	want := snapshot.Mapping{Namespaces: map[string]string{"b": "a", "d": "c"}, StorageClasses: map[string]string{"ssd": "fast"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Inverse = %+v, want %+v", got, want)
+	}
+}
+
+// TestReplacePatch: the patch sets what changed, removes what the expected object lacks, leaves
+// equal fields out, and sends owner references with the target's UIDs.
+func TestReplacePatch(t *testing.T) {
+	live := decode(t, `{"metadata":{"name":"c","labels":{"x":"1"},"ownerReferences":[{"kind":"D","name":"d"}]},"data":{"a":"1","b":"2"}}`)
+	expected := decode(t, `{"metadata":{"name":"c","labels":{"x":"1"},"ownerReferences":[{"kind":"D","name":"e"}]},"data":{"a":"10"}}`)
+	refs := []metav1.OwnerReference{{Kind: "D", Name: "e", UID: "uid-on-target"}}
+	patch, err := replacePatch(live, expected, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(patch, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := decode(t, `{"data":{"a":"10","b":null},"metadata":{"ownerReferences":[{"apiVersion":"","kind":"D","name":"e","uid":"uid-on-target"}]}}`)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("patch %s, want %v", patch, want)
+	}
+}
