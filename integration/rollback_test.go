@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/migrate"
 	"github.com/ferrykube/ferry/snapshot"
@@ -483,6 +485,10 @@ func removeCarryBack(t *testing.T, kcs ...kubernetes.Interface) {
 		}
 		s3c := tb.MinIO[name].S3Client()
 		list, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(testbed.PlatformBucket), Prefix: aws.String(carryPrefix)})
+		var noBucket *types.NoSuchBucket
+		if errors.As(err, &noBucket) {
+			continue // nothing seeded there yet
+		}
 		if err != nil {
 			t.Logf("clean up %s's MinIO: %v", name, err)
 			continue

@@ -83,6 +83,12 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 	return r.rollback(ctx, o.Why, true)
 }
 
+// CarryingBack reports whether a carry-back was asked for and the run has not rolled back yet.
+func (r *Runner) CarryingBack() bool {
+	_, ok := r.carryBackNote()
+	return ok && !r.Journal.IsDone(RolledBack, 0)
+}
+
 func (r *Runner) carryBackNote() (Event, bool) {
 	for _, e := range r.Journal.Events() {
 		if e.Phase == Note && strings.HasPrefix(e.Detail, NoteCarryBack) {
@@ -100,21 +106,12 @@ func (r *Runner) carryBack(ctx context.Context) error {
 	if r.plan == nil {
 		return fmt.Errorf("run %s has no plan in its journal: %w", r.Journal.Run.ID, ErrStopped)
 	}
-	steps := []struct {
-		state State
-		fn    func(context.Context) (any, string, error)
-	}{
+	return r.steps(ctx, []stateStep{
 		{GreenQuiesced, r.quiesceGreenStep},
 		{GreenBackedUp, r.backupGreenStep},
 		{CarriedBack, r.carryStep},
 		{BlueVerified, r.verifyBlueStep},
-	}
-	for _, s := range steps {
-		if err := r.step(ctx, s.state, 0, func() (any, string, error) { return s.fn(ctx) }); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 func (r *Runner) quiesceGreenStep(ctx context.Context) (any, string, error) {
@@ -239,7 +236,7 @@ func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resource
 	if err != nil {
 		return nil, nil, err
 	}
-	return carried, resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping)), nil
+	return carried, resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan()), nil
 }
 
 // carryBackRun restores or verifies the backup of green on blue.
@@ -310,6 +307,16 @@ func (r *Runner) atRisk(ctx context.Context) string {
 	return out
 }
 
+// restoreBegan is when the restore onto green first began: what green made before is its own.
+func (r *Runner) restoreBegan() time.Time {
+	for _, e := range r.Journal.Events() {
+		if e.State == Restored && e.Phase == Begin {
+			return e.At
+		}
+	}
+	return time.Time{}
+}
+
 // liveChanges compares the run's backup with green's objects as they are now.
 func (r *Runner) liveChanges(ctx context.Context) (ObjectChanges, error) {
 	if r.plan == nil {
@@ -338,7 +345,7 @@ func (r *Runner) liveChanges(ctx context.Context) (ObjectChanges, error) {
 	if err != nil {
 		return ObjectChanges{}, err
 	}
-	cb := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping))
+	cb := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan())
 	// Objects a controller owns (a Deployment's ReplicaSets scaling with it) follow their owner.
 	controlled := map[string]bool{}
 	for _, entries := range cb.Expected.ByResource {
@@ -348,5 +355,9 @@ func (r *Runner) liveChanges(ctx context.Context) (ObjectChanges, error) {
 			}
 		}
 	}
-	return ObjectChanges{Created: cb.Created, Changed: slices.DeleteFunc(cb.Changed, func(id string) bool { return controlled[id] }), Deleted: cb.DeletedIDs()}, nil
+	changed := slices.DeleteFunc(cb.Changed, func(id string) bool { return controlled[id] })
+	for i, id := range changed {
+		changed[i] = id + " (" + cb.Differences[id] + ")"
+	}
+	return ObjectChanges{Created: cb.Created, Changed: changed, Deleted: cb.DeletedIDs()}, nil
 }

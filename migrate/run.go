@@ -181,6 +181,22 @@ func (r *Runner) step(ctx context.Context, state State, step int, fn func() (dat
 	return r.record(ctx, Event{State: state, Phase: Done, Step: step, Detail: detail, Data: raw})
 }
 
+// stateStep is a step of a run that takes no traffic step: its state and what it does.
+type stateStep struct {
+	state State
+	fn    func(context.Context) (any, string, error)
+}
+
+// steps runs each step in order, unless done (step).
+func (r *Runner) steps(ctx context.Context, steps []stateStep) error {
+	for _, s := range steps {
+		if err := r.step(ctx, s.state, 0, func() (any, string, error) { return s.fn(ctx) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Drive runs the run forward from where its journal stands to shifted: plan, preflight, quiesce
 // blue, back up, restore onto green, verify, start green's writers and shift traffic step by
 // step behind the gates. A failed gate rolls back by itself; an inconclusive one pauses.
@@ -194,21 +210,15 @@ func (r *Runner) Drive(ctx context.Context) error {
 	if _, ok := r.carryBackNote(); ok {
 		return fmt.Errorf("run %s is carrying green's writes back to blue: ferry rollback --run %s --carry-back goes on with it: %w", r.Journal.Run.ID, r.Journal.Run.ID, ErrStopped)
 	}
-	steps := []struct {
-		state State
-		fn    func(context.Context) (any, string, error)
-	}{
+	if err := r.steps(ctx, []stateStep{
 		{Planned, r.planStep},
 		{Preflighted, r.preflightStep},
 		{Quiesced, r.quiesceStep},
 		{BackedUp, r.backupStep},
 		{Restored, r.restoreStep},
 		{Verified, r.verifyStep},
-	}
-	for _, s := range steps {
-		if err := r.step(ctx, s.state, 0, func() (any, string, error) { return s.fn(ctx) }); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	if err := r.shift(ctx); err != nil {
 		return err
@@ -451,6 +461,11 @@ func (r *Runner) shift(ctx context.Context) error {
 			return err
 		case verdict.Failed:
 			reason := err.Error()
+			// A failed gate goes back at once: a carry-back takes minutes, while green fails requests.
+			// What green took during the failed steps is named, not carried.
+			if e, ok := r.lastNote(NoteGreenWrites); ok {
+				reason += fmt.Sprintf("; writes green took since %s stay on green (not carried back)", e.At.Local().Format(time.RFC3339))
+			}
 			if rerr := r.rollback(context.WithoutCancel(ctx), "automatic: "+reason, false); rerr != nil {
 				return fmt.Errorf("%w; rolling back failed too: %v", err, rerr)
 			}

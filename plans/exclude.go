@@ -25,6 +25,17 @@ var excludedResources = map[string]string{
 	"bindings":                                       "bindings are an action, not stored objects",
 }
 
+// excludedType says why a whole resource type never moves, or "".
+func excludedType(gr string) string {
+	if reason := excludedResources[gr]; reason != "" {
+		return reason
+	}
+	if strings.HasSuffix(gr, ".kwok.x-k8s.io") {
+		return "kwok's configuration of the simulated kubelets belongs to the cluster's own nodes"
+	}
+	return ""
+}
+
 // systemNamespaces exist on every cluster; their Namespace objects do not move (their contents do).
 var systemNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
 

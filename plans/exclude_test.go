@@ -74,3 +74,19 @@ func TestSelector(t *testing.T) {
 		t.Errorf("object in another namespace: %q", r)
 	}
 }
+
+func TestExcludedType(t *testing.T) {
+	for gr, want := range map[string]string{
+		"nodes":                     "belong to the cluster",
+		"execs.kwok.x-k8s.io":       "simulated kubelets",
+		"stages.kwok.x-k8s.io":      "simulated kubelets",
+		"configmaps":                "",
+		"profiles.kubeflow.org":     "",
+		"kwok.x-k8s.io.example.com": "",
+	} {
+		got := excludedType(gr)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("excludedType(%q) = %q, want %q", gr, got, want)
+		}
+	}
+}

@@ -286,7 +286,7 @@ func listType(ctx context.Context, dyn dynamic.Interface, r servedResource, sel 
 		excluded: map[[2]string]*Exclusion{}, owners: map[schema.GroupKind]bool{}, podUses: map[string][]PodUse{},
 	}
 	gr := r.groupResource()
-	typeReason := excludedResources[gr]
+	typeReason := excludedType(gr)
 	if typeReason == "" {
 		typeReason = sel.resourceReason(r)
 	}
@@ -455,7 +455,7 @@ func NewFilter(cfg Config) (*Filter, error) {
 func (f *Filter) Reason(r Resource, obj *unstructured.Unstructured) string {
 	served := servedResource{gvr: schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}, kind: r.Kind, namespaced: r.Namespaced}
 	gr := served.groupResource()
-	for _, reason := range []string{excludedResources[gr], f.sel.resourceReason(served), exclusionReason(gr, obj), f.sel.objectReason(served, obj)} {
+	for _, reason := range []string{excludedType(gr), f.sel.resourceReason(served), exclusionReason(gr, obj), f.sel.objectReason(served, obj)} {
 		if reason != "" {
 			return reason
 		}

@@ -149,6 +149,12 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 	switch {
 	case err == nil:
 		return nil
+	case r.CarryingBack():
+		fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped. When it is fixed: ferry rollback --run %s --carry-back   (or without green's writes: ferry rollback --run %s --discard-green-writes)\n", id, id)
+		if errors.Is(err, migrate.ErrStopped) {
+			return &incompleteError{msg: err.Error()}
+		}
+		return err
 	case errors.Is(err, migrate.ErrPaused):
 		fmt.Fprintf(o.streams.Out, "\nPaused. Resume with: ferry migrate --resume %s   (or go back: ferry rollback --run %s)\n", id, id)
 		return &incompleteError{msg: err.Error()}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
@@ -29,14 +31,17 @@ type CarryBack struct {
 	// Created and Changed name the objects green holds that the restore did not put there, and
 	// those it holds differently, in blue's names.
 	Created, Changed []string
+	// Differences gives the first difference of each changed object, by its name.
+	Differences map[string]string
 }
 
 // PlanCarryBack compares the backup restored onto green (original, in blue's names) with
-// green's objects taken later (carried, in green's names); m is the forward restore's mapping.
-// Objects the restore does not create (finished pods, tokens, pods of controllers, volumes of
-// claims) are left out on both sides. A claim green holds as restored keeps blue's storage class,
-// which a many-to-one class mapping could not give back.
-func PlanCarryBack(original, carried *Archive, m snapshot.Mapping) *CarryBack {
+// green's objects taken later (carried, in green's names); m is the forward restore's mapping and
+// since when the restore began: an object green made before that (its own StorageClass, say) was
+// never blue's and is left out. Objects the restore does not create (finished pods, tokens, pods
+// of controllers, volumes of claims) are left out on both sides. A claim green holds as restored
+// keeps blue's storage class, which a many-to-one class mapping could not give back.
+func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time) *CarryBack {
 	back := m.Inverse()
 	origClaims, origOwners := claimsOf(original), original.owners()
 	restored := map[string]Entry{} // group-resource/namespace/name on green -> the original's entry
@@ -49,7 +54,7 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping) *CarryBack {
 			restored[gr+"/"+u.GetNamespace()+"/"+u.GetName()] = e
 		}
 	}
-	cb := &CarryBack{Expected: &Archive{ByResource: map[string][]Entry{}}}
+	cb := &CarryBack{Expected: &Archive{ByResource: map[string][]Entry{}}, Differences: map[string]string{}}
 	claims, owners := claimsOf(carried), carried.owners()
 	for gr, entries := range carried.ByResource {
 		for _, e := range entries {
@@ -59,19 +64,29 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping) *CarryBack {
 			key := gr + "/" + e.Namespace + "/" + e.Name
 			orig, had := restored[key]
 			delete(restored, key)
-			blue := Prepare(gr, e.Object, back)
+			if created := (&unstructured.Unstructured{Object: e.Object}).GetCreationTimestamp(); !had && !created.IsZero() && created.Time.Before(since.Truncate(time.Second)) {
+				continue
+			}
+			blue, green := Prepare(gr, e.Object, back), Prepare(gr, e.Object, snapshot.Mapping{})
+			restoredForm := map[string]any(nil)
 			if had {
-				keepStorageClass(blue, orig.Object)
+				restoredForm = Prepare(gr, orig.Object, m)
+				if gr == "persistentvolumeclaims" || gr == "persistentvolumes" {
+					// Green's admission may have given a claim without a class its default: the
+					// class is blue's, as the restore had it.
+					sameStorageClass(green, restoredForm)
+					sameStorageClass(blue, orig.Object)
+				}
 			}
 			u := unstructured.Unstructured{Object: blue}
 			entry := Entry{GroupResource: gr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: blue}
 			cb.Expected.ByResource[gr] = append(cb.Expected.ByResource[gr], entry)
 			cb.Expected.Count++
-			switch {
-			case !had:
+			if !had {
 				cb.Created = append(cb.Created, entry.ID())
-			case differ(Prepare(gr, orig.Object, m), Prepare(gr, e.Object, snapshot.Mapping{})):
+			} else if diffs := differences(restoredForm, green); len(diffs) > 0 {
 				cb.Changed = append(cb.Changed, entry.ID())
+				cb.Differences[entry.ID()] = diffs[0]
 			}
 		}
 	}
@@ -93,19 +108,28 @@ func (cb *CarryBack) DeletedIDs() []string {
 	return out
 }
 
-// differ reports whether two prepared objects differ in either direction.
-func differ(a, b map[string]any) bool {
-	return len(Compare(a, b)) > 0 || len(Compare(b, a)) > 0
+// differences lists how green's object differs from what the restore put there, in either
+// direction, in words of the two (Compare's are of a backup and a target).
+func differences(restored, green map[string]any) []string {
+	if d := Compare(restored, green); len(d) > 0 {
+		return reword(d, strings.NewReplacer("missing on the target (backup: ", "removed on green (was ", "backup ", "restored ", "target ", "green "))
+	}
+	return reword(Compare(green, restored), strings.NewReplacer("missing on the target (backup: ", "added on green (", "backup ", "green ", "target ", "restored "))
 }
 
-// keepStorageClass gives a claim (or volume) blue's storage class back.
-func keepStorageClass(obj, orig map[string]any) {
-	class, found, _ := unstructured.NestedString(orig, "spec", "storageClassName")
-	if !found {
-		return
+func reword(diffs []string, r *strings.Replacer) []string {
+	for i, d := range diffs {
+		diffs[i] = r.Replace(d)
 	}
-	if _, ok, _ := unstructured.NestedString(obj, "spec", "storageClassName"); ok {
+	return diffs
+}
+
+// sameStorageClass gives a claim (or volume) the storage class of ref, or none when ref has none.
+func sameStorageClass(obj, ref map[string]any) {
+	if class, found, _ := unstructured.NestedString(ref, "spec", "storageClassName"); found {
 		unstructured.SetNestedField(obj, class, "spec", "storageClassName")
+	} else {
+		unstructured.RemoveNestedField(obj, "spec", "storageClassName")
 	}
 }
 
@@ -130,7 +154,13 @@ func (c Carried) Restore(ctx context.Context, r *snapshot.Reader, report *snapsh
 // Verify implements snapshot.Restorer.
 func (c Carried) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	c.Mapping = snapshot.Mapping{}
-	if err := c.verifyArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, report); err != nil {
+	// Health is checked of what green made or changed: the rest is as blue had it, still
+	// quiesced, and blue's health was never the run's to judge.
+	carried := map[string]bool{}
+	for _, id := range append(slices.Clone(c.CarryBack.Created), c.CarryBack.Changed...) {
+		carried[id] = true
+	}
+	if err := c.verifyArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, func(id string) bool { return carried[id] }, report); err != nil {
 		return err
 	}
 	c = Carried{Objects: c.withDefaults(), CarryBack: c.CarryBack}

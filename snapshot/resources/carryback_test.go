@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/ferrykube/ferry/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,7 @@ func TestPlanCarryBack(t *testing.T) {
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"doomed","namespace":"team"},"data":{"x":"y"}}`,
 		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data","namespace":"team"},"spec":{"storageClassName":"nfs","volumeName":"pv-blue"}}`,
 		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"done","namespace":"team"},"status":{"phase":"Succeeded"}}`,
+		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"classless","namespace":"team"},"spec":{"resources":{"requests":{"storage":"1Gi"}}}}`,
 	)
 	carried := archiveOf(t,
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"team-green","uid":"g1","resourceVersion":"77"},"data":{"k":"v"}}`,
@@ -42,13 +44,18 @@ func TestPlanCarryBack(t *testing.T) {
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"created","namespace":"team-green"},"data":{"n":"1"}}`,
 		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data","namespace":"team-green"},"spec":{"storageClassName":"standard","volumeName":"pv-green"}}`,
 		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"failed","namespace":"team-green"},"status":{"phase":"Failed"}}`,
+		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"classless","namespace":"team-green"},"spec":{"storageClassName":"standard","resources":{"requests":{"storage":"1Gi"}}}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"greens-own","namespace":"team-green","creationTimestamp":"2026-11-29T11:00:00Z"}}`,
 	)
-	cb := PlanCarryBack(original, carried, m)
+	cb := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	if want := []string{"v1 ConfigMap team/created"}; !reflect.DeepEqual(cb.Created, want) {
 		t.Errorf("created %q, want %q", cb.Created, want)
 	}
 	if want := []string{"v1 ConfigMap team/edited"}; !reflect.DeepEqual(cb.Changed, want) {
 		t.Errorf("changed %q, want %q", cb.Changed, want)
+	}
+	if got, want := cb.Differences["v1 ConfigMap team/edited"], `data.a: restored "1", green "10"`; got != want {
+		t.Errorf("the first difference of edited: %q, want %q", got, want)
 	}
 	if want := []string{"v1 ConfigMap team/doomed"}; !reflect.DeepEqual(cb.DeletedIDs(), want) {
 		t.Errorf("deleted %q, want %q (finished pods are never restored, so never deleted)", cb.DeletedIDs(), want)
@@ -59,8 +66,8 @@ func TestPlanCarryBack(t *testing.T) {
 			expected[e.ID()] = e.Object
 		}
 	}
-	if len(expected) != 4 {
-		t.Errorf("blue should hold green's 4 restorable objects, got %d: %v", len(expected), expected)
+	if len(expected) != 5 {
+		t.Errorf("blue should hold green's 5 restorable objects, got %d: %v", len(expected), expected)
 	}
 	edited := expected["v1 ConfigMap team/edited"]
 	if want := decode(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"edited","namespace":"team","labels":{"on":"green"}},"data":{"a":"10"}}`); !reflect.DeepEqual(edited, want) {
@@ -69,6 +76,9 @@ func TestPlanCarryBack(t *testing.T) {
 	claim := expected["v1 PersistentVolumeClaim team/data"]
 	if class, _, _ := unstructured.NestedString(claim, "spec", "storageClassName"); class != "nfs" {
 		t.Errorf("the claim's class on blue: %q, want blue's nfs (standard has two ways back)", class)
+	}
+	if class, found, _ := unstructured.NestedString(expected["v1 PersistentVolumeClaim team/classless"], "spec", "storageClassName"); found {
+		t.Errorf("a claim blue held without a class got %q on blue: green's default class is green's", class)
 	}
 }
 

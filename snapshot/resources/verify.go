@@ -25,11 +25,12 @@ func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapsho
 	if err != nil {
 		return err
 	}
-	return c.verifyArchive(ctx, r.Manifest.Plan, archive, report)
+	return c.verifyArchive(ctx, r.Manifest.Plan, archive, nil, report)
 }
 
-// verifyArchive verifies the archive's objects on the target, and the health of its workloads.
-func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report) error {
+// verifyArchive verifies the archive's objects on the target, and the health of its workloads
+// (those healthOf names by ID, or all when it is nil).
+func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *Archive, healthOf func(id string) bool, report *snapshot.Report) error {
 	c = c.withDefaults()
 	order, err := restoreOrder(plan, archive)
 	if err != nil {
@@ -46,7 +47,11 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 		if err != nil {
 			return err
 		}
-		health = append(health, checks...)
+		for _, h := range checks {
+			if healthOf == nil || healthOf(h.id) {
+				health = append(health, h)
+			}
+		}
 	}
 	c.verifyHealth(ctx, health, report)
 	return nil
