@@ -1,5 +1,5 @@
 # ferry — everything a newcomer needs goes through these targets.
-#   make demo    ferry migrate blue → green on the local testbed, behind HAProxy, with a report at the end
+#   make demo    ferry migrate blue → green on the local testbed, behind HAProxy, then back with green's writes
 #   make test    all tests: unit and integration against the real testbed (builds what it needs)
 
 SHELL := /bin/bash
@@ -56,7 +56,8 @@ testbed-down: check-go
 # The blue-green migration end to end on a fresh testbed (integration/testbed/cmd/testbed/demo.go):
 # the Kubeflow fixture when this checkout sits beside it (else examples/platform) and its data on blue,
 # HAProxy in front of a blue and a green HTTP endpoint with a client counting answers, ferry migrate
-# with progress, the run's report and how to roll back. The testbed stays up: make testbed-down.
+# with progress and the run's report; then writes on green carried back to blue by ferry rollback
+# --carry-back. The testbed stays up: make testbed-down.
 demo: build testbed-bin
 	@$(TESTBED) demo -ferry bin/ferry -fixtures $(FIXTURES)
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -463,10 +464,13 @@ func dashIfEmpty(s string) string {
 
 // operator names who runs ferry, for the journal: the user and host, as the environment says.
 func operator() string {
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "unknown"
+	name := os.Getenv("USER")
+	if u, err := user.Current(); name == "" && err == nil {
+		name = u.Username
+	}
+	if name == "" {
+		name = "unknown"
 	}
 	host, _ := os.Hostname()
-	return user + "@" + host
+	return name + "@" + host
 }

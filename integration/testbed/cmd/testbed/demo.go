@@ -20,16 +20,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 )
 
 // demo runs the blue-green migration end to end on a fresh persistent testbed: the platform and
 // its data on blue, green readied, HAProxy in front of a blue and a green HTTP endpoint with a
-// client counting answers all along, ferry migrate with progress, then the client's counts, the
-// run's report and how to roll back or clean up.
+// client counting answers all along, ferry migrate with progress and its report; then green takes
+// writes, a plain rollback refuses to lose them, and rollback --carry-back brings them to blue
+// (the client still counting); last, the client's counts and how to clean up.
 func demo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "ferry-testbed"), "folder holding the testbed's state")
@@ -134,16 +138,40 @@ func demo(ctx context.Context, args []string) error {
 	fmt.Printf("    (ferry's whole log, its INFO lines too: %s)\n", logFile)
 	// A moment more of requests shows where traffic went.
 	client.phase.Store(after)
-	select {
-	case <-ctx.Done():
-	case <-time.After(2 * time.Second):
+	pause(ctx, 2*time.Second)
+
+	m := regexp.MustCompile(`Run (run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		client.stop()
+		fmt.Print(stdout.String())
+		return fmt.Errorf("ferry migrate started no run: %v", migrateErr)
+	}
+	id := m[1]
+	var errs []error
+	if migrateErr != nil {
+		stage("ferry migrate ended with %v; its report", migrateErr)
+		fmt.Print(stdout.String())
+		errs = append(errs, fmt.Errorf("ferry migrate: %w", migrateErr))
+	} else {
+		status := append(append([]string{}, global...), "migrate", "status", id)
+		stage("the run's report: %s %s", *ferry, strings.Join(status, " "))
+		report := exec.CommandContext(ctx, *ferry, status...)
+		report.Stdout, report.Stderr = os.Stdout, os.Stderr
+		if err := report.Run(); err != nil {
+			return fmt.Errorf("ferry migrate status %s: %w", id, err)
+		}
+		if err := rollBackCarryingWrites(ctx, tb, *ferry, global, id, workspace, client); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	client.stop()
 
 	stage("the client's requests through HAProxy (%s)", h.URL)
 	counts, failed := client.result()
-	for _, phase := range []string{during, after} {
-		fmt.Printf("    %-22s served by blue: %6d   served by green: %6d\n", phase+":", counts[phase]["blue"], counts[phase]["green"])
+	for _, phase := range []string{during, after, carrying, backOnBlue} {
+		if counts[phase] != nil {
+			fmt.Printf("    %-30s served by blue: %6d   served by green: %6d\n", phase+":", counts[phase]["blue"], counts[phase]["green"])
+		}
 	}
 	fmt.Printf("    failed requests: %d\n", len(failed))
 	for i, f := range failed {
@@ -153,39 +181,149 @@ func demo(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("    failed: %s\n", f)
 	}
-
-	m := regexp.MustCompile(`Run (run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})`).FindStringSubmatch(stderr.String())
-	if m == nil {
-		fmt.Print(stdout.String())
-		return fmt.Errorf("ferry migrate started no run: %v", migrateErr)
-	}
-	id := m[1]
-	if migrateErr != nil {
-		stage("ferry migrate ended with %v; its report", migrateErr)
-		fmt.Print(stdout.String())
-	} else {
-		status := append(append([]string{}, global...), "migrate", "status", id)
-		stage("the run's report: %s %s", *ferry, strings.Join(status, " "))
-		report := exec.CommandContext(ctx, *ferry, status...)
-		report.Stdout, report.Stderr = os.Stdout, os.Stderr
-		if err := report.Run(); err != nil {
-			return fmt.Errorf("ferry migrate status %s: %w", id, err)
-		}
-	}
-
-	fmt.Printf("\nGo back to blue, bringing what green wrote: %s %s rollback --run %s --carry-back\n", *ferry, strings.Join(global, " "), id)
-	fmt.Printf("  (green has served traffic, so ferry refuses to drop what it may have written: without a flag it names what would be lost; --discard-green-writes drops it)\n")
-	fmt.Printf("  (the testbed and HAProxy stay up; the demo's blue and green HTTP endpoints ended with it — rollback needs only HAProxy and the clusters)\n")
-	fmt.Printf("Clean up: make testbed-down\n")
-
-	var errs []error
-	if migrateErr != nil {
-		errs = append(errs, fmt.Errorf("ferry migrate: %w", migrateErr))
-	}
+	fmt.Printf("\nThe testbed and HAProxy stay up: %s %s migrate status %s shows the run again. Clean up: make testbed-down\n", *ferry, strings.Join(global, " "), id)
 	if len(failed) > 0 {
-		errs = append(errs, fmt.Errorf("%d requests through HAProxy failed during the run", len(failed)))
+		errs = append(errs, fmt.Errorf("%d requests through HAProxy failed", len(failed)))
 	}
 	return errors.Join(errs...)
+}
+
+// The demo's writes on green after the cutover, which the carry-back brings to blue.
+const (
+	greenTable     = "mlpipeline.after_cutover"
+	greenFile      = "written-on-green.md"
+	greenObject    = "after-cutover/summary.json"
+	greenConfigMap = "after-cutover"
+)
+
+// rollBackCarryingWrites has green take writes of every kind, shows that a plain rollback refuses
+// to lose them, rolls back with --carry-back while the client goes on, and checks that blue holds
+// what green wrote.
+func rollBackCarryingWrites(ctx context.Context, tb *testbed.Testbed, ferry string, global []string, id, workspace string, client *client) error {
+	ns, claim, _ := strings.Cut(workspace, "/")
+	blue, green := tb.Clusters["blue"], tb.Clusters["green"]
+	blueKC, _, err := blue.Clients()
+	if err != nil {
+		return err
+	}
+	greenKC, _, err := green.Clients()
+	if err != nil {
+		return err
+	}
+	stage("green takes writes after the cutover: 3 rows in %s, %s in %s, %s in bucket %s, ConfigMap kubeflow/%s",
+		greenTable, greenFile, workspace, greenObject, testbed.PlatformBucket, greenConfigMap)
+	if _, err := tb.MariaDB["green"].SQL(ctx, tb.Bins, "CREATE TABLE "+greenTable+" (id INT PRIMARY KEY, note VARCHAR(64)); "+
+		"INSERT INTO "+greenTable+" VALUES (1, 'run 41'), (2, 'run 42'), (3, 'run 43');"); err != nil {
+		return fmt.Errorf("write rows on green: %w", err)
+	}
+	greenDir, err := claimDir(ctx, greenKC, ns, claim)
+	if err != nil {
+		return fmt.Errorf("green's %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(greenDir, greenFile), []byte("# experiment 13, run on green\n"), 0o644); err != nil {
+		return err
+	}
+	if _, err := tb.MinIO["green"].S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(testbed.PlatformBucket), Key: aws.String(greenObject),
+		Body: strings.NewReader(`{"runs": 43}`)}); err != nil {
+		return fmt.Errorf("write an object on green: %w", err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: greenConfigMap}, Data: map[string]string{"written-on": "green"}}
+	if _, err := greenKC.CoreV1().ConfigMaps("kubeflow").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+
+	rollback := append(append([]string{}, global...), "rollback", "--run", id)
+	stage("%s %s   (no flag: ferry refuses, naming what would be lost)", ferry, strings.Join(rollback, " "))
+	var refusal strings.Builder
+	cmd := exec.CommandContext(ctx, ferry, rollback...)
+	cmd.Stderr = &quietInfo{out: &refusal}
+	err = cmd.Run()
+	fmt.Print(indent(refusal.String()))
+	if code := exitCode(err); code != 2 {
+		return fmt.Errorf("ferry rollback without a flag exited %d, want 2 (a refusal)", code)
+	}
+
+	carry := append(slices.Clone(rollback), "--carry-back")
+	stage("%s %s", ferry, strings.Join(carry, " "))
+	client.phase.Store(carrying)
+	started := time.Now()
+	shown := &quietInfo{out: os.Stderr}
+	cmd = exec.CommandContext(ctx, ferry, carry...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, shown
+	err = cmd.Run()
+	shown.flush()
+	client.phase.Store(backOnBlue)
+	if err != nil {
+		return fmt.Errorf("ferry rollback --carry-back: %w", err)
+	}
+	fmt.Printf("    (the carry-back command took %s)\n", time.Since(started).Round(time.Millisecond))
+	pause(ctx, 2*time.Second)
+
+	stage("what green wrote, read on blue")
+	var missing []string
+	rows, err := tb.MariaDB["blue"].SQL(ctx, tb.Bins, "SELECT COUNT(*) FROM "+greenTable)
+	check := func(what string, ok bool) {
+		fmt.Printf("    %-52s %s\n", what+":", map[bool]string{true: "yes", false: "NO"}[ok])
+		if !ok {
+			missing = append(missing, what)
+		}
+	}
+	check("3 rows in "+greenTable, err == nil && strings.TrimSpace(rows) == "3")
+	dir, err := claimDir(ctx, blueKC, ns, claim)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, greenFile))
+	}
+	check(greenFile+" in "+workspace, err == nil)
+	_, err = tb.MinIO["blue"].S3Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(testbed.PlatformBucket), Key: aws.String(greenObject)})
+	check(greenObject+" in bucket "+testbed.PlatformBucket, err == nil)
+	_, err = blueKC.CoreV1().ConfigMaps("kubeflow").Get(ctx, greenConfigMap, metav1.GetOptions{})
+	check("ConfigMap kubeflow/"+greenConfigMap, err == nil)
+	if len(missing) > 0 {
+		return fmt.Errorf("blue lacks what green wrote: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// claimDir is the folder of the testbed's volume bound to a claim.
+func claimDir(ctx context.Context, kc kubernetes.Interface, ns, claim string) (string, error) {
+	pvc, err := kc.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	pv, err := kc.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("volume of %s/%s: %w", ns, claim, err)
+	}
+	if pv.Spec.HostPath == nil {
+		return "", fmt.Errorf("volume of %s/%s: not a folder of the testbed", ns, claim)
+	}
+	return pv.Spec.HostPath.Path, nil
+}
+
+func exitCode(err error) int {
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exitErr):
+		return exitErr.ExitCode()
+	}
+	return -1
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + "\n"
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
 
 // quietInfo passes ferry's output on line by line but for its INFO log lines: the run's
@@ -302,10 +440,12 @@ func colorEndpoint(color string) (addr string, stop func(), err error) {
 	return ln.Addr().String(), func() { srv.Close() }, nil
 }
 
-// The client's phases: while ferry migrate runs, and a moment after it ended.
+// The client's phases: while ferry migrate runs, after it ended, during the carry-back and after.
 const (
-	during = "during the run"
-	after  = "after the run"
+	during     = "during the run"
+	after      = "after the run"
+	carrying   = "during the carry-back"
+	backOnBlue = "after the rollback"
 )
 
 // client sends requests to a URL without pause from two goroutines, as users would, and counts
