@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -260,13 +261,25 @@ func (w *Writer) Recipients() []string {
 
 // Record notes a file another process (a mover uploading directly) wrote to the backup.
 func (w *Writer) Record(s Stream) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.manifest.Streams = append(w.manifest.Streams, s)
-	w.manifest.Totals.StoredBytes += s.Bytes
+	w.record(s)
 	if w.progress != nil {
 		w.progress.AddBytes(s.Bytes)
 	}
+}
+
+// record keeps what was stored at a key: a file put again (a stream retried) replaces the first.
+func (w *Writer) record(s Stream) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, old := range w.manifest.Streams {
+		if old.Key == s.Key {
+			w.manifest.Totals.StoredBytes -= old.Bytes
+			w.manifest.Streams = slices.Delete(w.manifest.Streams, i, i+1)
+			break
+		}
+	}
+	w.manifest.Streams = append(w.manifest.Streams, s)
+	w.manifest.Totals.StoredBytes += s.Bytes
 }
 
 // Put uploads one file of the backup as it is read, encrypted when the backup is, recording its
@@ -281,10 +294,7 @@ func (w *Writer) Put(ctx context.Context, file string, r io.Reader) (string, err
 	if err := w.store.Put(ctx, Prefix(w.name)+file, io.TeeReader(r, io.MultiWriter(h, counter))); err != nil {
 		return "", err
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.manifest.Streams = append(w.manifest.Streams, Stream{Key: file, Bytes: counter.n, SHA256: hex.EncodeToString(h.Sum(nil))})
-	w.manifest.Totals.StoredBytes += counter.n
+	w.record(Stream{Key: file, Bytes: counter.n, SHA256: hex.EncodeToString(h.Sum(nil))}) // its progress was counted as read
 	return file, nil
 }
 

@@ -142,3 +142,26 @@ func TestCheckName(t *testing.T) {
 		}
 	}
 }
+
+// TestPutAgainReplacesTheStream: a stream retried into the same file is recorded once, as last
+// stored, so the manifest matches what storage holds.
+func TestPutAgainReplacesTheStream(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	w, err := Create(ctx, store, "retried", plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range []string{"a stream that ended ea", "the whole stream"} {
+		if _, err := w.Put(ctx, "volumes/ns/claim.tar.zst", strings.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := w.Commit(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Streams) != 1 || m.Streams[0].Bytes != int64(len("the whole stream")) || m.Totals.StoredBytes != m.Streams[0].Bytes {
+		t.Errorf("streams %+v, stored bytes %d: want the last put only", m.Streams, m.Totals.StoredBytes)
+	}
+}

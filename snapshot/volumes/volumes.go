@@ -224,6 +224,35 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		entry, err = c.captureDirect(ctx, w, pod, entry)
 		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
 	}
+	for attempt := 1; ; attempt++ {
+		var stored string
+		entry.Files, stored, err = c.stream(ctx, w, v, pod, entry.Key)
+		// An exec stream may end early with the mover still there (a kubelet or API server
+		// dropping the connection): the tar then ends before its end marker. Stream it again, into
+		// the same file; a deleted mover pod ends ctx, and is never retried.
+		if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || ctx.Err() != nil || attempt == streamAttempts {
+			if err == nil {
+				entry.Key = stored
+			}
+			break
+		}
+		c.Log.Warn("the volume's stream ended early; streaming it again", "claim", v.Namespace+"/"+v.Name, "attempt", attempt, "error", err)
+	}
+	if err != nil {
+		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
+	}
+	for _, f := range entry.Files {
+		entry.Bytes += f.Size
+	}
+	return entry, nil
+}
+
+// streamAttempts bounds how often a volume's stream that ended early is tried.
+const streamAttempts = 3
+
+// stream runs `ferry mover pack` in the pod and stores its tar, compressed, at key; it returns
+// the files the tar held and the name stored.
+func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod, key string) ([]snapshot.File, string, error) {
 	tarOut, tarIn := io.Pipe() // pack's stdout
 	var stderr bytes.Buffer
 	go func() {
@@ -234,18 +263,13 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		}
 		tarIn.CloseWithError(err)
 	}()
-	entry.Files, err = storeTar(tarOut, func(compressed io.Reader) error {
-		stored, err := w.Put(ctx, entry.Key, compressed)
-		entry.Key = stored
+	var stored string
+	files, err := storeTar(tarOut, func(compressed io.Reader) error {
+		var err error
+		stored, err = w.Put(ctx, key, compressed)
 		return err
 	})
-	if err != nil {
-		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
-	}
-	for _, f := range entry.Files {
-		entry.Bytes += f.Size
-	}
-	return entry, nil
+	return files, stored, err
 }
 
 // captureDirect has the mover upload the volume itself and report the files it packed.
