@@ -65,7 +65,7 @@ func TestRollbackCarriesGreensWritesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	keptData := map[string]string{"k": "v"}
-	for name, data := range map[string]map[string]string{"kept": keptData, "edited": {"a": "1", "b": "2"}, "doomed": {"x": "y"}} {
+	for name, data := range map[string]map[string]string{"kept": keptData, "edited": {"a": "1", "b": "2"}, "trimmed": {"a": "1", "b": "2"}, "doomed": {"x": "y"}} {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}
 		if _, err := blueKC.CoreV1().ConfigMaps(carryNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -160,6 +160,15 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 	if _, err := greenCMs.Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Only a key removed: blue's copy holds all of green's and more, which must go too.
+	trimmed, err := greenCMs.Get(ctx, "trimmed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(trimmed.Data, "b")
+	if _, err := greenCMs.Update(ctx, trimmed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := greenCMs.Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +183,7 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 	// 4. A plain rollback would lose those writes: it refuses and names them.
 	atRisk := []string{"database kfp-mysql", "volume " + carryNS + "/" + carryClaim, "bucket " + testbed.PlatformBucket,
 		"v1 ConfigMap " + carryNS + "/created", "v1 Secret " + carryNS + "/created-secret",
-		"v1 ConfigMap " + carryNS + "/edited", "v1 ConfigMap " + carryNS + "/doomed", "--carry-back", "--discard-green-writes"}
+		"v1 ConfigMap " + carryNS + "/edited", "v1 ConfigMap " + carryNS + "/trimmed", "v1 ConfigMap " + carryNS + "/doomed", "--carry-back", "--discard-green-writes"}
 	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id)
 	if code != 2 {
 		t.Fatalf("rollback without a flag after green took writes exited %d, want 2\nstdout: %s\nstderr: %s", code, out, errOut)
@@ -239,6 +248,9 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 	blueCMs := blueKC.CoreV1().ConfigMaps(carryNS)
 	if cm, err := blueCMs.Get(ctx, "edited", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, map[string]string{"a": "10"}) || cm.Labels["edited-on"] != "green" {
 		t.Errorf("ConfigMap edited on blue: %+v (%v), want data a=10 only and the label edited-on=green", cm, err)
+	}
+	if cm, err := blueCMs.Get(ctx, "trimmed", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, map[string]string{"a": "1"}) {
+		t.Errorf("ConfigMap trimmed on blue: %+v (%v), want key b removed as on green", cm, err)
 	}
 	if _, err := blueCMs.Get(ctx, "doomed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ConfigMap doomed, deleted on green, on blue: %v; want not found", err)
@@ -321,7 +333,7 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 			absent string
 		}{
 			{"created", o.Created, []string{"v1 ConfigMap " + carryNS + "/created", "v1 Secret " + carryNS + "/created-secret"}, "v1 ConfigMap " + carryNS + "/kept"},
-			{"changed", o.Changed, []string{"v1 ConfigMap " + carryNS + "/edited"}, "v1 ConfigMap " + carryNS + "/kept"},
+			{"changed", o.Changed, []string{"v1 ConfigMap " + carryNS + "/edited", "v1 ConfigMap " + carryNS + "/trimmed"}, "v1 ConfigMap " + carryNS + "/kept"},
 			{"deleted", o.Deleted, []string{"v1 ConfigMap " + carryNS + "/doomed"}, "v1 ConfigMap " + carryNS + "/kept"},
 		} {
 			for _, w := range c.want {

@@ -180,15 +180,15 @@ Exit codes: 0 restored, 3 items skipped or failed (listed), 1 the restore could 
 				return err
 			}
 			switch o.existing {
-			case resources.ExistingSkip, resources.ExistingUpdate, resources.ExistingFail:
+			case resources.ExistingSkip, resources.ExistingUpdate, resources.ExistingReplace, resources.ExistingFail:
 			default:
-				return badinput.Errorf("--existing %q: want skip, update or fail", o.existing)
+				return badinput.Errorf("--existing %q: want skip, update, replace or fail", o.existing)
 			}
 			return o.run(cmd.Context(), "restore")
 		},
 	}
 	o.addFlags(cmd)
-	cmd.Flags().StringVar(&o.existing, "existing", resources.ExistingSkip, "an object already on the target that differs from the backup: skip (leave it, reported), update (server-side apply) or fail")
+	cmd.Flags().StringVar(&o.existing, "existing", resources.ExistingSkip, "an object already on the target that differs from the backup: skip (leave it, reported), update (server-side apply), replace (made equal to the backup's, fields it lacks removed) or fail")
 	return cmd
 }
 

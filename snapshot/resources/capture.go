@@ -41,8 +41,11 @@ type Objects struct {
 	// Restore and verify.
 	Mapping snapshot.Mapping
 	// Existing is what to do with an object already on the target that differs from the backup:
-	// ExistingSkip (default), ExistingUpdate or ExistingFail.
+	// ExistingSkip (default), ExistingUpdate, ExistingReplace or ExistingFail.
 	Existing string
+	// Exact makes restore and verify also count what an object on the target holds that the
+	// backup's lacks as a difference (a carry-back, where blue must hold exactly green's objects).
+	Exact bool
 	// SkipOwned leaves objects with a controlling owner to the target's controllers.
 	SkipOwned bool
 	// Select, when set, restores only what it selects (--include/--exclude).

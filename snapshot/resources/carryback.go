@@ -143,7 +143,7 @@ type Carried struct {
 
 // Restore implements snapshot.Restorer.
 func (c Carried) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
-	c.Existing = ExistingReplace
+	c.Existing, c.Exact = ExistingReplace, true
 	c.Mapping = snapshot.Mapping{} // Expected is in blue's names already
 	if err := c.restoreArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, report); err != nil {
 		return err
@@ -153,7 +153,7 @@ func (c Carried) Restore(ctx context.Context, r *snapshot.Reader, report *snapsh
 
 // Verify implements snapshot.Restorer.
 func (c Carried) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
-	c.Mapping = snapshot.Mapping{}
+	c.Mapping, c.Exact = snapshot.Mapping{}, true
 	// Health is checked of what green made or changed: the rest is as blue had it, still
 	// quiesced, and blue's health was never the run's to judge.
 	carried := map[string]bool{}

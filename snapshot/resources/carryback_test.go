@@ -110,3 +110,17 @@ func TestReplacePatch(t *testing.T) {
 		t.Errorf("patch %s, want %v", patch, want)
 	}
 }
+
+// TestExactCompare: with Exact, a key the target holds and the backup lacks is a difference, named
+// from the backup's side as Compare names the others; without, the target may hold more.
+func TestExactCompare(t *testing.T) {
+	expected := decode(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"n"},"data":{"a":"1"}}`)
+	live := &unstructured.Unstructured{Object: decode(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"n","uid":"u","resourceVersion":"3"},"data":{"a":"1","b":"2"}}`)}
+	if d := (Objects{}).compare("configmaps", expected, live); len(d) != 0 {
+		t.Errorf("without Exact: %q, want none", d)
+	}
+	want := []string{`data.b: on the target, not in the backup ("2")`}
+	if d := (Objects{Exact: true}).compare("configmaps", expected, live); !reflect.DeepEqual(d, want) {
+		t.Errorf("with Exact: %q, want %q", d, want)
+	}
+}

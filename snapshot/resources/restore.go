@@ -234,7 +234,7 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		return "", false
 	}
 	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), live)
-	diffs := Compare(expected, normalizedLive(gr, live))
+	diffs := rs.compare(gr, expected, live)
 	if len(diffs) == 0 {
 		rs.report.Count("objects", snapshot.StatusUnchanged)
 		return live.GetName(), true
@@ -273,6 +273,19 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		rs.report.Add("objects", snapshot.StatusSkipped, id, fmt.Sprintf("exists on the target and differs (%s; %d differences): left as it is (--existing update replaces it)", diffs[0], len(diffs)))
 		return live.GetName(), true
 	}
+}
+
+// compare lists how the live object differs from the expected one: where it lacks or changes
+// what expected holds and, when Exact or replacing, what it holds that expected lacks.
+func (c Objects) compare(gr string, expected map[string]any, live *unstructured.Unstructured) []string {
+	norm := normalizedLive(gr, live)
+	diffs := Compare(expected, norm)
+	if c.Exact || c.Existing == ExistingReplace {
+		for _, d := range Compare(Prepare(gr, norm, snapshot.Mapping{}), expected) {
+			diffs = append(diffs, strings.NewReplacer("missing on the target (backup: ", "on the target, not in the backup (", "backup ", "target ", "target ", "backup ").Replace(d))
+		}
+	}
+	return diffs
 }
 
 // replacePatch is the JSON merge patch that turns the live object (normalized) into the expected

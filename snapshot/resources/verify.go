@@ -98,7 +98,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []E
 			return nil
 		}
 		delete(want, key)
-		if diffs := Compare(exp.obj, normalizedLive(gr, live)); len(diffs) > 0 {
+		if diffs := c.compare(gr, exp.obj, live); len(diffs) > 0 {
 			report.Add("objects", snapshot.StatusDifferent, exp.id, strings.Join(diffs, "; "))
 		} else {
 			report.Count("objects", snapshot.StatusIdentical)
