@@ -229,7 +229,7 @@ func (c Carried) clientFor(e Entry) dynamic.ResourceInterface {
 	u := unstructured.Unstructured{Object: e.Object}
 	gv, _ := schema.ParseGroupVersion(u.GetAPIVersion())
 	gvr := gv.WithResource(schema.ParseGroupResource(e.GroupResource).Resource)
-	return (&restorer{Objects: c.Objects}).client(gvr, e.Namespace)
+	return c.client(gvr, e.Namespace)
 }
 
 // Live lists the plan's objects on the cluster into an archive, as a backup would hold them,

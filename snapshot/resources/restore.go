@@ -329,11 +329,11 @@ func normalizedLive(gr string, live *unstructured.Unstructured) map[string]any {
 	return out
 }
 
-func (rs *restorer) client(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
+func (c Objects) client(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
 	if namespace == "" {
-		return rs.Dynamic.Resource(gvr)
+		return c.Dynamic.Resource(gvr)
 	}
-	return rs.Dynamic.Resource(gvr).Namespace(namespace)
+	return c.Dynamic.Resource(gvr).Namespace(namespace)
 }
 
 func (rs *restorer) remember(group, kind string, live *unstructured.Unstructured) {
