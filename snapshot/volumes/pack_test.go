@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,5 +71,22 @@ func TestPackAndIndex(t *testing.T) {
 	}
 	if len(files) != 6 {
 		t.Errorf("archive has %d entries, want 6: %+v", len(files), files)
+	}
+}
+
+func TestStreamBroke(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("volume a/b: %w", io.ErrUnexpectedEOF), true},
+		{fmt.Errorf("ferry mover pack: exec in pod a/m: error reading from error stream: next reader: %w",
+			&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}), true},
+		{errors.New("mover pod a/m was deleted"), false},
+		{fmt.Errorf("put: %w", errors.New("storage full")), false},
+	} {
+		if got := streamBroke(tc.err); got != tc.want {
+			t.Errorf("streamBroke(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

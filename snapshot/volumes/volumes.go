@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ferrykube/ferry/internal/kube"
@@ -227,10 +228,10 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	for attempt := 1; ; attempt++ {
 		var stored string
 		entry.Files, stored, err = c.stream(ctx, w, v, pod, entry.Key)
-		// An exec stream may end early with the mover still there (a kubelet or API server
-		// dropping the connection): the tar then ends before its end marker. Stream it again, into
-		// the same file; a deleted mover pod ends ctx, and is never retried.
-		if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || ctx.Err() != nil || attempt == streamAttempts {
+		// An exec stream may break off with the mover still there (a kubelet or API server
+		// dropping the connection): stream it again, into the same file. A deleted mover pod ends
+		// ctx, and is never retried.
+		if err == nil || !streamBroke(err) || ctx.Err() != nil || attempt == streamAttempts {
 			if err == nil {
 				entry.Key = stored
 			}
@@ -247,8 +248,14 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	return entry, nil
 }
 
-// streamAttempts bounds how often a volume's stream that ended early is tried.
+// streamAttempts bounds how often a volume's stream that broke off is tried.
 const streamAttempts = 3
+
+// streamBroke tells a stream that broke off in transit — the tar ended before its end marker, or
+// the connection was reset — from a failure of the mover or of storage.
+func streamBroke(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
 
 // stream runs `ferry mover pack` in the pod and stores its tar, compressed, at key; it returns
 // the files the tar held and the name stored.
