@@ -34,13 +34,14 @@ func serveMinIO(t *testing.T, cluster, namespace string) {
 	}
 }
 
-// bucketContents lists a bucket of a testbed MinIO and reads every object: key to bytes.
-func bucketContents(t *testing.T, m *testbed.MinIO, bucket string) map[string][]byte {
+// bucketContents lists a bucket of a testbed MinIO (the keys under prefix) and reads every object:
+// key to bytes.
+func bucketContents(t *testing.T, m *testbed.MinIO, bucket, prefix string) map[string][]byte {
 	t.Helper()
 	ctx := context.Background()
 	s3c := m.S3Client()
 	out := map[string][]byte{}
-	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -157,7 +158,7 @@ buckets:
 	}
 	sameAsBlue := func(when string) {
 		t.Helper()
-		got := bucketContents(t, greenMinIO, bucket)
+		got := bucketContents(t, greenMinIO, bucket, "")
 		if len(got) != len(want) {
 			t.Errorf("%s: green holds %d objects, blue %d: %v", when, len(got), len(want), slices.Sorted(maps.Keys(got)))
 		}
@@ -228,7 +229,7 @@ buckets:
 		t.Fatalf("a restore from a tampered copy lists %+v, counts %v; want %s failed and nothing else", failed, report.Counts["buckets"], bigKey)
 	}
 	t.Logf("tampered copy: %s", failed[0].Detail)
-	if _, ok := bucketContents(t, greenMinIO, bucket)[bigKey]; ok {
+	if _, ok := bucketContents(t, greenMinIO, bucket, "")[bigKey]; ok {
 		t.Errorf("the tampered copy of %s was stored on green", bigKey)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"math/rand/v2"
@@ -239,7 +238,7 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 	if got, want := blueFiles["new/added.bin"], fileDigest(added); got != want {
 		t.Errorf("new/added.bin on blue: %q, want green's %q", got, want)
 	}
-	blueObjects, greenObjects := prefixObjects(t, blueS3, carryPrefix), prefixObjects(t, greenS3, carryPrefix)
+	blueObjects, greenObjects := bucketContents(t, blueS3, testbed.PlatformBucket, carryPrefix), bucketContents(t, greenS3, testbed.PlatformBucket, carryPrefix)
 	if keys := slices.Sorted(maps.Keys(blueObjects)); !maps.EqualFunc(blueObjects, greenObjects, bytes.Equal) ||
 		!slices.Equal(keys, []string{carryPrefix + "change.txt", carryPrefix + "keep.txt", carryPrefix + "new.bin"}) {
 		t.Errorf("blue's bucket holds %v under %s, green's %v; want green's: change.txt, keep.txt and new.bin",
@@ -446,34 +445,6 @@ func putObjects(t *testing.T, m *testbed.MinIO, objects map[string][]byte) {
 			t.Fatalf("put %s into %s's MinIO: %v", key, m.Name, err)
 		}
 	}
-}
-
-// prefixObjects reads the objects of the platform's bucket of a testbed MinIO under prefix.
-func prefixObjects(t *testing.T, m *testbed.MinIO, prefix string) map[string][]byte {
-	t.Helper()
-	ctx := context.Background()
-	s3c := m.S3Client()
-	out := map[string][]byte{}
-	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(testbed.PlatformBucket), Prefix: aws.String(prefix)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range page.Contents {
-			got, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(testbed.PlatformBucket), Key: o.Key})
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := io.ReadAll(got.Body)
-			got.Body.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[*o.Key] = data
-		}
-	}
-	return out
 }
 
 // tableRows reads carryTable of a testbed MariaDB, one tab-separated line per row, by id.

@@ -69,12 +69,7 @@ func (c Objects) Name() string { return "objects" }
 
 // Capture implements snapshot.Kind.
 func (c Objects) Capture(ctx context.Context, w *snapshot.Writer) error {
-	if c.Concurrency <= 0 {
-		c.Concurrency = 8
-	}
-	if c.PageSize <= 0 {
-		c.PageSize = 500
-	}
+	c = c.listDefaults()
 	filter, err := plans.NewFilter(c.Plan.Config)
 	if err != nil {
 		return err
@@ -91,16 +86,7 @@ func (c Objects) Capture(ctx context.Context, w *snapshot.Writer) error {
 	}()
 
 	items := make(chan item, 256)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(c.Concurrency)
-	listed := make(chan error, 1)
-	go func() {
-		for _, r := range c.Plan.Resources {
-			g.Go(func() error { return c.listResource(gctx, filter, r, items) })
-		}
-		listed <- g.Wait()
-		close(items)
-	}()
+	listed := c.listAll(ctx, filter, items)
 
 	bytesTotal, resourceList, objects, writeErr := writeArchive(pw, items)
 	if writeErr != nil {
@@ -134,6 +120,33 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// listDefaults are the defaults of listing: 8 resource types at once, pages of 500.
+func (c Objects) listDefaults() Objects {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = 500
+	}
+	return c
+}
+
+// listAll lists the plan's resource types, Concurrency at once, into items, which it closes when
+// all are listed; the channel it returns then yields the first error.
+func (c Objects) listAll(ctx context.Context, filter *plans.Filter, items chan<- item) <-chan error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.Concurrency)
+	listed := make(chan error, 1)
+	go func() {
+		for _, r := range c.Plan.Resources {
+			g.Go(func() error { return c.listResource(gctx, filter, r, items) })
+		}
+		listed <- g.Wait()
+		close(items)
+	}()
+	return listed
 }
 
 func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans.Resource, items chan<- item) error {

@@ -235,22 +235,13 @@ func (c Carried) clientFor(e Entry) dynamic.ResourceInterface {
 // Live lists the plan's objects on the cluster into an archive, as a backup would hold them,
 // without storing anything: to tell what changed on a cluster since a backup.
 func (c Objects) Live(ctx context.Context) (*Archive, error) {
-	c = c.withDefaults()
+	c = c.listDefaults()
 	filter, err := plans.NewFilter(c.Plan.Config)
 	if err != nil {
 		return nil, err
 	}
 	items := make(chan item, 256)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	listed := make(chan error, 1)
-	go func() {
-		for _, r := range c.Plan.Resources {
-			g.Go(func() error { return c.listResource(gctx, filter, r, items) })
-		}
-		listed <- g.Wait()
-		close(items)
-	}()
+	listed := c.listAll(ctx, filter, items)
 	a := &Archive{ByResource: map[string][]Entry{}}
 	var decodeErr error
 	for it := range items {
