@@ -240,28 +240,27 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		return live.GetName(), true
 	}
 	switch rs.Existing {
-	case ExistingUpdate:
-		force := true
-		err := retry.OnError(retry.DefaultBackoff, transient, func() error {
-			_, err := client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: force})
+	case ExistingUpdate, ExistingReplace:
+		// update: a server-side apply of the backed-up object; replace: a merge patch that also
+		// removes what the backup lacks.
+		write := func() error {
+			_, err := client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 			return err
-		})
-		if err != nil {
-			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diffs[0]+"); updating it failed: "+err.Error())
-			return "", false
 		}
-		rs.report.Count("objects", snapshot.StatusUpdated)
-		return live.GetName(), true
-	case ExistingReplace:
-		patch, err := replacePatch(normalizedLive(gr, live), expected, obj.GetOwnerReferences())
-		if err == nil {
-			err = retry.OnError(retry.DefaultBackoff, transient, func() error {
-				_, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-				return err
-			})
+		verb := "updating"
+		if rs.Existing == ExistingReplace {
+			patch, err := replacePatch(normalizedLive(gr, live), expected, obj.GetOwnerReferences())
+			write = func() error {
+				if err != nil {
+					return err
+				}
+				_, perr := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+				return perr
+			}
+			verb = "replacing"
 		}
-		if err != nil {
-			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diffs[0]+"); replacing it failed: "+err.Error())
+		if err := retry.OnError(retry.DefaultBackoff, transient, write); err != nil {
+			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: "+err.Error())
 			return "", false
 		}
 		rs.report.Count("objects", snapshot.StatusUpdated)
