@@ -213,7 +213,7 @@ func Create(ctx context.Context, store storage.Backend, name string, source plan
 		return nil, err
 	}
 	w := &Writer{store: store, name: name, recipients: parsed, manifest: Manifest{
-		FormatVersion: "1", Name: name, Tool: buildinfo.Read(), Source: source, StartedAt: now.UTC(), Plan: plan,
+		FormatVersion: FormatVersion, Name: name, Tool: buildinfo.Read(), Source: source, StartedAt: now.UTC(), Plan: plan,
 	}}
 	if len(parsed) > 0 {
 		w.manifest.Encryption = &Encryption{Format: "age", Recipients: recipients, Suffix: EncryptedSuffix}
@@ -423,74 +423,100 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // Info describes a backup found in storage.
 type Info struct {
 	Name string `json:"name"`
-	// State is complete (ferry's manifest is there), velero (a backup Velero wrote), or incomplete.
+	// State is complete, running, incomplete or velero, as Classify decides it; "unreadable" for
+	// a backup whose manifest cannot be read (Error says why).
 	State       string    `json:"state"`
 	Files       int       `json:"files"`
 	Bytes       int64     `json:"bytes"`
 	CompletedAt time.Time `json:"completedAt,omitzero"`
+	Error       string    `json:"error,omitempty"`
 }
 
-// Backup states.
-const (
-	Complete   = "complete"
-	Velero     = "velero"
-	Incomplete = "incomplete"
-)
+// Unreadable is the state List gives a backup whose manifest is there but cannot be read or
+// fails its checks: it is neither complete nor anything else.
+const Unreadable = "unreadable"
 
-// List describes every backup in storage, by name.
-func List(ctx context.Context, store storage.Lister) ([]Info, error) {
-	byName := map[string]*Info{}
-	var order []string
-	err := store.List(ctx, "backups/", func(o storage.ObjectInfo) error {
-		name, file, ok := strings.Cut(strings.TrimPrefix(o.Key, "backups/"), "/")
-		if !ok {
-			return nil
-		}
-		info := byName[name]
-		if info == nil {
-			info = &Info{Name: name, State: Incomplete}
-			byName[name] = info
-			order = append(order, name)
-		}
-		info.Files++
-		info.Bytes += o.Size
-		switch {
-		case file == ManifestFile:
-			info.State, info.CompletedAt = Complete, o.ModTime
-		case file == VeleroFile && info.State != Complete:
-			info.State, info.CompletedAt = Velero, o.ModTime
-		}
-		return nil
-	})
+// List describes every backup in storage, by name. A backup whose manifest cannot be read is
+// listed as Unreadable, and the error names each.
+func List(ctx context.Context, store storage.Backend) ([]Info, error) {
+	sts, errs, err := Scan(ctx, store, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Info, 0, len(order))
-	for _, name := range order {
-		out = append(out, *byName[name])
+	out := make([]Info, 0, len(sts)+len(errs))
+	for _, st := range sts {
+		out = append(out, Info{Name: st.Name, State: st.State, Files: st.Files, Bytes: st.Bytes, CompletedAt: st.CompletedAt})
 	}
-	return out, nil
+	var all []error
+	for name, e := range errs {
+		out = append(out, Info{Name: name, State: Unreadable, Error: e.Error()})
+		all = append(all, e)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(all...)
 }
 
-// ReadManifest reads a complete backup's manifest.
+// ReadManifest reads a complete backup's manifest and checks it: its format version (a newer
+// one is bad input, naming both), its name, and its record of each stream. A manifest that is
+// there but fails a check is an error matching ErrBadManifest.
 func ReadManifest(ctx context.Context, store storage.Reader, name string) (*Manifest, error) {
 	rc, err := store.Get(ctx, Prefix(name)+ManifestFile)
 	if errors.Is(err, storage.ErrNotExist) {
 		return nil, badinput.Errorf("backup %q has no manifest: it does not exist or is incomplete (see ferry backups list)", name)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("backup %s: %w", name, err)
 	}
 	defer rc.Close()
+	return DecodeManifest(rc, name)
+}
+
+// DecodeManifest reads and checks the manifest of backup name from r (see ReadManifest).
+func DecodeManifest(r io.Reader, name string) (*Manifest, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("backup %s: %s: %w: %s", name, ManifestFile, ErrBadManifest, fmt.Sprintf(format, args...))
+	}
+	dec := json.NewDecoder(r)
 	var m Manifest
-	if err := json.NewDecoder(rc).Decode(&m); err != nil {
-		return nil, fmt.Errorf("backup %s: manifest: %w", name, err)
+	if err := dec.Decode(&m); err != nil {
+		return nil, bad("%v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, bad("data after the manifest")
+	}
+	if err := checkFormat(name, m.FormatVersion); err != nil {
+		return nil, err
+	}
+	if m.Name != name {
+		return nil, badinput.Errorf("backup %s: its manifest names backup %q: it was copied or tampered with", name, m.Name)
+	}
+	seen := make(map[string]bool, len(m.Streams))
+	for _, s := range m.Streams {
+		if s.Key == "" || strings.HasPrefix(s.Key, "/") || strings.Contains("/"+s.Key+"/", "/../") {
+			return nil, bad("stream %q: not a file of the backup", s.Key)
+		}
+		if seen[s.Key] {
+			return nil, bad("stream %q recorded twice", s.Key)
+		}
+		seen[s.Key] = true
+		if s.Bytes < 0 {
+			return nil, bad("stream %s: %d bytes", s.Key, s.Bytes)
+		}
+		if b, err := hex.DecodeString(s.SHA256); err != nil || len(b) != sha256.Size {
+			return nil, bad("stream %s: sha256 %q is not a SHA-256", s.Key, s.SHA256)
+		}
+	}
+	if m.Encryption != nil && m.Encryption.Format != "age" {
+		return nil, bad("encryption %q: want age", m.Encryption.Format)
 	}
 	return &m, nil
 }
 
 // Delete removes a backup completely: the manifest first, so that a backup being deleted is never
-// taken for a complete one, then every other file. It reports how many files it removed.
+// taken for a complete one, velero-backup.json right after it, so that Velero and ferry never take
+// it for one of Velero's, then every other file, and ferry's claim last, so that whatever an
+// interrupted delete leaves is an incomplete ferry backup (Classify). It reports how many files
+// it removed.
 func Delete(ctx context.Context, store storage.Backend, name string) (int, error) {
 	if err := CheckName(name); err != nil {
 		return 0, err
@@ -502,7 +528,18 @@ func Delete(ctx context.Context, store storage.Backend, name string) (int, error
 	if len(keys) == 0 {
 		return 0, badinput.Errorf("no backup named %q in %s", name, store)
 	}
-	sort.SliceStable(keys, func(i, j int) bool { return strings.HasSuffix(keys[i], "/"+ManifestFile) })
+	rank := func(key string) int {
+		switch strings.TrimPrefix(key, Prefix(name)) {
+		case ManifestFile:
+			return 0
+		case VeleroFile:
+			return 1
+		case ClaimFile:
+			return 3
+		}
+		return 2
+	}
+	sort.SliceStable(keys, func(i, j int) bool { return rank(keys[i]) < rank(keys[j]) })
 	for i, k := range keys {
 		if err := store.Delete(ctx, k); err != nil {
 			return i, err

@@ -19,21 +19,23 @@ import (
 // Description is what `ferry backups describe` shows of one backup.
 type Description struct {
 	Name string `json:"name"`
-	// State is complete, velero (a backup Velero wrote) or incomplete, as List says.
+	// State is complete, running, incomplete or velero (a backup Velero wrote), as Classify decides.
 	State string `json:"state"`
 	// Files and Bytes are what storage holds under the backup's folder.
 	Files int   `json:"files"`
 	Bytes int64 `json:"bytes"`
 	// ClaimedAt is when the backup that left an incomplete one behind started, when its claim is there.
 	ClaimedAt time.Time `json:"claimedAt,omitzero"`
-	// Run says of an incomplete backup whether its ferry is still writing it (live) or was stopped
-	// (dead), by its heartbeat, last stored at LastBeat.
+	// Run says of a backup without a manifest whether its ferry is still writing it (live: state
+	// running) or was stopped (dead: incomplete), by its heartbeat, last stored at LastBeat.
 	Run      RunState  `json:"run,omitempty"`
 	LastBeat time.Time `json:"lastBeat,omitzero"`
 	// Summary is set for a complete backup; its fields sit beside the ones above in JSON.
 	*Summary
 	// Velero is set for a backup Velero wrote: what its velero-backup.json says.
 	Velero *VeleroSummary `json:"velero,omitempty"`
+	// VeleroVolumes is the volume data of a backup Velero wrote that ferry does not restore.
+	VeleroVolumes []Skipped `json:"veleroVolumes,omitempty"`
 }
 
 // Summary counts what a complete backup holds, from its manifest.
@@ -174,37 +176,17 @@ func Summarize(m *Manifest) Summary {
 	return s
 }
 
-// Describe finds a backup in storage and describes it: from its manifest when it is complete, from
-// velero-backup.json when Velero wrote it, and from its files and heartbeat (judged at now) when it
-// is incomplete. A name that no backup has is bad input.
+// Describe finds a backup in storage and describes it, in the state Classify decides at now: from
+// its manifest when it is complete, from velero-backup.json when Velero wrote it, and from its
+// files and heartbeat when it is running or incomplete. A name that no backup has is bad input; a
+// manifest that cannot be read or fails its checks is an error.
 func Describe(ctx context.Context, store storage.Backend, name string, now time.Time) (*Description, error) {
-	if err := CheckName(name); err != nil {
+	st, err := Inspect(ctx, store, name, now)
+	if err != nil {
 		return nil, err
 	}
-	d := &Description{Name: name, State: Incomplete}
-	var hasClaim bool
-	err := store.List(ctx, Prefix(name), func(o storage.ObjectInfo) error {
-		d.Files++
-		d.Bytes += o.Size
-		switch strings.TrimPrefix(o.Key, Prefix(name)) {
-		case ManifestFile:
-			d.State = Complete
-		case VeleroFile:
-			if d.State != Complete {
-				d.State = Velero
-			}
-		case ClaimFile:
-			hasClaim = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list backup %s: %w", name, err)
-	}
-	if d.Files == 0 {
-		return nil, badinput.Errorf("no backup named %q in %s (see ferry backups list)", name, store)
-	}
-	switch d.State {
+	d := &Description{Name: name, State: st.State, Files: st.Files, Bytes: st.Bytes}
+	switch st.State {
 	case Complete:
 		m, err := ReadManifest(ctx, store, name)
 		if err != nil {
@@ -216,19 +198,26 @@ func Describe(ctx context.Context, store storage.Backend, name string, now time.
 		if d.Velero, err = readVeleroSummary(ctx, store, name); err != nil {
 			return nil, err
 		}
-	case Incomplete:
-		if hasClaim {
+		if d.VeleroVolumes, err = readVeleroVolumes(ctx, store, name); err != nil {
+			return nil, err
+		}
+	case Running:
+		d.Run, d.LastBeat = RunLive, st.LastBeat
+		if st.Claimed {
 			if d.ClaimedAt, err = readClaimTime(ctx, store, name); err != nil {
 				return nil, err
 			}
 		}
-		run, err := CheckRun(ctx, store, name, now)
-		if err != nil {
-			return nil, fmt.Errorf("backup %s: %w", name, err)
+	case Incomplete:
+		// A folder without ferry's claim or heartbeat was not written by a ferry backup: no run
+		// to speak of.
+		if st.Claimed || !st.LastBeat.IsZero() {
+			d.Run, d.LastBeat = RunDead, st.LastBeat
 		}
-		// A folder without ferry's claim was not written by a ferry backup: no run to speak of.
-		if run.State == RunLive || hasClaim {
-			d.Run, d.LastBeat = run.State, run.LastBeat
+		if st.Claimed {
+			if d.ClaimedAt, err = readClaimTime(ctx, store, name); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return d, nil

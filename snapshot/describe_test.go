@@ -137,7 +137,7 @@ func TestDescribeEachState(t *testing.T) {
 			}
 		}},
 		{"running", func(t *testing.T, d *Description, err error) {
-			if err != nil || d.State != Incomplete || d.Run != RunLive || d.LastBeat.IsZero() {
+			if err != nil || d.State != Running || d.Run != RunLive || d.LastBeat.IsZero() {
 				t.Fatalf("running backup: %+v (%v)", d, err)
 			}
 		}},

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -127,45 +126,31 @@ type RunStatus struct {
 	Run      string
 }
 
-// CheckRun tells whether backup name is still being written, at now. A heartbeat counts as stale
-// when the storage last modified it more than StaleBeats of its intervals before now.
-func CheckRun(ctx context.Context, store storage.Reader, name string, now time.Time) (RunStatus, error) {
-	exists := func(file string) (storage.ObjectInfo, bool, error) {
-		info, err := store.Stat(ctx, Prefix(name)+file)
-		if errors.Is(err, storage.ErrNotExist) {
-			return info, false, nil
-		}
-		return info, err == nil, err
-	}
-	if _, ok, err := exists(ManifestFile); err != nil || ok {
-		return RunStatus{State: RunComplete}, err
-	}
-	info, ok, err := exists(HeartbeatFile)
+// CheckRun tells whether backup name is still being written, at now, by its state (Classify). A
+// heartbeat counts as stale when the storage last modified it more than StaleBeats of its
+// intervals before now. The manifest is not read.
+func CheckRun(ctx context.Context, store storage.Backend, name string, now time.Time) (RunStatus, error) {
+	f, err := listFolder(ctx, store, name)
 	if err != nil {
 		return RunStatus{}, err
 	}
-	if !ok {
+	st, err := f.classify(ctx, store, now, false)
+	if err != nil {
+		return RunStatus{}, err
+	}
+	rs := RunStatus{LastBeat: st.LastBeat, Run: st.Run}
+	switch {
+	case st.State == Complete:
+		rs = RunStatus{State: RunComplete}
+	case st.State == Running:
+		rs.State = RunLive
+	case f.files[ClaimFile] || f.files[HeartbeatFile]:
 		// Every ferry backup starts with its claim file, and its heartbeat right after.
-		_, claimed, err := exists(ClaimFile)
-		if err != nil || !claimed {
-			return RunStatus{State: RunGone}, err
-		}
-		return RunStatus{State: RunDead}, nil
+		rs.State = RunDead
+	default:
+		rs.State = RunGone
 	}
-	st := RunStatus{State: RunDead, LastBeat: info.ModTime}
-	interval := HeartbeatInterval
-	if hb, err := readHeartbeat(ctx, store, name); err == nil {
-		st.Run = hb.Run
-		if d, err := time.ParseDuration(hb.Interval); err == nil && d > 0 {
-			interval = d
-		}
-	} else if !errors.Is(err, storage.ErrNotExist) {
-		return st, err
-	}
-	if now.Sub(info.ModTime) <= StaleBeats*interval {
-		st.State = RunLive
-	}
-	return st, nil
+	return rs, nil
 }
 
 func readHeartbeat(ctx context.Context, store storage.Reader, name string) (Heartbeat, error) {

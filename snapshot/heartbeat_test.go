@@ -40,8 +40,8 @@ func TestHeartbeatTellsLiveFromDeadRuns(t *testing.T) {
 	if err != nil || st.State != RunLive || st.Run != beat.Run() || st.LastBeat.IsZero() {
 		t.Fatalf("while running: %+v, %v; want live", st, err)
 	}
-	// The heartbeat is just another file of an incomplete backup.
-	if infos, _ := List(ctx, store); len(infos) != 1 || infos[0].State != Incomplete {
+	// A fresh heartbeat without a manifest: running.
+	if infos, _ := List(ctx, store); len(infos) != 1 || infos[0].State != Running {
 		t.Fatalf("listing a running backup: %+v", infos)
 	}
 
@@ -88,8 +88,9 @@ func TestHeartbeatOfKilledRunListsIncompleteAndDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	kill() // the process dies: nobody calls Stop
+	// Its heartbeat (of an hour's interval) is still fresh: running, until it goes stale.
 	infos, err := List(ctx, store)
-	if err != nil || len(infos) != 1 || infos[0].State != Incomplete || infos[0].Files != 2 {
+	if err != nil || len(infos) != 1 || infos[0].State != Running || infos[0].Files != 2 {
 		t.Fatalf("list: %+v, %v", infos, err)
 	}
 	if n, err := Delete(ctx, store, "b2"); err != nil || n != 2 {

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"filippo.io/age"
 	"github.com/ferrykube/ferry/internal/badinput"
@@ -32,28 +34,43 @@ type Reader struct {
 	Manifest *Manifest
 	// Velero is set for a backup Velero wrote (no ferry manifest): its streams cannot be checked.
 	Velero bool
+	// VeleroVolumes is the volume data of a backup Velero wrote, which ferry does not read (pod
+	// volume backups and snapshots): restore and verify report each as skipped.
+	VeleroVolumes []Skipped
 }
 
 // ErrCorrupt matches the errors of streams that do not match the manifest.
 var ErrCorrupt = errors.New("the backup's file does not match its manifest")
 
-// Open opens a complete backup, or one Velero wrote. Identities decrypt an encrypted backup.
-func Open(ctx context.Context, store storage.Reader, name string, identities []age.Identity) (*Reader, error) {
-	if err := CheckName(name); err != nil {
+// Open opens a complete backup, or one Velero wrote, as Classify decides its state. A backup
+// that is incomplete or still being written is bad input; a manifest that cannot be read or fails
+// its checks is an error, never a reason to read the backup's Velero files instead. Identities
+// decrypt an encrypted backup.
+func Open(ctx context.Context, store storage.Backend, name string, identities []age.Identity) (*Reader, error) {
+	st, err := Inspect(ctx, store, name, time.Now())
+	if err != nil {
 		return nil, err
 	}
 	r := &Reader{store: store, name: name, identities: identities, streams: map[string]Stream{}}
-	m, err := ReadManifest(ctx, store, name)
-	if err != nil {
-		vm, verr := readVeleroBackup(ctx, store, name)
-		if verr != nil {
+	switch st.State {
+	case Velero:
+		vm, err := readVeleroBackup(ctx, store, name)
+		if err != nil {
+			return nil, err
+		}
+		if r.VeleroVolumes, err = readVeleroVolumes(ctx, store, name); err != nil {
 			return nil, err
 		}
 		r.Manifest, r.Velero = vm, true
 		return r, nil
+	case Running:
+		return nil, badinput.Errorf("backup %s is still being written (its heartbeat was stored at %s): wait for it to finish", name, st.LastBeat.UTC().Format(time.RFC3339))
+	case Incomplete:
+		return nil, badinput.Errorf("backup %s is incomplete: it has no %s, which is written last, so nothing of it is read (ferry backups describe %s)", name, ManifestFile, name)
 	}
-	if m.Name != name {
-		return nil, badinput.Errorf("backup %s: its manifest names backup %q: it was copied or tampered with", name, m.Name)
+	m, err := ReadManifest(ctx, store, name)
+	if err != nil {
+		return nil, err
 	}
 	if m.Encryption != nil && len(identities) == 0 {
 		return nil, badinput.Errorf("backup %s is encrypted with age to %s: give the key with --identity", name, strings.Join(m.Encryption.Recipients, ", "))
@@ -84,6 +101,68 @@ func readVeleroBackup(ctx context.Context, store storage.Reader, name string) (*
 		m.CompletedAt = b.Status.CompletionTimestamp.Time
 	}
 	return m, nil
+}
+
+// readVeleroVolumes lists the volume data of a backup Velero wrote, which ferry does not read:
+// its pod volume backups (file data in Velero's Kopia or Restic repository), its native volume
+// snapshots and its CSI snapshots. Each file is optional, as for Velero; one that is there but
+// cannot be read is an error, as it fails Velero's own restore.
+func readVeleroVolumes(ctx context.Context, store storage.Reader, name string) ([]Skipped, error) {
+	var out []Skipped
+	var pvbs []velerov1.PodVolumeBackup
+	if err := readVeleroList(ctx, store, name, name+"-podvolumebackups.json.gz", &pvbs); err != nil {
+		return nil, err
+	}
+	for _, p := range pvbs {
+		out = append(out, Skipped{Kind: "volume", Name: p.Spec.Pod.Namespace + "/" + p.Spec.Pod.Name + " volume " + p.Spec.Volume,
+			Reason: "a pod volume backup of Velero's (its data is in Velero's repository, which ferry does not read)"})
+	}
+	var snaps []struct {
+		Spec struct {
+			PersistentVolumeName string `json:"persistentVolumeName"`
+		} `json:"spec"`
+	}
+	if err := readVeleroList(ctx, store, name, name+"-volumesnapshots.json.gz", &snaps); err != nil {
+		return nil, err
+	}
+	for _, sn := range snaps {
+		out = append(out, Skipped{Kind: "volume", Name: "persistentvolume " + sn.Spec.PersistentVolumeName,
+			Reason: "a volume snapshot Velero took (the storage provider's snapshot, which ferry does not restore)"})
+	}
+	var csi []struct {
+		Metadata struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+	}
+	if err := readVeleroList(ctx, store, name, name+"-csi-volumesnapshots.json.gz", &csi); err != nil {
+		return nil, err
+	}
+	for _, sn := range csi {
+		out = append(out, Skipped{Kind: "volume", Name: "volumesnapshot " + sn.Metadata.Namespace + "/" + sn.Metadata.Name,
+			Reason: "a CSI snapshot Velero took, which ferry does not restore"})
+	}
+	return out, nil
+}
+
+// readVeleroList decodes one of Velero's optional gzip-JSON files of a backup into v.
+func readVeleroList(ctx context.Context, store storage.Reader, name, file string, v any) error {
+	rc, err := store.Get(ctx, Prefix(name)+file)
+	if errors.Is(err, storage.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("backup %s: %w", name, err)
+	}
+	defer rc.Close()
+	zr, err := gzip.NewReader(rc)
+	if err != nil {
+		return fmt.Errorf("backup %s: %s: %w", name, file, err)
+	}
+	if err := json.NewDecoder(zr).Decode(v); err != nil {
+		return fmt.Errorf("backup %s: %s: %w", name, file, err)
+	}
+	return nil
 }
 
 // ParseIdentities reads age identities (AGE-SECRET-KEY-1...) from key files.

@@ -58,7 +58,7 @@ const (
 	KeepNewest = "newest complete"
 	// KeepReferencedPrefix starts the reason of a backup a migration run journal names.
 	KeepReferencedPrefix = "referenced by run "
-	// KeepRunning: an incomplete backup whose heartbeat is fresh is being written.
+	// KeepRunning: a backup without a manifest whose heartbeat is fresh is being written.
 	KeepRunning = "running"
 	// KeepGrace: an incomplete backup written to within the grace period may be running.
 	KeepGrace = "incomplete, within the grace period"
@@ -75,7 +75,7 @@ const (
 // Entry is a backup as retention sees it.
 type Entry struct {
 	Name  string `json:"name"`
-	State string `json:"state"` // Complete, Velero or Incomplete
+	State string `json:"state"` // Complete, Velero, Running or Incomplete, as Classify decides
 	// Schedule is the manifest's; for an incomplete backup, guessed from a name of the form
 	// <schedule>-YYYYMMDD-HHMMSS.
 	Schedule string `json:"schedule,omitempty"`
@@ -83,7 +83,7 @@ type Entry struct {
 	Time time.Time `json:"time"`
 	// LastWrite is when storage last modified one of its files.
 	LastWrite time.Time `json:"lastWrite"`
-	// Running is set for an incomplete backup whose heartbeat is fresh.
+	// Running is set for a backup in state Running (its heartbeat is fresh).
 	Running bool `json:"running,omitempty"`
 	// Runs are the migration runs whose journals reference the backup.
 	Runs []string `json:"runs,omitempty"`
@@ -120,9 +120,10 @@ func (p Policy) rules() []rule {
 func (p Policy) InScope(e Entry) bool { return p.Schedule == "" || e.Schedule == p.Schedule }
 
 // Apply decides, at now, which of the backups in scope to keep and which to remove, newest first.
-// Whatever the rules say, it never removes the newest complete backup, a backup a migration run
-// references, a running one, or an incomplete one written to within the grace period; Velero's
-// backups are left alone.
+// Whatever the rules say, it never removes the newest complete backup, a complete backup a
+// migration run references, a running one, or an incomplete one written to within the grace
+// period; Velero's backups are left alone. Every other incomplete backup is removed, referenced or
+// not: nothing incomplete is kept for ever.
 func (p Policy) Apply(entries []Entry, now time.Time) []Decision {
 	var out []Decision
 	for _, e := range entries {
@@ -166,14 +167,19 @@ func (p Policy) Apply(entries []Entry, now time.Time) []Decision {
 			d.Reasons = append(d.Reasons, KeepVelero)
 		default:
 			switch {
-			case d.Running:
+			case d.Running || d.State == Running:
 				d.Reasons = append(d.Reasons, KeepRunning)
 			case now.Sub(d.LastWrite) < p.Grace:
 				d.Reasons = append(d.Reasons, KeepGrace)
 			}
 		}
-		for _, run := range d.Runs {
-			d.Reasons = append(d.Reasons, KeepReferencedPrefix+run)
+		// A run's reference keeps what it can restore. An incomplete backup it references was
+		// begun by a run that was stopped: resumed, the run makes it again (migrate deletes it
+		// first), so the reference does not keep it past the grace period.
+		if d.State == Complete || d.State == Velero {
+			for _, run := range d.Runs {
+				d.Reasons = append(d.Reasons, KeepReferencedPrefix+run)
+			}
 		}
 		d.Keep = len(d.Reasons) > 0
 		if !d.Keep {
@@ -195,116 +201,39 @@ func ScheduledName(schedule string, t time.Time) string {
 	return schedule + "-" + t.UTC().Format("20060102-150405")
 }
 
-// History describes every backup in storage as retention sees it, at now: a complete backup's
-// schedule and start time come from the head of its manifest; an incomplete one is checked for
-// a fresh heartbeat.
+// History describes every backup in storage as retention sees it, at now, each in the state
+// Classify decides: a complete backup's schedule and start time come from the head of its
+// manifest; an incomplete one's schedule from its name. A backup whose manifest cannot be read
+// is an error naming it: prune removes nothing it cannot judge.
 func History(ctx context.Context, store storage.Backend, now time.Time) ([]Entry, error) {
-	byName := map[string]*Entry{}
-	var order []string
-	files := map[string]map[string]bool{}
-	err := store.List(ctx, "backups/", func(o storage.ObjectInfo) error {
-		name, file, ok := strings.Cut(strings.TrimPrefix(o.Key, "backups/"), "/")
-		if !ok {
-			return nil
-		}
-		e := byName[name]
-		if e == nil {
-			e = &Entry{Name: name, State: Incomplete, Time: o.ModTime}
-			byName[name] = e
-			files[name] = map[string]bool{}
-			order = append(order, name)
-		}
-		files[name][file] = true
-		if o.ModTime.Before(e.Time) {
-			e.Time = o.ModTime
-		}
-		if o.ModTime.After(e.LastWrite) {
-			e.LastWrite = o.ModTime
-		}
-		return nil
-	})
+	sts, errs, err := Scan(ctx, store, now)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, len(order))
-	for _, name := range order {
-		e := byName[name]
-		switch {
-		case files[name][ManifestFile]:
-			h, err := readHead(ctx, store, name)
-			if err != nil {
-				return nil, err
+	if len(errs) > 0 {
+		var all []error
+		for _, e := range errs {
+			all = append(all, e)
+		}
+		return nil, errors.Join(all...)
+	}
+	out := make([]Entry, 0, len(sts))
+	for _, st := range sts {
+		e := Entry{Name: st.Name, State: st.State, Time: st.FirstWrite, LastWrite: st.LastWrite, Running: st.State == Running}
+		switch st.State {
+		case Complete:
+			e.Schedule = st.Head.Schedule
+			if !st.Head.StartedAt.IsZero() {
+				e.Time = st.Head.StartedAt
 			}
-			e.State, e.Schedule = Complete, h.Schedule
-			if !h.StartedAt.IsZero() {
-				e.Time = h.StartedAt
-			}
-		case files[name][VeleroFile]:
-			e.State = Velero
-		default:
-			if m := scheduleName.FindStringSubmatch(name); m != nil {
+		case Incomplete, Running:
+			if m := scheduleName.FindStringSubmatch(st.Name); m != nil {
 				e.Schedule = m[1]
 			}
-			st, err := CheckRun(ctx, store, name, now)
-			if err != nil {
-				return nil, fmt.Errorf("backup %s: %w", name, err)
-			}
-			e.Running = st.State == RunLive
 		}
-		out = append(out, *e)
+		out = append(out, e)
 	}
 	return out, nil
-}
-
-type manifestHead struct {
-	Name, Schedule         string
-	StartedAt, CompletedAt time.Time
-}
-
-// readHead reads a manifest only as far as completedAt: ferry writes name, schedule and startedAt
-// before it, and the objects, which may run to megabytes, after it.
-func readHead(ctx context.Context, store storage.Reader, name string) (manifestHead, error) {
-	var h manifestHead
-	rc, err := store.Get(ctx, Prefix(name)+ManifestFile)
-	if err != nil {
-		return h, fmt.Errorf("backup %s: %w", name, err)
-	}
-	defer rc.Close()
-	bad := func(err error) (manifestHead, error) {
-		return h, fmt.Errorf("backup %s: %s: %w", name, ManifestFile, err)
-	}
-	dec := json.NewDecoder(rc)
-	if tok, err := dec.Token(); err != nil {
-		return bad(err)
-	} else if tok != json.Delim('{') {
-		return bad(errors.New("not a JSON object"))
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return bad(err)
-		}
-		var target any
-		switch tok {
-		case "name":
-			target = &h.Name
-		case "schedule":
-			target = &h.Schedule
-		case "startedAt":
-			target = &h.StartedAt
-		case "completedAt":
-			target = &h.CompletedAt
-		default:
-			target = &json.RawMessage{}
-		}
-		if err := dec.Decode(target); err != nil {
-			return bad(err)
-		}
-		if tok == "completedAt" {
-			break
-		}
-	}
-	return h, nil
 }
 
 // Latest names the newest complete backup (by start time), of the schedule when one is given.

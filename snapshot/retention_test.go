@@ -174,15 +174,16 @@ func TestPolicyNeverDeletes(t *testing.T) {
 	}{
 		{"last 1 of the schedule", Policy{Last: 1, Grace: 24 * time.Hour, Schedule: "nightly"},
 			[]string{"nightly-20260310-120000", "nightly-20260310-020000", "nightly-20260310-000000", old, older,
-				"nightly-20260302-020000", "nightly-20260301-020000"},
-			map[string]string{"nightly-20260309-021500": RemoveIncomplete, "nightly-20260308-233000": RemoveIncomplete,
+				"nightly-20260301-020000"},
+			// A run's reference keeps complete backups only: resumed, the run makes its backup again.
+			map[string]string{"nightly-20260309-021500": RemoveIncomplete, "nightly-20260308-233000": RemoveIncomplete, "nightly-20260302-020000": RemoveIncomplete,
 				"nightly-20260309-230000": RemoveUnkept, "nightly-20260308-000000": RemoveUnkept}},
 		{"hourly 3, every schedule: the newest is the one made by hand", Policy{Hourly: 3, Grace: 24 * time.Hour},
-			[]string{"by-hand", "nightly-20260310-120000", "nightly-20260310-020000", "nightly-20260310-000000", "nightly-20260309-230000", old, older, "nightly-20260302-020000", "nightly-20260301-020000", "velero-daily-20260101"},
+			[]string{"by-hand", "nightly-20260310-120000", "nightly-20260310-020000", "nightly-20260310-000000", "nightly-20260309-230000", old, older, "nightly-20260301-020000", "velero-daily-20260101"},
 			map[string]string{"nightly-20260309-220000": RemoveUnkept, "nightly-20260309-021500": RemoveIncomplete,
 				"weekly-20260309-020000": RemoveUnkept}},
-		{"no grace: only running or referenced incomplete ones stay", Policy{Last: 1, Schedule: "nightly"},
-			[]string{"nightly-20260310-120000", "nightly-20260310-000000", old, older, "nightly-20260302-020000", "nightly-20260301-020000"},
+		{"no grace: only running incomplete ones stay", Policy{Last: 1, Schedule: "nightly"},
+			[]string{"nightly-20260310-120000", "nightly-20260310-000000", old, older, "nightly-20260301-020000"},
 			map[string]string{"nightly-20260310-020000": RemoveIncomplete}},
 	}
 	for _, tt := range tests {
@@ -212,7 +213,7 @@ func TestPolicyNeverDeletes(t *testing.T) {
 		old:                       {KeepReferencedPrefix + "run-b", KeepReferencedPrefix + "run-a"},
 		"nightly-20260310-120000": {KeepRunning},
 		"nightly-20260310-020000": {KeepGrace},
-		"nightly-20260302-020000": {KeepReferencedPrefix + "run-d"},
+		"nightly-20260302-020000": {RemoveIncomplete},
 		"nightly-20260310-000000": {KeepNewest, KeepLast},
 	} {
 		if got := reasonsOf(ds, name); !slices.Equal(got, want) {
@@ -275,7 +276,7 @@ func TestHistoryAndLatest(t *testing.T) {
 	}
 	manifest := func(name, schedule string, started time.Time) {
 		put(Prefix(name)+"resource.tar.gz", "x")
-		put(Prefix(name)+ManifestFile, Manifest{Name: name, Schedule: schedule, StartedAt: started, CompletedAt: started.Add(time.Minute),
+		put(Prefix(name)+ManifestFile, Manifest{FormatVersion: FormatVersion, Name: name, Schedule: schedule, StartedAt: started, CompletedAt: started.Add(time.Minute),
 			Objects: []Object{{Kind: "ConfigMap", Name: strings.Repeat("x", 1000)}}})
 	}
 	manifest("nightly-20260308-020000", "nightly", at("2026-03-08T02:00"))

@@ -26,7 +26,7 @@ func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams
 	var output string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List backups; incomplete ones (no manifest) are never restorable",
+		Short: "List backups: complete, running, incomplete (never restorable) or velero (written by Velero)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "" && output != "json" {
@@ -36,11 +36,16 @@ func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams
 			if err != nil {
 				return err
 			}
-			infos, err := snapshot.List(cmd.Context(), store)
-			if err != nil {
-				return err
+			// A backup whose manifest cannot be read is listed as unreadable, and fails the listing
+			// after every backup is shown.
+			infos, listErr := snapshot.List(cmd.Context(), store)
+			if listErr != nil && len(infos) == 0 {
+				return listErr
 			}
 			if done, err := printStructured(streams.Out, output, infos); done {
+				if err == nil {
+					err = listErr
+				}
 				return err
 			}
 			w := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
@@ -52,7 +57,10 @@ func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams
 				}
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", i.Name, i.State, i.Files, human.Bytes(i.Bytes), completed)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			return listErr
 		},
 	}
 	list.Flags().StringVarP(&output, "output", "o", "", "json for machine-readable output")
@@ -234,6 +242,14 @@ func writeVelero(w *tabwriter.Writer, d *snapshot.Description) {
 		fmt.Fprintf(w, "Storage location:\t%s\n", v.StorageLocation)
 	}
 	fmt.Fprintf(w, "Stored:\t%s in %s\n", human.Bytes(d.Bytes), countFiles(d.Files))
+	if len(d.VeleroVolumes) == 0 {
+		fmt.Fprintf(w, "\nVOLUME DATA  none: no pod volume backups or snapshots\n")
+		return
+	}
+	fmt.Fprintf(w, "\nVOLUME DATA ferry does not restore  %d\n", len(d.VeleroVolumes))
+	for _, v := range d.VeleroVolumes {
+		fmt.Fprintf(w, "  %s: %s\n", v.Name, v.Reason)
+	}
 }
 
 func writeIncomplete(w *tabwriter.Writer, d *snapshot.Description) {
@@ -246,6 +262,10 @@ func writeIncomplete(w *tabwriter.Writer, d *snapshot.Description) {
 		fmt.Fprintf(w, "Running:\tyes, its heartbeat was stored at %s: wait for it to finish\n", d.LastBeat.UTC().Format(time.RFC3339))
 	case snapshot.RunDead:
 		fmt.Fprintf(w, "Running:\tno, the ferry that wrote it stopped before the end\n")
+	}
+	if d.State == snapshot.Running {
+		fmt.Fprintf(w, "\nBackup %s is still being written: it has no %s yet, which is written last.\n", d.Name, snapshot.ManifestFile)
+		return
 	}
 	fmt.Fprintf(w, "\nBackup %s is incomplete: it has no %s, which is written last, so it cannot be restored.\n", d.Name, snapshot.ManifestFile)
 	if d.Run != snapshot.RunLive {

@@ -32,8 +32,13 @@ func TestPrintDescription(t *testing.T) {
 		}},
 		{"incomplete, its ferry stopped", &snapshot.Description{Name: "half", State: snapshot.Incomplete, Files: 1, Bytes: 7, Run: snapshot.RunDead},
 			[]string{`State:\s+incomplete$`, `Stored:\s+7 B in 1 file$`, `Running:\s+no`, "`ferry backups delete half` removes it"}},
-		{"incomplete, still running", &snapshot.Description{Name: "live", State: snapshot.Incomplete, Files: 3, Run: snapshot.RunLive, LastBeat: start},
-			[]string{`Running:\s+yes, its heartbeat was stored at 2026-05-01T10:00:00Z: wait for it to finish$`, `Backup live is incomplete`}},
+		{"running", &snapshot.Description{Name: "live", State: snapshot.Running, Files: 3, Run: snapshot.RunLive, LastBeat: start},
+			[]string{`State:\s+running$`, `Running:\s+yes, its heartbeat was stored at 2026-05-01T10:00:00Z: wait for it to finish$`, `Backup live is still being written`}},
+		{"velero, no volume data", &snapshot.Description{Name: "v", State: snapshot.Velero, Velero: &snapshot.VeleroSummary{Phase: "Completed"}},
+			[]string{`State:\s+velero$`, `VOLUME DATA  none`}},
+		{"velero, pod volume backups", &snapshot.Description{Name: "v", State: snapshot.Velero, Velero: &snapshot.VeleroSummary{Phase: "Completed"},
+			VeleroVolumes: []snapshot.Skipped{{Kind: "volume", Name: "a/web-0 volume data", Reason: "a pod volume backup"}}},
+			[]string{`VOLUME DATA ferry does not restore  1$`, `  a/web-0 volume data: a pod volume backup$`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

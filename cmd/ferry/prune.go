@@ -39,10 +39,13 @@ func newPruneCommand(global *globalOptions, streams genericiooptions.IOStreams) 
 		Long: `prune applies a retention policy in the spirit of restic's forget. Each --keep-* rule keeps the
 newest complete backup of each of the last N hours, days, ISO weeks, months or years (in UTC) that
 have one, --keep-last the N newest; -1 keeps every one. A backup kept by any rule is kept; the rest
-are removed. Whatever the rules say, prune never removes the newest complete backup, a backup that
-a migration run's journal (metadata/ferry/runs/) references, a backup being written (a fresh
-heartbeat), or an incomplete backup written to within --grace; incomplete backups older than that
-are removed. Backups Velero wrote are left to Velero. With --schedule only that schedule's backups
+are removed. Whatever the rules say, prune never removes the newest complete backup, a complete
+backup that a migration run's journal (metadata/ferry/runs/) references, a backup being written
+(state running: a fresh heartbeat), or an incomplete backup written to within --grace. Every other
+incomplete backup goes: one a killed ferry left (its claim without a manifest, whatever else is
+there), one an interrupted delete left, and one a stopped migration run references (resumed, the
+run makes it again). Backups Velero wrote are left to Velero. A backup whose manifest cannot be
+read stops prune before it removes anything, naming it. With --schedule only that schedule's backups
 are considered. Each backup is listed with what keeps it or why it goes.
 Exit codes: 0 done, 2 bad flags, 3 some backups could not be removed (listed).`,
 		Args: noArgs,

@@ -52,10 +52,10 @@ func TestPruneFileStorage(t *testing.T) {
 		name := snapshot.ScheduledName("nightly", started)
 		nightly = append(nightly, name)
 		put(snapshot.Prefix(name)+"resource.tar.gz", "objects")
-		put(snapshot.Prefix(name)+snapshot.ManifestFile, snapshot.Manifest{Name: name, Schedule: "nightly", StartedAt: started, CompletedAt: started.Add(time.Minute)})
+		put(snapshot.Prefix(name)+snapshot.ManifestFile, snapshot.Manifest{FormatVersion: snapshot.FormatVersion, Name: name, Schedule: "nightly", StartedAt: started, CompletedAt: started.Add(time.Minute)})
 		age(name, started.Add(time.Minute))
 	}
-	put(snapshot.Prefix("by-hand")+snapshot.ManifestFile, snapshot.Manifest{Name: "by-hand", StartedAt: now.Add(-100 * 24 * time.Hour)})
+	put(snapshot.Prefix("by-hand")+snapshot.ManifestFile, snapshot.Manifest{FormatVersion: snapshot.FormatVersion, Name: "by-hand", StartedAt: now.Add(-100 * 24 * time.Hour)})
 	referenced := nightly[30]
 	put(snapshot.RunsPrefix+"r-1/journal.json", map[string]any{"state": "restored", "backup": referenced})
 	stale := snapshot.ScheduledName("nightly", now.Add(-50*time.Hour))

@@ -228,8 +228,9 @@ const (
 )
 
 // Run restores or verifies (command) each kind in order into one report; a kind that cannot go on
-// stops the run, and the report still holds what was done. For a backup Velero wrote, the volume
-// data it does not read is reported as skipped.
+// stops the run, and the report still holds what was done. For a backup Velero wrote, each volume
+// it holds data of (pod volume backups, snapshots), which ferry does not read, is reported as
+// skipped.
 func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []snapshot.Restorer, log *slog.Logger) (*snapshot.Report, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -251,8 +252,10 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 			break
 		}
 	}
-	if r.Velero {
-		report.Add("volumes", snapshot.StatusSkipped, "(all)", "a backup Velero wrote: ferry restores its objects; its volume data (kept by Kopia) is not read")
+	// A backup Velero wrote holds volume data only as pod volume backups (Kopia) or snapshots,
+	// which ferry does not read: each is skipped by name. Without any, nothing is skipped.
+	for _, v := range r.VeleroVolumes {
+		report.Add("volumes", snapshot.StatusSkipped, v.Name, v.Reason)
 	}
 	report.Sort()
 	return report, err
