@@ -16,7 +16,7 @@ import (
 	"github.com/ferrykube/ferry/storage"
 )
 
-func newStore(t *testing.T) storage.Backend {
+func newStore(t testing.TB) storage.Backend {
 	t.Helper()
 	s, err := storage.NewFile(t.TempDir())
 	if err != nil {

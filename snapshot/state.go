@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -256,16 +257,21 @@ type ManifestHead struct {
 
 // readHead reads a manifest only as far as its head, and checks its name and format.
 func readHead(ctx context.Context, store storage.Reader, name string) (ManifestHead, error) {
-	var h ManifestHead
 	rc, err := store.Get(ctx, Prefix(name)+ManifestFile)
 	if err != nil {
-		return h, fmt.Errorf("backup %s: %w", name, err)
+		return ManifestHead{}, fmt.Errorf("backup %s: %w", name, err)
 	}
 	defer rc.Close()
+	return decodeHead(rc, name)
+}
+
+// decodeHead reads the head of backup name's manifest from r.
+func decodeHead(r io.Reader, name string) (ManifestHead, error) {
+	var h ManifestHead
 	bad := func(err error) (ManifestHead, error) {
 		return h, fmt.Errorf("backup %s: %s: %w: %v", name, ManifestFile, ErrBadManifest, err)
 	}
-	dec := json.NewDecoder(rc)
+	dec := json.NewDecoder(r)
 	if tok, err := dec.Token(); err != nil {
 		return bad(err)
 	} else if tok != json.Delim('{') {
