@@ -1,6 +1,7 @@
 # ferry — everything a newcomer needs goes through these targets.
 #   make demo    ferry migrate blue → green on the local testbed, behind HAProxy, then back with green's writes
-#   make test    all tests: unit and integration against the real testbed (builds what it needs)
+#   make test    all tests: unit, a few seconds of each fuzz target, and integration against the real testbed
+#   make fuzz    each fuzz target for longer (FUZZTIME, 2m by default)
 
 SHELL := /bin/bash
 GO ?= go
@@ -9,7 +10,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/ferrykube/ferry/internal/buildinfo.version=$(VERSION)
 FIXTURES ?= ../shared/fixtures/kubeflow
 
-.PHONY: all build test test-short test-integration lint bench testbed-bin testbed-up testbed-down demo check-go clean
+.PHONY: all build test test-short test-integration test-fuzz fuzz lint bench testbed-bin testbed-up testbed-down demo check-go clean
 
 all: build
 
@@ -41,7 +42,26 @@ test-integration: testbed-bin
 	@echo "==> all tests, integration included, against the testbed"
 	@$(GO) test -count=1 -timeout 60m ./...
 
-test: lint testbed-bin test-integration
+test: lint test-fuzz testbed-bin test-integration
+
+# Fuzz targets, as package:target. Each must not panic, and every error must name its input.
+FUZZ_TARGETS := ./snapshot/:FuzzManifest ./migrate/:FuzzJournalEvent ./plans/:FuzzPlanFile ./plans/:FuzzConfig ./snapshot/volumes/:FuzzUnpack
+FUZZTIME ?= 2m
+
+# Runs fuzz targets for $(1) each; new failing inputs land in the package's testdata/fuzz/.
+define run-fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "==> fuzz $$name ($$pkg, $(1))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(1) $$pkg || exit 1; \
+	done
+endef
+
+test-fuzz: check-go
+	$(call run-fuzz,5s)
+
+fuzz: check-go
+	$(call run-fuzz,$(FUZZTIME))
 
 bench: testbed-bin
 	@echo "==> benchmarks: storage (ferry's S3 backend beside raw transfers to the same MinIO), planning and backing up 20,000 objects, a volume backup"
