@@ -48,20 +48,21 @@ test: lint test-fuzz testbed-bin test-integration
 FUZZ_TARGETS := ./snapshot/:FuzzManifest ./migrate/:FuzzJournalEvent ./plans/:FuzzPlanFile ./plans/:FuzzConfig ./snapshot/volumes/:FuzzUnpack
 FUZZTIME ?= 2m
 
-# Runs fuzz targets for $(1) each; new failing inputs land in the package's testdata/fuzz/.
+# Runs each fuzz target for $(1), minimizing a new input for at most $(2); an input that fails is
+# kept in the package's testdata/fuzz/ (commit it: it is then a test case of go test).
 define run-fuzz
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "==> fuzz $$name ($$pkg, $(1))"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(1) $$pkg || exit 1; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(1) -fuzzminimizetime $(2) $$pkg || exit 1; \
 	done
 endef
 
 test-fuzz: check-go
-	$(call run-fuzz,5s)
+	$(call run-fuzz,5s,2s)
 
 fuzz: check-go
-	$(call run-fuzz,$(FUZZTIME))
+	$(call run-fuzz,$(FUZZTIME),30s)
 
 bench: testbed-bin
 	@echo "==> benchmarks: storage (ferry's S3 backend beside raw transfers to the same MinIO), planning and backing up 20,000 objects, a volume backup"
