@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"strings"
@@ -247,5 +248,49 @@ func TestClassify(t *testing.T) {
 		if got := Classify(files, tt.fresh); got != tt.want {
 			t.Errorf("Classify(%v, fresh %v) = %s, want %s", tt.files, tt.fresh, got, tt.want)
 		}
+	}
+}
+
+// A backup Velero wrote: its pod volume backups and snapshots are the volume data ferry does not
+// read, each named; without them there is none; a file of them that cannot be read is an error.
+func TestVeleroVolumes(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(s))
+		zw.Close()
+		return b.Bytes()
+	}
+	put := func(name, file string, data []byte) {
+		if err := store.Put(ctx, Prefix(name)+file, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"plain", "pvb", "broken"} {
+		put(name, VeleroFile, []byte(strings.Replace(veleroMeta, "%s", name, 1)))
+		put(name, name+".tar.gz", gz(""))
+	}
+	put("plain", "plain-podvolumebackups.json.gz", gz("null"))
+	put("pvb", "pvb-podvolumebackups.json.gz", gz(`[{"spec":{"pod":{"namespace":"a","name":"web-0"},"volume":"data"}}]`))
+	put("pvb", "pvb-volumesnapshots.json.gz", gz(`[{"spec":{"persistentVolumeName":"pv-1"}}]`))
+	put("pvb", "pvb-csi-volumesnapshots.json.gz", gz(`[{"metadata":{"namespace":"a","name":"snap-1"}}]`))
+	put("broken", "broken-podvolumebackups.json.gz", []byte("not gzip"))
+
+	r, err := Open(ctx, store, "plain", nil)
+	if err != nil || !r.Velero || len(r.VeleroVolumes) != 0 {
+		t.Fatalf("plain: %+v, %v; want a Velero backup without volume data", r, err)
+	}
+	r, err = Open(ctx, store, "pvb", nil)
+	if err != nil || len(r.VeleroVolumes) != 3 || r.VeleroVolumes[0].Name != "a/web-0 volume data" ||
+		r.VeleroVolumes[1].Name != "persistentvolume pv-1" || r.VeleroVolumes[2].Name != "volumesnapshot a/snap-1" {
+		t.Fatalf("pvb: %+v, %v", r.VeleroVolumes, err)
+	}
+	if d, err := Describe(ctx, store, "pvb", time.Now()); err != nil || len(d.VeleroVolumes) != 3 {
+		t.Fatalf("describe pvb: %+v, %v", d, err)
+	}
+	if _, err := Open(ctx, store, "broken", nil); err == nil || !strings.Contains(err.Error(), "broken-podvolumebackups.json.gz") {
+		t.Fatalf("broken: %v; want an error naming the file", err)
 	}
 }
