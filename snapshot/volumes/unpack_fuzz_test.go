@@ -89,4 +89,3 @@ func FuzzUnpack(f *testing.F) {
 		t.Fatalf("the error names neither the archive nor an entry: %v", err)
 	})
 }
-
