@@ -166,6 +166,17 @@ func TestCorruptManifestIsAnError(t *testing.T) {
 			if _, err := Describe(ctx, store, tt.name, time.Now()); err == nil {
 				t.Errorf("Describe: no error")
 			}
+			// A manifest whose head is sound lists as complete; the rest is checked when read.
+			infos, err := List(ctx, store)
+			if len(infos) != 1 || infos[0].State == Velero || (infos[0].State == Unreadable) != (err != nil) {
+				t.Errorf("List: %+v, %v", infos, err)
+			}
+			if tt.name != "bad-stream-sum" && tt.name != "truncated" && infos[0].State != Unreadable {
+				t.Errorf("List: %+v; want it unreadable", infos)
+			}
+			if _, err := History(ctx, store, time.Now()); (err != nil) != (infos[0].State == Unreadable) {
+				t.Errorf("History: %v", err)
+			}
 		})
 	}
 }
