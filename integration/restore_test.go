@@ -253,7 +253,7 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "to-tamper"); code != 0 && code != 3 {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	if code, _, errOut := runFerry(t, "--storage", store, "restore", "--to", "dr", "--backup", "no-such-backup"); code != 2 || !strings.Contains(errOut, `backup "no-such-backup" has no manifest`) {
+	if code, _, errOut := runFerry(t, "--storage", store, "restore", "--to", "dr", "--backup", "no-such-backup"); code != 2 || !strings.Contains(errOut, `no backup named "no-such-backup"`) {
 		t.Errorf("restore of a missing backup: exit %d, %s", code, errOut)
 	}
 	tamperArchive(t, dir, "to-tamper")
