@@ -173,9 +173,9 @@ databases:
 			t.Errorf("a migration would scale the databases' StatefulSets %v to zero (%s)", r.Names, r.Why)
 		}
 	}
-	for _, d := range plan.Databases {
-		if want := "data-" + strings.TrimPrefix(d.Workload, "statefulset/") + "-0"; !d.Found || !slices.Equal(d.Volumes, []string{want}) {
-			t.Errorf("database %s: found %v, claims %v; want found and [%s]", d.Name, d.Found, d.Volumes, want)
+	for _, v := range plan.Volumes {
+		if want := map[string]string{"data-mariadb-0": "database shop-mariadb", "data-postgres-0": "database shop-pg"}[v.Name]; v.Holds != want {
+			t.Errorf("claim %s/%s moves as %q, want %q", v.Namespace, v.Name, v.Holds, want)
 		}
 	}
 
@@ -305,8 +305,8 @@ func TestMoversInQuotaNamespaces(t *testing.T) {
 	if code != 3 || !strings.Contains(out, wantFinding+": on the source, 1 mover pod would need pods 1 but only 0 is left") {
 		t.Errorf("ferry backup exited %d, want 3 and the blocking finding for %s\nstdout: %s\nstderr: %s", code, wantFinding, out, errOut)
 	}
-	if entries, _ := os.ReadDir(storeDir); len(entries) > 0 {
-		t.Errorf("ferry backup wrote %v though preflight blocked it", entries)
+	if got := listBackups(t, "file://"+storeDir); len(got) > 0 {
+		t.Errorf("ferry backup wrote %v though preflight blocked it", got)
 	}
 	if pods, err := kc.CoreV1().Pods(full).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ferry-mover"}); err != nil || len(pods.Items) > 0 {
 		t.Errorf("mover pods in %s: %v, %v; want none", full, pods, err)
