@@ -300,12 +300,13 @@ func merge(a, b map[string]any) map[string]any {
 }
 
 // WriterRules are the quiesce rules a plan implies beyond ferry.yaml's: scale to zero the
-// Deployments and StatefulSets whose pods mount a claim whose files move (a database's or bucket's
-// own claim moves as a dump, and its server must keep running for it), and suspend every CronJob of
-// the moved namespaces.
+// Deployments and StatefulSets whose pods mount a claim whose files move, and suspend every CronJob
+// of the moved namespaces. A configured database's or bucket's workload is never among them: its
+// claims move as a dump or copy made through its running pod.
 func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) ([]plans.QuiesceRule, error) {
 	byWorkload := map[[2]string][]string{} // resource, namespace -> names
 	podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	serving := dataWorkloads(plan.Config)
 	for _, v := range plan.Volumes {
 		if v.Holds != "" {
 			continue
@@ -323,7 +324,7 @@ func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) (
 				return nil, fmt.Errorf("writers of claim %s/%s: %w", v.Namespace, v.Name, err)
 			}
 			key := [2]string{resource, v.Namespace}
-			if resource != "" && !slices.Contains(byWorkload[key], name) {
+			if resource != "" && !serving[[3]string{resource, v.Namespace, name}] && !slices.Contains(byWorkload[key], name) {
 				byWorkload[key] = append(byWorkload[key], name)
 			}
 		}
@@ -347,6 +348,27 @@ func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) (
 		return strings.Compare(a.Resource+"/"+a.Namespace, b.Resource+"/"+b.Namespace)
 	})
 	return rules, nil
+}
+
+// dataWorkloads are the workloads (resource, namespace, name) of the configured databases and
+// buckets.
+func dataWorkloads(cfg plans.Config) map[[3]string]bool {
+	out := map[[3]string]bool{}
+	add := func(namespace, workload string) {
+		kind, name, err := plans.ParseWorkload(workload)
+		if err == nil {
+			out[[3]string{kind + "s.apps", namespace, name}] = true
+		}
+	}
+	for _, d := range cfg.Databases {
+		add(d.Namespace, d.Workload)
+	}
+	for _, b := range cfg.Buckets {
+		if b.Workload != "" {
+			add(b.Namespace, b.Workload)
+		}
+	}
+	return out
 }
 
 // workloadOf follows a pod's controllers up to the Deployment or StatefulSet that runs it, if any.

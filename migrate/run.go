@@ -241,12 +241,16 @@ func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
 	if err := plans.Preflight(ctx, r.plan, r.o.Green.Plans(), r.o.GreenCtx); err != nil {
 		return nil, "", fmt.Errorf("preflight green: %w", err)
 	}
+	green := r.o.Green.Plans()
+	if err := plans.PreflightMovers(ctx, r.plan, r.o.Blue.Plans(), &green, r.o.Parallel); err != nil {
+		return nil, "", fmt.Errorf("preflight of the mover pods: %w", err)
+	}
 	if blocking := r.plan.Blocking(); len(blocking) > 0 {
 		var msgs []string
 		for _, f := range blocking {
 			msgs = append(msgs, f.Subject+": "+f.Message)
 		}
-		return nil, "", fmt.Errorf("%d blocking findings on green: %s: %w", len(blocking), strings.Join(msgs, "; "), ErrStopped)
+		return nil, "", fmt.Errorf("%d blocking findings: %s: %w", len(blocking), strings.Join(msgs, "; "), ErrStopped)
 	}
 	return r.plan.Findings, fmt.Sprintf("%d warnings", len(r.plan.Findings)), nil
 }

@@ -37,6 +37,8 @@ type Config struct {
 	// Traffic and Rollout say how ferry migrate shifts traffic to green (see rollout.go).
 	Traffic *Traffic `yaml:"traffic,omitempty" json:"traffic,omitempty"`
 	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
+	// Mover shapes the short-lived pods that read and write claims (see mover.go).
+	Mover Mover `yaml:"mover,omitempty" json:"mover,omitzero"`
 }
 
 // Selection picks objects by namespace, resource and label.
@@ -300,6 +302,7 @@ func (c Config) Validate() error {
 	if c.Rollout != nil {
 		c.Rollout.validate(bad)
 	}
+	c.Mover.validate(bad)
 	return errors.Join(errs...)
 }
 
@@ -336,6 +339,7 @@ func (c Config) Merge(over Config) Config {
 	if over.Rollout != nil {
 		out.Rollout = over.Rollout
 	}
+	out.Mover = c.Mover.merge(over.Mover)
 	t := &out.Throughput
 	for _, p := range []struct {
 		dst *float64

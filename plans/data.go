@@ -41,8 +41,8 @@ func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []serv
 		}
 		if !item.Found {
 			p.warn("database "+d.Name, "%s; it is not in the plan", item.Problem)
-		} else if v := volumes[item.Namespace+"/"+item.Volume]; v != nil {
-			v.Holds = "database " + d.Name
+		} else {
+			holds(p, volumes, item, "database "+d.Name)
 		}
 		p.Databases = append(p.Databases, item)
 	}
@@ -58,8 +58,8 @@ func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []serv
 		}
 		if !item.Found {
 			p.warn("bucket "+b.Name, "%s; it is not in the plan", item.Problem)
-		} else if v := volumes[item.Namespace+"/"+item.Volume]; v != nil {
-			v.Holds = "bucket " + b.Name
+		} else {
+			holds(p, volumes, item, "bucket "+b.Name)
 		}
 		p.Buckets = append(p.Buckets, item)
 	}
@@ -105,6 +105,19 @@ func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []serv
 	return nil
 }
 
+// holds marks the item's claims as moving with it (a dump or a copy, not files); a claim two
+// items mount is a finding, as neither could move it alone.
+func holds(p *Plan, volumes map[string]*Volume, item DataItem, what string) {
+	for _, claim := range item.Volumes {
+		v := volumes[item.Namespace+"/"+claim]
+		if v.Holds != "" && v.Holds != what {
+			p.warn("claim "+item.Namespace+"/"+claim, "mounted by %s and by %s; it moves as %s", v.Holds, what, v.Holds)
+			continue
+		}
+		v.Holds = what
+	}
+}
+
 func (s *SecretRef) keyOrEmpty(which string) string {
 	if s == nil {
 		return ""
@@ -126,11 +139,26 @@ func (s *SecretRef) keyOrEmpty(which string) string {
 // made of and on a restore's target alike. The workload is nil when it does not exist; the pod is
 // nil when none of its pods runs.
 func WorkloadPod(ctx context.Context, dyn dynamic.Interface, namespace, workload string) (w, pod *unstructured.Unstructured, err error) {
+	w, pods, err := workloadPods(ctx, dyn, namespace, workload)
+	if w == nil || err != nil {
+		return w, nil, err
+	}
+	for i := range pods {
+		if phase, _, _ := unstructured.NestedString(pods[i].Object, "status", "phase"); phase == "Running" {
+			return w, &pods[i], nil
+		}
+	}
+	return w, nil, nil
+}
+
+// workloadPods gets a workload and its pods (by its selector's labels), sorted by name; the
+// workload is nil when it does not exist.
+func workloadPods(ctx context.Context, dyn dynamic.Interface, namespace, workload string) (*unstructured.Unstructured, []unstructured.Unstructured, error) {
 	kind, name, err := ParseWorkload(workload)
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err = dyn.Resource(workloadGVR(kind)).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	w, err := dyn.Resource(workloadGVR(kind)).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil, nil
 	}
@@ -143,12 +171,78 @@ func WorkloadPod(ctx context.Context, dyn dynamic.Interface, namespace, workload
 		return nil, nil, fmt.Errorf("list pods of %s %s/%s: %w", kind, namespace, name, err)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].GetName() < pods.Items[j].GetName() })
-	for i := range pods.Items {
-		if phase, _, _ := unstructured.NestedString(pods.Items[i].Object, "status", "phase"); phase == "Running" {
-			return w, &pods.Items[i], nil
+	return w, pods.Items, nil
+}
+
+// claimsOf lists the claims a workload keeps its data on: every claim its pods mount, whatever
+// made it (the pod template, a StatefulSet's claim template, an ephemeral volume, a controller
+// of its own), and those its template and claim templates name — "<template>-<statefulset>-<ordinal>"
+// for each replica, and every claim of namespace (existing) so named — for pods not running now.
+func claimsOf(w *unstructured.Unstructured, pods []unstructured.Unstructured, existing []string) []string {
+	var out []string
+	add := func(claim string) {
+		if claim != "" && !slices.Contains(out, claim) {
+			out = append(out, claim)
 		}
 	}
-	return w, nil, nil
+	for _, pod := range pods {
+		if phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase"); phase == "Succeeded" || phase == "Failed" {
+			continue
+		}
+		vols, _, _ := unstructured.NestedSlice(pod.Object, "spec", "volumes")
+		for _, v := range vols {
+			vm, _ := v.(map[string]any)
+			claim, _, _ := unstructured.NestedString(vm, "persistentVolumeClaim", "claimName")
+			add(claim)
+			if _, ok := vm["ephemeral"]; ok {
+				name, _ := vm["name"].(string)
+				add(pod.GetName() + "-" + name) // the claim Kubernetes makes for a generic ephemeral volume
+			}
+		}
+	}
+	vols, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "volumes")
+	for _, v := range vols {
+		claim, _, _ := unstructured.NestedString(v.(map[string]any), "persistentVolumeClaim", "claimName")
+		add(claim)
+	}
+	if w.GetKind() == "StatefulSet" {
+		replicas, found, _ := unstructured.NestedInt64(w.Object, "spec", "replicas")
+		if !found {
+			replicas = 1
+		}
+		start, _, _ := unstructured.NestedInt64(w.Object, "spec", "ordinals", "start")
+		templates, _, _ := unstructured.NestedSlice(w.Object, "spec", "volumeClaimTemplates")
+		for _, t := range templates {
+			tm, _ := t.(map[string]any)
+			name, _, _ := unstructured.NestedString(tm, "metadata", "name")
+			if name == "" {
+				continue
+			}
+			prefix := name + "-" + w.GetName() + "-"
+			for i := start; i < start+replicas; i++ {
+				add(fmt.Sprintf("%s%d", prefix, i))
+			}
+			for _, claim := range existing {
+				if ordinal, ok := strings.CutPrefix(claim, prefix); ok && isOrdinal(ordinal) {
+					add(claim)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func isOrdinal(s string) bool {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // locate finds an item's workload, a running pod of it, the claim holding its data and its Secret.
@@ -157,7 +251,7 @@ func locate(ctx context.Context, dyn dynamic.Interface, item *DataItem, secret *
 	if err != nil {
 		return err
 	}
-	w, pod, err := WorkloadPod(ctx, dyn, item.Namespace, item.Workload)
+	w, pods, err := workloadPods(ctx, dyn, item.Namespace, item.Workload)
 	if err != nil {
 		return err
 	}
@@ -165,18 +259,30 @@ func locate(ctx context.Context, dyn dynamic.Interface, item *DataItem, secret *
 		item.Problem = fmt.Sprintf("%s %s/%s not found", kind, item.Namespace, name)
 		return nil
 	}
-	if pod != nil {
-		item.Pod = pod.GetName()
-		item.Node, _, _ = unstructured.NestedString(pod.Object, "spec", "nodeName")
-	}
-	vols, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "volumes")
-	for _, v := range vols {
-		if claim, _, _ := unstructured.NestedString(v.(map[string]any), "persistentVolumeClaim", "claimName"); claim != "" {
-			item.Volume = claim
-			if vol := volumes[item.Namespace+"/"+claim]; vol != nil {
-				item.Bytes = vol.Bytes
-			}
+	for i := range pods {
+		if phase, _, _ := unstructured.NestedString(pods[i].Object, "status", "phase"); phase == "Running" {
+			item.Pod = pods[i].GetName()
+			item.Node, _, _ = unstructured.NestedString(pods[i].Object, "spec", "nodeName")
+			break
 		}
+	}
+	var existing []string
+	for key := range volumes {
+		if ns, claim, _ := strings.Cut(key, "/"); ns == item.Namespace {
+			existing = append(existing, claim)
+		}
+	}
+	item.Bytes = 0
+	for _, claim := range claimsOf(w, pods, existing) {
+		vol := volumes[item.Namespace+"/"+claim]
+		if vol == nil {
+			continue // a claim not made yet, or not in the plan
+		}
+		item.Volumes = append(item.Volumes, claim)
+		item.Bytes += vol.Bytes
+	}
+	if len(item.Volumes) > 0 {
+		item.Volume = item.Volumes[0]
 	}
 	if secret != nil {
 		s, err := dyn.Resource(secretsGVR).Namespace(item.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})

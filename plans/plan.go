@@ -149,10 +149,12 @@ type DataItem struct {
 	Pod       string `json:"pod,omitempty"`
 	Node      string `json:"node,omitempty"`
 	Secret    string `json:"secret,omitempty"`
-	// Volume is the claim holding the data; its capacity bounds the estimate.
-	Volume string `json:"volume,omitempty"`
-	Bytes  int64  `json:"bytes,omitempty"`
-	Found  bool   `json:"found"`
+	// Volume is the (first) claim holding the data; Volumes are all of them (a StatefulSet's
+	// replicas each have theirs). Their capacity bounds the estimate.
+	Volume  string   `json:"volume,omitempty"`
+	Volumes []string `json:"volumes,omitempty"`
+	Bytes   int64    `json:"bytes,omitempty"`
+	Found   bool     `json:"found"`
 	// Problem says what is missing when Found is false.
 	Problem string `json:"problem,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -133,6 +134,13 @@ func (o *backupOptions) run(ctx context.Context) error {
 			return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
 		}
 	}
+	quotas, err := plans.QuotaCheck{Dynamic: source.Dynamic, Cluster: "source", Mover: plan.Config.Mover}.Check(ctx, plans.Movers(plan.FileClaims(nil), o.parallel))
+	if err != nil {
+		return err
+	}
+	if err := refuseBlocking(o.streams.Out, "backup", quotas); err != nil {
+		return err
+	}
 	started := time.Now()
 	name := o.name
 	if name == "" {
@@ -169,4 +177,23 @@ func (o *backupOptions) run(ctx context.Context) error {
 		return &incompleteError{msg: fmt.Sprintf("backup %s holds the objects but skipped %d items", name, len(manifest.Skipped))}
 	}
 	return nil
+}
+
+// refuseBlocking prints the blocking preflight findings, if any, and returns the error that
+// stops the command (exit 3) before anything runs.
+func refuseBlocking(out io.Writer, command string, findings []plans.Finding) error {
+	var blocking []plans.Finding
+	for _, f := range findings {
+		if f.Severity == plans.Blocking {
+			blocking = append(blocking, f)
+		}
+	}
+	if len(blocking) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "BLOCKING\n")
+	for _, f := range blocking {
+		fmt.Fprintf(out, "  %s: %s\n", f.Subject, f.Message)
+	}
+	return &incompleteError{msg: fmt.Sprintf("%s not started: %d blocking findings; the first: %s: %s", command, len(blocking), blocking[0].Subject, blocking[0].Message)}
 }

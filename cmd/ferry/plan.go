@@ -107,14 +107,20 @@ func (o *planOptions) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
 	}
+	var target *plans.Clients
 	if o.to != "" {
-		target, err := o.global.planClients(o.to)
+		t, err := o.global.planClients(o.to)
 		if err != nil {
 			return badinput.Wrap(err)
 		}
-		if err := plans.Preflight(ctx, p, target, o.to); err != nil {
+		if err := plans.Preflight(ctx, p, t, o.to); err != nil {
 			return err
 		}
+		target = &t
+	}
+	// As many movers at once as ferry backup and restore run by default (--parallel 8).
+	if err := plans.PreflightMovers(ctx, p, source, target, 8); err != nil {
+		return err
 	}
 	switch o.output {
 	case "yaml", "json":

@@ -90,7 +90,7 @@ func (o *targetOptions) complete(command string) error {
 }
 
 // open opens the backup and builds the kinds that restore and verify it on the target, in order.
-func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, []snapshot.Restorer, error) {
+func (o *targetOptions) open(ctx context.Context, command string) (*snapshot.Reader, []snapshot.Restorer, error) {
 	ids, err := snapshot.ParseIdentities(o.identities)
 	if err != nil {
 		return nil, nil, err
@@ -133,8 +133,28 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, []snapshot.
 	}
 	// The mapping of ferry.yaml at backup time, then the flags: the report shows it.
 	o.mapping = kinds.EffectiveMapping(r, o.mapping)
+	if err := o.preflightMovers(ctx, command, r, target); err != nil {
+		return nil, nil, err
+	}
 	return r, kinds.Restorers(r, target, kinds.RestoreOptions{Mapping: o.mapping, Existing: o.existing, SkipOwned: o.skipOwned,
 		Select: o.filter, Parallel: o.parallel, MoverImage: o.moverImage, Direct: direct, WaitTimeout: o.waitTimeout, Log: o.global.logger}), nil
+}
+
+// preflightMovers stops before anything is applied when a namespace's quota has no room for the
+// mover pods that write or read the backup's claims there.
+func (o *targetOptions) preflightMovers(ctx context.Context, command string, r *snapshot.Reader, target kinds.Cluster) error {
+	if r.Velero || r.Manifest.Plan == nil {
+		return nil // no volume data to move
+	}
+	var claims []string
+	for _, v := range r.Manifest.Volumes {
+		claims = append(claims, o.mapping.Namespace(v.Namespace))
+	}
+	findings, err := plans.QuotaCheck{Dynamic: target.Dynamic, Cluster: "target", Mover: r.Manifest.Plan.Config.Mover}.Check(ctx, plans.Movers(claims, o.parallel))
+	if err != nil {
+		return err
+	}
+	return refuseBlocking(o.streams.Out, command, findings)
 }
 
 // runReport is what restore and verify print.
@@ -216,7 +236,7 @@ flags as the restore. Exit codes: 0 identical, 3 differences (each named), 1 cou
 }
 
 func (o *targetOptions) run(ctx context.Context, command string) error {
-	r, restorers, err := o.open(ctx)
+	r, restorers, err := o.open(ctx, command)
 	if err != nil {
 		return err
 	}

@@ -105,8 +105,11 @@ func orUnknown(s string) string {
 // moverPod mounts the claim read-only; a ReadWriteOnce claim in use is pinned to its node. It runs
 // as root with only DAC_OVERRIDE, to read every file (allowed by the baseline pod security level),
 // or, where the namespace enforces the restricted level, as a non-root user that reads what the
-// claim's files let others read.
+// claim's files let others read. ferry.yaml's mover section adds requests and limits (fitted to
+// the namespace's LimitRanges when the pod is created), node selector, tolerations, priority
+// class and pull secrets.
 func (c Contents) moverPod(v plans.Volume, restricted bool) *corev1.Pod {
+	m := c.mover()
 	node := ""
 	if slices.Contains(v.AccessModes, "ReadWriteOnce") || slices.Contains(v.AccessModes, "ReadWriteOncePod") {
 		for _, p := range v.Pods {
@@ -115,6 +118,10 @@ func (c Contents) moverPod(v plans.Volume, restricted bool) *corev1.Pod {
 				break
 			}
 		}
+	}
+	var selector map[string]string
+	if node == "" {
+		selector = m.NodeSelector // a pinned pod goes where its claim is
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -125,13 +132,18 @@ func (c Contents) moverPod(v plans.Volume, restricted bool) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			NodeName:                      node,
+			NodeSelector:                  selector,
 			AutomountServiceAccountToken:  ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Tolerations:                   m.PodTolerations(),
+			PriorityClassName:             m.PriorityClassName,
+			ImagePullSecrets:              m.PullSecrets(),
+			SecurityContext:               podSecurity(restricted),
 			Containers: []corev1.Container{{
 				Name: "mover", Image: c.Image, Command: []string{"ferry", "mover", "idle"}, WorkingDir: MountPath,
 				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: MountPath, ReadOnly: true}},
 				SecurityContext: moverSecurity(restricted),
+				Resources:       m.PodResources(nil),
 			}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Name, ReadOnly: true},
@@ -155,6 +167,38 @@ func moverSecurity(restricted bool) *corev1.SecurityContext {
 	return sc
 }
 
+// podSecurity is the pod-level part of the restricted level where it is enforced: non-root and
+// the runtime's default seccomp profile for every container.
+func podSecurity(restricted bool) *corev1.PodSecurityContext {
+	if !restricted {
+		return nil
+	}
+	return &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+func (c Contents) mover() plans.Mover {
+	if c.Plan == nil {
+		return plans.Mover{}
+	}
+	return c.Plan.Config.Mover
+}
+
+// fitResources keeps the mover's requests and limits within the namespace's LimitRanges, so the
+// pod is admitted where a range's min or max would refuse ferry's defaults.
+func (c Contents) fitResources(ctx context.Context, spec *corev1.Pod) error {
+	ranges, err := c.Client.CoreV1().LimitRanges(spec.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("limit ranges of %s: %w", spec.Namespace, err)
+	}
+	if len(ranges.Items) == 0 {
+		return nil
+	}
+	for i := range spec.Spec.Containers {
+		spec.Spec.Containers[i].Resources = c.mover().PodResources(ranges.Items)
+	}
+	return nil
+}
+
 // restricted reports whether the namespace enforces the restricted pod security level, which
 // mover pods must then meet.
 func (c Contents) restricted(ctx context.Context, namespace string) (bool, error) {
@@ -168,6 +212,9 @@ func (c Contents) restricted(ctx context.Context, namespace string) (bool, error
 // startMover creates a mover pod and waits until it answers exec; a claim waiting for its first
 // consumer binds once the pod is scheduled. stop deletes the pod, also after ctx ended.
 func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, func(), error) {
+	if err := c.fitResources(ctx, spec); err != nil {
+		return "", nil, err
+	}
 	pods := c.Client.CoreV1().Pods(spec.Namespace)
 	pod, err := pods.Create(ctx, spec, metav1.CreateOptions{})
 	if err != nil {

@@ -1,0 +1,366 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/migrate"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// createNamespace makes a namespace with labels, if missing, and deletes it after the test: other
+// tests back up all of blue and must not meet this one's shapes.
+func createNamespace(t *testing.T, kc kubernetes.Interface, name string, labels map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := kc.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	deleteAfter(t, kc, name)
+}
+
+func deleteAfter(t *testing.T, kc kubernetes.Interface, namespace string) {
+	t.Cleanup(func() {
+		if err := kc.CoreV1().Namespaces().Delete(context.Background(), namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	})
+}
+
+// claimTemplateSet creates a one-replica StatefulSet whose pods (app=name) keep their data on the
+// claim template "data", as database charts do; binds its claim data-NAME-0 to a folder of the
+// testbed and returns the running pod's name (NAME-0).
+func claimTemplateSet(t *testing.T, ns, name string) string {
+	t.Helper()
+	blue, kc := clients(t, "blue")
+	ctx := context.Background()
+	labels := map[string]string{"app": name}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](1), ServiceName: name,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: name,
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/data"}}}}}},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("gp3"),
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+			}},
+		},
+	}
+	if _, err := kc.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := "data-" + name + "-0"
+	waitUntil(t, "claim "+claim+" made by the StatefulSet", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := kc.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err := blue.BindClaim(ctx, ns, claim, dataDir(t, ns+"-"+claim)); err != nil {
+		t.Fatal(err)
+	}
+	return runningPod(t, kc, ns, "app="+name)
+}
+
+// TestStatefulSetDatabasesMoveAsDumps: a MariaDB and a PostgreSQL run by StatefulSets keep their
+// data on claim templates (data-<sts>-0). Those claims move as the databases (the plan says so, no
+// mover copies their files), the StatefulSets are not among the writers a migration scales to
+// zero, and the backup dumps both.
+func TestStatefulSetDatabasesMoveAsDumps(t *testing.T) {
+	blue, kc := clients(t, "blue")
+	ctx := context.Background()
+	const ns = "shapes-db"
+	db, pg := tb.MariaDB["blue"], tb.Postgres["blue"]
+	t.Cleanup(func() {
+		db.SQL(context.Background(), tb.Bins, "DROP DATABASE IF EXISTS shapes_app")
+		pg.SQL(context.Background(), tb.Bins, "postgres", "DROP DATABASE IF EXISTS shapes_pg WITH (FORCE)")
+	})
+	createNamespace(t, kc, ns, nil)
+	for name, data := range map[string]map[string]string{
+		"mariadb-creds": {"username": db.User, "password": db.Password},
+		"pg-creds":      {"user": pg.User, "password": pg.Password},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
+		if _, err := kc.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := claimTemplateSet(t, ns, "mariadb")
+	if err := blue.MapExec(ctx, ns, pod, db.ClientHome, db.Env()); err != nil {
+		t.Fatal(err)
+	}
+	pod = claimTemplateSet(t, ns, "postgres")
+	env := pg.Env()
+	delete(env, "PGPASSWORD") // ferry hands the Secret's password over itself
+	if err := blue.MapExec(ctx, ns, pod, dataDir(t, "shapes-pg"), env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL(ctx, tb.Bins, `DROP DATABASE IF EXISTS shapes_app; CREATE DATABASE shapes_app;
+CREATE TABLE shapes_app.orders (id INT PRIMARY KEY, item VARCHAR(32));
+INSERT INTO shapes_app.orders VALUES (1, 'kettle'), (2, 'lamp'), (3, 'rug');`); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{"DROP DATABASE IF EXISTS shapes_pg WITH (FORCE)", "CREATE DATABASE shapes_pg"} {
+		if _, err := pg.SQL(ctx, tb.Bins, "postgres", stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pg.SQL(ctx, tb.Bins, "shapes_pg", `CREATE TABLE accounts (id int PRIMARY KEY, name text);
+INSERT INTO accounts SELECT g, 'acct-' || g FROM generate_series(1, 40) g;`); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+ns+`]}
+databases:
+- name: shop-mariadb
+  engine: mysql
+  namespace: `+ns+`
+  workload: statefulset/mariadb
+  secret: {name: mariadb-creds, userKey: username, passwordKey: password}
+  schemas: [shapes_app]
+- name: shop-pg
+  engine: postgresql
+  namespace: `+ns+`
+  workload: statefulset/postgres
+  secret: {name: pg-creds, userKey: user, passwordKey: password}
+  schemas: [shapes_pg]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "-f", config)
+	if code != 0 {
+		t.Fatalf("ferry plan exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, want := range []string{ns + "/data-mariadb-0 (moves as database shop-mariadb)", ns + "/data-postgres-0 (moves as database shop-pg)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ferry plan does not show %q:\n%s", want, out)
+		}
+	}
+
+	// The writers a migration of this plan would scale to zero (migrate's quiesce step).
+	cfg, err := plans.LoadConfig(config, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, dyn, _ := planClients(t, "blue")
+	plan, err := plans.Inventory(ctx, source, plans.Options{Config: cfg, Context: "blue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := migrate.WriterRules(ctx, dyn, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if r.Resource == "statefulsets.apps" && r.Namespace == ns {
+			t.Errorf("a migration would scale the databases' StatefulSets %v to zero (%s)", r.Names, r.Why)
+		}
+	}
+	for _, v := range plan.Volumes {
+		if want := map[string]string{"data-mariadb-0": "database shop-mariadb", "data-postgres-0": "database shop-pg"}[v.Name]; v.Holds != want {
+			t.Errorf("claim %s/%s moves as %q, want %q", v.Namespace, v.Name, v.Holds, want)
+		}
+	}
+
+	storeDir := t.TempDir()
+	code, out, errOut = runFerry(t, "--storage", "file://"+storeDir, "backup", "--from", "blue", "-f", config, "--name", "sts-dbs")
+	if code != 0 {
+		t.Fatalf("ferry backup exited %d (want 0: both databases dumped, no claim to copy)\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	_, m := readManifest(t, "file://"+storeDir, "sts-dbs")
+	for _, v := range m.Volumes {
+		t.Errorf("claim %s/%s was copied as files; it moves as its database", v.Namespace, v.Name)
+	}
+	want := map[string]int64{"shop-mariadb shapes_app.orders": 3, "shop-pg shapes_pg.public.accounts": 40}
+	for _, d := range m.Databases {
+		for _, tbl := range d.Tables {
+			key := d.Name + " " + tbl.Schema + "." + tbl.Name
+			if n, ok := want[key]; !ok || n != tbl.Rows {
+				t.Errorf("dumped %s with %d rows; want %v", key, tbl.Rows, want)
+			}
+			delete(want, key)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not dumped: %v (databases in the manifest: %+v)", want, m.Databases)
+	}
+	if sts, err := kc.AppsV1().StatefulSets(ns).Get(ctx, "mariadb", metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 1 {
+		t.Errorf("the database's StatefulSet after the backup: %v, %v", sts, err)
+	}
+}
+
+// quotaNamespace makes a namespace on blue whose ResourceQuota counts cpu and memory (so every
+// pod must set them) and whose LimitRange bounds each pod, with a Deployment whose pod mounts a
+// claim bound to a folder holding files; it returns that folder.
+func quotaNamespace(t *testing.T, ns string, quota corev1.ResourceList, ranges []corev1.LimitRangeItem) string {
+	t.Helper()
+	blue, kc := clients(t, "blue")
+	ctx := context.Background()
+	createNamespace(t, kc, ns, nil)
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "team-quota"}, Spec: corev1.ResourceQuotaSpec{Hard: quota}}
+	if _, err := kc.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ranges != nil {
+		lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "bounds"}, Spec: corev1.LimitRangeSpec{Limits: ranges}}
+		if _, err := kc.CoreV1().LimitRanges(ns).Create(ctx, lr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := dataDir(t, ns+"-files")
+	writeClaimFiles(t, dir, map[string][]byte{"model/weights.bin": []byte(strings.Repeat("w", 4096)), "notes.txt": []byte("quota'd namespace\n")})
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "files"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("gp3"),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := blue.BindClaim(ctx, ns, "files", dir); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "notebook"}
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "notebook"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "notebook", Image: "notebook", Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+						VolumeMounts: []corev1.VolumeMount{{Name: "files", MountPath: "/home"}}}},
+					Volumes: []corev1.Volume{{Name: "files", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "files"}}}},
+				}},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runningPod(t, kc, ns, "app=notebook")
+	return dir
+}
+
+// TestMoversInQuotaNamespaces: in a namespace whose quota counts cpu and memory (a Kubeflow
+// Profile's resourceQuotaSpec) and whose LimitRange bounds pods, a backup and a restore of its
+// claim succeed: the mover pods set requests and limits within the range. A namespace whose quota
+// has no room for a mover gets a blocking finding naming the quota and what is short, from ferry
+// plan, ferry backup and ferry restore, and nothing runs.
+func TestMoversInQuotaNamespaces(t *testing.T) {
+	_, kc := clients(t, "blue")
+	ctx := context.Background()
+	const ns, full = "shapes-quota", "shapes-quota-full"
+	quota := corev1.ResourceList{
+		"requests.cpu": resource.MustParse("2"), "requests.memory": resource.MustParse("2Gi"),
+		"limits.cpu": resource.MustParse("4"), "limits.memory": resource.MustParse("4Gi"), "pods": resource.MustParse("10"),
+	}
+	// Pod bounds only: the API gives a Pod range no defaults for containers, so a pod that sets
+	// nothing is refused by the quota, and ferry's default limit of memory (512Mi) is above max.
+	ranges := []corev1.LimitRangeItem{{Type: corev1.LimitTypePod,
+		Min: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Max: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("384Mi")}}}
+	dir := quotaNamespace(t, ns, quota, ranges)
+	quotaNamespace(t, full, corev1.ResourceList{"requests.cpu": resource.MustParse("2"), "requests.memory": resource.MustParse("2Gi"),
+		"limits.cpu": resource.MustParse("4"), "limits.memory": resource.MustParse("4Gi"), "pods": resource.MustParse("1")}, nil)
+	waitUntil(t, "the quota of "+full+" counting its pod", time.Minute, func(ctx context.Context) (bool, error) {
+		q, err := kc.CoreV1().ResourceQuotas(full).Get(ctx, "team-quota", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		used := q.Status.Used[corev1.ResourcePods]
+		return used.Value() == 1, nil
+	})
+
+	write := func(namespaces ...string) string {
+		config := filepath.Join(t.TempDir(), "ferry.yaml")
+		if err := os.WriteFile(config, []byte("include: {namespaces: ["+strings.Join(namespaces, ", ")+"]}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return config
+	}
+
+	// No room: plan and backup stop on a finding naming the quota and the pods it lacks.
+	storeDir := t.TempDir()
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "-f", write(full))
+	wantFinding := "resourcequota " + full + "/team-quota"
+	if code != 3 || !regexpLine(out, `blocking\s+`+wantFinding+`\s+on the source, 1 mover pod would need pods 1 but only 0 is left \(hard 1, used 1\)`) {
+		t.Errorf("ferry plan exited %d, want 3 and a blocking finding for %s\nstdout: %s\nstderr: %s", code, wantFinding, out, errOut)
+	}
+	code, out, errOut = runFerry(t, "--storage", "file://"+storeDir, "backup", "--from", "blue", "-f", write(full), "--name", "no-room")
+	if code != 3 || !strings.Contains(out, wantFinding+": on the source, 1 mover pod would need pods 1 but only 0 is left") {
+		t.Errorf("ferry backup exited %d, want 3 and the blocking finding for %s\nstdout: %s\nstderr: %s", code, wantFinding, out, errOut)
+	}
+	if got := listBackups(t, "file://"+storeDir); len(got) > 0 {
+		t.Errorf("ferry backup wrote %v though preflight blocked it", got)
+	}
+	if pods, err := kc.CoreV1().Pods(full).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ferry-mover"}); err != nil || len(pods.Items) > 0 {
+		t.Errorf("mover pods in %s: %v, %v; want none", full, pods, err)
+	}
+
+	// Room: the backup and the restore of the claim succeed through the quota and the range.
+	code, out, errOut = runFerry(t, "--storage", "file://"+storeDir, "backup", "--from", "blue", "-f", write(ns), "--name", "quota")
+	if code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	_, m := readManifest(t, "file://"+storeDir, "quota")
+	if i := slices.IndexFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == ns && v.Name == "files" }); i < 0 || len(m.Volumes[i].Files) < 2 {
+		t.Fatalf("the backup lacks claim %s/files or its files: %+v", ns, m.Volumes)
+	}
+	green, greenKC := clients(t, "green")
+	deleteAfter(t, greenKC, ns)
+	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runFerry(t, "--storage", "file://"+storeDir, "restore", "--to", "green", "--backup", "quota", "--storage-class-map", "gp3=standard")
+	if code != 0 {
+		t.Fatalf("ferry restore exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	pvc, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "files", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		t.Fatalf("green's volume of %s/files: %v, %v", ns, pv, err)
+	}
+	if got, want := claimFiles(t, pv.Spec.HostPath.Path), claimFiles(t, dir); !equalMaps(got, want) {
+		t.Errorf("green's claim holds %v, blue's %v", got, want)
+	}
+
+	// No room on the target: green's copy of the namespace gets its quota filled; a restore stops.
+	full2 := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "tight"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"limits.memory": resource.MustParse("100Mi")}}}
+	if _, err := greenKC.CoreV1().ResourceQuotas(ns).Create(ctx, full2, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runFerry(t, "--storage", "file://"+storeDir, "restore", "--to", "green", "--backup", "quota", "--storage-class-map", "gp3=standard")
+	if code != 3 || !strings.Contains(out, "resourcequota "+ns+"/tight: on the target, 1 mover pod would need limits.memory 384Mi but only ") {
+		t.Errorf("ferry restore onto a full quota exited %d, want 3 and a blocking finding\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
