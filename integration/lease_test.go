@@ -125,7 +125,7 @@ func TestMigrateTwoRunsAtOnce(t *testing.T) {
 // naming the new holder.
 func TestMigrateStopsWhenItsLeaseIsTakenOver(t *testing.T) {
 	cfg := interruptConfig(t)
-	_, greenKC := clients(t, "green")
+	_, greenKC := cutover(t) // green with a provisioner for the claim
 	ctx := context.Background()
 	if _, err := greenKC.CoreV1().Namespaces().Get(ctx, interruptNS, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("green must not hold namespace %s before the run: %v", interruptNS, err)
@@ -137,7 +137,7 @@ func TestMigrateStopsWhenItsLeaseIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ttl = 6 * time.Second
-	r := startFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "green", "-f", cfg, "--lease-ttl", ttl.String(), "--allow-skipped")
+	r := startFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", cfg, "--lease-ttl", ttl.String(), "--allow-skipped")
 	waitUntil(t, "the run streaming blue's volume", 2*time.Minute, func(context.Context) (bool, error) {
 		if !r.running() {
 			return false, fmt.Errorf("ferry ended first with %d\nstderr: %s", r.cmd.ProcessState.ExitCode(), r.stderr.String())
