@@ -47,6 +47,8 @@ var ErrGreenWrites = errors.New("green may hold writes that a rollback would los
 // or to discard them (either choice is journaled with who made it). A carry-back that was begun
 // goes on, each finished step skipped, unless the writes are now discarded.
 func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
+	ctx, stop := r.lease.bind(ctx) // ends when the lease is lost
+	defer stop()
 	switch {
 	case !r.Journal.IsDone(Quiesced, 0):
 		return fmt.Errorf("run %s never quiesced blue: nothing to roll back (state %q): %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)

@@ -89,12 +89,16 @@ type Event struct {
 	Step   int             `json:"step,omitempty"` // the traffic step (percent to green) while shifting
 	Detail string          `json:"detail,omitempty"`
 	Data   json.RawMessage `json:"data,omitempty"`
+	// Lease is the generation of the lease the event was written under (the fencing token).
+	Lease int64 `json:"lease,omitempty"`
 }
 
 // Journal is a run's record in storage: run.json, then events/<seq>.json, each written once.
 type Journal struct {
 	store storage.Backend
 	Run   Run
+	// lease, when set, fences every append: it is refused once the run lost its lease.
+	lease *Lease
 
 	mu     sync.Mutex
 	events []Event
@@ -165,11 +169,19 @@ func readJSON(ctx context.Context, store storage.Reader, key string, v any) erro
 }
 
 // Append writes the next event; it fails if another process wrote an event of the same number,
-// so two processes never both drive a run.
+// so two processes never both drive a run, and, for a journal held under a lease, once the lease
+// was lost: the event carries the lease's generation, renewed just before.
 func (j *Journal) Append(ctx context.Context, e Event) (Event, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e.Seq = len(j.events) + 1
+	if j.lease != nil {
+		token, err := j.lease.fence(ctx)
+		if err != nil {
+			return e, fmt.Errorf("run %s: journal: event %d (%s %s) refused: %w", j.Run.ID, e.Seq, e.State, e.Phase, err)
+		}
+		e.Lease = token
+	}
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}

@@ -3,9 +3,7 @@ package migrate
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"testing"
 	"time"
@@ -68,37 +66,6 @@ func TestJournalRecordsAndReopens(t *testing.T) {
 	if _, err := OpenJournal(ctx, store, "no-such-run"); err == nil {
 		t.Error("opening a missing run must fail")
 	}
-}
-
-func TestLeaseKeepsASecondRunOff(t *testing.T) {
-	ctx := context.Background()
-	store := fileStore(t)
-	log := slog.New(slog.DiscardHandler)
-	a := Run{ID: "run-a", Blue: plans.Cluster{UID: "b"}, Green: plans.Cluster{UID: "g"}}
-	b := Run{ID: "run-b", Blue: plans.Cluster{UID: "g"}, Green: plans.Cluster{UID: "b"}} // the same pair, either way round
-	la, err := AcquireLease(ctx, store, a, time.Second, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := AcquireLease(ctx, store, b, time.Second, log); !errors.Is(err, ErrLeaseHeld) {
-		t.Fatalf("a second run on the same clusters: %v, want ErrLeaseHeld", err)
-	}
-	la.cancel() // the holder dies: no renewal, no release
-	<-la.done
-	time.Sleep(1100 * time.Millisecond)
-	lb, err := AcquireLease(ctx, store, b, time.Second, log)
-	if err != nil {
-		t.Fatalf("an expired lease must be taken over: %v", err)
-	}
-	if err := lb.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	other := Run{ID: "run-c", Blue: plans.Cluster{UID: "x"}, Green: plans.Cluster{UID: "y"}}
-	lc, err := AcquireLease(ctx, store, other, time.Second, log)
-	if err != nil {
-		t.Fatalf("other clusters are free: %v", err)
-	}
-	lc.Release(ctx)
 }
 
 func TestQuiescePatchAndUndo(t *testing.T) {

@@ -89,6 +89,7 @@ func Start(ctx context.Context, o Options) (*Runner, error) {
 		lease.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	j.lease = lease
 	return &Runner{o: o, Journal: j, lease: lease}, nil
 }
 
@@ -104,6 +105,7 @@ func Resume(ctx context.Context, o Options, id string) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.lease = lease
 	r := &Runner{o: o, Journal: j, lease: lease}
 	if e, ok := j.Last(Planned, Done, 0); ok {
 		r.plan = &plans.Plan{}
@@ -201,6 +203,8 @@ func (r *Runner) steps(ctx context.Context, steps []stateStep) error {
 // blue, back up, restore onto green, verify, start green's writers and shift traffic step by
 // step behind the gates. A failed gate rolls back by itself; an inconclusive one pauses.
 func (r *Runner) Drive(ctx context.Context) error {
+	ctx, stop := r.lease.bind(ctx) // ends when the lease is lost
+	defer stop()
 	switch r.Journal.Current() {
 	case RolledBack:
 		return fmt.Errorf("run %s was rolled back: start a new run: %w", r.Journal.Run.ID, ErrStopped)
@@ -530,6 +534,8 @@ func (r *Runner) lastNote(detail string) (Event, bool) {
 
 // Flip moves traffic by hand and journals it.
 func (r *Runner) Flip(ctx context.Context, split traffic.Split) error {
+	ctx, stop := r.lease.bind(ctx) // ends when the lease is lost
+	defer stop()
 	if r.o.Switcher == nil {
 		return fmt.Errorf("run %s has no traffic switcher in its ferry.yaml: %w", r.Journal.Run.ID, ErrStopped)
 	}
@@ -551,6 +557,8 @@ func (r *Runner) Flip(ctx context.Context, split traffic.Split) error {
 
 // Finalize ends a run that shifted: the journal keeps it, blue is left as it is.
 func (r *Runner) Finalize(ctx context.Context) error {
+	ctx, stop := r.lease.bind(ctx) // ends when the lease is lost
+	defer stop()
 	if !r.Journal.IsDone(Shifted, 0) {
 		return fmt.Errorf("run %s has not shifted (state %q): finalize only after green serves all traffic: %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
 	}

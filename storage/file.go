@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/ferrykube/ferry/internal/badinput"
 )
@@ -66,11 +70,104 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
+	unlock, err := lockDir(filepath.Dir(p))
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	defer unlock()
 	if err := os.Rename(tmp, p); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return syncDir(filepath.Dir(p))
+}
+
+// lockDir takes the exclusive flock(2) of a folder, which a Swap holds between comparing the
+// object's version and renaming the new one over it, and Put and Delete around their one change,
+// so that none of them lands in between. The kernel drops the lock of a process that dies.
+func lockDir(dir string) (func(), error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { d.Close() }, nil // closing the last descriptor releases the lock
+}
+
+// fileVersion names a file's content: the versions of file storage are content hashes, as the
+// ETags of S3's single-part uploads are.
+func fileVersion(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// ReadVersion implements Swapper.
+func (f *File) ReadVersion(ctx context.Context, key string) ([]byte, string, error) {
+	rc, err := f.Get(ctx, key)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rc.Close()
+	data, err := readSmall(rc)
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s in %s: %w", key, f, err)
+	}
+	return data, fileVersion(data), nil
+}
+
+// Swap implements Swapper: the new content is written to a temporary file first; then, holding the
+// folder's lock, the current file's version is compared and the temporary file renamed over it
+// (or, from no version, linked to the key, which fails when the key exists).
+func (f *File) Swap(ctx context.Context, key, version string, data []byte) (string, error) {
+	p, err := f.path(key)
+	if err != nil {
+		return "", err
+	}
+	tmp, err := f.writeTemp(ctx, p, bytes.NewReader(data))
+	if err != nil {
+		return "", fmt.Errorf("swap %s: %w", key, err)
+	}
+	defer os.Remove(tmp)
+	unlock, err := lockDir(filepath.Dir(p))
+	if err != nil {
+		return "", fmt.Errorf("swap %s: %w", key, err)
+	}
+	defer unlock()
+	if version == "" {
+		if err := os.Link(tmp, p); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return "", fmt.Errorf("swap %s in %s: it exists: %w", key, f, ErrChanged)
+			}
+			return "", fmt.Errorf("swap %s: %w", key, err)
+		}
+		return fileVersion(data), syncDir(filepath.Dir(p))
+	}
+	current, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("swap %s in %s: it no longer exists: %w", key, f, ErrChanged)
+	case err != nil:
+		return "", fmt.Errorf("swap %s: %w", key, err)
+	case fileVersion(current) != version:
+		return "", fmt.Errorf("swap %s in %s: %w", key, f, ErrChanged)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return "", fmt.Errorf("swap %s: %w", key, err)
+	}
+	return fileVersion(data), syncDir(filepath.Dir(p))
+}
+
+// readSmall reads a record whole, refusing one larger than MaxSwapSize.
+func readSmall(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSwapSize+1))
+	if err == nil && len(data) > MaxSwapSize {
+		err = fmt.Errorf("larger than %d bytes", MaxSwapSize)
+	}
+	return data, err
 }
 
 // Create links a fully written temporary file to the key; link(2) fails when the name exists, which
@@ -171,7 +268,16 @@ func (f *File) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	unlock, err := lockDir(filepath.Dir(p))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	err = os.Remove(p)
+	unlock()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	for dir := filepath.Dir(p); dir != f.root && strings.HasPrefix(dir, f.root); dir = filepath.Dir(dir) {

@@ -1,8 +1,11 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/ferrykube/ferry/internal/badinput"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -77,7 +81,7 @@ func (b *S3) DirectAccess(ctx context.Context) (DirectAccess, error) {
 func OpenDirect(ctx context.Context, a DirectAccess) (*S3, error) {
 	cfg := a.Config
 	cfg.Credentials = credentials.NewStaticCredentialsProvider(a.AccessKeyID, a.SecretAccessKey, a.SessionToken)
-	return NewS3(ctx, cfg)
+	return newS3(ctx, cfg, false) // the process that handed the access over checked the server
 }
 
 func parseS3URL(u *url.URL) (S3Config, error) {
@@ -150,8 +154,13 @@ type S3 struct {
 	transfer *transfermanager.Client
 }
 
-// NewS3 connects to the bucket and checks that it exists and that the credentials may use it.
+// NewS3 connects to the bucket and checks that it exists, that the credentials may use it and that
+// the server honours conditional writes.
 func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
+	return newS3(ctx, cfg, true)
+}
+
+func newS3(ctx context.Context, cfg S3Config, probe bool) (*S3, error) {
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
 	}
@@ -205,6 +214,11 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 	}
 	if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
 		return nil, b.explain(err)
+	}
+	if probe {
+		if err := b.checkConditional(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }
@@ -293,6 +307,110 @@ func (b *S3) Create(ctx context.Context, key string, r io.Reader) error {
 	default:
 		return fmt.Errorf("create %s in %s: %w", key, b, err)
 	}
+}
+
+// ReadVersion implements Swapper: the record and its ETag, from one GET.
+func (b *S3) ReadVersion(ctx context.Context, key string) ([]byte, string, error) {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k)})
+	if err != nil {
+		if isNotFound(err) {
+			return nil, "", &NotExistError{Location: b.String(), Key: key}
+		}
+		return nil, "", fmt.Errorf("get %s from %s: %w", key, b, err)
+	}
+	defer out.Body.Close()
+	data, err := readSmall(out.Body)
+	if err != nil {
+		return nil, "", fmt.Errorf("get %s from %s: %w", key, b, err)
+	}
+	return data, aws.ToString(out.ETag), nil
+}
+
+// Swap implements Swapper with one PUT carrying If-Match (the version's ETag) or, from no
+// version, If-None-Match: *; the server decides.
+func (b *S3) Swap(ctx context.Context, key, version string, data []byte) (string, error) {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return "", err
+	}
+	in := &s3.PutObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k), Body: bytes.NewReader(data)}
+	if version == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(version)
+	}
+	out, err := b.client.PutObject(ctx, in)
+	if conditionFailed(err) {
+		return "", fmt.Errorf("swap %s in %s: %w", key, b, ErrChanged)
+	}
+	if err != nil {
+		return "", fmt.Errorf("swap %s in %s: %w", key, b, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// conditionFailed tells a conditional write that lost: 412, or 409 while a concurrent conditional
+// write of the key is in progress (exactly one of them completes), or, for If-Match, no object.
+func conditionFailed(err error) bool {
+	switch httpStatus(err) {
+	case http.StatusPreconditionFailed, http.StatusConflict:
+		return true
+	}
+	return err != nil && isNotFound(err)
+}
+
+// probePrefix is where NewS3 writes the object that shows whether the server honours conditions.
+const probePrefix = "metadata/ferry/probe/"
+
+// checkConditional writes a probe object conditionally, four times, and refuses a server that
+// ignores If-None-Match or If-Match: ferry's commit markers, journal records and lease rely on
+// the server deciding which of two writers wins. A server that does not let these credentials
+// write at all is let through here; its writes fail on their own.
+func (b *S3) checkConditional(ctx context.Context) error {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	key := b.cfg.Prefix + probePrefix + hex.EncodeToString(rnd[:])
+	put := func(mod func(*s3.PutObjectInput)) (string, error) {
+		in := &s3.PutObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(key), Body: strings.NewReader("ferry checks conditional writes")}
+		mod(in)
+		out, err := b.client.PutObject(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		return aws.ToString(out.ETag), nil
+	}
+	refuse := func(what string, err error) error {
+		msg := fmt.Sprintf("%s: the server does not honour %s on writes (probe object %s): ferry needs S3 conditional writes (If-None-Match and If-Match) to commit backups once and to keep two runs off the same clusters; use a server that supports them", b, what, strings.TrimPrefix(key, b.cfg.Prefix))
+		if err != nil {
+			return badinput.Errorf("%s: %w", msg, err)
+		}
+		return badinput.Errorf("%s", msg)
+	}
+	etag, err := put(func(in *s3.PutObjectInput) { in.IfNoneMatch = aws.String("*") })
+	switch status := httpStatus(err); {
+	case err == nil:
+	case status == http.StatusForbidden || status == http.StatusUnauthorized:
+		return nil
+	case status == http.StatusNotImplemented || status == http.StatusBadRequest:
+		return refuse("If-None-Match", err)
+	default:
+		return fmt.Errorf("%s: write a probe object under %s: %w", b, probePrefix, err)
+	}
+	defer b.client.DeleteObject(context.WithoutCancel(ctx), &s3.DeleteObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(key)})
+	if _, err := put(func(in *s3.PutObjectInput) { in.IfNoneMatch = aws.String("*") }); !conditionFailed(err) {
+		return refuse("If-None-Match (a second create of one key succeeded)", err)
+	}
+	if _, err := put(func(in *s3.PutObjectInput) { in.IfMatch = aws.String(`"00000000000000000000000000000000"`) }); !conditionFailed(err) {
+		return refuse("If-Match (a write against a wrong ETag succeeded)", err)
+	}
+	if _, err := put(func(in *s3.PutObjectInput) { in.IfMatch = aws.String(etag) }); err != nil {
+		return refuse("If-Match (a write against the object's own ETag was refused)", err)
+	}
+	return nil
 }
 
 func (b *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {

@@ -68,6 +68,26 @@ type PartialCleaner interface {
 	CleanPartial(ctx context.Context, prefix string) (int, error)
 }
 
+// Swapper is a backend that replaces a small record only while it is still the version the caller
+// read: a compare-and-swap, for records that several processes contend for (a run's lease). S3 does
+// it with If-Match and If-None-Match; file storage under a lock of the record's folder.
+type Swapper interface {
+	// ReadVersion returns the record's content and its version. A missing key gives an error
+	// matching ErrNotExist; a record larger than MaxSwapSize is an error.
+	ReadVersion(ctx context.Context, key string) ([]byte, string, error)
+	// Swap stores data under key only if the object is still at version ("" means: only if there
+	// is no object), and returns the new version. Otherwise it returns an error matching
+	// ErrChanged and the object stays as it was. Of several Swaps from one version exactly one
+	// succeeds.
+	Swap(ctx context.Context, key, version string, data []byte) (string, error)
+}
+
+// MaxSwapSize bounds the records a Swapper reads whole.
+const MaxSwapSize = 1 << 20
+
+// ErrChanged matches errors of Swap when the object is no longer at the version given.
+var ErrChanged = errors.New("object changed since it was read")
+
 // ErrNotExist matches errors about a key that has no object.
 var ErrNotExist = errors.New("object does not exist")
 

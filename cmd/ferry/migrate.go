@@ -147,9 +147,13 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 		return perr
 	}
 	id := r.Journal.Run.ID
-	switch {
+	switch lost := r.LeaseLost(); {
 	case err == nil:
 		return nil
+	case lost != nil:
+		// Another ferry drives the clusters now: this one stopped acting on them and wrote nothing more.
+		fmt.Fprintf(o.streams.Out, "\nStopped: %v.\nThis ferry no longer acts on either cluster; see ferry migrate status %s.\n", lost, id)
+		return fmt.Errorf("run %s: %w (stopped at: %v)", id, lost, err)
 	case r.CarryingBack():
 		fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped. When it is fixed: ferry rollback --run %s --carry-back   (or without green's writes: ferry rollback --run %s --discard-green-writes)\n", id, id)
 		if errors.Is(err, migrate.ErrStopped) {

@@ -38,6 +38,114 @@ func Run(t *testing.T, newBackend Factory) {
 	t.Run("CreateRace", func(t *testing.T) { testCreateRace(t, newBackend(t)) })
 	t.Run("PutRace", func(t *testing.T) { testPutRace(t, newBackend(t)) })
 	t.Run("CanceledPut", func(t *testing.T) { testCanceledPut(t, newBackend(t)) })
+	t.Run("Swap", func(t *testing.T) { testSwap(t, swapper(t, newBackend(t))) })
+	t.Run("SwapRace", func(t *testing.T) { testSwapRace(t, swapper(t, newBackend(t))) })
+}
+
+// swapper is the backend's compare-and-swap: every backend has one, since a run's lease needs it.
+func swapper(t *testing.T, b storage.Backend) swapBackend {
+	t.Helper()
+	s, ok := b.(storage.Swapper)
+	if !ok {
+		t.Fatalf("%s does not implement storage.Swapper: a run's lease cannot exclude other runs there", b)
+	}
+	return swapBackend{b, s}
+}
+
+type swapBackend struct {
+	storage.Backend
+	storage.Swapper
+}
+
+func testSwap(t *testing.T, b swapBackend) {
+	ctx := context.Background()
+	changed := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, storage.ErrChanged) {
+			t.Fatalf("%s: %v, want an error matching storage.ErrChanged", what, err)
+		}
+	}
+	content := func(want string) {
+		t.Helper()
+		data, _, err := b.ReadVersion(ctx, "swap/k")
+		if err != nil || string(data) != want {
+			t.Fatalf("ReadVersion(swap/k) = %q, %v; want %q", data, err, want)
+		}
+	}
+	if _, _, err := b.ReadVersion(ctx, "swap/k"); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("ReadVersion of a missing key: %v, want storage.ErrNotExist", err)
+	}
+	_, err := b.Swap(ctx, "swap/k", `"some-version"`, []byte("x"))
+	changed("Swap of a missing key from a version", err)
+
+	v1, err := b.Swap(ctx, "swap/k", "", []byte("first"))
+	if err != nil || v1 == "" {
+		t.Fatalf("Swap from no version (create) = %q, %v", v1, err)
+	}
+	data, v, err := b.ReadVersion(ctx, "swap/k")
+	if err != nil || string(data) != "first" || v != v1 {
+		t.Fatalf("ReadVersion = %q, %q, %v; want %q at the version Swap returned, %q", data, v, err, "first", v1)
+	}
+	_, err = b.Swap(ctx, "swap/k", "", []byte("again"))
+	changed("a second Swap from no version", err)
+	content("first")
+
+	v2, err := b.Swap(ctx, "swap/k", v1, []byte("second"))
+	if err != nil || v2 == "" || v2 == v1 {
+		t.Fatalf("Swap from the current version = %q, %v; want a new version", v2, err)
+	}
+	_, err = b.Swap(ctx, "swap/k", v1, []byte("stale"))
+	changed("Swap from a version that was replaced", err)
+	content("second")
+
+	// A Put replaces the version too: a Swap from the one before fails.
+	put(t, b, "swap/k", []byte("put"))
+	_, err = b.Swap(ctx, "swap/k", v2, []byte("stale"))
+	changed("Swap after a Put", err)
+	content("put")
+	if string(get(t, b, "swap/k")) != "put" {
+		t.Fatal("Get and ReadVersion disagree")
+	}
+}
+
+func testSwapRace(t *testing.T, b swapBackend) {
+	ctx := context.Background()
+	const racers = 8
+	race := func(version string) (winner int, winnerVersion string) {
+		t.Helper()
+		errs, versions := make([]error, racers), make([]string, racers)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range racers {
+			wg.Go(func() {
+				<-start
+				versions[i], errs[i] = b.Swap(ctx, "swaprace/k", version, []byte(fmt.Sprintf("writer %d from %q", i, version)))
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner = -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("from version %q writers %d and %d both swapped", version, winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, storage.ErrChanged):
+				t.Fatalf("writer %d: %v, want nil or an error matching storage.ErrChanged", i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("from version %q no writer swapped: %v", version, errs)
+		}
+		data, v, err := b.ReadVersion(ctx, "swaprace/k")
+		if want := fmt.Sprintf("writer %d from %q", winner, version); err != nil || string(data) != want || v != versions[winner] {
+			t.Fatalf("after the race the record is %q at %q (%v), want the winner's %q at %q", data, v, err, want, versions[winner])
+		}
+		return winner, versions[winner]
+	}
+	_, v := race("") // all create
+	race(v)          // all replace the same version
 }
 
 // Stream returns n deterministic pseudo-random bytes for seed, generated as they are read.
