@@ -42,8 +42,8 @@ type Plan struct {
 	Quiesce   []QuiesceItem `json:"quiesce,omitempty"`
 	// NodePorts are the node ports users chose for Services: kept, so they must be free on the target.
 	NodePorts []NodePort `json:"nodePorts,omitempty"`
-	Estimate  Estimate      `json:"estimate"`
-	Findings  []Finding     `json:"findings,omitempty"`
+	Estimate  Estimate   `json:"estimate"`
+	Findings  []Finding  `json:"findings,omitempty"`
 }
 
 // Cluster identifies a cluster.
