@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -175,4 +177,41 @@ func showHistory(revs []revision) string {
 		parts[i] = r.String()
 	}
 	return strings.Join(parts, ", ")
+}
+
+// renumber is the merge patch that gives a history object on the target the backup's revision
+// number, when that number is all that differs (its controller numbered it first); else nil.
+func renumber(gr string, expected, live map[string]any) []byte {
+	var patch map[string]any
+	want, got := runtime.DeepCopyJSON(expected), runtime.DeepCopyJSON(live)
+	switch gr {
+	case "replicasets.apps":
+		const key = "deployment.kubernetes.io/revision"
+		rev, ok := nestedMap(want, "metadata", "annotations")[key]
+		if !ok {
+			return nil
+		}
+		for _, m := range []map[string]any{want, got} {
+			deleteAnnotations(nestedMap(m, "metadata"), []string{key})
+		}
+		patch = map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: rev}}}
+	case "controllerrevisions.apps":
+		rev, ok := want["revision"]
+		if !ok {
+			return nil
+		}
+		delete(want, "revision")
+		delete(got, "revision")
+		patch = map[string]any{"revision": rev}
+	default:
+		return nil
+	}
+	if len(Compare(want, got)) > 0 {
+		return nil
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return nil
+	}
+	return data
 }

@@ -57,3 +57,28 @@ func TestRestoreOrderOfAnOlderPlan(t *testing.T) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
+
+func TestRenumber(t *testing.T) {
+	for _, tc := range []struct {
+		name, gr, expected, live, want string
+	}{
+		{"a revision the DaemonSet's controller numbered first", "controllerrevisions.apps",
+			`{"metadata":{"name":"ds-1"},"revision":3,"data":{"x":1}}`, `{"metadata":{"name":"ds-1"},"revision":1,"data":{"x":1}}`, `{"revision":3}`},
+		{"another template is not renumbered", "controllerrevisions.apps",
+			`{"metadata":{"name":"ds-1"},"revision":3,"data":{"x":1}}`, `{"metadata":{"name":"ds-1"},"revision":1,"data":{"x":2}}`, ""},
+		{"a ReplicaSet the Deployment's controller numbered first", "replicasets.apps",
+			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"3","kubernetes.io/change-cause":"v3"}}}`,
+			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"1","kubernetes.io/change-cause":"v3"}}}`,
+			`{"metadata":{"annotations":{"deployment.kubernetes.io/revision":"3"}}}`},
+		{"a ReplicaSet with another change-cause", "replicasets.apps",
+			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"3","kubernetes.io/change-cause":"v3"}}}`,
+			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"1","kubernetes.io/change-cause":"v1"}}}`, ""},
+		{"other kinds", "configmaps", `{"data":{"a":"1"}}`, `{"data":{"a":"2"}}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(renumber(tc.gr, decode(t, tc.expected), decode(t, tc.live))); got != tc.want {
+				t.Errorf("renumber = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

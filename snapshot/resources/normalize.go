@@ -66,6 +66,9 @@ func Normalize(gr string, obj map[string]any) map[string]any {
 			delete(m, "controller-uid")
 			delete(m, "batch.kubernetes.io/controller-uid")
 		}
+	case "daemonsets.apps":
+		// The API server writes the template's generation here, counting the source's updates.
+		deleteAnnotations(meta, []string{"deprecated.daemonset.template.generation"})
 	case "replicasets.apps":
 		// The revision and change-cause annotations are the Deployment's rollout history and
 		// move (its ReplicaSets are restored first, so its controller keeps their numbers); the

@@ -268,6 +268,20 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		rs.report.Count("objects", snapshot.StatusUnchanged)
 		return live.GetName(), true
 	}
+	if patch := renumber(gr, expected, normalizedLive(gr, live)); patch != nil && rs.Existing != ExistingFail {
+		// The workload's controller made this revision of the same template first, under its own
+		// number: the backup's number is the history's.
+		err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+			_, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+			return err
+		})
+		if err != nil {
+			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target under another revision number ("+diffs[0]+"); renumbering it failed: "+err.Error())
+			return "", false
+		}
+		rs.report.Count("objects", snapshot.StatusUpdated)
+		return live.GetName(), true
+	}
 	switch rs.Existing {
 	case ExistingUpdate, ExistingReplace:
 		// update: a server-side apply of the backed-up object; replace: a merge patch that also
