@@ -9,10 +9,8 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/integration/testbed"
-	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 const nodePortsNS = "node-ports"
@@ -100,17 +98,16 @@ spec:
 			t.Errorf("green's service %s: %s = %q, want %q as on blue", tc.service, tc.path, got, tc.want)
 		}
 	}
-	// The allocated port was not sent: green's API server allocated its own.
-	_, dyn, err := tb.Clusters["green"].Clients()
+	// The allocated port was not sent: green's API server allocated its own, in no manager's fields.
+	_, greenKC := clients(t, "green")
+	allocated, err := greenKC.CoreV1().Services(nodePortsNS).Get(ctx, "allocated", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	allocated, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "services"}).Namespace(nodePortsNS).Get(ctx, "allocated", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if chosen := plans.ChosenNodePortsOf(allocated.Object); len(chosen) > 0 {
-		t.Errorf("restore sent the allocated node port %s of blue (green's managed fields: %+v)", blueAllocated, chosen)
+	for _, m := range allocated.ManagedFields {
+		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:nodePort"`) {
+			t.Errorf("restore sent blue's allocated node port %s: green's manager %s set it to %d", blueAllocated, m.Manager, allocated.Spec.Ports[0].NodePort)
+		}
 	}
 
 	verify := func() (int, restoreReport) {
