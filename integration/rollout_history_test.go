@@ -14,10 +14,11 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 )
 
-// kubectl runs kubectl against a testbed cluster, with stdin when given, and returns its output.
+// kubectl runs the testbed's kubectl (of the clusters' version) against one of its clusters, with
+// stdin when given, and returns its output.
 func kubectl(t *testing.T, cluster, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", tb.Kubeconfig, "--context", cluster}, args...)...)
+	cmd := exec.Command(tb.Bins["kubectl"], append([]string{"--kubeconfig", tb.Kubeconfig, "--context", cluster}, args...)...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
