@@ -61,6 +61,7 @@ type typeTally struct {
 	claims   []Volume
 	podUses  map[string][]PodUse // "ns/claim" -> pods
 	names    []string            // object names, for namespaces and tenants
+	ports    []NodePort          // node ports users chose for Services
 }
 
 // Inventory lists every served resource type of the cluster and makes a plan of it, without a
@@ -125,6 +126,7 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 		p.Excluded = append(p.Excluded, t.single...)
 		p.CRDs = append(p.CRDs, t.crds...)
 		p.Volumes = append(p.Volumes, t.claims...)
+		p.NodePorts = append(p.NodePorts, t.ports...)
 		for k, v := range t.podUses {
 			podUses[k] = append(podUses[k], v...)
 		}
@@ -360,6 +362,8 @@ func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
 		t.crds = append(t.crds, crdInfo(obj))
 	case "persistentvolumeclaims":
 		t.claims = append(t.claims, claimInfo(obj))
+	case "services":
+		t.ports = append(t.ports, ChosenNodePortsOf(obj.Object)...)
 	case "pods":
 		node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
 		vols, _, _ := unstructured.NestedSlice(obj.Object, "spec", "volumes")

@@ -42,12 +42,21 @@ func baseWave(gr string) int {
 	return waveRest
 }
 
+// historyTypes hold a controller's rollout history: a Deployment's ReplicaSets (revision
+// annotations), a DaemonSet's or StatefulSet's ControllerRevisions (revision numbers). They are
+// restored before their owners: a controller whose object arrives first makes its own revision 1
+// for the current template, and when it arrives later adopts the orphans that match its selector
+// and keeps their numbers (the current template is renumbered only below the highest old one).
+var historyTypes = map[string]bool{"replicasets.apps": true, "controllerrevisions.apps": true}
+
 // Order sorts resource types into waves so that CRDs come first, then namespaces, storage,
 // identity and configuration, everything else, and admission webhooks last, and so that the types
-// owning others (edges: dependent -> owners) come before them. A dependent moves to a later wave
+// owning others (edges: dependent -> owners) come before them — but for rollout history
+// (historyTypes), which comes before its owners. A dependent moves to a later wave
 // when its owner is later, except namespaces, which pull their (cluster-scoped) owners earlier
 // instead, as Kubeflow's Profiles own their namespaces.
-func Order(resources []Resource, edges map[string]map[string]bool) ([]Resource, []Wave) {
+func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resource, []Wave) {
+	edges := restoreEdges(ownership)
 	wave := map[string]int{}
 	for _, r := range resources {
 		wave[r.GroupResource()] = baseWave(r.GroupResource())
@@ -101,7 +110,7 @@ func Order(resources []Resource, edges map[string]map[string]bool) ([]Resource, 
 		out[i].Wave = wave[gr]
 		visit(gr, map[string]bool{})
 		out[i].OwnedBy = nil
-		for owner := range edges[gr] {
+		for owner := range ownership[gr] {
 			if _, ok := wave[owner]; ok {
 				out[i].OwnedBy = append(out[i].OwnedBy, owner)
 			}
@@ -131,4 +140,26 @@ func Order(resources []Resource, edges map[string]map[string]bool) ([]Resource, 
 		}
 	}
 	return out, waves
+}
+
+// restoreEdges turns ownership (dependent -> owners) into what must be restored first
+// (type -> types before it): the owners, but for history types their owners come after them.
+func restoreEdges(ownership map[string]map[string]bool) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	add := func(from, to string) {
+		if out[from] == nil {
+			out[from] = map[string]bool{}
+		}
+		out[from][to] = true
+	}
+	for dep, owners := range ownership {
+		for owner := range owners {
+			if historyTypes[dep] {
+				add(owner, dep)
+			} else {
+				add(dep, owner)
+			}
+		}
+	}
+	return out
 }

@@ -32,9 +32,16 @@ func TestOrder(t *testing.T) {
 		},
 		{
 			name:      "owners first within a wave",
-			resources: res("pods", "replicasets.apps", "deployments.apps"),
-			edges:     map[string]map[string]bool{"pods": {"replicasets.apps": true}, "replicasets.apps": {"deployments.apps": true}},
-			want:      []string{"deployments.apps", "replicasets.apps", "pods"},
+			resources: res("pods", "jobs.batch", "cronjobs.batch"),
+			edges:     map[string]map[string]bool{"pods": {"jobs.batch": true}, "jobs.batch": {"cronjobs.batch": true}},
+			want:      []string{"cronjobs.batch", "jobs.batch", "pods"},
+		},
+		{
+			name:      "rollout history before its owners",
+			resources: res("pods", "replicasets.apps", "deployments.apps", "controllerrevisions.apps", "daemonsets.apps", "statefulsets.apps"),
+			edges: map[string]map[string]bool{"pods": {"replicasets.apps": true, "daemonsets.apps": true, "statefulsets.apps": true},
+				"replicasets.apps": {"deployments.apps": true}, "controllerrevisions.apps": {"daemonsets.apps": true, "statefulsets.apps": true}},
+			want: []string{"controllerrevisions.apps", "replicasets.apps", "daemonsets.apps", "deployments.apps", "statefulsets.apps", "pods"},
 		},
 		{
 			name:      "a dependent moves after a later owner",

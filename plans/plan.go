@@ -40,8 +40,10 @@ type Plan struct {
 	Buckets   []DataItem    `json:"buckets,omitempty"`
 	Tenants   []Tenant      `json:"tenants,omitempty"`
 	Quiesce   []QuiesceItem `json:"quiesce,omitempty"`
-	Estimate  Estimate      `json:"estimate"`
-	Findings  []Finding     `json:"findings,omitempty"`
+	// NodePorts are the node ports users chose for Services: kept, so they must be free on the target.
+	NodePorts []NodePort `json:"nodePorts,omitempty"`
+	Estimate  Estimate   `json:"estimate"`
+	Findings  []Finding  `json:"findings,omitempty"`
 }
 
 // Cluster identifies a cluster.
@@ -65,7 +67,8 @@ type Resource struct {
 	Bytes      int64  `json:"bytes"`
 	// Namespaces counts the objects per namespace (namespaced resources only).
 	Namespaces map[string]Count `json:"namespaces,omitempty"`
-	// OwnedBy lists the resource types owning some of these objects; they are restored earlier.
+	// OwnedBy lists the resource types owning some of these objects; they are restored earlier,
+	// but for rollout history (ReplicaSets, ControllerRevisions), which comes before its owners.
 	OwnedBy []string `json:"ownedBy,omitempty"`
 }
 

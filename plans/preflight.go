@@ -25,8 +25,8 @@ var (
 
 // Preflight checks the target against the plan and adds its findings: resource types the target
 // neither serves nor gets from a CRD in the plan, storage classes it lacks (unless mapped),
-// namespaces that already exist, webhooks whose services are missing, and a target older than the
-// source.
+// namespaces that already exist, webhooks whose services are missing, node ports chosen on the
+// source that the target's Services hold, and a target older than the source.
 func Preflight(ctx context.Context, p *Plan, target Clients, targetContext string) error {
 	tc, err := identify(ctx, target, targetContext)
 	if err != nil {
@@ -100,6 +100,9 @@ func Preflight(ctx context.Context, p *Plan, target Clients, targetContext strin
 		} else if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("target: get namespace %s: %w", ns, err)
 		}
+	}
+	if err := checkNodePorts(ctx, p, target); err != nil {
+		return err
 	}
 	return checkWebhooks(ctx, p, target)
 }

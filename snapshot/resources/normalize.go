@@ -27,11 +27,15 @@ var bindingAnnotations = []string{
 
 // Normalize returns a copy of obj without what the source cluster set by itself: server-set
 // metadata, status, owner UIDs, and per kind the fields Velero's restore resets (Service cluster
-// IPs, claim binding, Job controller-uid selectors, pod node names). gr is the group-resource, e.g.
-// "jobs.batch".
+// IPs and the node ports the cluster allocated, claim binding, Job controller-uid selectors, pod
+// node names). gr is the group-resource, e.g. "jobs.batch".
 func Normalize(gr string, obj map[string]any) map[string]any {
 	out := runtime.DeepCopyJSON(obj)
 	meta, _ := out["metadata"].(map[string]any)
+	if gr == "services" {
+		// Which node ports a user chose is read from the managed fields, dropped below.
+		normalizeService(out, nestedMap(out, "spec"))
+	}
 	if meta != nil {
 		for _, f := range serverSetMetadata {
 			delete(meta, f)
@@ -47,19 +51,6 @@ func Normalize(gr string, obj map[string]any) map[string]any {
 	delete(out, "status")
 	spec, _ := out["spec"].(map[string]any)
 	switch gr {
-	case "services":
-		if spec != nil && spec["clusterIP"] != "None" {
-			delete(spec, "clusterIP")
-			delete(spec, "clusterIPs")
-		}
-		if ports, ok := spec["ports"].([]any); ok {
-			for _, p := range ports {
-				if pm, ok := p.(map[string]any); ok {
-					delete(pm, "nodePort")
-				}
-			}
-		}
-		delete(spec, "healthCheckNodePort")
 	case "persistentvolumeclaims":
 		deleteAnnotations(meta, bindingAnnotations)
 		delete(spec, "volumeName")
@@ -75,14 +66,15 @@ func Normalize(gr string, obj map[string]any) map[string]any {
 			delete(m, "controller-uid")
 			delete(m, "batch.kubernetes.io/controller-uid")
 		}
-	case "deployments.apps":
-		// The revision counts the source's rollouts; the target's Deployment starts its own count.
-		deleteAnnotations(meta, []string{"deployment.kubernetes.io/revision"})
+	case "daemonsets.apps":
+		// The API server writes the template's generation here, counting the source's updates.
+		deleteAnnotations(meta, []string{"deprecated.daemonset.template.generation"})
 	case "replicasets.apps":
-		// A Deployment's controller writes its ReplicaSets' annotations (revision, replica counts, a
-		// copy of the Deployment's own, never removed when the Deployment drops one).
+		// The revision and change-cause annotations are the Deployment's rollout history and
+		// move (its ReplicaSets are restored first, so its controller keeps their numbers); the
+		// replica counts are the controller's bookkeeping of the current scale.
 		if controlledBy(meta, "Deployment") {
-			delete(meta, "annotations")
+			deleteAnnotations(meta, []string{"deployment.kubernetes.io/desired-replicas", "deployment.kubernetes.io/max-replicas"})
 		}
 	case "pods":
 		delete(spec, "nodeName")

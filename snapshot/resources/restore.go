@@ -60,7 +60,7 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 	if err != nil {
 		return err
 	}
-	rs := &restorer{Objects: c, report: report, uids: map[string]string{}, namespaces: map[string]bool{}, claims: claimsOf(archive), archived: archive.owners()}
+	rs := &restorer{Objects: c, report: report, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{}, claims: claimsOf(archive), archived: archive.owners()}
 	for _, res := range order {
 		entries := archive.ByResource[res.GroupResource()]
 		if len(entries) == 0 {
@@ -70,7 +70,9 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 		if err := rs.restoreType(ctx, res, entries); err != nil {
 			return err
 		}
+		rs.linkDeferred(ctx, false)
 	}
+	rs.linkDeferred(ctx, true)
 	return nil
 }
 
@@ -94,10 +96,22 @@ func (c Objects) withDefaults() Objects {
 }
 
 // restoreOrder is the order of the plan's resource types, or for a backup Velero wrote, the
-// archive's types ordered by the same rules from the owner references its objects carry.
+// archive's types ordered by the same rules from the owner references its objects carry. A plan's
+// types are ordered again from their owners, so that a backup planned before the rules changed
+// (rollout history after its owners) is restored by today's.
 func restoreOrder(plan *plans.Plan, a *Archive) ([]plans.Resource, error) {
 	if plan != nil {
-		return plan.Resources, nil
+		edges := map[string]map[string]bool{}
+		for _, r := range plan.Resources {
+			for _, owner := range r.OwnedBy {
+				if edges[r.GroupResource()] == nil {
+					edges[r.GroupResource()] = map[string]bool{}
+				}
+				edges[r.GroupResource()][owner] = true
+			}
+		}
+		ordered, _ := plans.Order(plan.Resources, edges)
+		return ordered, nil
 	}
 	kinds := map[string]string{} // group/kind -> group-resource
 	var types []plans.Resource
@@ -135,6 +149,8 @@ type restorer struct {
 
 	mu         sync.Mutex
 	uids       map[string]string // group/Kind/namespace/name on the target -> UID
+	absent     map[string]bool   // owners looked up on the target and not found there (yet)
+	deferred   []deferredLink    // objects created before owners the backup holds
 	namespaces map[string]bool   // target namespaces known to exist
 	claims     map[string]bool   // source ns/name of the backup's claims
 	archived   map[string]bool   // ownerKey of every object of the backup, in the source's namespaces
@@ -175,7 +191,7 @@ func (rs *restorer) restoreType(ctx context.Context, res plans.Resource, entries
 
 // restoreOne restores one object and reports it; it returns the target name of an object that now
 // exists on the target.
-func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr schema.GroupVersionResource, e Entry) (string, bool) {
+func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr schema.GroupVersionResource, e Entry) (restored string, ok bool) {
 	gr := res.GroupResource()
 	id := e.ID()
 	if !rs.selected(res, e) {
@@ -193,7 +209,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.report.Add("objects", snapshot.StatusSkipped, id, "owned by a controller, which recreates it on the target (--skip-owned)")
 		return "", false
 	}
-	expected := Prepare(gr, e.Object, rs.Mapping) // what verify will compare: owner references without UIDs
+	expected := rs.prepare(gr, e.Object) // what verify will compare: owner references without UIDs
 	obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(expected)}
 	id = objectID(obj.Object, obj.GetNamespace())
 	if obj.GetNamespace() != "" {
@@ -202,11 +218,24 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 			return "", false
 		}
 	}
-	if dropped := rs.linkOwners(ctx, obj); len(dropped) > 0 {
+	refs := obj.GetOwnerReferences()
+	dropped, later := rs.linkOwners(ctx, obj, e.Namespace)
+	if len(dropped) > 0 {
 		defer rs.report.Add("objects", snapshot.StatusSkipped, id+" (owner reference)",
 			"owner "+strings.Join(dropped, ", ")+" is not on the target: restored without that owner reference")
 	}
 	client := rs.client(gvr, obj.GetNamespace())
+	if later {
+		// Linked once its owners are restored (linkDeferred).
+		defer func() {
+			if !ok {
+				return
+			}
+			rs.mu.Lock()
+			rs.deferred = append(rs.deferred, deferredLink{gvr: gvr, namespace: obj.GetNamespace(), name: restored, id: id, refs: refs})
+			rs.mu.Unlock()
+		}()
+	}
 	var live *unstructured.Unstructured
 	err := retry.OnError(retry.DefaultBackoff, transient, func() error {
 		var err error
@@ -237,6 +266,20 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 	diffs := rs.compare(gr, expected, live)
 	if len(diffs) == 0 {
 		rs.report.Count("objects", snapshot.StatusUnchanged)
+		return live.GetName(), true
+	}
+	if patch := renumber(gr, expected, normalizedLive(gr, live)); patch != nil && rs.Existing != ExistingFail {
+		// The workload's controller made this revision of the same template first, under its own
+		// number: the backup's number is the history's.
+		err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+			_, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+			return err
+		})
+		if err != nil {
+			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target under another revision number ("+diffs[0]+"); renumbering it failed: "+err.Error())
+			return "", false
+		}
+		rs.report.Count("objects", snapshot.StatusUpdated)
 		return live.GetName(), true
 	}
 	switch rs.Existing {
@@ -315,9 +358,14 @@ func replacePatch(live, expected map[string]any, refs []metav1.OwnerReference) (
 	return json.Marshal(p)
 }
 
-// normalizedLive is a live object's normalized form with JSON's types, to compare with a backup's.
+// normalizedLive is a live object's normalized form with JSON's types, to compare with a backup's;
+// a Service keeps the node ports the target allocated (extra fields do not count as differences).
 func normalizedLive(gr string, live *unstructured.Unstructured) map[string]any {
-	data, err := json.Marshal(Normalize(gr, live.Object))
+	norm := Normalize(gr, live.Object)
+	if gr == "services" {
+		withAllocatedPorts(norm, live.Object)
+	}
+	data, err := json.Marshal(norm)
 	if err != nil {
 		return live.Object
 	}
@@ -344,40 +392,131 @@ func (rs *restorer) remember(group, kind string, live *unstructured.Unstructured
 	}
 }
 
-// linkOwners sets each owner reference's UID to the owner's UID on the target: owners are restored
-// first; an owner that is not in the backup is looked up on the target. References to owners found
-// nowhere are dropped (the garbage collector would delete the object otherwise) and returned.
-func (rs *restorer) linkOwners(ctx context.Context, obj *unstructured.Unstructured) []string {
+// prepare is the form of a backed-up object restore creates and verify expects (Prepare); with
+// SkipOwned a Deployment's ReplicaSets stay behind, so its revision starts anew on the target.
+func (c Objects) prepare(gr string, obj map[string]any) map[string]any {
+	out := Prepare(gr, obj, c.Mapping)
+	if c.SkipOwned && gr == "deployments.apps" {
+		deleteAnnotations(nestedMap(out, "metadata"), []string{"deployment.kubernetes.io/revision"})
+	}
+	return out
+}
+
+// deferredLink is an object restored before owners of its that the backup holds (rollout history
+// before its controller, see plans.Order): its owner references are set once they are restored.
+type deferredLink struct {
+	gvr             schema.GroupVersionResource
+	namespace, name string
+	id              string
+	refs            []metav1.OwnerReference // as the backup has them, without UIDs
+}
+
+// linkOwners sets each owner reference's UID to the owner's UID on the target: owners are mostly
+// restored first; an owner that is not in the backup is looked up on the target. A reference to
+// an owner of the backup not on the target yet is left out for now (later: linkDeferred);
+// references to owners found nowhere are dropped (the garbage collector would delete the object
+// otherwise) and returned. sourceNS is the object's namespace in the backup.
+func (rs *restorer) linkOwners(ctx context.Context, obj *unstructured.Unstructured, sourceNS string) (dropped []string, later bool) {
 	refs := obj.GetOwnerReferences()
 	if len(refs) == 0 {
-		return nil
+		return nil, false
 	}
 	var kept []metav1.OwnerReference
-	var dropped []string
 	for _, ref := range refs {
 		gv, _ := schema.ParseGroupVersion(ref.APIVersion)
 		uid := rs.ownerUID(ctx, gv.WithKind(ref.Kind), obj.GetNamespace(), ref.Name)
-		if uid == "" {
+		switch {
+		case uid != "":
+			ref.UID = uid
+			kept = append(kept, ref)
+		case rs.archived[ownerKey(gv.Group, ref.Kind, sourceNS, ref.Name)] || rs.archived[ownerKey(gv.Group, ref.Kind, "", ref.Name)]:
+			later = true
+		default:
 			dropped = append(dropped, ref.Kind+" "+ref.Name)
-			continue
 		}
-		ref.UID = uid
-		kept = append(kept, ref)
 	}
 	obj.SetOwnerReferences(kept)
-	return dropped
+	return dropped, later
 }
 
-func (rs *restorer) ownerUID(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (uid types.UID) {
+// linkDeferred sets the owner references of objects restored before their owners, once every
+// owner is known (final: looked up on the target, and those found nowhere dropped and reported).
+// The owner's controller may have adopted the object already, with the same reference.
+func (rs *restorer) linkDeferred(ctx context.Context, final bool) {
 	rs.mu.Lock()
+	pending := rs.deferred
+	rs.deferred = nil
+	rs.mu.Unlock()
+	var still []deferredLink
+	for _, d := range pending {
+		var refs []metav1.OwnerReference
+		var dropped []string
+		ready := true
+		for _, ref := range d.refs {
+			gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+			gvk := gv.WithKind(ref.Kind)
+			uid := rs.knownUID(gvk, d.namespace, ref.Name)
+			if uid == "" && final {
+				uid = rs.ownerUID(ctx, gvk, d.namespace, ref.Name)
+			}
+			switch {
+			case uid != "":
+				ref.UID = uid
+				refs = append(refs, ref)
+			case final:
+				dropped = append(dropped, ref.Kind+" "+ref.Name)
+			default:
+				ready = false
+			}
+		}
+		if !ready {
+			still = append(still, d)
+			continue
+		}
+		if len(dropped) > 0 {
+			rs.report.Add("objects", snapshot.StatusSkipped, d.id+" (owner reference)",
+				"owner "+strings.Join(dropped, ", ")+" is not on the target: restored without that owner reference")
+		}
+		if len(refs) == 0 {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": refs}})
+		if err == nil {
+			err = retry.OnError(retry.DefaultBackoff, transient, func() error {
+				_, err := rs.client(d.gvr, d.namespace).Patch(ctx, d.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+				return err
+			})
+		}
+		if err != nil {
+			rs.report.Add("objects", snapshot.StatusFailed, d.id+" (owner reference)", "restored before its owners, whose references could not be set: "+err.Error())
+		}
+	}
+	rs.mu.Lock()
+	rs.deferred = append(rs.deferred, still...)
+	rs.mu.Unlock()
+}
+
+// knownUID is an owner's UID on the target as this restore knows it, without asking the target.
+func (rs *restorer) knownUID(gvk schema.GroupVersionKind, namespace, name string) types.UID {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	for _, ns := range []string{namespace, ""} {
 		if u, ok := rs.uids[ownerKey(gvk.Group, gvk.Kind, ns, name)]; ok {
-			rs.mu.Unlock()
 			return types.UID(u)
 		}
 	}
+	return ""
+}
+
+func (rs *restorer) ownerUID(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (uid types.UID) {
+	if uid := rs.knownUID(gvk, namespace, name); uid != "" {
+		return uid
+	}
+	key := ownerKey(gvk.Group, gvk.Kind, namespace, name)
+	rs.mu.Lock()
+	absent := rs.absent[key]
 	rs.mu.Unlock()
-	if rs.Mapper == nil {
+	if absent || rs.Mapper == nil {
 		return ""
 	}
 	mapping, err := rs.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -390,6 +529,12 @@ func (rs *restorer) ownerUID(ctx context.Context, gvk schema.GroupVersionKind, n
 	}
 	live, err := rs.client(mapping.Resource, ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
+		if apierrors.IsNotFound(err) {
+			// Not asked again for each of its dependents; restored later, it is remembered.
+			rs.mu.Lock()
+			rs.absent[key] = true
+			rs.mu.Unlock()
+		}
 		return ""
 	}
 	rs.remember(gvk.Group, gvk.Kind, live)

@@ -17,7 +17,8 @@ import (
 )
 
 // Verify implements snapshot.Kind: every object of the backup that a restore creates must be on the
-// target and contain every field of its prepared form (Prepare) with the same value; then the
+// target and contain every field of its prepared form (Prepare) with the same value; each
+// workload's rollout history must be the backup's (verifyHistory); then the
 // restored workloads must become healthy within WaitTimeout: Deployments Available, StatefulSets
 // ready, PersistentVolumeClaims Bound, Jobs not failed.
 func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
@@ -53,6 +54,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 			}
 		}
 	}
+	c.verifyHistory(ctx, order, archive, report)
 	c.verifyHealth(ctx, health, report)
 	return nil
 }
@@ -77,7 +79,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []E
 		if c.SkipOwned && controlled(e.Object) {
 			continue
 		}
-		obj := Prepare(gr, e.Object, c.Mapping)
+		obj := c.prepare(gr, e.Object)
 		u := unstructured.Unstructured{Object: obj}
 		want[u.GetNamespace()+"/"+u.GetName()] = expectation{id: objectID(obj, u.GetNamespace()), obj: obj, controlled: controlled(e.Object)}
 	}

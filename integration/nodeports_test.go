@@ -1,0 +1,129 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/snapshot"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const nodePortsNS = "node-ports"
+
+// TestChosenNodePortsMove: node ports a user chose on blue (kubectl apply, server-side apply, a
+// health check port) come back as they were on green, with the load balancer's addresses; an
+// allocated one is allocated anew; one held on green is a blocking preflight finding; a chosen port
+// changed on green is a difference verify names.
+func TestChosenNodePortsMove(t *testing.T) {
+	testbed.Require(t, tb)
+	ctx := context.Background()
+	kubectl(t, "blue", `apiVersion: v1
+kind: Namespace
+metadata: {name: `+nodePortsNS+`}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: chosen, namespace: `+nodePortsNS+`}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{name: http, port: 80, nodePort: 30080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: allocated, namespace: `+nodePortsNS+`}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{name: http, port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: balanced, namespace: `+nodePortsNS+`}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 30082
+  loadBalancerIP: 198.51.100.10
+  loadBalancerSourceRanges: [203.0.113.0/24]
+  externalIPs: [198.51.100.20]
+  selector: {app: web}
+  ports: [{name: https, port: 443}]
+`, "apply", "-f", "-")
+	kubectl(t, "blue", `apiVersion: v1
+kind: Service
+metadata: {name: chosen-ssa, namespace: `+nodePortsNS+`}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 8080, nodePort: 30081}]
+`, "apply", "--server-side", "-f", "-")
+	blueAllocated := kubectl(t, "blue", "", "get", "-n", nodePortsNS, "service/allocated", "-o", "jsonpath={.spec.ports[0].nodePort}")
+
+	dir := t.TempDir()
+	store := "file://" + filepath.Join(dir, "store")
+	config, plan := filepath.Join(dir, "ferry.yaml"), filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(config, []byte("include:\n  namespaces: ["+nodePortsNS+"]\n  resources: [namespaces, services]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A port of blue's that a Service of green holds blocks the move, before anything is applied.
+	kubectl(t, "green", "apiVersion: v1\nkind: Namespace\nmetadata: {name: squat}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: squatter, namespace: squat}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 30081}]}\n", "apply", "-f", "-")
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "--to", "green", "-f", config)
+	if code != 3 || !strings.Contains(out, "node port 30081 (8080/TCP) was chosen on the source and is taken on the target by service squat/squatter") {
+		t.Errorf("plan with a node port taken on green: exit %d, want 3 and a blocking finding\n%s\n%s", code, out, errOut)
+	}
+	kubectl(t, "green", "", "delete", "namespace", "squat", "--wait")
+	if code, out, errOut := runFerry(t, "plan", "--from", "blue", "--to", "green", "-f", config, "-o", plan); code != 0 {
+		t.Fatalf("plan once the port is free: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "--plan", plan, "--name", "node-ports"); code != 0 {
+		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
+	}
+	code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "node-ports")
+	if code != 0 {
+		t.Fatalf("restore exited %d: %s %+v\nstderr: %s", code, rep.Error, rep.Items, errOut)
+	}
+	for _, tc := range []struct{ service, path, want string }{
+		{"chosen", "{.spec.ports[0].nodePort}", "30080"},
+		{"chosen-ssa", "{.spec.ports[0].nodePort}", "30081"},
+		{"balanced", "{.spec.healthCheckNodePort}", "30082"},
+		{"balanced", "{.spec.loadBalancerIP} {.spec.loadBalancerSourceRanges} {.spec.externalIPs}", `198.51.100.10 ["203.0.113.0/24"] ["198.51.100.20"]`},
+	} {
+		if got := kubectl(t, "green", "", "get", "-n", nodePortsNS, "service/"+tc.service, "-o", "jsonpath="+tc.path); got != tc.want {
+			t.Errorf("green's service %s: %s = %q, want %q as on blue", tc.service, tc.path, got, tc.want)
+		}
+	}
+	// The allocated port was not sent: green's API server allocated its own, in no manager's fields.
+	_, greenKC := clients(t, "green")
+	allocated, err := greenKC.CoreV1().Services(nodePortsNS).Get(ctx, "allocated", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range allocated.ManagedFields {
+		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:nodePort"`) {
+			t.Errorf("restore sent blue's allocated node port %s: green's manager %s set it to %d", blueAllocated, m.Manager, allocated.Spec.Ports[0].NodePort)
+		}
+	}
+
+	verify := func() (int, restoreReport) {
+		code, rep, errOut := runReportCommand(t, "--storage", store, "verify", "--to", "green", "--backup", "node-ports")
+		if code == 1 || code == 2 {
+			t.Fatalf("verify could not verify (exit %d): %s\nstderr: %s", code, rep.Error, errOut)
+		}
+		return code, rep
+	}
+	if code, rep := verify(); code != 0 {
+		t.Fatalf("verify exited %d: %+v", code, rep.Items)
+	}
+	kubectl(t, "green", "", "patch", "-n", nodePortsNS, "service/chosen", "--type", "json", "-p", `[{"op":"replace","path":"/spec/ports/0/nodePort","value":30090}]`)
+	code, rep = verify()
+	want := snapshot.ReportItem{Kind: "objects", Status: snapshot.StatusDifferent, Name: "v1 Service " + nodePortsNS + "/chosen", Detail: "spec.ports[0].nodePort: backup 30080, target 30090"}
+	if code != 3 || !slices.Contains(rep.Items, want) {
+		t.Errorf("verify after green's chosen node port changed: exit %d, items %+v; want exit 3 and %+v", code, rep.Items, want)
+	}
+}

@@ -1,0 +1,65 @@
+package plans
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+)
+
+func service(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestChosenNodePortsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, svc string
+		want      []NodePort
+	}{
+		{"allocated by the API server", `{"metadata":{"name":"s","namespace":"a"},"spec":{"type":"NodePort","ports":[{"port":80,"nodePort":31234}]}}`, nil},
+		{"kubectl apply, named port", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"ports\":[{\"name\":\"http\",\"port\":80,\"nodePort\":30080}]}}"}},"spec":{"ports":[{"name":"http","port":80,"nodePort":30080},{"name":"metrics","port":9090,"nodePort":31999}]}}`,
+			[]NodePort{{Namespace: "a", Service: "s", Port: "http", NodePort: 30080}}},
+		{"server-side apply, unnamed port", `{"metadata":{"name":"s","namespace":"a","managedFields":[{"manager":"kubectl","operation":"Apply","fieldsV1":{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{"f:nodePort":{}}}}}}]},"spec":{"ports":[{"port":80,"protocol":"TCP","nodePort":30080}]}}`,
+			[]NodePort{{Namespace: "a", Service: "s", Port: "80/TCP", NodePort: 30080}}},
+		{"another manager's fields without the port", `{"metadata":{"name":"s","namespace":"a","managedFields":[{"manager":"kubectl-create","operation":"Update","fieldsV1":{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{"f:port":{}}}}}}]},"spec":{"ports":[{"port":80,"protocol":"TCP","nodePort":30080}]}}`, nil},
+		{"health check port chosen", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"healthCheckNodePort\":32100}}"}},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","healthCheckNodePort":32100,"ports":[{"port":80,"nodePort":31000}]}}`,
+			[]NodePort{{Namespace: "a", Service: "s", Port: "healthCheckNodePort", NodePort: 32100}}},
+		{"last-applied configuration that is not JSON", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{"}},"spec":{"ports":[{"port":80,"nodePort":31000}]}}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChosenNodePortsOf(service(t, tc.svc)); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ChosenNodePortsOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckNodePorts(t *testing.T) {
+	target := []runtime.Object{
+		&unstructured.Unstructured{Object: service(t, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"other","namespace":"b"},"spec":{"ports":[{"port":80,"nodePort":30080}]}}`)},
+		&unstructured.Unstructured{Object: service(t, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"a2"},"spec":{"ports":[{"port":80,"nodePort":30081}]}}`)},
+	}
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{servicesGVR: "ServiceList"}, target...)
+	p := &Plan{Config: Config{NamespaceMap: map[string]string{"a": "a2"}}, NodePorts: []NodePort{
+		{Namespace: "a", Service: "front", Port: "http", NodePort: 30080}, // held by another service: blocks
+		{Namespace: "a", Service: "web", Port: "http", NodePort: 30081},   // its own, restored before
+		{Namespace: "a", Service: "api", Port: "http", NodePort: 30082},   // free
+	}}
+	if err := checkNodePorts(context.Background(), p, Clients{Dynamic: dyn}); err != nil {
+		t.Fatal(err)
+	}
+	want := []Finding{{Severity: Blocking, Subject: "service a2/front", Message: "node port 30080 (http) was chosen on the source and is taken on the target by service b/other: free it there, or change the port on the source"}}
+	if !reflect.DeepEqual(p.Findings, want) {
+		t.Errorf("findings %+v, want %+v", p.Findings, want)
+	}
+}

@@ -1,0 +1,217 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// rolloutHistory names, per workload type, its kind and the type that holds its rollout history:
+// what kubectl rollout history lists and kubectl rollout undo goes back to.
+var rolloutHistory = []struct{ owner, kind, history string }{
+	{"daemonsets.apps", "DaemonSet", "controllerrevisions.apps"},
+	{"deployments.apps", "Deployment", "replicasets.apps"},
+	{"statefulsets.apps", "StatefulSet", "controllerrevisions.apps"},
+}
+
+// revision is one entry of a workload's rollout history.
+type revision struct {
+	number int64
+	name   string // the ReplicaSet or ControllerRevision, named by the template's hash
+	cause  string // kubernetes.io/change-cause
+}
+
+func (r revision) String() string {
+	s := fmt.Sprintf("%d %s", r.number, r.name)
+	if r.cause != "" {
+		s += fmt.Sprintf(" (%q)", r.cause)
+	}
+	return s
+}
+
+// revisionOf reads a history object: a ReplicaSet's revision annotation or a ControllerRevision's
+// revision field, and the change-cause its controller copied from the workload.
+func revisionOf(gr string, obj map[string]any) revision {
+	u := unstructured.Unstructured{Object: obj}
+	r := revision{name: u.GetName(), cause: u.GetAnnotations()["kubernetes.io/change-cause"]}
+	if gr == "replicasets.apps" {
+		r.number, _ = strconv.ParseInt(u.GetAnnotations()["deployment.kubernetes.io/revision"], 10, 64)
+	} else {
+		r.number = int64(number64(obj["revision"]))
+	}
+	return r
+}
+
+func number64(v any) float64 {
+	switch n := v.(type) {
+	case int64:
+		return float64(n)
+	case float64:
+		return n
+	case int:
+		return float64(n)
+	}
+	return 0
+}
+
+// historyOf is the rollout history of the workload kind/name among objects of one namespace,
+// ordered by number.
+func historyOf(gr string, objs []map[string]any, kind, name string) []revision {
+	var out []revision
+	for _, obj := range objs {
+		for _, ref := range (&unstructured.Unstructured{Object: obj}).GetOwnerReferences() {
+			if ref.Controller != nil && *ref.Controller && ref.Kind == kind && ref.Name == name {
+				out = append(out, revisionOf(gr, obj))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b revision) int {
+		if a.number != b.number {
+			return int(a.number - b.number)
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return out
+}
+
+type historyCheck struct {
+	id, namespace, kind, name string
+	gvr                       schema.GroupVersionResource // of the history type
+	want                      []revision
+}
+
+// verifyHistory compares each restored workload's rollout history on the target with the backup's,
+// exactly: the same revisions (numbers, templates by name, change-causes), none more or fewer. The
+// target's controllers adopt and renumber revisions as they arrive, so it waits up to WaitTimeout
+// for the histories to settle before it reports one that differs.
+func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, archive *Archive, report *snapshot.Report) {
+	if c.SkipOwned {
+		return // the history stayed behind: the target's controllers start their own
+	}
+	types := map[string]plans.Resource{}
+	for _, r := range order {
+		types[r.GroupResource()] = r
+	}
+	var checks []*historyCheck
+	for _, rh := range rolloutHistory {
+		ownerRes, ok1 := types[rh.owner]
+		histRes, ok2 := types[rh.history]
+		if !ok1 || !ok2 {
+			continue
+		}
+		byNS := map[string][]map[string]any{}
+		for _, e := range archive.ByResource[rh.history] {
+			if c.selected(histRes, e) {
+				byNS[e.Namespace] = append(byNS[e.Namespace], e.Object)
+			}
+		}
+		for _, e := range archive.ByResource[rh.owner] {
+			if !c.selected(ownerRes, e) {
+				continue
+			}
+			want := historyOf(rh.history, byNS[e.Namespace], rh.kind, e.Name)
+			if len(want) == 0 {
+				continue
+			}
+			ns := c.Mapping.Namespace(e.Namespace)
+			checks = append(checks, &historyCheck{
+				id: objectID(Prepare(rh.owner, e.Object, c.Mapping), ns), namespace: ns, kind: rh.kind, name: e.Name,
+				gvr: schema.GroupVersionResource{Group: histRes.Group, Version: histRes.Version, Resource: histRes.Resource}, want: want,
+			})
+		}
+	}
+	got := map[*historyCheck][]revision{}
+	pending := checks
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, c.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		lists := map[string][]map[string]any{} // history type/namespace -> objects
+		var still []*historyCheck
+		for _, h := range pending {
+			key := h.gvr.String() + "/" + h.namespace
+			objs, ok := lists[key]
+			if !ok {
+				listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				list, err := c.Dynamic.Resource(h.gvr).Namespace(h.namespace).List(listCtx, metav1.ListOptions{})
+				cancel()
+				if err != nil {
+					still = append(still, h)
+					continue
+				}
+				for _, item := range list.Items {
+					objs = append(objs, item.Object)
+				}
+				lists[key] = objs
+			}
+			got[h] = historyOf(h.gvr.GroupResource().String(), objs, h.kind, h.name)
+			if !slices.Equal(got[h], h.want) {
+				still = append(still, h)
+				continue
+			}
+			report.Count("history", snapshot.StatusIdentical)
+		}
+		pending = still
+		return len(pending) == 0, nil
+	})
+	for _, h := range pending {
+		report.Addf("history", snapshot.StatusDifferent, h.id, "rollout history: backup %s; target %s", showHistory(h.want), showHistory(got[h]))
+	}
+}
+
+func showHistory(revs []revision) string {
+	if len(revs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(revs))
+	for i, r := range revs {
+		parts[i] = r.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// renumber is the merge patch that gives a history object on the target the backup's revision
+// number, when that number is all that differs (its controller numbered it first); else nil.
+func renumber(gr string, expected, live map[string]any) []byte {
+	var patch map[string]any
+	want, got := runtime.DeepCopyJSON(expected), runtime.DeepCopyJSON(live)
+	switch gr {
+	case "replicasets.apps":
+		const key = "deployment.kubernetes.io/revision"
+		rev, ok := nestedMap(want, "metadata", "annotations")[key]
+		if !ok {
+			return nil
+		}
+		for _, m := range []map[string]any{want, got} {
+			deleteAnnotations(nestedMap(m, "metadata"), []string{key})
+		}
+		patch = map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: rev}}}
+	case "controllerrevisions.apps":
+		rev, ok := want["revision"]
+		if !ok {
+			return nil
+		}
+		delete(want, "revision")
+		delete(got, "revision")
+		patch = map[string]any{"revision": rev}
+	default:
+		return nil
+	}
+	if len(Compare(want, got)) > 0 {
+		return nil
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return nil
+	}
+	return data
+}

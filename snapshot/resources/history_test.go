@@ -1,0 +1,84 @@
+package resources
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/ferrykube/ferry/plans"
+)
+
+func TestHistoryOf(t *testing.T) {
+	rs := func(name, rev, cause, owner string) map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": name,
+			"annotations":     map[string]any{"deployment.kubernetes.io/revision": rev, "kubernetes.io/change-cause": cause},
+			"ownerReferences": []any{map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "controller": true}}}}
+	}
+	cr := func(name string, rev any, owner, kind string) map[string]any {
+		return map[string]any{"revision": rev, "metadata": map[string]any{"name": name,
+			"ownerReferences": []any{map[string]any{"apiVersion": "apps/v1", "kind": kind, "name": owner, "controller": true}}}}
+	}
+	for _, tc := range []struct {
+		name, gr, kind, owner string
+		objs                  []map[string]any
+		want                  []revision
+	}{
+		{"a Deployment's ReplicaSets by revision annotation", "replicasets.apps", "Deployment", "web",
+			[]map[string]any{rs("web-c", "3", "v3", "web"), rs("web-a", "1", "v1", "web"), rs("other-b", "2", "", "other"), rs("web-b", "2", "v2", "web")},
+			[]revision{{1, "web-a", "v1"}, {2, "web-b", "v2"}, {3, "web-c", "v3"}}},
+		{"a DaemonSet's revisions, numbers as JSON or the API machinery decode them", "controllerrevisions.apps", "DaemonSet", "agent",
+			[]map[string]any{cr("agent-2", float64(2), "agent", "DaemonSet"), cr("agent-1", int64(1), "agent", "DaemonSet"), cr("db-1", int64(1), "agent", "StatefulSet")},
+			[]revision{{1, "agent-1", ""}, {2, "agent-2", ""}}},
+		{"no history", "controllerrevisions.apps", "StatefulSet", "db", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := historyOf(tc.gr, tc.objs, tc.kind, tc.owner); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("historyOf = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A plan written before rollout history came first is restored in today's order.
+func TestRestoreOrderOfAnOlderPlan(t *testing.T) {
+	p := &plans.Plan{Resources: []plans.Resource{
+		{Group: "apps", Version: "v1", Resource: "deployments", Wave: 4},
+		{Group: "apps", Version: "v1", Resource: "replicasets", Wave: 4, OwnedBy: []string{"deployments.apps"}},
+		{Version: "v1", Resource: "pods", Wave: 4, OwnedBy: []string{"replicasets.apps"}},
+	}}
+	order, err := restoreOrder(p, &Archive{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range order {
+		got = append(got, r.GroupResource())
+	}
+	if want := []string{"replicasets.apps", "deployments.apps", "pods"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
+
+func TestRenumber(t *testing.T) {
+	for _, tc := range []struct {
+		name, gr, expected, live, want string
+	}{
+		{"a revision the DaemonSet's controller numbered first", "controllerrevisions.apps",
+			`{"metadata":{"name":"ds-1"},"revision":3,"data":{"x":1}}`, `{"metadata":{"name":"ds-1"},"revision":1,"data":{"x":1}}`, `{"revision":3}`},
+		{"another template is not renumbered", "controllerrevisions.apps",
+			`{"metadata":{"name":"ds-1"},"revision":3,"data":{"x":1}}`, `{"metadata":{"name":"ds-1"},"revision":1,"data":{"x":2}}`, ""},
+		{"a ReplicaSet the Deployment's controller numbered first", "replicasets.apps",
+			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"3","kubernetes.io/change-cause":"v3"}}}`,
+			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"1","kubernetes.io/change-cause":"v3"}}}`,
+			`{"metadata":{"annotations":{"deployment.kubernetes.io/revision":"3"}}}`},
+		{"a ReplicaSet with another change-cause", "replicasets.apps",
+			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"3","kubernetes.io/change-cause":"v3"}}}`,
+			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"1","kubernetes.io/change-cause":"v1"}}}`, ""},
+		{"other kinds", "configmaps", `{"data":{"a":"1"}}`, `{"data":{"a":"2"}}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(renumber(tc.gr, decode(t, tc.expected), decode(t, tc.live))); got != tc.want {
+				t.Errorf("renumber = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
