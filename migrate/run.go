@@ -18,6 +18,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
 	"github.com/ferrykube/ferry/storage"
+	"k8s.io/utils/clock"
 )
 
 // Options are what a run needs: storage, both clusters and how to move traffic.
@@ -40,6 +41,8 @@ type Options struct {
 	// writers run).
 	Switcher traffic.Switcher
 	Gates    []gates.Gate
+	// Clock times a traffic step's soak when there are no gates to watch it; nil is the real one.
+	Clock clock.Clock
 	// Crash, when set, is called after each journal event: tests end the process there to prove
 	// that a resumed run finishes without repeating a finished step.
 	Crash func(Event)
@@ -124,6 +127,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 8
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -401,6 +407,9 @@ const (
 
 // shift starts green's writers and moves traffic step by step, each step watched by the gates.
 func (r *Runner) shift(ctx context.Context) error {
+	if err := r.mayTakeWrites(ctx, Shifting); err != nil {
+		return err
+	}
 	if err := r.step(ctx, Shifting, 0, func() (any, string, error) {
 		items, err := r.quiescer(r.o.Green, true).Start(ctx)
 		if err != nil {
@@ -410,22 +419,11 @@ func (r *Runner) shift(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if !r.noted(NoteGreenWrites) {
-		if err := r.record(ctx, Event{State: Shifting, Phase: Note, Detail: NoteGreenWrites}); err != nil {
-			return err
-		}
-	}
 	if r.o.Switcher == nil {
 		return r.record(ctx, Event{State: Shifting, Phase: Note, Detail: "no traffic switcher in ferry.yaml: move traffic to green yourself"})
 	}
-	if !r.noted(NoteTrafficSaved) {
-		saved, err := r.o.Switcher.Save(ctx)
-		if err != nil {
-			return fmt.Errorf("save the traffic state (%s): %w", r.o.Switcher.Name(), err)
-		}
-		if err := r.record(ctx, Event{State: Shifting, Phase: Note, Detail: NoteTrafficSaved, Data: json.RawMessage(saved)}); err != nil {
-			return err
-		}
+	if err := r.saveTraffic(ctx, Shifting); err != nil {
+		return err
 	}
 	rollout := plans.Rollout{}
 	if r.o.Config.Rollout != nil {
@@ -436,6 +434,9 @@ func (r *Runner) shift(ctx context.Context) error {
 		var verdict gates.Verdict
 		err := r.step(ctx, Shifting, percent, func() (any, string, error) {
 			split := traffic.Green(percent)
+			if err := r.mayTakeWrites(ctx, Shifting); err != nil {
+				return nil, "", err
+			}
 			if err := r.o.Switcher.Apply(ctx, split); err != nil {
 				return nil, "", fmt.Errorf("%s: apply %s: %w", r.o.Switcher.Name(), split, err)
 			}
@@ -443,7 +444,12 @@ func (r *Runner) shift(ctx context.Context) error {
 				return nil, "", fmt.Errorf("%s: %s did not settle: %w", r.o.Switcher.Name(), split, err)
 			}
 			if len(r.o.Gates) == 0 {
-				return nil, split.String() + ", no gates", nil
+				// Nothing watches the step, but it still lasts its soak: the operator, green's
+				// own alerts and the next step's readers count on that time.
+				if err := r.soak(ctx, rollout.Soak.D()); err != nil {
+					return nil, "", fmt.Errorf("soak at %d %% stopped: %w: %w", percent, err, ErrPaused)
+				}
+				return nil, fmt.Sprintf("%s, no gates, soaked %s", split, rollout.Soak), nil
 			}
 			verdict = gates.Evaluate(ctx, r.o.Gates, rollout.Soak.D(), rollout.Interval.D(), *rollout.FailureBudget)
 			switch {
@@ -475,6 +481,42 @@ func (r *Runner) shift(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// soak waits d, or until ctx ends.
+func (r *Runner) soak(ctx context.Context, d time.Duration) error {
+	t := r.o.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C():
+		return nil
+	}
+}
+
+// mayTakeWrites journals, once, that green may take writes from now on. It is written before
+// green's writers start and before any split that gives green traffic is applied: a step cut
+// short (a Ctrl-C, a route never accepted, a switcher that applied half its commands) may
+// already have sent green requests, and a plain rollback must then refuse.
+func (r *Runner) mayTakeWrites(ctx context.Context, state State) error {
+	if r.noted(NoteGreenWrites) {
+		return nil
+	}
+	return r.record(ctx, Event{State: state, Phase: Note, Detail: NoteGreenWrites})
+}
+
+// saveTraffic journals, once, the switcher's state before ferry first changes it: what a
+// rollback puts back.
+func (r *Runner) saveTraffic(ctx context.Context, state State) error {
+	if r.noted(NoteTrafficSaved) {
+		return nil
+	}
+	saved, err := r.o.Switcher.Save(ctx)
+	if err != nil {
+		return fmt.Errorf("save the traffic state (%s): %w", r.o.Switcher.Name(), err)
+	}
+	return r.record(ctx, Event{State: state, Phase: Note, Detail: NoteTrafficSaved, Data: json.RawMessage(saved)})
 }
 
 func (r *Runner) noted(detail string) bool {
@@ -529,19 +571,22 @@ func (r *Runner) Flip(ctx context.Context, split traffic.Split) error {
 	if r.o.Switcher == nil {
 		return fmt.Errorf("run %s has no traffic switcher in its ferry.yaml: %w", r.Journal.Run.ID, ErrStopped)
 	}
-	if err := r.o.Switcher.Apply(ctx, split); err != nil {
-		return err
-	}
-	if err := r.o.Switcher.WaitSettled(ctx, split); err != nil {
-		return err
-	}
-	data, _ := json.Marshal(split)
 	state := r.Journal.Current()
-	if split.Green > 0 && !r.noted(NoteGreenWrites) {
-		if err := r.record(ctx, Event{State: state, Phase: Note, Detail: NoteGreenWrites}); err != nil {
+	if err := r.saveTraffic(ctx, state); err != nil {
+		return err
+	}
+	if split.Green > 0 {
+		if err := r.mayTakeWrites(ctx, state); err != nil {
 			return err
 		}
 	}
+	if err := r.o.Switcher.Apply(ctx, split); err != nil {
+		return fmt.Errorf("%s: apply %s: %w", r.o.Switcher.Name(), split, err)
+	}
+	if err := r.o.Switcher.WaitSettled(ctx, split); err != nil {
+		return fmt.Errorf("%s: %s did not settle: %w", r.o.Switcher.Name(), split, err)
+	}
+	data, _ := json.Marshal(split)
 	return r.record(ctx, Event{State: state, Phase: Note, Detail: "flipped by hand: " + split.String(), Data: data})
 }
 
