@@ -171,6 +171,8 @@ func (r *Runner) backupGreenStep(ctx context.Context) (any, string, error) {
 		}
 		left = r.leaveOutSkipped(plan, original)
 		return plan, nil
+	}, func(m *snapshot.Manifest) []string {
+		return lacks(original, m, kinds.EffectiveMappingOf(r.plan, r.o.Mapping))
 	})
 	if len(left) > 0 && err == nil {
 		detail += "; left out, as the run's backup skipped them on blue: " + strings.Join(left, ", ")
@@ -210,6 +212,38 @@ func (r *Runner) leaveOutSkipped(plan *plans.Plan, original *snapshot.Manifest) 
 	plan.Databases = slices.DeleteFunc(plan.Databases, func(d plans.DataItem) bool { return out("database " + d.Name) })
 	plan.Buckets = slices.DeleteFunc(plan.Buckets, func(b plans.DataItem) bool { return out("bucket " + b.Name) })
 	return left
+}
+
+// lacks names the databases, volumes and buckets the run moved to green (those its backup of blue
+// holds) that the backup of green does not hold, in green's names: their writes on green would
+// not come back to blue.
+func lacks(original, carried *snapshot.Manifest, m snapshot.Mapping) []string {
+	held := map[string]bool{}
+	for _, d := range carried.Databases {
+		held["database "+d.Name] = true
+	}
+	for _, v := range carried.Volumes {
+		held["volume "+v.Namespace+"/"+v.Name] = true
+	}
+	for _, b := range carried.Buckets {
+		held["bucket "+b.Name] = true
+	}
+	var out []string
+	check := func(what string) {
+		if !held[what] {
+			out = append(out, what)
+		}
+	}
+	for _, d := range original.Databases {
+		check("database " + d.Name)
+	}
+	for _, v := range original.Volumes {
+		check("volume " + m.Namespace(v.Namespace) + "/" + v.Name)
+	}
+	for _, b := range original.Buckets {
+		check("bucket " + b.Name)
+	}
+	return out
 }
 
 // carryRecord is what the carried-back step journals.
@@ -272,6 +306,20 @@ func (r *Runner) verifyBlueStep(ctx context.Context) (any, string, error) {
 	rep, _, err := r.carryBackRun(ctx, kinds.Verify)
 	if err != nil {
 		return nil, "", err
+	}
+	// Blue is verified against the backup of green, which covers only what it holds: each
+	// database, volume and bucket the run moved must be in it, or its writes stayed on green.
+	original, err := snapshot.ReadManifest(ctx, r.o.Store, r.Journal.Run.Backup)
+	if err != nil {
+		return nil, "", err
+	}
+	carried, err := snapshot.ReadManifest(ctx, r.o.Store, CarryBackName(r.Journal.Run.ID))
+	if err != nil {
+		return nil, "", err
+	}
+	for _, what := range lacks(original, carried, kinds.EffectiveMappingOf(r.plan, r.o.Mapping)) {
+		kind, name, _ := strings.Cut(what, " ")
+		rep.Add(kind+"s", snapshot.StatusMissing, name, "not in green's backup "+carried.Name+": its writes on green were not carried back")
 	}
 	if problems := rep.Problems(); len(problems) > 0 {
 		return summarize(rep), "", fmt.Errorf("blue differs from green's backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)

@@ -298,14 +298,30 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 }
 
 func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
-	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil })
+	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil }, nil)
 }
 
-// backup makes the backup name of the source's plan, once: a backup begun by a run that died is
-// complete (kept) or not (made again). Skipped items stop the run unless AllowSkipped.
-func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, encryptTo []string, plan func() (*plans.Plan, error)) (any, string, error) {
+// backup makes the backup name of the source's plan, once, and applies the same gate to it
+// whether it was made now or by a run that died: skipped items stop the run unless AllowSkipped.
+// A backup begun by a run that died is kept when complete, unless it skipped items that are not
+// allowed (it is made again: what was missing may be back), or lacks what lacking names.
+func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, encryptTo []string, plan func() (*plans.Plan, error),
+	lacking func(*snapshot.Manifest) []string) (any, string, error) {
+	again := ""
 	if m, err := snapshot.ReadManifest(ctx, r.o.Store, name); err == nil {
-		return m.Totals, "the backup finished before the run was interrupted", nil
+		var lacks []string
+		if lacking != nil {
+			lacks = lacking(m)
+		}
+		switch {
+		case len(lacks) > 0:
+			again = "made again, as the one of the interrupted step lacks " + strings.Join(lacks, ", ") + "; "
+		case len(m.Skipped) > 0 && !r.o.AllowSkipped:
+			again = fmt.Sprintf("made again, as the one of the interrupted step skipped %d items; ", len(m.Skipped))
+		default:
+			return r.gateSkipped(m, "the backup finished before the run was interrupted: ")
+		}
+		r.o.Log.Info("backing up again", "backup", name, "why", again)
 	}
 	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
 		return nil, "", err
@@ -319,14 +335,20 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 	if err != nil {
 		return nil, "", err
 	}
-	detail := fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
+	return r.gateSkipped(m, again)
+}
+
+// gateSkipped passes a complete backup on, unless it skipped items and AllowSkipped is not set;
+// the items it skipped are in the step's journal either way.
+func (r *Runner) gateSkipped(m *snapshot.Manifest, prefix string) (any, string, error) {
+	detail := prefix + fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", m.Name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
 	if len(m.Skipped) > 0 {
 		var what []string
 		for _, s := range m.Skipped {
 			what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
 		}
 		if !r.o.AllowSkipped {
-			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (--allow-skipped goes on without them): %s: %w", name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
+			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (--allow-skipped goes on without them): %s: %w", m.Name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
 		}
 		detail += fmt.Sprintf("; skipped (allowed): %s", strings.Join(what, "; "))
 	}

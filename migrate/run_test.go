@@ -1,9 +1,12 @@
 package migrate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,8 @@ import (
 
 	"github.com/ferrykube/ferry/migrate/traffic"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/kinds"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -54,7 +59,10 @@ func (f *fakeSwitcher) WaitSettled(ctx context.Context, _ traffic.Split) error {
 func testRunner(t *testing.T, o Options, events ...Event) *Runner {
 	t.Helper()
 	ctx := context.Background()
-	j, err := CreateJournal(ctx, fileStore(t), Run{ID: NewID(time.Now()), Blue: plans.Cluster{UID: "b"}, Green: plans.Cluster{UID: "g"}})
+	if o.Store == nil {
+		o.Store = fileStore(t)
+	}
+	j, err := CreateJournal(ctx, o.Store, Run{ID: NewID(time.Now()), Blue: plans.Cluster{UID: "b"}, Green: plans.Cluster{UID: "g"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,5 +220,66 @@ func TestShiftSoaksEachStepWithoutGates(t *testing.T) {
 		if !ok || !strings.Contains(e.Detail, "soaked "+soak.String()) {
 			t.Errorf("the %d %% step's journal: %q, want it soaked %s", percent, e.Detail, soak)
 		}
+	}
+}
+
+// TestResumedBackupAppliesTheGate: a backup a run that died left complete passes only the gate a
+// fresh one would: skipped items stop it unless allowed (it is made again, since what was missing
+// may be back), and a backup that lacks an item of the run is made again.
+func TestResumedBackupAppliesTheGate(t *testing.T) {
+	errAgain := errors.New("backed up again")
+	for _, tc := range []struct {
+		name         string
+		skipped      []snapshot.Skipped
+		allowSkipped bool
+		lacks        []string
+		wantAgain    bool
+		wantDetail   string
+	}{
+		{"skipped, not allowed", []snapshot.Skipped{{Kind: "database", Name: "kfp-mysql", Reason: "no running pod"}}, false, nil, true, ""},
+		{"skipped, allowed", []snapshot.Skipped{{Kind: "database", Name: "kfp-mysql", Reason: "no running pod"}}, true, nil, false,
+			"skipped (allowed): database kfp-mysql: no running pod"},
+		{"lacks an item of the run", nil, true, []string{"database kfp-mysql"}, true, ""},
+		{"complete", nil, false, nil, false, "the backup finished before the run was interrupted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := testRunner(t, Options{AllowSkipped: tc.allowSkipped})
+			name := r.Journal.Run.ID
+			data, _ := json.Marshal(snapshot.Manifest{FormatVersion: "1", Name: name, Skipped: tc.skipped})
+			if err := r.o.Store.Create(ctx, snapshot.Prefix(name)+snapshot.ManifestFile, bytes.NewReader(data)); err != nil {
+				t.Fatal(err)
+			}
+			_, detail, err := r.backup(ctx, name, kinds.Cluster{}, nil, func() (*plans.Plan, error) { return nil, errAgain },
+				func(*snapshot.Manifest) []string { return tc.lacks })
+			if again := errors.Is(err, errAgain); again != tc.wantAgain {
+				t.Fatalf("backed up again: %v (%v), want %v", again, err, tc.wantAgain)
+			}
+			if !tc.wantAgain && (err != nil || !strings.Contains(detail, tc.wantDetail)) {
+				t.Errorf("the kept backup: %q, %v; want it passed with %q", detail, err, tc.wantDetail)
+			}
+		})
+	}
+}
+
+// TestLacks: the databases, volumes (in green's namespaces) and buckets the run moved that a
+// backup of green does not hold.
+func TestLacks(t *testing.T) {
+	original := &snapshot.Manifest{
+		Databases: []snapshot.Database{{Name: "kfp-mysql"}, {Name: "pg"}},
+		Volumes:   []snapshot.Volume{{Namespace: "team", Name: "data"}, {Namespace: "ops", Name: "logs"}},
+		Buckets:   []snapshot.Bucket{{Name: "mlpipeline"}},
+	}
+	carried := &snapshot.Manifest{
+		Databases: []snapshot.Database{{Name: "pg"}},
+		Volumes:   []snapshot.Volume{{Namespace: "team-green", Name: "data"}, {Namespace: "ops", Name: "other"}},
+	}
+	m := snapshot.Mapping{Namespaces: map[string]string{"team": "team-green"}}
+	want := []string{"database kfp-mysql", "volume ops/logs", "bucket mlpipeline"}
+	if got := lacks(original, carried, m); !slices.Equal(got, want) {
+		t.Errorf("lacks = %q, want %q", got, want)
+	}
+	if got := lacks(original, original, snapshot.Mapping{}); len(got) != 0 {
+		t.Errorf("a backup holding everything lacks %q", got)
 	}
 }
