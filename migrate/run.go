@@ -319,7 +319,7 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 		case len(m.Skipped) > 0 && !r.o.AllowSkipped:
 			again = fmt.Sprintf("made again, as the one of the interrupted step skipped %d items; ", len(m.Skipped))
 		default:
-			return r.gateSkipped(m, "the backup finished before the run was interrupted: ")
+			return r.gateSkipped(m, nil, "the backup finished before the run was interrupted: ")
 		}
 		r.o.Log.Info("backing up again", "backup", name, "why", again)
 	}
@@ -335,20 +335,31 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 	if err != nil {
 		return nil, "", err
 	}
-	return r.gateSkipped(m, again)
+	var lacks []string
+	if lacking != nil {
+		lacks = lacking(m)
+	}
+	return r.gateSkipped(m, lacks, again)
 }
 
-// gateSkipped passes a complete backup on, unless it skipped items and AllowSkipped is not set;
-// the items it skipped are in the step's journal either way.
-func (r *Runner) gateSkipped(m *snapshot.Manifest, prefix string) (any, string, error) {
+// gateSkipped passes a complete backup on, unless it skipped items, or lacks items it should hold
+// without saying why (lacks), and AllowSkipped is not set; they are in the step's journal either way.
+func (r *Runner) gateSkipped(m *snapshot.Manifest, lacks []string, prefix string) (any, string, error) {
 	detail := prefix + fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", m.Name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
-	if len(m.Skipped) > 0 {
-		var what []string
-		for _, s := range m.Skipped {
-			what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
+	var what []string
+	skipped := map[string]bool{}
+	for _, s := range m.Skipped {
+		what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
+		skipped[s.Kind+" "+s.Name] = true
+	}
+	for _, l := range lacks {
+		if !skipped[l] {
+			what = append(what, l+": not found on the source")
 		}
+	}
+	if len(what) > 0 {
 		if !r.o.AllowSkipped {
-			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (--allow-skipped goes on without them): %s: %w", m.Name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
+			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (--allow-skipped goes on without them): %s: %w", m.Name, len(what), strings.Join(what, "; "), ErrStopped)
 		}
 		detail += fmt.Sprintf("; skipped (allowed): %s", strings.Join(what, "; "))
 	}
