@@ -155,6 +155,23 @@ func breakDiscovery(t *testing.T, c *testbed.Cluster, dyn dynamic.Interface) {
 	if err != nil {
 		t.Fatalf("APIService %s: %v", name, err)
 	}
+	// Put back as it was, before anything else is cleaned up: a group that fails discovery holds
+	// up the deletion of every namespace on the cluster.
+	labels := svc.GetLabels()
+	spec, _, _ := unstructured.NestedMap(svc.Object, "spec")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		cur, err := dyn.Resource(apiServicesGVR).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Logf("put APIService %s back: %v", name, err)
+			return
+		}
+		cur.SetLabels(labels)
+		unstructured.SetNestedMap(cur.Object, spec, "spec")
+		if _, err := dyn.Resource(apiServicesGVR).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Logf("put APIService %s back: %v", name, err)
+		}
+	})
 	svc.SetLabels(nil)
 	unstructured.SetNestedMap(svc.Object, map[string]any{"namespace": "default", "name": "ferry-no-such-service", "port": int64(443)}, "spec", "service")
 	unstructured.SetNestedField(svc.Object, true, "spec", "insecureSkipTLSVerify")
