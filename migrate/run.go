@@ -18,6 +18,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
 	"github.com/ferrykube/ferry/storage"
+	"k8s.io/utils/clock"
 )
 
 // Options are what a run needs: storage, both clusters and how to move traffic.
@@ -40,6 +41,8 @@ type Options struct {
 	// writers run).
 	Switcher traffic.Switcher
 	Gates    []gates.Gate
+	// Clock times a traffic step's soak when there are no gates to watch it; nil is the real one.
+	Clock clock.Clock
 	// Crash, when set, is called after each journal event: tests end the process there to prove
 	// that a resumed run finishes without repeating a finished step.
 	Crash func(Event)
@@ -126,6 +129,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 8
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -300,14 +306,30 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 }
 
 func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
-	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil })
+	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil }, nil)
 }
 
-// backup makes the backup name of the source's plan, once: a backup begun by a run that died is
-// complete (kept) or not (made again). Skipped items stop the run unless AllowSkipped.
-func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, encryptTo []string, plan func() (*plans.Plan, error)) (any, string, error) {
+// backup makes the backup name of the source's plan, once, and applies the same gate to it
+// whether it was made now or by a run that died: skipped items stop the run unless AllowSkipped.
+// A backup begun by a run that died is kept when complete, unless it skipped items that are not
+// allowed (it is made again: what was missing may be back), or lacks what lacking names.
+func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, encryptTo []string, plan func() (*plans.Plan, error),
+	lacking func(*snapshot.Manifest) []string) (any, string, error) {
+	again := ""
 	if m, err := snapshot.ReadManifest(ctx, r.o.Store, name); err == nil {
-		return m.Totals, "the backup finished before the run was interrupted", nil
+		var lacks []string
+		if lacking != nil {
+			lacks = lacking(m)
+		}
+		switch {
+		case len(lacks) > 0:
+			again = "made again, as the one of the interrupted step lacks " + strings.Join(lacks, ", ") + "; "
+		case len(m.Skipped) > 0 && !r.o.AllowSkipped:
+			again = fmt.Sprintf("made again, as the one of the interrupted step skipped %d items; ", len(m.Skipped))
+		default:
+			return r.gateSkipped(m, nil, "the backup finished before the run was interrupted: ")
+		}
+		r.o.Log.Info("backing up again", "backup", name, "why", again)
 	}
 	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
 		return nil, "", err
@@ -321,14 +343,31 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 	if err != nil {
 		return nil, "", err
 	}
-	detail := fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
-	if len(m.Skipped) > 0 {
-		var what []string
-		for _, s := range m.Skipped {
-			what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
+	var lacks []string
+	if lacking != nil {
+		lacks = lacking(m)
+	}
+	return r.gateSkipped(m, lacks, again)
+}
+
+// gateSkipped passes a complete backup on, unless it skipped items, or lacks items it should hold
+// without saying why (lacks), and AllowSkipped is not set; they are in the step's journal either way.
+func (r *Runner) gateSkipped(m *snapshot.Manifest, lacks []string, prefix string) (any, string, error) {
+	detail := prefix + fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", m.Name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
+	var what []string
+	skipped := map[string]bool{}
+	for _, s := range m.Skipped {
+		what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
+		skipped[s.Kind+" "+s.Name] = true
+	}
+	for _, l := range lacks {
+		if !skipped[l] {
+			what = append(what, l+": not found on the source")
 		}
+	}
+	if len(what) > 0 {
 		if !r.o.AllowSkipped {
-			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (--allow-skipped goes on without them): %s: %w", name, len(m.Skipped), strings.Join(what, "; "), ErrStopped)
+			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (--allow-skipped goes on without them): %s: %w", m.Name, len(what), strings.Join(what, "; "), ErrStopped)
 		}
 		detail += fmt.Sprintf("; skipped (allowed): %s", strings.Join(what, "; "))
 	}
@@ -409,6 +448,9 @@ const (
 
 // shift starts green's writers and moves traffic step by step, each step watched by the gates.
 func (r *Runner) shift(ctx context.Context) error {
+	if err := r.mayTakeWrites(ctx, Shifting); err != nil {
+		return err
+	}
 	if err := r.step(ctx, Shifting, 0, func() (any, string, error) {
 		items, err := r.quiescer(r.o.Green, true).Start(ctx)
 		if err != nil {
@@ -418,22 +460,11 @@ func (r *Runner) shift(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if !r.noted(NoteGreenWrites) {
-		if err := r.record(ctx, Event{State: Shifting, Phase: Note, Detail: NoteGreenWrites}); err != nil {
-			return err
-		}
-	}
 	if r.o.Switcher == nil {
 		return r.record(ctx, Event{State: Shifting, Phase: Note, Detail: "no traffic switcher in ferry.yaml: move traffic to green yourself"})
 	}
-	if !r.noted(NoteTrafficSaved) {
-		saved, err := r.o.Switcher.Save(ctx)
-		if err != nil {
-			return fmt.Errorf("save the traffic state (%s): %w", r.o.Switcher.Name(), err)
-		}
-		if err := r.record(ctx, Event{State: Shifting, Phase: Note, Detail: NoteTrafficSaved, Data: json.RawMessage(saved)}); err != nil {
-			return err
-		}
+	if err := r.saveTraffic(ctx, Shifting); err != nil {
+		return err
 	}
 	rollout := plans.Rollout{}
 	if r.o.Config.Rollout != nil {
@@ -444,6 +475,9 @@ func (r *Runner) shift(ctx context.Context) error {
 		var verdict gates.Verdict
 		err := r.step(ctx, Shifting, percent, func() (any, string, error) {
 			split := traffic.Green(percent)
+			if err := r.mayTakeWrites(ctx, Shifting); err != nil {
+				return nil, "", err
+			}
 			if err := r.o.Switcher.Apply(ctx, split); err != nil {
 				return nil, "", fmt.Errorf("%s: apply %s: %w", r.o.Switcher.Name(), split, err)
 			}
@@ -451,7 +485,12 @@ func (r *Runner) shift(ctx context.Context) error {
 				return nil, "", fmt.Errorf("%s: %s did not settle: %w", r.o.Switcher.Name(), split, err)
 			}
 			if len(r.o.Gates) == 0 {
-				return nil, split.String() + ", no gates", nil
+				// Nothing watches the step, but it still lasts its soak: the operator, green's
+				// own alerts and the next step's readers count on that time.
+				if err := r.soak(ctx, rollout.Soak.D()); err != nil {
+					return nil, "", fmt.Errorf("soak at %d %% stopped: %w: %w", percent, err, ErrPaused)
+				}
+				return nil, fmt.Sprintf("%s, no gates, soaked %s", split, rollout.Soak), nil
 			}
 			verdict = gates.Evaluate(ctx, r.o.Gates, rollout.Soak.D(), rollout.Interval.D(), *rollout.FailureBudget)
 			switch {
@@ -483,6 +522,42 @@ func (r *Runner) shift(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// soak waits d, or until ctx ends.
+func (r *Runner) soak(ctx context.Context, d time.Duration) error {
+	t := r.o.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C():
+		return nil
+	}
+}
+
+// mayTakeWrites journals, once, that green may take writes from now on. It is written before
+// green's writers start and before any split that gives green traffic is applied: a step cut
+// short (a Ctrl-C, a route never accepted, a switcher that applied half its commands) may
+// already have sent green requests, and a plain rollback must then refuse.
+func (r *Runner) mayTakeWrites(ctx context.Context, state State) error {
+	if r.noted(NoteGreenWrites) {
+		return nil
+	}
+	return r.record(ctx, Event{State: state, Phase: Note, Detail: NoteGreenWrites})
+}
+
+// saveTraffic journals, once, the switcher's state before ferry first changes it: what a
+// rollback puts back.
+func (r *Runner) saveTraffic(ctx context.Context, state State) error {
+	if r.noted(NoteTrafficSaved) {
+		return nil
+	}
+	saved, err := r.o.Switcher.Save(ctx)
+	if err != nil {
+		return fmt.Errorf("save the traffic state (%s): %w", r.o.Switcher.Name(), err)
+	}
+	return r.record(ctx, Event{State: state, Phase: Note, Detail: NoteTrafficSaved, Data: json.RawMessage(saved)})
 }
 
 func (r *Runner) noted(detail string) bool {
@@ -539,19 +614,22 @@ func (r *Runner) Flip(ctx context.Context, split traffic.Split) error {
 	if r.o.Switcher == nil {
 		return fmt.Errorf("run %s has no traffic switcher in its ferry.yaml: %w", r.Journal.Run.ID, ErrStopped)
 	}
-	if err := r.o.Switcher.Apply(ctx, split); err != nil {
-		return err
-	}
-	if err := r.o.Switcher.WaitSettled(ctx, split); err != nil {
-		return err
-	}
-	data, _ := json.Marshal(split)
 	state := r.Journal.Current()
-	if split.Green > 0 && !r.noted(NoteGreenWrites) {
-		if err := r.record(ctx, Event{State: state, Phase: Note, Detail: NoteGreenWrites}); err != nil {
+	if err := r.saveTraffic(ctx, state); err != nil {
+		return err
+	}
+	if split.Green > 0 {
+		if err := r.mayTakeWrites(ctx, state); err != nil {
 			return err
 		}
 	}
+	if err := r.o.Switcher.Apply(ctx, split); err != nil {
+		return fmt.Errorf("%s: apply %s: %w", r.o.Switcher.Name(), split, err)
+	}
+	if err := r.o.Switcher.WaitSettled(ctx, split); err != nil {
+		return fmt.Errorf("%s: %s did not settle: %w", r.o.Switcher.Name(), split, err)
+	}
+	data, _ := json.Marshal(split)
 	return r.record(ctx, Event{State: state, Phase: Note, Detail: "flipped by hand: " + split.String(), Data: data})
 }
 

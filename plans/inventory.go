@@ -197,7 +197,7 @@ func discover(dc discovery.DiscoveryInterface, p *Plan) ([]servedResource, error
 			return nil, fmt.Errorf("discover the API: %w", err)
 		}
 		for gv, gerr := range failed.Groups {
-			p.warn(gv.String(), "API group not discovered, its objects are not in the plan: %v", gerr)
+			p.warn(gv.String(), NotDiscovered+", its objects are not in the plan: %v", gerr)
 		}
 	}
 	var out []servedResource

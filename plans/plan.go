@@ -204,6 +204,27 @@ const (
 	Warning  = "warning"
 )
 
+// NotDiscovered begins the warning about a group and version (its subject) whose discovery failed
+// on the cluster: none of its objects are in the plan, which says nothing of whether they exist.
+const NotDiscovered = "API group not discovered"
+
+// Undiscovered names the API groups ("" for the core group) whose discovery failed, each with
+// its warning.
+func (p *Plan) Undiscovered() map[string]string {
+	out := map[string]string{}
+	for _, f := range p.Findings {
+		if f.Severity != Warning || !strings.HasPrefix(f.Message, NotDiscovered) {
+			continue
+		}
+		group, _, found := strings.Cut(f.Subject, "/")
+		if !found {
+			group = "" // "v1": the core group
+		}
+		out[group] = f.Subject + ": " + f.Message
+	}
+	return out
+}
+
 // Blocking reports whether any finding blocks the move.
 func (p *Plan) Blocking() []Finding {
 	var out []Finding

@@ -102,7 +102,8 @@ type WebhookTraffic struct {
 type Rollout struct {
 	// Steps are percents of traffic on green, rising, ending at 100 (default 10, 50, 100).
 	Steps []int `yaml:"steps,omitempty" json:"steps,omitempty"`
-	// Soak is how long each step is watched (default 1m); Interval the time between measurements (default 10s).
+	// Soak is how long each step lasts before the next, watched by the gates when there are any
+	// (default 1m); Interval the time between measurements (default 10s).
 	Soak     Duration `yaml:"soak,omitempty" json:"soak,omitempty"`
 	Interval Duration `yaml:"interval,omitempty" json:"interval,omitempty"`
 	// FailureBudget is how many failed measurements a step tolerates (default 2).

@@ -260,7 +260,7 @@ func (o *runOptions) addDataFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.IntVar(&o.parallel, "parallel", 8, "volumes, bucket objects and resource types handled at once")
 	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods (the ferry image)")
-	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when a backup skipped items (claims without a volume, databases without a running pod); they are reported either way")
+	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when a backup skipped items (claims without a volume, databases without a running pod), a resumed step's backup too; they are reported either way. Without it such a backup stops the run, and a resumed step makes it again")
 }
 
 func (o *runOptions) start(ctx context.Context) (*migrate.Runner, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -108,6 +109,83 @@ func (cb *CarryBack) DeletedIDs() []string {
 	return out
 }
 
+// CheckDeletions refuses the deletions green's plan cannot vouch for. An object is taken as
+// deleted on green only when green's plan listed its type and discovered its API group without
+// a warning: a group whose discovery failed on green (a dead aggregated API, say) lists none of
+// its objects, which says nothing of whether green holds them, and deleting blue's copies would
+// lose them on both clusters. The error names each such group and what of blue's it would delete.
+func (cb *CarryBack) CheckDeletions(green *plans.Plan) error {
+	unsure := cb.unsureGroups(green)
+	if len(unsure) == 0 {
+		return nil
+	}
+	var parts []string
+	for _, group := range slices.Sorted(maps.Keys(unsure)) {
+		parts = append(parts, unsure[group])
+	}
+	return fmt.Errorf("green's plan does not vouch for the deletion of blue's objects of %d API groups, so none is deleted: %s", len(unsure), strings.Join(parts, "; "))
+}
+
+// unsureGroups describes, by API group, the objects deleted on green whose deletion green's plan
+// does not vouch for.
+func (cb *CarryBack) unsureGroups(green *plans.Plan) map[string]string {
+	listed, undiscovered := map[string]bool{}, map[string]string{}
+	if green != nil {
+		for _, r := range green.Resources {
+			listed[r.GroupResource()] = true
+		}
+		undiscovered = green.Undiscovered()
+	}
+	type group struct {
+		n       int
+		example string
+		why     string
+	}
+	byGroup := map[string]*group{}
+	for _, e := range cb.Deleted {
+		name := schema.ParseGroupResource(e.GroupResource).Group
+		why, failed := undiscovered[name]
+		switch {
+		case green == nil:
+			why = "green's plan is unknown"
+		case failed:
+		case !listed[e.GroupResource]:
+			why = e.GroupResource + " is not a type green's plan lists"
+		default:
+			continue
+		}
+		g := byGroup[name]
+		if g == nil {
+			g = &group{example: e.ID(), why: why}
+			byGroup[name] = g
+		}
+		g.n++
+	}
+	out := map[string]string{}
+	for name, g := range byGroup {
+		label := name
+		if label == "" {
+			label = "core"
+		}
+		out[name] = fmt.Sprintf("API group %s (%s): %d objects, e.g. %s", label, g.why, g.n, g.example)
+	}
+	return out
+}
+
+// SureDeletions leaves in Deleted only the objects whose deletion green's plan vouches for (see
+// CheckDeletions), and returns what it took out, by API group.
+func (cb *CarryBack) SureDeletions(green *plans.Plan) []string {
+	unsure := cb.unsureGroups(green)
+	if len(unsure) == 0 {
+		return nil
+	}
+	cb.Deleted = slices.DeleteFunc(cb.Deleted, func(e Entry) bool {
+		_, out := unsure[schema.ParseGroupResource(e.GroupResource).Group]
+		return out
+	})
+	return slices.Sorted(maps.Values(unsure))
+}
+
 // differences lists how green's object differs from what the restore put there, in either
 // direction, in words of the two (Compare's are of a backup and a target).
 func differences(restored, green map[string]any) []string {
@@ -143,6 +221,10 @@ type Carried struct {
 
 // Restore implements snapshot.Restorer.
 func (c Carried) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	// The backup's plan is green's: nothing is applied when a deletion cannot be trusted.
+	if err := c.CarryBack.CheckDeletions(r.Manifest.Plan); err != nil {
+		return err
+	}
 	c.Existing, c.Exact = ExistingReplace, true
 	c.Mapping = snapshot.Mapping{} // Expected is in blue's names already
 	if err := c.restoreArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, report); err != nil {

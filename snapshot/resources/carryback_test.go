@@ -3,9 +3,12 @@ package resources
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,7 +21,7 @@ func archiveOf(t *testing.T, objects ...string) *Archive {
 		obj := decode(t, s)
 		u := unstructured.Unstructured{Object: obj}
 		gr := map[string]string{"ConfigMap": "configmaps", "PersistentVolumeClaim": "persistentvolumeclaims", "Pod": "pods",
-			"ReplicaSet": "replicasets.apps", "Secret": "secrets"}[u.GetKind()]
+			"ReplicaSet": "replicasets.apps", "Secret": "secrets", "Widget": "widgets.carry.example.com"}[u.GetKind()]
 		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: obj})
 		a.Count++
 	}
@@ -122,5 +125,64 @@ func TestExactCompare(t *testing.T) {
 	want := []string{`data.b: on the target, not in the backup ("2")`}
 	if d := (Objects{Exact: true}).compare("configmaps", expected, live); !reflect.DeepEqual(d, want) {
 		t.Errorf("with Exact: %q, want %q", d, want)
+	}
+}
+
+// TestCheckDeletions: an object missing from green's backup is deleted on blue only when green's
+// plan listed its type and discovered its API group without a warning; otherwise the carry-back
+// stops naming the group, and nothing of that group is deleted.
+func TestCheckDeletions(t *testing.T) {
+	original := archiveOf(t,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"team"}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"doomed","namespace":"team"}}`,
+		`{"apiVersion":"carry.example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"team"}}`,
+		`{"apiVersion":"carry.example.com/v1","kind":"Widget","metadata":{"name":"w2","namespace":"team"}}`,
+	)
+	// Green deleted ConfigMap doomed; its widgets did not come with its backup.
+	carried := archiveOf(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"team"}}`)
+	configmaps := plans.Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+	widgets := plans.Resource{Group: "carry.example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true}
+	undiscovered := func(gv string) plans.Finding {
+		return plans.Finding{Severity: plans.Warning, Subject: gv, Message: plans.NotDiscovered + ", its objects are not in the plan: the server is currently unable to handle the request"}
+	}
+	for _, tc := range []struct {
+		name        string
+		green       *plans.Plan
+		wantErr     []string // each in the error; none: no error
+		wantDeleted []string // left by SureDeletions
+	}{
+		{"the group failed discovery", &plans.Plan{Resources: []plans.Resource{configmaps}, Findings: []plans.Finding{undiscovered("carry.example.com/v1")}},
+			[]string{"API group carry.example.com", "carry.example.com/v1: " + plans.NotDiscovered, "2 objects", "carry.example.com/v1 Widget team/w1"},
+			[]string{"v1 ConfigMap team/doomed"}},
+		{"another version of the group failed discovery", &plans.Plan{Resources: []plans.Resource{configmaps, widgets}, Findings: []plans.Finding{undiscovered("carry.example.com/v2")}},
+			[]string{"API group carry.example.com", "carry.example.com/v2"}, []string{"v1 ConfigMap team/doomed"}},
+		{"the type is not listed", &plans.Plan{Resources: []plans.Resource{configmaps}},
+			[]string{"API group carry.example.com", "widgets.carry.example.com is not a type green's plan lists"}, []string{"v1 ConfigMap team/doomed"}},
+		{"the core group failed discovery", &plans.Plan{Resources: []plans.Resource{configmaps, widgets}, Findings: []plans.Finding{undiscovered("v1")}},
+			[]string{"API group core", "1 objects, e.g. v1 ConfigMap team/doomed"}, []string{"carry.example.com/v1 Widget team/w1", "carry.example.com/v1 Widget team/w2"}},
+		{"no plan of green", nil, []string{"green's plan is unknown"}, []string{}},
+		{"everything listed cleanly", &plans.Plan{Resources: []plans.Resource{configmaps, widgets}}, nil,
+			[]string{"carry.example.com/v1 Widget team/w1", "carry.example.com/v1 Widget team/w2", "v1 ConfigMap team/doomed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cb := PlanCarryBack(original, carried, snapshot.Mapping{}, time.Time{})
+			err := cb.CheckDeletions(tc.green)
+			switch {
+			case len(tc.wantErr) == 0 && err != nil:
+				t.Errorf("CheckDeletions: %v, want none", err)
+			case len(tc.wantErr) > 0 && err == nil:
+				t.Errorf("CheckDeletions passed, want an error naming %q", tc.wantErr)
+			case err != nil:
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("CheckDeletions: %v\nwant it to name %q", err, w)
+					}
+				}
+			}
+			cb.SureDeletions(tc.green)
+			if got := cb.DeletedIDs(); !slices.Equal(got, tc.wantDeleted) {
+				t.Errorf("deletions left: %q, want %q", got, tc.wantDeleted)
+			}
+		})
 	}
 }
