@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -293,5 +296,92 @@ func TestPackSkipsAFileThatKeepsChanging(t *testing.T) {
 				t.Errorf("the target's busy.log became %q", got)
 			}
 		})
+	}
+}
+
+// What a restore does with a stored stream that is a valid archive but not the backup's: the
+// mover stages it, ferry's check against the manifest fails, Abort leaves the target as it was,
+// root's time included, even under Delete.
+func TestStagedArchiveIsCheckedBeforeApply(t *testing.T) {
+	src := sourceTree(t)
+	var full bytes.Buffer
+	must(t, Pack(src, &full))
+	listing, err := Index(bytes.NewReader(full.Bytes()))
+	must(t, err)
+	v := snapshot.Volume{Namespace: "team", Name: "data", Key: "volumes/team/data.tar.zst", Files: listing.Files}
+
+	// A shorter archive, whole: its first entries, then the end marker.
+	short := tarPrefix(t, src, 3)
+	short = append(short, make([]byte, 1024)...)
+	// One byte of a file's contents changed, where neither tar nor zstd would notice.
+	flipped := bytes.Clone(full.Bytes())
+	at := bytes.Index(flipped, []byte("contents of notebooks/train.ipynb"))
+	if at < 0 {
+		t.Fatal("no file contents found in the archive")
+	}
+	flipped[at] ^= 0x01
+	for name, stream := range map[string][]byte{"shorter": short, "flipped": flipped} {
+		t.Run(name, func(t *testing.T) {
+			dst := changedTree(t, src)
+			before := treeState(t, dst)
+			st, err := StageCompressed(context.Background(), dst, bytes.NewReader(compress(t, stream)))
+			must(t, err)
+			err = checkStaged("b/"+v.Key, v, st)
+			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), v.Key) {
+				t.Fatalf("check of a staged %s archive: %v", name, err)
+			}
+			t.Log(err)
+			must(t, Abort(dst, st))
+			if after := treeState(t, dst); !slices.Equal(before, after) {
+				t.Fatalf("the target changed:\n%s", strings.Join(lineChanges(before, after), "\n"))
+			}
+		})
+	}
+}
+
+func lineChanges(before, after []string) []string {
+	var out []string
+	for _, l := range before {
+		if !slices.Contains(after, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range after {
+		if !slices.Contains(before, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	return out
+}
+
+// A staging folder a killed restore left is neither packed, listed nor kept: the next restore
+// removes it, and deleting what the archive lacks does not count it.
+func TestStagingFolderIsNotData(t *testing.T) {
+	src := sourceTree(t)
+	stream, files := packed(t, src)
+	dst := t.TempDir()
+	unpack(t, stream, dst, UnpackOptions{})
+	left := filepath.Join(dst, StagingPrefix+"0123abcd")
+	must(t, os.Mkdir(left, 0o700))
+	must(t, os.WriteFile(filepath.Join(left, "1"), []byte("half a restore"), 0o600))
+
+	listing, err := List(dst)
+	must(t, err)
+	if diffs, identical := compareFiles(files, listing.Files, true); len(diffs) > 0 || identical != len(files) {
+		t.Fatalf("the staging folder shows in the listing: %+v", diffs)
+	}
+	must(t, os.WriteFile(filepath.Join(dst, "notebooks", "train.ipynb"), []byte("changed"), 0o644))
+	res := unpack(t, stream, dst, UnpackOptions{Delete: true})
+	if len(res.Deleted) != 0 || res.Written != 1 {
+		t.Errorf("deleted %v, wrote %d; want nothing deleted, one file written", res.Deleted, res.Written)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(dst, StagingPrefix+"*")); len(entries) != 0 {
+		t.Errorf("staging folders left: %v", entries)
+	}
+	sameTree(t, files, dst)
+	// An archive naming the staging folder is refused.
+	_, err = UnpackCompressed(context.Background(), t.TempDir(), bytes.NewReader(archive(t, &tar.Header{Name: StagingPrefix + "x/f", Typeflag: tar.TypeReg})), UnpackOptions{})
+	if !badinput.Is(err) {
+		t.Errorf("an archive writing into a staging folder: %v", err)
 	}
 }

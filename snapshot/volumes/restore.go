@@ -210,7 +210,15 @@ func checkStaged(file string, v snapshot.Volume, st Staged) error {
 	if len(diffs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: %d entries of the archive differ from the manifest (%s: %s): %w", file, len(diffs), diffs[0].path, diffs[0].detail, snapshot.ErrCorrupt)
+	d := diffs[0]
+	detail := strings.NewReplacer("backup", "manifest", "target", "archive").Replace(d.detail)
+	switch {
+	case d.status == snapshot.StatusMissing:
+		detail = "not in the stored archive"
+	case d.detail == "not in the backup":
+		detail = "in the stored archive, not in the manifest"
+	}
+	return fmt.Errorf("%s: %d entries of the stored archive differ from the manifest (%s: %s): %w", file, len(diffs), d.path, detail, snapshot.ErrCorrupt)
 }
 
 // stage streams the volume's stored archive into `ferry mover unpack --stage` in the pod.

@@ -172,7 +172,7 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if isStaging(name) {
+	if top, _, _ := strings.Cut(name, "/"); isStaging(top) {
 		return badinput.Errorf("archive entry %q: the name is reserved for ferry's staging folder", h.Name)
 	}
 	if err := s.parents(name); err != nil {
@@ -444,7 +444,7 @@ func (u *unpacker) apply(f StagedFile, staging string) error {
 	if err != nil {
 		return err
 	}
-	if isStaging(name) {
+	if top, _, _ := strings.Cut(name, "/"); isStaging(top) {
 		return badinput.Errorf("entry %q: the name is reserved for ferry's staging folder", f.Path)
 	}
 	h, err := f.header()
