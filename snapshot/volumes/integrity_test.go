@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -383,5 +384,29 @@ func TestStagingFolderIsNotData(t *testing.T) {
 	_, err = UnpackCompressed(context.Background(), t.TempDir(), bytes.NewReader(archive(t, &tar.Header{Name: StagingPrefix + "x/f", Typeflag: tar.TypeReg})), UnpackOptions{})
 	if !badinput.Is(err) {
 		t.Errorf("an archive writing into a staging folder: %v", err)
+	}
+}
+
+// The staged list goes to ferry and back to the mover as JSON: Apply of what came back restores
+// the tree, and applying it once more finds everything in place.
+func TestStagedListSurvivesJSON(t *testing.T) {
+	src := sourceTree(t)
+	stream, files := packed(t, src)
+	dst := changedTree(t, src)
+	st, err := StageCompressed(context.Background(), dst, bytes.NewReader(stream))
+	must(t, err)
+	data, err := json.Marshal(st)
+	must(t, err)
+	var back Staged
+	must(t, json.Unmarshal(data, &back))
+	res, err := Apply(context.Background(), dst, back, UnpackOptions{Owners: os.Geteuid() == 0, Delete: true})
+	must(t, err)
+	if len(res.Deleted) != 1 || res.Deleted[0] != "only-on-the-target.txt" {
+		t.Errorf("deleted %v", res.Deleted)
+	}
+	sameTree(t, files, dst)
+	again := unpack(t, stream, dst, UnpackOptions{Owners: os.Geteuid() == 0})
+	if again.Unchanged != len(files) {
+		t.Errorf("a second unpack: %d written, %d updated, %d unchanged", again.Written, again.Updated, again.Unchanged)
 	}
 }

@@ -301,7 +301,9 @@ func (c Contents) abort(ctx context.Context, ns, pod string, st Staged) error {
 	}
 	var stdout, stderr bytes.Buffer
 	// Also after ctx ended: what was staged is not left for the next restore when it need not be.
-	err = kube.Exec(context.WithoutCancel(ctx), c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	err = kube.Exec(actx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "unpack", "--abort"}, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		return fmt.Errorf("ferry mover unpack --abort: %w%s", err, moverStderr(stderr.String()))

@@ -240,6 +240,9 @@ func (s *stager) parents(name string) error {
 		if s.archiveDirs[p] {
 			continue
 		}
+		if j, ok := s.at[p]; ok {
+			return badinput.Errorf("archive entry %q goes through %s, a %s of the archive: %w", name, p, s.st.Files[j].Type, ErrUnsafePath)
+		}
 		if !s.targetDir(path.Dir(p)) {
 			continue // the target has nothing there that is reached as the archive reaches it
 		}

@@ -48,7 +48,8 @@ type UnpackedFile struct {
 	Action string `json:"action"`
 }
 
-// UnpackResult is what `ferry mover unpack` prints, as one JSON line, once the archive is on disk.
+// UnpackResult is what `ferry mover unpack --apply` prints, as one JSON line, once the archive is on
+// disk.
 type UnpackResult struct {
 	Files     []UnpackedFile `json:"files"`
 	Written   int            `json:"written"`
