@@ -32,10 +32,10 @@ var _ snapshot.Kind = Contents{}
 // SHA-256 and every staged entry (type, size, mode, SHA-256, link) match the manifest does
 // `ferry mover unpack --apply` put it in place; otherwise `--abort` removes what was staged, and
 // the claim is as it was. What the mover reports it applied is checked against the manifest file
-// by file. Files are counted one by one as restored,
-// updated (metadata only) or unchanged; a file that does not match is failed, named
-// "namespace/claim:path"; a volume that could not be restored at all is failed, named
-// "namespace/claim". Files on the target that the backup lacks are left alone.
+// by file. Files are counted one by one as restored, updated (metadata only) or unchanged; a file
+// that does not match is failed, named "namespace/claim:path"; a volume that could not be
+// restored at all is failed, named "namespace/claim". Files on the target that the backup lacks
+// are left alone (unless Delete), and so are the files the backup left out (skipped items).
 //
 // A stored stream that does not match the manifest (truncated, tampered with) fails its volume
 // and is also returned, joined with the others, as an error matching what the reader said (for a

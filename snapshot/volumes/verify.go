@@ -34,13 +34,20 @@ func List(dir string) (Listing, error) {
 // owners, and times say nothing of the data.
 func (c Contents) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	c = c.withDefaults()
+	// Files the backup left out are on the target as they are: not differences.
+	left := map[string]string{}
+	for _, s := range r.Manifest.Skipped {
+		if s.Kind == SkippedFileKind {
+			left[s.Name] = s.Reason
+		}
+	}
 	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
-		c.verifyVolume(ctx, report, v)
+		c.verifyVolume(ctx, report, v, left)
 		return nil
 	})
 }
 
-func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v snapshot.Volume) {
+func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v snapshot.Volume, left map[string]string) {
 	ns := c.Mapping.Namespace(v.Namespace)
 	name := ns + "/" + v.Name
 	target, err := c.targetVolume(ctx, ns, v.Name)
@@ -85,6 +92,9 @@ func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v s
 		unsteady[s.Path] = s.Reason
 	}
 	for _, d := range diffs {
+		if reason, ok := left[v.Namespace+"/"+v.Name+":"+d.path]; ok {
+			d.status, d.detail = snapshot.StatusSkipped, "not in the backup: "+reason
+		}
 		if reason, ok := unsteady[d.path]; ok {
 			d.status, d.detail = snapshot.StatusFailed, "could not verify: "+reason
 		}
