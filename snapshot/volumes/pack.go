@@ -61,6 +61,9 @@ func (p *packer) pack(dir string, w io.Writer) error {
 	p.w, p.tw, p.buf = w, tar.NewWriter(w), make([]byte, 1<<20)
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if path != dir && errors.Is(err, fs.ErrNotExist) {
+				return nil // a directory that vanished once listed: nothing of it is left to pack
+			}
 			return err
 		}
 		rel, err := filepath.Rel(dir, path)
@@ -71,7 +74,10 @@ func (p *packer) pack(dir string, w io.Writer) error {
 			return fs.SkipDir // a restore's, not the volume's
 		}
 		info, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) && !d.IsDir() {
+		if errors.Is(err, fs.ErrNotExist) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
 			return p.skip(filepath.ToSlash(rel), "it vanished while the volume was packed")
 		}
 		if err != nil {
@@ -82,7 +88,9 @@ func (p *packer) pack(dir string, w io.Writer) error {
 		}
 		link := ""
 		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(path); err != nil {
+			if link, err = os.Readlink(path); errors.Is(err, fs.ErrNotExist) {
+				return p.skip(filepath.ToSlash(rel), "it vanished while the volume was packed")
+			} else if err != nil {
 				return err
 			}
 		} else if !info.IsDir() {
