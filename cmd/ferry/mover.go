@@ -26,11 +26,11 @@ func newMoverCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return packDirect(cmd.Context(), streams)
 			}
 			if list {
-				files, err := volumes.List(".")
+				listing, err := volumes.List(".")
 				if err != nil {
 					return err
 				}
-				return json.NewEncoder(streams.Out).Encode(volumes.ListResult{Files: files})
+				return json.NewEncoder(streams.Out).Encode(listing)
 			}
 			out := bufio.NewWriterSize(streams.Out, 1<<20)
 			if err := volumes.Pack(".", out); err != nil {
@@ -79,35 +79,73 @@ func packDirect(ctx context.Context, streams genericiooptions.IOStreams) error {
 	return json.NewEncoder(streams.Out).Encode(res)
 }
 
-// newUnpackCommand writes the zstd-compressed tar stream that pack wrote, read from stdin up to
-// the archive's end marker (stdin may never end), into the working directory and prints what it
-// did as one JSON line.
+// newUnpackCommand puts a volume's archive into the working directory in two steps, so that
+// ferry checks the archive between them: --stage reads the zstd-compressed tar stream that pack
+// wrote from stdin, up to the archive's end marker (stdin may never end), or with --direct from
+// storage, and stages it without changing anything else; --apply puts what was staged in place;
+// --abort removes it. --apply and --abort read the staged list that --stage printed from stdin,
+// as one line. Each prints its result as one JSON line.
 func newUnpackCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var opts volumes.UnpackOptions
-	var direct bool
+	var direct, stage, apply, abort bool
 	cmd := &cobra.Command{
-		Use: "unpack", Short: "Write the compressed tar stream on stdin into the working directory", Args: noArgs,
+		Use: "unpack", Short: "Stage the compressed tar stream on stdin in the working directory, then apply or abort it", Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			switch {
+			case stage && !apply && !abort:
+				if direct {
+					return unpackDirect(ctx, streams)
+				}
+				st, err := volumes.StageCompressed(ctx, ".", bufio.NewReaderSize(streams.In, 1<<20))
+				if err != nil {
+					return err
+				}
+				return json.NewEncoder(streams.Out).Encode(st)
+			case (apply || abort) && !stage && !direct && !(apply && abort):
+			default:
+				return badinput.Errorf("ferry mover unpack: give one of --stage (with or without --direct), --apply or --abort")
+			}
+			st, err := readStaged(streams)
+			if err != nil {
+				return err
+			}
+			if abort {
+				return volumes.Abort(".", st)
+			}
 			// Only root may give files their owners; anyone else leaves them, and the result says so.
 			opts.Owners = os.Geteuid() == 0
-			if direct {
-				return unpackDirect(cmd.Context(), streams, opts)
-			}
-			res, err := volumes.UnpackCompressed(cmd.Context(), ".", bufio.NewReaderSize(streams.In, 1<<20), opts)
+			res, err := volumes.Apply(ctx, ".", st, opts)
 			if err != nil {
 				return err
 			}
 			return json.NewEncoder(streams.Out).Encode(res)
 		},
 	}
-	cmd.Flags().BoolVar(&opts.Delete, "delete", false, "delete what the directory holds that the archive does not")
-	cmd.Flags().BoolVar(&direct, "direct", false, "download the archive from storage as the JSON request on stdin's first line says; print the result")
+	cmd.Flags().BoolVar(&stage, "stage", false, "stage the archive on stdin (or, with --direct, in storage) and print what was staged")
+	cmd.Flags().BoolVar(&apply, "apply", false, "put what was staged in place; the staged list is stdin's first line")
+	cmd.Flags().BoolVar(&abort, "abort", false, "remove what was staged; the staged list is stdin's first line")
+	cmd.Flags().BoolVar(&opts.Delete, "delete", false, "with --apply, delete what the directory holds that the archive does not")
+	cmd.Flags().BoolVar(&direct, "direct", false, "with --stage, download the archive from storage as the JSON request on stdin's first line says")
 	return cmd
 }
 
-// unpackDirect reads only the request's line from stdin, and prints the result also when the
-// unpack failed: what it read of the stored file tells ferry whether the backup is to blame.
-func unpackDirect(ctx context.Context, streams genericiooptions.IOStreams, opts volumes.UnpackOptions) error {
+// readStaged reads the staged list from stdin's first line: stdin may never end.
+func readStaged(streams genericiooptions.IOStreams) (volumes.Staged, error) {
+	var st volumes.Staged
+	line, err := bufio.NewReader(streams.In).ReadBytes('\n')
+	if err != nil {
+		return st, fmt.Errorf("read the staged list: %w", err)
+	}
+	if err := json.Unmarshal(line, &st); err != nil {
+		return st, badinput.Errorf("staged list: %v", err)
+	}
+	return st, nil
+}
+
+// unpackDirect reads only the request's line from stdin, and prints the result also when staging
+// failed: what it read of the stored file tells ferry whether the backup is to blame.
+func unpackDirect(ctx context.Context, streams genericiooptions.IOStreams) error {
 	line, err := bufio.NewReader(streams.In).ReadBytes('\n')
 	if err != nil {
 		return fmt.Errorf("read the request: %w", err)
@@ -116,7 +154,7 @@ func unpackDirect(ctx context.Context, streams genericiooptions.IOStreams, opts 
 	if err := json.Unmarshal(line, &req); err != nil {
 		return badinput.Errorf("request: %v", err)
 	}
-	res, err := volumes.UnpackDirect(ctx, ".", req, opts)
+	res, err := volumes.StageDirect(ctx, ".", req)
 	if err != nil {
 		return err
 	}

@@ -193,6 +193,12 @@ configuration, the rest, admission webhooks last) with owner references linked t
 UIDs; then each claim's files through a mover pod (ferry mover unpack), each database's dump into its
 pod's client, and each bucket's objects into the target's MinIO. A truncated or tampered file of the
 backup fails before anything of its kind is applied. Restoring twice changes nothing the second time.
+Volumes: the mover first stages the whole archive in a hidden .ferry-staging-<id> folder on the claim,
+up to tar's end marker, changing nothing else; ferry then checks the stored stream's size and SHA-256
+and every staged entry's type, size, mode, SHA-256 and link against the manifest; only then are the
+staged files renamed into place (in a carry-back, what the claim holds that the backup lacks is then
+deleted, as a last pass). A failed check removes the staging folder and leaves the claim as it was,
+naming the volume. After the apply, each entry as now on disk is compared with the manifest again.
 Exit codes: 0 restored, 3 items skipped or failed (listed), 1 the restore could not go on, 2 bad input.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -22,9 +22,11 @@ type DirectRequest struct {
 
 // DirectResult is what the mover prints on stdout once the upload is complete.
 type DirectResult struct {
-	Files  []snapshot.File `json:"files"`
-	Bytes  int64           `json:"bytes"`  // stored
-	SHA256 string          `json:"sha256"` // of the stored bytes
+	Files []snapshot.File `json:"files"`
+	// Skipped lists the files left out: they changed while read, twice.
+	Skipped []SkippedFile `json:"skipped,omitempty"`
+	Bytes   int64         `json:"bytes"`  // stored
+	SHA256  string        `json:"sha256"` // of the stored bytes
 }
 
 // PackDirect runs in the mover pod (ferry mover pack --direct): it packs dir, compresses (and
@@ -41,7 +43,8 @@ func PackDirect(ctx context.Context, dir string, req DirectRequest) (DirectResul
 	}
 	tarOut, tarIn := io.Pipe()
 	go func() { tarIn.CloseWithError(Pack(dir, tarIn)) }()
-	res.Files, err = storeTar(tarOut, func(compressed io.Reader) error {
+	var listing Listing
+	listing, err = storeTar(tarOut, func(compressed io.Reader) error {
 		if len(recipients) > 0 {
 			compressed = snapshot.Encrypt(compressed, recipients)
 		}
@@ -53,6 +56,7 @@ func PackDirect(ctx context.Context, dir string, req DirectRequest) (DirectResul
 		res.Bytes, res.SHA256 = counter.n, hex.EncodeToString(h.Sum(nil))
 		return nil
 	})
+	res.Files, res.Skipped = listing.Files, listing.Skipped
 	return res, err
 }
 
@@ -62,10 +66,10 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 
 // storeTar compresses a tar stream with zstd into upload while listing the files it holds. On
 // failure it closes tarStream with the error, so that its writer stops too.
-func storeTar(tarStream *io.PipeReader, upload func(io.Reader) error) ([]snapshot.File, error) {
+func storeTar(tarStream *io.PipeReader, upload func(io.Reader) error) (Listing, error) {
 	indexOut, indexIn := io.Pipe()
 	zstdOut, zstdIn := io.Pipe()
-	var files []snapshot.File
+	var listing Listing
 	var g errgroup.Group
 	g.Go(func() error {
 		enc, err := zstd.NewWriter(zstdIn)
@@ -82,7 +86,7 @@ func storeTar(tarStream *io.PipeReader, upload func(io.Reader) error) ([]snapsho
 	})
 	g.Go(func() error {
 		var err error
-		files, err = Index(indexOut)
+		listing, err = Index(indexOut)
 		io.Copy(io.Discard, indexOut) // whatever follows the end marker
 		return err
 	})
@@ -91,5 +95,5 @@ func storeTar(tarStream *io.PipeReader, upload func(io.Reader) error) ([]snapsho
 		zstdOut.CloseWithError(err)
 		return err
 	})
-	return files, g.Wait()
+	return listing, g.Wait()
 }

@@ -4,68 +4,103 @@ import (
 	"archive/tar"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/ferrykube/ferry/snapshot"
+	"golang.org/x/sys/unix"
 )
+
+// StagingPrefix names the hidden folders at a volume's root where a restore stages what it
+// writes (see Stage): never packed, listed or deleted as the volume's data, and removed by the
+// next restore when a killed one left one behind.
+const StagingPrefix = ".ferry-staging-"
+
+// isStaging reports whether a path relative to the volume's root is a staging folder.
+func isStaging(rel string) bool {
+	return !strings.Contains(rel, "/") && strings.HasPrefix(rel, StagingPrefix)
+}
+
+// SkippedRecord is the PAX record of an entry Pack could not read steadily: a regular file of no
+// contents whose value is the reason. It overrides an earlier entry of the same name, as a later
+// entry always does in tar; standard tools extract it as an empty file.
+const SkippedRecord = "FERRY.skipped"
+
+// SkippedFile is a file Pack left out, and why.
+type SkippedFile struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// Listing is what an archive holds: its entries, and the files Pack left out.
+type Listing struct {
+	Files   []snapshot.File `json:"files"`
+	Skipped []SkippedFile   `json:"skipped,omitempty"`
+}
 
 // Pack writes a tar stream of dir's tree to w: regular files, directories (empty ones too) and
 // symlinks, with modes, owners and modification times. It runs inside the mover pod, as
 // `ferry mover pack`, in the claim's mount. The stream ends with tar's end-of-archive marker, so
 // readers know where it ends without waiting for EOF.
+//
+// A file with holes is stored by its data, in the GNU PAX sparse format 1.0 (see writeSparse),
+// which GNU tar, bsdtar and Go's archive/tar read back whole. A file that changes (size or
+// modification time) or vanishes while it is read is read once more; if it changes again, a
+// SkippedRecord entry takes its place and the rest of the tree is packed.
 func Pack(dir string, w io.Writer) error {
-	tw := tar.NewWriter(w)
+	return (&packer{}).pack(dir, w)
+}
+
+func (p *packer) pack(dir string, w io.Writer) error {
+	p.w, p.tw, p.buf = w, tar.NewWriter(w), make([]byte, 1<<20)
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if path != dir && errors.Is(err, fs.ErrNotExist) {
+				return nil // a directory that vanished once listed: nothing of it is left to pack
+			}
 			return err
 		}
 		rel, err := filepath.Rel(dir, path)
 		if err != nil || rel == "." {
 			return err
 		}
+		if isStaging(filepath.ToSlash(rel)) {
+			return fs.SkipDir // a restore's, not the volume's
+		}
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return p.skip(filepath.ToSlash(rel), "it vanished while the volume was packed")
+		}
 		if err != nil {
 			return err
+		}
+		if info.Mode().IsRegular() {
+			return p.regular(path, filepath.ToSlash(rel), info)
 		}
 		link := ""
 		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(path); err != nil {
+			if link, err = os.Readlink(path); errors.Is(err, fs.ErrNotExist) {
+				return p.skip(filepath.ToSlash(rel), "it vanished while the volume was packed")
+			} else if err != nil {
 				return err
 			}
-		} else if !info.Mode().IsRegular() && !info.IsDir() {
+		} else if !info.IsDir() {
 			return nil // sockets, devices and pipes are not data
 		}
-		h, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
-		}
-		h.Name = filepath.ToSlash(rel)
-		if info.IsDir() {
-			h.Name += "/"
-		}
-		h.Format = tar.FormatPAX // long names, large sizes, sub-second times
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			h.Uid, h.Gid = int(st.Uid), int(st.Gid)
-		}
-		h.Uname, h.Gname = "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
-		}
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(path)
+		h, err := header(info, link, filepath.ToSlash(rel))
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		// A file that changed size while packing would corrupt the stream: copy exactly its size.
-		if _, err := io.CopyN(tw, f, h.Size); err != nil {
+		if err := p.tw.WriteHeader(h); err != nil {
 			return fmt.Errorf("%s: %w", rel, err)
 		}
 		return nil
@@ -73,37 +108,230 @@ func Pack(dir string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return tw.Close()
+	return p.tw.Close()
 }
 
-// Index reads a tar stream as Pack writes it and lists its entries with their SHA-256.
-func Index(r io.Reader) ([]snapshot.File, error) {
-	tr := tar.NewReader(r)
-	var files []snapshot.File
+type packer struct {
+	w   io.Writer // under tw, for the raw blocks of sparse entries
+	tw  *tar.Writer
+	buf []byte
+	// afterRead, when set, runs once a file's contents are read: tests change files there.
+	afterRead func(rel string)
+}
+
+func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
+	h, err := tar.FileInfoHeader(info, link)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
+	h.Name = rel
+	if info.IsDir() {
+		h.Name += "/"
+	}
+	h.Format = tar.FormatPAX // long names, large sizes, sub-second times
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		h.Uid, h.Gid = int(st.Uid), int(st.Gid)
+	}
+	h.Uname, h.Gname = "", ""
+	return h, nil
+}
+
+// regular packs a file, reading it a second time if it changed while read the first.
+func (p *packer) regular(path, rel string, info fs.FileInfo) error {
+	var reason string
+	for range 2 {
+		var err error
+		if reason, err = p.file(path, rel); err != nil || reason == "" {
+			return err
+		}
+	}
+	return p.skip(rel, reason)
+}
+
+// skip writes the SkippedRecord entry of a file left out.
+func (p *packer) skip(rel, reason string) error {
+	h := &tar.Header{Name: rel, Typeflag: tar.TypeReg, Mode: 0o600, Format: tar.FormatPAX,
+		PAXRecords: map[string]string{SkippedRecord: reason}}
+	if err := p.tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	return nil
+}
+
+// file writes one entry of a regular file as it is when opened. It returns why the file could
+// not be read steadily, having written an entry of the declared size all the same (zeros for
+// what could not be read), or "" when the entry holds the file's contents.
+func (p *packer) file(path, rel string) (string, error) {
+	// O_NOFOLLOW: what was a file when listed may since be a symlink.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "it vanished while the volume was packed", nil
+	case errors.Is(err, syscall.ELOOP):
+		return "it was replaced by a symlink while the volume was packed", nil
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", rel, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", rel, err)
+	}
+	if !info.Mode().IsRegular() {
+		return "it was replaced by another type while the volume was packed", nil
+	}
+	h, err := header(info, "", rel)
+	if err != nil {
+		return "", err
+	}
+	data, err := dataRanges(f, h.Size)
+	if err != nil {
+		return "", fmt.Errorf("%s: find its data: %w", rel, err)
+	}
+	short := false
+	if sparse(data, h.Size) {
+		short, err = p.writeSparse(h, f, data)
+	} else {
+		if err = p.tw.WriteHeader(h); err == nil {
+			short, err = p.copy(p.tw, f, 0, h.Size)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", rel, err)
+	}
+	if p.afterRead != nil {
+		p.afterRead(rel)
+	}
+	after, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", rel, err)
+	}
+	if st, ok := after.Sys().(*syscall.Stat_t); ok && st.Nlink == 0 {
+		return "it vanished while the volume was packed", nil
+	}
+	if short || after.Size() != info.Size() || !after.ModTime().Equal(info.ModTime()) {
+		return "it changed while it was read, twice", nil
+	}
+	return "", nil
+}
+
+// copy writes size bytes of f from off to w; it reports a file that ended sooner, and then
+// writes zeros for the rest, so that the archive stays whole.
+func (p *packer) copy(w io.Writer, f *os.File, off, size int64) (bool, error) {
+	n, err := io.CopyBuffer(w, io.NewSectionReader(f, off, size), p.buf)
+	if err != nil {
+		return false, err
+	}
+	if n == size {
+		return false, nil
+	}
+	clear(p.buf)
+	for rest := size - n; rest > 0; {
+		k := min(rest, int64(len(p.buf)))
+		if _, err := w.Write(p.buf[:k]); err != nil {
+			return true, err
+		}
+		rest -= k
+	}
+	return true, nil
+}
+
+// span is a range of a file that holds data.
+type span struct{ off, len int64 }
+
+// dataRanges lists the ranges of f that hold data, by SEEK_DATA and SEEK_HOLE; a filesystem
+// that does not tell has all of the file as data.
+func dataRanges(f *os.File, size int64) ([]span, error) {
+	var out []span
+	fd := int(f.Fd())
+	for off := int64(0); off < size; {
+		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // only a hole is left
+		}
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+			return []span{{0, size}}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if start >= size {
+			break
+		}
+		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
+		if err != nil {
+			return nil, err
+		}
+		end = min(end, size)
+		out = append(out, span{start, end - start})
+		off = end
+	}
+	return out, nil
+}
+
+// sparse reports whether ranges leave holes in a file of size bytes.
+func sparse(data []span, size int64) bool {
+	var n int64
+	for _, s := range data {
+		n += s.len
+	}
+	return n < size
+}
+
+// Index reads a tar stream as Pack writes it and lists its entries with their SHA-256, and the
+// files Pack left out; of entries of the same name, the last counts. A stream that ends without
+// tar's end marker is an error matching io.ErrUnexpectedEOF.
+func Index(r io.Reader) (Listing, error) {
+	tr := newArchiveReader(r)
+	var l Listing
+	at := map[string]int{} // path to index in l.Files
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return files, nil
+			l.Files = dropRemoved(l.Files)
+			return l, nil
 		}
 		if err != nil {
-			return files, err
+			return Listing{Files: dropRemoved(l.Files), Skipped: l.Skipped}, err
 		}
 		f := snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC()}
-		switch h.Typeflag {
-		case tar.TypeDir:
+		switch {
+		case h.PAXRecords[SkippedRecord] != "":
+			l.Skipped = append(l.Skipped, SkippedFile{Path: h.Name, Reason: h.PAXRecords[SkippedRecord]})
+			if i, ok := at[h.Name]; ok {
+				l.Files[i].Path = "" // removed
+				delete(at, h.Name)
+			}
+			continue
+		case h.Typeflag == tar.TypeDir:
 			f.Type = "dir"
-		case tar.TypeSymlink:
+		case h.Typeflag == tar.TypeSymlink:
 			f.Type, f.Link = "symlink", h.Linkname
-		case tar.TypeReg:
+		case h.Typeflag == tar.TypeReg:
 			f.Type, f.Size = "file", h.Size
 			sum := sha256.New()
 			if _, err := io.Copy(sum, tr); err != nil {
-				return files, err
+				return Listing{Files: dropRemoved(l.Files), Skipped: l.Skipped}, fmt.Errorf("%s: %w", h.Name, err)
 			}
 			f.SHA256 = hex.EncodeToString(sum.Sum(nil))
 		default:
 			continue
 		}
-		files = append(files, f)
+		if i, ok := at[h.Name]; ok {
+			l.Files[i] = f
+			continue
+		}
+		at[h.Name] = len(l.Files)
+		l.Files = append(l.Files, f)
 	}
+}
+
+func dropRemoved(files []snapshot.File) []snapshot.File {
+	out := files[:0]
+	for _, f := range files {
+		if f.Path != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -40,8 +40,9 @@ func TestPackAndIndex(t *testing.T) {
 
 	var buf bytes.Buffer
 	must(Pack(dir, &buf))
-	files, err := Index(&buf)
+	listing, err := Index(&buf)
 	must(err)
+	files := listing.Files
 	byPath := map[string]snapshot.File{}
 	for _, f := range files {
 		byPath[f.Path] = f

@@ -27,11 +27,15 @@ var _ snapshot.Kind = Contents{}
 
 // Restore implements snapshot.Restorer: for every volume of the backup, a mover pod mounts the
 // claim on the target (restored before by the objects, in the mapped namespace) read-write, and
-// ferry streams the stored archive, decrypted, into `ferry mover unpack`. What the mover reports
-// it wrote is checked against the manifest file by file. Files are counted one by one as restored,
-// updated (metadata only) or unchanged; a file that does not match is failed, named
-// "namespace/claim:path"; a volume that could not be restored at all is failed, named
-// "namespace/claim". Files on the target that the backup lacks are left alone.
+// ferry streams the stored archive, decrypted, into `ferry mover unpack --stage`, which stages it
+// on the claim without changing anything else (see Stage). Only once the stored stream's size and
+// SHA-256 and every staged entry (type, size, mode, SHA-256, link) match the manifest does
+// `ferry mover unpack --apply` put it in place; otherwise `--abort` removes what was staged, and
+// the claim is as it was. What the mover reports it applied is checked against the manifest file
+// by file. Files are counted one by one as restored, updated (metadata only) or unchanged; a file
+// that does not match is failed, named "namespace/claim:path"; a volume that could not be
+// restored at all is failed, named "namespace/claim". Files on the target that the backup lacks
+// are left alone (unless Delete), and so are the files the backup left out (skipped items).
 //
 // A stored stream that does not match the manifest (truncated, tampered with) fails its volume
 // and is also returned, joined with the others, as an error matching what the reader said (for a
@@ -39,7 +43,7 @@ var _ snapshot.Kind = Contents{}
 func (c Contents) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	c = c.withDefaults()
 	for _, s := range r.Manifest.Skipped {
-		if s.Kind == "volume" {
+		if s.Kind == "volume" || s.Kind == SkippedFileKind {
 			ns, claim, _ := strings.Cut(s.Name, "/")
 			report.Add(kindName, snapshot.StatusSkipped, c.Mapping.Namespace(ns)+"/"+claim, "not in the backup: "+s.Reason)
 		}
@@ -114,15 +118,28 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	ctx, unwatch := whileMoverLives(ctx, c.Client, ns, pod)
 	defer unwatch()
 	start := time.Now()
-	unpack := c.unpack
+	stage := c.stage
 	if c.Direct != nil {
-		unpack = c.unpackDirect
+		stage = c.stageDirect
 	}
-	res, streamErr, err := unpack(ctx, r, v, ns, pod)
+	staged, streamErr, err := stage(ctx, r, v, ns, pod)
+	if streamErr == nil && err == nil {
+		streamErr = checkStaged(r.Name()+"/"+v.Key, v, staged)
+	}
+	if streamErr != nil || err != nil {
+		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
+			report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
+		}
+	}
 	if streamErr != nil {
-		report.Add(kindName, snapshot.StatusFailed, name, streamErr.Error())
+		report.Add(kindName, snapshot.StatusFailed, name, streamErr.Error()+"; the claim was left as it was")
 		return streamErr
 	}
+	if err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error()+"; the claim was left as it was")
+		return nil
+	}
+	res, err := c.apply(ctx, ns, pod, staged)
 	if err != nil {
 		report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error())
 		return nil
@@ -178,22 +195,39 @@ func (c Contents) checkRestored(report *snapshot.Report, name string, v snapshot
 	}
 }
 
-// unpackCommand is the mover's command line.
-func (c Contents) unpackCommand(flags ...string) []string {
-	cmd := append([]string{"ferry", "mover", "unpack"}, flags...)
-	if c.Delete {
-		cmd = append(cmd, "--delete")
+// SkippedFileKind is the kind of a manifest's skipped item that is one file of a volume, named
+// "namespace/claim:path": Pack left it out as it changed while read, twice.
+const SkippedFileKind = "file"
+
+// checkStaged compares what the mover staged with the manifest's files: any difference, or an
+// entry the manifest lacks, means the stored archive is not the one the backup wrote.
+func checkStaged(file string, v snapshot.Volume, st Staged) error {
+	files := make([]snapshot.File, len(st.Files))
+	for i, f := range st.Files {
+		files[i] = f.File
 	}
-	return cmd
+	diffs, _ := compareFiles(v.Files, files, true)
+	if len(diffs) == 0 {
+		return nil
+	}
+	d := diffs[0]
+	detail := strings.NewReplacer("backup", "manifest", "target", "archive").Replace(d.detail)
+	switch {
+	case d.status == snapshot.StatusMissing:
+		detail = "not in the stored archive"
+	case d.detail == "not in the backup":
+		detail = "in the stored archive, not in the manifest"
+	}
+	return fmt.Errorf("%s: %d entries of the stored archive differ from the manifest (%s: %s): %w", file, len(diffs), d.path, detail, snapshot.ErrCorrupt)
 }
 
-// unpack streams the volume's stored archive into `ferry mover unpack` in the pod. streamErr is
-// an error of the backup's stream (it does not match the manifest, or cannot be decrypted); err
-// one of the mover.
-func (c Contents) unpack(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (res UnpackResult, streamErr, err error) {
+// stage streams the volume's stored archive into `ferry mover unpack --stage` in the pod.
+// streamErr is an error of the backup's stream (it does not match the manifest, or cannot be
+// decrypted); err one of the mover.
+func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (st Staged, streamErr, err error) {
 	rc, err := r.Open(ctx, v.Key)
 	if err != nil {
-		return res, err, nil
+		return st, err, nil
 	}
 	// kwok, and a kubelet that is slow to notice, may never end the command's stdin: a stream
 	// that breaks off must end the exec itself, or the mover would wait for the rest forever.
@@ -202,39 +236,84 @@ func (c Contents) unpack(ctx context.Context, r *snapshot.Reader, v snapshot.Vol
 	in := &feed{src: rc, cancel: cancel}
 	var stdout, stderr bytes.Buffer
 	err = kube.Exec(execCtx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: c.unpackCommand(), Stdin: in, Stdout: &stdout, Stderr: &stderr})
+		Command: []string{"ferry", "mover", "unpack", "--stage"}, Stdin: in, Stdout: &stdout, Stderr: &stderr})
+	if jerr := json.Unmarshal(stdout.Bytes(), &st); jerr != nil && err == nil {
+		err = fmt.Errorf("unreadable result: %w", jerr)
+	}
 	if serr := in.stop(); serr != nil {
 		rc.Close()
-		return res, serr, nil
+		return st, serr, nil
 	}
 	if err != nil {
-		err = fmt.Errorf("ferry mover unpack: %w%s", err, moverStderr(stderr.String()))
+		err = fmt.Errorf("ferry mover unpack --stage: %w%s", err, moverStderr(stderr.String()))
 		// Was it the stream the mover could not read? Reading on to its end tells, within reason.
 		if in.read == 0 {
 			rc.Close()
-			return res, nil, err // it never got that far
+			return st, nil, err // it never got that far
 		}
 		if _, derr := io.Copy(io.Discard, io.LimitReader(rc, failedDrainLimit)); derr != nil {
 			rc.Close()
-			return res, fmt.Errorf("%w (and %v)", derr, err), nil
+			return st, fmt.Errorf("%w (and %v)", derr, err), nil
 		}
 		rc.Close()
-		return res, nil, err
+		return st, nil, err
 	}
 	// The mover stops at the archive's end marker; Close reads the few bytes after it and checks
 	// the whole stream against the manifest.
 	if cerr := rc.Close(); cerr != nil {
-		return res, cerr, nil
+		return st, cerr, nil
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return res, nil, fmt.Errorf("ferry mover unpack: unreadable result: %w", err)
-	}
-	return res, nil, nil
+	return st, nil, nil
 }
 
-// unpackDirect has the mover read the volume's stored archive from storage itself, and checks
-// what it read against the manifest.
-func (c Contents) unpackDirect(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (res UnpackResult, streamErr, err error) {
+// apply has the mover put what it staged in place (`ferry mover unpack --apply`), handing the
+// staged list back on stdin as one line.
+func (c Contents) apply(ctx context.Context, ns, pod string, st Staged) (UnpackResult, error) {
+	var res UnpackResult
+	line, err := json.Marshal(st)
+	if err != nil {
+		return res, err
+	}
+	cmd := []string{"ferry", "mover", "unpack", "--apply"}
+	if c.Delete {
+		cmd = append(cmd, "--delete")
+	}
+	var stdout, stderr bytes.Buffer
+	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: cmd, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		return res, fmt.Errorf("ferry mover unpack --apply: %w%s", err, moverStderr(stderr.String()))
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return res, fmt.Errorf("ferry mover unpack --apply: unreadable result: %w", err)
+	}
+	return res, nil
+}
+
+// abort has the mover remove what it staged (`ferry mover unpack --abort`), if it staged anything.
+func (c Contents) abort(ctx context.Context, ns, pod string, st Staged) error {
+	if st.RootModTime.IsZero() {
+		return nil
+	}
+	line, err := json.Marshal(Staged{ID: st.ID, RootModTime: st.RootModTime})
+	if err != nil {
+		return err
+	}
+	var stdout, stderr bytes.Buffer
+	// Also after ctx ended: what was staged is not left for the next restore when it need not be.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	err = kube.Exec(actx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: []string{"ferry", "mover", "unpack", "--abort"}, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		return fmt.Errorf("ferry mover unpack --abort: %w%s", err, moverStderr(stderr.String()))
+	}
+	return nil
+}
+
+// stageDirect has the mover read the volume's stored archive from storage itself and stage it,
+// and checks what it read against the manifest.
+func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (res Staged, streamErr, err error) {
 	want, ok := r.Stream(v.Key)
 	if !ok {
 		return res, fmt.Errorf("backup %s: %s: %w (not recorded)", r.Name(), v.Key, snapshot.ErrCorrupt), nil
@@ -258,15 +337,16 @@ func (c Contents) unpackDirect(ctx context.Context, r *snapshot.Reader, v snapsh
 	}
 	var stdout, stderr bytes.Buffer
 	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: c.unpackCommand("--direct"), Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
+		Command: []string{"ferry", "mover", "unpack", "--stage", "--direct"}, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
 	var direct DirectUnpackResult
 	if jerr := json.Unmarshal(stdout.Bytes(), &direct); jerr != nil {
 		if err != nil {
-			return res, nil, fmt.Errorf("ferry mover unpack --direct: %w%s", err, moverStderr(stderr.String()))
+			return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %w%s", err, moverStderr(stderr.String()))
 		}
-		return res, nil, fmt.Errorf("ferry mover unpack --direct: unreadable result: %w", jerr)
+		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: unreadable result: %w", jerr)
 	}
-	// The stream first: a bad backup explains a failed unpack.
+	// The stream first: a bad backup explains a failed stage. What was staged is aborted then.
+	res = direct.Staged
 	file := r.Name() + "/" + v.Key
 	switch {
 	case direct.Stored.Bytes != want.Bytes:
@@ -274,11 +354,11 @@ func (c Contents) unpackDirect(ctx context.Context, r *snapshot.Reader, v snapsh
 	case direct.Stored.SHA256 != want.SHA256:
 		return res, fmt.Errorf("%s: SHA-256 %s, the manifest says %s (tampered with): %w", file, direct.Stored.SHA256, want.SHA256, snapshot.ErrCorrupt), nil
 	case direct.Error != "":
-		return res, nil, fmt.Errorf("ferry mover unpack --direct: %s", direct.Error)
+		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %s", direct.Error)
 	case err != nil:
-		return res, nil, fmt.Errorf("ferry mover unpack --direct: %w%s", err, moverStderr(stderr.String()))
+		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %w%s", err, moverStderr(stderr.String()))
 	}
-	return direct.UnpackResult, nil, nil
+	return res, nil, nil
 }
 
 // failedDrainLimit is how much of a stream ferry reads on after a mover failed, to tell a bad

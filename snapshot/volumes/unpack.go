@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -23,7 +22,6 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
-	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +48,8 @@ type UnpackedFile struct {
 	Action string `json:"action"`
 }
 
-// UnpackResult is what `ferry mover unpack` prints, as one JSON line, once the archive is on disk.
+// UnpackResult is what `ferry mover unpack --apply` prints, as one JSON line, once the archive is on
+// disk.
 type UnpackResult struct {
 	Files     []UnpackedFile `json:"files"`
 	Written   int            `json:"written"`
@@ -70,67 +69,23 @@ var ErrUnsafePath = errors.New("path leaves the volume")
 
 // UnpackCompressed is Unpack of a zstd-compressed archive, as Pack's output is stored.
 func UnpackCompressed(ctx context.Context, dir string, r io.Reader, opts UnpackOptions) (UnpackResult, error) {
-	// One goroutine decodes just what the tar reader asks for: nothing reads on past the archive's
-	// end marker into a stdin that may never end.
-	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	st, err := StageCompressed(ctx, dir, r)
 	if err != nil {
 		return UnpackResult{}, err
 	}
-	defer dec.Close()
-	return Unpack(ctx, dir, dec, opts)
+	return Apply(ctx, dir, st, opts)
 }
 
-// Unpack writes the tar stream that Pack wrote into dir: files, directories and symlinks with
-// their modes (setuid, setgid and sticky too), times and, with opts.Owners, owners; directories
-// get their mode and time after their children. It stops at the archive's end marker. Entries
-// that are already as the archive holds them are left untouched, so unpacking twice changes
-// nothing; a changed file is written beside its old version and renamed over it. Entries that
-// would leave dir are bad input. Runs of zero bytes become holes, as sparse files had them.
+// Unpack writes the tar stream that Pack wrote into dir: Stage, then Apply. Nothing of dir
+// changes unless the whole archive was read, up to its end marker. It is what ferry does when
+// it has nothing to check between the two, as in tests and tools; a restore checks the staged
+// archive against the backup's manifest before it applies it.
 func Unpack(ctx context.Context, dir string, r io.Reader, opts UnpackOptions) (UnpackResult, error) {
-	root, err := os.OpenRoot(dir)
+	st, err := Stage(ctx, dir, r)
 	if err != nil {
 		return UnpackResult{}, err
 	}
-	defer root.Close()
-	u := &unpacker{root: root, opts: opts, dirs: map[string]bool{}, keep: map[string]bool{},
-		buf: make([]byte, 1<<20), cmp: make([]byte, 1<<20), zero: make([]byte, holeBlock)}
-	defer func() {
-		if u.cur != nil {
-			u.cur.Close()
-		}
-	}()
-	tr := tar.NewReader(r)
-	for {
-		if err := ctx.Err(); err != nil {
-			return u.res, err
-		}
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return u.res, fmt.Errorf("read the archive: %w", err)
-		}
-		if err := u.entry(h, tr); err != nil {
-			return u.res, err
-		}
-	}
-	if opts.Delete {
-		if err := u.deleteOthers(); err != nil {
-			return u.res, err
-		}
-	}
-	if err := u.finishDirs(); err != nil {
-		return u.res, err
-	}
-	if err := u.readBack(); err != nil {
-		return u.res, err
-	}
-	// The contents must be on disk before the restore is reported done.
-	if err := syncDir(root); err != nil {
-		return u.res, fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return u.res, nil
+	return Apply(ctx, dir, st, opts)
 }
 
 // holeBlock is the granularity of holes in written files: a filesystem block.
@@ -155,6 +110,21 @@ type unpacker struct {
 	// has them) are reached through their directory's root, by their base name.
 	cur    *os.Root
 	curDir string
+	// rootTouched says an entry at the volume's root was written or deleted: the root's time is
+	// then the apply's, not the one from before the staging folder.
+	rootTouched bool
+}
+
+func newUnpacker(root *os.Root, opts UnpackOptions) *unpacker {
+	return &unpacker{root: root, opts: opts, dirs: map[string]bool{}, keep: map[string]bool{},
+		buf: make([]byte, 1<<20), cmp: make([]byte, 1<<20), zero: make([]byte, holeBlock)}
+}
+
+func (u *unpacker) close() {
+	if u.cur != nil {
+		u.cur.Close()
+		u.cur, u.curDir = nil, ""
+	}
 }
 
 // at returns the root to reach name through, and name in it.
@@ -258,15 +228,6 @@ func (u *unpacker) openFile(name string, flag int, perm fs.FileMode) (*os.File, 
 	return r.OpenFile(base, flag, perm)
 }
 
-// rename renames within one directory.
-func (u *unpacker) rename(from, to string) error {
-	r, base, err := u.at(to)
-	if err != nil {
-		return err
-	}
-	return r.Rename(path.Base(from), base)
-}
-
 type pendingDir struct {
 	name  string
 	h     *tar.Header
@@ -280,39 +241,6 @@ func entryPath(name string) (string, error) {
 		return "", badinput.Errorf("archive entry %q: %w", name, ErrUnsafePath)
 	}
 	return p, nil
-}
-
-func (u *unpacker) entry(h *tar.Header, tr io.Reader) error {
-	name, err := entryPath(h.Name)
-	if err != nil {
-		return err
-	}
-	if err := u.parents(name); err != nil {
-		return err
-	}
-	u.keep[name] = true
-	f := UnpackedFile{File: snapshot.File{Path: h.Name}}
-	switch h.Typeflag {
-	case tar.TypeDir:
-		f.Action, err = u.directory(name, h)
-	case tar.TypeSymlink:
-		f.Action, err = u.link(name, h)
-	case tar.TypeReg:
-		f.Action, f.SHA256, err = u.regular(name, h, tr)
-	default:
-		return badinput.Errorf("archive entry %q: type %q is not a file, directory or symlink", h.Name, h.Typeflag)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	u.res.Files = append(u.res.Files, f)
-	u.owners = append(u.owners, [2]int{h.Uid, h.Gid})
-	if h.Typeflag == tar.TypeDir {
-		u.archiveDirs = append(u.archiveDirs, pendingDir{name: name, h: h, index: len(u.res.Files) - 1})
-	} else {
-		u.count(f.Action, h.Size)
-	}
-	return nil
 }
 
 func (u *unpacker) count(action string, size int64) {
@@ -440,55 +368,6 @@ func (u *unpacker) link(name string, h *tar.Header) (string, error) {
 	return ActionWritten, nil
 }
 
-// regular writes a file unless the same contents are there: it reads the archive's bytes and the
-// existing file side by side, and writes only once they differ, reusing the equal beginning.
-func (u *unpacker) regular(name string, h *tar.Header, tr io.Reader) (action, sum string, err error) {
-	digest := sha256.New()
-	fi, err := u.lstat(name)
-	exists := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", "", err
-	}
-	var old *os.File
-	var matched int64 // leading bytes of the entry equal to the existing file's
-	var pending []byte
-	if exists && fi.Mode().IsRegular() && fi.Size() == h.Size {
-		old, err = u.open(name)
-		if err != nil && !errors.Is(err, fs.ErrPermission) {
-			return "", "", err
-		}
-	}
-	if old != nil { // else unreadable: written anew
-		defer old.Close()
-		matched, pending, err = u.compare(old, tr, digest, h.Size)
-		if err != nil {
-			return "", "", err
-		}
-		if matched == h.Size {
-			sum = hex.EncodeToString(digest.Sum(nil))
-			if u.sameMeta(fi, h) {
-				return ActionUnchanged, sum, nil
-			}
-			return ActionUpdated, sum, u.setMeta(name, h)
-		}
-	}
-	tmp, err := u.writeTemp(name, h, tr, old, matched, pending, digest)
-	if err != nil {
-		return "", "", err
-	}
-	if exists && fi.IsDir() {
-		err = u.replace(name, fi)
-	}
-	if err == nil {
-		err = u.rename(tmp, name)
-	}
-	if err != nil {
-		u.remove(tmp)
-		return "", "", err
-	}
-	return ActionWritten, hex.EncodeToString(digest.Sum(nil)), u.setMeta(name, h)
-}
-
 // compare reads the entry and old in step until they differ. It returns how many bytes were
 // equal and, on a difference, the entry's bytes it read past them.
 func (u *unpacker) compare(old *os.File, tr io.Reader, digest hash.Hash, size int64) (int64, []byte, error) {
@@ -507,16 +386,10 @@ func (u *unpacker) compare(old *os.File, tr io.Reader, digest hash.Hash, size in
 	return matched, nil, nil
 }
 
-// writeTemp writes the entry's contents to a new file beside name: the first matched bytes from
-// old, then pending and the rest of the entry.
-func (u *unpacker) writeTemp(name string, h *tar.Header, tr io.Reader, old *os.File, matched int64, pending []byte, digest hash.Hash) (string, error) {
-	var suffix [6]byte
-	rand.Read(suffix[:])
-	tmp := path.Join(path.Dir(name), ".ferry-unpack-"+hex.EncodeToString(suffix[:]))
-	f, err := u.openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", err
-	}
+// writeContents writes an entry's contents to f: the first matched bytes from old, then pending
+// and the rest of the entry.
+func (u *unpacker) writeContents(f *os.File, h *tar.Header, tr io.Reader, old *os.File, matched int64, pending []byte, digest hash.Hash) error {
+	var err error
 	w := &holeWriter{f: f, zero: u.zero}
 	if matched > 0 {
 		_, err = io.CopyBuffer(w, io.NewSectionReader(old, 0, matched), u.cmp)
@@ -536,14 +409,7 @@ func (u *unpacker) writeTemp(name string, h *tar.Header, tr io.Reader, old *os.F
 	if err == nil {
 		err = f.Truncate(h.Size) // a hole at the end has no write to make the size
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		u.remove(tmp)
-		return "", err
-	}
-	return tmp, nil
+	return err
 }
 
 func unexpected(err error) error {
@@ -649,8 +515,11 @@ func (u *unpacker) deleteOthers() error {
 		if p == "." || u.keep[p] {
 			return nil
 		}
-		if p == "lost+found" && d.IsDir() {
+		if (p == "lost+found" && d.IsDir()) || isStaging(p) {
 			return fs.SkipDir
+		}
+		if !strings.Contains(p, "/") {
+			u.rootTouched = true
 		}
 		if err := u.root.RemoveAll(p); err != nil {
 			return fmt.Errorf("delete %s: %w", p, err)
@@ -739,19 +608,19 @@ type DirectUnpackRequest struct {
 	Identities []string `json:"identities,omitempty"`
 }
 
-// DirectUnpackResult is what the mover prints, also when unpacking failed: how many bytes of the
+// DirectUnpackResult is what the mover prints, also when staging failed: how many bytes of the
 // stored file it read and their SHA-256, which ferry checks against the manifest, tell a bad
 // backup from a failing target.
 type DirectUnpackResult struct {
-	UnpackResult
+	Staged
 	Stored snapshot.Stream `json:"stored"`
 	Error  string          `json:"error,omitempty"`
 }
 
-// UnpackDirect runs in the mover pod (ferry mover unpack --direct): it reads the stored file,
-// decrypts it when its key says so, unpacks it into dir and reads the file to its end. An error
-// means nothing was read; a failed unpack is in the result's Error.
-func UnpackDirect(ctx context.Context, dir string, req DirectUnpackRequest, opts UnpackOptions) (DirectUnpackResult, error) {
+// StageDirect runs in the mover pod (ferry mover unpack --stage --direct): it reads the stored
+// file, decrypts it when its key says so, stages it in dir (see Stage) and reads the file to its
+// end. An error means nothing was read; a failed stage is in the result's Error, and left nothing.
+func StageDirect(ctx context.Context, dir string, req DirectUnpackRequest) (DirectUnpackResult, error) {
 	var res DirectUnpackResult
 	ids, err := age.ParseIdentities(strings.NewReader(strings.Join(req.Identities, "\n")))
 	if err != nil && len(req.Identities) > 0 {
@@ -773,13 +642,17 @@ func UnpackDirect(ctx context.Context, dir string, req DirectUnpackRequest, opts
 		plain, err = age.Decrypt(stored, ids...)
 	}
 	if err == nil {
-		res.UnpackResult, err = UnpackCompressed(ctx, dir, plain, opts)
+		res.Staged, err = StageCompressed(ctx, dir, plain)
 	}
 	// All of the stored file is read, for ferry to check it whole against the manifest.
 	if _, derr := io.Copy(io.Discard, stored); err == nil {
 		err = derr
 	}
 	if err != nil {
+		if res.ID != "" {
+			Abort(dir, res.Staged)
+			res.Staged = Staged{}
+		}
 		res.Error = err.Error()
 	}
 	res.Stored = snapshot.Stream{Key: req.Key, Bytes: counter.n, SHA256: hex.EncodeToString(digest.Sum(nil))}

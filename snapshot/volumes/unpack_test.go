@@ -68,8 +68,9 @@ func packed(t *testing.T, dir string) ([]byte, []snapshot.File) {
 	t.Helper()
 	var tarball, compressed bytes.Buffer
 	must(t, Pack(dir, &tarball))
-	files, err := Index(bytes.NewReader(tarball.Bytes()))
+	listing, err := Index(bytes.NewReader(tarball.Bytes()))
 	must(t, err)
+	files := listing.Files
 	enc, err := zstd.NewWriter(&compressed)
 	must(t, err)
 	_, err = enc.Write(tarball.Bytes())
@@ -105,8 +106,9 @@ func (e *endless) Read(p []byte) (int, error) {
 // sameTree fails unless both trees list alike, times and owners too.
 func sameTree(t *testing.T, want []snapshot.File, dir string) {
 	t.Helper()
-	got, err := List(dir)
+	listing, err := List(dir)
 	must(t, err)
+	got := listing.Files
 	if diffs, identical := compareFiles(want, got, true); len(diffs) > 0 || identical != len(want) {
 		t.Fatalf("unpacked tree differs (%d identical of %d): %+v", identical, len(want), diffs)
 	}
@@ -248,9 +250,9 @@ func TestUnpackReplacesOtherTypesAndLeavesOrDeletesExtras(t *testing.T) {
 	must(t, os.Mkdir(filepath.Join(dst, "lost+found"), 0o700))
 
 	unpack(t, stream, dst, UnpackOptions{Owners: os.Geteuid() == 0})
-	got, err := List(dst)
+	listing, err := List(dst)
 	must(t, err)
-	diffs, _ := compareFiles(files, got, true)
+	diffs, _ := compareFiles(files, listing.Files, true)
 	var extras []string
 	for _, d := range diffs {
 		if d.detail != "not in the backup" {

@@ -14,18 +14,16 @@ import (
 )
 
 // ListResult is what `ferry mover pack --list` prints, as one JSON line.
-type ListResult struct {
-	Files []snapshot.File `json:"files"`
-}
+type ListResult = Listing
 
 // List lists dir's tree as a backup's manifest lists a volume, with every file's SHA-256, without
 // sending contents anywhere. It is Pack read by Index, so both list alike by construction.
-func List(dir string) ([]snapshot.File, error) {
+func List(dir string) (Listing, error) {
 	out, in := io.Pipe()
 	go func() { in.CloseWithError(Pack(dir, in)) }()
-	files, err := Index(out)
+	listing, err := Index(out)
 	out.CloseWithError(err)
-	return files, err
+	return listing, err
 }
 
 // Verify implements snapshot.Restorer: for every volume of the backup, a mover pod mounts the
@@ -36,13 +34,20 @@ func List(dir string) ([]snapshot.File, error) {
 // owners, and times say nothing of the data.
 func (c Contents) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	c = c.withDefaults()
+	// Files the backup left out are on the target as they are: not differences.
+	left := map[string]string{}
+	for _, s := range r.Manifest.Skipped {
+		if s.Kind == SkippedFileKind {
+			left[s.Name] = s.Reason
+		}
+	}
 	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
-		c.verifyVolume(ctx, report, v)
+		c.verifyVolume(ctx, report, v, left)
 		return nil
 	})
 }
 
-func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v snapshot.Volume) {
+func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v snapshot.Volume, left map[string]string) {
 	ns := c.Mapping.Namespace(v.Namespace)
 	name := ns + "/" + v.Name
 	target, err := c.targetVolume(ctx, ns, v.Name)
@@ -82,7 +87,17 @@ func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v s
 	}
 	diffs, identical := compareFiles(v.Files, listed.Files, true)
 	report.CountN(kindName, snapshot.StatusIdentical, identical)
+	unsteady := map[string]string{}
+	for _, s := range listed.Skipped {
+		unsteady[s.Path] = s.Reason
+	}
 	for _, d := range diffs {
+		if reason, ok := left[v.Namespace+"/"+v.Name+":"+d.path]; ok {
+			d.status, d.detail = snapshot.StatusSkipped, "not in the backup: "+reason
+		}
+		if reason, ok := unsteady[d.path]; ok {
+			d.status, d.detail = snapshot.StatusFailed, "could not verify: "+reason
+		}
 		report.Add(kindName, d.status, name+":"+d.path, d.detail)
 	}
 	c.Log.Info("volume verified", "claim", name, "identical", identical, "differences", len(diffs))

@@ -272,9 +272,12 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		entry, err = c.captureDirect(ctx, w, pod, entry)
 		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
 	}
+	var skipped []SkippedFile
 	for attempt := 1; ; attempt++ {
 		var stored string
-		entry.Files, stored, err = c.stream(ctx, w, v, pod, entry.Key)
+		var listing Listing
+		listing, stored, err = c.stream(ctx, w, v, pod, entry.Key)
+		entry.Files, skipped = listing.Files, listing.Skipped
 		// An exec stream may break off with the mover still there (a kubelet or API server
 		// dropping the connection): stream it again, into the same file. A deleted mover pod ends
 		// ctx, and is never retried.
@@ -292,7 +295,16 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	for _, f := range entry.Files {
 		entry.Bytes += f.Size
 	}
+	skipFiles(w, entry, skipped)
 	return entry, nil
+}
+
+// skipFiles records the files Pack left out as skipped items of the backup: the rest of the
+// volume is kept, and the backup says it is not whole.
+func skipFiles(w *snapshot.Writer, v snapshot.Volume, skipped []SkippedFile) {
+	for _, f := range skipped {
+		w.Skip(SkippedFileKind, v.Namespace+"/"+v.Name+":"+f.Path, f.Reason)
+	}
 }
 
 // streamAttempts bounds how often a volume's stream that broke off is tried.
@@ -306,7 +318,7 @@ func streamBroke(err error) bool {
 
 // stream runs `ferry mover pack` in the pod and stores its tar, compressed, at key; it returns
 // the files the tar held and the name stored.
-func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod, key string) ([]snapshot.File, string, error) {
+func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod, key string) (Listing, string, error) {
 	tarOut, tarIn := io.Pipe() // pack's stdout
 	var stderr bytes.Buffer
 	go func() {
@@ -318,12 +330,12 @@ func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume
 		tarIn.CloseWithError(err)
 	}()
 	var stored string
-	files, err := storeTar(tarOut, func(compressed io.Reader) error {
+	listing, err := storeTar(tarOut, func(compressed io.Reader) error {
 		var err error
 		stored, err = w.Put(ctx, key, compressed)
 		return err
 	})
-	return files, stored, err
+	return listing, stored, err
 }
 
 // captureDirect has the mover upload the volume itself and report the files it packed.
@@ -347,5 +359,6 @@ func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod str
 	for _, f := range entry.Files {
 		entry.Bytes += f.Size
 	}
+	skipFiles(w, entry, res.Skipped)
 	return entry, nil
 }

@@ -1,0 +1,535 @@
+package volumes
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/klauspost/compress/zstd"
+)
+
+// A restore changes nothing of a volume before the archive is known good: Stage reads the whole
+// archive, up to tar's end marker, and writes the contents of every file that differs from the
+// target's into a staging folder at the volume's root (StagingPrefix and an id: the same
+// filesystem, so that files are later renamed into place). ferry then checks the stored stream's
+// size and SHA-256 and every staged entry against the backup's manifest, and only then has the
+// mover Apply it: staged files renamed into place, directories, symlinks, modes, owners and times
+// set, and, with Delete, what the archive lacks deleted, as a pass of its own. Anything wrong
+// before Apply ends in Abort, which removes the staging folder and gives the root its time back:
+// the target is as it was.
+
+// Staged is what Stage did, as `ferry mover unpack --stage` prints it; Apply and Abort take it
+// back (on stdin, from ferry).
+type Staged struct {
+	ID string `json:"id"`
+	// Files lists the archive's entries, in its order, as it holds them: each file's size and
+	// SHA-256 are those of the archive's bytes.
+	Files []StagedFile `json:"files"`
+	// Skipped lists the files the backup left out: they are kept on the target as they are.
+	Skipped []SkippedFile `json:"skipped,omitempty"`
+	// Bytes counts the contents staged.
+	Bytes int64 `json:"bytes"`
+	// RootModTime is the root's time from before the staging folder was made, if one was.
+	RootModTime time.Time `json:"rootModTime,omitzero"`
+}
+
+// StagedFile is an archive entry and where its contents wait.
+type StagedFile struct {
+	snapshot.File
+	// Staged names the file in the staging folder with the entry's contents; empty when the
+	// target's file already has them.
+	Staged string `json:"staged,omitempty"`
+}
+
+// stagingDir is the staging folder of an id, checked: the id comes back on stdin.
+func stagingDir(id string) (string, error) {
+	if id == "" || strings.Trim(id, "0123456789abcdef") != "" {
+		return "", badinput.Errorf("staged id %q: want hex digits", id)
+	}
+	return StagingPrefix + id, nil
+}
+
+// StageCompressed is Stage of a zstd-compressed archive, as Pack's output is stored.
+func StageCompressed(ctx context.Context, dir string, r io.Reader) (Staged, error) {
+	// One goroutine decodes just what the tar reader asks for: nothing reads on past the archive's
+	// end marker into a stdin that may never end.
+	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return Staged{}, err
+	}
+	defer dec.Close()
+	return Stage(ctx, dir, dec)
+}
+
+// Stage reads the tar stream that Pack wrote, up to its end marker, and stages it in dir without
+// changing anything else of dir (see above). It first removes the staging folders that killed
+// restores left. Entries that would leave dir, or reach it through a symlink, are bad input. On
+// any error the staging folder is gone again and dir is as it was.
+func Stage(ctx context.Context, dir string, r io.Reader) (Staged, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Staged{}, err
+	}
+	defer root.Close()
+	if err := removeStaging(root); err != nil {
+		return Staged{}, err
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	s := &stager{u: newUnpacker(root, UnpackOptions{}), st: Staged{ID: hex.EncodeToString(id[:])},
+		at: map[string]int{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}}
+	defer s.u.close()
+	if err := s.run(ctx, r); err != nil {
+		s.u.close()
+		if s.staging != nil {
+			s.staging.Close()
+			s.staging = nil
+			Abort(dir, s.st)
+		}
+		return Staged{}, err
+	}
+	return s.st, nil
+}
+
+// removeStaging removes every staging folder at the root: they are a killed restore's.
+func removeStaging(root *os.Root) error {
+	entries, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if isStaging(e.Name()) {
+			if err := root.RemoveAll(e.Name()); err != nil {
+				return fmt.Errorf("remove %s, left by an earlier restore: %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+type stager struct {
+	u  *unpacker
+	st Staged
+	// at is the index in st.Files of each path: a later entry of the same name replaces it.
+	at map[string]int
+	// archiveDirs are the archive's directories so far; onTarget says whether a path is a real
+	// directory on the target, reached through real directories only.
+	archiveDirs, onTarget map[string]bool
+	staging               *os.Root
+	n                     int
+}
+
+func (s *stager) run(ctx context.Context, r io.Reader) error {
+	tr := newArchiveReader(r)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read the archive: %w", err)
+		}
+		if err := s.entry(h, tr); err != nil {
+			return err
+		}
+	}
+	files := s.st.Files[:0]
+	for _, f := range s.st.Files {
+		if f.Path != "" {
+			files = append(files, f)
+		}
+	}
+	s.st.Files = files
+	if s.staging == nil {
+		return nil
+	}
+	defer func() { s.staging.Close(); s.staging = nil }()
+	// What is staged is on disk before anything is renamed into place.
+	if err := syncDir(s.staging); err != nil {
+		return fmt.Errorf("sync %s: %w", StagingPrefix+s.st.ID, err)
+	}
+	return nil
+}
+
+func (s *stager) entry(h *tar.Header, tr io.Reader) error {
+	name, err := entryPath(h.Name)
+	if err != nil {
+		return err
+	}
+	if top, _, _ := strings.Cut(name, "/"); isStaging(top) {
+		return badinput.Errorf("archive entry %q: the name is reserved for ferry's staging folder", h.Name)
+	}
+	if err := s.parents(name); err != nil {
+		return err
+	}
+	prev, dup := s.at[name]
+	if dup && s.st.Files[prev].Type == "dir" {
+		// What follows would be written through whatever replaced the directory.
+		return badinput.Errorf("archive entry %q appears twice, first as a directory: %w", h.Name, ErrUnsafePath)
+	}
+	if dup && (s.st.Files[prev].Type != "file" || (h.Typeflag != tar.TypeReg && h.PAXRecords[SkippedRecord] == "")) {
+		return badinput.Errorf("archive entry %q appears twice", h.Name)
+	}
+	if dup {
+		if err := s.drop(prev); err != nil {
+			return err
+		}
+		delete(s.at, name)
+	}
+	if reason := h.PAXRecords[SkippedRecord]; reason != "" {
+		s.st.Skipped = append(s.st.Skipped, SkippedFile{Path: h.Name, Reason: reason})
+		return nil
+	}
+	f := StagedFile{File: snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC()}}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		f.Type = "dir"
+		s.archiveDirs[name] = true
+	case tar.TypeSymlink:
+		f.Type, f.Link = "symlink", h.Linkname
+	case tar.TypeReg:
+		f.Type, f.Size = "file", h.Size
+		if f.SHA256, f.Staged, err = s.regular(name, h, tr); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	default:
+		return badinput.Errorf("archive entry %q: type %q is not a file, directory or symlink", h.Name, h.Typeflag)
+	}
+	s.at[name] = len(s.st.Files)
+	s.st.Files = append(s.st.Files, f)
+	return nil
+}
+
+// drop forgets an entry a later one of the same name replaces.
+func (s *stager) drop(i int) error {
+	f := &s.st.Files[i]
+	if f.Staged != "" {
+		if err := s.staging.Remove(f.Staged); err != nil {
+			return err
+		}
+		s.st.Bytes -= f.Size
+	}
+	f.Path = ""
+	return nil
+}
+
+// parents checks that every parent of name is, or will be, a real directory: one of the
+// archive's, or one on the target that is not a symlink (Apply makes missing ones).
+func (s *stager) parents(name string) error {
+	for i := 0; i < len(name); i++ {
+		if name[i] != '/' {
+			continue
+		}
+		p := name[:i]
+		if s.archiveDirs[p] {
+			continue
+		}
+		if j, ok := s.at[p]; ok {
+			return badinput.Errorf("archive entry %q goes through %s, a %s of the archive: %w", name, p, s.st.Files[j].Type, ErrUnsafePath)
+		}
+		if !s.targetDir(path.Dir(p)) {
+			continue // the target has nothing there that is reached as the archive reaches it
+		}
+		fi, err := s.u.lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return err
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return badinput.Errorf("archive entry %q goes through the symlink %s: %w", name, p, ErrUnsafePath)
+		case !fi.IsDir():
+			return badinput.Errorf("archive entry %q: %s is not a directory", name, p)
+		}
+	}
+	return nil
+}
+
+// targetDir reports whether p ("." for the root) is a real directory of the target, reached
+// through real directories only.
+func (s *stager) targetDir(p string) bool {
+	if p == "." || p == "" {
+		return true
+	}
+	if ok, known := s.onTarget[p]; known {
+		return ok
+	}
+	ok := s.targetDir(path.Dir(p))
+	if ok {
+		fi, err := s.u.lstat(p)
+		ok = err == nil && fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0
+	}
+	s.onTarget[p] = ok
+	return ok
+}
+
+// regular reads a file's entry beside the target's file, if it has one of the same size, and
+// stages its contents unless they are the same. It returns their SHA-256 and the staged name.
+func (s *stager) regular(name string, h *tar.Header, tr io.Reader) (sum, staged string, err error) {
+	digest := sha256.New()
+	var old *os.File
+	if s.targetDir(path.Dir(name)) {
+		fi, err := s.u.lstat(name)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", "", err
+		}
+		if err == nil && fi.Mode().IsRegular() && fi.Size() == h.Size {
+			old, err = s.u.open(name)
+			if err != nil && !errors.Is(err, fs.ErrPermission) {
+				return "", "", err
+			}
+		}
+	}
+	var matched int64
+	var pending []byte
+	if old != nil { // else unreadable: staged anew
+		defer old.Close()
+		matched, pending, err = s.u.compare(old, tr, digest, h.Size)
+		if err != nil {
+			return "", "", err
+		}
+		if matched == h.Size {
+			return hex.EncodeToString(digest.Sum(nil)), "", nil
+		}
+	}
+	if err := s.makeStaging(); err != nil {
+		return "", "", err
+	}
+	s.n++
+	staged = strconv.Itoa(s.n)
+	f, err := s.staging.OpenFile(staged, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", "", err
+	}
+	err = s.u.writeContents(f, h, tr, old, matched, pending, digest)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", "", err
+	}
+	s.st.Bytes += h.Size
+	return hex.EncodeToString(digest.Sum(nil)), staged, nil
+}
+
+// makeStaging makes the staging folder when the first file needs it: a restore that finds
+// everything in place touches nothing, not even the root's time.
+func (s *stager) makeStaging() error {
+	if s.staging != nil {
+		return nil
+	}
+	fi, err := s.u.root.Lstat(".")
+	if err != nil {
+		return err
+	}
+	name := StagingPrefix + s.st.ID
+	if err := s.u.root.Mkdir(name, 0o700); err != nil {
+		return err
+	}
+	s.st.RootModTime = fi.ModTime()
+	s.staging, err = s.u.root.OpenRoot(name)
+	return err
+}
+
+// Abort removes what Stage staged and gives the root its time back.
+func Abort(dir string, st Staged) error {
+	if st.RootModTime.IsZero() {
+		return nil // nothing was staged
+	}
+	name, err := stagingDir(st.ID)
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.RemoveAll(name); err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	return root.Chtimes(".", time.Time{}, st.RootModTime)
+}
+
+// Apply puts what Stage staged in place: in the archive's order, directories made (or kept),
+// symlinks made, staged files renamed over the target's, the modes, owners (with opts.Owners)
+// and times set; then, with opts.Delete, what the target holds beyond the archive (and the files
+// the backup left out) deleted; then directories' modes and times set, children first. Entries
+// already as the archive holds them are not touched, so applying twice changes nothing.
+func Apply(ctx context.Context, dir string, st Staged, opts UnpackOptions) (UnpackResult, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return UnpackResult{}, err
+	}
+	defer root.Close()
+	staging := ""
+	if !st.RootModTime.IsZero() {
+		if staging, err = stagingDir(st.ID); err != nil {
+			return UnpackResult{}, err
+		}
+		if fi, err := root.Lstat(staging); err != nil || !fi.IsDir() {
+			return UnpackResult{}, fmt.Errorf("nothing staged as %s: %w", st.ID, errors.Join(err, fs.ErrNotExist))
+		}
+	}
+	u := newUnpacker(root, opts)
+	defer u.close()
+	for _, f := range st.Files {
+		if err := ctx.Err(); err != nil {
+			return u.res, err
+		}
+		if err := u.apply(f, staging); err != nil {
+			return u.res, err
+		}
+	}
+	for _, f := range st.Skipped {
+		name, err := entryPath(f.Path)
+		if err != nil {
+			return u.res, err
+		}
+		u.keepWithParents(name)
+	}
+	if opts.Delete {
+		if err := u.deleteOthers(); err != nil {
+			return u.res, err
+		}
+	}
+	if err := u.finishDirs(); err != nil {
+		return u.res, err
+	}
+	if err := u.readBack(); err != nil {
+		return u.res, err
+	}
+	if staging != "" {
+		u.close()
+		if err := root.RemoveAll(staging); err != nil {
+			return u.res, fmt.Errorf("remove %s: %w", staging, err)
+		}
+		if !u.rootTouched {
+			if err := root.Chtimes(".", time.Time{}, st.RootModTime); err != nil {
+				return u.res, err
+			}
+		}
+	}
+	// The contents must be on disk before the restore is reported done.
+	if err := syncDir(root); err != nil {
+		return u.res, fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return u.res, nil
+}
+
+func (u *unpacker) keepWithParents(name string) {
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' {
+			u.keep[name[:i]] = true
+		}
+	}
+	u.keep[name] = true
+}
+
+// apply puts one staged entry in place.
+func (u *unpacker) apply(f StagedFile, staging string) error {
+	name, err := entryPath(f.Path)
+	if err != nil {
+		return err
+	}
+	if top, _, _ := strings.Cut(name, "/"); isStaging(top) {
+		return badinput.Errorf("entry %q: the name is reserved for ferry's staging folder", f.Path)
+	}
+	h, err := f.header()
+	if err != nil {
+		return err
+	}
+	if err := u.parents(name); err != nil {
+		return err
+	}
+	u.keep[name] = true
+	out := UnpackedFile{File: snapshot.File{Path: f.Path, SHA256: f.SHA256}}
+	switch f.Type {
+	case "dir":
+		out.Action, err = u.directory(name, h)
+	case "symlink":
+		out.Action, err = u.link(name, h)
+	case "file":
+		out.Action, err = u.place(name, h, staging, f.Staged)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if out.Action == ActionWritten && !strings.Contains(name, "/") {
+		u.rootTouched = true
+	}
+	u.res.Files = append(u.res.Files, out)
+	u.owners = append(u.owners, [2]int{h.Uid, h.Gid})
+	if h.Typeflag == tar.TypeDir {
+		u.archiveDirs = append(u.archiveDirs, pendingDir{name: name, h: h, index: len(u.res.Files) - 1})
+	} else {
+		u.count(out.Action, h.Size)
+	}
+	return nil
+}
+
+// header is the entry's tar header, as far as Apply needs it.
+func (f StagedFile) header() (*tar.Header, error) {
+	mode, err := strconv.ParseInt(f.Mode, 0, 64)
+	if err != nil {
+		return nil, badinput.Errorf("entry %q: mode %q: %v", f.Path, f.Mode, err)
+	}
+	h := &tar.Header{Name: f.Path, Mode: mode, Uid: f.UID, Gid: f.GID, ModTime: f.ModTime, Linkname: f.Link, Size: f.Size}
+	switch f.Type {
+	case "dir":
+		h.Typeflag = tar.TypeDir
+	case "symlink":
+		h.Typeflag = tar.TypeSymlink
+	case "file":
+		h.Typeflag = tar.TypeReg
+	default:
+		return nil, badinput.Errorf("entry %q: type %q is not a file, directory or symlink", f.Path, f.Type)
+	}
+	return h, nil
+}
+
+// place renames a staged file over the target's, or, when the target's already has the entry's
+// contents, sets its mode, owner and time where they differ.
+func (u *unpacker) place(name string, h *tar.Header, staging, staged string) (string, error) {
+	fi, err := u.lstat(name)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if staged == "" {
+		if !exists || !fi.Mode().IsRegular() || fi.Size() != h.Size {
+			return "", errors.New("changed on the target since the archive was staged")
+		}
+		if u.sameMeta(fi, h) {
+			return ActionUnchanged, nil
+		}
+		return ActionUpdated, u.setMeta(name, h)
+	}
+	if staging == "" || strings.ContainsAny(staged, "/\\") || staged == "." || staged == ".." {
+		return "", badinput.Errorf("staged file %q", staged)
+	}
+	if exists && fi.IsDir() {
+		if err := u.replace(name, fi); err != nil {
+			return "", err
+		}
+	}
+	if err := u.root.Rename(staging+"/"+staged, name); err != nil {
+		return "", err
+	}
+	return ActionWritten, u.setMeta(name, h)
+}
