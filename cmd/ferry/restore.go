@@ -172,7 +172,15 @@ objects in dependency order (CRDs, waited on until Established, namespaces, stor
 configuration, the rest, admission webhooks last) with owner references linked to the owners' new
 UIDs; then each claim's files through a mover pod (ferry mover unpack), each database's dump into its
 pod's client, and each bucket's objects into the target's MinIO. A truncated or tampered file of the
-backup fails before anything of its kind is applied. Restoring twice changes nothing the second time.
+backup fails before anything of its kind is applied. A database's dump is read to its end first and
+nothing of it runs unless its stored size and SHA-256, its decompression and the SQL's own size,
+SHA-256 and complete last statement match; the load then reads it again and stops at the first byte
+that differs from that check. A MySQL/MariaDB server whose max_allowed_packet is smaller than the
+dump's largest row is raised for the load and put back, or, if the user may not, the database fails
+before loading, naming the table, row and setting. A load the target's server stops part way (a
+statement refused, a lost connection) leaves part of that dump on the target (a carry-back has then
+dropped the schemas first); the error names the statement's line and table, never its data.
+Restoring twice changes nothing the second time.
 Exit codes: 0 restored, 3 items skipped or failed (listed), 1 the restore could not go on, 2 bad input.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -39,7 +39,7 @@ DELIMITER ;
 -- Dump completed on 2026-12-01  8:00:00
 `
 
-// pgDump has pg_dump's shapes: meta-commands, dollar quotes, E'' strings, COPY data.
+// pgDump has pg_dump's shapes: meta-commands, dollar quotes, E” strings, COPY data.
 var pgDump = `--
 -- PostgreSQL database dump
 --
