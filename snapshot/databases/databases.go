@@ -33,7 +33,8 @@ type Dumps struct {
 	// Mapping renames namespaces on a restore's target: each database is found there in the mapped
 	// namespace of the one it was dumped from.
 	Mapping snapshot.Mapping
-	// Replace makes a restore drop each MySQL schema the dump holds before loading it, so that
+	// Replace makes a restore drop each MySQL schema the dump holds before loading it (once the
+	// whole dump was checked), so that
 	// the target holds exactly the dump (tables dropped since the target's copy are gone too; to
 	// carry data back). PostgreSQL dumps drop and recreate their databases either way.
 	Replace bool

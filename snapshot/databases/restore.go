@@ -195,7 +195,7 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	rc.Close() // checked already; a load that stopped early leaves the rest unread
 	cancelRead()
 	partly := "; the target may hold part of the dump"
-	if sql.n == 0 {
+	if sql.n == 0 && begin == "" {
 		partly = ""
 	}
 	if serr := sql.failure(); serr != nil {
