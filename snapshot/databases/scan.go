@@ -42,6 +42,8 @@ type sqlScanner struct {
 	// recent are the last statements ended, to name a failing one by the line a client reports.
 	recent [recentStatements]statement
 	next   int
+	// copyStmt is the last COPY statement: its rows may have pushed it out of recent.
+	copyStmt statement
 }
 
 type scanState int
@@ -321,6 +323,8 @@ func (s *sqlScanner) end(n int64) {
 	if s.pg && copyRE.Match(s.cur.head) {
 		s.state, s.copyN = stCopy, -1
 		s.copyTable = s.cur.Table
+		s.copyStmt = s.cur
+		s.copyStmt.head = append([]byte(nil), s.cur.head...)
 	}
 }
 
@@ -391,6 +395,9 @@ func (s *sqlScanner) at(line int64) (statement, bool) {
 	}
 	if s.open && s.cur.First <= line {
 		return s.cur, true
+	}
+	if s.copyStmt.First <= line && line <= s.copyStmt.Last {
+		return s.copyStmt, true
 	}
 	return statement{}, false
 }
