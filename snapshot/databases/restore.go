@@ -69,9 +69,9 @@ func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Re
 	return t, nil
 }
 
-// Restore streams each database's dump into its server on the target (mysql or psql in the
-// database's pod) and then counts and checksums every table there: a table that differs from
-// the backup is a failure (implements snapshot.Kind). The dumps replace what they hold, so a
+// Restore checks each database's dump to its end and then streams it into its server on the
+// target (mysql or psql in the database's pod; see load), and then counts and checksums every
+// table there: a table that differs from the backup is a failure (implements snapshot.Kind). The dumps replace what they hold, so a
 // second restore leaves the same data: mysqldump drops each table before creating it, and the
 // PostgreSQL dumps drop and recreate their databases.
 func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
