@@ -2,13 +2,17 @@ package databases
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 )
 
 // mysqlDump has the shapes mysqldump writes: version comments, DELIMITER for triggers and routines,
@@ -202,5 +206,76 @@ func TestPacketNeed(t *testing.T) {
 		if got := packetNeed(n); got != want || got%1024 != 0 {
 			t.Errorf("packetNeed(%d) = %d, want %d", n, got, want)
 		}
+	}
+}
+
+// storedDump writes sql as a database's dump of a committed backup in file storage and returns
+// the storage, the backup's name and its record of the dump.
+func storedDump(t *testing.T, engine, sql string) (storage.Backend, snapshot.Database) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := snapshot.Create(ctx, store, "b1", plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := snapshot.Database{Name: "app-db", Engine: engine, Key: "databases/app-db.sql.zst", Schemas: []string{"app"}}
+	if err := dumpTo(ctx, w, &d, func(out io.Writer) error { _, err := io.WriteString(out, sql); return err }); err != nil {
+		t.Fatal(err)
+	}
+	w.AddDatabase(d)
+	if _, err := w.Commit(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return store, d
+}
+
+func TestCheckDumpReadsToTheEndFirst(t *testing.T) {
+	ctx := context.Background()
+	big := mysqlDump + strings.Repeat("INSERT INTO `events` VALUES (5,0x"+strings.Repeat("0123456789ABCDEF", 1<<12)+");\n", 64)
+	for _, tc := range []struct {
+		name   string
+		sql    string
+		damage func([]byte) []byte
+		want   string
+	}{
+		{"intact", big, nil, ""},
+		{"truncated", big, func(b []byte) []byte { return b[:len(b)/2] }, "truncated or replaced"},
+		{"a flipped byte", big, func(b []byte) []byte { b[len(b)/2] ^= 0x5a; return b }, "database app-db"},
+		{"incomplete SQL", big[:len(big)-30], nil, "the dump is not complete SQL: it ends inside a statement"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, d := storedDump(t, "mysql", tc.sql)
+			if tc.damage != nil {
+				key := snapshot.Prefix("b1") + d.Key
+				rc, err := store.Get(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				data, _ := io.ReadAll(rc)
+				rc.Close()
+				if err := store.Put(ctx, key, bytes.NewReader(tc.damage(data))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := snapshot.Open(ctx, store, "b1", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := checkDump(ctx, r, r.Manifest.Databases[0])
+			if tc.want == "" {
+				if err != nil || got.largest.Bytes != int64(len("INSERT INTO `events` VALUES (5,0x)")+16<<12) || len(got.chunks) != int(d.Bytes/pinChunk)+1 {
+					t.Fatalf("%v, %+v", err, got)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one matching ErrCorrupt saying %q", err, tc.want)
+			}
+			t.Log(err)
+		})
 	}
 }
