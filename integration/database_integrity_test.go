@@ -126,7 +126,7 @@ func TestRestoreChecksDumpsBeforeApplying(t *testing.T) {
 
 	// Blue: a small table first, then a big one, so that a dump damaged in its middle has
 	// statements for green's tables in front of the damage (MiBs of SQL: many zstd blocks).
-	if _, err := blueDB.SQL(ctx, tb.Bins, `DROP DATABASE IF EXISTS ig_shop; CREATE DATABASE ig_shop;
+	if _, err := blueDB.SQL(ctx, tb.Bins, `DROP DATABASE IF EXISTS ig_shop; CREATE DATABASE ig_shop; USE ig_shop;
 CREATE TABLE ig_shop.a_items (id INT PRIMARY KEY, name VARCHAR(64));
 INSERT INTO ig_shop.a_items SELECT seq, CONCAT('blue-', seq) FROM seq_1_to_100;
 CREATE TABLE ig_shop.z_log (id INT PRIMARY KEY, line VARCHAR(200));

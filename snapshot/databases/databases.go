@@ -153,7 +153,7 @@ func (c Dumps) exec(ctx context.Context, item plans.DataItem, container string, 
 		Command: cmd, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
 	if err != nil {
 		// What a client says may quote statements and rows: only clientMessage's cut of it.
-		return &clientError{err: err, message: clientMessage(stderr.buf, stderr.dropped)}
+		return &clientError{err: err, message: clientMessage(stderr.text(), stderr.dropped)}
 	}
 	return nil
 }

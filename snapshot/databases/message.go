@@ -17,18 +17,34 @@ const (
 	quotedLimit  = 64 // bytes of a quoted string in a message
 )
 
-// stderrBuffer keeps the beginning of a client's stderr and counts the rest, so that a client
+// stderrBuffer keeps the beginning and the end of a client's stderr (the mysql client writes
+// its error after echoing the failing statement) and counts what is between, so that a client
 // echoing a huge statement neither fills memory nor an error.
 type stderrBuffer struct {
-	buf     []byte
+	buf     []byte // the beginning
+	tail    []byte // the last stderrKeep bytes after buf
 	dropped int64
 }
 
 func (b *stderrBuffer) Write(p []byte) (int, error) {
 	keep := min(len(p), stderrKeep-len(b.buf))
 	b.buf = append(b.buf, p[:keep]...)
-	b.dropped += int64(len(p) - keep)
+	if rest := p[keep:]; len(rest) > 0 {
+		b.tail = append(b.tail, rest...)
+		if over := len(b.tail) - stderrKeep; over > 0 {
+			b.dropped += int64(over)
+			b.tail = append(b.tail[:0], b.tail[over:]...)
+		}
+	}
 	return len(p), nil
+}
+
+// text is what was kept, the beginning and the end on separate lines.
+func (b *stderrBuffer) text() []byte {
+	if len(b.tail) == 0 {
+		return b.buf
+	}
+	return append(append(append([]byte(nil), b.buf...), '\n'), b.tail...)
 }
 
 // clientError is a client program that failed in a database's pod, with what it said, cut down.
@@ -52,9 +68,16 @@ func (e *clientError) Unwrap() error { return e.err }
 func clientMessage(stderr []byte, dropped int64) string {
 	var lines []string
 	more := dropped > 0
+	echo := false
 	for _, l := range strings.Split(string(stderr), "\n") {
 		l = strings.TrimSpace(l)
-		if l == "" {
+		// The mysql client echoes a failing statement between lines of dashes: left out, the
+		// error names the statement itself (failedStatement).
+		if l == echoRule {
+			echo = !echo
+			continue
+		}
+		if l == "" || echo {
 			continue
 		}
 		if len(lines) == messageLines {
@@ -70,6 +93,9 @@ func clientMessage(stderr []byte, dropped int64) string {
 	}
 	return msg
 }
+
+// echoRule is the line around the statement the mysql client echoes on an error.
+const echoRule = "--------------"
 
 // cutQuoted shortens each '...' string in a message to quotedLimit bytes.
 func cutQuoted(s string) string {

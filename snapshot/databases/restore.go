@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
@@ -188,7 +189,11 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	sql := newSQLStream(newPinned(dec, d.Name, checked.chunks), d, cancelExec)
 	scan := newSQLScanner(d.Engine)
 	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(sql, scan), strings.NewReader(end))}
-	err = c.exec(execCtx, t.item, t.cfg.Container, cmd, stdin, io.Discard)
+	// The client's stderr is kept here, not by exec: a client that stops while its stdin is still
+	// being sent may end the exec without an error, and what it said names the statement.
+	var stderr stderrBuffer
+	err = kube.Exec(execCtx, c.Config, c.Client, kube.ExecRequest{Namespace: t.item.Namespace, Pod: t.item.Pod, Container: t.cfg.Container,
+		Command: cmd, Stdin: stdin, Stdout: io.Discard, Stderr: &stderr})
 	cancelExec()
 	stdin.stop() // the exec's copy of stdin may still be reading: wait for it
 	dec.Close()
@@ -201,11 +206,12 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	if serr := sql.failure(); serr != nil {
 		return fmt.Errorf("%w%s", serr, partly)
 	}
-	if err != nil {
-		return fmt.Errorf("load the dump into pod %s/%s: %w%s", t.item.Namespace, t.item.Pod, failedStatement(err, scan, strings.Count(begin, "\n")), partly)
+	if err == nil && !sql.finished() {
+		err = errors.New("the client ended before the end of the dump")
 	}
-	if !sql.finished() {
-		return fmt.Errorf("load the dump into pod %s/%s: the client ended before the end of the dump%s", t.item.Namespace, t.item.Pod, partly)
+	if err != nil {
+		err = &clientError{err: err, message: clientMessage(stderr.text(), stderr.dropped)}
+		return fmt.Errorf("load the dump into pod %s/%s: %w%s", t.item.Namespace, t.item.Pod, failedStatement(err, scan, strings.Count(begin, "\n")), partly)
 	}
 	return nil
 }

@@ -140,12 +140,17 @@ func TestScannerFollowsPostgresDumps(t *testing.T) {
 func TestClientMessageIsCut(t *testing.T) {
 	long := strings.Repeat("0A1B", 5<<20)
 	var buf stderrBuffer
-	buf.Write([]byte("ERROR 1064 (42000) at line 52: You have an error near '" + long + "' at line 1\nINSERT INTO `t` VALUES (" + long + ")\n"))
-	msg := clientMessage(buf.buf, buf.dropped)
+	buf.Write([]byte("--------------\nINSERT INTO `t` VALUES (" + long[:1000] + ")\n--------------\n\nERROR 1064 (42000) at line 52: You have an error near '" + long + "' at line 1\nINSERT INTO `t` VALUES (" + long + ")\n"))
+	msg := clientMessage(buf.text(), buf.dropped)
 	if len(msg) > 2*lineLimit || !strings.HasPrefix(msg, "ERROR 1064 (42000) at line 52: You have an error near '0A1B") || !strings.HasSuffix(msg, "(more cut)") {
 		t.Fatalf("%d bytes: %q", len(msg), msg)
 	}
-	if len(buf.buf) > stderrKeep {
+	var echoed stderrBuffer
+	echoed.Write([]byte("--------------\nINSERT INTO `t` VALUES (0x" + long + ")\n--------------\n\nERROR 1142 (42000) at line 49: INSERT command denied\n"))
+	if got := clientMessage(echoed.text(), echoed.dropped); got != "ERROR 1142 (42000) at line 49: INSERT command denied (more cut)" {
+		t.Fatalf("after an echoed statement: %q", got)
+	}
+	if len(buf.buf) > stderrKeep || len(buf.tail) > stderrKeep {
 		t.Fatalf("kept %d bytes of stderr", len(buf.buf))
 	}
 	if got := clientLine(msg); got != 52 {
