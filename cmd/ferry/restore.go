@@ -199,6 +199,15 @@ and every staged entry's type, size, mode, SHA-256 and link against the manifest
 staged files renamed into place (in a carry-back, what the claim holds that the backup lacks is then
 deleted, as a last pass). A failed check removes the staging folder and leaves the claim as it was,
 naming the volume. After the apply, each entry as now on disk is compared with the manifest again.
+Databases: a dump is read to its end first and
+nothing of it runs unless its stored size and SHA-256, its decompression and the SQL's own size,
+SHA-256 and complete last statement match; the load then reads it again and stops at the first byte
+that differs from that check. A MySQL/MariaDB server whose max_allowed_packet is smaller than the
+dump's largest row is raised for the load and put back, or, if the user may not, the database fails
+before loading, naming the table, row and setting. A load the target's server stops part way (a
+statement refused, a lost connection) leaves part of that dump on the target (a carry-back has then
+dropped the schemas first); the error names the statement's line and table, never its data.
+Restoring twice changes nothing the second time.
 Exit codes: 0 restored, 3 items skipped or failed (listed), 1 the restore could not go on, 2 bad input.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

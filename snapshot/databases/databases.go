@@ -33,7 +33,8 @@ type Dumps struct {
 	// Mapping renames namespaces on a restore's target: each database is found there in the mapped
 	// namespace of the one it was dumped from.
 	Mapping snapshot.Mapping
-	// Replace makes a restore drop each MySQL schema the dump holds before loading it, so that
+	// Replace makes a restore drop each MySQL schema the dump holds before loading it (once the
+	// whole dump was checked), so that
 	// the target holds exactly the dump (tables dropped since the target's copy are gone too; to
 	// carry data back). PostgreSQL dumps drop and recreate their databases either way.
 	Replace bool
@@ -147,11 +148,12 @@ func dumpTo(ctx context.Context, w *snapshot.Writer, entry *snapshot.Database, d
 }
 
 func (c Dumps) exec(ctx context.Context, item plans.DataItem, container string, cmd []string, stdin io.Reader, stdout io.Writer) error {
-	var stderr bytes.Buffer
+	var stderr stderrBuffer
 	err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: item.Namespace, Pod: item.Pod, Container: container,
 		Command: cmd, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
 	if err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		// What a client says may quote statements and rows: only clientMessage's cut of it.
+		return &clientError{err: err, message: clientMessage(stderr.text(), stderr.dropped)}
 	}
 	return nil
 }
@@ -206,7 +208,9 @@ func (c Dumps) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.Dat
 
 	// Dump, compress and upload as one stream; the digest is of the SQL itself.
 	err = dumpTo(ctx, w, &entry, func(out io.Writer) error {
-		args := append([]string{"--single-transaction", "--routines", "--triggers", "--events", "--hex-blob", "--databases"}, schemas...)
+		// The client's own limit (mysqldump's default is 24 MiB) would refuse a bigger row.
+		args := append([]string{"--single-transaction", "--routines", "--triggers", "--events", "--hex-blob",
+			"--max-allowed-packet=" + strconv.Itoa(maxPacket), "--databases"}, schemas...)
 		return c.exec(ctx, item, cfg.Container, mysqlShell("mysqldump", cred, args...), strings.NewReader(cred.password+"\n"), out)
 	})
 	if err != nil {

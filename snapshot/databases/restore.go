@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
@@ -68,9 +70,9 @@ func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Re
 	return t, nil
 }
 
-// Restore streams each database's dump into its server on the target (mysql or psql in the
-// database's pod) and then counts and checksums every table there: a table that differs from
-// the backup is a failure (implements snapshot.Kind). The dumps replace what they hold, so a
+// Restore checks each database's dump to its end and then streams it into its server on the
+// target (mysql or psql in the database's pod; see load), and then counts and checksums every
+// table there: a table that differs from the backup is a failure (implements snapshot.Kind). The dumps replace what they hold, so a
 // second restore leaves the same data: mysqldump drops each table before creating it, and the
 // PostgreSQL dumps drop and recreate their databases.
 func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
@@ -123,15 +125,37 @@ func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapsho
 	return nil
 }
 
-// load streams the dump, decompressed, into the database's client in its pod. The password goes
-// on stdin's first line (clientShell), and stdin ends with the client's quit command because the
-// stream's end may never reach the client; the client stops at the first failing statement.
-func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target) error {
+// load puts a dump into the database's server on the target, in two reads of the backup. The
+// first runs nothing: it checks the whole dump (checkDump), so that a truncated, damaged or
+// tampered dump fails before any statement, and before the schemas a Replace drops or the
+// databases a PostgreSQL dump drops are touched. Then the server's max_allowed_packet is made to
+// fit the largest statement (fitPacket), and the second read streams the dump, decompressed, into
+// the client in the pod, each MiB held back until it matches the first read (pinned). What is left:
+// a load that fails part way for a reason of the target (a statement the server refuses, a lost
+// connection) leaves the target partly loaded; the error says so and names the statement.
+//
+// The password goes on stdin's first line (clientShell), and stdin ends with the client's quit
+// command because the stream's end may never reach the client; the client stops at the first
+// failing statement.
+func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target) (err error) {
+	checked, err := checkDump(ctx, r, d)
+	if err != nil {
+		return fmt.Errorf("%w; checked before loading: nothing was loaded", err)
+	}
+
 	var cmd []string
 	var begin, end string
 	switch d.Engine {
 	case "mysql":
-		cmd, end = mysqlShell("mysql", t.cred, "--batch"), "\nquit\n"
+		// The client's own limit (16 MiB by default) would refuse a bigger statement.
+		cmd, end = mysqlShell("mysql", t.cred, "--batch", "--max-allowed-packet="+strconv.Itoa(maxPacket)), "\nquit\n"
+		putBack, err := c.fitPacket(ctx, t, d, checked.largest)
+		if err != nil {
+			return err
+		}
+		if putBack != nil {
+			defer func() { err = errors.Join(err, putBack(ctx)) }()
+		}
 		if c.Replace {
 			for _, schema := range d.Schemas {
 				begin += "DROP DATABASE IF EXISTS `" + strings.ReplaceAll(schema, "`", "``") + "`;\n"
@@ -148,8 +172,7 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		return fmt.Errorf("engine %q: want mysql or postgresql", d.Engine)
 	}
 
-	// The client is cancelled when the dump turns out not to match the backup; the backup is read
-	// on until this load is done with it.
+	// The client is cancelled when the dump read again is not the one checked.
 	execCtx, cancelExec := context.WithCancel(ctx)
 	defer cancelExec()
 	readCtx, cancelRead := context.WithCancel(ctx)
@@ -158,43 +181,70 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	if err != nil {
 		return err
 	}
-	dec, err := zstd.NewReader(rc)
+	dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		rc.Close()
 		return fmt.Errorf("%s: %w", d.Key, err)
 	}
-	sql := newSQLStream(dec, d, cancelExec)
-	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), sql, strings.NewReader(end))}
-	err = c.exec(execCtx, t.item, t.cfg.Container, cmd, stdin, io.Discard)
+	sql := newSQLStream(newPinned(dec, d.Name, checked.chunks), d, cancelExec)
+	scan := newSQLScanner(d.Engine)
+	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(sql, scan), strings.NewReader(end))}
+	// The client's stderr is kept here, not by exec: a client that stops while its stdin is still
+	// being sent may end the exec without an error, and what it said names the statement.
+	var stderr stderrBuffer
+	err = kube.Exec(execCtx, c.Config, c.Client, kube.ExecRequest{Namespace: t.item.Namespace, Pod: t.item.Pod, Container: t.cfg.Container,
+		Command: cmd, Stdin: stdin, Stdout: io.Discard, Stderr: &stderr})
 	cancelExec()
 	stdin.stop() // the exec's copy of stdin may still be reading: wait for it
-	if err != nil && sql.n > 0 && !sql.finished() && sql.failure() == nil {
-		// The client stopped early: read on (up to a bound) to tell a damaged dump from a
-		// statement the target refused.
-		io.Copy(io.Discard, io.LimitReader(sql, classifyLimit))
-	}
 	dec.Close()
-	closeErr := rc.Close()
+	rc.Close() // checked already; a load that stopped early leaves the rest unread
 	cancelRead()
-	// A dump that does not match the backup explains a failing or cancelled client: say so first.
-	if errors.Is(closeErr, snapshot.ErrCorrupt) {
-		return fmt.Errorf("%w; the target may hold part of the dump", closeErr)
+	partly := "; the target may hold part of the dump"
+	if sql.n == 0 && begin == "" {
+		partly = ""
 	}
 	if serr := sql.failure(); serr != nil {
-		return fmt.Errorf("%w; the target may hold part of the dump", serr)
+		return fmt.Errorf("%w%s", serr, partly)
+	}
+	if err == nil && !sql.finished() {
+		err = errors.New("the client ended before the end of the dump")
 	}
 	if err != nil {
-		return fmt.Errorf("load the dump into pod %s/%s: %w", t.item.Namespace, t.item.Pod, err)
+		err = &clientError{err: err, message: clientMessage(stderr.text(), stderr.dropped)}
+		return fmt.Errorf("load the dump into pod %s/%s: %w%s", t.item.Namespace, t.item.Pod, failedStatement(err, scan, strings.Count(begin, "\n")), partly)
 	}
-	if !sql.finished() {
-		return fmt.Errorf("load the dump into pod %s/%s: the client ended before the end of the dump", t.item.Namespace, t.item.Pod)
-	}
-	return closeErr
+	return nil
 }
 
-// classifyLimit bounds how much of a dump is read after its client failed, to find out whether
-// the dump was damaged.
-const classifyLimit = 256 << 20
+// failedStatement names the statement of the dump a client's error points at (by the line of
+// its input), by its line in the dump, its table, its size and its beginning without data.
+func failedStatement(err error, scan *sqlScanner, linesBefore int) error {
+	var ce *clientError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	line := clientLine(ce.message) - int64(linesBefore)
+	if line <= 0 {
+		return err
+	}
+	st, ok := scan.at(line)
+	if !ok {
+		return fmt.Errorf("at line %d of the dump: %w", line, err)
+	}
+	what := fmt.Sprintf("the statement at line %d of the dump", st.First)
+	if st.Row {
+		what = fmt.Sprintf("the COPY row at line %d of the dump", st.First)
+	}
+	if st.Table != "" {
+		what += " (table " + st.Table + ", " + strconv.FormatInt(st.Bytes, 10) + " bytes)"
+	} else {
+		what += " (" + strconv.FormatInt(st.Bytes, 10) + " bytes)"
+	}
+	if text := st.Text(); text != "" {
+		what += ", " + strconv.Quote(text) + ","
+	}
+	return fmt.Errorf("%s failed: %w", what, err)
+}
 
 // terminateSessions is SQL that ends other sessions on the PostgreSQL databases.
 func terminateSessions(dbs []string) string {
