@@ -380,6 +380,12 @@ func normalize(o *unstructured.Unstructured, scope checkScope, isBlue bool) map[
 				delete(vm, "status")
 			}
 		}
+	case "ClusterRole":
+		// An aggregated role's rules are filled in by each cluster's controller from the roles
+		// that aggregate into it, which are compared themselves.
+		if _, ok := m["aggregationRule"]; ok {
+			delete(m, "rules")
+		}
 	case "ReplicaSet":
 		// Follows its Deployment's replicas, compared there.
 		delete(m["spec"].(map[string]any), "replicas")
@@ -823,4 +829,83 @@ func compareBuckets(t *testing.T, ctx context.Context, blue, green side, buckets
 		}
 	}
 	return diffs
+}
+
+// TestCheckerRules checks the checker's own rules, without a testbed: what normalize drops and
+// keeps, that a Secret's values never show, and that the file walk sees types, hardlink groups and
+// sparse files.
+func TestCheckerRules(t *testing.T) {
+	scope := checkScope{nodePorts: map[string][]int32{"ns/svc": {30080}}, storageClassMap: map[string]string{"gp3": "standard"}}
+	svc := func(clusterIP string, auto int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": "svc", "namespace": "ns", "uid": clusterIP, "resourceVersion": "7"},
+			"spec": map[string]any{"clusterIP": clusterIP, "ports": []any{
+				map[string]any{"port": int64(80), "nodePort": int64(30080)},
+				map[string]any{"port": int64(81), "nodePort": auto},
+			}},
+			"status": map[string]any{"loadBalancer": map[string]any{}},
+		}}
+	}
+	if d := diffValues("", normalize(svc("10.0.0.1", 31000), scope, true), normalize(svc("10.9.9.9", 32000), scope, false), false); len(d) != 0 {
+		t.Errorf("services differing only in IPs, auto node ports and identity: %q", d)
+	}
+	moved := svc("10.0.0.1", 31000)
+	moved.Object["spec"].(map[string]any)["ports"].([]any)[0].(map[string]any)["nodePort"] = int64(30999)
+	if d := diffValues("", normalize(svc("10.0.0.1", 31000), scope, true), normalize(moved, scope, false), false); len(d) != 1 || !strings.Contains(d[0], "nodePort: blue 30080, green (none)") {
+		t.Errorf("an explicit node port that changed: %q, want it named", d)
+	}
+
+	pvc := func(class, volume string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+			"metadata": map[string]any{"name": "c", "namespace": "ns", "annotations": map[string]any{"pv.kubernetes.io/bind-completed": "yes"}},
+			"spec":     map[string]any{"storageClassName": class, "volumeName": volume}}}
+	}
+	if d := diffValues("", normalize(pvc("gp3", "pv-a"), scope, true), normalize(pvc("standard", "pvc-b"), scope, false), false); len(d) != 0 {
+		t.Errorf("a claim mapped from gp3 to standard and bound anew: %q", d)
+	}
+	if d := diffValues("", normalize(pvc("gp3", "a"), scope, true), normalize(pvc("gp3", "b"), scope, false), false); len(d) != 1 {
+		t.Errorf("a claim whose class was not mapped: %q, want one difference", d)
+	}
+
+	a := map[string]any{"metadata": map[string]any{"name": "w", "annotations": map[string]any{quiescedAnnotation: "{}"}}, "spec": map[string]any{"replicas": int64(0), "x": "same"}}
+	b := map[string]any{"metadata": map[string]any{"name": "w"}, "spec": map[string]any{"replicas": int64(3), "x": "same"}}
+	quiesced(a, b)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("a quiesced writer and its running copy: %v vs %v", a, b)
+	}
+
+	secret := diffValues("", map[string]any{"data": map[string]any{"password": "aHVudGVyMg=="}}, map[string]any{"data": map[string]any{"password": "c2VjcmV0"}}, true)
+	if len(secret) != 1 || strings.Contains(secret[0], "aHVudGVyMg") || strings.Contains(secret[0], "c2VjcmV0") {
+		t.Errorf("a Secret's difference shows its values: %q", secret)
+	}
+
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "a"), []byte("x"), 0o644))
+	must(os.Link(filepath.Join(dir, "a"), filepath.Join(dir, "b")))
+	must(syscall.Mkfifo(filepath.Join(dir, "p"), 0o600))
+	f, err := os.Create(filepath.Join(dir, "sparse"))
+	must(err)
+	must(f.Truncate(8 << 20))
+	must(f.Close())
+	files, err := walkClaim(dir)
+	must(err)
+	if files["a"].links != `["a" "b"]` || files["b"].links != files["a"].links {
+		t.Errorf("hardlink group of a: %q, of b: %q", files["a"].links, files["b"].links)
+	}
+	if files["p"].kind != "fifo" || !files["sparse"].sparse || files["sparse"].size != 8<<20 {
+		t.Errorf("fifo %+v, sparse %+v", files["p"], files["sparse"])
+	}
+
+	facts := compareFacts("MariaDB", map[string]string{"table s.t rows": "3", "view s.v": "x"}, map[string]string{"table s.t rows": "4", "trigger s.g": "y"})
+	want := []string{"MariaDB table s.t rows: blue 3, green 4", "MariaDB trigger s.g: only on green", "MariaDB view s.v: only on blue"}
+	if !slices.Equal(facts, want) {
+		t.Errorf("compareFacts: %q, want %q", facts, want)
+	}
 }
