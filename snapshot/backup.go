@@ -124,6 +124,9 @@ type BucketObject struct {
 	Key    string `json:"key"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+	// Stored names the object's file under the bucket's Prefix when it is not the escaped key:
+	// a key too long once escaped for a file name or a storage key is stored under its hash.
+	Stored string `json:"stored,omitempty"`
 }
 
 // Volume is a claim's contents: a tar stream of its tree and the list of its files.

@@ -136,12 +136,17 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 			defer o.Close()
 			h := sha256.New()
 			var n countWriter
-			if _, err := w.Put(gctx, entry.Prefix+EscapeKey(key), io.TeeReader(o, io.MultiWriter(h, &n))); err != nil {
+			stored, hashed := StoredName(key)
+			if _, err := w.Put(gctx, entry.Prefix+stored, io.TeeReader(o, io.MultiWriter(h, &n))); err != nil {
 				return fmt.Errorf("copy %s: %w", key, err)
+			}
+			obj := snapshot.BucketObject{Key: key, Size: n.n, SHA256: hex.EncodeToString(h.Sum(nil))}
+			if hashed {
+				obj.Stored = stored
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			entry.Objects = append(entry.Objects, snapshot.BucketObject{Key: key, Size: n.n, SHA256: hex.EncodeToString(h.Sum(nil))})
+			entry.Objects = append(entry.Objects, obj)
 			entry.Bytes += n.n
 			return nil
 		})
@@ -167,6 +172,35 @@ func EscapeKey(key string) string {
 		}
 	}
 	return strings.Join(parts, "/")
+}
+
+// Limits of the names a backup stores an object under, below those of its storage: a file name
+// holds at most 255 bytes, an S3 key 1,024, of which the storage's folder, the backup's name and
+// the bucket's prefix take their share.
+const (
+	maxStoredSegment = 200
+	maxStoredName    = 512
+)
+
+// hashedPrefix starts the stored name of a key too long once escaped. EscapeKey never makes it: a
+// "%" it writes is always followed by two hex digits.
+const hashedPrefix = "%hashed/"
+
+// StoredName is the name under a bucket's prefix that a backup stores the object of key under:
+// its escaped key (EscapeKey), or, when that would be longer than a file name or a storage key
+// may be (an escaped key can triple in length), the SHA-256 of the key, with hashed true; the
+// manifest then records the name beside the original key.
+func StoredName(key string) (name string, hashed bool) {
+	escaped := EscapeKey(key)
+	long := len(escaped) > maxStoredName
+	for _, seg := range strings.Split(escaped, "/") {
+		long = long || len(seg) > maxStoredSegment
+	}
+	if !long {
+		return escaped, false
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hashedPrefix + hex.EncodeToString(sum[:]), true
 }
 
 type countWriter struct{ n int64 }

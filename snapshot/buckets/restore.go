@@ -230,20 +230,42 @@ func hashObject(ctx context.Context, mc *minio.Client, bucket, key string) (int6
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// storedName is the backup's file holding a bucket's object, as the capture named it.
-func storedName(r *snapshot.Reader, b snapshot.Bucket, key string) string {
-	name := b.Prefix + EscapeKey(key)
+// storedName is the backup's file holding a bucket's object, as the capture named it: the name
+// the manifest records for a key stored under its hash, else the escaped key. A recorded name
+// that is not a hashed one is refused: a manifest never points outside its bucket's files.
+func storedName(r *snapshot.Reader, b snapshot.Bucket, o snapshot.BucketObject) (string, error) {
+	stored := o.Stored
+	if stored == "" {
+		stored = EscapeKey(o.Key)
+	} else if !validHashed(stored) {
+		return "", fmt.Errorf("the manifest stores the object under %.80q, not a hashed name: %w", stored, snapshot.ErrCorrupt)
+	}
+	name := b.Prefix + stored
 	if r.Manifest.Encryption != nil {
 		name += snapshot.EncryptedSuffix
 	}
-	return name
+	return name, nil
+}
+
+// validHashed reports whether name is one StoredName makes for a long key.
+func validHashed(name string) bool {
+	sum, ok := strings.CutPrefix(name, hashedPrefix)
+	if !ok || len(sum) != sha256.Size*2 {
+		return false
+	}
+	_, err := hex.DecodeString(sum)
+	return err == nil && strings.ToLower(sum) == sum
 }
 
 // upload streams an object from the backup into the target's store with its SHA-256 as user
 // metadata. The stream is checked as it goes, and its end is handed to the upload only once it
 // matches the manifest, so a wrong copy fails instead of landing on the target.
 func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o snapshot.BucketObject) error {
-	rc, err := r.Open(ctx, storedName(r, b, o.Key))
+	name, err := storedName(r, b, o)
+	if err != nil {
+		return err
+	}
+	rc, err := r.Open(ctx, name)
 	if err != nil {
 		return err
 	}

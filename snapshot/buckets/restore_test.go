@@ -115,12 +115,23 @@ func TestCompareObject(t *testing.T) {
 func TestStoredNameFollowsTheCapture(t *testing.T) {
 	b := snapshot.Bucket{Name: "mlpipeline", Prefix: "buckets/mlpipeline/"}
 	plain := &snapshot.Reader{Manifest: &snapshot.Manifest{}}
-	if got := storedName(plain, b, "odd key/x.txt"); got != "buckets/mlpipeline/odd%20key/x.txt" {
-		t.Errorf("plain: %q", got)
+	if got, err := storedName(plain, b, snapshot.BucketObject{Key: "odd key/x.txt"}); err != nil || got != "buckets/mlpipeline/odd%20key/x.txt" {
+		t.Errorf("plain: %q (%v)", got, err)
 	}
 	enc := &snapshot.Reader{Manifest: &snapshot.Manifest{Encryption: &snapshot.Encryption{Format: "age"}}}
-	if got := storedName(enc, b, "a/b"); got != "buckets/mlpipeline/a/b"+snapshot.EncryptedSuffix {
-		t.Errorf("encrypted: %q", got)
+	if got, err := storedName(enc, b, snapshot.BucketObject{Key: "a/b"}); err != nil || got != "buckets/mlpipeline/a/b"+snapshot.EncryptedSuffix {
+		t.Errorf("encrypted: %q (%v)", got, err)
+	}
+	// A key stored under its hash is read from the name the manifest records, not its escaped key.
+	long := strings.Repeat("ä", 400)
+	stored, hashed := StoredName(long)
+	if got, err := storedName(plain, b, snapshot.BucketObject{Key: long, Stored: stored}); err != nil || !hashed || got != "buckets/mlpipeline/"+stored {
+		t.Errorf("hashed: %q (hashed %v, %v), want buckets/mlpipeline/%s", got, hashed, err, stored)
+	}
+	for _, bad := range []string{"../../objects/x", "%hashed/../x", hashedPrefix + strings.Repeat("A", 64), hashedPrefix + "00"} {
+		if got, err := storedName(plain, b, snapshot.BucketObject{Key: "k", Stored: bad}); !errors.Is(err, snapshot.ErrCorrupt) {
+			t.Errorf("stored name %q read as %q (%v), want it refused as corrupt", bad, got, err)
+		}
 	}
 }
 

@@ -39,6 +39,7 @@ func demo(ctx context.Context, args []string) error {
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "ferry-testbed"), "folder holding the testbed's state")
 	ferry := fs.String("ferry", "bin/ferry", "the ferry binary to run")
 	fixtures := fs.String("fixtures", "", "the Kubeflow fixture's folder; when it is missing, the sample platform of examples/platform")
+	withZoo := fs.Bool("zoo", true, "apply the zoo (real-world shapes beyond the platform: StatefulSet databases, quotas, big rows, rollout history, node ports, odd files, long bucket keys) to blue too")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,10 +88,28 @@ func demo(ctx context.Context, args []string) error {
 		}
 	}
 	fmt.Printf("    blue: 502 database rows in 2 schemas, %d objects in bucket %s, files in %s\n", len(seeded.Objects), testbed.PlatformBucket, workspace)
+	var zoo *testbed.Zoo
+	if *withZoo {
+		stage("applying the zoo to blue: StatefulSet databases, a quota'd Profile namespace, restricted Pod Security, big rows, rollout history, node ports, odd files, long bucket keys")
+		if zoo, err = tb.ApplyZoo(ctx, blue, tb.DataDir, io.Discard); err != nil {
+			return err
+		}
+		fmt.Printf("    blue: namespaces %s; %d claims; schema %s, database %s, bucket %s (%d keys)\n", strings.Join(zoo.Namespaces, ", "),
+			len(zoo.Claims), testbed.ZooSchema, testbed.ZooPGDB, testbed.ZooBucket, len(zoo.BucketKeys))
+	}
 
 	stage("readying green: StorageClass standard (provisioned), its database and MinIO pods served by green's servers")
 	if err := tb.ServePlatform(ctx, green, "green"); err != nil {
 		return err
+	}
+	if zoo != nil {
+		pgDir, err := tb.DataDir("zoo-green-postgres-exec")
+		if err != nil {
+			return err
+		}
+		if err := tb.ServeZoo(ctx, green, "green", pgDir); err != nil {
+			return err
+		}
 	}
 
 	stage("starting blue's and green's HTTP endpoints, HAProxy in front of them, and a client")
@@ -114,13 +133,20 @@ func demo(ctx context.Context, args []string) error {
 	work := filepath.Join(tb.Dir, "data")
 	storage := "file://" + filepath.Join(work, "backups")
 	config := filepath.Join(work, "ferry.yaml")
-	if err := os.WriteFile(config, []byte(h.MigrateConfig("http://"+greenAddr, 5*time.Second, time.Second, 1)), 0o644); err != nil {
+	configText := h.MigrateConfig("http://"+greenAddr, 5*time.Second, time.Second, 1)
+	if zoo != nil {
+		configText += zoo.Config // the zoo's databases and bucket
+	}
+	if err := os.WriteFile(config, []byte(configText), 0o644); err != nil {
 		return err
 	}
 	global := []string{"--kubeconfig", tb.Kubeconfig, "--storage", storage}
 	migrateArgs := append(append([]string{}, global...), "--progress", "always", "migrate", "--from", "blue", "--to", "green", "-f", config, "--allow-skipped")
 	stage("%s %s", *ferry, strings.Join(migrateArgs, " "))
 	fmt.Printf("    (ferry.yaml: preset kubeflow, classes gp3/nfs-client → standard, HAProxy steps 10/50/100 %% with a 5s soak, an HTTP gate on green)\n")
+	if zoo != nil {
+		fmt.Printf("    (and the zoo's databases zoo-mariadb and zoo-postgres, in StatefulSets, and its bucket %s)\n", testbed.ZooBucket)
+	}
 	// ferry prints the run's report on stdout when it ends: kept for a failure, where it says how
 	// to go on; a finished run's report comes from ferry migrate status below.
 	var stdout, stderr strings.Builder

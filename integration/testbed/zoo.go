@@ -1,0 +1,616 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The zoo: shapes real platforms have every day beyond the Kubeflow fixture, for the tests and the
+// demo to carry from blue to green and back. Its plain manifests are integration/testdata/zoo;
+// ApplyZoo adds what needs doing step by step (revisions, the CRD's storage version, claims bound
+// to filled folders, data in the testbed's servers).
+const (
+	ZooBucket   = "zoo-objects"
+	ZooSchema   = "zoo_db" // MariaDB schema, on the MariaDB of the cluster's name
+	ZooPGDB     = "zoo"    // PostgreSQL database, on the PostgreSQL of the cluster's name
+	zooDataNS   = "zoo-data"
+	zooCRD      = "critters.zoo.ferry.dev"
+	zooHold     = "zoo.ferry.dev/hold"
+	changeCause = "kubernetes.io/change-cause"
+)
+
+// ZooNamespaces are the namespaces the zoo makes.
+var ZooNamespaces = []string{"zoo-apps", "zoo-data", "zoo-team", "zoo-secure"}
+
+// ZooClaim is a claim of the zoo and the folder on this machine its volume lives in.
+type ZooClaim struct {
+	Namespace, Name string
+	// Dir is the folder blue's volume is bound to.
+	Dir string
+	// Database names the configured database whose pod mounts the claim: it moves as that
+	// database (its dump), not as files.
+	Database string
+}
+
+// ZooRollout is a workload whose rollout history the zoo grew.
+type ZooRollout struct {
+	// Kind is as kubectl names it: deployment, daemonset, statefulset.
+	Kind, Namespace, Name string
+	// Causes are the change-causes of revisions 1, 2, 3.
+	Causes []string
+}
+
+// Zoo is what ApplyZoo made.
+type Zoo struct {
+	Namespaces []string
+	Claims     []ZooClaim
+	// MySQLSchemas and PostgresDatabases hold the zoo's rows (and the platform's MySQL schemas,
+	// which the zoo's ferry.yaml keeps apart from the zoo's).
+	MySQLSchemas      []string
+	PostgresDatabases []string
+	// Buckets of the cluster's MinIO, and BucketKeys the zoo put into ZooBucket.
+	Buckets    []string
+	BucketKeys []string
+	// NodePorts are the node ports set by hand, by "namespace/service".
+	NodePorts map[string][]int32
+	Rollouts  []ZooRollout
+	// Config is the part of a ferry.yaml that carries the zoo's data (databases and buckets), to
+	// append to a configuration that has neither section.
+	Config string
+}
+
+// zooDir is the folder of the zoo's manifests in the source tree.
+func zooDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(filepath.Dir(file)), "testdata", "zoo")
+}
+
+// ApplyZoo puts the zoo on cluster c, its data in the testbed's MariaDB, PostgreSQL and MinIO of
+// the cluster's name and its volumes in new folders (dataDir), and returns what it made. The
+// cluster's claims of class gp3 are bound here; its platform (the kfp MySQL) must already be
+// there for the ferry.yaml it returns.
+func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name string) (string, error), out io.Writer) (*Zoo, error) {
+	db, pg, m := tb.MariaDB[c.Name], tb.Postgres[c.Name], tb.MinIO[c.Name]
+	if db == nil || pg == nil || m == nil {
+		return nil, fmt.Errorf("zoo on %s: the testbed has no MariaDB, PostgreSQL and MinIO named %s", c.Name, c.Name)
+	}
+	if out == nil {
+		out = io.Discard
+	}
+	kc, _, err := c.Clients()
+	if err != nil {
+		return nil, err
+	}
+	dir := zooDir()
+	z := &Zoo{
+		Namespaces:        ZooNamespaces,
+		MySQLSchemas:      []string{"mlpipeline", "cachedb", ZooSchema},
+		PostgresDatabases: []string{ZooPGDB},
+		Buckets:           []string{PlatformBucket, ZooBucket},
+		NodePorts:         map[string][]int32{"zoo-apps/web-nodeport": {30080}, "zoo-apps/web-local": {30081}},
+		Config:            zooConfig,
+	}
+	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml"} {
+		if err := c.Apply(ctx, out, filepath.Join(dir, f)); err != nil {
+			return nil, fmt.Errorf("zoo: %w", err)
+		}
+	}
+	if err := c.storeCrittersInV1(ctx); err != nil {
+		return nil, err
+	}
+	if err := zooSecrets(ctx, kc, db, pg, m); err != nil {
+		return nil, err
+	}
+	// Volumes: the files claim, the notebook's and the vault's filled; the databases' claims,
+	// made by their StatefulSets, bound to empty folders.
+	for _, cl := range []struct {
+		ns, name, db string
+		fill         func(string) error
+	}{
+		{"zoo-apps", "odd-files", "", fillOddFiles},
+		{"zoo-team", "workspace", "", fillPlain("notebook")},
+		{"zoo-secure", "vault-data", "", fillPlain("vault")},
+		{zooDataNS, "data-zoo-mariadb-0", "zoo-mariadb", nil},
+		{zooDataNS, "data-zoo-postgres-0", "zoo-postgres", nil},
+	} {
+		folder, err := dataDir(cl.ns + "-" + cl.name)
+		if err != nil {
+			return nil, err
+		}
+		if cl.fill != nil {
+			if err := cl.fill(folder); err != nil {
+				return nil, fmt.Errorf("zoo: fill %s/%s: %w", cl.ns, cl.name, err)
+			}
+		}
+		if err := waitClaim(ctx, kc, cl.ns, cl.name); err != nil {
+			return nil, err
+		}
+		if err := c.BindClaim(ctx, cl.ns, cl.name, folder); err != nil {
+			return nil, fmt.Errorf("zoo: bind %s/%s: %w", cl.ns, cl.name, err)
+		}
+		z.Claims = append(z.Claims, ZooClaim{Namespace: cl.ns, Name: cl.name, Dir: folder, Database: cl.db})
+	}
+	pgDir, err := dataDir("zoo-postgres-exec")
+	if err != nil {
+		return nil, err
+	}
+	if err := tb.ServeZoo(ctx, c, c.Name, pgDir); err != nil {
+		return nil, err
+	}
+	rollouts, err := growHistory(ctx, kc)
+	if err != nil {
+		return nil, err
+	}
+	z.Rollouts = rollouts
+	if err := tb.seedZooMariaDB(ctx, db); err != nil {
+		return nil, err
+	}
+	if err := tb.seedZooPostgres(ctx, pg); err != nil {
+		return nil, err
+	}
+	if z.BucketKeys, err = seedZooBucket(ctx, m); err != nil {
+		return nil, err
+	}
+	for _, sel := range []string{"app=zoo-mariadb", "app=zoo-postgres", "app=zoo-minio"} {
+		if err := waitRunning(ctx, kc, zooDataNS, sel); err != nil {
+			return nil, err
+		}
+	}
+	return z, nil
+}
+
+// zooConfig carries the zoo's data: its databases (in StatefulSets) and bucket. kfp-mysql is
+// limited to the platform's own schemas, so the zoo's schema on the same server is dumped once.
+const zooConfig = `databases:
+- name: kfp-mysql
+  engine: mysql
+  namespace: kubeflow
+  workload: deployment/mysql
+  secret: {name: mysql-secret, userKey: username, passwordKey: password}
+  schemas: [mlpipeline, cachedb]
+- name: zoo-mariadb
+  engine: mysql
+  namespace: zoo-data
+  workload: statefulset/zoo-mariadb
+  secret: {name: zoo-mariadb-creds, userKey: username, passwordKey: password}
+  schemas: [` + ZooSchema + `]
+- name: zoo-postgres
+  engine: postgresql
+  namespace: zoo-data
+  workload: statefulset/zoo-postgres
+  secret: {name: zoo-postgres-creds, userKey: user, passwordKey: password}
+  schemas: [` + ZooPGDB + `]
+buckets:
+- name: mlpipeline
+  namespace: kubeflow
+  workload: deployment/minio
+  port: 9000
+  secret: {name: mlpipeline-minio-artifact, accessKeyKey: accesskey, secretKeyKey: secretkey}
+- name: ` + ZooBucket + `
+  namespace: zoo-data
+  workload: deployment/zoo-minio
+  port: 9000
+  secret: {name: zoo-minio-creds, accessKeyKey: accesskey, secretKeyKey: secretkey}
+`
+
+// ServeZoo maps the zoo's database and MinIO pods on c, now and later, to the testbed's servers
+// named servers: blue's for blue, green's on a green the zoo is restored to. pgDir is the working
+// folder of the PostgreSQL pod's commands.
+func (tb *Testbed) ServeZoo(ctx context.Context, c *Cluster, servers, pgDir string) error {
+	db, pg, m := tb.MariaDB[servers], tb.Postgres[servers], tb.MinIO[servers]
+	if db == nil || pg == nil || m == nil {
+		return fmt.Errorf("serve the zoo on %s: the testbed has no MariaDB, PostgreSQL and MinIO named %s", c.Name, servers)
+	}
+	if err := tb.ServeExec(c, zooDataNS, "app=zoo-mariadb", db.ClientHome, db.Env()); err != nil {
+		return err
+	}
+	env := pg.Env()
+	delete(env, "PGPASSWORD") // ferry hands the Secret's password over itself
+	if err := tb.ServeExec(c, zooDataNS, "app=zoo-postgres", pgDir, env); err != nil {
+		return err
+	}
+	return tb.ServePortForward(c, zooDataNS, "app=zoo-minio", 9000, "127.0.0.1", m.Port)
+}
+
+// zooSecrets holds the credentials of the zoo's databases and MinIO (the testbed's servers of one
+// kind share them, so they are right on green too).
+func zooSecrets(ctx context.Context, kc kubernetes.Interface, db *MariaDB, pg *PostgreSQL, m *MinIO) error {
+	for name, data := range map[string]map[string]string{
+		"zoo-mariadb-creds":  {"username": db.User, "password": db.Password},
+		"zoo-postgres-creds": {"user": pg.User, "password": pg.Password},
+		"zoo-minio-creds":    {"accesskey": m.AccessKey, "secretkey": m.SecretKey},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: zooDataNS}, StringData: data}
+		if _, err := kc.CoreV1().Secrets(zooDataNS).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("zoo: secret %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// storeCrittersInV1 makes v1 the storage version: the Critters already written stay stored in
+// v1alpha1 (status.storedVersions lists both).
+func (c *Cluster) storeCrittersInV1(ctx context.Context) error {
+	_, dc, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	patch := []byte(`[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]`)
+	if _, err := dc.Resource(crdGVR).Patch(ctx, zooCRD, k8stypes.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("zoo: make v1 the storage version of %s: %w", zooCRD, err)
+	}
+	return nil
+}
+
+// growHistory changes the template of a Deployment, a DaemonSet and a StatefulSet twice, each
+// time with a change-cause, waiting for the controller to see each change: three revisions each.
+func growHistory(ctx context.Context, kc kubernetes.Interface) ([]ZooRollout, error) {
+	apps := kc.AppsV1()
+	rollouts := []ZooRollout{
+		{Kind: "deployment", Namespace: "zoo-apps", Name: "web", Causes: []string{"release 1", "release 2: new env", "release 3: rollback drill"}},
+		{Kind: "daemonset", Namespace: "zoo-apps", Name: "agent", Causes: []string{"agent 1", "agent 2", "agent 3"}},
+		{Kind: "statefulset", Namespace: "zoo-apps", Name: "cache", Causes: []string{"cache 1", "cache 2", "cache 3"}},
+	}
+	for rev := 2; rev <= 3; rev++ {
+		for _, r := range rollouts {
+			patch, _ := json.Marshal(map[string]any{
+				"metadata": map[string]any{"annotations": map[string]string{changeCause: r.Causes[rev-1]}},
+				"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{
+					map[string]any{"name": r.Name, "env": []any{map[string]any{"name": "RELEASE", "value": fmt.Sprint(rev)}}}}}}},
+			})
+			var err error
+			switch r.Kind {
+			case "deployment":
+				_, err = apps.Deployments(r.Namespace).Patch(ctx, r.Name, k8stypes.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			case "daemonset":
+				_, err = apps.DaemonSets(r.Namespace).Patch(ctx, r.Name, k8stypes.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			case "statefulset":
+				_, err = apps.StatefulSets(r.Namespace).Patch(ctx, r.Name, k8stypes.StrategicMergePatchType, patch, metav1.PatchOptions{})
+			}
+			if err != nil {
+				return nil, fmt.Errorf("zoo: revision %d of %s %s: %w", rev, r.Kind, r.Name, err)
+			}
+		}
+		for _, r := range rollouts {
+			if err := waitRolledOut(ctx, kc, r); err != nil {
+				return nil, fmt.Errorf("zoo: revision %d of %s %s: %w", rev, r.Kind, r.Name, err)
+			}
+		}
+	}
+	return rollouts, nil
+}
+
+// waitRolledOut waits until the workload's controller has seen its latest template and rolled it
+// out, so that the next change makes a revision of its own.
+func waitRolledOut(ctx context.Context, kc kubernetes.Interface, r ZooRollout) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		switch r.Kind {
+		case "deployment":
+			d, err := kc.AppsV1().Deployments(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+			return err == nil && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+				d.Status.Replicas == d.Status.UpdatedReplicas && d.Status.AvailableReplicas == d.Status.UpdatedReplicas, nil
+		case "daemonset":
+			d, err := kc.AppsV1().DaemonSets(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+			return err == nil && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedNumberScheduled == d.Status.DesiredNumberScheduled &&
+				d.Status.NumberAvailable == d.Status.DesiredNumberScheduled && d.Status.DesiredNumberScheduled > 0, nil
+		default:
+			s, err := kc.AppsV1().StatefulSets(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
+			return err == nil && s.Status.ObservedGeneration >= s.Generation && s.Status.UpdateRevision == s.Status.CurrentRevision &&
+				s.Status.UpdatedReplicas == *s.Spec.Replicas && s.Status.ReadyReplicas == *s.Spec.Replicas, nil
+		}
+	})
+}
+
+// waitClaim waits until a claim exists: a StatefulSet makes its claims a moment after it is created.
+func waitClaim(ctx context.Context, kc kubernetes.Interface, ns, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kc.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("zoo: claim %s/%s never appeared: %w", ns, name, err)
+	}
+	return nil
+}
+
+func waitRunning(ctx context.Context, kc kubernetes.Interface, ns, selector string) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("zoo: no running pod with %s in %s: %w", selector, ns, err)
+	}
+	return nil
+}
+
+// fillOddFiles writes what tenants leave in volumes: hardlinks, a sparse file, a FIFO, empty
+// folders, a name that is not UTF-8, a 255-byte name, symlinks, other owners, odd modes, old times.
+func fillOddFiles(dir string) error {
+	var errs []error
+	must := func(err error) { errs = append(errs, err) }
+	data := make([]byte, 2<<20+17)
+	rand.NewChaCha8([32]byte{'z', 'o', 'o'}).Read(data)
+	must(os.MkdirAll(filepath.Join(dir, "links"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "data.bin"), data, 0o644))
+	must(os.WriteFile(filepath.Join(dir, "a.txt"), []byte("one inode, three names\n"), 0o640))
+	must(os.Link(filepath.Join(dir, "a.txt"), filepath.Join(dir, "links", "b.txt")))
+	must(os.Link(filepath.Join(dir, "a.txt"), filepath.Join(dir, "links", "c.txt")))
+	must(os.Symlink("a.txt", filepath.Join(dir, "link-to-a")))
+	must(os.Symlink("../missing/target", filepath.Join(dir, "links", "dangling")))
+	// 64 MiB apparent, two 4 KiB extents of data.
+	sparse, err := os.Create(filepath.Join(dir, "disk.img"))
+	if err == nil {
+		block := bytes.Repeat([]byte{0xAB}, 4096)
+		_, err1 := sparse.WriteAt(block, 0)
+		_, err2 := sparse.WriteAt(block, 32<<20)
+		err3 := sparse.Truncate(64 << 20)
+		must(errors.Join(err1, err2, err3, sparse.Close()))
+	}
+	must(err)
+	must(syscall.Mkfifo(filepath.Join(dir, "control.fifo"), 0o620))
+	must(os.MkdirAll(filepath.Join(dir, "empty", "deeper"), 0o750))
+	must(os.WriteFile(filepath.Join(dir, "latin1-\xe9t\xe9.txt"), []byte("a name in ISO-8859-1\n"), 0o644))
+	long := strings.Repeat("n", 251) + ".txt" // 255 bytes, the longest name a file system takes
+	must(os.MkdirAll(filepath.Join(dir, "deep", strings.Repeat("d", 200), strings.Repeat("e", 200)), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "deep", strings.Repeat("d", 200), strings.Repeat("e", 200), long), []byte("long\n"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "日本語 ファイル.md"), []byte("unicode\n"), 0o600))
+	must(os.WriteFile(filepath.Join(dir, "empty-file"), nil, 0o444))
+	must(os.MkdirAll(filepath.Join(dir, "shared"), 0o770))
+	must(os.Chmod(filepath.Join(dir, "shared"), 0o2770))
+	must(os.WriteFile(filepath.Join(dir, "shared", "owned.txt"), []byte("owned by 1234:5678\n"), 0o640))
+	must(os.Lchown(filepath.Join(dir, "shared", "owned.txt"), 1234, 5678))
+	must(os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755))
+	old := time.Date(2021, 2, 3, 4, 5, 6, 789_000_000, time.UTC)
+	must(os.Chtimes(filepath.Join(dir, "data.bin"), old, old))
+	must(os.Chtimes(filepath.Join(dir, "empty", "deeper"), old, old))
+	return errors.Join(errs...)
+}
+
+// fillPlain writes a few ordinary files named after the app.
+func fillPlain(app string) func(dir string) error {
+	return func(dir string) error {
+		var errs []error
+		for i := range 20 {
+			sub := filepath.Join(dir, "work", fmt.Sprintf("%02d", i%4))
+			errs = append(errs, os.MkdirAll(sub, 0o755),
+				os.WriteFile(filepath.Join(sub, fmt.Sprintf("%s-%02d.json", app, i)), fmt.Appendf(nil, `{"app": %q, "n": %d}`, app, i), 0o644))
+		}
+		errs = append(errs, os.Lchown(filepath.Join(dir, "work"), 1000, 100))
+		return errors.Join(errs...)
+	}
+}
+
+// seedZooMariaDB makes ZooSchema: rows of every common type, LONGBLOB rows of 10 MiB and 40 MiB
+// (the server's max_allowed_packet raised for them, as a server holding such rows has it), a
+// view, a trigger, a procedure and a function.
+func (tb *Testbed) seedZooMariaDB(ctx context.Context, db *MariaDB) error {
+	if _, err := db.SQL(ctx, tb.Bins, "SET GLOBAL max_allowed_packet = 128*1024*1024"); err != nil {
+		return err
+	}
+	var rows strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&rows, "(%d, 'item-%d ünïcødé', %d.%02d, '2026-0%d-1%d 12:34:56', %d),", i+1, i, i, i%100, i%9+1, i%9, i%3)
+	}
+	sql := `DROP DATABASE IF EXISTS ` + ZooSchema + `; CREATE DATABASE ` + ZooSchema + ` CHARACTER SET utf8mb4; USE ` + ZooSchema + `;
+CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(64), price DECIMAL(10,2), created DATETIME, kind TINYINT, KEY (kind));
+CREATE TABLE audit (id INT AUTO_INCREMENT PRIMARY KEY, item INT, note VARCHAR(64));
+CREATE TABLE blobs (id INT PRIMARY KEY, label VARCHAR(32), data LONGBLOB);
+CREATE TABLE nokey (a INT, b VARCHAR(8));
+INSERT INTO items VALUES ` + strings.TrimSuffix(rows.String(), ",") + `;
+INSERT INTO nokey VALUES (1, 'x'), (1, 'x'), (2, NULL);
+CREATE VIEW cheap AS SELECT id, name FROM items WHERE price < 10;
+CREATE TRIGGER items_audit AFTER INSERT ON items FOR EACH ROW INSERT INTO audit (item, note) VALUES (NEW.id, 'inserted');
+CREATE PROCEDURE count_items(OUT n INT) SELECT COUNT(*) INTO n FROM items;
+CREATE FUNCTION price_of(i INT) RETURNS DECIMAL(10,2) READS SQL DATA RETURN (SELECT price FROM items WHERE id = i);`
+	if _, err := db.SQL(ctx, tb.Bins, sql); err != nil {
+		return err
+	}
+	// A new connection takes the raised limit. 64 pseudo-random bytes repeated: 10 MiB and 40 MiB.
+	_, err := db.SQL(ctx, tb.Bins, `INSERT INTO `+ZooSchema+`.blobs VALUES (1, 'ten MiB', REPEAT(UNHEX(SHA2('zoo-10', 512)), 163840));
+INSERT INTO `+ZooSchema+`.blobs VALUES (2, 'forty MiB', REPEAT(UNHEX(SHA2('zoo-40', 512)), 655360));
+INSERT INTO `+ZooSchema+`.blobs VALUES (3, 'small', UNHEX('00FF10'));`)
+	if err != nil {
+		return err
+	}
+	out, err := db.SQL(ctx, tb.Bins, "SELECT SUM(LENGTH(data)) FROM "+ZooSchema+".blobs")
+	if err == nil && strings.TrimSpace(out) != fmt.Sprint(50<<20+3) {
+		err = fmt.Errorf("zoo: the LONGBLOB rows hold %s bytes, want %d", strings.TrimSpace(out), 50<<20+3)
+	}
+	return err
+}
+
+// seedZooPostgres makes the database ZooPGDB: two schemas, bytea, a view, a function and a trigger.
+func (tb *Testbed) seedZooPostgres(ctx context.Context, pg *PostgreSQL) error {
+	if _, err := pg.SQL(ctx, tb.Bins, "postgres", "DROP DATABASE IF EXISTS "+ZooPGDB+" WITH (FORCE)"); err != nil {
+		return err
+	}
+	if _, err := pg.SQL(ctx, tb.Bins, "postgres", "CREATE DATABASE "+ZooPGDB); err != nil {
+		return err
+	}
+	_, err := pg.SQL(ctx, tb.Bins, ZooPGDB, `CREATE SCHEMA shop;
+CREATE TABLE public.users (id int PRIMARY KEY, name text NOT NULL, avatar bytea, joined timestamptz);
+CREATE TABLE shop.orders (id bigserial PRIMARY KEY, user_id int REFERENCES public.users(id), total numeric(12,2), meta jsonb);
+CREATE TABLE shop.log (at timestamptz DEFAULT now(), what text);
+INSERT INTO public.users SELECT g, 'user ' || g || ' ñ', decode(md5(g::text), 'hex'), '2026-01-01'::timestamptz + g * interval '1 hour' FROM generate_series(1, 500) g;
+INSERT INTO shop.orders (user_id, total, meta) SELECT 1 + g % 500, g * 1.25, jsonb_build_object('n', g) FROM generate_series(1, 1000) g;
+CREATE VIEW shop.big_orders AS SELECT id, total FROM shop.orders WHERE total > 1000;
+CREATE FUNCTION shop.order_total(u int) RETURNS numeric LANGUAGE sql AS $$ SELECT coalesce(sum(total), 0) FROM shop.orders WHERE user_id = u $$;
+CREATE FUNCTION shop.log_order() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO shop.log (what) VALUES ('order ' || NEW.id); RETURN NEW; END $$;
+CREATE TRIGGER orders_log AFTER INSERT ON shop.orders FOR EACH ROW EXECUTE FUNCTION shop.log_order();`)
+	return err
+}
+
+// zooLongKeys are the zoo's longest bucket keys: near S3's 1,024 bytes, in
+// segments MinIO takes (at most 255 bytes each), some of characters escaping triples.
+func zooLongKeys() []string {
+	seg := func(s string, n int) string { return strings.Repeat(s, n) }
+	return []string{
+		seg("a", 250) + "/" + seg("b", 250) + "/" + seg("c", 250) + "/" + seg("d", 250) + "/end.bin",                       // 1,011 bytes
+		seg("ä", 125) + "/" + seg("ö", 125) + "/" + seg("ü", 125) + "/" + seg("ß", 125) + "/x",                             // 1,005 bytes
+		"spaces and #marks?/" + seg("s p", 80) + "/" + seg("%", 250) + "/" + seg("&=", 125) + "/" + seg("z", 230) + ".txt", // near 1,024
+	}
+}
+
+// seedZooBucket fills ZooBucket of the MinIO m: many small objects, an empty one, a 3 MiB one
+// and keys near 1,024 bytes; it returns the keys.
+func seedZooBucket(ctx context.Context, m *MinIO) ([]string, error) {
+	if err := m.CreateBucket(ctx, ZooBucket); err != nil {
+		return nil, err
+	}
+	objects := map[string][]byte{"empty": {}, "nested/deeper/still/leaf.json": []byte(`{"leaf": true}`)}
+	big := make([]byte, 3<<20+1)
+	rand.NewChaCha8([32]byte{'b', 'u', 'c', 'k'}).Read(big)
+	objects["models/big.bin"] = big
+	for i := range 60 {
+		objects[fmt.Sprintf("many/obj-%03d.txt", i)] = fmt.Appendf(nil, "object %d\n", i)
+	}
+	for i, k := range zooLongKeys() {
+		if len(k) > 1024 {
+			return nil, fmt.Errorf("zoo: long key %d has %d bytes, more than S3 allows", i, len(k))
+		}
+		sum := sha256.Sum256([]byte(k))
+		objects[k] = sum[:]
+	}
+	s3c := m.S3Client()
+	var keys []string
+	for key, data := range objects {
+		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(ZooBucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+			return nil, fmt.Errorf("zoo: put a key of %d bytes into %s's MinIO: %w", len(key), m.Name, err)
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+// RemoveZoo takes the zoo off cluster c and the testbed's servers named servers, best effort and
+// waiting until its namespaces are gone: finalizers first (nothing else would remove them), then
+// the namespaces, the CRD, the volumes bound to its claims, the schema, database and bucket.
+func (tb *Testbed) RemoveZoo(ctx context.Context, c *Cluster, servers string) error {
+	kc, dc, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	unhold := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := kc.CoreV1().ConfigMaps("zoo-apps").Patch(ctx, "held", k8stypes.MergePatchType, unhold, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	for _, v := range []string{"v1", "v1alpha1"} {
+		res := dc.Resource(schema.GroupVersionResource{Group: "zoo.ferry.dev", Version: v, Resource: "critters"}).Namespace("zoo-apps")
+		if list, err := res.List(ctx, metav1.ListOptions{}); err == nil {
+			for _, o := range list.Items {
+				if _, err := res.Patch(ctx, o.GetName(), k8stypes.MergePatchType, unhold, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, err)
+				}
+			}
+			break
+		}
+	}
+	for _, ns := range ZooNamespaces {
+		if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := dc.Resource(crdGVR).Delete(ctx, zooCRD, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if pvs, err := kc.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, pv := range pvs.Items {
+			if pv.Spec.ClaimRef != nil && strings.HasPrefix(pv.Spec.ClaimRef.Namespace, "zoo-") {
+				kc.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
+			}
+		}
+	}
+	for _, ns := range ZooNamespaces {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := kc.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("namespace %s on %s is still there: %w", ns, c.Name, err))
+		}
+	}
+	if db := tb.MariaDB[servers]; db != nil {
+		if _, err := db.SQL(ctx, tb.Bins, "DROP DATABASE IF EXISTS "+ZooSchema); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if pg := tb.Postgres[servers]; pg != nil {
+		if _, err := pg.SQL(ctx, tb.Bins, "postgres", "DROP DATABASE IF EXISTS "+ZooPGDB+" WITH (FORCE)"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m := tb.MinIO[servers]; m != nil {
+		errs = append(errs, emptyBucket(ctx, m, ZooBucket))
+	}
+	return errors.Join(errs...)
+}
+
+// emptyBucket deletes a bucket and its objects; a missing bucket is fine.
+func emptyBucket(ctx context.Context, m *MinIO, bucket string) error {
+	s3c := m.S3Client()
+	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		var noBucket *types.NoSuchBucket
+		if errors.As(err, &noBucket) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("empty bucket %s of %s: %w", bucket, m.Name, err)
+		}
+		for _, o := range page.Contents {
+			if _, err := s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
+				return fmt.Errorf("empty bucket %s of %s: %w", bucket, m.Name, err)
+			}
+		}
+	}
+	_, err := s3c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
+	return err
+}
+
+// Kubectl runs the testbed's kubectl against cluster c and returns its output.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.bins["kubectl"], append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s on %s: %w: %s", strings.Join(args, " "), c.Name, err, stderr.String())
+	}
+	return stdout.String(), nil
+}
