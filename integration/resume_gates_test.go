@@ -50,7 +50,7 @@ INSERT INTO `+resumeTable+` VALUES (1, 'one, deleted on green'), (2, 'two');`); 
 		t.Fatal(err)
 	}
 	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("preset: kubeflow\ninclude: {namespaces: [kubeflow]}\nstorageClassMap: {gp3: standard, nfs-client: standard}\n"), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte("preset: kubeflow\nstorageClassMap: {gp3: standard, nfs-client: standard}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	url := backupMinIO(t, "carry-back-resume-gates")
