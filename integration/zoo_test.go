@@ -51,10 +51,6 @@ func zooGreen(t *testing.T) *testbed.Cluster {
 // writes of every kind on green, ferry rollback --carry-back, and the checker again: blue equals
 // green. Nothing may differ beyond the checker's allow-list.
 func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
-	if os.Getenv("FERRY_ZOO") != "1" {
-		t.Skip("the zoo needs the fixes of issue 19 (StatefulSet databases, mover resources, big rows, rollout history, node ports, " +
-			"resumed gates) and issue 13 (sparse files, verify before apply) to pass; set FERRY_ZOO=1 to run it")
-	}
 	blueMySQL(t)
 	blueMinIO(t)
 	blue, blueKC := clients(t, "blue")
