@@ -90,6 +90,10 @@ func TestStatefulSetDatabasesMoveAsDumps(t *testing.T) {
 	t.Cleanup(func() {
 		db.SQL(context.Background(), tb.Bins, "DROP DATABASE IF EXISTS shapes_app")
 		pg.SQL(context.Background(), tb.Bins, "postgres", "DROP DATABASE IF EXISTS shapes_pg WITH (FORCE)")
+		// The claims' volumes outlive the namespace: later tests back up all of blue.
+		for _, claim := range []string{"data-mariadb-0", "data-postgres-0"} {
+			kc.CoreV1().PersistentVolumes().Delete(context.Background(), "pv-"+ns+"-"+claim, metav1.DeleteOptions{})
+		}
 	})
 	createNamespace(t, kc, ns, nil)
 	for name, data := range map[string]map[string]string{

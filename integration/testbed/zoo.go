@@ -111,7 +111,7 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		MySQLSchemas:      []string{"mlpipeline", "cachedb", ZooSchema},
 		PostgresDatabases: []string{ZooPGDB},
 		Buckets:           []string{PlatformBucket, ZooBucket},
-		NodePorts:         map[string][]int32{"zoo-apps/web-nodeport": {30080}, "zoo-apps/web-local": {30081}},
+		NodePorts:         map[string][]int32{"zoo-apps/web-nodeport": {30180}, "zoo-apps/web-local": {30181}},
 		Config:            zooConfig,
 	}
 	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml"} {
