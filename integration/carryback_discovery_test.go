@@ -74,7 +74,7 @@ func TestCarryBackKeepsWhatGreenDidNotList(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := backupMinIO(t, "carry-back-undiscovered")
-	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", "2s")
+	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
 	if code != 0 || !strings.Contains(out, "shifted") {
 		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
@@ -90,7 +90,7 @@ func TestCarryBackKeepsWhatGreenDidNotList(t *testing.T) {
 	}
 	breakDiscovery(t, green, greenDyn)
 
-	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", "2s")
+	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String())
 	if code != 3 || !strings.Contains(out, "API group "+undiscoveredGroup) {
 		t.Errorf("the carry-back exited %d, want 3 (stopped) naming the API group %s\nstdout: %s\nstderr: %s", code, undiscoveredGroup, out, errOut)
 	}

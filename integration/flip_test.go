@@ -54,12 +54,12 @@ fi
 	}
 	url := backupMinIO(t, "flip-fails")
 
-	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", "2s", "--crash-at", "quiesced:done")
+	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String(), "--crash-at", "quiesced:done")
 	if code != -1 {
 		t.Fatalf("ferry migrate should have been killed after blue's quiesce, exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	id := runID(t, errOut)
-	time.Sleep(2100 * time.Millisecond) // the killed run's lease expires
+	time.Sleep(testLeaseTTL + 100*time.Millisecond) // the killed run's lease expires
 
 	code, out, errOut = runFerry(t, "--storage", url, "flip", "--run", id, "--to", "green")
 	if code == 0 {

@@ -18,6 +18,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// testLeaseTTL is the lease of the runs tests start and kill: short, so a killed run's lease expires
+// soon, and long enough that a loaded machine's slow renewal does not cost a live run its lease
+// (a renewal that fails for two thirds of it stops the run).
+const testLeaseTTL = 6 * time.Second
+
 // regexpLine reports whether some line of text matches pattern.
 func regexpLine(text, pattern string) bool {
 	return regexp.MustCompile(`(?m)^` + pattern).MatchString(text)

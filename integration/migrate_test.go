@@ -179,7 +179,7 @@ func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
 	writers, _ := replicasOf(t, blueKC, "kubeflow", "ml-pipeline")
 	url := backupMinIO(t, "migrate-kill")
 	config := migrateConfig(t, h, greenSrv.URL)
-	common := []string{"--storage", url, "migrate", "--lease-ttl", "2s", "--allow-skipped"}
+	common := []string{"--storage", url, "migrate", "--lease-ttl", testLeaseTTL.String(), "--allow-skipped"}
 
 	crashes := []string{"planned:done", "preflighted:begin", "quiesced:done", "backed-up:begin", "restored:done", "verified:done",
 		"shifting:done", "shifting@10:done", "shifting@50:begin", "shifting@100:done"}
@@ -202,7 +202,7 @@ func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
 		if at == "restored:done" {
 			restoredVersions = resourceVersions(t, greenKC, "kubeflow")
 		}
-		time.Sleep(2100 * time.Millisecond) // the killed run's lease expires
+		time.Sleep(testLeaseTTL + 100*time.Millisecond) // the killed run's lease expires
 	}
 	code, out, errOut := runFerry(t, append(append([]string{}, common...), "--resume", id)...)
 	if code != 0 || !strings.Contains(out, "shifted") {

@@ -55,7 +55,7 @@ INSERT INTO `+resumeTable+` VALUES (1, 'one, deleted on green'), (2, 'two');`); 
 	}
 	url := backupMinIO(t, "carry-back-resume-gates")
 	start := time.Now()
-	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--allow-skipped", "--lease-ttl", "2s")
+	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--allow-skipped", "--lease-ttl", testLeaseTTL.String())
 	if code != 0 || !strings.Contains(out, "shifted") {
 		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
@@ -79,7 +79,7 @@ DELETE FROM `+resumeTable+` WHERE id = 1;`); err != nil {
 	}
 	scaleMySQL(t, greenKC, 0)
 
-	carryBack := []string{"--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", "2s"}
+	carryBack := []string{"--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String()}
 	code, out, errOut = runFerry(t, carryBack...)
 	if code != 3 || !strings.Contains(out, "database kfp-mysql") || !strings.Contains(out, "--allow-skipped") {
 		t.Fatalf("the carry-back whose backup of green skipped database kfp-mysql exited %d, want 3 (stopped) naming it and --allow-skipped\nstdout: %s\nstderr: %s", code, out, errOut)

@@ -114,7 +114,7 @@ INSERT INTO `+carryTable+` VALUES (1, 'one'), (2, 'two, deleted on green'), (3, 
 	url := backupMinIO(t, "rollback-carry-back")
 	client.phase.Store("migrate")
 	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", migrateConfig(t, h, greenSrv.URL),
-		"--allow-skipped", "--lease-ttl", "2s")
+		"--allow-skipped", "--lease-ttl", testLeaseTTL.String())
 	if code != 0 || !strings.Contains(out, "shifted") {
 		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
@@ -203,7 +203,7 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 	// 5. The carry-back, killed right after green's backup and as the restore onto blue begins,
 	// then resumed by the same command.
 	client.phase.Store("carry-back")
-	carryBack := []string{"--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", "2s"}
+	carryBack := []string{"--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String()}
 	start := time.Now()
 	for _, at := range []string{"green-backed-up:done", "carried-back:begin"} {
 		code, out, errOut := runFerry(t, append(slices.Clone(carryBack), "--crash-at", at)...)
@@ -213,7 +213,7 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 		if w := weight(h.BlueServer); !strings.HasPrefix(w, "0 ") {
 			t.Errorf("blue's weight after the carry-back was killed at %s: %q, want 0 (traffic moves once blue is verified)", at, w)
 		}
-		time.Sleep(2100 * time.Millisecond) // the killed run's lease expires
+		time.Sleep(testLeaseTTL + 100*time.Millisecond) // the killed run's lease expires
 	}
 	code, out, errOut = runFerry(t, carryBack...)
 	if code != 0 {

@@ -102,7 +102,7 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	}
 	url := backupMinIO(t, "zoo")
 	start = time.Now()
-	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "zoo-green", "-f", config, "--allow-skipped", "--lease-ttl", "2s")
+	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "zoo-green", "-f", config, "--allow-skipped", "--lease-ttl", testLeaseTTL.String())
 	took := time.Since(start)
 	var id string
 	if m := runIDPattern.FindStringSubmatch(errOut); m != nil {
@@ -173,7 +173,7 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 
 	// 5. The carry-back: blue then equals green.
 	start = time.Now()
-	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", "2s")
+	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String())
 	if code != 0 {
 		t.Errorf("ferry rollback --carry-back exited %d after %s, want 0\nstdout: %s\nstderr (end): %s", code, time.Since(start).Round(time.Second), out, lastLines(errOut, 30))
 	} else {
