@@ -22,6 +22,7 @@ const nodePortsNS = "node-ports"
 func TestChosenNodePortsMove(t *testing.T) {
 	testbed.Require(t, tb)
 	ctx := context.Background()
+	removeNamespaceAfter(t, nodePortsNS, "blue", "green")
 	kubectl(t, "blue", `apiVersion: v1
 kind: Namespace
 metadata: {name: `+nodePortsNS+`}
