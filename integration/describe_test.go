@@ -30,10 +30,7 @@ func TestBackupsDescribe(t *testing.T) {
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { // later backups of blue need not read these claims
-		kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-		kc.CoreV1().PersistentVolumes().Delete(context.Background(), "pv-"+ns+"-notes", metav1.DeleteOptions{})
-	})
+	removeAfter(t, ns, kc)
 	for _, claim := range []string{"notes", "pending"} {
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim},
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

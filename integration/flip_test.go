@@ -28,7 +28,7 @@ func TestFlipThatFailsHalfWayRefusesAPlainRollback(t *testing.T) {
 	if _, err := blueKC.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { blueKC.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	removeAfter(t, ns, blueKC)
 	if _, err := blueKC.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"k": "v"}},
 		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

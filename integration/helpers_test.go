@@ -14,7 +14,9 @@ import (
 	"github.com/ferrykube/ferry/storage"
 	"github.com/klauspost/compress/zstd"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -122,4 +124,43 @@ func readStored(t *testing.T, store storage.Backend, backup, file string, id age
 		t.Fatalf("read %s: %v", file, err)
 	}
 	return data
+}
+
+// removeNamespace deletes namespace from each cluster, with the volumes bound to its claims (they
+// outlive it), and waits until it is gone: later tests back up, plan and restore all of blue, and
+// a namespace still terminating refuses their mover pods, a volume left behind is backed up again.
+func removeNamespace(t *testing.T, namespace string, kcs ...kubernetes.Interface) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, kc := range kcs {
+		if err := kc.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("clean up namespace %s: %v", namespace, err)
+		}
+		pvs, err := kc.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Logf("clean up the volumes of namespace %s: %v", namespace, err)
+			continue
+		}
+		for _, pv := range pvs.Items {
+			if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == namespace {
+				if err := kc.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					t.Logf("clean up volume %s: %v", pv.Name, err)
+				}
+			}
+		}
+	}
+	for _, kc := range kcs {
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, err := kc.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Errorf("namespace %s is still there after the test: later tests would meet it", namespace)
+		}
+	}
+}
+
+// removeAfter removes namespace from each cluster (removeNamespace) when the test ends.
+func removeAfter(t *testing.T, namespace string, kcs ...kubernetes.Interface) {
+	t.Cleanup(func() { removeNamespace(t, namespace, kcs...) })
 }

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,53 +34,41 @@ const (
 	interruptBytes = 400 << 20
 )
 
-var interruptOnce sync.Once
-var interruptErr error
-
-// interruptDir is the folder interruptClaim is bound to on blue.
-var interruptDir string
-
-// interruptConfig binds a claim holding interruptBytes of random data on blue, once, and returns
-// a ferry.yaml that backs up its namespace alone.
+// interruptConfig binds a claim holding interruptBytes of random data on blue and returns a
+// ferry.yaml that backs up its namespace alone. The namespace, its volume and the data go when the
+// test ends: later tests back up all of blue and need not stream them.
 func interruptConfig(t *testing.T) string {
 	t.Helper()
 	blue, kc := clients(t, "blue")
-	interruptOnce.Do(func() {
-		ctx := context.Background()
-		interruptErr = func() error {
-			if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: interruptNS}}, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: interruptClaim},
-				Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-			if _, err := kc.CoreV1().PersistentVolumeClaims(interruptNS).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-			dir, err := tb.DataDir(interruptClaim)
-			if err != nil {
-				return err
-			}
-			interruptDir = dir
-			// Generated, never committed; random, so that compression cannot shrink it.
-			for i := range 4 {
-				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("shard-%d.bin", i)))
-				if err != nil {
-					return err
-				}
-				_, err = io.Copy(f, io.LimitReader(rand.NewChaCha8([32]byte{byte(i), 4}), interruptBytes/4))
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return blue.BindClaim(ctx, interruptNS, interruptClaim, dir)
-		}()
-	})
-	if interruptErr != nil {
-		t.Fatal(interruptErr)
+	ctx := context.Background()
+	removeAfter(t, interruptNS, kc)
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: interruptNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: interruptClaim},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := kc.CoreV1().PersistentVolumeClaims(interruptNS).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := dataDir(t, interruptClaim)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// Generated, never committed; random, so that compression cannot shrink it.
+	for i := range 4 {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("shard-%d.bin", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(f, io.LimitReader(rand.NewChaCha8([32]byte{byte(i), 4}), interruptBytes/4))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := blue.BindClaim(ctx, interruptNS, interruptClaim, dir); err != nil {
+		t.Fatal(err)
 	}
 	cfg := filepath.Join(t.TempDir(), "ferry.yaml")
 	if err := os.WriteFile(cfg, []byte("include: {namespaces: ["+interruptNS+"]}\n"), 0o644); err != nil {
@@ -324,18 +311,6 @@ func TestBackupStorageFailsMidStream(t *testing.T) {
 // naming the claim and the pod, and leaves no backup and no pod.
 func TestBackupMoverDeletedMidStream(t *testing.T) {
 	cfg := interruptConfig(t)
-	// The last test that needs the big claim: later tests back up all of blue and need not stream it.
-	t.Cleanup(func() {
-		shards, _ := filepath.Glob(filepath.Join(interruptDir, "shard-*.bin"))
-		if len(shards) == 0 {
-			t.Errorf("no shards to remove in %s", interruptDir)
-		}
-		for _, f := range shards {
-			if err := os.Remove(f); err != nil {
-				t.Error(err)
-			}
-		}
-	})
 	_, kc := clients(t, "blue")
 	storeDir := t.TempDir()
 	url := "file://" + storeDir

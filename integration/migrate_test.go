@@ -103,7 +103,7 @@ func TestMigrateRollsBackWhenAGateFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Stop()
+	t.Cleanup(func() { h.Stop() }) // after later cleanups, which may roll back through it
 	// Green breaks when HAProxy gives it half the traffic; then the watch notes when green's weight
 	// is back to none.
 	broke, restored := make(chan time.Time, 1), make(chan time.Time, 1)
@@ -174,7 +174,7 @@ func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Stop()
+	t.Cleanup(func() { h.Stop() }) // after later cleanups, which may roll back through it
 	client := startTrafficClient(t, h.URL)
 	writers, _ := replicasOf(t, blueKC, "kubeflow", "ml-pipeline")
 	url := backupMinIO(t, "migrate-kill")

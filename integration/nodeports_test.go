@@ -22,7 +22,9 @@ const nodePortsNS = "node-ports"
 func TestChosenNodePortsMove(t *testing.T) {
 	testbed.Require(t, tb)
 	ctx := context.Background()
-	removeNamespaceAfter(t, nodePortsNS, "blue", "green")
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	removeAfter(t, nodePortsNS, blueKC, greenKC)
 	kubectl(t, "blue", `apiVersion: v1
 kind: Namespace
 metadata: {name: `+nodePortsNS+`}
@@ -100,7 +102,6 @@ spec:
 		}
 	}
 	// The allocated port was not sent: green's API server allocated its own, in no manager's fields.
-	_, greenKC := clients(t, "green")
 	allocated, err := greenKC.CoreV1().Services(nodePortsNS).Get(ctx, "allocated", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +110,12 @@ spec:
 		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:nodePort"`) {
 			t.Errorf("restore sent blue's allocated node port %s: green's manager %s set it to %d", blueAllocated, m.Manager, allocated.Spec.Ports[0].NodePort)
 		}
+	}
+
+	// A second restore finds every Service as it is: nothing is made again, no port is taken twice.
+	code, rep, errOut = runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "node-ports")
+	if code != 0 || rep.Counts["objects"][snapshot.StatusRestored] != 0 || rep.Counts["objects"][snapshot.StatusRecreated] != 0 {
+		t.Errorf("a second restore exited %d with %v: %s %+v\nstderr: %s", code, rep.Counts, rep.Error, rep.Items, errOut)
 	}
 
 	verify := func() (int, restoreReport) {

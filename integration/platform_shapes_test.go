@@ -30,15 +30,7 @@ func createNamespace(t *testing.T, kc kubernetes.Interface, name string, labels 
 	if _, err := kc.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	deleteAfter(t, kc, name)
-}
-
-func deleteAfter(t *testing.T, kc kubernetes.Interface, namespace string) {
-	t.Cleanup(func() {
-		if err := kc.CoreV1().Namespaces().Delete(context.Background(), namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Error(err)
-		}
-	})
+	removeAfter(t, name, kc)
 }
 
 // claimTemplateSet creates a one-replica StatefulSet whose pods (app=name) keep their data on the
@@ -90,10 +82,6 @@ func TestStatefulSetDatabasesMoveAsDumps(t *testing.T) {
 	t.Cleanup(func() {
 		db.SQL(context.Background(), tb.Bins, "DROP DATABASE IF EXISTS shapes_app")
 		pg.SQL(context.Background(), tb.Bins, "postgres", "DROP DATABASE IF EXISTS shapes_pg WITH (FORCE)")
-		// The claims' volumes outlive the namespace: later tests back up all of blue.
-		for _, claim := range []string{"data-mariadb-0", "data-postgres-0"} {
-			kc.CoreV1().PersistentVolumes().Delete(context.Background(), "pv-"+ns+"-"+claim, metav1.DeleteOptions{})
-		}
 	})
 	createNamespace(t, kc, ns, nil)
 	for name, data := range map[string]map[string]string{
@@ -326,7 +314,7 @@ func TestMoversInQuotaNamespaces(t *testing.T) {
 		t.Fatalf("the backup lacks claim %s/files or its files: %+v", ns, m.Volumes)
 	}
 	green, greenKC := clients(t, "green")
-	deleteAfter(t, greenKC, ns)
+	removeAfter(t, ns, greenKC)
 	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
 		t.Fatal(err)
 	}

@@ -225,6 +225,15 @@ func TestRestoreMapsNamespaces(t *testing.T) {
 	if rep.Counts["objects"][snapshot.StatusFailed] != 0 || rep.Counts["objects"][snapshot.StatusRestored] == 0 {
 		t.Fatalf("restore with a namespace mapping exited %d: %v %+v\nstderr: %s", code, rep.Counts, rep.Items, errOut)
 	}
+	// The platform's database and bucket live in another namespace: one tenant's restore leaves them.
+	if len(rep.Counts["databases"])+len(rep.Counts["buckets"]) > 0 {
+		t.Errorf("a restore of namespace %s alone touched databases or buckets: %v", ns, rep.Counts)
+	}
+	for _, it := range rep.Items {
+		if it.Kind == "volumes" && !strings.HasPrefix(it.Name, to+"/") {
+			t.Errorf("a restore of namespace %s alone reported volume %s: %s %s", ns, it.Name, it.Status, it.Detail)
+		}
+	}
 	got, err := kc.RbacV1().RoleBindings(to).Get(ctx, "editors", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -99,7 +99,7 @@ INSERT INTO `+carryTable+` VALUES (1, 'one'), (2, 'two, deleted on green'), (3, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Stop()
+	t.Cleanup(func() { h.Stop() }) // after later cleanups, which may roll back through it
 	weight := func(server string) string {
 		t.Helper()
 		out, err := h.Command(ctx, "get weight "+h.Backend+"/"+server)
@@ -482,30 +482,5 @@ func removeCarryBack(t *testing.T, kcs ...kubernetes.Interface) {
 			}
 		}
 	}
-	for _, kc := range kcs {
-		if err := kc.CoreV1().Namespaces().Delete(ctx, carryNS, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Logf("clean up namespace %s: %v", carryNS, err)
-		}
-		if pvs, err := kc.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
-			for _, pv := range pvs.Items {
-				if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == carryNS {
-					kc.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
-				}
-			}
-		}
-	}
-	// Later tests back up all of blue and create this namespace again: wait until it is gone.
-	for _, kc := range kcs {
-		for {
-			_, err := kc.CoreV1().Namespaces().Get(ctx, carryNS, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Logf("namespace %s is still there: %v", carryNS, err)
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	removeNamespace(t, carryNS, kcs...)
 }

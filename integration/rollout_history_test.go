@@ -29,16 +29,6 @@ func kubectl(t *testing.T, cluster, stdin string, args ...string) string {
 	return string(out)
 }
 
-// removeNamespaceAfter deletes namespace on each cluster when the test ends: later tests back up,
-// restore and plan all of blue, and what a test leaves (chosen node ports, revisions) would collide.
-func removeNamespaceAfter(t *testing.T, namespace string, clusters ...string) {
-	t.Cleanup(func() {
-		for _, cluster := range clusters {
-			kubectl(t, cluster, "", "delete", "namespace", namespace, "--ignore-not-found", "--wait", "--timeout=90s")
-		}
-	})
-}
-
 const historyNS = "rollout-history"
 
 // workloadRevision is a workload of kind at revision i: its image and change-cause name the
@@ -78,7 +68,9 @@ spec:
 // each one's second template.
 func TestRolloutHistoryMoves(t *testing.T) {
 	testbed.Require(t, tb)
-	removeNamespaceAfter(t, historyNS, "blue", "green")
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	removeAfter(t, historyNS, blueKC, greenKC)
 	kubectl(t, "blue", "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+historyNS+"}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: statefulset, namespace: "+historyNS+"}\nspec: {clusterIP: None, selector: {app: statefulset}, ports: [{port: 80}]}\n", "apply", "-f", "-")
 	kinds := []string{"Deployment", "DaemonSet", "StatefulSet"}
 	for i := 1; i <= 3; i++ {

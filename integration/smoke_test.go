@@ -118,10 +118,11 @@ func TestCRDEstablishedOnGreen(t *testing.T) {
 	}
 	ctx := context.Background()
 	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "profiles.kubeflow.org"},
+		// A group of its own: restores onto green bring the platform's CRDs, Profiles' among them.
+		ObjectMeta: metav1.ObjectMeta{Name: "probes.smoke.ferry.dev"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "kubeflow.org",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "profiles", Singular: "profile", Kind: "Profile", ListKind: "ProfileList"},
+			Group: "smoke.ferry.dev",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "probes", Singular: "probe", Kind: "Probe", ListKind: "ProbeList"},
 			Scope: apiextensionsv1.ClusterScoped,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 				Name: "v1", Served: true, Storage: true,
@@ -134,7 +135,8 @@ func TestCRDEstablishedOnGreen(t *testing.T) {
 	if _, err := ax.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "CRD profiles.kubeflow.org Established", 30*time.Second, func(ctx context.Context) (bool, error) {
+	t.Cleanup(func() { ax.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
+	waitUntil(t, "CRD "+crd.Name+" Established", 30*time.Second, func(ctx context.Context) (bool, error) {
 		got, err := ax.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -121,7 +121,7 @@ func TestTrafficHAProxyShiftsWithoutFailedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Stop()
+	t.Cleanup(func() { h.Stop() }) // after later cleanups, which may roll back through it
 	sw, err := traffic.New(ctx, plans.Traffic{Type: plans.TrafficHAProxy, HAProxy: &plans.HAProxyTraffic{
 		Address: h.Socket, Backend: h.Backend, BlueServer: h.BlueServer, GreenServer: h.GreenServer}}, traffic.Options{PollInterval: 50 * time.Millisecond})
 	if err != nil {
@@ -195,7 +195,7 @@ func TestTrafficHTTPGateFailsWithinTheBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Stop()
+	t.Cleanup(func() { h.Stop() }) // after later cleanups, which may roll back through it
 	// The gate probes green itself, and the front once green takes all the traffic.
 	var gs []gates.Gate
 	for name, url := range map[string]string{"green": green.URL, "front": h.URL} {
@@ -272,7 +272,7 @@ func TestTrafficGatewayAPISettlesWhenAccepted(t *testing.T) {
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	removeAfter(t, ns, kc)
 	route := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
 		"metadata": map[string]any{"name": "app", "namespace": ns},
@@ -503,7 +503,7 @@ func TestTrafficKubernetesGateOnGreen(t *testing.T) {
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	removeAfter(t, ns, kc)
 	two := int32(2)
 	labels := map[string]string{"app": "web"}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: labels}, Spec: appsv1.DeploymentSpec{

@@ -95,7 +95,7 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Stop()
+	t.Cleanup(func() { h.Stop() }) // after later cleanups, which may roll back through it
 	config := filepath.Join(t.TempDir(), "ferry.yaml")
 	if err := os.WriteFile(config, []byte(h.MigrateConfig(greenSrv.URL, time.Second, 250*time.Millisecond, 1)+zoo.Config), 0o644); err != nil {
 		t.Fatal(err)

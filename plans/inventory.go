@@ -261,19 +261,28 @@ func (s *selector) resourceReason(r servedResource) string {
 	return ""
 }
 
+// namespaceReason says why the user's selection leaves out what lives in namespace ns, or "";
+// cluster-scoped things (ns "") are never left out for their namespace.
+func (s *selector) namespaceReason(ns string) string {
+	switch {
+	case ns == "":
+		return ""
+	case s.inNS != nil && !s.inNS[ns]:
+		return "namespace not included"
+	case s.exNS[ns]:
+		return "namespace excluded"
+	}
+	return ""
+}
+
 // objectReason says why the user's selection leaves an object out, or "".
 func (s *selector) objectReason(r servedResource, obj *unstructured.Unstructured) string {
 	ns := obj.GetNamespace()
 	if r.groupResource() == "namespaces" {
 		ns = obj.GetName()
 	}
-	if ns != "" {
-		if s.inNS != nil && !s.inNS[ns] {
-			return "namespace not included"
-		}
-		if s.exNS[ns] {
-			return "namespace excluded"
-		}
+	if reason := s.namespaceReason(ns); reason != "" {
+		return reason
 	}
 	// CRDs and namespaces carry what the selected objects need, whatever their labels.
 	if gr := r.groupResource(); gr != "namespaces" && gr != "customresourcedefinitions.apiextensions.k8s.io" && !s.labels.Matches(labels.Set(obj.GetLabels())) {
@@ -453,6 +462,19 @@ func NewFilter(cfg Config) (*Filter, error) {
 		return nil, err
 	}
 	return &Filter{sel: sel}, nil
+}
+
+// DataReason says why the selection leaves out data that lives in namespace ns (a database's or
+// a bucket's pod, a claim), or "": data goes with its namespace. A claim's files go with the
+// persistentvolumeclaims resource type too. Labels select objects only.
+func (f *Filter) DataReason(ns string, claim bool) string {
+	if claim {
+		pvc := servedResource{gvr: schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, kind: "PersistentVolumeClaim", namespaced: true}
+		if reason := f.sel.resourceReason(pvc); reason != "" {
+			return "claims " + reason
+		}
+	}
+	return f.sel.namespaceReason(ns)
 }
 
 // Reason says why obj, of resource type r, does not move, or "" when it does.

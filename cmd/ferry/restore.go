@@ -111,6 +111,7 @@ func (o *targetOptions) open(ctx context.Context, command string) (*snapshot.Rea
 	if err != nil {
 		return nil, nil, err
 	}
+	r = kinds.Selected(r, o.filter)
 	cfg, err := o.global.restConfig(o.to)
 	if err != nil {
 		return nil, nil, badinput.Wrap(err)

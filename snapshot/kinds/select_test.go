@@ -1,0 +1,64 @@
+package kinds
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+)
+
+func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
+	manifest := &snapshot.Manifest{
+		Plan: &plans.Plan{Config: plans.Config{
+			Databases: []plans.Database{{Name: "kfp-mysql", Namespace: "kubeflow"}, {Name: "team-pg", Namespace: "team"}},
+			Buckets:   []plans.Bucket{{Name: "mlpipeline", Namespace: "kubeflow"}, {Name: "external", Endpoint: "https://s3.example.com"}},
+		}},
+		Volumes:   []snapshot.Volume{{Namespace: "kubeflow", Name: "minio-pvc"}, {Namespace: "team", Name: "workspace"}},
+		Databases: []snapshot.Database{{Name: "kfp-mysql"}, {Name: "team-pg"}, {Name: "unplaced"}},
+		Buckets:   []snapshot.Bucket{{Name: "mlpipeline"}, {Name: "external"}},
+	}
+	for _, tc := range []struct {
+		name                       string
+		selection                  plans.Config
+		volumes, databases, bucket []string
+	}{
+		{"everything", plans.Config{},
+			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}},
+		{"one namespace", plans.Config{Include: plans.Selection{Namespaces: []string{"team"}}},
+			[]string{"team/workspace"}, []string{"team-pg", "unplaced"}, []string{"external"}},
+		{"excluded namespace", plans.Config{Exclude: plans.Selection{Namespaces: []string{"team"}}},
+			[]string{"kubeflow/minio-pvc"}, []string{"kfp-mysql", "unplaced"}, []string{"mlpipeline", "external"}},
+		{"no claims", plans.Config{Exclude: plans.Selection{Resources: []string{"persistentvolumeclaims"}}},
+			nil, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}},
+		{"labels select objects only", plans.Config{Include: plans.Selection{LabelSelector: "app=web"}},
+			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := plans.NewFilter(tc.selection)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Selected(&snapshot.Reader{Manifest: manifest}, f)
+			var volumes, databases, buckets []string
+			for _, v := range r.Manifest.Volumes {
+				volumes = append(volumes, v.Namespace+"/"+v.Name)
+			}
+			for _, d := range r.Manifest.Databases {
+				databases = append(databases, d.Name)
+			}
+			for _, b := range r.Manifest.Buckets {
+				buckets = append(buckets, b.Name)
+			}
+			if !slices.Equal(volumes, tc.volumes) || !slices.Equal(databases, tc.databases) || !slices.Equal(buckets, tc.bucket) {
+				t.Errorf("kept volumes %v, databases %v, buckets %v; want %v, %v, %v", volumes, databases, buckets, tc.volumes, tc.databases, tc.bucket)
+			}
+			if len(manifest.Volumes) != 2 || len(manifest.Databases) != 3 || len(manifest.Buckets) != 2 {
+				t.Errorf("Selected changed the backup's own manifest: %+v", manifest)
+			}
+		})
+	}
+	if r := (&snapshot.Reader{Manifest: manifest}); Selected(r, nil) != r {
+		t.Error("without a selection Selected should return the reader itself")
+	}
+}
