@@ -125,7 +125,7 @@ func TestMigrateTwoRunsAtOnce(t *testing.T) {
 // naming the new holder.
 func TestMigrateStopsWhenItsLeaseIsTakenOver(t *testing.T) {
 	cfg := interruptConfig(t)
-	_, greenKC := cutover(t) // green with a provisioner for the claim
+	_, greenKC := cutover(t)             // green with a provisioner for the claim
 	removeAfter(t, interruptNS, greenKC) // the run may finish before the lease is taken
 	ctx := context.Background()
 	if _, err := greenKC.CoreV1().Namespaces().Get(ctx, interruptNS, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -135,7 +135,9 @@ func TestCRDEstablishedOnGreen(t *testing.T) {
 	if _, err := ax.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ax.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), crd.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		ax.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), crd.Name, metav1.DeleteOptions{})
+	})
 	waitUntil(t, "CRD "+crd.Name+" Established", 30*time.Second, func(ctx context.Context) (bool, error) {
 		got, err := ax.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 		if err != nil {
