@@ -192,17 +192,20 @@ func newRestoreCommand(global *globalOptions, streams genericiooptions.IOStreams
 objects in dependency order (CRDs, waited on until Established, namespaces, storage, identity and
 configuration, the rest, admission webhooks last) with owner references linked to the owners' new
 UIDs; then each claim's files through a mover pod (ferry mover unpack), each database's dump into its
-pod's client, and each bucket's objects into the target's MinIO. A truncated or tampered file of the
-backup fails before anything of its kind is applied. Restoring twice changes nothing the second time.
+pod's client, and each bucket's objects into the target's MinIO. Before anything is applied, every
+file of the backup is read and its size and SHA-256 checked against the manifest: one truncated or
+tampered file fails its item and stops the whole restore, with nothing applied (exit 2). Each kind
+checks its streams again as it applies them.
+With --include-namespaces or --exclude-namespaces, the claims, databases and buckets of the other
+namespaces are neither restored nor verified.
 Volumes: the mover first stages the whole archive in a hidden .ferry-staging-<id> folder on the claim,
 up to tar's end marker, changing nothing else; ferry then checks the stored stream's size and SHA-256
 and every staged entry's type, size, mode, SHA-256 and link against the manifest; only then are the
 staged files renamed into place (in a carry-back, what the claim holds that the backup lacks is then
 deleted, as a last pass). A failed check removes the staging folder and leaves the claim as it was,
 naming the volume. After the apply, each entry as now on disk is compared with the manifest again.
-Databases: a dump is read to its end first and
-nothing of it runs unless its stored size and SHA-256, its decompression and the SQL's own size,
-SHA-256 and complete last statement match; the load then reads it again and stops at the first byte
+Databases: a dump is read to its end first and nothing of it runs unless its stored size and
+SHA-256, its decompression and the SQL's own size, SHA-256 and complete last statement match; the load then reads it again and stops at the first byte
 that differs from that check. A MySQL/MariaDB server whose max_allowed_packet is smaller than the
 dump's largest row is raised for the load and put back, or, if the user may not, the database fails
 before loading, naming the table, row and setting. A load the target's server stops part way (a

@@ -6,6 +6,7 @@ package kinds
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -236,6 +237,11 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 		log = slog.New(slog.DiscardHandler)
 	}
 	report := &snapshot.Report{}
+	if command == Restore {
+		if err := checkBeforeApplying(ctx, r, report, log); err != nil {
+			return report, fmt.Errorf("%s %s: %w", command, r.Name(), err)
+		}
+	}
 	var err error
 	for _, k := range restorers {
 		log.Info(map[string]string{Restore: "restoring", Verify: "verifying"}[command], "backup", r.Name(), "kind", k.Name())
@@ -259,4 +265,43 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 	}
 	report.Sort()
 	return report, err
+}
+
+// checkParallel is how many of a backup's files checkBeforeApplying reads at once.
+const checkParallel = 4
+
+// checkBeforeApplying reads every file of the backup and checks it against the manifest before
+// any kind applies anything (snapshot.Reader.Check). Each kind checks its own streams again as it
+// applies them; this pass makes one damaged file stop the whole restore, so that a carry-back, say,
+// does not replace blue's objects and then find green's dump cut short. Each damaged file's item
+// is failed in the report, and the error names them all.
+func checkBeforeApplying(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, log *slog.Logger) error {
+	start := time.Now()
+	damaged, err := r.Check(ctx, checkParallel)
+	if err != nil {
+		return err
+	}
+	log.Info("checked the backup's files before applying anything", "backup", r.Name(), "files", len(r.Manifest.Streams), "damaged", len(damaged), "took", time.Since(start).Round(time.Millisecond))
+	if len(damaged) == 0 {
+		return nil
+	}
+	errs := make([]error, 0, len(damaged))
+	for _, d := range damaged {
+		report.Add(d.Kind, snapshot.StatusFailed, d.Name, fmt.Sprintf("%s: %v: %s; the restore applied nothing of the backup", d.What(), d.Err, untouched(d.Kind)))
+		errs = append(errs, fmt.Errorf("%s: %w", d.What(), d.Err))
+	}
+	return fmt.Errorf("%d of the backup's files are damaged, nothing was applied: %w", len(damaged), errors.Join(errs...))
+}
+
+// untouched says what a restore stopped by a damaged file of kind did not do.
+func untouched(kind string) string {
+	switch kind {
+	case "volumes":
+		return "nothing was written"
+	case "databases":
+		return "nothing was loaded"
+	case "buckets":
+		return "nothing was put"
+	}
+	return "nothing was applied"
 }
