@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -93,14 +92,7 @@ func TestVolumeRestoreOfAFlippedStreamLeavesTheClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	state := func() []string {
-		root, err := os.Stat(dst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return append(walkTree(t, dst), fmt.Sprintf(". %v %s", root.Mode(), root.ModTime().UTC().Format(time.RFC3339Nano)))
-	}
-	before := state()
+	before := folderState(t, dst)
 
 	// One byte of the stored stream, inside the large file's data: the small files come before it.
 	key := snapshot.Prefix(backup) + manifest.Volumes[0].Key
@@ -120,7 +112,7 @@ func TestVolumeRestoreOfAFlippedStreamLeavesTheClaim(t *testing.T) {
 			!strings.Contains(rep.Error, "volume "+name) {
 			t.Fatalf("restore %v of a flipped stream exited %d without failing volume %s as corrupt: %+v\nstderr: %s", mode, code, name, rep, errOut)
 		}
-		if after := state(); !slices.Equal(before, after) {
+		if after := folderState(t, dst); !slices.Equal(before, after) {
 			t.Fatalf("restore %v of a flipped stream changed green's folder:\n%s", mode, lineDiff(before, after))
 		}
 		noMovers(t, gkc, ns)

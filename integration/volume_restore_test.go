@@ -299,6 +299,17 @@ func fillVolume(t *testing.T, dir string) {
 	must(os.Chtimes(filepath.Join(dir, "model", "weights.bin"), old, old))
 }
 
+// folderState is walkTree of a folder and the folder's own mode and time: what a restore that
+// must not touch a claim's folder has to leave as it was.
+func folderState(t *testing.T, dir string) []string {
+	t.Helper()
+	root, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(walkTree(t, dir), fmt.Sprintf(". %v %s", root.Mode(), root.ModTime().UTC().Format(time.RFC3339Nano)))
+}
+
 // walkTree lists a folder, one line per entry: path, type, mode, owner, size, SHA-256 or target,
 // and time for files and directories, hashed here independently of ferry.
 func walkTree(t *testing.T, dir string) []string {
