@@ -1,41 +1,46 @@
 package kinds
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/volumes"
 )
 
 // Selected is r with only the data the selection keeps (plans.Filter.DataReason): a restore or a
-// verify of some namespaces neither loads nor checks the databases, buckets and claims of others.
-// Objects are selected one by one as they are restored (RestoreOptions.Select). A database or a
-// bucket the backup's configuration does not place is kept.
+// verify of some namespaces neither loads nor checks nor names the databases, buckets and claims
+// of others, nor what the backup skipped of them. Objects are selected one by one as they are
+// restored (RestoreOptions.Select). A database or a bucket the backup's configuration does not
+// place is kept.
 func Selected(r *snapshot.Reader, f *plans.Filter) *snapshot.Reader {
 	if f == nil || r.Manifest == nil {
 		return r
 	}
-	m := *r.Manifest
 	var cfg plans.Config
-	if m.Plan != nil {
-		cfg = m.Plan.Config
+	if r.Manifest.Plan != nil {
+		cfg = r.Manifest.Plan.Config
 	}
-	m.Volumes = nil
-	for _, v := range r.Manifest.Volumes {
-		if f.DataReason(v.Namespace, true) == "" {
-			m.Volumes = append(m.Volumes, v)
+	kept := func(kind, name string) bool {
+		switch kind {
+		case "volume", volumes.SkippedFileKind: // namespace/claim, or namespace/claim:path
+			ns, _, _ := strings.Cut(name, "/")
+			return f.DataReason(ns, true) == ""
+		case "database":
+			c, ok := cfg.DatabaseNamed(name)
+			return !ok || f.DataReason(c.Namespace, false) == ""
+		case "bucket":
+			c, ok := cfg.BucketNamed(name)
+			return !ok || f.DataReason(c.Namespace, false) == ""
 		}
+		return true
 	}
-	m.Databases = nil
-	for _, d := range r.Manifest.Databases {
-		if c, ok := cfg.DatabaseNamed(d.Name); !ok || f.DataReason(c.Namespace, false) == "" {
-			m.Databases = append(m.Databases, d)
-		}
-	}
-	m.Buckets = nil
-	for _, b := range r.Manifest.Buckets {
-		if c, ok := cfg.BucketNamed(b.Name); !ok || f.DataReason(c.Namespace, false) == "" {
-			m.Buckets = append(m.Buckets, b)
-		}
-	}
+	m := *r.Manifest
+	m.Volumes = slices.DeleteFunc(slices.Clone(m.Volumes), func(v snapshot.Volume) bool { return !kept("volume", v.Namespace+"/"+v.Name) })
+	m.Databases = slices.DeleteFunc(slices.Clone(m.Databases), func(d snapshot.Database) bool { return !kept("database", d.Name) })
+	m.Buckets = slices.DeleteFunc(slices.Clone(m.Buckets), func(b snapshot.Bucket) bool { return !kept("bucket", b.Name) })
+	m.Skipped = slices.DeleteFunc(slices.Clone(m.Skipped), func(s snapshot.Skipped) bool { return !kept(s.Kind, s.Name) })
 	out := *r
 	out.Manifest = &m
 	return &out

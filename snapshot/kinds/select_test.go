@@ -17,22 +17,25 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 		Volumes:   []snapshot.Volume{{Namespace: "kubeflow", Name: "minio-pvc"}, {Namespace: "team", Name: "workspace"}},
 		Databases: []snapshot.Database{{Name: "kfp-mysql"}, {Name: "team-pg"}, {Name: "unplaced"}},
 		Buckets:   []snapshot.Bucket{{Name: "mlpipeline"}, {Name: "external"}},
+		Skipped: []snapshot.Skipped{{Kind: "volume", Name: "kubeflow/pending"}, {Kind: "file", Name: "team/workspace:a/fifo"},
+			{Kind: "database", Name: "kfp-mysql"}, {Kind: "object", Name: "v1 Pod kubeflow/x"}},
 	}
 	for _, tc := range []struct {
 		name                       string
 		selection                  plans.Config
 		volumes, databases, bucket []string
+		skipped                    int
 	}{
 		{"everything", plans.Config{},
-			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}},
+			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4},
 		{"one namespace", plans.Config{Include: plans.Selection{Namespaces: []string{"team"}}},
-			[]string{"team/workspace"}, []string{"team-pg", "unplaced"}, []string{"external"}},
+			[]string{"team/workspace"}, []string{"team-pg", "unplaced"}, []string{"external"}, 2},
 		{"excluded namespace", plans.Config{Exclude: plans.Selection{Namespaces: []string{"team"}}},
-			[]string{"kubeflow/minio-pvc"}, []string{"kfp-mysql", "unplaced"}, []string{"mlpipeline", "external"}},
+			[]string{"kubeflow/minio-pvc"}, []string{"kfp-mysql", "unplaced"}, []string{"mlpipeline", "external"}, 3},
 		{"no claims", plans.Config{Exclude: plans.Selection{Resources: []string{"persistentvolumeclaims"}}},
-			nil, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}},
+			nil, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 2},
 		{"labels select objects only", plans.Config{Include: plans.Selection{LabelSelector: "app=web"}},
-			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}},
+			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := plans.NewFilter(tc.selection)
@@ -52,6 +55,9 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 			}
 			if !slices.Equal(volumes, tc.volumes) || !slices.Equal(databases, tc.databases) || !slices.Equal(buckets, tc.bucket) {
 				t.Errorf("kept volumes %v, databases %v, buckets %v; want %v, %v, %v", volumes, databases, buckets, tc.volumes, tc.databases, tc.bucket)
+			}
+			if len(r.Manifest.Skipped) != tc.skipped {
+				t.Errorf("kept skipped items %+v, want %d of them", r.Manifest.Skipped, tc.skipped)
 			}
 			if len(manifest.Volumes) != 2 || len(manifest.Databases) != 3 || len(manifest.Buckets) != 2 {
 				t.Errorf("Selected changed the backup's own manifest: %+v", manifest)

@@ -247,12 +247,20 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.remember(gvr.Group, obj.GetKind(), live)
 		rs.report.Count("objects", snapshot.StatusRestored)
 		return live.GetName(), true
-	case apierrors.IsAlreadyExists(err):
+	case apierrors.IsAlreadyExists(err), rs.exists(ctx, client, obj.GetName()):
+		// The API server checks some fields before the name: a Service that holds its chosen node
+		// port is refused as "port already allocated", not as already existing.
 		return rs.existing(ctx, gr, id, client, obj, expected)
 	default:
 		rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
 		return "", false
 	}
+}
+
+// exists says whether an object of that name is on the target.
+func (rs *restorer) exists(ctx context.Context, client dynamic.ResourceInterface, name string) bool {
+	_, err := client.Get(ctx, name, metav1.GetOptions{})
+	return err == nil
 }
 
 // existing applies the existing-object policy to an object that is already on the target.
