@@ -171,7 +171,9 @@ func (c *Cluster) waitReady(ctx context.Context, nodes int) error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
+	// Generous: late in a test run five clusters share two cores, and a controller-manager then takes
+	// minutes to make the default ServiceAccount.
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		err := func() error {
 			if _, err := kc.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
