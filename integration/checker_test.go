@@ -83,6 +83,10 @@ type allowance struct {
 var allowList = []allowance{
 	{regexp.MustCompile(`^object storage\.k8s\.io/v1 StorageClass standard: only on green$`),
 		"green's storage class, which the testbed's provisioner serves; blue's classes map to it (storageClassMap)"},
+	{regexp.MustCompile(`^object v1 PersistentVolumeClaim [^ ]+: spec\.storageClassName: blue \(none\), green "standard"$`),
+		"a claim without a class gets the cluster's default class from its admission (DefaultStorageClass), as any new claim there does"},
+	{regexp.MustCompile(`^object apps/v1 DaemonSet [^ ]+: metadata\.annotations\.deprecated\.daemonset\.template\.generation: blue "\d+", green "\d+"$`),
+		"the API server sets it to the DaemonSet's generation, which counts the updates each cluster saw (1 when created)"},
 }
 
 // skippedTypes are resources the checker does not compare, and why: the cluster makes them

@@ -72,12 +72,11 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 			restoredForm := map[string]any(nil)
 			if had {
 				restoredForm = Prepare(gr, orig.Object, m)
-				if gr == "persistentvolumeclaims" || gr == "persistentvolumes" {
-					// Green's admission may have given a claim without a class its default: the
-					// class is blue's, as the restore had it.
-					sameStorageClass(green, restoredForm)
-					sameStorageClass(blue, orig.Object)
-				}
+				// Green's admission may have given a claim without a class its default, and
+				// the class of a claim (template) is blue's as the restore had it, whatever the
+				// mapping back would make of it.
+				sameStorageClass(gr, green, restoredForm)
+				sameStorageClass(gr, blue, orig.Object)
 			}
 			u := unstructured.Unstructured{Object: blue}
 			entry := Entry{GroupResource: gr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: blue}
@@ -202,12 +201,28 @@ func reword(diffs []string, r *strings.Replacer) []string {
 	return diffs
 }
 
-// sameStorageClass gives a claim (or volume) the storage class of ref, or none when ref has none.
-func sameStorageClass(obj, ref map[string]any) {
-	if class, found, _ := unstructured.NestedString(ref, "spec", "storageClassName"); found {
-		unstructured.SetNestedField(obj, class, "spec", "storageClassName")
+// sameStorageClass gives a claim or volume, or each claim template of a StatefulSet, of resource
+// gr the storage class of ref's, or none when ref's has none.
+func sameStorageClass(gr string, obj, ref map[string]any) {
+	switch gr {
+	case "persistentvolumeclaims", "persistentvolumes":
+		copyStorageClass(nestedMap(obj, "spec"), nestedMap(ref, "spec"))
+	case "statefulsets.apps":
+		objs, refs := claimTemplates(obj), claimTemplates(ref)
+		for i := range min(len(objs), len(refs)) {
+			copyStorageClass(nestedMap(objs[i], "spec"), nestedMap(refs[i], "spec"))
+		}
+	}
+}
+
+func copyStorageClass(spec, ref map[string]any) {
+	if spec == nil {
+		return
+	}
+	if class, ok := ref["storageClassName"]; ok {
+		spec["storageClassName"] = class
 	} else {
-		unstructured.RemoveNestedField(obj, "spec", "storageClassName")
+		delete(spec, "storageClassName")
 	}
 }
 

@@ -21,7 +21,7 @@ func archiveOf(t *testing.T, objects ...string) *Archive {
 		obj := decode(t, s)
 		u := unstructured.Unstructured{Object: obj}
 		gr := map[string]string{"ConfigMap": "configmaps", "PersistentVolumeClaim": "persistentvolumeclaims", "Pod": "pods",
-			"ReplicaSet": "replicasets.apps", "Secret": "secrets", "Widget": "widgets.carry.example.com"}[u.GetKind()]
+			"ReplicaSet": "replicasets.apps", "Secret": "secrets", "StatefulSet": "statefulsets.apps", "Widget": "widgets.carry.example.com"}[u.GetKind()]
 		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: obj})
 		a.Count++
 	}
@@ -40,6 +40,7 @@ func TestPlanCarryBack(t *testing.T) {
 		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data","namespace":"team"},"spec":{"storageClassName":"nfs","volumeName":"pv-blue"}}`,
 		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"done","namespace":"team"},"status":{"phase":"Succeeded"}}`,
 		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"classless","namespace":"team"},"spec":{"resources":{"requests":{"storage":"1Gi"}}}}`,
+		`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"team"},"spec":{"volumeClaimTemplates":[{"metadata":{"name":"data"},"spec":{"storageClassName":"nfs"}}]}}`,
 	)
 	carried := archiveOf(t,
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","namespace":"team-green","uid":"g1","resourceVersion":"77"},"data":{"k":"v"}}`,
@@ -49,6 +50,7 @@ func TestPlanCarryBack(t *testing.T) {
 		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"failed","namespace":"team-green"},"status":{"phase":"Failed"}}`,
 		`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"classless","namespace":"team-green"},"spec":{"storageClassName":"standard","resources":{"requests":{"storage":"1Gi"}}}}`,
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"greens-own","namespace":"team-green","creationTimestamp":"2026-11-29T11:00:00Z"}}`,
+		`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"team-green"},"spec":{"volumeClaimTemplates":[{"metadata":{"name":"data"},"spec":{"storageClassName":"standard"}}]}}`,
 	)
 	cb := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	if want := []string{"v1 ConfigMap team/created"}; !reflect.DeepEqual(cb.Created, want) {
@@ -69,8 +71,8 @@ func TestPlanCarryBack(t *testing.T) {
 			expected[e.ID()] = e.Object
 		}
 	}
-	if len(expected) != 5 {
-		t.Errorf("blue should hold green's 5 restorable objects, got %d: %v", len(expected), expected)
+	if len(expected) != 6 {
+		t.Errorf("blue should hold green's 6 restorable objects, got %d: %v", len(expected), expected)
 	}
 	edited := expected["v1 ConfigMap team/edited"]
 	if want := decode(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"edited","namespace":"team","labels":{"on":"green"}},"data":{"a":"10"}}`); !reflect.DeepEqual(edited, want) {
@@ -79,6 +81,10 @@ func TestPlanCarryBack(t *testing.T) {
 	claim := expected["v1 PersistentVolumeClaim team/data"]
 	if class, _, _ := unstructured.NestedString(claim, "spec", "storageClassName"); class != "nfs" {
 		t.Errorf("the claim's class on blue: %q, want blue's nfs (standard has two ways back)", class)
+	}
+	if templates, _, _ := unstructured.NestedSlice(expected["apps/v1 StatefulSet team/db"], "spec", "volumeClaimTemplates"); len(templates) != 1 ||
+		templates[0].(map[string]any)["spec"].(map[string]any)["storageClassName"] != "nfs" {
+		t.Errorf("the StatefulSet's claim template on blue: %v, want blue's class nfs", templates)
 	}
 	if class, found, _ := unstructured.NestedString(expected["v1 PersistentVolumeClaim team/classless"], "spec", "storageClassName"); found {
 		t.Errorf("a claim blue held without a class got %q on blue: green's default class is green's", class)

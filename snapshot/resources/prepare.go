@@ -41,6 +41,11 @@ func Prepare(gr string, obj map[string]any, m snapshot.Mapping) map[string]any {
 		}
 	case "persistentvolumeclaims":
 		mapStorageClass(spec, m)
+	case "statefulsets.apps":
+		// Its claims are made by the target's controller from these templates.
+		for _, t := range claimTemplates(out) {
+			mapStorageClass(nestedMap(t, "spec"), m)
+		}
 	case "persistentvolumes":
 		mapStorageClass(spec, m)
 		if ref, ok := spec["claimRef"].(map[string]any); ok {
@@ -81,6 +86,18 @@ func Prepare(gr string, obj map[string]any, m snapshot.Mapping) map[string]any {
 			if ns, ok := svc["namespace"].(string); ok {
 				svc["namespace"] = m.Namespace(ns)
 			}
+		}
+	}
+	return out
+}
+
+// claimTemplates are a StatefulSet's volumeClaimTemplates, in place (not copies).
+func claimTemplates(sts map[string]any) []map[string]any {
+	list, _ := nestedMap(sts, "spec")["volumeClaimTemplates"].([]any)
+	var out []map[string]any
+	for _, t := range list {
+		if tm := asMap(t); tm != nil {
+			out = append(out, tm)
 		}
 	}
 	return out
