@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 )
@@ -245,7 +247,51 @@ func (c Carried) Restore(ctx context.Context, r *snapshot.Reader, report *snapsh
 	if err := c.restoreArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, report); err != nil {
 		return err
 	}
-	return c.deleteAll(ctx, r.Manifest.Plan, report)
+	if err := c.deleteAll(ctx, r.Manifest.Plan, report); err != nil {
+		return err
+	}
+	c.settleHistory(ctx)
+	return nil
+}
+
+// settleHistory gives each rollout-history object blue should hold green's revision number again,
+// until blue's controllers leave the numbers so or WaitTimeout passes. The carry-back updates
+// workloads whose controllers on blue then number the new current template above every other
+// revision, in between ferry's updates; green's numbers, made by the same rule, are stable once
+// set. A history object that differs in more than its number is left to verify to name.
+func (c Carried) settleHistory(ctx context.Context) {
+	c.Objects = c.withDefaults()
+	var history []Entry
+	seen := map[string]bool{}
+	for _, rh := range rolloutHistory {
+		if !seen[rh.history] {
+			seen[rh.history] = true
+			history = append(history, c.CarryBack.Expected.ByResource[rh.history]...)
+		}
+	}
+	if len(history) == 0 {
+		return
+	}
+	_ = wait.PollUntilContextTimeout(ctx, time.Second, c.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		settled := true
+		for _, e := range history {
+			client := c.clientFor(e)
+			live, err := client.Get(ctx, e.Name, metav1.GetOptions{})
+			if err != nil {
+				continue // verify names a history object that is not there
+			}
+			if revisionOf(e.GroupResource, e.Object).number == revisionOf(e.GroupResource, live.Object).number {
+				continue
+			}
+			if patch := renumber(e.GroupResource, e.Object, normalizedLive(e.GroupResource, live)); patch != nil {
+				settled = false
+				if _, err := client.Patch(ctx, e.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+					c.Log.Info("renumbering a revision", "object", e.ID(), "err", err)
+				}
+			}
+		}
+		return settled, nil
+	})
 }
 
 // Verify implements snapshot.Restorer.
