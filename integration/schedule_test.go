@@ -73,7 +73,8 @@ func runJob(t *testing.T, kc kubernetes.Interface, cj *batchv1.CronJob, cluster 
 }
 
 // TestScheduleBacksUpAndRecovers: ferry schedule create makes the CronJob, its ServiceAccount and
-// RBAC on blue (a dry run makes nothing); the job's command line, run as its ServiceAccount, makes
+// RBAC on blue (a dry run makes nothing), the RBAC no more than a backup of the plan needs (access
+// reviews); the job's command line, run as its ServiceAccount, makes
 // a complete backup named after the schedule; that backup, found as latest:nightly, restores onto
 // a cluster that never saw blue and verifies clean; ferry schedule delete removes what create made.
 func TestScheduleBacksUpAndRecovers(t *testing.T) {
