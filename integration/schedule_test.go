@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/internal/buildinfo"
+	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,7 +73,8 @@ func runJob(t *testing.T, kc kubernetes.Interface, cj *batchv1.CronJob, cluster 
 }
 
 // TestScheduleBacksUpAndRecovers: ferry schedule create makes the CronJob, its ServiceAccount and
-// RBAC on blue (a dry run makes nothing); the job's command line, run as its ServiceAccount, makes
+// RBAC on blue (a dry run makes nothing), the RBAC no more than a backup of the plan needs (access
+// reviews); the job's command line, run as its ServiceAccount, makes
 // a complete backup named after the schedule; that backup, found as latest:nightly, restores onto
 // a cluster that never saw blue and verifies clean; ferry schedule delete removes what create made.
 func TestScheduleBacksUpAndRecovers(t *testing.T) {
@@ -143,6 +147,9 @@ func TestScheduleBacksUpAndRecovers(t *testing.T) {
 	if cj.Spec.Schedule != "0 2 * * *" || cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent || len(pod.Containers) != 1 {
 		t.Fatalf("cronjob spec: %q %s, %d containers", cj.Spec.Schedule, cj.Spec.ConcurrencyPolicy, len(pod.Containers))
 	}
+	if d, a := cj.Spec.StartingDeadlineSeconds, cj.Spec.JobTemplate.Spec.ActiveDeadlineSeconds; d == nil || *d != 3600 || a == nil || *a != 6*3600 {
+		t.Errorf("deadlines: starting %v, active %v; want 3600 and 21600", d, a)
+	}
 	c := pod.Containers[0]
 	image := "ghcr.io/ferrykube/ferry:" + buildinfo.Read().Version
 	wantArgs := []string{"backup", "--storage", url, "--log-format", "json", "--progress", "never", "--schedule", name, "--mover-image", image, "--preset", "kubeflow"}
@@ -199,6 +206,10 @@ func TestScheduleBacksUpAndRecovers(t *testing.T) {
 	if err := asJob.AppsV1().Deployments("kubeflow").Delete(ctx, "mysql", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) {
 		t.Errorf("the job's ServiceAccount may delete a Deployment: %v", err)
 	}
+
+	// SubjectAccessReviews: no subresource through a wildcard, no pod anywhere but in the plan's
+	// data namespaces, and everything the plan's backup reads.
+	checkScheduleAccess(t, blue, ns, pod.ServiceAccountName, cj)
 
 	// The job's run.
 	code, out, errOut = runJob(t, blue, cj, "blue")
@@ -280,3 +291,93 @@ func TestScheduleBacksUpAndRecovers(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// checkScheduleAccess asks blue's authorizer (SubjectAccessReviews) what the schedule's
+// ServiceAccount may do: never get nodes/proxy, pods/proxy or services/proxy, never create pods
+// or exec outside the plan's data namespaces (kube-system), write nothing but pods; and get and
+// list every type of the plan the job backs up, and make, exec into and port-forward to pods
+// in each data namespace (kubeflow's among them).
+func checkScheduleAccess(t *testing.T, kc kubernetes.Interface, ns, sa string, cj *batchv1.CronJob) {
+	t.Helper()
+	ctx := context.Background()
+	can := func(a authorizationv1.ResourceAttributes) bool {
+		t.Helper()
+		review, err := kc.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:" + ns + ":" + sa,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &a,
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("access review %+v: %v", a, err)
+		}
+		return review.Status.Allowed
+	}
+	bindings, err := kc.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{LabelSelector: "ferry.dev/schedule=" + cj.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dataNS []string
+	for _, b := range bindings.Items {
+		dataNS = append(dataNS, b.Namespace)
+	}
+	if !slices.Contains(dataNS, "kubeflow") {
+		t.Errorf("the schedule's data namespaces are %v, want kubeflow's databases and buckets among them", dataNS)
+	}
+	t.Logf("data namespaces: %v", dataNS)
+	denied := []authorizationv1.ResourceAttributes{
+		{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: "node-1"},
+		{Verb: "create", Resource: "nodes", Subresource: "proxy", Name: "node-1"},
+		{Verb: "get", Resource: "pods", Subresource: "proxy", Namespace: "kubeflow", Name: "any"},
+		{Verb: "get", Resource: "services", Subresource: "proxy", Namespace: "kubeflow", Name: "any"},
+		{Verb: "create", Resource: "pods", Namespace: "kube-system"},
+		{Verb: "create", Resource: "pods", Subresource: "exec", Namespace: "kube-system", Name: "any"},
+		{Verb: "create", Resource: "pods", Subresource: "portforward", Namespace: "kube-system", Name: "any"},
+		{Verb: "delete", Resource: "pods", Namespace: "kube-system", Name: "any"},
+		{Verb: "create", Resource: "pods", Namespace: ns},
+		{Verb: "list", Resource: "nodes"},
+		{Verb: "create", Resource: "configmaps", Namespace: "kubeflow"},
+		{Verb: "update", Resource: "secrets", Namespace: "kubeflow", Name: "any"},
+		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "rolebindings", Namespace: "kubeflow"},
+	}
+	for _, a := range denied {
+		if can(a) {
+			t.Errorf("the schedule's ServiceAccount may %s %s/%s in %q", a.Verb, a.Resource, a.Subresource, a.Namespace)
+		}
+	}
+	allowed := []authorizationv1.ResourceAttributes{
+		{Verb: "list", Resource: "secrets"},
+		{Verb: "list", Resource: "namespaces"},
+		{Verb: "get", Resource: "persistentvolumes", Name: "any"},
+		{Verb: "list", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+	}
+	for _, d := range dataNS {
+		for _, v := range []string{"create", "delete", "get", "list", "watch"} {
+			allowed = append(allowed, authorizationv1.ResourceAttributes{Verb: v, Resource: "pods", Namespace: d, Name: "any"})
+		}
+		for _, sub := range []string{"exec", "portforward"} {
+			for _, v := range []string{"create", "get"} {
+				allowed = append(allowed, authorizationv1.ResourceAttributes{Verb: v, Resource: "pods", Subresource: sub, Namespace: d, Name: "any"})
+			}
+		}
+	}
+	// Every type the plan of the job's configuration moves.
+	planFile := filepath.Join(t.TempDir(), "plan.yaml")
+	if code, _, errOut := runFerry(t, "plan", "--from", "blue", "--preset", "kubeflow", "-o", planFile); code != 0 && code != 3 {
+		t.Fatalf("plan: exit %d\n%s", code, errOut)
+	}
+	p, err := plans.ReadFile(planFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range p.Resources {
+		for _, v := range []string{"get", "list"} {
+			allowed = append(allowed, authorizationv1.ResourceAttributes{Verb: v, Group: r.Group, Resource: r.Resource})
+		}
+	}
+	for _, a := range allowed {
+		if !can(a) {
+			t.Errorf("the schedule's ServiceAccount may not %s %s/%s (group %q) in %q, which its backup needs", a.Verb, a.Resource, a.Subresource, a.Group, a.Namespace)
+		}
+	}
+	t.Logf("access reviews: %d denied as they should be, %d allowed (%d types of the plan)", len(denied), len(allowed), len(p.Resources))
+}

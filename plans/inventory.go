@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -356,10 +358,52 @@ func listType(ctx context.Context, dyn dynamic.Interface, r servedResource, sel 
 		t.observe(gr, obj)
 		return nil
 	})
+	if err != nil && typeReason != "" && apierrors.IsForbidden(err) {
+		// A type that does not move may be closed to a least-privilege identity (a schedule's):
+		// it is left out as it would be, uncounted.
+		t.excluded = map[[2]string]*Exclusion{{"", typeReason}: {Resource: gr, Reason: typeReason + " (not counted: this identity may not list them)"}}
+		return t, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", gr, err)
 	}
 	return t, nil
+}
+
+// alwaysRead are the types a backup reads whatever the selection: namespaces (the cluster's
+// identity, the volumes' namespaces), the pods and claims that locate volumes and data, the
+// volumes and classes of those claims, the quotas and limits mover pods must fit, and the
+// definitions of custom resources.
+var alwaysRead = []schema.GroupResource{
+	{Resource: "namespaces"}, {Resource: "pods"}, {Resource: "persistentvolumeclaims"}, {Resource: "persistentvolumes"},
+	{Resource: "resourcequotas"}, {Resource: "limitranges"}, {Group: "storage.k8s.io", Resource: "storageclasses"},
+	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+}
+
+// Readable lists the resource types a backup with cfg lists cluster-wide: every served type that
+// may move (not left out by type nor by cfg's resources), and alwaysRead; sorted. A
+// least-privilege identity for backups (a schedule's) may get and list these and no more.
+func Readable(dc discovery.DiscoveryInterface, cfg Config) ([]schema.GroupResource, error) {
+	served, err := discover(dc, &Plan{})
+	if err != nil {
+		return nil, err
+	}
+	sel, err := newSelector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[schema.GroupResource]bool{}
+	for _, gr := range alwaysRead {
+		seen[gr] = true
+	}
+	for _, r := range served {
+		if excludedType(r.groupResource()) == "" && sel.resourceReason(r) == "" {
+			seen[r.gvr.GroupResource()] = true
+		}
+	}
+	out := slices.Collect(maps.Keys(seen))
+	slices.SortFunc(out, func(a, b schema.GroupResource) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
 }
 
 // observe keeps what later steps need from particular kinds of objects.

@@ -85,6 +85,43 @@ func Apply(ctx context.Context, client kubernetes.Interface, m *Manifests) ([]st
 				return err
 			}},
 	}
+	type step = struct {
+		kind, name string
+		create     func() error
+		get        func() (metav1.Object, error)
+		update     func(resourceVersion string) error
+	}
+	for i, role := range m.Roles {
+		binding := m.RoleBindings[i]
+		roles, bindings := client.RbacV1().Roles(role.Namespace), client.RbacV1().RoleBindings(binding.Namespace)
+		steps = append(steps, step{"role", role.Namespace + "/" + role.Name,
+			func() error {
+				_, err := roles.Create(ctx, role, metav1.CreateOptions{})
+				return err
+			},
+			func() (metav1.Object, error) {
+				return getObj[*rbacv1.Role](roles.Get(ctx, role.Name, metav1.GetOptions{}))
+			},
+			func(rv string) error {
+				o := role.DeepCopy()
+				o.ResourceVersion = rv
+				_, err := roles.Update(ctx, o, metav1.UpdateOptions{})
+				return err
+			}}, step{"rolebinding", binding.Namespace + "/" + binding.Name,
+			func() error {
+				_, err := bindings.Create(ctx, binding, metav1.CreateOptions{})
+				return err
+			},
+			func() (metav1.Object, error) {
+				return getObj[*rbacv1.RoleBinding](bindings.Get(ctx, binding.Name, metav1.GetOptions{}))
+			},
+			func(rv string) error {
+				o := binding.DeepCopy()
+				o.ResourceVersion = rv
+				_, err := bindings.Update(ctx, o, metav1.UpdateOptions{})
+				return err
+			}})
+	}
 	if m.ConfigMap != nil {
 		steps = append(steps, struct {
 			kind, name string
@@ -173,7 +210,8 @@ func List(ctx context.Context, client kubernetes.Interface, namespace string) ([
 }
 
 // Delete removes what Apply made for a schedule: the CronJob (with its Jobs and their pods),
-// the ConfigMap, the ClusterRoleBinding, the ClusterRole and the ServiceAccount; each only when
+// the ConfigMap, the RoleBindings and Roles of the data namespaces, the ClusterRoleBinding, the
+// ClusterRole and the ServiceAccount; each only when
 // its labels say it is that schedule's. The namespace stays: it may hold other things. A
 // schedule with none of these is bad input. It returns what it deleted, one line per object.
 func Delete(ctx context.Context, client kubernetes.Interface, namespace, name string) ([]string, error) {
@@ -213,6 +251,33 @@ func Delete(ctx context.Context, client kubernetes.Interface, namespace, name st
 		return getObj[*corev1.ConfigMap](cms.Get(ctx, res, metav1.GetOptions{}))
 	},
 		func() error { return cms.Delete(ctx, res, metav1.DeleteOptions{}) })
+	// The Roles and RoleBindings in the data namespaces, found by their labels and name.
+	bindings, err := client.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{LabelSelector: Selector(name)})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list rolebindings: %w", err))
+	} else {
+		for _, b := range bindings.Items {
+			if b.Name == cluster {
+				rbs := client.RbacV1().RoleBindings(b.Namespace)
+				del("rolebinding", b.Namespace+"/"+b.Name, func() (metav1.Object, error) {
+					return getObj[*rbacv1.RoleBinding](rbs.Get(ctx, b.Name, metav1.GetOptions{}))
+				}, func() error { return rbs.Delete(ctx, b.Name, metav1.DeleteOptions{}) })
+			}
+		}
+	}
+	roles, err := client.RbacV1().Roles("").List(ctx, metav1.ListOptions{LabelSelector: Selector(name)})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list roles: %w", err))
+	} else {
+		for _, r := range roles.Items {
+			if r.Name == cluster {
+				rs := client.RbacV1().Roles(r.Namespace)
+				del("role", r.Namespace+"/"+r.Name, func() (metav1.Object, error) {
+					return getObj[*rbacv1.Role](rs.Get(ctx, r.Name, metav1.GetOptions{}))
+				}, func() error { return rs.Delete(ctx, r.Name, metav1.DeleteOptions{}) })
+			}
+		}
+	}
 	del("clusterrolebinding", cluster, func() (metav1.Object, error) {
 		return getObj[*rbacv1.ClusterRoleBinding](crbs.Get(ctx, cluster, metav1.GetOptions{}))
 	}, func() error { return crbs.Delete(ctx, cluster, metav1.DeleteOptions{}) })

@@ -1,14 +1,19 @@
 // Package schedule makes the in-cluster pieces of a scheduled backup: a CronJob that runs
-// `ferry backup` with in-cluster credentials, its ServiceAccount, least-privilege cluster RBAC and,
+// `ferry backup` with in-cluster credentials, its ServiceAccount, least-privilege RBAC (reads cluster-wide, pods only in the
+// plan's data namespaces) and,
 // for a ferry.yaml, a ConfigMap. Building the manifests is plain functions of Options; Apply, List
 // and Delete put them into a cluster, find them and take them out again.
 package schedule
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/robfig/cron/v3"
@@ -17,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -73,7 +79,24 @@ type Options struct {
 	MoverDirect bool
 	Parallel    int
 	Suspend     bool
+	// Reads are the resource types the job may get and list, cluster-wide: those a backup of the
+	// cluster reads (plans.Readable); empty means BuiltinReads.
+	Reads []schema.GroupResource
+	// DataNamespaces are where the plan's claims, databases and buckets live: the only
+	// namespaces where the job may create, exec into, port-forward to and delete pods.
+	DataNamespaces []string
+	// ActiveDeadline bounds one run; StartingDeadline is how late a missed run may still start.
+	// Zero means DefaultActiveDeadline and DefaultStartingDeadline.
+	ActiveDeadline, StartingDeadline time.Duration
 }
+
+// Defaults of the CronJob's deadlines: under concurrencyPolicy Forbid one stuck run would block
+// every later one, so a run ends after ActiveDeadline; a run missed (the controller down, say)
+// starts within StartingDeadline or waits for the next.
+const (
+	DefaultActiveDeadline   = 6 * time.Hour
+	DefaultStartingDeadline = time.Hour
+)
 
 var validName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -129,6 +152,18 @@ func (o Options) Check() error {
 	if o.Parallel < 0 {
 		return badinput.Errorf("--parallel %d: want 1 or more", o.Parallel)
 	}
+	if o.ActiveDeadline < 0 || (o.ActiveDeadline > 0 && o.ActiveDeadline < time.Minute) {
+		return badinput.Errorf("--active-deadline %s: want a minute or more", o.ActiveDeadline)
+	}
+	// The CronJob controller checks every 10 seconds: a shorter deadline may miss every run.
+	if o.StartingDeadline < 0 || (o.StartingDeadline > 0 && o.StartingDeadline < 10*time.Second) {
+		return badinput.Errorf("--starting-deadline %s: want 10s or more", o.StartingDeadline)
+	}
+	for _, ns := range o.DataNamespaces {
+		if !validName.MatchString(ns) || len(ns) > 63 {
+			return badinput.Errorf("data namespace %q: not a namespace name", ns)
+		}
+	}
 	return nil
 }
 
@@ -157,17 +192,67 @@ func Selector(name string) string {
 	return s
 }
 
-// Rules are what ferry backup needs, cluster-wide: discovery is open to every authenticated
-// client already; reading everything it moves is inherently cluster-wide get and list (Secrets
-// too: they are moved, and hold database and bucket credentials); mover pods are created,
-// watched and deleted in the claims' namespaces, exec'd into (ferry mover pack), as are database
-// pods (the dump), and bucket pods are port-forwarded to. Nothing else is written.
-func Rules() []rbacv1.PolicyRule {
+// BuiltinReads are the built-in types a backup reads, for manifests made without the cluster
+// (a dry run that cannot reach it): a cluster's custom resources and any type it serves beyond
+// these need the cluster's own list, plans.Readable, which create uses.
+var BuiltinReads = []schema.GroupResource{
+	{Resource: "configmaps"}, {Resource: "limitranges"}, {Resource: "namespaces"}, {Resource: "persistentvolumeclaims"},
+	{Resource: "persistentvolumes"}, {Resource: "pods"}, {Resource: "podtemplates"}, {Resource: "replicationcontrollers"},
+	{Resource: "resourcequotas"}, {Resource: "secrets"}, {Resource: "serviceaccounts"}, {Resource: "services"},
+	{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"},
+	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"},
+	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"},
+	{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"},
+	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+	{Group: "apps", Resource: "controllerrevisions"}, {Group: "apps", Resource: "daemonsets"}, {Group: "apps", Resource: "deployments"},
+	{Group: "apps", Resource: "replicasets"}, {Group: "apps", Resource: "statefulsets"},
+	{Group: "autoscaling", Resource: "horizontalpodautoscalers"},
+	{Group: "batch", Resource: "cronjobs"}, {Group: "batch", Resource: "jobs"},
+	{Group: "networking.k8s.io", Resource: "ingressclasses"}, {Group: "networking.k8s.io", Resource: "ingresses"},
+	{Group: "networking.k8s.io", Resource: "networkpolicies"},
+	{Group: "node.k8s.io", Resource: "runtimeclasses"},
+	{Group: "policy", Resource: "poddisruptionbudgets"},
+	{Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}, {Group: "rbac.authorization.k8s.io", Resource: "clusterroles"},
+	{Group: "rbac.authorization.k8s.io", Resource: "rolebindings"}, {Group: "rbac.authorization.k8s.io", Resource: "roles"},
+	{Group: "scheduling.k8s.io", Resource: "priorityclasses"},
+	{Group: "storage.k8s.io", Resource: "csidrivers"}, {Group: "storage.k8s.io", Resource: "storageclasses"},
+}
+
+// Rules are what ferry backup reads, cluster-wide: get and list on each type it reads, named one
+// by one (a wildcard would match subresources too: nodes/proxy is exec on every node, pods/proxy
+// and services/proxy reach into every workload). Secrets are among them: they move, and hold
+// the database and bucket credentials the dumps and copies use. Discovery is open to every
+// authenticated client already. Nothing is written cluster-wide.
+func Rules(reads []schema.GroupResource) []rbacv1.PolicyRule {
+	if len(reads) == 0 {
+		reads = BuiltinReads
+	}
+	byGroup := map[string][]string{}
+	for _, gr := range reads {
+		if gr.Resource == "" || strings.ContainsAny(gr.Resource, "*/") || gr.Group == "*" {
+			continue // never a wildcard nor a subresource
+		}
+		if !slices.Contains(byGroup[gr.Group], gr.Resource) {
+			byGroup[gr.Group] = append(byGroup[gr.Group], gr.Resource)
+		}
+	}
+	var rules []rbacv1.PolicyRule
+	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: slices.Sorted(slices.Values(byGroup[g])), Verbs: []string{"get", "list"}})
+	}
+	return rules
+}
+
+// DataRules are what ferry backup does in each namespace of the plan's claims, databases and
+// buckets, and nowhere else: short-lived mover pods are created, watched and deleted; mover pods
+// (ferry mover pack) and database pods (the dump) are exec'd into, bucket pods port-forwarded to
+// (POSTs over SPDY and GETs over WebSocket, authorized as create and get); the Secrets holding a
+// database's or bucket's credentials are read.
+func DataRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "delete", "watch"}},
-		// Exec and port-forward are POSTs over SPDY and GETs over WebSocket, authorized as create and get.
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "delete", "get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/portforward"}, Verbs: []string{"create", "get"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
 	}
 }
 
@@ -199,8 +284,11 @@ type Manifests struct {
 	ServiceAccount     *corev1.ServiceAccount
 	ClusterRole        *rbacv1.ClusterRole
 	ClusterRoleBinding *rbacv1.ClusterRoleBinding
-	ConfigMap          *corev1.ConfigMap // nil without a ferry.yaml
-	CronJob            *batchv1.CronJob
+	// Roles and RoleBindings give DataRules in each data namespace, in the same order.
+	Roles        []*rbacv1.Role
+	RoleBindings []*rbacv1.RoleBinding
+	ConfigMap    *corev1.ConfigMap // nil without a ferry.yaml
+	CronJob      *batchv1.CronJob
 }
 
 // Build makes the manifests of a schedule; it checks the options first.
@@ -218,11 +306,20 @@ func Build(o Options) (*Manifests, error) {
 		ServiceAccount: &corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(sa, o.Namespace),
 			AutomountServiceAccountToken: ptr.To(true)},
 		ClusterRole: &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-			ObjectMeta: meta(ClusterResourceName(o.Namespace, o.Name), ""), Rules: Rules()},
+			ObjectMeta: meta(ClusterResourceName(o.Namespace, o.Name), ""), Rules: Rules(o.Reads)},
 		ClusterRoleBinding: &rbacv1.ClusterRoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
 			ObjectMeta: meta(ClusterResourceName(o.Namespace, o.Name), ""),
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: ClusterResourceName(o.Namespace, o.Name)},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: o.Namespace}}},
+	}
+	for _, ns := range slices.Compact(slices.Sorted(slices.Values(o.DataNamespaces))) {
+		role := ClusterResourceName(o.Namespace, o.Name)
+		m.Roles = append(m.Roles, &rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+			ObjectMeta: meta(role, ns), Rules: DataRules()})
+		m.RoleBindings = append(m.RoleBindings, &rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: meta(role, ns),
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: o.Namespace}}})
 	}
 	if len(o.ServiceAccountAnnotations) > 0 {
 		m.ServiceAccount.Annotations = o.ServiceAccountAnnotations
@@ -262,6 +359,7 @@ func Build(o Options) (*Manifests, error) {
 			Schedule: o.Cron,
 			// Two backups of one cluster at once only slow each other down.
 			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
+			StartingDeadlineSeconds:    ptr.To(int64(cmp.Or(o.StartingDeadline, DefaultStartingDeadline) / time.Second)),
 			Suspend:                    ptr.To(o.Suspend),
 			SuccessfulJobsHistoryLimit: ptr.To[int32](3),
 			FailedJobsHistoryLimit:     ptr.To[int32](3),
@@ -271,6 +369,8 @@ func Build(o Options) (*Manifests, error) {
 					// A failed backup (exit 1) removes what it wrote, so another try is clean;
 					// bad input (2) or skipped items (3, the backup is complete) would fail the same way again.
 					BackoffLimit: ptr.To[int32](2),
+					// A stuck run ends, so the next one may start (concurrencyPolicy Forbid).
+					ActiveDeadlineSeconds: ptr.To(int64(cmp.Or(o.ActiveDeadline, DefaultActiveDeadline) / time.Second)),
 					PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 						Action: batchv1.PodFailurePolicyActionFailJob,
 						OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
@@ -302,6 +402,9 @@ func Build(o Options) (*Manifests, error) {
 // runs without its permissions.
 func (m *Manifests) Objects() []runtime.Object {
 	out := []runtime.Object{m.Namespace, m.ServiceAccount, m.ClusterRole, m.ClusterRoleBinding}
+	for i := range m.Roles {
+		out = append(out, m.Roles[i], m.RoleBindings[i])
+	}
 	if m.ConfigMap != nil {
 		out = append(out, m.ConfigMap)
 	}

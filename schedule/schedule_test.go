@@ -5,13 +5,17 @@ import (
 	"context"
 	"flag"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 )
@@ -45,6 +49,10 @@ func TestCheck(t *testing.T) {
 		{"secret", func(o *Options) { o.StorageSecret = "bad/secret" }, "--storage-secret"},
 		{"preset and config", func(o *Options) { o.Config = []byte("preset: kubeflow\n") }, "-f and --preset"},
 		{"no image", func(o *Options) { o.Image = "" }, "--image"},
+		{"negative run deadline", func(o *Options) { o.ActiveDeadline = -time.Hour }, "--active-deadline"},
+		{"a run deadline of seconds", func(o *Options) { o.ActiveDeadline = 5 * time.Second }, "--active-deadline"},
+		{"a start deadline under the controller's period", func(o *Options) { o.StartingDeadline = 5 * time.Second }, "--starting-deadline"},
+		{"a data namespace", func(o *Options) { o.DataNamespaces = []string{"Bad_NS"} }, "data namespace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,16 +138,74 @@ func TestBuild(t *testing.T) {
 				crb.Subjects[0].Name != m.ServiceAccount.Name || crb.Subjects[0].Namespace != "backups" || m.ServiceAccount.Namespace != "backups" {
 				t.Errorf("binding %+v of %s to %s/%s", crb, m.ClusterRole.Name, m.ServiceAccount.Namespace, m.ServiceAccount.Name)
 			}
-			// What ferry backup writes is pods, exec and port-forward; everything else is read only.
+			// Cluster-wide, only reads, of named types: no wildcard (it would match nodes/proxy,
+			// pods/proxy, services/proxy) and no subresource.
+			if len(m.ClusterRole.Rules) == 0 {
+				t.Fatal("no rules")
+			}
 			for _, r := range m.ClusterRole.Rules {
-				for _, v := range r.Verbs {
-					if v != "get" && v != "list" && v != "watch" && !slices.Contains(r.Resources, "pods") && !slices.Contains(r.Resources, "pods/exec") {
-						t.Errorf("rule %+v writes more than pods", r)
-					}
-					if v == "*" || v == "update" || v == "patch" || v == "escalate" || v == "bind" || v == "impersonate" {
-						t.Errorf("rule %+v grants %s", r, v)
+				if !slices.Equal(r.Verbs, []string{"get", "list"}) || slices.Contains(r.APIGroups, "*") || len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
+					t.Errorf("cluster-wide rule %+v does more than read named types", r)
+				}
+				for _, res := range r.Resources {
+					if strings.ContainsAny(res, "*/") {
+						t.Errorf("cluster-wide rule %+v reads %s", r, res)
 					}
 				}
+			}
+			if len(m.Roles) != 0 {
+				t.Errorf("roles without data namespaces: %d", len(m.Roles))
+			}
+		}},
+		{"pods only in data namespaces", func(o *Options) {
+			o.Reads = []schema.GroupResource{{Resource: "secrets"}, {Group: "example.com", Resource: "widgets"}, {Resource: "*"}, {Resource: "pods/exec"}, {Resource: "secrets"}}
+			o.DataNamespaces = []string{"team-b", "kubeflow", "team-b"}
+		}, func(t *testing.T, m *Manifests) {
+			want := []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list"}},
+				{APIGroups: []string{"example.com"}, Resources: []string{"widgets"}, Verbs: []string{"get", "list"}},
+			}
+			if !reflect.DeepEqual(m.ClusterRole.Rules, want) {
+				t.Errorf("cluster role rules %+v, want %+v", m.ClusterRole.Rules, want)
+			}
+			if len(m.Roles) != 2 || len(m.RoleBindings) != 2 {
+				t.Fatalf("%d roles and %d bindings, want one of each in kubeflow and team-b", len(m.Roles), len(m.RoleBindings))
+			}
+			for i, ns := range []string{"kubeflow", "team-b"} {
+				r, b := m.Roles[i], m.RoleBindings[i]
+				if r.Namespace != ns || b.Namespace != ns || b.RoleRef.Kind != "Role" || b.RoleRef.Name != r.Name ||
+					b.Subjects[0].Name != m.ServiceAccount.Name || b.Subjects[0].Namespace != m.ServiceAccount.Namespace {
+					t.Errorf("role %s/%s bound by %+v", r.Namespace, r.Name, b)
+				}
+				for _, rule := range r.Rules {
+					for _, v := range rule.Verbs {
+						if v == "*" || v == "update" || v == "patch" || v == "escalate" || v == "bind" || v == "impersonate" {
+							t.Errorf("rule %+v grants %s", rule, v)
+						}
+					}
+					if rule.Resources[0] == "secrets" && !slices.Equal(rule.Verbs, []string{"get"}) {
+						t.Errorf("secrets in a data namespace: %v", rule.Verbs)
+					}
+				}
+			}
+			if objs := m.Objects(); len(objs) != 9 || objs[8] != m.CronJob {
+				t.Errorf("the CronJob goes last: %d objects", len(objs))
+			}
+		}},
+		{"deadlines", func(o *Options) {}, func(t *testing.T, m *Manifests) {
+			if d := m.CronJob.Spec.StartingDeadlineSeconds; d == nil || *d != 3600 {
+				t.Errorf("startingDeadlineSeconds %v, want 3600", d)
+			}
+			if d := m.CronJob.Spec.JobTemplate.Spec.ActiveDeadlineSeconds; d == nil || *d != 6*3600 {
+				t.Errorf("activeDeadlineSeconds %v, want 21600", d)
+			}
+		}},
+		{"deadlines given", func(o *Options) { o.ActiveDeadline, o.StartingDeadline = 90*time.Minute, 5*time.Minute }, func(t *testing.T, m *Manifests) {
+			if d := m.CronJob.Spec.StartingDeadlineSeconds; d == nil || *d != 300 {
+				t.Errorf("startingDeadlineSeconds %v, want 300", d)
+			}
+			if d := m.CronJob.Spec.JobTemplate.Spec.ActiveDeadlineSeconds; d == nil || *d != 5400 {
+				t.Errorf("activeDeadlineSeconds %v, want 5400", d)
 			}
 		}},
 		{"config map", func(o *Options) { o.Preset, o.Config = "", []byte("preset: kubeflow\n") }, func(t *testing.T, m *Manifests) {
@@ -184,7 +250,7 @@ func TestBuild(t *testing.T) {
 // deploy/schedule.yaml is what Build makes for its documented options, with its comments.
 func TestDeployManifests(t *testing.T) {
 	m, err := Build(Options{Name: "nightly", Namespace: DefaultNamespace, Cron: "0 2 * * *", Image: ImageRepository + ":latest",
-		Storage: "s3://ferry-backups/prod?region=eu-west-1", StorageSecret: "ferry-storage", Preset: "kubeflow"})
+		Storage: "s3://ferry-backups/prod?region=eu-west-1", StorageSecret: "ferry-storage", Preset: "kubeflow", DataNamespaces: []string{"kubeflow"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,15 +299,23 @@ func TestApplyListDelete(t *testing.T) {
 	client := fake.NewClientset()
 	o := base()
 	o.Preset, o.Config = "", []byte("preset: kubeflow\n")
+	o.DataNamespaces = []string{"kubeflow"}
 	m, err := Build(o)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A schedule of the same name in another namespace has its own Role there, left alone.
+	elsewhere := base()
+	elsewhere.Namespace, elsewhere.DataNamespaces = "backups", []string{"kubeflow"}
+	me, _ := Build(elsewhere)
+	if _, err := client.RbacV1().Roles("kubeflow").Create(ctx, me.Roles[0], metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	done, err := Apply(ctx, client, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(done) != 6 || done[0] != "namespace/ferry-system created" || done[5] != "cronjob/nightly created" {
+	if len(done) != 8 || done[0] != "namespace/ferry-system created" || done[4] != "role/kubeflow/ferry-schedule:ferry-system:nightly created" || done[7] != "cronjob/nightly created" {
 		t.Errorf("apply: %q", done)
 	}
 	if _, err := Apply(ctx, client, m); !badinput.Is(err) {
@@ -272,8 +346,11 @@ func TestApplyListDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(done) != 5 {
+	if len(done) != 7 || !slices.Contains(done, "rolebinding/kubeflow/ferry-schedule:ferry-system:nightly deleted") || !slices.Contains(done, "role/kubeflow/ferry-schedule:ferry-system:nightly deleted") {
 		t.Errorf("delete: %q", done)
+	}
+	if _, err := client.RbacV1().Roles("kubeflow").Get(ctx, me.Roles[0].Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the other schedule's Role: %v", err)
 	}
 	if infos, _ := List(ctx, client, DefaultNamespace); len(infos) != 0 {
 		t.Errorf("after delete: %+v", infos)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 )
@@ -65,18 +68,31 @@ func newScheduleCreateCommand(global *globalOptions, streams genericiooptions.IO
 		Use:   "create NAME --cron \"0 2 * * *\" --from CONTEXT --storage s3://... [--storage-secret SECRET]",
 		Short: "Create a CronJob in the cluster that runs ferry backup on a schedule",
 		Long: `create puts into the cluster (--from, in -n NAMESPACE, default ` + schedule.DefaultNamespace + `, created when missing) a
-ServiceAccount, a ClusterRole and ClusterRoleBinding with what ferry backup needs (get and list on
-everything it moves; create, watch and delete pods, exec and port-forward for mover pods, dumps and
-bucket copies), a ConfigMap for -f ferry.yaml, and a CronJob (concurrencyPolicy Forbid, the ferry
-image, non-root, read-only root file system) running
+ServiceAccount with the least ferry backup needs, derived from a plan of the cluster made now:
+
+  ClusterRole      get and list on each resource type the backup reads, named one by one (no
+                   wildcard, which would match nodes/proxy, pods/proxy, services/proxy): the
+                   types that may move, custom resources and Secrets included, and namespaces,
+                   pods, claims, volumes, storage classes, quotas and CRDs, which locate the data
+  Role, in each    create, watch and delete pods (mover pods), exec into pods (ferry mover pack,
+  namespace of     the database dumps), port-forward (bucket copies), get Secrets (the
+  claims, data-    credentials a database or bucket names); nowhere else
+  bases, buckets
+
+a ConfigMap for -f ferry.yaml, and a CronJob (concurrencyPolicy Forbid, --starting-deadline and
+--active-deadline so that a stuck run cannot block the later ones, the ferry image, non-root,
+read-only root file system) running
 
   ferry backup --storage URL --schedule NAME ...
 
-with the pod's in-cluster credentials. Its backups are named NAME-YYYYMMDD-HHMMSS and record the
-schedule in their manifest (ferry restore --backup latest:NAME, ferry prune --schedule NAME).
-The S3 credentials come from the Secret --storage-secret names, keys ` + schedule.AccessKeyKey + ` and
-` + schedule.SecretKeyKey + `, as environment variables; they are never written into the CronJob.
---dry-run prints the manifests (-o yaml or json) and creates nothing.`,
+with the pod's in-cluster credentials. A type or data namespace the cluster gains later is not
+covered: the backup fails naming it; delete the schedule and create it again. Its backups are
+named NAME-YYYYMMDD-HHMMSS and record the schedule in their manifest (ferry restore --backup
+latest:NAME, ferry prune --schedule NAME). The S3 credentials come from the Secret
+--storage-secret names, keys ` + schedule.AccessKeyKey + ` and ` + schedule.SecretKeyKey + `, as environment variables;
+they are never written into the CronJob. --dry-run prints the manifests (-o yaml or json) and
+creates nothing; when it cannot reach the cluster they hold ferry's built-in list of types and
+no Roles.`,
 		Args: oneName("create"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name, o.Namespace, o.Storage = args[0], scheduleNamespace(global), global.storageURL
@@ -87,19 +103,28 @@ The S3 credentials come from the Secret --storage-secret names, keys ` + schedul
 			}
 			if configFile != "" {
 				// Checked here as ferry backup would read it, so a bad file fails now, not at 2 a.m.
-				if _, err := plans.LoadConfig(configFile, ""); err != nil {
-					return err
-				}
 				data, err := os.ReadFile(configFile)
 				if err != nil {
 					return badinput.Errorf("-f %s: %w", configFile, err)
 				}
 				o.Config = data
 			}
-			if o.Preset != "" {
-				if _, err := plans.LoadConfig("", o.Preset); err != nil {
-					return err
+			if err := o.Check(); err != nil {
+				return err
+			}
+			cfg, err := plans.LoadConfig(configFile, o.Preset)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			// The job's rights come from the plan of the cluster: the types it reads, the
+			// namespaces of its data. A dry run that cannot reach the cluster shows the built-in list.
+			o.Reads, o.DataNamespaces, err = scheduleAccess(ctx, global, from, cfg)
+			if err != nil {
+				if !dryRun {
+					return fmt.Errorf("plan %s for the schedule's rights: %w", orCurrent(from), err)
 				}
+				fmt.Fprintf(streams.ErrOut, "Cannot plan %s (%v): the manifests read ferry's built-in types and give no namespace pod rights; create plans the cluster.\n", orCurrent(from), err)
 			}
 			m, err := schedule.Build(o)
 			if err != nil {
@@ -114,7 +139,6 @@ The S3 credentials come from the Secret --storage-secret names, keys ` + schedul
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
 			done, err := schedule.Apply(ctx, client, m)
 			if output == "" {
 				for _, d := range done {
@@ -129,6 +153,8 @@ The S3 credentials come from the Secret --storage-secret names, keys ` + schedul
 				out = streams.ErrOut
 			}
 			fmt.Fprintf(out, "Schedule %s in namespace %s runs %q: ferry %s\n", o.Name, o.Namespace, o.Cron, strings.Join(schedule.Args(o), " "))
+			fmt.Fprintf(out, "Its ServiceAccount reads %d resource types and runs pods only in %s; a type or data namespace added later needs the schedule made again.\n",
+				len(o.Reads), orNone(o.DataNamespaces))
 			warnMissingSecret(ctx, client, out, o)
 			return nil
 		},
@@ -144,6 +170,8 @@ The S3 credentials come from the Secret --storage-secret names, keys ` + schedul
 	f.BoolVar(&o.MoverDirect, "mover-direct", false, "mover pods upload volumes to storage themselves")
 	f.IntVar(&o.Parallel, "parallel", 0, "resource types listed and bucket objects copied at once (default: ferry backup's)")
 	f.BoolVar(&o.Suspend, "suspend", false, "create the CronJob suspended")
+	f.DurationVar(&o.ActiveDeadline, "active-deadline", schedule.DefaultActiveDeadline, "a run that takes longer is stopped (the Job's activeDeadlineSeconds), so it cannot block the later ones")
+	f.DurationVar(&o.StartingDeadline, "starting-deadline", schedule.DefaultStartingDeadline, "a run missed by more than this is skipped until the next (the CronJob's startingDeadlineSeconds)")
 	f.StringToStringVar(&o.ServiceAccountAnnotations, "service-account-annotation", nil, "annotations of the ServiceAccount (KEY=VALUE), e.g. for a cloud web identity that gives the pod S3 credentials")
 	f.BoolVar(&dryRun, "dry-run", false, "print the manifests and create nothing")
 	f.StringVarP(&output, "output", "o", "", "yaml or json: print the manifests")
@@ -255,4 +283,38 @@ func newScheduleDeleteCommand(global *globalOptions, streams genericiooptions.IO
 	}
 	cmd.Flags().StringVar(&from, "from", "", "kubeconfig context of the cluster (default: the current context)")
 	return cmd
+}
+
+// scheduleAccess plans the cluster as the scheduled backup will: the resource types it reads and
+// the namespaces of its claims, databases and buckets, sorted.
+func scheduleAccess(ctx context.Context, global *globalOptions, from string, cfg plans.Config) ([]schema.GroupResource, []string, error) {
+	cl, err := global.planClients(from)
+	if err != nil {
+		return nil, nil, badinput.Wrap(err)
+	}
+	reads, err := plans.Readable(cl.Discovery, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := plans.Inventory(ctx, cl, plans.Options{Config: cfg, Context: from, Log: global.logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	namespaces := map[string]bool{}
+	for _, v := range p.Volumes {
+		namespaces[v.Namespace] = true
+	}
+	for _, d := range slices.Concat(p.Databases, p.Buckets) {
+		if d.Namespace != "" {
+			namespaces[d.Namespace] = true
+		}
+	}
+	return reads, slices.Sorted(maps.Keys(namespaces)), nil
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "no namespace"
+	}
+	return strings.Join(names, ", ")
 }

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -13,25 +14,34 @@ import (
 // with the same value; actual may have more (defaults the target adds). Lists must have the same
 // length and contain their counterparts item by item. Each difference names the field path and
 // both values. Empty maps, lists and nulls in expected match a missing field.
+//
+// When either object is a Secret, its values are never shown, nor a part of them: a difference
+// names the field and the two lengths. Every difference restore, verify and carry-back report
+// comes from here, so this is the one place that rule lives.
 func Compare(expected, actual map[string]any) []string {
-	var out []string
-	compareValue("", expected, actual, true, &out)
-	return out
+	c := comparer{secret: isSecret(expected) || isSecret(actual)}
+	c.value("", expected, actual, true)
+	return c.out
 }
 
-func compareValue(path string, want, got any, present bool, out *[]string) {
+type comparer struct {
+	secret bool
+	out    []string
+}
+
+func (c *comparer) value(path string, want, got any, present bool) {
 	if isEmpty(want) && (!present || isEmpty(got)) {
 		return
 	}
 	if !present {
-		*out = append(*out, fmt.Sprintf("%s: missing on the target (backup: %s)", orRoot(path), show(want)))
+		c.out = append(c.out, fmt.Sprintf("%s: missing on the target (backup: %s)", orRoot(path), c.show(path, want)))
 		return
 	}
 	switch w := want.(type) {
 	case map[string]any:
 		g, ok := got.(map[string]any)
 		if !ok {
-			*out = append(*out, fmt.Sprintf("%s: backup %s, target %s", orRoot(path), show(want), show(got)))
+			c.differ(path, want, got)
 			return
 		}
 		keys := make([]string, 0, len(w))
@@ -41,22 +51,90 @@ func compareValue(path string, want, got any, present bool, out *[]string) {
 		sort.Strings(keys)
 		for _, k := range keys {
 			gv, ok := g[k]
-			compareValue(joinPath(path, k), w[k], gv, ok, out)
+			c.value(joinPath(path, k), w[k], gv, ok)
 		}
 	case []any:
 		g, ok := got.([]any)
 		if !ok || len(g) != len(w) {
-			*out = append(*out, fmt.Sprintf("%s: backup %s, target %s", orRoot(path), show(want), show(got)))
+			c.differ(path, want, got)
 			return
 		}
 		for i := range w {
-			compareValue(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], true, out)
+			c.value(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], true)
 		}
 	default:
 		if !sameScalar(want, got) {
-			*out = append(*out, fmt.Sprintf("%s: backup %s, target %s", orRoot(path), show(want), show(got)))
+			c.differ(path, want, got)
 		}
 	}
+}
+
+func (c *comparer) differ(path string, want, got any) {
+	if c.hidden(path) {
+		c.out = append(c.out, fmt.Sprintf("%s: differs (backup %s, target %s)", orRoot(path), size(path, want), size(path, got)))
+		return
+	}
+	c.out = append(c.out, fmt.Sprintf("%s: backup %s, target %s", orRoot(path), show(want), show(got)))
+}
+
+func (c *comparer) show(path string, v any) string {
+	if c.hidden(path) {
+		return size(path, v)
+	}
+	return show(v)
+}
+
+// secretClear are the fields of a Secret that identify it and hold no secret: any other (data,
+// stringData, annotations such as kubectl's last-applied configuration, which repeats the data,
+// and fields unknown today) shows only its length.
+var secretClear = []string{"apiVersion", "kind", "type", "immutable", "metadata.name", "metadata.namespace", "metadata.labels", "metadata.ownerReferences", "metadata.finalizers"}
+
+// hidden says whether the value at path may not be shown.
+func (c *comparer) hidden(path string) bool {
+	if !c.secret {
+		return false
+	}
+	for _, p := range secretClear {
+		if path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
+			return false
+		}
+	}
+	return true
+}
+
+// isSecret says whether obj is a core Secret.
+func isSecret(obj map[string]any) bool {
+	return obj["kind"] == "Secret" && obj["apiVersion"] == "v1"
+}
+
+// size describes a hidden value by its length alone: a Secret's data by its decoded bytes.
+func size(path string, v any) string {
+	switch t := v.(type) {
+	case nil:
+		return "none"
+	case string:
+		n := len(t)
+		if strings.HasPrefix(path, "data.") || strings.HasPrefix(path, "data[") {
+			if b, err := base64.StdEncoding.DecodeString(t); err == nil {
+				n = len(b)
+			}
+		}
+		return plural(n, "byte")
+	case map[string]any:
+		return plural(len(t), "key")
+	case []any:
+		return plural(len(t), "item")
+	case bool:
+		return "a boolean"
+	}
+	return "a number"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func isEmpty(v any) bool {

@@ -1,11 +1,14 @@
 package resources
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ferrykube/ferry/snapshot"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func decode(t *testing.T, s string) map[string]any {
@@ -45,6 +48,83 @@ func TestCompare(t *testing.T) {
 	if d := Compare(map[string]any{"n": float64(3)}, map[string]any{"n": int64(3)}); d != nil {
 		t.Errorf("float64 3 vs int64 3: %q", d)
 	}
+}
+
+// TestCompareSecret: a Secret's differences name the field and the lengths, never a value nor a
+// part of one, whichever side holds the Secret and whichever way round the restore, verify or
+// carry-back compares; its identity (name, namespace, labels, type) stays readable.
+func TestCompareSecret(t *testing.T) {
+	const secret = `"apiVersion":"v1","kind":"Secret",`
+	for _, tc := range []struct {
+		name             string
+		expected, actual string
+		want             []string
+	}{
+		{"data value changed", `{` + secret + `"data":{"password":"aHVudGVyMmh1bnRlcg=="}}`, `{` + secret + `"data":{"password":"c2VjcmV0MDAx"}}`,
+			[]string{"data.password: differs (backup 13 bytes, target 9 bytes)"}},
+		{"same length", `{` + secret + `"data":{"k":"YWFh"}}`, `{` + secret + `"data":{"k":"YmJi"}}`,
+			[]string{"data.k: differs (backup 3 bytes, target 3 bytes)"}},
+		{"data key lost", `{` + secret + `"data":{"k":"YWFh","l":"Ymxh"}}`, `{` + secret + `"data":{"k":"YWFh"}}`,
+			[]string{"data.l: missing on the target (backup: 3 bytes)"}},
+		{"dotted data key", `{` + secret + `"data":{"tls.key":"YWFh"}}`, `{` + secret + `"data":{"tls.key":"YmJiYg=="}}`,
+			[]string{`data["tls.key"]: differs (backup 3 bytes, target 4 bytes)`}},
+		{"all data gone", `{` + secret + `"data":{"k":"YWFh","l":"Ymxh"}}`, `{"apiVersion":"v1","kind":"Secret"}`,
+			[]string{"data: missing on the target (backup: 2 keys)"}},
+		{"data no map", `{` + secret + `"data":{"k":"YWFh"}}`, `{` + secret + `"data":"c2VjcmV0"}`,
+			[]string{"data: differs (backup 1 key, target 8 bytes)"}},
+		{"string data", `{` + secret + `"stringData":{"token":"hunter2"}}`, `{` + secret + `"stringData":{"token":"swordfish"}}`,
+			[]string{"stringData.token: differs (backup 7 bytes, target 9 bytes)"}},
+		{"last-applied annotation holds the data", `{` + secret + `"metadata":{"name":"s","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"stringData\":{\"token\":\"hunter2\"}}"}}}`,
+			`{` + secret + `"metadata":{"name":"s","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"stringData\":{\"token\":\"swordfish\"}}"}}}`,
+			[]string{`metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]: differs (backup 34 bytes, target 36 bytes)`}},
+		{"unknown field", `{` + secret + `"extra":{"nested":["hunter2"]}}`, `{` + secret + `"extra":{"nested":["swordfish"]}}`,
+			[]string{"extra.nested[0]: differs (backup 7 bytes, target 9 bytes)"}},
+		{"list of another length", `{` + secret + `"extra":["hunter2"]}`, `{` + secret + `"extra":["hunter2","swordfish"]}`,
+			[]string{"extra: differs (backup 1 item, target 2 items)"}},
+		{"identity stays readable", `{` + secret + `"type":"Opaque","metadata":{"name":"s","labels":{"app":"a"}}}`, `{` + secret + `"type":"kubernetes.io/tls","metadata":{"name":"s","labels":{"app":"b"}}}`,
+			[]string{`metadata.labels.app: backup "a", target "b"`, `type: backup "Opaque", target "kubernetes.io/tls"`}},
+		{"only the target is a Secret", `{"data":{"k":"aHVudGVyMg=="}}`, `{` + secret + `"data":{"k":"c3dvcmRmaXNo"}}`,
+			[]string{"data.k: differs (backup 7 bytes, target 9 bytes)"}},
+		{"a ConfigMap shows its values", `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}}`, `{"apiVersion":"v1","kind":"ConfigMap","data":{"k":"w"}}`,
+			[]string{`data.k: backup "v", target "w"`}},
+		{"a Secret of another group shows its values", `{"apiVersion":"example.com/v1","kind":"Secret","data":{"k":"v"}}`, `{"apiVersion":"example.com/v1","kind":"Secret","data":{"k":"w"}}`,
+			[]string{`data.k: backup "v", target "w"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Compare(decode(t, tc.expected), decode(t, tc.actual))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Compare = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSecretDifferencesOfEveryCaller: restore's and verify's comparison (both ways, with --exact)
+// and carry-back's both words keep a Secret's values out.
+func TestSecretDifferencesOfEveryCaller(t *testing.T) {
+	const a, b = "hunter2-canary", "swordfish-canary"
+	obj := func(v string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Secret",
+			"metadata":   map[string]any{"name": "s", "namespace": "ns"},
+			"stringData": map[string]any{"token": v},
+			"data":       map[string]any{"password": base64.StdEncoding.EncodeToString([]byte(v))}}
+	}
+	live := &unstructured.Unstructured{Object: obj(b)}
+	var all []string
+	all = append(all, Objects{Exact: true}.compare("secrets", obj(a), live)...)
+	all = append(all, differences(obj(a), obj(b))...)
+	all = append(all, differences(map[string]any{"apiVersion": "v1", "kind": "Secret"}, obj(b))...)
+	if len(all) == 0 {
+		t.Fatal("no differences found")
+	}
+	for _, d := range all {
+		for _, v := range []string{a, b, base64.StdEncoding.EncodeToString([]byte(a)), base64.StdEncoding.EncodeToString([]byte(b)), "hunter", "swordf", "aHVudGVy", "c3dvcmRm"} {
+			if strings.Contains(d, v) {
+				t.Errorf("difference %q shows %q", d, v)
+			}
+		}
+	}
+	t.Logf("%q", all)
 }
 
 func TestPrepare(t *testing.T) {
