@@ -90,7 +90,7 @@ func Stage(ctx context.Context, dir string, r io.Reader) (Staged, error) {
 	var id [8]byte
 	rand.Read(id[:])
 	s := &stager{u: newUnpacker(root, UnpackOptions{}), st: Staged{ID: hex.EncodeToString(id[:])},
-		at: map[string]int{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}}
+		at: map[string]int{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}, linked: map[string]bool{}}
 	defer s.u.close()
 	if err := s.run(ctx, r); err != nil {
 		s.u.close()
@@ -128,8 +128,10 @@ type stager struct {
 	// archiveDirs are the archive's directories so far; onTarget says whether a path is a real
 	// directory on the target, reached through real directories only.
 	archiveDirs, onTarget map[string]bool
-	staging               *os.Root
-	n                     int
+	// linked are the files of the archive that later entries are hard links to.
+	linked  map[string]bool
+	staging *os.Root
+	n       int
 }
 
 func (s *stager) run(ctx context.Context, r io.Reader) error {
@@ -183,7 +185,8 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		// What follows would be written through whatever replaced the directory.
 		return badinput.Errorf("archive entry %q appears twice, first as a directory: %w", h.Name, ErrUnsafePath)
 	}
-	if dup && (s.st.Files[prev].Type != "file" || (h.Typeflag != tar.TypeReg && h.PAXRecords[SkippedRecord] == "")) {
+	if dup && (s.st.Files[prev].Type != "file" || s.st.Files[prev].Hardlink != "" || s.linked[name] ||
+		(h.Typeflag != tar.TypeReg && h.PAXRecords[SkippedRecord] == "")) {
 		return badinput.Errorf("archive entry %q appears twice", h.Name)
 	}
 	if dup {
@@ -203,13 +206,27 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		s.archiveDirs[name] = true
 	case tar.TypeSymlink:
 		f.Type, f.Link = "symlink", h.Linkname
+	case tar.TypeFifo:
+		f.Type = "fifo"
+	case tar.TypeLink:
+		// Another name of a file the archive holds before: nothing to stage, Apply links it.
+		head, err := entryPath(h.Linkname)
+		if err != nil {
+			return badinput.Errorf("archive entry %q links to %q: %w", h.Name, h.Linkname, ErrUnsafePath)
+		}
+		i, ok := s.at[head]
+		if !ok || s.st.Files[i].Type != "file" || s.st.Files[i].Hardlink != "" || head != s.st.Files[i].Path {
+			return badinput.Errorf("archive entry %q links to %q, which is not a file before it in the archive", h.Name, h.Linkname)
+		}
+		f.Type, f.Hardlink, f.Size, f.SHA256 = "file", head, s.st.Files[i].Size, s.st.Files[i].SHA256
+		s.linked[head] = true
 	case tar.TypeReg:
 		f.Type, f.Size = "file", h.Size
 		if f.SHA256, f.Staged, err = s.regular(name, h, tr); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	default:
-		return badinput.Errorf("archive entry %q: type %q is not a file, directory or symlink", h.Name, h.Typeflag)
+		return badinput.Errorf("archive entry %q: type %q is not a file, directory, symlink, hard link or FIFO", h.Name, h.Typeflag)
 	}
 	s.at[name] = len(s.st.Files)
 	s.st.Files = append(s.st.Files, f)
@@ -458,13 +475,22 @@ func (u *unpacker) apply(f StagedFile, staging string) error {
 		return err
 	}
 	u.keep[name] = true
-	out := UnpackedFile{File: snapshot.File{Path: f.Path, SHA256: f.SHA256}}
-	switch f.Type {
-	case "dir":
+	out := UnpackedFile{File: snapshot.File{Path: f.Path, SHA256: f.SHA256, Hardlink: f.Hardlink}}
+	size := h.Size
+	switch {
+	case f.Type == "dir":
 		out.Action, err = u.directory(name, h)
-	case "symlink":
+	case f.Type == "symlink":
 		out.Action, err = u.link(name, h)
-	case "file":
+	case f.Type == "fifo":
+		out.Action, err = u.fifo(name, h)
+	case f.Hardlink != "":
+		size = 0
+		var head string
+		if head, err = entryPath(f.Hardlink); err == nil {
+			out.Action, err = u.hardlink(name, head)
+		}
+	default:
 		out.Action, err = u.place(name, h, staging, f.Staged)
 	}
 	if err != nil {
@@ -478,7 +504,7 @@ func (u *unpacker) apply(f StagedFile, staging string) error {
 	if h.Typeflag == tar.TypeDir {
 		u.archiveDirs = append(u.archiveDirs, pendingDir{name: name, h: h, index: len(u.res.Files) - 1})
 	} else {
-		u.count(out.Action, h.Size)
+		u.count(out.Action, size)
 	}
 	return nil
 }
@@ -497,8 +523,10 @@ func (f StagedFile) header() (*tar.Header, error) {
 		h.Typeflag = tar.TypeSymlink
 	case "file":
 		h.Typeflag = tar.TypeReg
+	case "fifo":
+		h.Typeflag = tar.TypeFifo
 	default:
-		return nil, badinput.Errorf("entry %q: type %q is not a file, directory or symlink", f.Path, f.Type)
+		return nil, badinput.Errorf("entry %q: type %q is not a file, directory, symlink or FIFO", f.Path, f.Type)
 	}
 	return h, nil
 }

@@ -165,10 +165,22 @@ func fileDifference(want, got snapshot.File) string {
 		differ("size", want.Size, got.Size)
 		differ("mode", want.Mode, got.Mode)
 		differ("sha256", want.SHA256, got.SHA256)
+		if want.Hardlink != got.Hardlink {
+			fields = append(fields, fmt.Sprintf("hard link to: backup %s, target %s", orNone(want.Hardlink), orNone(got.Hardlink)))
+		}
+	case "fifo":
+		differ("mode", want.Mode, got.Mode)
 	case "dir":
 		differ("mode", want.Mode, got.Mode)
 	case "symlink":
 		differ("link", want.Link, got.Link)
 	}
 	return strings.Join(fields, "; ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
