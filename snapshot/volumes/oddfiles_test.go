@@ -47,6 +47,8 @@ func oddTree(t *testing.T) string {
 	must(t, os.Mkdir(filepath.Join(dir, "links"), 0o755))
 	must(t, os.Link(filepath.Join(dir, "a.txt"), filepath.Join(dir, "links", "b.txt")))
 	must(t, os.Link(filepath.Join(dir, "a.txt"), filepath.Join(dir, "links", "c.txt")))
+	write("twin-1", "same contents, two files", 0o600)
+	write("twin-2", "same contents, two files", 0o600)
 	write("pair-1", "two names", 0o600)
 	must(t, os.Link(filepath.Join(dir, "pair-1"), filepath.Join(dir, "pair-2")))
 	must(t, unix.Mkfifo(filepath.Join(dir, fifoName), 0o620))
@@ -197,6 +199,13 @@ func TestOddFilesRoundTrip(t *testing.T) {
 			must(t, unix.Mkfifo(filepath.Join(dst, "other.fifo"), 0o600))
 			must(t, os.WriteFile(filepath.Join(dst, fifoName), []byte("a file, not a FIFO"), 0o600))
 			must(t, os.Symlink("a.txt", filepath.Join(dst, "link-to-a")))
+		}},
+		{name: "over files the backup holds apart made one, and one name more of a group", target: func(t *testing.T, dst string) {
+			copyTree(t, dst)
+			must(t, os.Remove(filepath.Join(dst, "twin-2")))
+			must(t, os.Link(filepath.Join(dst, "twin-1"), filepath.Join(dst, "twin-2")))
+			must(t, os.Remove(filepath.Join(dst, "pair-2")))
+			must(t, os.Link(filepath.Join(dst, "a.txt"), filepath.Join(dst, "pair-2")))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
@@ -90,7 +91,7 @@ func Stage(ctx context.Context, dir string, r io.Reader) (Staged, error) {
 	var id [8]byte
 	rand.Read(id[:])
 	s := &stager{u: newUnpacker(root, UnpackOptions{}), st: Staged{ID: hex.EncodeToString(id[:])},
-		at: map[string]int{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}, linked: map[string]bool{}}
+		at: map[string]int{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}, linked: map[string]bool{}, shared: map[string]uint64{}}
 	defer s.u.close()
 	if err := s.run(ctx, r); err != nil {
 		s.u.close()
@@ -129,7 +130,9 @@ type stager struct {
 	// directory on the target, reached through real directories only.
 	archiveDirs, onTarget map[string]bool
 	// linked are the files of the archive that later entries are hard links to.
-	linked  map[string]bool
+	linked map[string]bool
+	// shared holds the number of names of each target file kept as it is, when it has several.
+	shared  map[string]uint64
 	staging *os.Root
 	n       int
 }
@@ -158,6 +161,9 @@ func (s *stager) run(ctx context.Context, r io.Reader) error {
 		}
 	}
 	s.st.Files = files
+	if err := s.separate(); err != nil {
+		return err
+	}
 	if s.staging == nil {
 		return nil
 	}
@@ -230,6 +236,63 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 	}
 	s.at[name] = len(s.st.Files)
 	s.st.Files = append(s.st.Files, f)
+	return nil
+}
+
+// separate stages a copy of each target file kept as it is whose inode has more names on the
+// target than the archive gives it: Apply would otherwise set one entry's mode and time through
+// another's name, and leave files one that the archive holds apart.
+func (s *stager) separate() error {
+	names := map[string]uint64{}
+	for _, f := range s.st.Files {
+		if f.Hardlink != "" {
+			names[f.Hardlink]++
+		}
+	}
+	for i := range s.st.Files {
+		f := &s.st.Files[i]
+		if f.Type != "file" || f.Hardlink != "" || f.Staged != "" || s.shared[f.Path] <= 1+names[f.Path] {
+			continue
+		}
+		if err := s.copyTarget(f); err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// copyTarget stages a copy of the target's file of an entry, which has the entry's contents.
+func (s *stager) copyTarget(f *StagedFile) error {
+	old, err := s.u.open(f.Path)
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	if err := s.makeStaging(); err != nil {
+		return err
+	}
+	s.n++
+	staged := strconv.Itoa(s.n)
+	out, err := s.staging.OpenFile(staged, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	digest := sha256.New()
+	n, err := io.CopyBuffer(io.MultiWriter(&holeWriter{f: out, zero: s.u.zero}, digest), io.LimitReader(old, f.Size), s.u.buf)
+	if err == nil {
+		err = out.Truncate(f.Size)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if n != f.Size || hex.EncodeToString(digest.Sum(nil)) != f.SHA256 {
+		return errors.New("changed on the target while the archive was staged")
+	}
+	f.Staged = staged
+	s.st.Bytes += f.Size
 	return nil
 }
 
@@ -321,6 +384,11 @@ func (s *stager) regular(name string, h *tar.Header, tr io.Reader) (sum, staged 
 			return "", "", err
 		}
 		if matched == h.Size {
+			if fi, err := old.Stat(); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+					s.shared[name] = uint64(st.Nlink)
+				}
+			}
 			return hex.EncodeToString(digest.Sum(nil)), "", nil
 		}
 	}
