@@ -175,6 +175,17 @@ func TestOddFilesRoundTrip(t *testing.T) {
 	if want[fifoName].Type != "fifo" || want["a.txt"].Group == "" || want[latin1Name].Type != "file" {
 		t.Fatalf("the source tree lacks its odd shapes: %+v", want)
 	}
+	var contents int64 // each file once, whatever its names
+	for name, w := range want {
+		if w.Type == "file" && (w.Group == "" || strings.HasPrefix(w.Group, name+" ")) {
+			contents += w.Size
+		}
+	}
+	listing, err := List(src)
+	must(t, err)
+	if got := contentBytes(listing.Files); got != contents {
+		t.Errorf("a volume's contents count %d bytes, want %d", got, contents)
+	}
 	copyTree := func(t *testing.T, dst string) {
 		var buf bytes.Buffer
 		must(t, Pack(src, &buf))
