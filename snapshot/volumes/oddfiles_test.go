@@ -1,6 +1,7 @@
 package volumes
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -262,6 +263,41 @@ func TestOddFilesRoundTrip(t *testing.T) {
 				t.Errorf("a second restore wrote %d, updated %d, deleted %q", res.Written, res.Updated, res.Deleted)
 			}
 			sameWalk(t, want, walkTree(t, dst), "restored twice")
+		})
+	}
+}
+
+// TestStageRefusesBadHardLinks: a hard link names a file before it in the archive, inside the
+// volume, or the archive is refused and the claim left as it was.
+func TestStageRefusesBadHardLinks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []tar.Header
+	}{
+		{"out of the volume", []tar.Header{{Name: "x", Typeflag: tar.TypeLink, Linkname: "../outside"}}},
+		{"absolute", []tar.Header{{Name: "x", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}}},
+		{"to a later entry", []tar.Header{{Name: "x", Typeflag: tar.TypeLink, Linkname: "y"}, {Name: "y", Typeflag: tar.TypeReg}}},
+		{"to a file of the target only", []tar.Header{{Name: "x", Typeflag: tar.TypeLink, Linkname: "kept"}}},
+		{"through a symlink", []tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, {Name: "x", Typeflag: tar.TypeLink, Linkname: "l/passwd"}}},
+		{"to a directory", []tar.Header{{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o755}, {Name: "x", Typeflag: tar.TypeLink, Linkname: "d"}}},
+		{"to a FIFO", []tar.Header{{Name: "p", Typeflag: tar.TypeFifo, Mode: 0o600}, {Name: "x", Typeflag: tar.TypeLink, Linkname: "p"}}},
+		{"to the staging folder", []tar.Header{{Name: "x", Typeflag: tar.TypeLink, Linkname: StagingPrefix + "00/1"}}},
+		{"a file replaced once linked", []tar.Header{{Name: "a", Typeflag: tar.TypeReg}, {Name: "x", Typeflag: tar.TypeLink, Linkname: "a"}, {Name: "a", Typeflag: tar.TypeReg}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			must(t, os.WriteFile(filepath.Join(dir, "kept"), []byte("k"), 0o600))
+			before := walkTree(t, dir)
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			for _, h := range tc.entries {
+				must(t, tw.WriteHeader(&h))
+			}
+			must(t, tw.Close())
+			if _, err := Stage(context.Background(), dir, &buf); err == nil {
+				t.Fatal("staged")
+			}
+			sameWalk(t, before, walkTree(t, dir), "after the refusal")
 		})
 	}
 }
