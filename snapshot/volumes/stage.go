@@ -452,8 +452,8 @@ func Abort(dir string, st Staged) error {
 }
 
 // Apply puts what Stage staged in place: in the archive's order, directories made (or kept),
-// symlinks made, staged files renamed over the target's, the modes, owners (with opts.Owners)
-// and times set; then, with opts.Delete, what the target holds beyond the archive (and the files
+// symlinks and FIFOs made, staged files renamed over the target's, hard links made to the files
+// they name, the modes, owners (with opts.Owners) and times (a symlink's own) set; then, with opts.Delete, what the target holds beyond the archive (and the files
 // the backup left out) deleted; then directories' modes and times set, children first. Entries
 // already as the archive holds them are not touched, so applying twice changes nothing.
 func Apply(ctx context.Context, dir string, st Staged, opts UnpackOptions) (UnpackResult, error) {
