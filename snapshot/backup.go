@@ -138,17 +138,20 @@ type Volume struct {
 	Files     []File `json:"files"`
 }
 
-// File is an entry of a volume.
+// File is an entry of a volume. Path, Link and Hardlink are names as the filesystem has them,
+// bytes that need not be UTF-8: see MarshalJSON.
 type File struct {
 	Path    string    `json:"path"`
-	Type    string    `json:"type"` // file, dir or symlink
+	Type    string    `json:"type"` // file, dir, symlink or fifo
 	Mode    string    `json:"mode"`
 	UID     int       `json:"uid"`
 	GID     int       `json:"gid"`
 	Size    int64     `json:"size,omitempty"`
 	ModTime time.Time `json:"modTime"`
 	Link    string    `json:"link,omitempty"`
-	SHA256  string    `json:"sha256,omitempty"`
+	// Hardlink, of a file, names the first entry of the volume that is the same file (inode).
+	Hardlink string `json:"hardlink,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
 }
 
 // Skipped is an item left out of the backup.

@@ -79,6 +79,9 @@ func (p *packer) writeSparse(h *tar.Header, f *os.File, data []span) (bool, erro
 		paxRecord("GNU.sparse.name", h.Name) + paxRecord("GNU.sparse.realsize", strconv.FormatInt(h.Size, 10)) +
 		paxRecord("size", strconv.FormatInt(stored, 10)) + paxRecord("mtime", paxTime(h)) +
 		paxRecord("uid", strconv.Itoa(h.Uid)) + paxRecord("gid", strconv.Itoa(h.Gid))
+	if !utf8.ValidString(h.Name) {
+		records += paxRecord("hdrcharset", "BINARY")
+	}
 	base := h.Name[strings.LastIndex(h.Name, "/")+1:]
 	ext := ustarHeader("PaxHeaders.0/"+base, tar.TypeXHeader, 0o644, 0, 0, int64(len(records)), 0)
 	entry := ustarHeader("GNUSparseFile.0/"+base, tar.TypeReg, h.Mode, h.Uid, h.Gid, stored, h.ModTime.Unix())

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sys/unix"
@@ -44,8 +45,10 @@ type Listing struct {
 	Skipped []SkippedFile   `json:"skipped,omitempty"`
 }
 
-// Pack writes a tar stream of dir's tree to w: regular files, directories (empty ones too) and
-// symlinks, with modes, owners and modification times. It runs inside the mover pod, as
+// Pack writes a tar stream of dir's tree to w: regular files, directories (empty ones too),
+// symlinks and FIFOs, with modes, owners and modification times (a symlink's own), names byte
+// for byte (hdrcharset=BINARY where they are not UTF-8). A file of several names is packed once,
+// under the first, and its other names as hard links to it. It runs inside the mover pod, as
 // `ferry mover pack`, in the claim's mount. The stream ends with tar's end-of-archive marker, so
 // readers know where it ends without waiting for EOF.
 //
@@ -58,7 +61,7 @@ func Pack(dir string, w io.Writer) error {
 }
 
 func (p *packer) pack(dir string, w io.Writer) error {
-	p.w, p.tw, p.buf = w, tar.NewWriter(w), make([]byte, 1<<20)
+	p.w, p.tw, p.buf, p.links = w, tar.NewWriter(w), make([]byte, 1<<20), map[inode]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if path != dir && errors.Is(err, fs.ErrNotExist) {
@@ -93,8 +96,10 @@ func (p *packer) pack(dir string, w io.Writer) error {
 			} else if err != nil {
 				return err
 			}
-		} else if !info.IsDir() {
-			return nil // sockets, devices and pipes are not data
+		} else if !info.IsDir() && info.Mode()&fs.ModeNamedPipe == 0 {
+			// Sockets belong to a running process, devices to the node: neither is data. A FIFO
+			// is a name programs agree on, and is kept.
+			return nil
 		}
 		h, err := header(info, link, filepath.ToSlash(rel))
 		if err != nil {
@@ -115,9 +120,15 @@ type packer struct {
 	w   io.Writer // under tw, for the raw blocks of sparse entries
 	tw  *tar.Writer
 	buf []byte
+	// links names the first entry packed of each file that has more than one name: its other
+	// names are packed as hard links to it.
+	links map[inode]string
 	// afterRead, when set, runs once a file's contents are read: tests change files there.
 	afterRead func(rel string)
 }
+
+// inode identifies a file on the volume.
+type inode struct{ dev, ino uint64 }
 
 func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
 	h, err := tar.FileInfoHeader(info, link)
@@ -133,6 +144,10 @@ func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
 		h.Uid, h.Gid = int(st.Uid), int(st.Gid)
 	}
 	h.Uname, h.Gname = "", ""
+	if !utf8.ValidString(h.Name) || !utf8.ValidString(h.Linkname) {
+		// PAX names are UTF-8 unless the entry says otherwise; these are bytes, kept as they are.
+		h.PAXRecords = map[string]string{"hdrcharset": "BINARY"}
+	}
 	return h, nil
 }
 
@@ -184,6 +199,20 @@ func (p *packer) file(path, rel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	var id inode
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		id = inode{uint64(st.Dev), st.Ino}
+		if first, ok := p.links[id]; ok {
+			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
+			if !utf8.ValidString(first) {
+				h.PAXRecords = map[string]string{"hdrcharset": "BINARY"}
+			}
+			if err := p.tw.WriteHeader(h); err != nil {
+				return "", fmt.Errorf("%s: %w", rel, err)
+			}
+			return "", nil
+		}
+	}
 	data, err := dataRanges(f, h.Size)
 	if err != nil {
 		return "", fmt.Errorf("%s: find its data: %w", rel, err)
@@ -211,6 +240,9 @@ func (p *packer) file(path, rel string) (string, error) {
 	}
 	if short || after.Size() != info.Size() || !after.ModTime().Equal(info.ModTime()) {
 		return "it changed while it was read, twice", nil
+	}
+	if id != (inode{}) {
+		p.links[id] = rel
 	}
 	return "", nil
 }
@@ -307,6 +339,14 @@ func Index(r io.Reader) (Listing, error) {
 			f.Type = "dir"
 		case h.Typeflag == tar.TypeSymlink:
 			f.Type, f.Link = "symlink", h.Linkname
+		case h.Typeflag == tar.TypeFifo:
+			f.Type = "fifo"
+		case h.Typeflag == tar.TypeLink:
+			// Another name of an earlier file: its contents are the earlier entry's.
+			f.Type, f.Hardlink = "file", h.Linkname
+			if i, ok := at[h.Linkname]; ok {
+				f.Size, f.SHA256 = l.Files[i].Size, l.Files[i].SHA256
+			}
 		case h.Typeflag == tar.TypeReg:
 			f.Type, f.Size = "file", h.Size
 			sum := sha256.New()

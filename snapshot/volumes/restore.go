@@ -29,10 +29,10 @@ var _ snapshot.Kind = Contents{}
 // claim on the target (restored before by the objects, in the mapped namespace) read-write, and
 // ferry streams the stored archive, decrypted, into `ferry mover unpack --stage`, which stages it
 // on the claim without changing anything else (see Stage). Only once the stored stream's size and
-// SHA-256 and every staged entry (type, size, mode, SHA-256, link) match the manifest does
-// `ferry mover unpack --apply` put it in place; otherwise `--abort` removes what was staged, and
-// the claim is as it was. What the mover reports it applied is checked against the manifest file
-// by file. Files are counted one by one as restored, updated (metadata only) or unchanged; a file
+// SHA-256 and every staged entry (name, type, size, mode, SHA-256, link, hard link) match the
+// manifest does `ferry mover unpack --apply` put it in place; otherwise `--abort` removes what
+// was staged, and the claim is as it was. What the mover reports it applied is checked against
+// the manifest file by file. Files are counted one by one as restored, updated (metadata only) or unchanged; a file
 // that does not match is failed, named "namespace/claim:path"; a volume that could not be
 // restored at all is failed, named "namespace/claim". Files on the target that the backup lacks
 // are left alone (unless Delete), and so are the files the backup left out (skipped items).

@@ -14,6 +14,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
@@ -90,7 +91,7 @@ func Stage(ctx context.Context, dir string, r io.Reader) (Staged, error) {
 	var id [8]byte
 	rand.Read(id[:])
 	s := &stager{u: newUnpacker(root, UnpackOptions{}), st: Staged{ID: hex.EncodeToString(id[:])},
-		at: map[string]int{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}}
+		at: map[string]int{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}, linked: map[string]bool{}, shared: map[string]uint64{}}
 	defer s.u.close()
 	if err := s.run(ctx, r); err != nil {
 		s.u.close()
@@ -128,8 +129,12 @@ type stager struct {
 	// archiveDirs are the archive's directories so far; onTarget says whether a path is a real
 	// directory on the target, reached through real directories only.
 	archiveDirs, onTarget map[string]bool
-	staging               *os.Root
-	n                     int
+	// linked are the files of the archive that later entries are hard links to.
+	linked map[string]bool
+	// shared holds the number of names of each target file kept as it is, when it has several.
+	shared  map[string]uint64
+	staging *os.Root
+	n       int
 }
 
 func (s *stager) run(ctx context.Context, r io.Reader) error {
@@ -156,6 +161,9 @@ func (s *stager) run(ctx context.Context, r io.Reader) error {
 		}
 	}
 	s.st.Files = files
+	if err := s.separate(); err != nil {
+		return err
+	}
 	if s.staging == nil {
 		return nil
 	}
@@ -183,7 +191,8 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		// What follows would be written through whatever replaced the directory.
 		return badinput.Errorf("archive entry %q appears twice, first as a directory: %w", h.Name, ErrUnsafePath)
 	}
-	if dup && (s.st.Files[prev].Type != "file" || (h.Typeflag != tar.TypeReg && h.PAXRecords[SkippedRecord] == "")) {
+	if dup && (s.st.Files[prev].Type != "file" || s.st.Files[prev].Hardlink != "" || s.linked[name] ||
+		(h.Typeflag != tar.TypeReg && h.PAXRecords[SkippedRecord] == "")) {
 		return badinput.Errorf("archive entry %q appears twice", h.Name)
 	}
 	if dup {
@@ -203,16 +212,87 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		s.archiveDirs[name] = true
 	case tar.TypeSymlink:
 		f.Type, f.Link = "symlink", h.Linkname
+	case tar.TypeFifo:
+		f.Type = "fifo"
+	case tar.TypeLink:
+		// Another name of a file the archive holds before: nothing to stage, Apply links it.
+		head, err := entryPath(h.Linkname)
+		if err != nil {
+			return badinput.Errorf("archive entry %q links to %q: %w", h.Name, h.Linkname, ErrUnsafePath)
+		}
+		i, ok := s.at[head]
+		if !ok || s.st.Files[i].Type != "file" || s.st.Files[i].Hardlink != "" || head != s.st.Files[i].Path {
+			return badinput.Errorf("archive entry %q links to %q, which is not a file before it in the archive", h.Name, h.Linkname)
+		}
+		f.Type, f.Hardlink, f.Size, f.SHA256 = "file", head, s.st.Files[i].Size, s.st.Files[i].SHA256
+		s.linked[head] = true
 	case tar.TypeReg:
 		f.Type, f.Size = "file", h.Size
 		if f.SHA256, f.Staged, err = s.regular(name, h, tr); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	default:
-		return badinput.Errorf("archive entry %q: type %q is not a file, directory or symlink", h.Name, h.Typeflag)
+		return badinput.Errorf("archive entry %q: type %q is not a file, directory, symlink, hard link or FIFO", h.Name, h.Typeflag)
 	}
 	s.at[name] = len(s.st.Files)
 	s.st.Files = append(s.st.Files, f)
+	return nil
+}
+
+// separate stages a copy of each target file kept as it is whose inode has more names on the
+// target than the archive gives it: Apply would otherwise set one entry's mode and time through
+// another's name, and leave files one that the archive holds apart.
+func (s *stager) separate() error {
+	names := map[string]uint64{}
+	for _, f := range s.st.Files {
+		if f.Hardlink != "" {
+			names[f.Hardlink]++
+		}
+	}
+	for i := range s.st.Files {
+		f := &s.st.Files[i]
+		if f.Type != "file" || f.Hardlink != "" || f.Staged != "" || s.shared[f.Path] <= 1+names[f.Path] {
+			continue
+		}
+		if err := s.copyTarget(f); err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+	}
+	return nil
+}
+
+// copyTarget stages a copy of the target's file of an entry, which has the entry's contents.
+func (s *stager) copyTarget(f *StagedFile) error {
+	old, err := s.u.open(f.Path)
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	if err := s.makeStaging(); err != nil {
+		return err
+	}
+	s.n++
+	staged := strconv.Itoa(s.n)
+	out, err := s.staging.OpenFile(staged, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	digest := sha256.New()
+	n, err := io.CopyBuffer(io.MultiWriter(&holeWriter{f: out, zero: s.u.zero}, digest), io.LimitReader(old, f.Size), s.u.buf)
+	if err == nil {
+		err = out.Truncate(f.Size)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if n != f.Size || hex.EncodeToString(digest.Sum(nil)) != f.SHA256 {
+		return errors.New("changed on the target while the archive was staged")
+	}
+	f.Staged = staged
+	s.st.Bytes += f.Size
 	return nil
 }
 
@@ -304,6 +384,11 @@ func (s *stager) regular(name string, h *tar.Header, tr io.Reader) (sum, staged 
 			return "", "", err
 		}
 		if matched == h.Size {
+			if fi, err := old.Stat(); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+					s.shared[name] = uint64(st.Nlink)
+				}
+			}
 			return hex.EncodeToString(digest.Sum(nil)), "", nil
 		}
 	}
@@ -367,8 +452,8 @@ func Abort(dir string, st Staged) error {
 }
 
 // Apply puts what Stage staged in place: in the archive's order, directories made (or kept),
-// symlinks made, staged files renamed over the target's, the modes, owners (with opts.Owners)
-// and times set; then, with opts.Delete, what the target holds beyond the archive (and the files
+// symlinks and FIFOs made, staged files renamed over the target's, hard links made to the files
+// they name, the modes, owners (with opts.Owners) and times (a symlink's own) set; then, with opts.Delete, what the target holds beyond the archive (and the files
 // the backup left out) deleted; then directories' modes and times set, children first. Entries
 // already as the archive holds them are not touched, so applying twice changes nothing.
 func Apply(ctx context.Context, dir string, st Staged, opts UnpackOptions) (UnpackResult, error) {
@@ -458,13 +543,22 @@ func (u *unpacker) apply(f StagedFile, staging string) error {
 		return err
 	}
 	u.keep[name] = true
-	out := UnpackedFile{File: snapshot.File{Path: f.Path, SHA256: f.SHA256}}
-	switch f.Type {
-	case "dir":
+	out := UnpackedFile{File: snapshot.File{Path: f.Path, SHA256: f.SHA256, Hardlink: f.Hardlink}}
+	size := h.Size
+	switch {
+	case f.Type == "dir":
 		out.Action, err = u.directory(name, h)
-	case "symlink":
+	case f.Type == "symlink":
 		out.Action, err = u.link(name, h)
-	case "file":
+	case f.Type == "fifo":
+		out.Action, err = u.fifo(name, h)
+	case f.Hardlink != "":
+		size = 0
+		var head string
+		if head, err = entryPath(f.Hardlink); err == nil {
+			out.Action, err = u.hardlink(name, head)
+		}
+	default:
 		out.Action, err = u.place(name, h, staging, f.Staged)
 	}
 	if err != nil {
@@ -478,7 +572,7 @@ func (u *unpacker) apply(f StagedFile, staging string) error {
 	if h.Typeflag == tar.TypeDir {
 		u.archiveDirs = append(u.archiveDirs, pendingDir{name: name, h: h, index: len(u.res.Files) - 1})
 	} else {
-		u.count(out.Action, h.Size)
+		u.count(out.Action, size)
 	}
 	return nil
 }
@@ -497,8 +591,10 @@ func (f StagedFile) header() (*tar.Header, error) {
 		h.Typeflag = tar.TypeSymlink
 	case "file":
 		h.Typeflag = tar.TypeReg
+	case "fifo":
+		h.Typeflag = tar.TypeFifo
 	default:
-		return nil, badinput.Errorf("entry %q: type %q is not a file, directory or symlink", f.Path, f.Type)
+		return nil, badinput.Errorf("entry %q: type %q is not a file, directory, symlink or FIFO", f.Path, f.Type)
 	}
 	return h, nil
 }

@@ -347,10 +347,20 @@ func (u *unpacker) link(name string, h *tar.Header) (string, error) {
 		return "", err
 	case fi.Mode()&fs.ModeSymlink != 0:
 		if target, err := u.readlink(name); err == nil && target == h.Linkname {
-			if !u.opts.Owners || sameOwner(fi, h) {
-				return ActionUnchanged, nil
+			action := ActionUnchanged
+			if u.opts.Owners && !sameOwner(fi, h) {
+				action = ActionUpdated
+				if err := u.chown(name, h); err != nil {
+					return "", err
+				}
 			}
-			return ActionUpdated, u.chown(name, h)
+			if !fi.ModTime().Equal(h.ModTime) {
+				action = ActionUpdated
+				if err := u.lutimes(name, h.ModTime); err != nil {
+					return "", err
+				}
+			}
+			return action, nil
 		}
 		fallthrough
 	default:
@@ -363,6 +373,81 @@ func (u *unpacker) link(name string, h *tar.Header) (string, error) {
 		return "", err
 	}
 	if err := u.chown(name, h); err != nil {
+		return "", err
+	}
+	return ActionWritten, u.lutimes(name, h.ModTime)
+}
+
+// inDir runs fn with an open descriptor of name's directory and name's base name, for the calls
+// os.Root lacks; the directory is reached as every other path is, inside the root.
+func (u *unpacker) inDir(name string, fn func(dirfd int, base string) error) error {
+	r, base, err := u.at(name)
+	if err != nil {
+		return err
+	}
+	d, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return fn(int(d.Fd()), base)
+}
+
+// lutimes sets the modification time of a symlink itself: Chtimes would follow it.
+func (u *unpacker) lutimes(name string, mtime time.Time) error {
+	return u.inDir(name, func(dirfd int, base string) error {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime.UnixNano())}
+		return unix.UtimesNanoAt(dirfd, base, ts, unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// fifo makes (or keeps) a FIFO; it is never opened, which would wait for a writer.
+func (u *unpacker) fifo(name string, h *tar.Header) (string, error) {
+	fi, err := u.lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return "", err
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		if u.sameMeta(fi, h) {
+			return ActionUnchanged, nil
+		}
+		return ActionUpdated, u.setMeta(name, h)
+	default:
+		if err := u.replace(name, fi); err != nil {
+			return "", err
+		}
+	}
+	err = u.inDir(name, func(dirfd int, base string) error { return unix.Mkfifoat(dirfd, base, 0o600) })
+	if err != nil {
+		return "", err
+	}
+	return ActionWritten, u.setMeta(name, h)
+}
+
+// hardlink makes name another name of head, an earlier entry already in place, unless it is.
+// The file's mode, owner and time are head's, set with it.
+func (u *unpacker) hardlink(name, head string) (string, error) {
+	hfi, err := u.lstat(head)
+	if err != nil {
+		return "", err
+	}
+	if !hfi.Mode().IsRegular() {
+		return "", fmt.Errorf("hard link to %s, which is not a file", head)
+	}
+	fi, err := u.lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return "", err
+	case os.SameFile(fi, hfi):
+		return ActionUnchanged, nil
+	default:
+		if err := u.replace(name, fi); err != nil {
+			return "", err
+		}
+	}
+	if err := u.root.Link(head, name); err != nil {
 		return "", err
 	}
 	return ActionWritten, nil
@@ -508,7 +593,7 @@ func (u *unpacker) setMeta(name string, h *tar.Header) error {
 
 // deleteOthers removes what the directory holds beyond the archive's entries and their parents.
 func (u *unpacker) deleteOthers() error {
-	return fs.WalkDir(u.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	return walkRoot(u.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -578,6 +663,15 @@ func (u *unpacker) readBack() error {
 			}
 		case fi.Mode().IsRegular():
 			f.Type, f.Size = "file", fi.Size()
+			if f.Hardlink != "" {
+				// Still the same file as its first name, or no hard link at all.
+				hfi, err := u.lstat(f.Hardlink)
+				if err != nil || !os.SameFile(fi, hfi) {
+					f.Hardlink = ""
+				}
+			}
+		case fi.Mode()&fs.ModeNamedPipe != 0:
+			f.Type = "fifo"
 		default:
 			f.Type = "other"
 		}
@@ -657,4 +751,49 @@ func StageDirect(ctx context.Context, dir string, req DirectUnpackRequest) (Dire
 	}
 	res.Stored = snapshot.Stream{Key: req.Key, Bytes: counter.n, SHA256: hex.EncodeToString(digest.Sum(nil))}
 	return res, nil
+}
+
+// walkRoot is fs.WalkDir of root's tree from ".", in lexical order, for names of any bytes:
+// io/fs takes only UTF-8 paths, and root.FS() refuses the others. The root is visited with a nil
+// DirEntry.
+func walkRoot(root *os.Root, fn fs.WalkDirFunc) error {
+	err := walkRootDir(root, ".", nil, fn)
+	if err == fs.SkipDir || err == fs.SkipAll {
+		return nil
+	}
+	return err
+}
+
+func walkRootDir(root *os.Root, dir string, de fs.DirEntry, fn fs.WalkDirFunc) error {
+	if err := fn(dir, de, nil); err != nil {
+		return err
+	}
+	d, err := root.Open(dir)
+	if err != nil {
+		return fn(dir, de, err)
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return fn(dir, de, err)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, e := range entries {
+		p := e.Name()
+		if dir != "." {
+			p = dir + "/" + p
+		}
+		if e.IsDir() {
+			err = walkRootDir(root, p, e, fn)
+		} else {
+			err = fn(p, e, nil)
+		}
+		if err == fs.SkipDir {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

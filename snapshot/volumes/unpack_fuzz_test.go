@@ -63,6 +63,15 @@ func FuzzUnpack(f *testing.F) {
 	tw.WriteHeader(&tar.Header{Name: "../x", Typeflag: tar.TypeReg, Size: 0})
 	tw.Close()
 	f.Add(evil.Bytes())
+	var links bytes.Buffer
+	tw = tar.NewWriter(&links)
+	tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"})
+	tw.WriteHeader(&tar.Header{Name: "hard", Typeflag: tar.TypeLink, Linkname: "l/passwd"})
+	tw.WriteHeader(&tar.Header{Name: "up", Typeflag: tar.TypeLink, Linkname: "../../x"})
+	tw.WriteHeader(&tar.Header{Name: "p", Typeflag: tar.TypeFifo, Mode: 0o600})
+	tw.WriteHeader(&tar.Header{Name: "p/x", Typeflag: tar.TypeReg})
+	tw.Close()
+	f.Add(links.Bytes())
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parent := t.TempDir()

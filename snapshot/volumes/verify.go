@@ -28,8 +28,9 @@ func List(dir string) (Listing, error) {
 
 // Verify implements snapshot.Restorer: for every volume of the backup, a mover pod mounts the
 // claim on the target read-only and lists its tree with every file's SHA-256; each file of the
-// manifest must be there with the same type, size, mode, SHA-256 and symlink target, and nothing
-// else may be. Files are counted identical one by one; differences are named
+// manifest must be there, under the same name byte for byte, with the same type, size, mode,
+// SHA-256, symlink target and hard link (the same file as the entry it names), and nothing else
+// may be. Files are counted identical one by one; differences are named
 // "namespace/claim:path". Owners and times are not compared: a restore without root cannot set
 // owners, and times say nothing of the data.
 func (c Contents) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
@@ -112,7 +113,8 @@ type fileDiff struct {
 }
 
 // compareFiles compares a volume's files in the backup with those listed on the target: by type,
-// and by size, mode and SHA-256 (files), mode (directories) or target (symlinks). With extras,
+// and by size, mode, SHA-256 and hard link (files), mode (directories, FIFOs) or target
+// (symlinks). With extras,
 // files on the target that the backup lacks are differences too (a top-level lost+found
 // excepted: the filesystem makes it). It returns the differences, in the backup's order, and how
 // many files were identical.
@@ -165,10 +167,22 @@ func fileDifference(want, got snapshot.File) string {
 		differ("size", want.Size, got.Size)
 		differ("mode", want.Mode, got.Mode)
 		differ("sha256", want.SHA256, got.SHA256)
+		if want.Hardlink != got.Hardlink {
+			fields = append(fields, fmt.Sprintf("hard link to: backup %s, target %s", orNone(want.Hardlink), orNone(got.Hardlink)))
+		}
+	case "fifo":
+		differ("mode", want.Mode, got.Mode)
 	case "dir":
 		differ("mode", want.Mode, got.Mode)
 	case "symlink":
 		differ("link", want.Link, got.Link)
 	}
 	return strings.Join(fields, "; ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

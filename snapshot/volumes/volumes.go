@@ -292,9 +292,7 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	if err != nil {
 		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
 	}
-	for _, f := range entry.Files {
-		entry.Bytes += f.Size
-	}
+	entry.Bytes = contentBytes(entry.Files)
 	skipFiles(w, entry, skipped)
 	return entry, nil
 }
@@ -356,9 +354,18 @@ func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod str
 	}
 	entry.Key, entry.Files = w.StoredName(entry.Key), res.Files
 	w.Record(snapshot.Stream{Key: entry.Key, Bytes: res.Bytes, SHA256: res.SHA256})
-	for _, f := range entry.Files {
-		entry.Bytes += f.Size
-	}
+	entry.Bytes = contentBytes(entry.Files)
 	skipFiles(w, entry, res.Skipped)
 	return entry, nil
+}
+
+// contentBytes counts the contents of a volume's files, each file once whatever its names.
+func contentBytes(files []snapshot.File) int64 {
+	var n int64
+	for _, f := range files {
+		if f.Hardlink == "" {
+			n += f.Size
+		}
+	}
+	return n
 }
