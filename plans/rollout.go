@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -94,8 +96,10 @@ type ExecTraffic struct {
 
 // WebhookTraffic POSTs {"blue":N,"green":M} to URL and expects a 2xx answer.
 type WebhookTraffic struct {
-	URL     string            `yaml:"url" json:"url"`
-	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	URL string `yaml:"url" json:"url"`
+	// Headers are sent with each request. Their values are given by reference (SecretValue):
+	// they are often credentials, and ferry.yaml is stored with every backup and run.
+	Headers map[string]SecretValue `yaml:"headers,omitempty" json:"headers,omitempty"`
 }
 
 // Rollout says how traffic moves: the steps, how long each is watched, and the gates that decide.
@@ -330,9 +334,41 @@ func (t *Traffic) validate(bad func(field, format string, args ...any)) {
 			bad("traffic.exec.command", "missing")
 		}
 	case TrafficWebhook:
-		if u, err := url.Parse(t.Webhook.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("traffic.webhook.url", "%q: want an http or https URL", t.Webhook.URL)
+		checkURL(bad, "traffic.webhook.url", t.Webhook.URL)
+		names := make([]string, 0, len(t.Webhook.Headers))
+		for k := range t.Webhook.Headers {
+			names = append(names, k)
 		}
+		sort.Strings(names)
+		for _, k := range names {
+			f := "traffic.webhook.headers." + k
+			if !headerName.MatchString(k) {
+				bad(f, "%q is not an HTTP header's name", k)
+			}
+			t.Webhook.Headers[k].validate(f, bad)
+		}
+	}
+}
+
+// headerName is an HTTP header field name (RFC 9110's token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// checkURL reports a URL that is not http or https, or that carries a password: ferry.yaml is
+// stored with every backup and run, so credentials go in headers, by reference. The message
+// shows the URL only when it holds none.
+func checkURL(bad func(field, format string, args ...any), field, raw string) {
+	u, err := url.Parse(raw)
+	if err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			bad(field, "holds a password, which would be stored in plaintext with every backup and run: give credentials in a header by reference (traffic.webhook.headers) instead")
+			return
+		}
+	}
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if strings.Contains(raw, "@") {
+			raw = "(not shown: it may hold credentials)"
+		}
+		bad(field, "%q: want an http or https URL", raw)
 	}
 }
 
@@ -384,9 +420,7 @@ func (r *Rollout) validate(bad func(field, format string, args ...any)) {
 		switch g.Type {
 		case GateHTTP:
 			h := g.HTTP
-			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad(f+".http.url", "%q: want an http or https URL", h.URL)
-			}
+			checkURL(bad, f+".http.url", h.URL)
 			for j, code := range h.ExpectStatus {
 				if code < 100 || code > 599 {
 					bad(fmt.Sprintf("%s.http.expectStatus[%d]", f, j), "%d is not an HTTP status", code)
@@ -403,9 +437,7 @@ func (r *Rollout) validate(bad func(field, format string, args ...any)) {
 			}
 		case GatePrometheus:
 			p := g.Prometheus
-			if u, err := url.Parse(p.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad(f+".prometheus.address", "%q: want an http or https URL", p.Address)
-			}
+			checkURL(bad, f+".prometheus.address", p.Address)
 			if strings.TrimSpace(p.Query) == "" {
 				bad(f+".prometheus.query", "missing")
 			}

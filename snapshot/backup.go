@@ -68,6 +68,9 @@ type Manifest struct {
 	VeleroCompatible bool `json:"veleroCompatible"`
 	// Encryption is set when every file but this manifest is encrypted with age.
 	Encryption *Encryption `json:"encryption,omitempty"`
+	// DigestKey names the stream holding the key of the objects' keyed digests (format 2), when
+	// any object has one.
+	DigestKey string `json:"digestKey,omitempty"`
 }
 
 // Encryption says how a backup's files are encrypted.
@@ -89,7 +92,10 @@ type Object struct {
 	Resource  string `json:"resource"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
-	SHA256    string `json:"sha256"`
+	// SHA256 is the digest of the normalized form, of the scheme Digest names.
+	SHA256 string `json:"sha256"`
+	// Digest is the digest's scheme: DigestSHA256 (empty) or DigestHMAC (Secrets, format 2).
+	Digest string `json:"digest,omitempty"`
 }
 
 // Database is a database's logical dump and what verifies its restore.
@@ -185,6 +191,9 @@ type Writer struct {
 	mu       sync.Mutex
 	manifest Manifest
 	progress Progress
+
+	keyMu     sync.Mutex // held while the digest key is made and stored
+	digestKey []byte
 }
 
 // Progress receives a backup's stored bytes as they are written and its objects as they are
@@ -514,6 +523,9 @@ func DecodeManifest(r io.Reader, name string) (*Manifest, error) {
 	}
 	if m.Encryption != nil && m.Encryption.Format != "age" {
 		return nil, bad("encryption %q: want age", m.Encryption.Format)
+	}
+	if err := checkDigests(name, &m, seen); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }

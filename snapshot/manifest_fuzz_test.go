@@ -58,7 +58,8 @@ func FuzzManifest(f *testing.F) {
 	for _, m := range realManifests(f) {
 		f.Add(m)
 		f.Add(m[:len(m)/2])
-		f.Add(bytes.Replace(m, []byte(`"formatVersion": "1"`), []byte(`"formatVersion": "2"`), 1))
+		f.Add(bytes.Replace(m, []byte(`"formatVersion": "`+FormatVersion+`"`), []byte(`"formatVersion": "99"`), 1))
+		f.Add(bytes.Replace(m, []byte(`"formatVersion": "`+FormatVersion+`"`), []byte(`"formatVersion": "1"`), 1))
 	}
 	f.Add([]byte(`{"completedAt":"2026-01-01T00:00:00Z","name":"b","formatVersion":"1","startedAt":"2026-01-01T00:00:00Z"}`))
 	f.Add([]byte(`{}`))

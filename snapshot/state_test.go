@@ -186,7 +186,7 @@ func TestNewerFormatVersionRefused(t *testing.T) {
 	ctx := context.Background()
 	store := newStore(t)
 	completeWithManifest(t, store, "future", func(m map[string]any) []byte {
-		m["formatVersion"] = "2"
+		m["formatVersion"] = "99"
 		data, _ := json.Marshal(m)
 		return data
 	})
@@ -195,8 +195,8 @@ func TestNewerFormatVersionRefused(t *testing.T) {
 		"ReadManifest": func() error { _, err := ReadManifest(ctx, store, "future"); return err }(),
 		"Describe":     func() error { _, err := Describe(ctx, store, "future", time.Now()); return err }(),
 	} {
-		if !badinput.Is(err) || !strings.Contains(err.Error(), "format version 2") || !strings.Contains(err.Error(), "format version "+FormatVersion) {
-			t.Errorf("%s: %v; want bad input naming format version 2 and %s", what, err, FormatVersion)
+		if !badinput.Is(err) || !strings.Contains(err.Error(), "format version 99") || !strings.Contains(err.Error(), "format version "+FormatVersion) {
+			t.Errorf("%s: %v; want bad input naming format version 99 and %s", what, err, FormatVersion)
 		}
 	}
 	// Still a complete backup to list and prune.

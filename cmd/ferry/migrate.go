@@ -100,8 +100,11 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg pla
 		Parallel: o.parallel, MoverImage: o.moverImage, EncryptTo: o.encryptTo, Identities: ids, WaitTimeout: o.waitTimeout,
 		LeaseTTL: o.leaseTTL, AllowSkipped: o.allowSkipped, Log: o.global.logger, Out: o.streams.ErrOut}
 	if cfg.Traffic != nil {
+		// Secret settings by reference come from ferry's environment or from Secrets on blue, the
+		// source, which stays up for the whole run and its rollback.
+		secrets := plans.Resolver{LookupEnv: os.LookupEnv, Secret: plans.ClusterSecrets(blue.Dynamic), Cluster: orCurrent(from)}
 		if mo.Switcher, err = traffic.New(ctx, *cfg.Traffic, traffic.Options{RESTConfig: o.global.restConfig, Logger: o.global.logger,
-			Stdout: o.streams.ErrOut, Stderr: o.streams.ErrOut}); err != nil {
+			Stdout: o.streams.ErrOut, Stderr: o.streams.ErrOut, Secrets: secrets}); err != nil {
 			return mo, err
 		}
 	}

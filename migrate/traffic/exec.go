@@ -107,14 +107,21 @@ func (e *execSwitcher) run(ctx context.Context, s Split) error {
 
 type webhookSwitcher struct {
 	*pushed
-	cfg  plans.WebhookTraffic
-	opts Options
+	cfg     plans.WebhookTraffic
+	headers map[string]string // resolved from cfg's references; never logged
+	opts    Options
 }
 
-func newWebhook(cfg plans.WebhookTraffic, opts Options) *webhookSwitcher {
-	w := &webhookSwitcher{cfg: cfg, opts: opts}
+// newWebhook resolves the headers' references now, so that a missing one stops the run before
+// any traffic moves.
+func newWebhook(ctx context.Context, cfg plans.WebhookTraffic, opts Options) (*webhookSwitcher, error) {
+	headers, err := opts.Secrets.ResolveAll(ctx, "traffic.webhook.headers", cfg.Headers)
+	if err != nil {
+		return nil, err
+	}
+	w := &webhookSwitcher{cfg: cfg, headers: headers, opts: opts}
 	w.pushed = &pushed{name: "webhook " + cfg.URL, last: Green(0), send: w.post}
-	return w
+	return w, nil
 }
 
 // Preflight has nothing to check without sending a split: the URL was checked with ferry.yaml.
@@ -126,7 +133,7 @@ func (w *webhookSwitcher) post(ctx context.Context, s Split) error {
 		return fmt.Errorf("traffic webhook %s: %w", w.cfg.URL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	for k, v := range w.cfg.Headers {
+	for k, v := range w.headers {
 		req.Header.Set(k, v)
 	}
 	w.opts.Logger.Info("webhook: sending the split", "url", w.cfg.URL, "split", s.String())

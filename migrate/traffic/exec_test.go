@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
 )
 
@@ -76,7 +77,13 @@ func TestWebhookPostsTheSplit(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	sw, err := New(ctx, plans.Traffic{Type: plans.TrafficWebhook, Webhook: &plans.WebhookTraffic{URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer t"}}}, Options{})
+	cfg := plans.Traffic{Type: plans.TrafficWebhook, Webhook: &plans.WebhookTraffic{URL: srv.URL, Headers: map[string]plans.SecretValue{"Authorization": plans.FromEnv("LB_TOKEN")}}}
+	env := map[string]string{"LB_TOKEN": "Bearer t"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if _, err := New(ctx, cfg, Options{}); !badinput.Is(err) || !strings.Contains(err.Error(), "traffic.webhook.headers.Authorization") || !strings.Contains(err.Error(), "LB_TOKEN") {
+		t.Errorf("a header whose variable is not set: %v; want bad input naming the header and the variable", err)
+	}
+	sw, err := New(ctx, cfg, Options{Secrets: plans.Resolver{LookupEnv: lookup}})
 	if err != nil {
 		t.Fatal(err)
 	}

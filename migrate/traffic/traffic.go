@@ -83,6 +83,8 @@ type Options struct {
 	PollInterval time.Duration
 	// Stdout and Stderr receive the exec switcher's command output; nil discards it.
 	Stdout, Stderr io.Writer
+	// Secrets resolves the references of secret settings (webhook headers).
+	Secrets plans.Resolver
 }
 
 func (o Options) withDefaults() Options {
@@ -126,7 +128,7 @@ func New(ctx context.Context, cfg plans.Traffic, opts Options) (Switcher, error)
 		if cfg.Webhook == nil {
 			return nil, badinput.Errorf("traffic.webhook: missing")
 		}
-		return newWebhook(*cfg.Webhook, opts), nil
+		return newWebhook(ctx, *cfg.Webhook, opts)
 	}
 	return nil, badinput.Errorf("traffic.type %q: want haproxy, route53, gateway-api, exec or webhook", cfg.Type)
 }

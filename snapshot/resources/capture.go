@@ -56,6 +56,10 @@ type Objects struct {
 	// (default 2 minutes).
 	WaitTimeout time.Duration
 	Log         *slog.Logger
+
+	// digest makes the manifest's digest of a listed object and names its scheme; set while a
+	// backup captures, nil when objects are only listed (Live).
+	digest func(gr string, obj map[string]any) (digest, scheme string, err error)
 }
 
 type item struct {
@@ -74,6 +78,16 @@ func (c Objects) Capture(ctx context.Context, w *snapshot.Writer) error {
 	if err != nil {
 		return err
 	}
+	var key []byte
+	for _, r := range c.Plan.Resources {
+		if keyedDigest(r.GroupResource()) {
+			// Stored before the archive, so that a backup never records a keyed digest without it.
+			if key, err = w.DigestKey(ctx); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -86,6 +100,7 @@ func (c Objects) Capture(ctx context.Context, w *snapshot.Writer) error {
 	}()
 
 	items := make(chan item, 256)
+	c.digest = func(gr string, obj map[string]any) (string, string, error) { return ObjectDigest(gr, obj, key) }
 	listed := c.listAll(ctx, filter, items)
 
 	bytesTotal, resourceList, objects, writeErr := writeArchive(pw, items)
@@ -168,9 +183,11 @@ func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans
 		if err != nil {
 			return err
 		}
-		digest, err := Digest(gr, obj.Object)
-		if err != nil {
-			return err
+		var digest, scheme string
+		if c.digest != nil {
+			if digest, scheme, err = c.digest(gr, obj.Object); err != nil {
+				return fmt.Errorf("digest of %s %s/%s: %w", gr, obj.GetNamespace(), obj.GetName(), err)
+			}
 		}
 		scope := "cluster"
 		if r.Namespaced {
@@ -183,7 +200,7 @@ func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans
 				path.Join("resources", gr, r.Version+velerov1.PreferredVersionDir, scope, file),
 			},
 			data: data,
-			obj:  snapshot.Object{Group: r.Group, Version: r.Version, Kind: r.Kind, Resource: r.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), SHA256: digest},
+			obj:  snapshot.Object{Group: r.Group, Version: r.Version, Kind: r.Kind, Resource: r.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), SHA256: digest, Digest: scheme},
 		}
 		select {
 		case items <- it:

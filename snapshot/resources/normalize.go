@@ -4,10 +4,14 @@
 package resources
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
+
+	"github.com/ferrykube/ferry/snapshot"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -164,10 +168,42 @@ func nestedMap(m map[string]any, path ...string) map[string]any {
 
 // Digest is the SHA-256 of an object's normalized form as canonical JSON (sorted keys, compact).
 func Digest(gr string, obj map[string]any) (string, error) {
+	return DigestOf(gr, obj, snapshot.DigestSHA256, nil)
+}
+
+// keyedDigest says which objects get keyed digests: those whose content is secret, so that the
+// manifest, which is never encrypted, is no oracle for guessing it.
+func keyedDigest(gr string) bool { return gr == "secrets" }
+
+// ObjectDigest is the digest a backup records for an object, and its scheme: keyed with the
+// backup's digest key for a Secret (key must then be set), plain SHA-256 for the rest.
+func ObjectDigest(gr string, obj map[string]any, key []byte) (digest, scheme string, err error) {
+	scheme = snapshot.DigestSHA256
+	if keyedDigest(gr) {
+		scheme = snapshot.DigestHMAC
+	}
+	digest, err = DigestOf(gr, obj, scheme, key)
+	return digest, scheme, err
+}
+
+// DigestOf is the digest of the scheme of an object's normalized form as canonical JSON (sorted
+// keys, compact): SHA-256, or HMAC-SHA-256 with key.
+func DigestOf(gr string, obj map[string]any, scheme string, key []byte) (string, error) {
 	data, err := json.Marshal(Normalize(gr, obj))
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:]), nil
+	switch scheme {
+	case snapshot.DigestSHA256:
+		sum := sha256.Sum256(data)
+		return hex.EncodeToString(sum[:]), nil
+	case snapshot.DigestHMAC:
+		if len(key) == 0 {
+			return "", fmt.Errorf("a keyed digest without a key")
+		}
+		mac := hmac.New(sha256.New, key)
+		mac.Write(data)
+		return hex.EncodeToString(mac.Sum(nil)), nil
+	}
+	return "", fmt.Errorf("digest scheme %q is not known", scheme)
 }

@@ -1,0 +1,215 @@
+package resources
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+)
+
+var secretsPlan = &plans.Plan{Resources: []plans.Resource{
+	{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true},
+	{Version: "v1", Resource: "secrets", Kind: "Secret", Namespaced: true},
+}}
+
+func secretObj(password string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "db", "namespace": "team-a"},
+		"type":     "Opaque",
+		"data":     map[string]any{"password": password},
+	}}
+}
+
+func configMapObj() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "settings", "namespace": "team-a"},
+		"data":     map[string]any{"mode": "fast"},
+	}}
+}
+
+func fakeCluster(objs ...runtime.Object) *dynfake.FakeDynamicClient {
+	return dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "secrets"}:    "SecretList",
+		{Version: "v1", Resource: "configmaps"}: "ConfigMapList",
+	}, objs...)
+}
+
+// backUpObjects captures the cluster's objects into a new backup of file storage.
+func backUpObjects(t *testing.T, ctx context.Context, store storage.Backend, name string, cluster *dynfake.FakeDynamicClient, recipients []string) *snapshot.Manifest {
+	t.Helper()
+	w, err := snapshot.Create(ctx, store, name, plans.Cluster{}, secretsPlan, time.Now(), recipients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Objects{Dynamic: cluster, Plan: secretsPlan}).Capture(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	m, err := w.Commit(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func objectNamed(m *snapshot.Manifest, resource string) snapshot.Object {
+	for _, o := range m.Objects {
+		if o.Resource == resource {
+			return o
+		}
+	}
+	return snapshot.Object{}
+}
+
+// A Secret's digest in the manifest is keyed with a random key of its backup, so the manifest is
+// no oracle for its value; other objects keep plain SHA-256 digests. The key is a stream of the
+// backup, encrypted when the backup is, and never in the manifest.
+func TestSecretDigestsAreKeyed(t *testing.T) {
+	ctx := context.Background()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		recipients []string
+		keyFile    string
+	}{
+		{"plain", nil, snapshot.DigestKeyFile},
+		{"encrypted", []string{id.Recipient().String()}, snapshot.DigestKeyFile + snapshot.EncryptedSuffix},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := storage.NewFile(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m1 := backUpObjects(t, ctx, store, "one", fakeCluster(secretObj("aHVudGVyMg=="), configMapObj()), tc.recipients)
+			m2 := backUpObjects(t, ctx, store, "two", fakeCluster(secretObj("aHVudGVyMg=="), configMapObj()), tc.recipients)
+
+			plain, _ := Digest("secrets", secretObj("aHVudGVyMg==").Object)
+			s1, s2 := objectNamed(m1, "secrets"), objectNamed(m2, "secrets")
+			if s1.SHA256 == plain || s1.Digest != snapshot.DigestHMAC {
+				t.Errorf("the Secret's digest is %s of scheme %q; want a keyed one, not its plain SHA-256 %s", s1.SHA256, s1.Digest, plain)
+			}
+			if s1.SHA256 == s2.SHA256 {
+				t.Errorf("two backups of the same Secret have the same digest %s; want a key per backup", s1.SHA256)
+			}
+			cmPlain, _ := Digest("configmaps", configMapObj().Object)
+			if cm := objectNamed(m1, "configmaps"); cm.SHA256 != cmPlain || cm.Digest != snapshot.DigestSHA256 {
+				t.Errorf("the ConfigMap's digest is %s of scheme %q; want its plain SHA-256 %s", cm.SHA256, cm.Digest, cmPlain)
+			}
+			if m1.DigestKey != tc.keyFile || m1.FormatVersion != snapshot.FormatVersion {
+				t.Errorf("manifest names digest key %q (format %s); want %q", m1.DigestKey, m1.FormatVersion, tc.keyFile)
+			}
+
+			r, err := snapshot.Open(ctx, store, "one", []age.Identity{id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, err := r.DigestKey(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := DigestOf("secrets", secretObj("aHVudGVyMg==").Object, snapshot.DigestHMAC, key); got != s1.SHA256 {
+				t.Errorf("the Secret's digest with the stored key is %s; the manifest says %s", got, s1.SHA256)
+			}
+			// The key is nowhere in the manifest.
+			data, _ := json.Marshal(m1)
+			for _, enc := range []string{hex.EncodeToString(key), string(key)} {
+				if strings.Contains(string(data), enc) {
+					t.Errorf("the manifest holds the digest key")
+				}
+			}
+		})
+	}
+}
+
+// Verify of a backup with a keyed Secret digest reads the backup and compares the Secret with the
+// target: identical when it is intact, different (without its values) when it changed.
+func TestVerifyOfAKeyedSecret(t *testing.T) {
+	ctx := context.Background()
+	store, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	backUpObjects(t, ctx, store, "b", fakeCluster(secretObj("aHVudGVyMg=="), configMapObj()), nil)
+	for _, tc := range []struct {
+		name   string
+		target string
+		want   string
+	}{
+		{"intact", "aHVudGVyMg==", snapshot.StatusIdentical},
+		{"changed", "Y2hhbmdlZA==", snapshot.StatusDifferent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := snapshot.Open(ctx, store, "b", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var report snapshot.Report
+			c := Objects{Dynamic: fakeCluster(secretObj(tc.target), configMapObj()), WaitTimeout: time.Second}
+			if err := c.Verify(ctx, r, &report); err != nil {
+				t.Fatal(err)
+			}
+			if report.Counts["objects"][snapshot.StatusIdentical] != map[bool]int{true: 2, false: 1}[tc.want == snapshot.StatusIdentical] {
+				t.Errorf("counts %v", report.Counts)
+			}
+			var secretItems []snapshot.ReportItem
+			for _, it := range report.Items {
+				if strings.Contains(it.Name, "Secret") {
+					secretItems = append(secretItems, it)
+				}
+				if strings.Contains(it.Detail, tc.target) || strings.Contains(it.Detail, "aHVudGVyMg==") {
+					t.Errorf("the report holds a value of the Secret: %s", it.Detail)
+				}
+			}
+			if tc.want == snapshot.StatusDifferent && (len(secretItems) != 1 || secretItems[0].Status != tc.want) {
+				t.Errorf("report items %+v; want the Secret %s", report.Items, tc.want)
+			}
+			if tc.want == snapshot.StatusIdentical && len(secretItems) != 0 {
+				t.Errorf("report items %+v; want none", report.Items)
+			}
+		})
+	}
+}
+
+// ObjectDigest keys exactly the objects whose content is secret.
+func TestObjectDigestSchemes(t *testing.T) {
+	key := []byte(strings.Repeat("k", 32))
+	for _, tc := range []struct {
+		gr         string
+		obj        map[string]any
+		wantScheme string
+	}{
+		{"secrets", secretObj("YQ==").Object, snapshot.DigestHMAC},
+		{"configmaps", configMapObj().Object, snapshot.DigestSHA256},
+		{"deployments.apps", map[string]any{"metadata": map[string]any{"name": "web"}}, snapshot.DigestSHA256},
+	} {
+		got, scheme, err := ObjectDigest(tc.gr, tc.obj, key)
+		if err != nil || scheme != tc.wantScheme {
+			t.Errorf("%s: scheme %q, %v; want %q", tc.gr, scheme, err, tc.wantScheme)
+		}
+		plain, _ := Digest(tc.gr, tc.obj)
+		if (got == plain) != (tc.wantScheme == snapshot.DigestSHA256) {
+			t.Errorf("%s: digest %s, plain %s", tc.gr, got, plain)
+		}
+	}
+	if _, _, err := ObjectDigest("secrets", secretObj("YQ==").Object, nil); err == nil {
+		t.Error("a Secret's digest without a key: no error")
+	}
+	if _, err := DigestOf("configmaps", configMapObj().Object, "blake3", nil); err == nil {
+		t.Error("an unknown scheme: no error")
+	}
+}
