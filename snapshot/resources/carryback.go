@@ -280,9 +280,6 @@ func (c Carried) settleHistory(ctx context.Context) {
 			if err != nil {
 				continue // verify names a history object that is not there
 			}
-			if revisionOf(e.GroupResource, e.Object).number == revisionOf(e.GroupResource, live.Object).number {
-				continue
-			}
 			if patch := renumber(e.GroupResource, e.Object, normalizedLive(e.GroupResource, live)); patch != nil {
 				settled = false
 				if _, err := client.Patch(ctx, e.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {

@@ -180,33 +180,45 @@ func showHistory(revs []revision) string {
 }
 
 // renumber is the merge patch that gives a history object on the target the backup's revision
-// number, when that number is all that differs (its controller numbered it first); else nil.
+// number, when its numbering is all that differs (its controller numbered it first, or again); else
+// nil. A ReplicaSet's numbering is its revision and the revision history its controller appends to
+// as it renumbers.
 func renumber(gr string, expected, live map[string]any) []byte {
-	var patch map[string]any
 	want, got := runtime.DeepCopyJSON(expected), runtime.DeepCopyJSON(live)
+	patch := map[string]any{}
 	switch gr {
 	case "replicasets.apps":
-		const key = "deployment.kubernetes.io/revision"
-		rev, ok := nestedMap(want, "metadata", "annotations")[key]
-		if !ok {
+		keys := []string{"deployment.kubernetes.io/revision", "deployment.kubernetes.io/revision-history"}
+		wantAnn, gotAnn := nestedMap(want, "metadata", "annotations"), nestedMap(got, "metadata", "annotations")
+		if _, ok := wantAnn[keys[0]]; !ok {
 			return nil
 		}
-		for _, m := range []map[string]any{want, got} {
-			deleteAnnotations(nestedMap(m, "metadata"), []string{key})
+		annotations := map[string]any{}
+		for _, key := range keys {
+			if wantAnn[key] != gotAnn[key] {
+				annotations[key] = wantAnn[key] // nil removes it
+			}
 		}
-		patch = map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: rev}}}
+		for _, m := range []map[string]any{want, got} {
+			deleteAnnotations(nestedMap(m, "metadata"), keys)
+		}
+		if len(annotations) > 0 {
+			patch["metadata"] = map[string]any{"annotations": annotations}
+		}
 	case "controllerrevisions.apps":
 		rev, ok := want["revision"]
 		if !ok {
 			return nil
 		}
+		if number64(rev) != number64(got["revision"]) {
+			patch["revision"] = rev
+		}
 		delete(want, "revision")
 		delete(got, "revision")
-		patch = map[string]any{"revision": rev}
 	default:
 		return nil
 	}
-	if len(Compare(want, got)) > 0 {
+	if len(patch) == 0 || len(Compare(want, got)) > 0 {
 		return nil
 	}
 	data, err := json.Marshal(patch)

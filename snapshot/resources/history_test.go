@@ -73,6 +73,16 @@ func TestRenumber(t *testing.T) {
 		{"a ReplicaSet with another change-cause", "replicasets.apps",
 			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"3","kubernetes.io/change-cause":"v3"}}}`,
 			`{"metadata":{"name":"web-1","annotations":{"deployment.kubernetes.io/revision":"1","kubernetes.io/change-cause":"v1"}}}`, ""},
+		{"a ReplicaSet renumbered by its controller as its Deployment changed", "replicasets.apps",
+			`{"metadata":{"name":"web-2","annotations":{"deployment.kubernetes.io/revision":"4","deployment.kubernetes.io/revision-history":"2"}}}`,
+			`{"metadata":{"name":"web-2","annotations":{"deployment.kubernetes.io/revision":"6","deployment.kubernetes.io/revision-history":"2,4"}}}`,
+			`{"metadata":{"annotations":{"deployment.kubernetes.io/revision":"4","deployment.kubernetes.io/revision-history":"2"}}}`},
+		{"a revision history the backup lacks goes", "replicasets.apps",
+			`{"metadata":{"name":"web-3","annotations":{"deployment.kubernetes.io/revision":"3"}}}`,
+			`{"metadata":{"name":"web-3","annotations":{"deployment.kubernetes.io/revision":"3","deployment.kubernetes.io/revision-history":"3"}}}`,
+			`{"metadata":{"annotations":{"deployment.kubernetes.io/revision-history":null}}}`},
+		{"numbered as in the backup: nothing to do", "controllerrevisions.apps",
+			`{"metadata":{"name":"ds-1"},"revision":3,"data":{"x":1}}`, `{"metadata":{"name":"ds-1"},"revision":3,"data":{"x":1}}`, ""},
 		{"other kinds", "configmaps", `{"data":{"a":"1"}}`, `{"data":{"a":"2"}}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
