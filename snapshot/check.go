@@ -76,24 +76,31 @@ func (r *Reader) checkStream(ctx context.Context, s Stream) error {
 
 // itemOf is the item a stored file holds.
 func (r *Reader) itemOf(key string) Damaged {
+	kind, name := r.Manifest.ItemOf(key)
+	return Damaged{Kind: kind, Name: name}
+}
+
+// ItemOf names the item a stored file of the backup holds, as restore reports it: its kind
+// (objects, volumes, databases, buckets; files for the others) and its name.
+func (m *Manifest) ItemOf(key string) (kind, name string) {
 	plain := strings.TrimSuffix(key, EncryptedSuffix)
-	for _, v := range r.Manifest.Volumes {
+	for _, v := range m.Volumes {
 		if v.Key == plain || v.Key == key {
-			return Damaged{Kind: "volumes", Name: v.Namespace + "/" + v.Name}
+			return "volumes", v.Namespace + "/" + v.Name
 		}
 	}
-	for _, d := range r.Manifest.Databases {
+	for _, d := range m.Databases {
 		if d.Key == plain || d.Key == key {
-			return Damaged{Kind: "databases", Name: d.Name}
+			return "databases", d.Name
 		}
 	}
-	for _, b := range r.Manifest.Buckets {
+	for _, b := range m.Buckets {
 		if b.Prefix != "" && strings.HasPrefix(key, b.Prefix) {
-			return Damaged{Kind: "buckets", Name: b.Name}
+			return "buckets", b.Name
 		}
 	}
-	if plain == r.name+".tar.gz" { // the objects, in Velero's layout
-		return Damaged{Kind: "objects", Name: key}
+	if plain == m.Name+".tar.gz" { // the objects, in Velero's layout
+		return "objects", key
 	}
-	return Damaged{Kind: "files", Name: key}
+	return "files", key
 }

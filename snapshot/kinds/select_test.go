@@ -14,9 +14,12 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 			Databases: []plans.Database{{Name: "kfp-mysql", Namespace: "kubeflow"}, {Name: "team-pg", Namespace: "team"}},
 			Buckets:   []plans.Bucket{{Name: "mlpipeline", Namespace: "kubeflow"}, {Name: "external", Endpoint: "https://s3.example.com"}},
 		}},
-		Volumes:   []snapshot.Volume{{Namespace: "kubeflow", Name: "minio-pvc"}, {Namespace: "team", Name: "workspace"}},
-		Databases: []snapshot.Database{{Name: "kfp-mysql"}, {Name: "team-pg"}, {Name: "unplaced"}},
-		Buckets:   []snapshot.Bucket{{Name: "mlpipeline"}, {Name: "external"}},
+		Name:      "b",
+		Volumes:   []snapshot.Volume{{Namespace: "kubeflow", Name: "minio-pvc", Key: "volumes/kubeflow/minio-pvc.tar.zst"}, {Namespace: "team", Name: "workspace", Key: "volumes/team/workspace.tar.zst"}},
+		Databases: []snapshot.Database{{Name: "kfp-mysql", Key: "databases/kfp-mysql.sql.zst"}, {Name: "team-pg", Key: "databases/team-pg.sql.zst"}, {Name: "unplaced", Key: "databases/unplaced.sql.zst"}},
+		Streams: []snapshot.Stream{{Key: "b.tar.gz"}, {Key: "ferry-digest-key"}, {Key: "volumes/kubeflow/minio-pvc.tar.zst"}, {Key: "volumes/team/workspace.tar.zst"},
+			{Key: "databases/kfp-mysql.sql.zst"}, {Key: "databases/team-pg.sql.zst"}, {Key: "databases/unplaced.sql.zst"}, {Key: "buckets/mlpipeline/k"}, {Key: "buckets/external/k"}},
+		Buckets: []snapshot.Bucket{{Name: "mlpipeline", Prefix: "buckets/mlpipeline/"}, {Name: "external", Prefix: "buckets/external/"}},
 		Skipped: []snapshot.Skipped{{Kind: "volume", Name: "kubeflow/pending"}, {Kind: "file", Name: "team/workspace:a/fifo"},
 			{Kind: "database", Name: "kfp-mysql"}, {Kind: "object", Name: "v1 Pod kubeflow/x"}},
 	}
@@ -24,18 +27,18 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 		name                       string
 		selection                  plans.Config
 		volumes, databases, bucket []string
-		skipped                    int
+		skipped, streams           int
 	}{
 		{"everything", plans.Config{},
-			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4},
+			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4, 9},
 		{"one namespace", plans.Config{Include: plans.Selection{Namespaces: []string{"team"}}},
-			[]string{"team/workspace"}, []string{"team-pg", "unplaced"}, []string{"external"}, 2},
+			[]string{"team/workspace"}, []string{"team-pg", "unplaced"}, []string{"external"}, 2, 6},
 		{"excluded namespace", plans.Config{Exclude: plans.Selection{Namespaces: []string{"team"}}},
-			[]string{"kubeflow/minio-pvc"}, []string{"kfp-mysql", "unplaced"}, []string{"mlpipeline", "external"}, 3},
+			[]string{"kubeflow/minio-pvc"}, []string{"kfp-mysql", "unplaced"}, []string{"mlpipeline", "external"}, 3, 7},
 		{"no claims", plans.Config{Exclude: plans.Selection{Resources: []string{"persistentvolumeclaims"}}},
-			nil, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 2},
+			nil, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 2, 7},
 		{"labels select objects only", plans.Config{Include: plans.Selection{LabelSelector: "app=web"}},
-			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4},
+			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := plans.NewFilter(tc.selection)
@@ -55,6 +58,9 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 			}
 			if !slices.Equal(volumes, tc.volumes) || !slices.Equal(databases, tc.databases) || !slices.Equal(buckets, tc.bucket) {
 				t.Errorf("kept volumes %v, databases %v, buckets %v; want %v, %v, %v", volumes, databases, buckets, tc.volumes, tc.databases, tc.bucket)
+			}
+			if len(r.Manifest.Streams) != tc.streams {
+				t.Errorf("kept streams %+v, want %d of them: the objects', the backup's own and the kept items' files", r.Manifest.Streams, tc.streams)
 			}
 			if len(r.Manifest.Skipped) != tc.skipped {
 				t.Errorf("kept skipped items %+v, want %d of them", r.Manifest.Skipped, tc.skipped)
