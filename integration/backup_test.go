@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -39,9 +40,15 @@ func TestBackupObjectsToMinIO(t *testing.T) {
 	if m.Totals.Objects == 0 || m.Totals.Objects != len(m.Objects) || !m.VeleroCompatible {
 		t.Fatalf("manifest totals %+v with %d objects", m.Totals, len(m.Objects))
 	}
-	digests := map[string]string{}
+	digests, schemes := map[string]string{}, map[string]string{}
 	for _, o := range m.Objects {
-		digests[path.Join(strings.TrimSuffix(o.Resource+"."+o.Group, "."), o.Namespace, o.Name)] = o.SHA256
+		key := path.Join(strings.TrimSuffix(o.Resource+"."+o.Group, "."), o.Namespace, o.Name)
+		digests[key], schemes[key] = o.SHA256, o.Digest
+	}
+	// Secrets' digests are keyed with the backup's own key, stored beside the manifest, not in it.
+	digestKey, err := hex.DecodeString(strings.TrimSpace(string(readStored(t, store, "objects-1", m.DigestKey, nil))))
+	if err != nil || len(digestKey) != 32 {
+		t.Fatalf("the backup's digest key %q: %d bytes, %v", m.DigestKey, len(digestKey), err)
 	}
 
 	// The archive is Velero's layout: metadata/version, every object twice, mode 0755, with kind.
@@ -88,9 +95,12 @@ func TestBackupObjectsToMinIO(t *testing.T) {
 			continue
 		}
 		plain++
-		digest, err := resources.Digest(gr, obj.Object)
+		digest, err := resources.DigestOf(gr, obj.Object, schemes[key], digestKey)
 		if err != nil || digest != digests[key] {
-			t.Fatalf("%s: digest %s, manifest %q", h.Name, digest, digests[key])
+			t.Fatalf("%s: digest %s (%q), manifest %q", h.Name, digest, schemes[key], digests[key])
+		}
+		if plainDigest, _ := resources.Digest(gr, obj.Object); gr == "secrets" && (schemes[key] != snapshot.DigestHMAC || plainDigest == digests[key]) {
+			t.Errorf("%s: the manifest holds the Secret's plain SHA-256 (scheme %q): a guessing oracle", h.Name, schemes[key])
 		}
 	}
 	if !sawVersion || plain != len(m.Objects) || preferred != plain {
