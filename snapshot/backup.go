@@ -98,6 +98,14 @@ type Object struct {
 	Digest string `json:"digest,omitempty"`
 }
 
+// GroupResource names the object's type as "resource.group" ("configmaps", "deployments.apps").
+func (o Object) GroupResource() string {
+	if o.Group == "" {
+		return o.Resource
+	}
+	return o.Resource + "." + o.Group
+}
+
 // Database is a database's logical dump and what verifies its restore.
 type Database struct {
 	Name    string   `json:"name"`

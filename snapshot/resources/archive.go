@@ -2,17 +2,18 @@ package resources
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/gzip"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Entry is one object of a backup's archive, as backed up.
@@ -52,14 +53,21 @@ func ArchiveFile(r *snapshot.Reader) string {
 
 // ReadArchive reads the backup's object archive: the version-less tree of Velero's layout, which
 // holds every object once at its preferred version. For a ferry backup, the archive must hold
-// exactly the objects of the manifest.
+// exactly the objects of the manifest, each with the digest the manifest records for it.
 func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
 	file := ArchiveFile(r)
+	var check objectCheck
+	if !r.Velero {
+		var err error
+		if check, err = manifestCheck(ctx, r); err != nil {
+			return nil, err
+		}
+	}
 	rc, err := r.Open(ctx, file)
 	if err != nil {
 		return nil, err
 	}
-	a, err := readArchive(rc)
+	a, err := readArchive(rc, check)
 	if err != nil {
 		// Say so when the stored file is not what the manifest recorded, rather than how it broke.
 		if derr := snapshot.Drain(rc); errors.Is(derr, snapshot.ErrCorrupt) {
@@ -79,7 +87,51 @@ func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
 	return a, nil
 }
 
-func readArchive(in io.Reader) (*Archive, error) {
+// objectCheck checks one object of the archive, as stored, against what the manifest says of it.
+type objectCheck func(gr, namespace, name string, stored []byte) error
+
+// manifestCheck checks each object's digest against the manifest's: the stream's SHA-256 proves
+// the archive is the one stored, this proves each object is the one the backup recorded (and
+// listed in its report), so that no writer's slip is restored unnoticed. Keyed digests need the
+// backup's digest key, read (and checked) first.
+func manifestCheck(ctx context.Context, r *snapshot.Reader) (objectCheck, error) {
+	want := make(map[string]snapshot.Object, len(r.Manifest.Objects))
+	var key []byte
+	for _, o := range r.Manifest.Objects {
+		want[objectKey(o.GroupResource(), o.Namespace, o.Name)] = o
+		if o.Digest == snapshot.DigestHMAC && key == nil {
+			var err error
+			if key, err = r.DigestKey(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return func(gr, namespace, name string, stored []byte) error {
+		o, ok := want[objectKey(gr, namespace, name)]
+		if !ok || o.SHA256 == "" {
+			return nil // matchManifest names objects the manifest lacks; format 1 had no empty digests
+		}
+		// Numbers as written: a float64 would print a large integer otherwise than the capture did.
+		dec := json.NewDecoder(bytes.NewReader(stored))
+		dec.UseNumber()
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			return err
+		}
+		digest, err := DigestOf(gr, obj, o.Digest, key)
+		if err != nil {
+			return err
+		}
+		if digest != o.SHA256 {
+			return fmt.Errorf("%s %s: not the object the manifest recorded (digest differs): %w", gr, path.Join(namespace, name), snapshot.ErrCorrupt)
+		}
+		return nil
+	}, nil
+}
+
+func objectKey(gr, namespace, name string) string { return gr + "/" + namespace + "/" + name }
+
+func readArchive(in io.Reader, check objectCheck) (*Archive, error) {
 	gz, err := gzip.NewReader(in)
 	if err != nil {
 		return nil, fmt.Errorf("not a gzip stream: %w", err)
@@ -98,13 +150,22 @@ func readArchive(in io.Reader) (*Archive, error) {
 		if !ok || h.Typeflag != tar.TypeReg {
 			continue
 		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Name, err)
+		}
 		var obj map[string]any
-		if err := json.NewDecoder(tr).Decode(&obj); err != nil {
+		if err := json.Unmarshal(data, &obj); err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Name, err)
 		}
 		u := unstructured.Unstructured{Object: obj}
 		if u.GetName() != name || u.GetNamespace() != ns {
 			return nil, fmt.Errorf("%s holds %s/%s", h.Name, u.GetNamespace(), u.GetName())
+		}
+		if check != nil {
+			if err := check(gr, ns, name, data); err != nil {
+				return nil, err
+			}
 		}
 		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: ns, Name: name, Object: obj})
 		a.Count++
@@ -135,12 +196,12 @@ func versionlessPath(p string) (gr, ns, name string, ok bool) {
 func (a *Archive) matchManifest(objects []snapshot.Object) error {
 	want := map[string]bool{}
 	for _, o := range objects {
-		want[schema.GroupResource{Group: o.Group, Resource: o.Resource}.String()+"/"+o.Namespace+"/"+o.Name] = true
+		want[objectKey(o.GroupResource(), o.Namespace, o.Name)] = true
 	}
 	var extra []string
 	for gr, entries := range a.ByResource {
 		for _, e := range entries {
-			key := gr + "/" + e.Namespace + "/" + e.Name
+			key := objectKey(gr, e.Namespace, e.Name)
 			if !want[key] {
 				extra = append(extra, key)
 			}

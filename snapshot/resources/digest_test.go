@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,64 @@ func TestObjectDigestSchemes(t *testing.T) {
 	}
 	if _, err := DigestOf("configmaps", configMapObj().Object, "blake3", nil); err == nil {
 		t.Error("an unknown scheme: no error")
+	}
+}
+
+// Each object read from an archive must be the one its manifest records: a digest that does not
+// match (a writer's slip; the stream's own SHA-256 cannot tell) makes the backup corrupt, named by
+// the object, before anything is applied. Large integers and keyed digests check as captured.
+func TestArchiveObjectsMatchTheirDigests(t *testing.T) {
+	ctx := context.Background()
+	big := configMapObj()
+	big.SetName("big")
+	big.Object["spec"] = map[string]any{"limit": int64(9007199254740993), "ratio": 0.1}
+	for _, tc := range []struct {
+		name    string
+		tamper  string // the resource whose manifest digest is changed
+		corrupt bool
+	}{
+		{"intact", "", false},
+		{"config map recorded otherwise", "configmaps", true},
+		{"keyed secret recorded otherwise", "secrets", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := storage.NewFile(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := backUpObjects(t, ctx, store, "b", fakeCluster(secretObj("aHVudGVyMg=="), configMapObj(), big), nil)
+			if tc.tamper != "" {
+				for i, o := range m.Objects {
+					if o.Resource == tc.tamper {
+						m.Objects[i].SHA256 = strings.Repeat("0", 64)
+						break
+					}
+				}
+				data, err := json.Marshal(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				file := snapshot.Prefix("b") + snapshot.ManifestFile
+				if err := store.Delete(ctx, file); err != nil {
+					t.Fatal(err)
+				}
+				if err := store.Create(ctx, file, strings.NewReader(string(data))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := snapshot.Open(ctx, store, "b", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ReadArchive(ctx, r)
+			switch {
+			case !tc.corrupt && err != nil:
+				t.Fatalf("ReadArchive: %v", err)
+			case tc.corrupt && !errors.Is(err, snapshot.ErrCorrupt):
+				t.Fatalf("ReadArchive: %v; want ErrCorrupt", err)
+			case tc.corrupt && !strings.Contains(err.Error(), tc.tamper+" team-a/"):
+				t.Errorf("ReadArchive: %v; want the object named", err)
+			}
+		})
 	}
 }
