@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 )
 
 // Report is what a run did, read from its journal: time per phase, time to a verified cutover,
@@ -32,6 +35,51 @@ type Report struct {
 	CarryBack              *CarryBackSummary `json:"carryBack,omitempty"`
 	// Problem is why the run stopped, when it did.
 	Problem string `json:"problem,omitempty"`
+	// Protection says what of the run's journal and backups is encrypted (see ReadReport).
+	Protection []StoredProtection `json:"protection,omitempty"`
+}
+
+// StoredProtection is what of one stored record of a run is encrypted.
+type StoredProtection struct {
+	What string `json:"what"` // "journal", "backup NAME"
+	snapshot.Protection
+	// Unknown says why a backup's protection is not known: it is not complete (yet).
+	Unknown string `json:"unknown,omitempty"`
+}
+
+// journalProtection is the journal's: never encrypted, so it holds names, times and counts only.
+func journalProtection() snapshot.Protection {
+	return snapshot.Protection{Encrypted: []string{}, Plaintext: []string{
+		"the run's configuration (secret values in it are references: valueFrom)",
+		"clusters' contexts and servers, each step's times, results and counts",
+		"names of objects, claims, files, databases and buckets in verification differences (Secrets' differences by key and length only)",
+	}}
+}
+
+// ReadReport is the run's report (BuildReport) with what of its journal and backups is encrypted.
+func ReadReport(ctx context.Context, j *Journal) Report {
+	rep := BuildReport(j)
+	rep.addProtection(ctx, j.store)
+	return rep
+}
+
+// addProtection adds what of the run's journal and each of its backups (the run's, and the
+// carry-back's) is encrypted, from the backups' manifests.
+func (rep *Report) addProtection(ctx context.Context, store storage.Reader) {
+	rep.Protection = []StoredProtection{{What: "journal", Protection: journalProtection()}}
+	names := []string{rep.Backup}
+	if rep.CarryBack != nil {
+		names = append(names, rep.CarryBack.Backup)
+	}
+	for _, name := range names {
+		p := StoredProtection{What: "backup " + name}
+		if m, err := snapshot.ReadManifest(ctx, store, name); err != nil {
+			p.Unknown = "no complete backup to read it from"
+		} else {
+			p.Protection = snapshot.ProtectionOf(m.Encryption)
+		}
+		rep.Protection = append(rep.Protection, p)
+	}
 }
 
 // Phase is one step of the run.
@@ -209,7 +257,28 @@ func (rep Report) Print(w io.Writer) error {
 	if rep.Problem != "" {
 		fmt.Fprintf(w, "Stopped: %s\n", rep.Problem)
 	}
+	if len(rep.Protection) > 0 {
+		fmt.Fprintln(w, "\nStored:")
+		for _, p := range rep.Protection {
+			p.print(w)
+		}
+	}
 	return nil
+}
+
+func (p StoredProtection) print(w io.Writer) {
+	switch {
+	case p.Unknown != "":
+		fmt.Fprintf(w, "  %s: encryption not known, %s\n", p.What, p.Unknown)
+		return
+	case len(p.Encrypted) == 0:
+		fmt.Fprintf(w, "  %s: not encrypted\n", p.What)
+	default:
+		fmt.Fprintf(w, "  %s: encrypted with age to %s: %s\n", p.What, strings.Join(p.Recipients, ", "), strings.Join(p.Encrypted, ", "))
+	}
+	for _, item := range p.Plaintext {
+		fmt.Fprintf(w, "    in plain text: %s\n", item)
+	}
 }
 
 func (cb *CarryBackSummary) print(w io.Writer) {

@@ -46,6 +46,7 @@ type Summary struct {
 	CompletedAt      time.Time      `json:"completedAt"`
 	DurationSeconds  float64        `json:"durationSeconds"`
 	Encryption       *Encryption    `json:"encryption,omitempty"`
+	Protection       Protection     `json:"protection"`
 	VeleroCompatible bool           `json:"veleroCompatible"`
 	Objects          int            `json:"objects"`
 	ObjectBytes      int64          `json:"objectBytes"` // of the objects as JSON
@@ -57,6 +58,35 @@ type Summary struct {
 	// StoredBytes is the size of every file the backup wrote, as stored (compressed, encrypted).
 	StoredBytes int64     `json:"storedBytes"`
 	Skipped     []Skipped `json:"skipped"`
+}
+
+// Protection says what of a backup is encrypted, to which recipients, and what anyone who can
+// read its storage reads in plain text.
+type Protection struct {
+	Encrypted  []string `json:"encrypted"`
+	Recipients []string `json:"recipients,omitempty"`
+	Plaintext  []string `json:"plaintext"`
+}
+
+// ProtectionOf is the protection of a backup written with enc (nil: not encrypted). It is the
+// one place that says what a backup's encryption covers: every file but the manifest (and the
+// heartbeat while it is written).
+func ProtectionOf(enc *Encryption) Protection {
+	if enc == nil {
+		return Protection{Encrypted: []string{},
+			Plaintext: []string{"everything: the objects (Secrets included), database dumps, volume files, bucket objects and the manifest"}}
+	}
+	return Protection{
+		Encrypted: []string{"the object archive (Secrets included)", "database dumps", "volume files",
+			"bucket objects", "the digest key of Secrets' digests"},
+		Recipients: enc.Recipients,
+		Plaintext: []string{
+			"the manifest: names of namespaces, objects, claims, files, databases, schemas, tables, buckets and bucket keys",
+			"sizes, file modes, owners and times, row counts",
+			"digests: keyed for Secrets (HMAC with the encrypted digest key); plain SHA-256 for other objects, files and bucket objects, and tables' checksums",
+			"the heartbeat, while the backup is written",
+		},
+	}
 }
 
 // KindCount is how many objects of one kind a backup holds.
@@ -116,7 +146,7 @@ type VeleroSummary struct {
 func Summarize(m *Manifest) Summary {
 	s := Summary{
 		Source: m.Source, Tool: m.Tool, StartedAt: m.StartedAt, CompletedAt: m.CompletedAt,
-		Encryption: m.Encryption, VeleroCompatible: m.VeleroCompatible,
+		Encryption: m.Encryption, Protection: ProtectionOf(m.Encryption), VeleroCompatible: m.VeleroCompatible,
 		Objects: len(m.Objects), ObjectBytes: m.Totals.ObjectBytes, StoredBytes: m.Totals.StoredBytes,
 		Kinds: []KindCount{}, Volumes: []VolumeSummary{}, Databases: []DatabaseSummary{}, Buckets: []BucketSummary{},
 		Skipped: append([]Skipped{}, m.Skipped...),

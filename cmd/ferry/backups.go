@@ -127,6 +127,22 @@ func printDescription(out io.Writer, location string, d *snapshot.Description, f
 	return w.Flush()
 }
 
+// writeProtection lists what is encrypted and what stays readable, one item a line.
+func writeProtection(w io.Writer, p snapshot.Protection) {
+	for _, part := range []struct {
+		title string
+		items []string
+	}{{"Encrypted", p.Encrypted}, {"In plain text", p.Plaintext}} {
+		for i, item := range part.items {
+			title := ""
+			if i == 0 {
+				title = part.title + ":"
+			}
+			fmt.Fprintf(w, "%s\t%s\n", title, item)
+		}
+	}
+}
+
 func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
 	s := d.Summary
 	source := s.Source.Server
@@ -157,6 +173,7 @@ func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
 	} else {
 		fmt.Fprintf(w, "Encryption:\tnone\n")
 	}
+	writeProtection(w, s.Protection)
 	switch {
 	case s.VeleroCompatible:
 		fmt.Fprintf(w, "Velero-compatible:\tyes (velero-backup.json and the Velero archive are written)\n")

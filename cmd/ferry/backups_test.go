@@ -19,6 +19,10 @@ func TestPrintDescription(t *testing.T) {
 		Buckets:     []snapshot.BucketSummary{{Name: "mlpipeline", Objects: 4, Bytes: 5 << 20}},
 		StoredBytes: 2900,
 	}}
+	full.Protection = snapshot.ProtectionOf(full.Encryption)
+	plainSummary := *full.Summary
+	plainSummary.Encryption, plainSummary.Protection = nil, snapshot.ProtectionOf(nil)
+	plain := &snapshot.Description{Name: "b2", State: snapshot.Complete, Summary: &plainSummary}
 	tests := []struct {
 		name string
 		d    *snapshot.Description
@@ -29,6 +33,11 @@ func TestPrintDescription(t *testing.T) {
 			`Stored:\s+2.8 KiB in 9 files$`, `OBJECTS  3 `, `  \(core\)\s+ConfigMap\s+2$`, `  apps\s+Deployment\s+1$`,
 			`VOLUMES  0$`, `  kfp-mysql\s+mysql\s+2\s+3\s+502\s+4.0 KiB\s+800 B$`, `  mlpipeline\s+4\s+5.0 MiB\s+0 B$`,
 			`NOT IN THIS BACKUP  nothing`,
+			`Encrypted:\s+the object archive \(Secrets included\)$`, `\s+database dumps$`, `\s+the digest key of Secrets' digests$`,
+			`In plain text:\s+the manifest: names of namespaces, objects, claims, files`, `\s+digests: keyed for Secrets`,
+		}},
+		{"complete, not encrypted", plain, []string{
+			`Encryption:\s+none$`, `In plain text:\s+everything: the objects \(Secrets included\)`,
 		}},
 		{"incomplete, its ferry stopped", &snapshot.Description{Name: "half", State: snapshot.Incomplete, Files: 1, Bytes: 7, Run: snapshot.RunDead},
 			[]string{`State:\s+incomplete$`, `Stored:\s+7 B in 1 file$`, `Running:\s+no`, "`ferry backups delete half` removes it"}},

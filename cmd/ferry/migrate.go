@@ -145,7 +145,7 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 	if cerr := r.Close(ctx); cerr != nil {
 		o.global.logger.Warn("releasing the run's lease", "error", cerr)
 	}
-	rep := migrate.BuildReport(r.Journal)
+	rep := migrate.ReadReport(ctx, r.Journal)
 	if perr := o.printReport(rep); perr != nil {
 		return perr
 	}
@@ -319,7 +319,7 @@ func newMigrateStatusCommand(o *runOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.printReport(migrate.BuildReport(j))
+			return o.printReport(migrate.ReadReport(cmd.Context(), j))
 		},
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json or yaml")
