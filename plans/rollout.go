@@ -333,6 +333,9 @@ func (t *Traffic) validate(bad func(field, format string, args ...any)) {
 		if len(t.Exec.Command) == 0 || t.Exec.Command[0] == "" {
 			bad("traffic.exec.command", "missing")
 		}
+		if i, what, found := credentialIn(t.Exec.Command); found {
+			bad(fmt.Sprintf("traffic.exec.command[%d]", i), "holds %s, which would be stored in plaintext with every backup and run: let the command read it from its environment (ferry passes its own on), e.g. $TOKEN in a script", what)
+		}
 	case TrafficWebhook:
 		checkURL(bad, "traffic.webhook.url", t.Webhook.URL)
 		names := make([]string, 0, len(t.Webhook.Headers))
@@ -357,13 +360,11 @@ var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 // stored with every backup and run, so credentials go in headers, by reference. The message
 // shows the URL only when it holds none.
 func checkURL(bad func(field, format string, args ...any), field, raw string) {
-	u, err := url.Parse(raw)
-	if err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			bad(field, "holds a password, which would be stored in plaintext with every backup and run: give credentials in a header by reference (traffic.webhook.headers) instead")
-			return
-		}
+	if what, found := urlCredential(raw); found {
+		bad(field, "holds %s, which would be stored in plaintext with every backup and run: give credentials in a header by reference (traffic.webhook.headers) instead", what)
+		return
 	}
+	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		if strings.Contains(raw, "@") {
 			raw = "(not shown: it may hold credentials)"
