@@ -120,29 +120,43 @@ func Open(ctx context.Context, rawURL string) (Backend, error) {
 	if !found {
 		// A plain path; but "s3:bucket" or "s3:/bucket" is a mistyped URL, not a folder to create.
 		if first, _, _ := strings.Cut(rawURL, "/"); strings.Contains(first, ":") {
-			return nil, badinput.Errorf("storage URL %q: want file://PATH, s3://BUCKET/PREFIX or a folder path", rawURL)
+			return nil, badinput.Errorf("storage URL %q: want file://PATH, s3://BUCKET/PREFIX or a folder path", shownURL(rawURL))
 		}
 		return NewFile(rawURL)
 	}
 	switch scheme {
 	case "file":
 		if rest == "" {
-			return nil, badinput.Errorf("storage URL %q: no folder after file://", rawURL)
+			return nil, badinput.Errorf("storage URL %q: no folder after file://", shownURL(rawURL))
 		}
 		return NewFile(rest)
 	case "s3":
 		u, err := url.Parse(rawURL)
 		if err != nil {
-			return nil, badinput.Errorf("storage URL %q: %v", rawURL, err)
+			return nil, badinput.Errorf("storage URL %q: not a URL", shownURL(rawURL))
 		}
 		cfg, err := parseS3URL(u)
 		if err != nil {
-			return nil, badinput.Errorf("storage URL %q: %w", rawURL, err)
+			return nil, badinput.Errorf("storage URL %q: %w", shownURL(rawURL), err)
 		}
 		return NewS3(ctx, cfg)
 	default:
-		return nil, badinput.Errorf("storage URL %q: unknown scheme %q (want file:// or s3://)", rawURL, scheme)
+		return nil, badinput.Errorf("storage URL %q: unknown scheme %q (want file:// or s3://)", shownURL(rawURL), scheme)
 	}
+}
+
+// shownURL is a storage URL as messages may show it: without a password, and not at all when
+// another part of it may hold one.
+func shownURL(raw string) string {
+	if !strings.Contains(raw, "@") {
+		return raw
+	}
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		if shown := u.Redacted(); strings.Count(shown, "@") == 1 {
+			return shown
+		}
+	}
+	return "(not shown: it may hold credentials)"
 }
 
 // checkKey rejects keys that could escape the backend's root or name nothing.

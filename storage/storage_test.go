@@ -25,11 +25,19 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		{"s3://bucket/p?part-size=lots", "part-size="},
 		{"s3://bucket/p?concurrency=0", "concurrency="},
 		{"s3://bucket/p?regoin=eu-west-1", `unknown parameter "regoin"`},
+		// Credentials given where they do not belong are refused and never repeated.
+		{"s3://AKIA:canary-s3cr3t@bucket/p?regoin=x", "credentials do not belong in the URL"},
+		{"s3://bucket/p?endpoint=https://AKIA:canary-s3cr3t@s3.example", "endpoint: credentials do not belong in the URL"},
+		{"gs://AKIA:canary-s3cr3t@bucket/x", `storage URL "gs://AKIA:xxxxx@bucket/x": unknown scheme`},
+		{"s3:AKIA:canary-s3cr3t@bucket", "(not shown: it may hold credentials)"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			_, err := Open(context.Background(), tc.url)
 			if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Open(%q) = %v, want a bad-input error naming %q", tc.url, err, tc.want)
+			}
+			if strings.Contains(err.Error(), "canary-s3cr3t") {
+				t.Errorf("the error repeats a password: %v", err)
 			}
 		})
 	}
