@@ -60,6 +60,9 @@ func (c Contents) withDefaults() Contents {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	if c.movers == nil {
+		c.movers = newMoverSet()
+	}
 	return c
 }
 
@@ -235,7 +238,7 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 	defer cancel(nil)
 	in := &feed{src: rc, cancel: cancel}
 	var stdout, stderr bytes.Buffer
-	err = kube.Exec(execCtx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+	err = c.exec(execCtx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "unpack", "--stage"}, Stdin: in, Stdout: &stdout, Stderr: &stderr})
 	if jerr := json.Unmarshal(stdout.Bytes(), &st); jerr != nil && err == nil {
 		err = fmt.Errorf("unreadable result: %w", jerr)
@@ -279,7 +282,7 @@ func (c Contents) apply(ctx context.Context, ns, pod string, st Staged) (UnpackR
 		cmd = append(cmd, "--delete")
 	}
 	var stdout, stderr bytes.Buffer
-	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+	err = c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 		Command: cmd, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		return res, fmt.Errorf("ferry mover unpack --apply: %w%s", err, moverStderr(stderr.String()))
@@ -303,7 +306,7 @@ func (c Contents) abort(ctx context.Context, ns, pod string, st Staged) error {
 	// Also after ctx ended: what was staged is not left for the next restore when it need not be.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	err = kube.Exec(actx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+	err = c.exec(actx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "unpack", "--abort"}, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		return fmt.Errorf("ferry mover unpack --abort: %w%s", err, moverStderr(stderr.String()))
@@ -336,7 +339,7 @@ func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapsho
 		return res, nil, err
 	}
 	var stdout, stderr bytes.Buffer
-	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+	err = c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "unpack", "--stage", "--direct"}, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
 	var direct DirectUnpackResult
 	if jerr := json.Unmarshal(stdout.Bytes(), &direct); jerr != nil {

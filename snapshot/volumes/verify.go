@@ -74,7 +74,7 @@ func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v s
 	ctx, unwatch := whileMoverLives(ctx, c.Client, ns, pod)
 	defer unwatch()
 	var stdout, stderr bytes.Buffer
-	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+	err = c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "pack", "--list"}, Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		err = moverFailed(ctx, c.Client, ns, pod, fmt.Errorf("ferry mover pack --list: %w%s", err, moverStderr(stderr.String())))

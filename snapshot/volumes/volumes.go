@@ -59,6 +59,10 @@ type Contents struct {
 	// tree exactly as backed up (to carry data back); by default such files are left alone.
 	Delete bool
 	Log    *slog.Logger
+
+	// movers are the pods this run started, as they were when ferry first saw them running:
+	// ferry execs only into those, and only while they still are (see identity.go).
+	movers *moverSet
 }
 
 // Name implements snapshot.Kind.
@@ -66,12 +70,7 @@ func (c Contents) Name() string { return "volumes" }
 
 // Capture implements snapshot.Kind: every claim of the plan that holds no database or bucket.
 func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
-	if c.Parallel <= 0 {
-		c.Parallel = 4
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
+	c = c.withDefaults()
 	c.cleanup(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
@@ -222,9 +221,14 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 	}
 	name := spec.Namespace + "/" + pod.Name
 	stop := func() {
+		if id := c.movers.remove(spec.Namespace, pod.Name); id != nil && id.refused.Load() {
+			c.Log.Warn("mover pod left in place for inspection: it is not the pod ferry started", "pod", name)
+			return
+		}
 		pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	}
 	c.Log.Info("mover pod created", "pod", name, "claim", spec.Annotations["ferry.dev/claim"], "node", pod.Spec.NodeName, "role", spec.Labels[RoleLabel])
+	var running *corev1.Pod
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -233,20 +237,29 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			return false, fmt.Errorf("mover pod %s ended (%s)", name, p.Status.Phase)
 		}
+		running = p
 		return p.Status.Phase == corev1.PodRunning, nil
 	})
 	if err != nil {
 		stop()
 		return "", nil, fmt.Errorf("mover pod %s not running: %w", name, err)
 	}
+	c.movers.add(recordMover(spec, pod, running))
 	// The container may take a moment to answer exec after the pod reports Running.
 	var lastErr error
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var out bytes.Buffer
-		lastErr = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: spec.Namespace, Pod: pod.Name, Container: "mover",
+		lastErr = c.exec(ctx, kube.ExecRequest{Namespace: spec.Namespace, Pod: pod.Name, Container: "mover",
 			Command: []string{"ferry", "mover", "ready"}, Stdout: &out})
+		if isRefused(lastErr) {
+			return false, lastErr
+		}
 		return lastErr == nil, nil
 	})
+	if isRefused(err) {
+		stop()
+		return "", nil, err
+	}
 	if err != nil {
 		stop()
 		return "", nil, fmt.Errorf("mover pod %s does not answer: %w", name, errors.Join(err, lastErr))
@@ -320,7 +333,7 @@ func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume
 	tarOut, tarIn := io.Pipe() // pack's stdout
 	var stderr bytes.Buffer
 	go func() {
-		err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: v.Namespace, Pod: pod, Container: "mover",
+		err := c.exec(ctx, kube.ExecRequest{Namespace: v.Namespace, Pod: pod, Container: "mover",
 			Command: []string{"ferry", "mover", "pack"}, Stdout: tarIn, Stderr: &stderr})
 		if err != nil {
 			err = fmt.Errorf("ferry mover pack: %w%s", err, moverStderr(stderr.String()))
@@ -343,7 +356,7 @@ func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod str
 		return entry, err
 	}
 	var stdout, stderr bytes.Buffer
-	err = kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: entry.Namespace, Pod: pod, Container: "mover",
+	err = c.exec(ctx, kube.ExecRequest{Namespace: entry.Namespace, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "pack", "--direct"}, Stdin: bytes.NewReader(append(req, '\n')), Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		return entry, fmt.Errorf("ferry mover pack --direct: %w%s", err, moverStderr(stderr.String()))
