@@ -30,8 +30,8 @@ type moverIdentity struct {
 	uid             types.UID
 	// labels and annotations are ferry's own (the pod may gain others).
 	labels, annotations map[string]string
-	// containers and initContainers are as ferry asked for them, with what admission added when
-	// the pod was created (an injected sidecar): after creation only their images may change.
+	// containers and initContainers are as the API server created them (admission may pin an
+	// image or inject a sidecar): after creation none of them may change.
 	containers, initContainers []containerIdentity
 	// running is each container as ferry first saw the pod running, by name.
 	running map[string]containerRun
@@ -65,12 +65,15 @@ func recordMover(spec, created, running *corev1.Pod) *moverIdentity {
 	return id
 }
 
-// containerIdentities lists the containers ferry asked for as it asked for them, then those
-// admission added.
+// containerIdentities lists the containers as the API server created them: admission may have
+// pinned an image to its digest or added a sidecar, and both are part of the pod ferry made. Its
+// own containers come first, in the order ferry asked for them.
 func containerIdentities(created, asked []corev1.Container) []containerIdentity {
 	var out []containerIdentity
-	for _, c := range asked {
-		out = append(out, containerIdentity{name: c.Name, image: c.Image, command: c.Command, args: c.Args})
+	for _, c := range created {
+		if slices.ContainsFunc(asked, func(a corev1.Container) bool { return a.Name == c.Name }) {
+			out = append(out, containerIdentity{name: c.Name, image: c.Image, command: c.Command, args: c.Args})
+		}
 	}
 	for _, c := range created {
 		if !slices.ContainsFunc(asked, func(a corev1.Container) bool { return a.Name == c.Name }) {

@@ -139,3 +139,22 @@ func TestMoverExecRefusesUnknownPods(t *testing.T) {
 		t.Fatal("the stopped pod is still known")
 	}
 }
+
+// TestMoverIdentityOfAnAdmittedImage: an image admission pinned to its digest when the pod was
+// created is the mover's image; changing it afterwards is still refused.
+func TestMoverIdentityOfAnAdmittedImage(t *testing.T) {
+	c := Contents{Image: "ferry:dev"}
+	spec := c.moverPod(plans.Volume{Namespace: "team", Name: "data"}, false)
+	created := spec.DeepCopy()
+	created.Name, created.UID = "ferry-mover-x1", "uid-1"
+	created.Spec.Containers[0].Image = "ferry:dev@sha256:ccc"
+	id := recordMover(spec, created, created)
+	if err := id.check(context.Background(), fake.NewClientset(created.DeepCopy())); err != nil {
+		t.Fatalf("the admitted pod is refused: %v", err)
+	}
+	changed := created.DeepCopy()
+	changed.Spec.Containers[0].Image = "ferry:dev"
+	if err := id.check(context.Background(), fake.NewClientset(changed)); err == nil || !isRefused(err) {
+		t.Fatalf("an image changed after admission is accepted: %v", err)
+	}
+}
