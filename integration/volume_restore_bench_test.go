@@ -60,10 +60,7 @@ func BenchmarkRestoreVolume(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	access, err := store.(*storage.S3).DirectAccess(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	presigner := store.(storage.Presigner)
 	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +80,7 @@ func BenchmarkRestoreVolume(b *testing.B) {
 				createClaim(b, gkc, target, claim, ptr.To("standard"))
 				c := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{ns: target}}}
 				if mode == "direct" {
-					c.Direct = &access
+					c.Direct = presigner
 				}
 				report := &snapshot.Report{}
 				b.StartTimer()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -37,7 +38,8 @@ import (
 // and checks that folder against blue's independently. Verify then finds nothing; a second
 // restore touches nothing; one changed byte on green is exactly one difference; a tampered or
 // truncated stored archive fails the restore. An encrypted backup restores as well, into a claim
-// that binds only when its first consumer, the mover, is scheduled.
+// that binds only when its first consumer, the mover, is scheduled. With Direct, the mover reads a
+// plain archive through a presigned GET, and ferry decrypts an encrypted one itself.
 func TestVolumeRestoreAndVerify(t *testing.T) {
 	applyPlatform(t)
 	blue, bkc := clients(t, "blue")
@@ -199,23 +201,39 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	}
 	verifyClean(t, encrypted, er, files)
 
-	// Direct: the mover reads the encrypted archive from the backup MinIO itself.
-	access, err := store.(*storage.S3).DirectAccess(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// Direct: the mover reads the plain archive from the backup MinIO itself, through a GET
+	// presigned for it alone; the encrypted backup's volume ferry decrypts and streams through exec,
+	// and says so once: a mover never gets the age identity.
+	presigner := store.(storage.Presigner)
+	for _, b := range []struct {
+		backup string
+		ids    []age.Identity
+		ns     string
+	}{{"vr-plain", nil, "vr-lab-direct-plain"}, {"vr-encrypted", []age.Identity{id}, "vr-lab-direct"}} {
+		createClaim(t, gkc, b.ns, claim, ptr.To("standard"))
+		var logs bytes.Buffer
+		direct := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Direct: presigner, Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: b.ns}},
+			Log: slog.New(slog.NewTextHandler(&logs, nil))}
+		br := open(b.backup, b.ids...)
+		report = restoreVolumes(t, direct, br)
+		if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
+			t.Fatalf("direct restore of %s: %v, items %+v", b.backup, report.Counts, report.Items)
+		}
+		if want, got := walkTree(t, src), walkTree(t, claimFolder(t, gkc, b.ns, claim)); !slices.Equal(want, got) {
+			t.Fatalf("the direct restore of %s differs from blue's folder:\n%s", b.backup, lineDiff(want, got))
+		}
+		said := strings.Count(logs.String(), "ferry decrypts its volumes")
+		if want := min(len(b.ids), 1); said != want {
+			t.Fatalf("direct restore of %s: the log says %d times that ferry decrypts, want %d:\n%s", b.backup, said, want, logs.String())
+		}
+		for _, secret := range []string{"AGE-SECRET-KEY", "X-Amz-Signature", tb.MinIO["backup"].SecretKey} {
+			if strings.Contains(logs.String(), secret) {
+				t.Fatalf("direct restore of %s: the log holds %q", b.backup, secret)
+			}
+		}
+		verifyClean(t, direct, br, files)
+		noMovers(t, gkc, b.ns)
 	}
-	const directNS = "vr-lab-direct"
-	createClaim(t, gkc, directNS, claim, ptr.To("standard"))
-	direct := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Direct: &access, Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: directNS}}}
-	report = restoreVolumes(t, direct, open("vr-encrypted", id))
-	if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
-		t.Fatalf("direct restore: %v, items %+v", report.Counts, report.Items)
-	}
-	if want, got := walkTree(t, src), walkTree(t, claimFolder(t, gkc, directNS, claim)); !slices.Equal(want, got) {
-		t.Fatalf("the direct restore differs from blue's folder:\n%s", lineDiff(want, got))
-	}
-	verifyClean(t, direct, er, files)
-	noMovers(t, gkc, directNS)
 
 	// A stored archive with one byte changed, and one cut short, plain or encrypted, read through
 	// ferry or by the mover: the restore fails, saying the backup is corrupt, never succeeds
@@ -227,7 +245,7 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 		ns     string
 	}{{"vr-plain", nil, contents, dstNS}, {"vr-encrypted", []age.Identity{id}, encrypted, encNS}} {
 		direct := b.c
-		direct.Direct = &access
+		direct.Direct = presigner
 		key := snapshot.Prefix(b.backup) + open(b.backup, b.ids...).Manifest.Volumes[0].Key
 		stored := getObject(t, store, key)
 		for what, bad := range map[string][]byte{"tampered": flipByte(stored, len(stored)/2), "truncated": stored[:len(stored)*2/3]} {

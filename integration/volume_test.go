@@ -109,7 +109,8 @@ func TestBackupReadsVolumes(t *testing.T) {
 }
 
 // TestBackupMoverDirect: with --mover-direct the mover uploads the volume to S3 itself (here,
-// encrypted), and the manifest still lists every file.
+// encrypted) through part URLs ferry presigns, ferry completes the upload, and the manifest still
+// lists every file.
 func TestBackupMoverDirect(t *testing.T) {
 	fixture := applyPlatform(t)
 	blue, kc := clients(t, "blue")
@@ -157,6 +158,16 @@ func TestBackupMoverDirect(t *testing.T) {
 	}
 	if j := slices.IndexFunc(m.Streams, func(s snapshot.Stream) bool { return s.Key == v.Key }); j < 0 || m.Streams[j].Bytes != info.Size {
 		t.Fatalf("the manifest does not record the stored stream %s (%d bytes)", v.Key, info.Size)
+	}
+	// ferry completed the mover's upload: none is left unfinished.
+	uploads, err := tb.MinIO["backup"].S3Client().ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String("backups")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range uploads.Uploads {
+		if strings.HasPrefix(aws.ToString(u.Key), "direct/") {
+			t.Errorf("unfinished upload of %s left behind", aws.ToString(u.Key))
+		}
 	}
 	tr := tar.NewReader(bytes.NewReader(readStored(t, store, "direct", v.Key, id)))
 	h, err := tr.Next()

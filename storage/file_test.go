@@ -51,3 +51,15 @@ func TestFileCleansInterruptedPuts(t *testing.T) {
 		}
 	}
 }
+
+// Direct movers need presigned URLs, which a local folder cannot give: the file backend says so
+// by not being a Presigner.
+func TestFileIsNoPresigner(t *testing.T) {
+	b, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := any(b).(storage.Presigner); ok {
+		t.Fatal("the file backend claims to presign URLs")
+	}
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
@@ -33,8 +32,11 @@ const (
 	// DefaultConcurrency is how many parts of one object move at once.
 	DefaultConcurrency = 4
 
-	minPartSize = 5 << 20
-	maxPartSize = 5 << 30
+	// MinPartSize and MaxPartSize bound S3's multipart parts (the last part may be smaller), and
+	// MaxParts their number.
+	MinPartSize = 5 << 20
+	MaxPartSize = 5 << 30
+	MaxParts    = 10000
 )
 
 // S3Config says where an S3 backend stores objects and how it connects.
@@ -57,31 +59,6 @@ type S3Config struct {
 	Concurrency int
 	// Credentials, when set, override the AWS environment/profile chain (used by tests).
 	Credentials aws.CredentialsProvider `json:"-"`
-}
-
-// DirectAccess lets another process (a mover pod) write to the same place as an S3 backend: its
-// configuration and credentials resolved now. It travels on stdin, never in a pod spec or a log.
-type DirectAccess struct {
-	Config          S3Config `json:"config"`
-	AccessKeyID     string   `json:"accessKeyID"`
-	SecretAccessKey string   `json:"secretAccessKey"`
-	SessionToken    string   `json:"sessionToken,omitempty"`
-}
-
-// DirectAccess resolves the backend's credentials for another process.
-func (b *S3) DirectAccess(ctx context.Context) (DirectAccess, error) {
-	creds, err := b.client.Options().Credentials.Retrieve(ctx)
-	if err != nil {
-		return DirectAccess{}, fmt.Errorf("%s: resolve credentials: %w", b, err)
-	}
-	return DirectAccess{Config: b.cfg, AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey, SessionToken: creds.SessionToken}, nil
-}
-
-// OpenDirect opens the backend another process described with DirectAccess.
-func OpenDirect(ctx context.Context, a DirectAccess) (*S3, error) {
-	cfg := a.Config
-	cfg.Credentials = credentials.NewStaticCredentialsProvider(a.AccessKeyID, a.SecretAccessKey, a.SessionToken)
-	return newS3(ctx, cfg, false) // the process that handed the access over checked the server
 }
 
 func parseS3URL(u *url.URL) (S3Config, error) {
@@ -130,7 +107,7 @@ func parseS3URL(u *url.URL) (S3Config, error) {
 			switch {
 			case perr != nil:
 				err = fmt.Errorf("part-size=%q: want a size such as 64Mi", v)
-			case q.Value() < minPartSize || q.Value() > maxPartSize:
+			case q.Value() < MinPartSize || q.Value() > MaxPartSize:
 				err = fmt.Errorf("part-size=%q: must be between 5Mi and 5Gi", v)
 			}
 			cfg.PartSize = q.Value()
@@ -154,16 +131,15 @@ func parseS3URL(u *url.URL) (S3Config, error) {
 type S3 struct {
 	cfg      S3Config
 	client   *s3.Client
+	presign  *s3.PresignClient
 	transfer *transfermanager.Client
 }
+
+var _ Presigner = (*S3)(nil)
 
 // NewS3 connects to the bucket and checks that it exists, that the credentials may use it and that
 // the server honours conditional writes.
 func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
-	return newS3(ctx, cfg, true)
-}
-
-func newS3(ctx context.Context, cfg S3Config, probe bool) (*S3, error) {
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
 	}
@@ -199,7 +175,7 @@ func newS3(ctx context.Context, cfg S3Config, probe bool) (*S3, error) {
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
 	}
-	cfg.Region = awsCfg.Region // as resolved, so DirectAccess carries it
+	cfg.Region = awsCfg.Region
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
@@ -207,8 +183,9 @@ func newS3(ctx context.Context, cfg S3Config, probe bool) (*S3, error) {
 		o.UsePathStyle = cfg.PathStyle
 	})
 	b := &S3{
-		cfg:    cfg,
-		client: client,
+		cfg:     cfg,
+		client:  client,
+		presign: s3.NewPresignClient(client),
 		transfer: transfermanager.New(client, func(o *transfermanager.Options) {
 			o.PartSizeBytes = cfg.PartSize
 			o.Concurrency = cfg.Concurrency
@@ -218,10 +195,8 @@ func newS3(ctx context.Context, cfg S3Config, probe bool) (*S3, error) {
 	if _, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
 		return nil, b.explain(err)
 	}
-	if probe {
-		if err := b.checkConditional(ctx); err != nil {
-			return nil, err
-		}
+	if err := b.checkConditional(ctx); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

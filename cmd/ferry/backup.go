@@ -66,7 +66,7 @@ storage deletes the mover pods it left once its heartbeat is %s old.`,
 	f.StringVar(&o.name, "name", "", "backup name (default ferry-YYYYMMDD-HHMMSS)")
 	f.IntVar(&o.parallel, "parallel", 8, "resource types listed and bucket objects copied at once")
 	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods that read volumes (the ferry image)")
-	f.BoolVar(&o.moverDirect, "mover-direct", false, "mover pods upload volumes to the S3 storage themselves (credentials handed over on stdin), so data moves from many nodes at once")
+	f.BoolVar(&o.moverDirect, "mover-direct", false, "mover pods upload volumes to the S3 storage themselves, through part URLs ferry presigns for them (valid 15 minutes; no credentials), so data moves from many nodes at once")
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients (age1...): encrypt every file of the backup to them; the Velero-compatible copy is then not written")
 	// Set by the CronJob of ferry schedule: recorded in the manifest, it names the backup by default.
 	f.StringVar(&o.schedule, "schedule", "", "the schedule making this backup (default name SCHEDULE-YYYYMMDD-HHMMSS)")
@@ -100,17 +100,13 @@ func (o *backupOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var direct *storage.DirectAccess
+	var direct storage.Presigner
 	if o.moverDirect {
-		s3, ok := store.(*storage.S3)
+		p, ok := store.(storage.Presigner)
 		if !ok {
 			return badinput.Errorf("--mover-direct needs S3 storage that mover pods can reach, not %s", store)
 		}
-		access, err := s3.DirectAccess(ctx)
-		if err != nil {
-			return err
-		}
-		direct = &access
+		direct = p
 	}
 	restConfig, err := o.global.restConfig(o.from)
 	if err != nil {

@@ -39,7 +39,7 @@ func newMoverCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			return out.Flush()
 		},
 	}
-	pack.Flags().BoolVar(&direct, "direct", false, "upload to storage as the JSON request on stdin's first line says; print the result")
+	pack.Flags().BoolVar(&direct, "direct", false, "upload to storage through the part URLs ferry answers on stdin (JSON lines); print the asks, parts and result")
 	pack.Flags().BoolVar(&list, "list", false, "print the files with their SHA-256 as one JSON line instead of the tar stream")
 	cmd.AddCommand(
 		pack,
@@ -62,21 +62,10 @@ func newMoverCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	return cmd
 }
 
-// packDirect reads only the request's line from stdin: the exec's stdin may never end.
+// packDirect holds the mover's side of the conversation with ferry on stdin and stdout (see
+// volumes.PackDirect): stdin may never end.
 func packDirect(ctx context.Context, streams genericiooptions.IOStreams) error {
-	line, err := bufio.NewReader(streams.In).ReadBytes('\n')
-	if err != nil {
-		return fmt.Errorf("read the request: %w", err)
-	}
-	var req volumes.DirectRequest
-	if err := json.Unmarshal(line, &req); err != nil {
-		return badinput.Errorf("request: %v", err)
-	}
-	res, err := volumes.PackDirect(ctx, ".", req)
-	if err != nil {
-		return err
-	}
-	return json.NewEncoder(streams.Out).Encode(res)
+	return volumes.PackDirect(ctx, ".", streams.In, streams.Out)
 }
 
 // newUnpackCommand puts a volume's archive into the working directory in two steps, so that
@@ -126,7 +115,7 @@ func newUnpackCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.Flags().BoolVar(&apply, "apply", false, "put what was staged in place; the staged list is stdin's first line")
 	cmd.Flags().BoolVar(&abort, "abort", false, "remove what was staged; the staged list is stdin's first line")
 	cmd.Flags().BoolVar(&opts.Delete, "delete", false, "with --apply, delete what the directory holds that the archive does not")
-	cmd.Flags().BoolVar(&direct, "direct", false, "with --stage, download the archive from storage as the JSON request on stdin's first line says")
+	cmd.Flags().BoolVar(&direct, "direct", false, "with --stage, download the archive through the presigned URL of the JSON request on stdin's first line")
 	return cmd
 }
 

@@ -51,7 +51,7 @@ func (o *targetOptions) addFlags(cmd *cobra.Command) {
 	f.StringVarP(&o.include.LabelSelector, "selector", "l", "", "only objects with these labels")
 	f.BoolVar(&o.skipOwned, "skip-owned", false, "leave objects with a controlling owner (a ReplicaSet's pods, say) to the target's controllers")
 	f.IntVar(&o.parallel, "parallel", 8, "volumes, bucket objects and (×4) objects handled at once")
-	f.BoolVar(&o.moverDirect, "mover-direct", false, "mover pods read volumes from the S3 storage themselves (credentials handed over on stdin)")
+	f.BoolVar(&o.moverDirect, "mover-direct", false, "mover pods read volumes from the S3 storage themselves, through a URL ferry presigns for each (valid 15 minutes; no credentials); ferry decrypts an encrypted backup's volumes itself")
 	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods that write and read volumes (the ferry image)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 2*time.Minute, "how long to wait for CRDs to be Established and workloads to become healthy")
 	f.StringVarP(&o.output, "output", "o", "", "json or yaml for a machine-readable report")
@@ -120,17 +120,13 @@ func (o *targetOptions) open(ctx context.Context, command string) (*snapshot.Rea
 	if err != nil {
 		return nil, nil, err
 	}
-	var direct *storage.DirectAccess
+	var direct storage.Presigner
 	if o.moverDirect {
-		s3, ok := store.(*storage.S3)
+		p, ok := store.(storage.Presigner)
 		if !ok {
 			return nil, nil, badinput.Errorf("--mover-direct needs S3 storage that mover pods can reach, not %s", store)
 		}
-		access, err := s3.DirectAccess(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		direct = &access
+		direct = p
 	}
 	// The mapping of ferry.yaml at backup time, then the flags: the report shows it.
 	o.mapping = kinds.EffectiveMapping(r, o.mapping)

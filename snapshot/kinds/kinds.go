@@ -66,8 +66,8 @@ type BackupOptions struct {
 	Schedule   string
 	Parallel   int
 	MoverImage string
-	// Direct has mover pods upload volumes to storage themselves.
-	Direct   *storage.DirectAccess
+	// Direct has mover pods upload volumes to storage themselves, through presigned URLs.
+	Direct   storage.Presigner
 	Progress snapshot.Progress
 	Log      *slog.Logger
 }
@@ -151,8 +151,9 @@ type RestoreOptions struct {
 	Select     *plans.Filter
 	Parallel   int
 	MoverImage string
-	// Direct has mover pods read volumes from storage themselves.
-	Direct      *storage.DirectAccess
+	// Direct has mover pods read volumes from storage themselves, through presigned URLs
+	// (encrypted ones excepted: ferry decrypts those).
+	Direct      storage.Presigner
 	WaitTimeout time.Duration
 	// Replace makes the target hold exactly the backup: volume trees synced with deletions,
 	// buckets mirrored with deletions, database schemas dropped before their dumps load, existing

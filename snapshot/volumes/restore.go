@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
@@ -47,6 +47,9 @@ func (c Contents) Restore(ctx context.Context, r *snapshot.Reader, report *snaps
 			ns, claim, _ := strings.Cut(s.Name, "/")
 			report.Add(kindName, snapshot.StatusSkipped, c.Mapping.Namespace(ns)+"/"+claim, "not in the backup: "+s.Reason)
 		}
+	}
+	if c.Direct != nil && slices.ContainsFunc(r.Manifest.Volumes, func(v snapshot.Volume) bool { return strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) }) {
+		c.Log.Info("the backup is encrypted: ferry decrypts its volumes and streams them to the mover pods through the API server; movers never get the age identity")
 	}
 	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
 		return c.restoreVolume(ctx, r, report, v)
@@ -122,7 +125,7 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	defer unwatch()
 	start := time.Now()
 	stage := c.stage
-	if c.Direct != nil {
+	if c.Direct != nil && !strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) {
 		stage = c.stageDirect
 	}
 	staged, streamErr, err := stage(ctx, r, v, ns, pod)
@@ -314,25 +317,17 @@ func (c Contents) abort(ctx context.Context, ns, pod string, st Staged) error {
 	return nil
 }
 
-// stageDirect has the mover read the volume's stored archive from storage itself and stage it,
-// and checks what it read against the manifest.
+// stageDirect has the mover read the volume's stored archive from storage itself, through a
+// presigned GET, and stage it, and checks what it read against the manifest. Encrypted archives
+// go through stage: a mover never gets an age identity.
 func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (res Staged, streamErr, err error) {
 	want, ok := r.Stream(v.Key)
 	if !ok {
 		return res, fmt.Errorf("backup %s: %s: %w (not recorded)", r.Name(), v.Key, snapshot.ErrCorrupt), nil
 	}
-	req := DirectUnpackRequest{Access: *c.Direct, Key: r.StorageKey(v.Key)}
-	if strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) {
-		for _, id := range r.Identities() {
-			// Native age identities print as their AGE-SECRET-KEY-... string; others (plugins)
-			// cannot be handed over.
-			if s, ok := id.(fmt.Stringer); ok && strings.HasPrefix(s.String(), "AGE-SECRET-KEY-") {
-				req.Identities = append(req.Identities, s.String())
-			}
-		}
-		if len(req.Identities) == 0 {
-			return res, nil, badinput.Errorf("backup %s: a direct restore hands the mover the age key, and none of the identities given is one it can take", r.Name())
-		}
+	req, err := directUnpackRequest(ctx, c.Direct, r.StorageKey(v.Key))
+	if err != nil {
+		return res, nil, err
 	}
 	line, err := json.Marshal(req)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"filippo.io/age"
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
@@ -693,13 +692,13 @@ func syncDir(root *os.Root) error {
 }
 
 // DirectUnpackRequest is what ferry hands a mover, as one JSON line on stdin, so that the mover
-// downloads a volume's archive from storage and unpacks it by itself (ferry mover unpack
-// --direct): credentials and keys never appear in the pod spec or its logs.
+// downloads a volume's stored archive and stages it by itself (ferry mover unpack --stage
+// --direct): a presigned GET of that one object, valid for a short time. It holds no credential
+// and no key: an encrypted archive is never handed over, ferry decrypts it and streams it through
+// exec.
 type DirectUnpackRequest struct {
-	Access storage.DirectAccess `json:"access"`
-	Key    string               `json:"key"` // the full storage key, encryption suffix included
-	// Identities are age secret keys, for an encrypted backup.
-	Identities []string `json:"identities,omitempty"`
+	Key string                   `json:"key"` // the stored file, as the result names it
+	Get storage.PresignedRequest `json:"get"`
 }
 
 // DirectUnpackResult is what the mover prints, also when staging failed: how many bytes of the
@@ -712,32 +711,21 @@ type DirectUnpackResult struct {
 }
 
 // StageDirect runs in the mover pod (ferry mover unpack --stage --direct): it reads the stored
-// file, decrypts it when its key says so, stages it in dir (see Stage) and reads the file to its
-// end. An error means nothing was read; a failed stage is in the result's Error, and left nothing.
+// file, stages it in dir (see Stage) and reads the file to its end. An error means nothing was
+// read; a failed stage is in the result's Error, and left nothing.
 func StageDirect(ctx context.Context, dir string, req DirectUnpackRequest) (DirectUnpackResult, error) {
 	var res DirectUnpackResult
-	ids, err := age.ParseIdentities(strings.NewReader(strings.Join(req.Identities, "\n")))
-	if err != nil && len(req.Identities) > 0 {
-		return res, badinput.Errorf("request: identities: %v", err)
+	if strings.HasSuffix(req.Key, snapshot.EncryptedSuffix) {
+		return res, badinput.Errorf("request: %s is encrypted: ferry decrypts it and streams it through exec", req.Key)
 	}
-	store, err := storage.OpenDirect(ctx, req.Access)
+	rc, err := storage.GetPresigned(ctx, storage.PresignedHTTPClient(req.Get.InsecureSkipVerify), req.Get)
 	if err != nil {
-		return res, err
-	}
-	rc, err := store.Get(ctx, req.Key)
-	if err != nil {
-		return res, err
+		return res, fmt.Errorf("read %s: %w", req.Key, err)
 	}
 	defer rc.Close()
 	digest, counter := sha256.New(), &countWriter{}
 	stored := io.TeeReader(rc, io.MultiWriter(digest, counter))
-	var plain io.Reader = stored
-	if strings.HasSuffix(req.Key, snapshot.EncryptedSuffix) {
-		plain, err = age.Decrypt(stored, ids...)
-	}
-	if err == nil {
-		res.Staged, err = StageCompressed(ctx, dir, plain)
-	}
+	res.Staged, err = StageCompressed(ctx, dir, stored)
 	// All of the stored file is read, for ferry to check it whole against the manifest.
 	if _, derr := io.Copy(io.Discard, stored); err == nil {
 		err = derr

@@ -9,7 +9,6 @@ package volumes
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,9 +46,10 @@ type Contents struct {
 	Image string
 	// Parallel is how many claims move at once (default 4).
 	Parallel int
-	// Direct, when set, has each mover upload its volume to storage itself, with these
-	// credentials handed over on stdin: data then flows from many nodes at once, not through ferry.
-	Direct *storage.DirectAccess
+	// Direct, when set, has each mover move its volume to or from storage itself, through URLs
+	// presigned for its own object and a short time (see direct.go): data then flows from many
+	// nodes at once, not through ferry. Encrypted volumes are restored through ferry all the same.
+	Direct storage.Presigner
 	// Storage is where the backup goes: mover pods name it, and a capture first deletes the pods
 	// that killed runs into it left behind (see cleanup.go).
 	Storage storage.Backend
@@ -282,7 +282,7 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	defer stop()
 
 	if c.Direct != nil {
-		entry, err = c.captureDirect(ctx, w, pod, entry)
+		entry, err = c.captureDirect(ctx, w, pod, entry, v.Bytes)
 		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
 	}
 	var skipped []SkippedFile
@@ -349,22 +349,19 @@ func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume
 	return listing, stored, err
 }
 
-// captureDirect has the mover upload the volume itself and report the files it packed.
-func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod string, entry snapshot.Volume) (snapshot.Volume, error) {
-	req, err := json.Marshal(DirectRequest{Access: *c.Direct, Key: w.StorageKey(entry.Key), Recipients: w.Recipients()})
-	if err != nil {
-		return entry, err
-	}
-	var stdout, stderr bytes.Buffer
-	err = c.exec(ctx, kube.ExecRequest{Namespace: entry.Namespace, Pod: pod, Container: "mover",
-		Command: []string{"ferry", "mover", "pack", "--direct"}, Stdin: bytes.NewReader(append(req, '\n')), Stdout: &stdout, Stderr: &stderr})
+// captureDirect has the mover upload the volume itself, through part URLs ferry presigns as it
+// asks (see uploadDirect), and report the files it packed. capacity is the claim's, in bytes.
+func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod string, entry snapshot.Volume, capacity int64) (snapshot.Volume, error) {
+	var stderr bytes.Buffer
+	req := DirectPackRequest{Recipients: w.Recipients(), PartSize: basePartSize(capacity)}
+	res, err := uploadDirect(ctx, c.Direct, w.StorageKey(entry.Key), req, func(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+		return c.exec(ctx, kube.ExecRequest{Namespace: entry.Namespace, Pod: pod, Container: "mover",
+			Command: []string{"ferry", "mover", "pack", "--direct"}, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
+	})
 	if err != nil {
 		return entry, fmt.Errorf("ferry mover pack --direct: %w%s", err, moverStderr(stderr.String()))
 	}
-	var res DirectResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return entry, fmt.Errorf("ferry mover pack --direct: unreadable result: %w", err)
-	}
+	// The stream's SHA-256 is the mover's (ferry checked its size); every read checks it.
 	entry.Key, entry.Files = w.StoredName(entry.Key), res.Files
 	w.Record(snapshot.Stream{Key: entry.Key, Bytes: res.Bytes, SHA256: res.SHA256})
 	entry.Bytes = contentBytes(entry.Files)
