@@ -189,9 +189,6 @@ func (r *Reader) Name() string { return r.name }
 // StorageKey is the full key of a file of the backup in its storage.
 func (r *Reader) StorageKey(file string) string { return Prefix(r.name) + file }
 
-// Identities are the age identities that decrypt the backup, if it is encrypted.
-func (r *Reader) Identities() []age.Identity { return r.identities }
-
 // Stream is the manifest's record of a stored file (its key as Writer.Put returned it).
 func (r *Reader) Stream(file string) (Stream, bool) {
 	s, ok := r.streams[file]
