@@ -38,6 +38,8 @@ func TestSecretSettingsAreReferences(t *testing.T) {
 		{"bad header name", webhookYAML("      \"Bad Header\": {valueFrom: {env: T}}\n"), `traffic.webhook.headers.Bad Header: "Bad Header" is not an HTTP header's name`},
 		{"password in the webhook's URL", "traffic: {type: webhook, webhook: {url: \"https://ops:" + canary + "@lb.example/split\"}}\n", "traffic.webhook.url: holds a password"},
 		{"password in a gate's URL", "rollout: {gates: [{name: g, type: http, http: {url: \"https://ops:" + canary + "@green.example/\"}}]}\n", "rollout.gates[0].http.url: holds a password"},
+		// yaml's own type errors quote a scalar (10 characters whole, or the first 7).
+		{"a scalar for the headers", "traffic: {type: webhook, webhook: {url: \"https://lb.example/split\", headers: " + canary[:10] + "}}\n", "line 1: cannot unmarshal !!str (value not shown) into map"},
 		{"password in Prometheus' address", "rollout: {gates: [{name: g, type: prometheus, prometheus: {address: \"http://u:" + canary + "@prom:9090\", query: up, min: 1}}]}\n", "rollout.gates[0].prometheus.address: holds a password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
