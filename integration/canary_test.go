@@ -94,12 +94,9 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	t.Cleanup(func() { removeCanary(t, blueKC, greenKC) })
 
 	set := &canarySet{}
-	value := func(name string) string {
-		t.Helper()
+	value := func(name string) string { // also called by steps: no t here
 		b := make([]byte, 8)
-		if _, err := rand.Read(b); err != nil {
-			t.Fatal(err)
-		}
+		rand.Read(b) // never fails
 		v := "canary-" + hex.EncodeToString(b)
 		set.add(name, v, v[:12])
 		return v
@@ -290,7 +287,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		}
 	})
 
-	// 3. The schedule's manifests: credentials by reference only.
+	// 4. The schedule's manifests: credentials by reference only.
 	t.Run("schedule-dry-run", func(t *testing.T) {
 		code, out, errOut := c.ferry(t, "--storage", url, "schedule", "create", "canary-nightly", "--cron", "@daily", "--from", "blue",
 			"--storage-secret", "ferry-storage", "-f", config, "--encrypt-to", recipient, "--dry-run", "-o", "yaml")
@@ -300,7 +297,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		c.checkScheduleManifests(t, out)
 	})
 
-	// 4. The migration, encrypted, to 100 % through the webhook; green then takes writes.
+	// 5. The migration, encrypted, to 100 % through the webhook; green then takes writes.
 	var runID string
 	rolledBack := false
 	t.Cleanup(func() {
@@ -348,7 +345,11 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		writeClaimFiles(t, claimFolder(t, greenKC, canaryNS, canaryClaim), map[string][]byte{"green.txt": []byte(greenFile + "\n")})
 		putBucketObject(t, greenS3, "notes/green.txt", []byte(greenObject), nil)
 
-		code, out, errOut := c.ferry(t, "--storage", url, "rollback", "--run", runID, "--carry-back", "--identity", identity, "--lease-ttl", testLeaseTTL.String())
+		// A plain rollback refuses, naming what green holds that blue lacks (names, never values).
+		if code, _, errOut := c.ferry(t, "--storage", url, "rollback", "--run", runID, "--identity", identity); code != 2 || !strings.Contains(errOut, "v1 Secret "+canaryNS+"/creds") {
+			t.Errorf("a plain rollback after green's writes exited %d, want 2 naming the Secret\nstderr: %s", code, lastLines(errOut, 5))
+		}
+		code, out, errOut := c.ferry(t, "--storage", url, "--log-format", "json", "rollback", "--run", runID, "--carry-back", "--identity", identity, "--lease-ttl", testLeaseTTL.String())
 		if code != 0 {
 			t.Fatalf("ferry rollback --carry-back exited %d, want 0\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 40))
 		}
@@ -378,7 +379,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		t.FailNow()
 	}
 
-	// 5. Storage, whole, before prune removes anything: every byte but the plain backup's own
+	// 6. Storage, whole, before prune removes anything: every byte but the plain backup's own
 	// data streams; then prune, and storage again.
 	t.Run("storage", func(t *testing.T) {
 		c.checkSearchFinds(t, exempt, map[string]string{
@@ -413,7 +414,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		c.scanStorage(t, "after the direct backup", exempt)
 	})
 
-	// 6. The pods ferry made (and any other) while it ran, and the tally.
+	// 7. The pods ferry made (and any other) while it ran, and the tally.
 	t.Run("pods", func(t *testing.T) {
 		stopWatching()
 		c.wg.Wait()
