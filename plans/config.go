@@ -165,7 +165,8 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, badinput.Errorf("%s: %s", name, strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n ", ""))
+		msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n ", "")
+		return Config{}, badinput.Errorf("%s: %s", name, yamlValue.ReplaceAllString(msg, "$1 (value not shown)"))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -176,6 +177,10 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	}
 	return cfg, nil
 }
+
+// yamlValue is what yaml's type errors quote of the file ("cannot unmarshal !!str `Bearer ...`":
+// up to 10 characters): a secret value written where a mapping belongs would show.
+var yamlValue = regexp.MustCompile("(!![a-z]+) `[^`]*`")
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 

@@ -244,13 +244,23 @@ func Create(ctx context.Context, store storage.Backend, name string, source plan
 	return w, nil
 }
 
-// ParseRecipients reads age recipients ("age1...").
+// ParseRecipients reads age recipients ("age1..."). A value that is not one is shown only when it
+// looks like a recipient: anything else may be a secret given by mistake, an age identity most
+// of all, and the error goes to terminals and CI logs (age's own error quotes the value whole).
 func ParseRecipients(recipients []string) ([]age.Recipient, error) {
 	var out []age.Recipient
-	for _, r := range recipients {
+	for i, r := range recipients {
 		parsed, err := age.ParseX25519Recipient(r)
 		if err != nil {
-			return nil, badinput.Errorf("--encrypt-to %q: %v", r, err)
+			which := fmt.Sprintf("--encrypt-to (value %d of %d)", i+1, len(recipients))
+			switch upper := strings.ToUpper(r); {
+			case strings.HasPrefix(upper, "AGE-SECRET-KEY-") || strings.HasPrefix(upper, "AGE-PLUGIN-"):
+				return nil, badinput.Errorf("%s is an age identity, a secret key, not shown: give its recipient (age-keygen -y prints it) and keep the identity for --identity", which)
+			case strings.HasPrefix(r, "age1"):
+				return nil, badinput.Errorf("--encrypt-to %q: not an age X25519 recipient: %s", r, strings.TrimPrefix(err.Error(), fmt.Sprintf("malformed recipient %q: ", r)))
+			default:
+				return nil, badinput.Errorf("%s, %d characters, not shown: not an age recipient (age1...)", which, len(r))
+			}
 		}
 		out = append(out, parsed)
 	}

@@ -143,6 +143,42 @@ func TestCheckName(t *testing.T) {
 	}
 }
 
+// TestParseRecipientsHidesSecrets: a value given to --encrypt-to that is not a recipient is
+// refused as bad input without showing it (an identity given by mistake is a secret key), but a
+// mistyped recipient, which is public, is named.
+func TestParseRecipientsHidesSecrets(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipient := id.Recipient().String()
+	typo := recipient[:10] + "q" + recipient[11:]
+	if typo == recipient {
+		typo = recipient[:10] + "p" + recipient[11:]
+	}
+	for _, tc := range []struct {
+		name, value, want, hidden string
+	}{
+		{"identity", id.String(), "(value 2 of 2) is an age identity, a secret key, not shown", id.String()[16:28]},
+		{"identity in lower case", strings.ToLower(id.String()), "is an age identity", strings.ToLower(id.String()[16:28])},
+		{"password", "hunter2-s3cr3t", "(value 2 of 2), 14 characters, not shown", "s3cr3t"},
+		{"mistyped recipient", typo, typo, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseRecipients([]string{recipient, tc.value})
+			if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ParseRecipients(%s) = %v, want a bad-input error saying %q", tc.name, err, tc.want)
+			}
+			if tc.hidden != "" && strings.Contains(err.Error(), tc.hidden) {
+				t.Errorf("ParseRecipients(%s)'s error shows the value: %v", tc.name, err)
+			}
+		})
+	}
+	if r, err := ParseRecipients([]string{recipient}); err != nil || len(r) != 1 {
+		t.Errorf("ParseRecipients(a recipient) = %v, %v", r, err)
+	}
+}
+
 // TestPutAgainReplacesTheStream: a stream retried into the same file is recorded once, as last
 // stored, so the manifest matches what storage holds.
 func TestPutAgainReplacesTheStream(t *testing.T) {

@@ -87,10 +87,7 @@ func parseS3URL(u *url.URL) (S3Config, error) {
 		switch name {
 		case "endpoint":
 			e, perr := url.Parse(v)
-			switch {
-			case perr == nil && e.User != nil:
-				err = errors.New("endpoint: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile")
-			case perr != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "":
+			if perr != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
 				err = fmt.Errorf("endpoint=%q: want http(s)://HOST[:PORT]", v)
 			}
 			cfg.Endpoint = v

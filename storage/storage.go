@@ -113,6 +113,26 @@ func (e *NotExistError) Is(target error) bool { return target == ErrNotExist }
 //
 // A malformed or unknown URL gives a bad-input error naming what is wrong.
 func Open(ctx context.Context, rawURL string) (Backend, error) {
+	dir, s3cfg, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if s3cfg != nil {
+		return NewS3(ctx, *s3cfg)
+	}
+	return NewFile(dir)
+}
+
+// CheckURL checks a storage URL as Open does, without reaching the storage: for a URL that
+// others will use (a schedule's job).
+func CheckURL(rawURL string) error {
+	_, _, err := parseURL(rawURL)
+	return err
+}
+
+// parseURL reads a storage URL: a folder, or an S3 configuration. Its errors never show the
+// URL's credentials (they are refused, and the refusal must not print them into every log).
+func parseURL(rawURL string) (string, *S3Config, error) {
 	if rawURL == "" {
 		rawURL = DefaultURL
 	}
@@ -120,43 +140,73 @@ func Open(ctx context.Context, rawURL string) (Backend, error) {
 	if !found {
 		// A plain path; but "s3:bucket" or "s3:/bucket" is a mistyped URL, not a folder to create.
 		if first, _, _ := strings.Cut(rawURL, "/"); strings.Contains(first, ":") {
-			return nil, badinput.Errorf("storage URL %q: want file://PATH, s3://BUCKET/PREFIX or a folder path", shownURL(rawURL))
+			return "", nil, badinput.Errorf("storage URL %q: want file://PATH, s3://BUCKET/PREFIX or a folder path", redactURL(rawURL))
 		}
-		return NewFile(rawURL)
+		return rawURL, nil, nil
 	}
 	switch scheme {
 	case "file":
 		if rest == "" {
-			return nil, badinput.Errorf("storage URL %q: no folder after file://", shownURL(rawURL))
+			return "", nil, badinput.Errorf("storage URL %q: no folder after file://", rawURL)
 		}
-		return NewFile(rest)
+		return rest, nil, nil
 	case "s3":
 		u, err := url.Parse(rawURL)
 		if err != nil {
-			return nil, badinput.Errorf("storage URL %q: not a URL", shownURL(rawURL))
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // url.Error quotes the whole URL
+			}
+			return "", nil, badinput.Errorf("storage URL %q: %v", redactURL(rawURL), err)
+		}
+		// The S3 client never uses an endpoint's user information, and everything that names the
+		// backend would show it.
+		if strings.Contains(u.Query().Get("endpoint"), "@") {
+			return "", nil, badinput.Errorf("storage URL %q: endpoint=: credentials do not belong in the URL: use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or an AWS profile", redactURL(rawURL))
 		}
 		cfg, err := parseS3URL(u)
 		if err != nil {
-			return nil, badinput.Errorf("storage URL %q: %w", shownURL(rawURL), err)
+			return "", nil, badinput.Errorf("storage URL %q: %w", redactURL(rawURL), err)
 		}
-		return NewS3(ctx, cfg)
+		return "", &cfg, nil
 	default:
-		return nil, badinput.Errorf("storage URL %q: unknown scheme %q (want file:// or s3://)", shownURL(rawURL), scheme)
+		return "", nil, badinput.Errorf("storage URL %q: unknown scheme %q (want file:// or s3://)", redactURL(rawURL), scheme)
 	}
 }
 
-// shownURL is a storage URL as messages may show it: without a password, and not at all when
-// another part of it may hold one.
-func shownURL(raw string) string {
-	if !strings.Contains(raw, "@") {
-		return raw
+// redactURL is a storage URL as an error may show it: the user information of the URL and of its
+// endpoint replaced by "REDACTED".
+func redactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// Unreadable: everything between the scheme and an @ may be credentials.
+		scheme, rest, found := strings.Cut(rawURL, "://")
+		if i := strings.LastIndex(rest, "@"); found && i >= 0 {
+			return scheme + "://REDACTED" + rest[i:]
+		}
+		return rawURL
 	}
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		if shown := u.Redacted(); strings.Count(shown, "@") == 1 {
-			return shown
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if i := strings.LastIndex(u.Opaque, "@"); i >= 0 {
+		u.Opaque = "REDACTED" + u.Opaque[i:]
+	}
+	params := strings.Split(u.RawQuery, "&")
+	for i, p := range params {
+		k, v, _ := strings.Cut(p, "=")
+		if ep, err := url.QueryUnescape(v); k == "endpoint" && (err != nil || strings.Contains(ep, "@")) {
+			scheme, rest, found := strings.Cut(ep, "://")
+			if !found {
+				scheme, rest = "", ep
+			} else {
+				scheme += "://"
+			}
+			params[i] = k + "=" + scheme + "REDACTED" + rest[max(strings.LastIndex(rest, "@"), 0):]
 		}
 	}
-	return "(not shown: it may hold credentials)"
+	u.RawQuery = strings.Join(params, "&")
+	return u.String()
 }
 
 // checkKey rejects keys that could escape the backend's root or name nothing.

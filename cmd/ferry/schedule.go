@@ -16,6 +16,8 @@ import (
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/schedule"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,6 +110,14 @@ no Roles.`,
 					return badinput.Errorf("-f %s: %w", configFile, err)
 				}
 				o.Config = data
+			}
+			// The storage URL and the recipients go into the CronJob: checked as ferry backup
+			// would, so that a secret given by mistake is refused, not written into the cluster.
+			if err := storage.CheckURL(o.Storage); err != nil {
+				return err
+			}
+			if _, err := snapshot.ParseRecipients(o.EncryptTo); err != nil {
+				return err
 			}
 			if err := o.Check(); err != nil {
 				return err

@@ -12,6 +12,8 @@ import (
 // ferry schedule create checks its input before it reaches for a cluster, and a dry run needs none.
 func TestScheduleCreateOffline(t *testing.T) {
 	const storage = "s3://backups/prod?region=eu-west-1"
+	const secretKey = "AGE-SECRET-KEY-1GFPYYSJZGFPYYSJZGFPYYSJZGFPYYSJZGFPYYSJZGFPYYSJZGFPQ4EGAEX"
+	const secretWord = "s3cr3t-never-shown"
 	ferry := func(args ...string) (int, string, string) {
 		var out, errOut strings.Builder
 		// No kubeconfig anywhere: anything that reached for a cluster would fail with exit 1.
@@ -37,6 +39,9 @@ func TestScheduleCreateOffline(t *testing.T) {
 			"--storage-secret", "s3-creds", "--dry-run"}, 0, "kind: CronJob"},
 		{[]string{"--storage", storage, "schedule", "create", "nightly", "--cron", "@hourly", "--dry-run", "-o", "json"}, 0, `"kind": "List"`},
 		{[]string{"schedule", "delete", "Bad_Name"}, 2, "schedule name"},
+		// Secrets given by mistake are refused, not written into the CronJob (nor into the error).
+		{[]string{"--storage", storage, "schedule", "create", "nightly", "--cron", "@daily", "--dry-run", "--encrypt-to", secretKey}, 2, "is an age identity"},
+		{[]string{"--storage", "s3://AKIAEXAMPLE:" + secretWord + "@backups/prod", "schedule", "create", "nightly", "--cron", "@daily", "--dry-run"}, 2, "credentials do not belong"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := ferry(tt.args...)
@@ -46,6 +51,11 @@ func TestScheduleCreateOffline(t *testing.T) {
 		}
 		if code != tt.code || !strings.Contains(text, tt.want) {
 			t.Errorf("ferry %s: exit %d, want %d with %q\nstdout: %s\nstderr: %s", strings.Join(tt.args, " "), code, tt.code, tt.want, out, errOut)
+		}
+		for _, secret := range []string{secretKey[16:28], secretWord} {
+			if strings.Contains(out+errOut, secret) {
+				t.Errorf("ferry %s shows a secret given by mistake", strings.Join(tt.args, " "))
+			}
 		}
 	}
 	_, out, _ := ferry("--storage", storage, "-n", "backups", "schedule", "create", "nightly", "--cron", "*/30 * * * *", "--dry-run")

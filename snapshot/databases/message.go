@@ -1,6 +1,8 @@
 package databases
 
 import (
+	"bytes"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -39,12 +41,17 @@ func (b *stderrBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// text is what was kept, the beginning and the end on separate lines.
+// text is what was kept, the beginning and the end on separate lines. The end starts in the
+// middle of a line (of an echoed statement or a quoted value, often): that piece is left out.
 func (b *stderrBuffer) text() []byte {
 	if len(b.tail) == 0 {
 		return b.buf
 	}
-	return append(append(append([]byte(nil), b.buf...), '\n'), b.tail...)
+	tail := b.tail[len(b.tail):]
+	if i := bytes.IndexByte(b.tail, '\n'); i >= 0 {
+		tail = b.tail[i+1:]
+	}
+	return append(append(append([]byte(nil), b.buf...), '\n'), tail...)
 }
 
 // clientError is a client program that failed in a database's pod, with what it said, cut down.
@@ -63,11 +70,10 @@ func (e *clientError) Error() string {
 func (e *clientError) Unwrap() error { return e.err }
 
 // clientMessage is the one place that turns a client's stderr into text for an error: at most
-// messageLines non-empty lines of at most lineLimit bytes each, quoted strings cut to quotedLimit
-// bytes, control characters and invalid UTF-8 replaced.
+// messageLines non-empty lines of at most lineLimit bytes each, without what may quote rows or
+// statements (see dataLine and cutQuoted), control characters and invalid UTF-8 replaced.
 func clientMessage(stderr []byte, dropped int64) string {
-	var lines []string
-	more := dropped > 0
+	var kept []string
 	echo := false
 	for _, l := range strings.Split(string(stderr), "\n") {
 		l = strings.TrimSpace(l)
@@ -80,11 +86,25 @@ func clientMessage(stderr []byte, dropped int64) string {
 		if l == "" || echo {
 			continue
 		}
+		switch m := dataLine.FindStringSubmatch(l); {
+		case m != nil && m[1] != "":
+			l = m[1] + ":  (not shown: it may quote rows)"
+		case m != nil:
+			l = "(statement text not shown)"
+		}
+		kept = append(kept, l)
+	}
+	// A quoted value may hold line breaks: quotes are cut in the whole text, then the lines kept.
+	var lines []string
+	more := dropped > 0
+	for _, l := range strings.Split(cutQuoted(strings.Join(kept, "\n")), "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
 		if len(lines) == messageLines {
 			more = true
 			break
 		}
-		l = cutQuoted(l)
 		lines = append(lines, printable(l, lineLimit, false))
 	}
 	msg := strings.Join(lines, " | ")
@@ -97,36 +117,74 @@ func clientMessage(stderr []byte, dropped int64) string {
 // echoRule is the line around the statement the mysql client echoes on an error.
 const echoRule = "--------------"
 
-// cutQuoted shortens each '...' string in a message to quotedLimit bytes.
+// cutQuoted replaces each '...' and "..." string of a message by its length, unless the words in
+// front of it say it names something (a key, a user, a table, a constraint), which is kept, cut
+// to quotedLimit bytes: servers quote the values of rows (a duplicate key, a value that does not
+// fit its column) and the text of statements ("near '...'") as well. A quote opens after a
+// character that is not a letter or digit (not the apostrophe of "doesn't") and closes before
+// one (not the apostrophe of "O'Brien").
 func cutQuoted(s string) string {
-	if !strings.Contains(s, "'") {
-		return s
-	}
 	var out strings.Builder
 	for {
-		i := strings.IndexByte(s, '\'')
+		i := openingQuote(s)
 		if i < 0 {
 			out.WriteString(s)
 			return out.String()
 		}
-		out.WriteString(s[:i+1])
+		quote := s[i]
+		out.WriteString(s[:i])
+		name := namedBefore.MatchString(out.String())
+		out.WriteByte(quote)
 		s = s[i+1:]
-		j := strings.IndexByte(s, '\'')
-		if j < 0 {
-			j = len(s)
-		}
-		if j > quotedLimit {
+		j := closingQuote(s, quote)
+		switch {
+		case !name:
+			fmt.Fprintf(&out, "(%d bytes not shown)", j)
+		case j > quotedLimit:
 			out.WriteString(printable(s[:j], quotedLimit, true))
-		} else {
+		default:
 			out.WriteString(s[:j])
 		}
 		if j == len(s) {
 			return out.String()
 		}
-		out.WriteByte('\'')
+		out.WriteByte(quote)
 		s = s[j+1:]
 	}
 }
+
+func openingQuote(s string) int {
+	for i := 0; i < len(s); i++ {
+		if (s[i] == '\'' || s[i] == '"') && (i == 0 || !isAlnum(s[i-1])) {
+			return i
+		}
+	}
+	return -1
+}
+
+// closingQuote is the index of the quote that closes a string s starts, or len(s).
+func closingQuote(s string, quote byte) int {
+	for j := 0; j < len(s); j++ {
+		if s[j] == quote && (j+1 == len(s) || !isAlnum(s[j+1])) {
+			return j
+		}
+	}
+	return len(s)
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// namedBefore matches the words in front of a quoted identifier in MySQL's and PostgreSQL's
+// messages: "for key 'PRIMARY'", "user 'app'@'%'", "relation \"notes\"", "Couldn't execute '...'"
+// (a client's own query).
+var namedBefore = regexp.MustCompile(`(?i)(?:\b(?:key|column|user|table|database|schema|relation|constraint|index|function|procedure|trigger|view|sequence|type|role|field|event|definer|tablespace|extension|collation|variable|server|plugin|savepoint|execute)\s*|['"]@)$`)
+
+// dataLine matches the lines of a client's messages that quote rows or statements whole:
+// PostgreSQL's DETAIL (a key's or a failing row's values), CONTEXT (a COPY line) and LINE (the
+// statement), and a statement a client echoes.
+var dataLine = regexp.MustCompile(`^(?:(DETAIL|CONTEXT|LINE \d+):|(?i:INSERT|REPLACE|UPDATE|DELETE|COPY|VALUES|SELECT)\b|\()`)
 
 // printable is s on one line in at most limit bytes (cut at a character's boundary, and marked
 // with … when cut or when more follows), with control characters and invalid UTF-8 as '?'.
