@@ -397,12 +397,10 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		c.scanStorage(t, "after prune", exempt)
 	})
 
-	// TODO(lead): enable once direct movers take presigned URLs (issue 18, item 2, being changed
-	// in snapshot/volumes/direct.go): remove the t.Skip. The step backs up and restores with
-	// --mover-direct; the pod watch and the storage scan then hold the direct movers to the same
-	// rules (storage credentials only inside presigned URLs with an expiry, never an age identity).
+	// Direct movers: they upload through part URLs ferry presigns on demand (what they are handed
+	// on stdin is checked by the unit tests of snapshot/volumes), so the pod watch and the storage
+	// scan hold them to the same rules as the others.
 	t.Run("mover-direct", func(t *testing.T) {
-		t.Skip("TODO(lead): enable after the presigned-URL direct movers are merged")
 		name := "canary-direct"
 		if code, out, errOut := c.ferry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", name,
 			"--encrypt-to", recipient, "--mover-direct"); code != 0 {
