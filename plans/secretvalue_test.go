@@ -38,16 +38,13 @@ func TestSecretSettingsAreReferences(t *testing.T) {
 		{"bad header name", webhookYAML("      \"Bad Header\": {valueFrom: {env: T}}\n"), `traffic.webhook.headers.Bad Header: "Bad Header" is not an HTTP header's name`},
 		{"password in the webhook's URL", "traffic: {type: webhook, webhook: {url: \"https://ops:" + canary + "@lb.example/split\"}}\n", "traffic.webhook.url: holds a password"},
 		{"password in a gate's URL", "rollout: {gates: [{name: g, type: http, http: {url: \"https://ops:" + canary + "@green.example/\"}}]}\n", "rollout.gates[0].http.url: holds a password"},
-<<<<<<< HEAD
 		{"token in the webhook's query", "traffic: {type: webhook, webhook: {url: \"https://lb.example/split?access_token=" + canary + "\"}}\n", "traffic.webhook.url: holds query parameter access_token"},
 		{"signature in a gate's query", "rollout: {gates: [{name: g, type: http, http: {url: \"https://green.example/health?X-Amz-Signature=" + canary + "\"}}]}\n", "rollout.gates[0].http.url: holds query parameter X-Amz-Signature"},
 		{"token flag of an exec switcher", "traffic: {type: exec, exec: {command: [set-weights, --token, " + canary + "]}}\n", "traffic.exec.command[1]: holds argument --token with a value"},
 		{"bearer token in an exec script", "traffic: {type: exec, exec: {command: [sh, -c, \"curl -H 'Authorization: Bearer " + canary + "' https://lb/split\"]}}\n", "traffic.exec.command[2]: holds"},
 		{"password in a URL of an exec script", "traffic: {type: exec, exec: {command: [sh, -c, \"curl https://ops:" + canary + "@lb/split\"]}}\n", "traffic.exec.command[2]: holds a password in a URL"},
-=======
 		// yaml's own type errors quote a scalar (10 characters whole, or the first 7).
 		{"a scalar for the headers", "traffic: {type: webhook, webhook: {url: \"https://lb.example/split\", headers: " + canary[:10] + "}}\n", "line 1: cannot unmarshal !!str (value not shown) into map"},
->>>>>>> canary
 		{"password in Prometheus' address", "rollout: {gates: [{name: g, type: prometheus, prometheus: {address: \"http://u:" + canary + "@prom:9090\", query: up, min: 1}}]}\n", "rollout.gates[0].prometheus.address: holds a password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
