@@ -272,7 +272,7 @@ func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resource
 	if err != nil {
 		return nil, nil, err
 	}
-	cb := resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan())
+	cb := resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config)
 	if err := cb.CheckDeletions(carried.Manifest.Plan); err != nil {
 		return nil, nil, fmt.Errorf("backup %s: %w; once green lists them, run the carry-back again (a new backup of green is made): %w", carried.Manifest.Name, err, ErrStopped)
 	}
@@ -403,7 +403,7 @@ func (r *Runner) liveChanges(ctx context.Context) (changes ObjectChanges, unsure
 	if err != nil {
 		return ObjectChanges{}, nil, err
 	}
-	cb := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan())
+	cb := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config)
 	unsure = cb.SureDeletions(plan)
 	// Objects a controller owns (a Deployment's ReplicaSets scaling with it) follow their owner.
 	controlled := map[string]bool{}

@@ -39,6 +39,8 @@ type Config struct {
 	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
 	// Mover shapes the short-lived pods that read and write claims (see mover.go).
 	Mover Mover `yaml:"mover,omitempty" json:"mover,omitzero"`
+	// Sensitive marks fields, beyond a Secret's, whose values differences never show.
+	Sensitive []Sensitive `yaml:"sensitive,omitempty" json:"sensitive,omitempty"`
 }
 
 // Selection picks objects by namespace, resource and label.
@@ -190,6 +192,9 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
+	for i, sf := range c.Sensitive {
+		sf.validate(fmt.Sprintf("sensitive[%d]", i), bad)
+	}
 	checkSelection := func(field string, s Selection) {
 		if _, err := labels.Parse(s.LabelSelector); err != nil {
 			bad(field+".labelSelector", "%v", err)
@@ -336,6 +341,7 @@ func (c Config) Merge(over Config) Config {
 		out.Tenants = over.Tenants
 	}
 	out.Quiesce = append(append([]QuiesceRule(nil), c.Quiesce...), over.Quiesce...)
+	out.Sensitive = append(append([]Sensitive(nil), c.Sensitive...), over.Sensitive...)
 	out.StorageClassMap = mergeMaps(c.StorageClassMap, over.StorageClassMap)
 	out.NamespaceMap = mergeMaps(c.NamespaceMap, over.NamespaceMap)
 	if over.Traffic != nil {

@@ -25,6 +25,9 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"annotate without annotations", "quiesce:\n- {resource: notebooks.kubeflow.org, action: annotate}\n", "quiesce[0].annotations"},
 		{"negative throughput", "throughput: {volumeMiBPerSecond: -1}\n", "throughput.volumeMiBPerSecond"},
 		{"two documents", "preset: kubeflow\n---\npreset: other\n", "more than one YAML document"},
+		{"sensitive without a resource", "sensitive:\n- {paths: [data.token]}\n", `sensitive[0].resource: ""`},
+		{"sensitive kind, not resource", "sensitive:\n- {resource: ConfigMap}\n", `sensitive[0].resource: "ConfigMap"`},
+		{"sensitive list index", "sensitive:\n- {resource: deployments.apps, paths: [\"spec.template.spec.containers[0].env\"]}\n", "sensitive[0].paths[0]"},
 		{"not yaml", "databases: [\n", "ferry.yaml: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,9 +51,16 @@ buckets:
 - {name: data, endpoint: "https://s3.example", secret: {name: s3}}
 storageClassMap: {gp3: standard}
 throughput: {volumeMiBPerSecond: 250}
+sensitive:
+- {resource: configmaps, paths: [data.token, 'metadata.annotations["example.com/key"]']}
+- {resource: deployments.apps, paths: ["spec.template.spec.containers[*].env"]}
+- {resource: databaseusers.example.com}
 `))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s := cfg.Sensitivity("databaseusers.example.com"); !s.All {
+		t.Errorf("sensitivity of databaseusers.example.com %+v; want all", s)
 	}
 	if len(cfg.Databases) != 2 || cfg.Throughput.VolumeMiBPerSec != 250 || cfg.StorageClassMap["gp3"] != "standard" {
 		t.Fatalf("parsed %+v", cfg)

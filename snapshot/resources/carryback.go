@@ -44,7 +44,7 @@ type CarryBack struct {
 // never blue's and is left out. Objects the restore does not create (finished pods, tokens, pods
 // of controllers, volumes of claims) are left out on both sides. A claim green holds as restored
 // keeps blue's storage class, which a many-to-one class mapping could not give back.
-func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time) *CarryBack {
+func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time, cfg plans.Config) *CarryBack {
 	back := m.Inverse()
 	origClaims, origOwners := claimsOf(original), original.owners()
 	restored := map[string]Entry{} // group-resource/namespace/name on green -> the original's entry
@@ -86,7 +86,7 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 			cb.Expected.Count++
 			if !had {
 				cb.Created = append(cb.Created, entry.ID())
-			} else if diffs := differences(restoredForm, green); len(diffs) > 0 {
+			} else if diffs := differences(restoredForm, green, cfg.Sensitivity(gr)); len(diffs) > 0 {
 				cb.Changed = append(cb.Changed, entry.ID())
 				cb.Differences[entry.ID()] = diffs[0]
 			}
@@ -189,11 +189,11 @@ func (cb *CarryBack) SureDeletions(green *plans.Plan) []string {
 
 // differences lists how green's object differs from what the restore put there, in either
 // direction, in words of the two (Compare's are of a backup and a target).
-func differences(restored, green map[string]any) []string {
-	if d := Compare(restored, green); len(d) > 0 {
+func differences(restored, green map[string]any, sensitive plans.Sensitivity) []string {
+	if d := Compare(restored, green, sensitive); len(d) > 0 {
 		return reword(d, strings.NewReplacer("missing on the target (backup: ", "removed on green (was ", "backup ", "restored ", "target ", "green "))
 	}
-	return reword(Compare(green, restored), strings.NewReplacer("missing on the target (backup: ", "added on green (", "backup ", "green ", "target ", "restored "))
+	return reword(Compare(green, restored, sensitive), strings.NewReplacer("missing on the target (backup: ", "added on green (", "backup ", "green ", "target ", "restored "))
 }
 
 func reword(diffs []string, r *strings.Replacer) []string {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ferrykube/ferry/plans"
 )
 
 // Compare lists how actual fails to contain expected: every field of expected must be in actual
@@ -18,14 +20,27 @@ import (
 // When either object is a Secret, its values are never shown, nor a part of them: a difference
 // names the field and the two lengths. Every difference restore, verify and carry-back report
 // comes from here, so this is the one place that rule lives.
-func Compare(expected, actual map[string]any) []string {
+//
+// Fields ferry.yaml marks sensitive (plans.Config.Sensitivity of the objects' type) are shown the
+// same way.
+func Compare(expected, actual map[string]any, sensitive ...plans.Sensitivity) []string {
 	c := comparer{secret: isSecret(expected) || isSecret(actual)}
+	c.all = c.secret
+	for _, s := range sensitive {
+		c.all = c.all || s.All
+		c.paths = append(c.paths, s.Paths...)
+		if len(s.Paths) > 0 { // kubectl's record of what it applied repeats every field
+			c.paths = append(c.paths, `metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`)
+		}
+	}
 	c.value("", expected, actual, true)
 	return c.out
 }
 
 type comparer struct {
-	secret bool
+	secret bool     // a Secret: its data is base64
+	all    bool     // every field but the identity is hidden
+	paths  []string // the fields hidden beside them
 	out    []string
 }
 
@@ -71,7 +86,7 @@ func (c *comparer) value(path string, want, got any, present bool) {
 
 func (c *comparer) differ(path string, want, got any) {
 	if c.hidden(path) {
-		c.out = append(c.out, fmt.Sprintf("%s: differs (backup %s, target %s)", orRoot(path), size(path, want), size(path, got)))
+		c.out = append(c.out, fmt.Sprintf("%s: differs (backup %s, target %s)", orRoot(path), c.size(path, want), c.size(path, got)))
 		return
 	}
 	c.out = append(c.out, fmt.Sprintf("%s: backup %s, target %s", orRoot(path), show(want), show(got)))
@@ -79,19 +94,23 @@ func (c *comparer) differ(path string, want, got any) {
 
 func (c *comparer) show(path string, v any) string {
 	if c.hidden(path) {
-		return size(path, v)
+		return c.size(path, v)
 	}
 	return show(v)
 }
 
-// secretClear are the fields of a Secret that identify it and hold no secret: any other (data,
-// stringData, annotations such as kubectl's last-applied configuration, which repeats the data,
-// and fields unknown today) shows only its length.
+// secretClear are the fields of a Secret (or of an object ferry.yaml marks sensitive as a whole)
+// that identify it and hold no secret: any other (data, stringData, annotations such as kubectl's
+// last-applied configuration, which repeats the data, and fields unknown today) shows only its
+// length.
 var secretClear = []string{"apiVersion", "kind", "type", "immutable", "metadata.name", "metadata.namespace", "metadata.labels", "metadata.ownerReferences", "metadata.finalizers"}
 
 // hidden says whether the value at path may not be shown.
 func (c *comparer) hidden(path string) bool {
-	if !c.secret {
+	if plans.CoveredBy(path, c.paths) {
+		return true
+	}
+	if !c.all {
 		return false
 	}
 	for _, p := range secretClear {
@@ -108,13 +127,13 @@ func isSecret(obj map[string]any) bool {
 }
 
 // size describes a hidden value by its length alone: a Secret's data by its decoded bytes.
-func size(path string, v any) string {
+func (c *comparer) size(path string, v any) string {
 	switch t := v.(type) {
 	case nil:
 		return "none"
 	case string:
 		n := len(t)
-		if strings.HasPrefix(path, "data.") || strings.HasPrefix(path, "data[") {
+		if c.secret && (strings.HasPrefix(path, "data.") || strings.HasPrefix(path, "data[")) {
 			if b, err := base64.StdEncoding.DecodeString(t); err == nil {
 				n = len(b)
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -99,6 +100,72 @@ func TestCompareSecret(t *testing.T) {
 	}
 }
 
+// TestCompareSensitive: fields ferry.yaml marks sensitive in other objects show only lengths, as a
+// Secret's do; what the marks do not cover still shows its values.
+func TestCompareSensitive(t *testing.T) {
+	const cm = `"apiVersion":"v1","kind":"ConfigMap",`
+	const deploy = `"apiVersion":"apps/v1","kind":"Deployment",`
+	env := func(v string) string {
+		return `{` + deploy + `"spec":{"template":{"spec":{"containers":[{"name":"app","image":"app:1","env":[{"name":"TOKEN","value":"` + v + `"}]}]}}}}`
+	}
+	for _, tc := range []struct {
+		name             string
+		sensitive        plans.Sensitivity
+		expected, actual string
+		want             []string
+	}{
+		{"a marked key", plans.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"token":"hunter2","mode":"a"}}`, `{` + cm + `"data":{"token":"swordfish","mode":"b"}}`,
+			[]string{`data.mode: backup "a", target "b"`, "data.token: differs (backup 7 bytes, target 9 bytes)"}},
+		{"beneath a marked field", plans.Sensitivity{Paths: []string{"data"}}, `{` + cm + `"data":{"token":"hunter2"}}`, `{` + cm + `"data":{"token":"swordfish"}}`,
+			[]string{"data.token: differs (backup 7 bytes, target 9 bytes)"}},
+		{"a missing marked key", plans.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"token":"hunter2"}}`, `{` + cm + `"data":{}}`,
+			[]string{"data.token: missing on the target (backup: 7 bytes)"}},
+		{"any container's env", plans.Sensitivity{Paths: []string{"spec.template.spec.containers[*].env"}}, env("hunter2"), env("swordfish"),
+			[]string{"spec.template.spec.containers[0].env[0].value: differs (backup 7 bytes, target 9 bytes)"}},
+		{"kubectl's record repeats the marked fields", plans.Sensitivity{Paths: []string{"data.token"}},
+			`{` + cm + `"metadata":{"name":"c","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"token\":\"hunter2\"}}"}}}`,
+			`{` + cm + `"metadata":{"name":"c","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"token\":\"swordfish\"}}"}}}`,
+			[]string{`metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]: differs (backup 28 bytes, target 30 bytes)`}},
+		{"the whole object", plans.Sensitivity{All: true}, `{` + cm + `"metadata":{"name":"c","labels":{"app":"a"}},"data":{"k":"aHVudGVyMg=="}}`, `{` + cm + `"metadata":{"name":"c","labels":{"app":"b"}},"data":{"k":"c3dvcmRmaXNo"}}`,
+			[]string{"data.k: differs (backup 12 bytes, target 12 bytes)", `metadata.labels.app: backup "a", target "b"`}},
+		{"unmarked fields show", plans.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"tokens":"a"}}`, `{` + cm + `"data":{"tokens":"b"}}`,
+			[]string{`data.tokens: backup "a", target "b"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Compare(decode(t, tc.expected), decode(t, tc.actual), tc.sensitive)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Compare = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSensitiveDifferencesOfEveryCaller: restore's and verify's comparison, with --exact, and the
+// carry-back's keep the values of fields the backup's ferry.yaml marks sensitive out.
+func TestSensitiveDifferencesOfEveryCaller(t *testing.T) {
+	const a, b = "hunter2-canary", "swordfish-canary"
+	obj := func(v string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "c", "namespace": "ns"},
+			"data":     map[string]any{"token": v}}
+	}
+	cfg := plans.Config{Sensitive: []plans.Sensitive{{Resource: "configmaps", Paths: []string{"data.token"}}}}
+	live := &unstructured.Unstructured{Object: obj(b)}
+	var all []string
+	all = append(all, Objects{Exact: true, Plan: &plans.Plan{Config: cfg}}.compare("configmaps", obj(a), live)...)
+	all = append(all, differences(obj(a), obj(b), cfg.Sensitivity("configmaps"))...)
+	if len(all) != 3 {
+		t.Fatalf("differences %q; want 3", all)
+	}
+	for _, d := range all {
+		for _, v := range []string{a, b, "hunter", "swordf"} {
+			if strings.Contains(d, v) {
+				t.Errorf("difference %q shows %q", d, v)
+			}
+		}
+	}
+}
+
 // TestSecretDifferencesOfEveryCaller: restore's and verify's comparison (both ways, with --exact)
 // and carry-back's both words keep a Secret's values out.
 func TestSecretDifferencesOfEveryCaller(t *testing.T) {
@@ -112,8 +179,8 @@ func TestSecretDifferencesOfEveryCaller(t *testing.T) {
 	live := &unstructured.Unstructured{Object: obj(b)}
 	var all []string
 	all = append(all, Objects{Exact: true}.compare("secrets", obj(a), live)...)
-	all = append(all, differences(obj(a), obj(b))...)
-	all = append(all, differences(map[string]any{"apiVersion": "v1", "kind": "Secret"}, obj(b))...)
+	all = append(all, differences(obj(a), obj(b), plans.Sensitivity{})...)
+	all = append(all, differences(map[string]any{"apiVersion": "v1", "kind": "Secret"}, obj(b), plans.Sensitivity{})...)
 	if len(all) == 0 {
 		t.Fatal("no differences found")
 	}

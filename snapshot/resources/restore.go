@@ -329,9 +329,13 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 // what expected holds and, when Exact or replacing, what it holds that expected lacks.
 func (c Objects) compare(gr string, expected map[string]any, live *unstructured.Unstructured) []string {
 	norm := normalizedLive(gr, live)
-	diffs := Compare(expected, norm)
+	var sensitive plans.Sensitivity
+	if c.Plan != nil { // the backup's plan says what its ferry.yaml marked sensitive
+		sensitive = c.Plan.Config.Sensitivity(gr)
+	}
+	diffs := Compare(expected, norm, sensitive)
 	if c.Exact || c.Existing == ExistingReplace {
-		for _, d := range Compare(Prepare(gr, norm, snapshot.Mapping{}), expected) {
+		for _, d := range Compare(Prepare(gr, norm, snapshot.Mapping{}), expected, sensitive) {
 			diffs = append(diffs, strings.NewReplacer("missing on the target (backup: ", "on the target, not in the backup (", "backup ", "target ", "target ", "backup ").Replace(d))
 		}
 	}
