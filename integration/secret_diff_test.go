@@ -18,7 +18,8 @@ const secretDiffNS = "secret-diff"
 // TestSecretDifferencesHideValues: a Secret changed on green after a restore is a difference that
 // verify (JSON and plain) and a second restore name by its key and lengths; neither the backup's
 // canary nor green's, nor their base64 forms, appears in any output. kubectl apply keeps the
-// values in the last-applied annotation too, which must not show either.
+// values in the last-applied annotation too, which must not show either. The same holds for a
+// ConfigMap's key that ferry.yaml marks sensitive.
 func TestSecretDifferencesHideValues(t *testing.T) {
 	testbed.Require(t, tb)
 	_, blueKC := clients(t, "blue")
@@ -33,14 +34,16 @@ func TestSecretDifferencesHideValues(t *testing.T) {
 	}
 	backedUp, changed := canary(), canary()
 	secret := func(value string) string {
-		return "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: " + secretDiffNS + "}\nstringData: {password: " + value + "}\n"
+		return "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: " + secretDiffNS + "}\nstringData: {password: " + value + "}\n" +
+			"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: " + secretDiffNS + "}\ndata: {token: " + value + "}\n"
 	}
 	kubectl(t, "blue", "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+secretDiffNS+"}\n---\n"+secret(backedUp), "apply", "-f", "-")
 
 	dir := t.TempDir()
 	store := "file://" + filepath.Join(dir, "store")
 	config, plan := filepath.Join(dir, "ferry.yaml"), filepath.Join(dir, "plan.yaml")
-	if err := os.WriteFile(config, []byte("include:\n  namespaces: ["+secretDiffNS+"]\n  resources: [namespaces, secrets]\n"), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte("include:\n  namespaces: ["+secretDiffNS+"]\n  resources: [namespaces, secrets, configmaps]\n"+
+		"sensitive:\n- {resource: configmaps, paths: [data.token]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, out, errOut := runFerry(t, "plan", "--from", "blue", "--to", "green", "-f", config, "-o", plan); code != 0 {
@@ -54,7 +57,7 @@ func TestSecretDifferencesHideValues(t *testing.T) {
 	}
 	kubectl(t, "green", secret(changed), "apply", "-f", "-")
 
-	secretID := "v1 Secret " + secretDiffNS + "/creds"
+	secretID, configMapID := "v1 Secret "+secretDiffNS+"/creds", "v1 ConfigMap "+secretDiffNS+"/settings"
 	hidden := func(what string, outputs ...string) {
 		t.Helper()
 		for _, v := range []string{backedUp, changed} {
@@ -69,13 +72,18 @@ func TestSecretDifferencesHideValues(t *testing.T) {
 	}
 	named := func(what string, rep restoreReport, status string) {
 		t.Helper()
-		for _, it := range rep.Items {
-			if it.Name == secretID && it.Status == status && strings.Contains(it.Detail, "data.password: differs (backup 23 bytes, target 23 bytes)") {
-				t.Logf("%s: %s", what, it.Detail)
-				return
+		for _, want := range []struct{ id, field string }{{secretID, "data.password"}, {configMapID, "data.token"}} {
+			found := false
+			for _, it := range rep.Items {
+				if it.Name == want.id && it.Status == status && strings.Contains(it.Detail, want.field+": differs (backup 23 bytes, target 23 bytes)") {
+					t.Logf("%s: %s", what, it.Detail)
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s: no %s item for %s naming %s and its lengths: %+v", what, status, want.id, want.field, rep.Items)
 			}
 		}
-		t.Errorf("%s: no %s item for %s naming data.password and its lengths: %+v", what, status, secretID, rep.Items)
 	}
 
 	code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "secret-diff", "-o", "json")
