@@ -2,6 +2,7 @@ package plans
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -106,6 +107,12 @@ type ImageChange struct {
 	Container string `json:"container"`
 	Blue      string `json:"blue"`
 	Green     string `json:"green"`
+}
+
+// String names the component, the container and both images ("-" where there is none); without it
+// the component's String would stand for the whole change.
+func (c ImageChange) String() string {
+	return fmt.Sprintf("%s [%s]: %s → %s", c.ComponentRef, c.Container, orDefault(c.Blue, "-"), orDefault(c.Green, "-"))
 }
 
 // PlatformOf keeps of a cluster's release what the sides call platform.

@@ -150,3 +150,10 @@ func TestUpgradeFindingsNameEachStrandedObject(t *testing.T) {
 		t.Errorf("left-behind finding: %+v", warn)
 	}
 }
+
+func TestImageChangeNamesItsImages(t *testing.T) {
+	c := ImageChange{ComponentRef: ComponentRef{"Deployment", "kubeflow", "mysql"}, Container: "mysql", Blue: "mysql:8.0.26", Green: "mysql:8.4"}
+	if got, want := c.String(), "Deployment kubeflow/mysql [mysql]: mysql:8.0.26 → mysql:8.4"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
