@@ -41,6 +41,10 @@ type Config struct {
 	Mover Mover `yaml:"mover,omitempty" json:"mover,omitzero"`
 	// Sensitive marks fields, beyond a Secret's, whose values differences never show.
 	Sensitive []Sensitive `yaml:"sensitive,omitempty" json:"sensitive,omitempty"`
+	// Platform and State say, for an upgrade, what green's new release installs and what moves
+	// (see release.go).
+	Platform ReleasePart `yaml:"platform,omitempty" json:"platform,omitzero"`
+	State    ReleasePart `yaml:"state,omitempty" json:"state,omitzero"`
 }
 
 // Selection picks objects by namespace, resource and label.
@@ -158,6 +162,11 @@ func LoadConfig(path, preset string) (Config, error) {
 	}
 	merged := base.Merge(cfg)
 	merged.Preset = preset
+	// Each file was checked alone; some rules hold only for the two together (a namespace both
+	// the preset's platform and the file's state).
+	if err := merged.Validate(); err != nil {
+		return Config{}, badinput.Errorf("%s with preset %s: %w", orDefault(path, "flags"), preset, err)
+	}
 	return merged, nil
 }
 
@@ -313,6 +322,7 @@ func (c Config) Validate() error {
 		c.Rollout.validate(bad)
 	}
 	c.Mover.validate(bad)
+	c.validateRelease(bad)
 	return errors.Join(errs...)
 }
 
@@ -351,6 +361,8 @@ func (c Config) Merge(over Config) Config {
 		out.Rollout = over.Rollout
 	}
 	out.Mover = c.Mover.merge(over.Mover)
+	out.Platform = c.Platform.merge(over.Platform)
+	out.State = c.State.merge(over.State)
 	t := &out.Throughput
 	for _, p := range []struct {
 		dst *float64

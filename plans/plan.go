@@ -42,8 +42,11 @@ type Plan struct {
 	Quiesce   []QuiesceItem `json:"quiesce,omitempty"`
 	// NodePorts are the node ports users chose for Services: kept, so they must be free on the target.
 	NodePorts []NodePort `json:"nodePorts,omitempty"`
-	Estimate  Estimate   `json:"estimate"`
-	Findings  []Finding  `json:"findings,omitempty"`
+	// Upgrade is set by ferry plan --upgrade: what moves, what green's release provides, and how
+	// the two releases differ (see upgrade.go).
+	Upgrade  *Upgrade  `json:"upgrade,omitempty"`
+	Estimate Estimate  `json:"estimate"`
+	Findings []Finding `json:"findings,omitempty"`
 }
 
 // Cluster identifies a cluster.

@@ -19,6 +19,9 @@ func TestPlanFileRoundTrip(t *testing.T) {
 			Namespaces: map[string]Count{"kubeflow": {Count: 2, Bytes: 100}}}},
 		Excluded: []Exclusion{{Resource: "nodes", Count: 2, Reason: "nodes belong to the cluster they run in"}},
 		Findings: []Finding{{Severity: Blocking, Subject: "storageclass gp3", Message: "missing"}},
+		Upgrade: &Upgrade{Moves: []SideItem{{Namespace: "alice", Objects: 3, Why: "namespace of tenant alice"}},
+			Release:  ReleaseDiff{CRDsRemoved: []CRDChange{{Name: "pytorchjobs.kubeflow.org", Kind: "PyTorchJob", CustomResources: 1, StateObjects: 1}}},
+			Stranded: []StrandedObject{{CRD: "pytorchjobs.kubeflow.org", Kind: "PyTorchJob", Namespace: "alice", Name: "train"}}},
 	}
 	for _, name := range []string{"plan.yaml", "plan.json"} {
 		path := filepath.Join(t.TempDir(), name)
@@ -29,7 +32,9 @@ func TestPlanFileRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got.Resources[0].Namespaces["kubeflow"].Count != 2 || len(got.Config.Databases) != 2 || len(got.Blocking()) != 1 {
+		if got.Resources[0].Namespaces["kubeflow"].Count != 2 || len(got.Config.Databases) != 2 || len(got.Blocking()) != 1 ||
+			!got.Config.Platform.clusterScoped() || len(got.Config.State.Objects) != 2 ||
+			got.Upgrade == nil || len(got.Upgrade.Stranded) != 1 || got.Upgrade.Release.CRDsRemoved[0].StateObjects != 1 {
 			t.Fatalf("%s: read back %+v", name, got)
 		}
 	}

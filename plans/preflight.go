@@ -94,6 +94,9 @@ func Preflight(ctx context.Context, p *Plan, target Clients, targetContext strin
 	}
 
 	for _, ns := range namespacesOf(p) {
+		if p.Upgrade.LeftNamespace(ns) {
+			continue // green's release has it, and none of blue's objects there moves
+		}
 		_, err := target.Dynamic.Resource(namespacesGVR).Get(ctx, mapNamespace(p, ns), metav1.GetOptions{})
 		if err == nil {
 			p.warn("namespace "+mapNamespace(p, ns), "already exists on the target; its objects meet the existing-object policy")

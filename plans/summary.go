@@ -115,6 +115,9 @@ func (p *Plan) WriteSummary(out io.Writer) error {
 			fmt.Fprintf(w, "%s %s\t%s\n", q.Resource, strings.TrimPrefix(q.Namespace+"/"+q.Name, "/"), q.Action)
 		}
 	}
+	if p.Upgrade != nil {
+		writeUpgrade(w, p)
+	}
 	e := p.Estimate
 	fmt.Fprintf(w, "\nESTIMATE\n%d objects (%s), volumes ≤ %s, databases ≤ %s, buckets ≤ %s: about %s\n(%s)\n",
 		e.Objects, human.Bytes(e.ObjectBytes), human.Bytes(e.VolumeBytes), human.Bytes(e.DatabaseBytes), human.Bytes(e.BucketBytes), e.Duration, e.Basis)
@@ -155,4 +158,73 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// writeUpgrade prints the upgrade's sides and how green's release differs from blue's.
+func writeUpgrade(w io.Writer, p *Plan) {
+	u := p.Upgrade
+	blue, green := orDefault(p.Source.Context, "blue"), "green"
+	if p.Target != nil {
+		green = orDefault(p.Target.Context, green)
+	}
+	for _, part := range []struct {
+		title string
+		items []SideItem
+	}{
+		{fmt.Sprintf("UPGRADE: MOVES TO %s (state)", green), u.Moves},
+		{fmt.Sprintf("UPGRADE: LEFT TO %s'S RELEASE (platform, not moved)", green), u.LeftToRelease},
+	} {
+		fmt.Fprintf(w, "\n%s\nWHAT\tOBJECTS\tWHY\n", part.title)
+		for _, i := range part.items {
+			fmt.Fprintf(w, "%s\t%d\t%s\n", i.Describe(), i.Objects, i.Why)
+		}
+		if len(part.items) == 0 {
+			fmt.Fprintf(w, "(nothing)\n")
+		}
+	}
+	d := u.Release
+	fmt.Fprintf(w, "\nUPGRADE: %s'S RELEASE → %s'S\n", blue, green)
+	if len(d.CRDsAdded)+len(d.CRDsRemoved)+len(d.CRDsChanged) > 0 {
+		fmt.Fprintf(w, "CRD\tCHANGE\tSERVED\tSTORAGE\tNOTE\n")
+		versions := func(a, b []string) string {
+			return orDefault(strings.Join(a, ","), "-") + " → " + orDefault(strings.Join(b, ","), "-")
+		}
+		for _, group := range []struct {
+			change string
+			crds   []CRDChange
+		}{{"removed", d.CRDsRemoved}, {"added", d.CRDsAdded}, {"versions", d.CRDsChanged}} {
+			for _, c := range group.crds {
+				note := c.Note
+				if group.change == "removed" {
+					note = fmt.Sprintf("%d %s on %s, %d of them state", c.CustomResources, c.Kind, blue, c.StateObjects)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Name, group.change, versions(c.BlueServed, c.GreenServed),
+					orDefault(c.BlueStorage, "-")+" → "+orDefault(c.GreenStorage, "-"), orDefault(note, "-"))
+			}
+		}
+	}
+	if len(d.NamespacesAdded)+len(d.NamespacesRemoved)+len(d.ComponentsAdded)+len(d.ComponentsRemoved) > 0 {
+		fmt.Fprintf(w, "COMPONENT\tCHANGE\n")
+		for _, ns := range d.NamespacesRemoved {
+			fmt.Fprintf(w, "namespace %s\tonly on %s\n", ns, blue)
+		}
+		for _, ns := range d.NamespacesAdded {
+			fmt.Fprintf(w, "namespace %s\tonly on %s\n", ns, green)
+		}
+		for _, c := range d.ComponentsRemoved {
+			fmt.Fprintf(w, "%s\tonly on %s\n", c, blue)
+		}
+		for _, c := range d.ComponentsAdded {
+			fmt.Fprintf(w, "%s\tonly on %s\n", c, green)
+		}
+	}
+	if len(d.ImagesChanged) > 0 {
+		fmt.Fprintf(w, "IMAGE OF\tCONTAINER\t%s\t%s\n", strings.ToUpper(blue), strings.ToUpper(green))
+		for _, c := range d.ImagesChanged {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", c.ComponentRef, c.Container, orDefault(c.Blue, "-"), orDefault(c.Green, "-"))
+		}
+	}
+	if len(u.LeaveBehind) > 0 {
+		fmt.Fprintf(w, "LEFT BEHIND ON %s (--leave-behind)\t%s\n", strings.ToUpper(blue), strings.Join(u.LeaveBehind, ", "))
+	}
 }

@@ -25,6 +25,10 @@ func TestExitCodes(t *testing.T) {
 		{"bad output", []string{"version", "-o", "toml"}, exitBadInput, `--output "toml"`},
 		{"extra argument", []string{"version", "now"}, exitBadInput, "takes no arguments"},
 		{"json logs", []string{"--log-format", "json", "--progress", "never", "version"}, exitOK, ""},
+		{"upgrade without target", []string{"plan", "--from", "blue", "--upgrade", "--preset", "kubeflow"}, exitBadInput, "--upgrade needs --to"},
+		{"leave behind without upgrade", []string{"plan", "--from", "blue", "--to", "green", "--leave-behind", "pytorchjobs.kubeflow.org"}, exitBadInput, "--leave-behind needs --upgrade"},
+		{"leave behind not a CRD", []string{"plan", "--from", "blue", "--to", "green", "--upgrade", "--preset", "kubeflow", "--leave-behind", "pytorchjobs"}, exitBadInput, `--leave-behind "pytorchjobs": want a CRD's name`},
+		{"upgrade without platform", []string{"plan", "--from", "blue", "--to", "green", "--upgrade"}, exitBadInput, "--upgrade: no platform section"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			streams, _, _, errOut := genericiooptions.NewTestIOStreams()

@@ -22,6 +22,8 @@ type planOptions struct {
 	storageClassMap    []string
 	namespaceMap       []string
 	concurrency        int
+	upgrade            bool
+	leaveBehind        []string
 
 	config plans.Config // set by complete
 }
@@ -33,7 +35,12 @@ func newPlanCommand(global *globalOptions, streams genericiooptions.IOStreams) *
 		Short: "Inventory a cluster, order what moves, estimate it, and check the target",
 		Long: `plan lists every resource type the source serves, counts what would move by type and namespace,
 records what does not move and why, finds volumes, databases and buckets, orders the restore in waves,
-estimates the time, and with --to checks the target. Exit code 3 when a finding blocks the move.`,
+estimates the time, and with --to checks the target. Exit code 3 when a finding blocks the move.
+
+With --upgrade, --to is a green cluster that runs the platform's new release: the plan also says
+what moves as state, what is left to green's release (the platform section of the preset or
+ferry.yaml), and how green's release differs from blue's (CRDs, components, images). Objects
+whose kind green's release removed block, by name, unless --leave-behind names their CRD.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.complete(); err != nil {
@@ -59,6 +66,8 @@ estimates the time, and with --to checks the target. Exit code 3 when a finding 
 	f.StringSliceVar(&o.storageClassMap, "storage-class-map", nil, "storage classes to change on the target, OLD=NEW")
 	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "namespaces to rename on the target, OLD=NEW")
 	f.IntVar(&o.concurrency, "concurrency", 8, "resource types listed at once")
+	f.BoolVar(&o.upgrade, "upgrade", false, "--to runs the platform's new release: move the state only, and compare the releases")
+	f.StringSliceVar(&o.leaveBehind, "leave-behind", nil, "with --upgrade, CRDs green's release removed (e.g. pytorchjobs.kubeflow.org) whose objects stay on blue")
 	return cmd
 }
 
@@ -94,6 +103,20 @@ func (o *planOptions) validate() error {
 	if o.from != "" && o.from == o.to {
 		return badinput.Errorf("--from and --to name the same context %q", o.from)
 	}
+	if o.upgrade && o.to == "" {
+		return badinput.Errorf("--upgrade needs --to: the green cluster that runs the new release")
+	}
+	if len(o.leaveBehind) > 0 && !o.upgrade {
+		return badinput.Errorf("--leave-behind needs --upgrade")
+	}
+	for _, lb := range o.leaveBehind {
+		if plural, group, ok := strings.Cut(lb, "."); !ok || plural == "" || group == "" || strings.ContainsAny(lb, " /") {
+			return badinput.Errorf("--leave-behind %q: want a CRD's name, such as pytorchjobs.kubeflow.org", lb)
+		}
+	}
+	if o.upgrade && o.config.Platform.IsZero() {
+		return badinput.Errorf("--upgrade: no platform section says what green's release installs; use a preset that has one (--preset kubeflow) or add platform to ferry.yaml")
+	}
 	return nil
 }
 
@@ -112,6 +135,11 @@ func (o *planOptions) run(ctx context.Context) error {
 		t, err := o.global.planClients(o.to)
 		if err != nil {
 			return badinput.Wrap(err)
+		}
+		if o.upgrade {
+			if err := plans.PlanUpgrade(ctx, p, source, t, plans.UpgradeOptions{LeaveBehind: o.leaveBehind}); err != nil {
+				return err
+			}
 		}
 		if err := plans.Preflight(ctx, p, t, o.to); err != nil {
 			return err
