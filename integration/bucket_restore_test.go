@@ -17,6 +17,7 @@ import (
 	"filippo.io/age"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/buckets"
@@ -90,8 +91,22 @@ func TestRestoreBucket(t *testing.T) {
 		"..dots/.hidden":                                []byte("dots"),
 		"empty":                                         {},
 	}
+	// Objects carry metadata beside their bytes, which must move with them.
+	const metricsKey, oddKey, secretNote = "v2/artifacts/pipeline-1/run-3/metrics.json", "odd key/with spaces & #hash?.txt", "canary-9c1e4b7d"
+	wantMeta := map[string]func(*s3.PutObjectInput){
+		metricsKey: func(in *s3.PutObjectInput) {
+			in.ContentType, in.Metadata = aws.String("application/json"), map[string]string{"run": "3", "note": secretNote}
+		},
+		oddKey: func(in *s3.PutObjectInput) {
+			in.ContentType, in.CacheControl, in.ContentDisposition = aws.String("text/plain; charset=utf-8"), aws.String("no-cache"), aws.String(`attachment; filename="odd.txt"`)
+		},
+	}
 	for key, data := range want {
-		if _, err := blueMinIO.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+		in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}
+		if set := wantMeta[key]; set != nil {
+			set(in)
+		}
+		if _, err := blueMinIO.S3Client().PutObject(ctx, in); err != nil {
 			t.Fatalf("put %q: %v", key, err)
 		}
 	}
@@ -156,8 +171,26 @@ buckets:
 			t.Fatalf("%s counts %v, want %v", what, report.Counts["buckets"], counts)
 		}
 	}
+	head := func(mc *testbed.MinIO, key string) *s3.HeadObjectOutput {
+		t.Helper()
+		out, err := mc.S3Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		if err != nil {
+			t.Fatalf("head %q: %v", key, err)
+		}
+		return out
+	}
 	sameAsBlue := func(when string) {
 		t.Helper()
+		for key := range wantMeta {
+			b, g := head(blueMinIO, key), head(greenMinIO, key)
+			delete(g.Metadata, strings.ToLower(buckets.SHA256Metadata))
+			if aws.ToString(b.ContentType) != aws.ToString(g.ContentType) || aws.ToString(b.CacheControl) != aws.ToString(g.CacheControl) ||
+				aws.ToString(b.ContentDisposition) != aws.ToString(g.ContentDisposition) || !maps.Equal(b.Metadata, g.Metadata) {
+				t.Errorf("%s: green's %q has content type %q, cache control %q, disposition %q, %d user metadata; blue's %q, %q, %q, %d",
+					when, key, aws.ToString(g.ContentType), aws.ToString(g.CacheControl), aws.ToString(g.ContentDisposition), len(g.Metadata),
+					aws.ToString(b.ContentType), aws.ToString(b.CacheControl), aws.ToString(b.ContentDisposition), len(b.Metadata))
+			}
+		}
 		got := bucketContents(t, greenMinIO, bucket, "")
 		if len(got) != len(want) {
 			t.Errorf("%s: green holds %d objects, blue %d: %v", when, len(got), len(want), slices.Sorted(maps.Keys(got)))
@@ -214,6 +247,24 @@ buckets:
 	onlyOne(t, run("verify", copies.Verify), snapshot.StatusDifferent, bucket+"/"+changed, "SHA-256: backup ")
 	clean("a restore of a changed object", run("restore", copies.Restore), map[string]int{snapshot.StatusUpdated: 1, snapshot.StatusUnchanged: n - 1})
 	sameAsBlue("after restoring a changed object")
+
+	// Metadata changed on green, the bytes the same: verify names the content type with both
+	// values and the user metadata by key only; a restore puts the backup's back.
+	if _, err := greenMinIO.S3Client().CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(bucket), Key: aws.String(metricsKey),
+		CopySource: aws.String(bucket + "/" + metricsKey), MetadataDirective: s3types.MetadataDirectiveReplace,
+		ContentType: aws.String("text/plain"), Metadata: map[string]string{"run": "3", "note": "changed-" + secretNote}}); err != nil {
+		t.Fatal(err)
+	}
+	metaReport := run("verify", copies.Verify)
+	onlyOne(t, metaReport, snapshot.StatusDifferent, bucket+"/"+metricsKey, `content type: backup "application/json", target "text/plain"; user metadata differs: note`)
+	for _, it := range metaReport.Items {
+		if strings.Contains(it.Detail, secretNote) {
+			t.Errorf("verify shows a user metadata value: %s", it.Detail)
+		}
+	}
+	clean("a restore of changed metadata", run("restore", copies.Restore), map[string]int{snapshot.StatusUpdated: 1, snapshot.StatusUnchanged: n - 1})
+	sameAsBlue("after restoring changed metadata")
+	clean("verify after restoring changed metadata", run("verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
 
 	// A tampered stored copy (in the middle of the big object, caught while it streams): that
 	// object fails and is not left on green; the others are unchanged.

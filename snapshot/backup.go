@@ -131,6 +131,20 @@ type Bucket struct {
 	Prefix  string         `json:"prefix"`
 	Bytes   int64          `json:"bytes"`
 	Objects []BucketObject `json:"objects"`
+	// Metadata is the file of the objects' metadata (ObjectMetadata by key, of the objects that
+	// have any), a stream like the objects, so encrypted when the backup is: user metadata may be
+	// as secret as the bytes. Backups made before it have none.
+	Metadata string `json:"metadata,omitempty"`
+}
+
+// ObjectMetadata is what a bucket object carries beside its bytes, as its store returns it.
+type ObjectMetadata struct {
+	ContentType        string            `json:"contentType,omitempty"`
+	ContentEncoding    string            `json:"contentEncoding,omitempty"`
+	ContentDisposition string            `json:"contentDisposition,omitempty"`
+	ContentLanguage    string            `json:"contentLanguage,omitempty"`
+	CacheControl       string            `json:"cacheControl,omitempty"`
+	User               map[string]string `json:"user,omitempty"` // x-amz-meta-*, without the prefix
 }
 
 // BucketObject is one object of a bucket as copied.

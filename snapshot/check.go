@@ -95,7 +95,7 @@ func (m *Manifest) ItemOf(key string) (kind, name string) {
 		}
 	}
 	for _, b := range m.Buckets {
-		if b.Prefix != "" && strings.HasPrefix(key, b.Prefix) {
+		if b.Prefix != "" && strings.HasPrefix(key, b.Prefix) || b.Metadata != "" && (b.Metadata == key || b.Metadata == plain) {
 			return "buckets", b.Name
 		}
 	}

@@ -120,6 +120,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	ctx, cancel := context.WithCancel(ctx) // also ends the listing if a copy fails
 	defer cancel()
 	var mu sync.Mutex
+	meta := map[string]snapshot.ObjectMetadata{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for obj := range mc.ListObjects(gctx, item.Name, minio.ListObjectsOptions{Recursive: true}) {
@@ -134,6 +135,10 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 				return fmt.Errorf("get %s: %w", key, err)
 			}
 			defer o.Close()
+			info, err := o.Stat()
+			if err != nil {
+				return fmt.Errorf("get %s: %w", key, err)
+			}
 			h := sha256.New()
 			var n countWriter
 			stored, hashed := StoredName(key)
@@ -146,6 +151,9 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			if m := metadataOf(info); !isZero(m) {
+				meta[key] = m
+			}
 			entry.Objects = append(entry.Objects, obj)
 			entry.Bytes += n.n
 			return nil
@@ -154,7 +162,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	if err := g.Wait(); err != nil {
 		return entry, err
 	}
-	return entry, nil
+	return entry, storeMetadata(ctx, w, &entry, meta)
 }
 
 // EscapeKey turns an S3 key, which may hold any characters, into a clean relative path for the

@@ -104,6 +104,10 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 			return fmt.Errorf("create the bucket: %w", err)
 		}
 	}
+	meta, err := readMetadata(ctx, r, b)
+	if err != nil {
+		return err
+	}
 	have, err := listSizes(ctx, mc, b.Name)
 	if err != nil {
 		return err
@@ -113,7 +117,7 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 	g.SetLimit(c.Parallel)
 	for _, o := range todo.put {
 		g.Go(func() error {
-			status, err := c.restoreObject(gctx, mc, r, b, o)
+			status, err := c.restoreObject(gctx, mc, r, b, o, meta)
 			if gctx.Err() != nil {
 				return gctx.Err()
 			}
@@ -174,15 +178,20 @@ func decide(want []snapshot.BucketObject, have map[string]int64, prune bool) wor
 	return w
 }
 
-// restoreObject uploads an object unless the target already holds it with the same size and
-// SHA-256, and returns the item's status.
-func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o put) (string, error) {
+// restoreObject uploads an object unless the target already holds it with the same size,
+// SHA-256 and metadata (meta: nil when the backup kept none), and returns the item's status.
+func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o put, meta map[string]snapshot.ObjectMetadata) (string, error) {
+	var want *snapshot.ObjectMetadata
+	if meta != nil {
+		m := meta[o.Key]
+		want = &m
+	}
 	status := snapshot.StatusRestored
 	if o.present {
 		status = snapshot.StatusUpdated
 	}
 	if o.sameSize {
-		same, err := sameOnTarget(ctx, mc, b.Name, o.BucketObject)
+		same, err := sameOnTarget(ctx, mc, b.Name, o.BucketObject, want)
 		if err != nil {
 			return "", err
 		}
@@ -190,17 +199,18 @@ func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot
 			return snapshot.StatusUnchanged, nil
 		}
 	}
-	return status, upload(ctx, mc, r, b, o.BucketObject)
+	return status, upload(ctx, mc, r, b, o.BucketObject, meta[o.Key])
 }
 
-// sameOnTarget reports whether the target's object has the backup's size and SHA-256: by the
-// digest a restore stored with it, or, for objects written otherwise, by hashing its bytes.
-func sameOnTarget(ctx context.Context, mc *minio.Client, bucket string, o snapshot.BucketObject) (bool, error) {
+// sameOnTarget reports whether the target's object has the backup's size and SHA-256 (by the
+// digest a restore stored with it, or, for objects written otherwise, by hashing its bytes) and,
+// when want is set, its metadata.
+func sameOnTarget(ctx context.Context, mc *minio.Client, bucket string, o snapshot.BucketObject, want *snapshot.ObjectMetadata) (bool, error) {
 	info, err := mc.StatObject(ctx, bucket, o.Key, minio.StatObjectOptions{})
 	if err != nil {
 		return false, fmt.Errorf("look at the target's object: %w", err)
 	}
-	if info.Size != o.Size {
+	if info.Size != o.Size || want != nil && len(metadataDifferences(*want, metadataOf(info))) > 0 {
 		return false, nil
 	}
 	for k, v := range info.UserMetadata {
@@ -257,10 +267,10 @@ func validHashed(name string) bool {
 	return err == nil && strings.ToLower(sum) == sum
 }
 
-// upload streams an object from the backup into the target's store with its SHA-256 as user
-// metadata. The stream is checked as it goes, and its end is handed to the upload only once it
+// upload streams an object from the backup into the target's store with its metadata, and its
+// SHA-256 as user metadata. The stream is checked as it goes, and its end is handed to the upload only once it
 // matches the manifest, so a wrong copy fails instead of landing on the target.
-func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o snapshot.BucketObject) error {
+func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o snapshot.BucketObject, meta snapshot.ObjectMetadata) error {
 	name, err := storedName(r, b, o)
 	if err != nil {
 		return err
@@ -270,7 +280,7 @@ func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapsho
 		return err
 	}
 	v := newVerifying(rc, o)
-	_, err = mc.PutObject(ctx, b.Name, o.Key, v, o.Size, minio.PutObjectOptions{UserMetadata: map[string]string{SHA256Metadata: o.SHA256}})
+	_, err = mc.PutObject(ctx, b.Name, o.Key, v, o.Size, putOptions(meta, o.SHA256))
 	if err != nil {
 		rc.Close()
 		if verr := v.failure(); verr != nil {

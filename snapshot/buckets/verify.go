@@ -3,14 +3,16 @@ package buckets
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
 )
 
 // Verify reads every backed-up object back from the target's store and compares its size and
-// SHA-256, hashed from its bytes (ETags and stored metadata are not trusted), with the backup
-// (implements snapshot.Kind). Missing and different objects are listed as "bucket/key", and so
+// SHA-256, hashed from its bytes (ETags and stored metadata are not trusted), and its metadata
+// (content type and the like, user metadata) with the backup (implements snapshot.Kind). Missing and different objects are listed as "bucket/key", and so
 // are the target's objects the backup does not hold; identical objects are counted.
 func (c Copies) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	if c.Parallel <= 0 {
@@ -38,6 +40,10 @@ func (c Copies) verifyBucket(ctx context.Context, r *snapshot.Reader, b snapshot
 		report.Add(kind, snapshot.StatusMissing, b.Name, fmt.Sprintf("the bucket is not on the target (the backup holds %d objects)", len(b.Objects)))
 		return nil
 	}
+	meta, err := readMetadata(ctx, r, b)
+	if err != nil {
+		return err
+	}
 	have, err := listSizes(ctx, mc, b.Name)
 	if err != nil {
 		return err
@@ -59,7 +65,17 @@ func (c Copies) verifyBucket(ctx context.Context, r *snapshot.Reader, b snapshot
 			case err != nil:
 				report.Add(kind, snapshot.StatusFailed, name, err.Error())
 			default:
-				if status, detail := compareObject(o, size, sum); status != snapshot.StatusIdentical {
+				status, detail := compareObject(o, size, sum)
+				if status == snapshot.StatusIdentical && meta != nil {
+					status, detail, err = compareMetadata(gctx, mc, b.Name, o.Key, meta[o.Key])
+					if err != nil {
+						if gctx.Err() != nil {
+							return gctx.Err()
+						}
+						status, detail = snapshot.StatusFailed, err.Error()
+					}
+				}
+				if status != snapshot.StatusIdentical {
 					report.Add(kind, status, name, detail)
 				} else {
 					report.Count(kind, status)
@@ -86,4 +102,16 @@ func compareObject(want snapshot.BucketObject, size int64, sum string) (status, 
 		return snapshot.StatusDifferent, fmt.Sprintf("SHA-256: backup %s, target %s", want.SHA256, sum)
 	}
 	return snapshot.StatusIdentical, ""
+}
+
+// compareMetadata compares a target's object's metadata with the backup's.
+func compareMetadata(ctx context.Context, mc *minio.Client, bucket, key string, want snapshot.ObjectMetadata) (status, detail string, err error) {
+	info, err := mc.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("look at the target's object: %w", err)
+	}
+	if diffs := metadataDifferences(want, metadataOf(info)); len(diffs) > 0 {
+		return snapshot.StatusDifferent, strings.Join(diffs, "; "), nil
+	}
+	return snapshot.StatusIdentical, "", nil
 }

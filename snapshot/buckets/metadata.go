@@ -1,0 +1,136 @@
+package buckets
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/minio/minio-go/v7"
+)
+
+// metadataFile is where a backup keeps a bucket's objects' metadata: apart from the objects'
+// files, whose names any key may take.
+func metadataFile(bucket string) string { return "bucket-metadata/" + bucket + ".json" }
+
+// defaultContentType is what a store gives an object put without one; kept as "".
+const defaultContentType = "application/octet-stream"
+
+// metadataOf is what an object carries beside its bytes, as its store returned it. The SHA-256 a
+// ferry restore stores is ferry's, not the object's.
+func metadataOf(info minio.ObjectInfo) snapshot.ObjectMetadata {
+	m := snapshot.ObjectMetadata{
+		ContentType:        info.ContentType,
+		ContentEncoding:    info.Metadata.Get("Content-Encoding"),
+		ContentDisposition: info.Metadata.Get("Content-Disposition"),
+		ContentLanguage:    info.Metadata.Get("Content-Language"),
+		CacheControl:       info.Metadata.Get("Cache-Control"),
+	}
+	if m.ContentType == defaultContentType {
+		m.ContentType = ""
+	}
+	for k, v := range info.UserMetadata {
+		if strings.EqualFold(k, SHA256Metadata) {
+			continue
+		}
+		if m.User == nil {
+			m.User = map[string]string{}
+		}
+		m.User[strings.ToLower(k)] = v
+	}
+	return m
+}
+
+// putOptions restores an object's metadata, with ferry's SHA-256 of its bytes beside it.
+func putOptions(m snapshot.ObjectMetadata, sha string) minio.PutObjectOptions {
+	user := map[string]string{SHA256Metadata: sha}
+	for k, v := range m.User {
+		user[k] = v
+	}
+	return minio.PutObjectOptions{UserMetadata: user, ContentType: m.ContentType, ContentEncoding: m.ContentEncoding,
+		ContentDisposition: m.ContentDisposition, ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl}
+}
+
+// metadataDifferences names how a target's object's metadata differs from the backup's: the
+// standard headers with both values, user metadata by key only (its values may be secret).
+func metadataDifferences(want, got snapshot.ObjectMetadata) []string {
+	var out []string
+	for _, f := range []struct{ name, want, got string }{
+		{"content type", want.ContentType, got.ContentType}, {"content encoding", want.ContentEncoding, got.ContentEncoding},
+		{"content disposition", want.ContentDisposition, got.ContentDisposition}, {"content language", want.ContentLanguage, got.ContentLanguage},
+		{"cache control", want.CacheControl, got.CacheControl},
+	} {
+		if f.want != f.got {
+			out = append(out, fmt.Sprintf("%s: backup %q, target %q", f.name, f.want, f.got))
+		}
+	}
+	var keys []string
+	for _, k := range slices.Sorted(maps.Keys(want.User)) {
+		if v, ok := got.User[k]; !ok || v != want.User[k] {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got.User)) {
+		if _, ok := want.User[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		out = append(out, "user metadata differs: "+strings.Join(keys, ", "))
+	}
+	return out
+}
+
+// isZero says whether the object has no metadata but the store's defaults.
+func isZero(m snapshot.ObjectMetadata) bool {
+	return m.ContentType == "" && m.ContentEncoding == "" && m.ContentDisposition == "" && m.ContentLanguage == "" && m.CacheControl == "" && len(m.User) == 0
+}
+
+// storeMetadata writes a bucket's objects' metadata into the backup, when any has some.
+func storeMetadata(ctx context.Context, w *snapshot.Writer, entry *snapshot.Bucket, meta map[string]snapshot.ObjectMetadata) error {
+	if len(meta) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	file, err := w.Put(ctx, metadataFile(entry.Name), bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("store the objects' metadata: %w", err)
+	}
+	entry.Metadata = file
+	return nil
+}
+
+// readMetadata reads a bucket's objects' metadata from the backup (checked as every stream is);
+// nil for a backup that kept none.
+func readMetadata(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (map[string]snapshot.ObjectMetadata, error) {
+	if b.Metadata == "" {
+		return nil, nil
+	}
+	if b.Metadata != metadataFile(b.Name) && b.Metadata != metadataFile(b.Name)+snapshot.EncryptedSuffix {
+		return nil, fmt.Errorf("the manifest keeps its objects' metadata in %.80q, not in %s: %w", b.Metadata, metadataFile(b.Name), snapshot.ErrCorrupt)
+	}
+	rc, err := r.Open(ctx, b.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(rc)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the objects' metadata: %w", err)
+	}
+	meta := map[string]snapshot.ObjectMetadata{}
+	if err := json.Unmarshal(data, &meta); err != nil {
+		return nil, fmt.Errorf("the objects' metadata: %v: %w", err, snapshot.ErrCorrupt)
+	}
+	return meta, nil
+}
