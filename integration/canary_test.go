@@ -909,7 +909,8 @@ func (c *canaryCheck) checkScheduleManifests(t *testing.T, out string) {
 }
 
 // plainDataStreams are the files the plain backup's manifest lists as its data: the objects
-// archive, each volume's, database's and bucket object's stream. Only they may hold canaries.
+// archive, each volume's, database's and bucket object's stream, and each bucket's objects'
+// metadata. Only they may hold canaries.
 func (c *canaryCheck) plainDataStreams(t *testing.T, backup string) map[string]bool {
 	t.Helper()
 	_, m := readManifest(t, c.url, backup)
@@ -919,6 +920,9 @@ func (c *canaryCheck) plainDataStreams(t *testing.T, backup string) map[string]b
 	}
 	for _, d := range m.Databases {
 		data[d.Key] = true
+	}
+	for _, b := range m.Buckets {
+		data[b.Metadata] = b.Metadata != "" // the objects' metadata, user metadata included
 	}
 	exempt := map[string]bool{}
 	for _, s := range m.Streams {
