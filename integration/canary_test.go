@@ -32,7 +32,6 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
 	miniocreds "github.com/minio/minio-go/v7/pkg/credentials"
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -513,19 +512,7 @@ func seedCanary(t *testing.T, blue *testbed.Cluster, blueKC kubernetes.Interface
 		}
 	}
 	for _, name := range []string{"notes-db", "notes-store", "notes-writer"} {
-		labels := map[string]string{"app": name}
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: appsv1.DeploymentSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: name}}}},
-			},
-		}
-		if _, err := blueKC.AppsV1().Deployments(canaryNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		runningPod(t, blueKC, canaryNS, "app="+name)
+		serveDeployment(t, blueKC, canaryNS, name)
 	}
 	// The claim's class is green's "standard", so that green provisions its copy as it is.
 	createClaim(t, blueKC, canaryNS, canaryClaim, ptr.To("standard"))

@@ -36,6 +36,13 @@ func serveWorkload(t *testing.T, kc kubernetes.Interface, namespace, name, secre
 	if _, err := kc.CoreV1().Secrets(namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return serveDeployment(t, kc, namespace, name)
+}
+
+// serveDeployment creates in namespace a one-replica Deployment whose pods carry app=name and
+// returns the name of its running pod.
+func serveDeployment(t *testing.T, kc kubernetes.Interface, namespace, name string) string {
+	t.Helper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -45,7 +52,7 @@ func serveWorkload(t *testing.T, kc kubernetes.Interface, namespace, name, secre
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: name}}}},
 		},
 	}
-	if _, err := kc.AppsV1().Deployments(namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if _, err := kc.AppsV1().Deployments(namespace).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return runningPod(t, kc, namespace, "app="+name)
