@@ -78,6 +78,9 @@ type Run struct {
 	CreatedAt time.Time     `json:"createdAt"`
 	// Backup is the name of the run's backup.
 	Backup string `json:"backup"`
+	// Upgrade is set for an upgrade onto a green that runs the platform's new release: only the
+	// state moves (plans.PlanUpgrade), with what --leave-behind keeps on blue.
+	Upgrade *plans.UpgradeOptions `json:"upgrade,omitempty"`
 }
 
 // Event is one entry of a run's journal.

@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,6 +38,9 @@ type Report struct {
 	Problem string `json:"problem,omitempty"`
 	// Protection says what of the run's journal and backups is encrypted (see ReadReport).
 	Protection []StoredProtection `json:"protection,omitempty"`
+	// Upgrade is, for an upgrade, what moved as state, what was left to green's release and
+	// behind on blue, the versions custom resources moved in, and how the releases differ.
+	Upgrade *plans.Upgrade `json:"upgrade,omitempty"`
 }
 
 // StoredProtection is what of one stored record of a run is encrypted.
@@ -162,6 +166,11 @@ func BuildReport(j *Journal) Report {
 				rep.Problem = ""
 			}
 			switch {
+			case e.State == Planned && e.Phase == Done:
+				var p plans.Plan
+				if json.Unmarshal(e.Data, &p) == nil {
+					rep.Upgrade = p.Upgrade
+				}
 			case e.State == Verified || (e.State == Restored && e.Phase == Failed):
 				var s Summary
 				if json.Unmarshal(e.Data, &s) == nil && s.Counts != nil {
@@ -240,6 +249,13 @@ func (rep Report) Print(w io.Writer) error {
 		fmt.Fprintf(w, "\nVerification: %s\n", countsLine(v.Counts))
 		for _, it := range v.Items {
 			fmt.Fprintf(w, "  %s %s %s: %s\n", it.Kind, it.Status, it.Name, it.Detail)
+		}
+	}
+	if u := rep.Upgrade; u != nil {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		u.Write(tw, cmp.Or(rep.Blue.Context, "blue"), cmp.Or(rep.Green.Context, "green"))
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 	if !rep.GreenMayTakeWritesAt.IsZero() {

@@ -34,6 +34,9 @@ type Options struct {
 	Identities            []age.Identity
 	WaitTimeout           time.Duration
 	LeaseTTL              time.Duration
+	// Upgrade makes the run an upgrade: green runs the platform's new release, and only the state
+	// moves (see plans.PlanUpgrade). A resumed run takes it from its journal.
+	Upgrade *plans.UpgradeOptions
 	// AllowSkipped lets the run go on when the backup skipped items (claims without a volume,
 	// databases without a running pod): they are in the journal and the report either way.
 	AllowSkipped bool
@@ -82,7 +85,7 @@ func Start(ctx context.Context, o Options) (*Runner, error) {
 	}
 	now := time.Now()
 	id := NewID(now)
-	run := Run{ID: id, Blue: blue, Green: green, Config: o.Config, CreatedAt: now.UTC(), Backup: id}
+	run := Run{ID: id, Blue: blue, Green: green, Config: o.Config, CreatedAt: now.UTC(), Backup: id, Upgrade: o.Upgrade}
 	lease, err := AcquireLease(ctx, o.Store, run, o.LeaseTTL, o.Log)
 	if err != nil {
 		return nil, err
@@ -103,7 +106,7 @@ func Resume(ctx context.Context, o Options, id string) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.Config = j.Run.Config
+	o.Config, o.Upgrade = j.Run.Config, j.Run.Upgrade
 	lease, err := AcquireLease(ctx, o.Store, j.Run, o.LeaseTTL, o.Log)
 	if err != nil {
 		return nil, err
@@ -243,8 +246,27 @@ func (r *Runner) planStep(ctx context.Context) (any, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("plan blue: %w", err)
 	}
+	detail := fmt.Sprintf("%d resource types, %d claims, %d databases, %d buckets", len(plan.Resources), len(plan.Volumes), len(plan.Databases), len(plan.Buckets))
+	if r.o.Upgrade != nil {
+		if err := plans.PlanUpgrade(ctx, plan, r.o.Blue.Plans(), r.o.Green.Plans(), *r.o.Upgrade); err != nil {
+			return nil, "", fmt.Errorf("plan the upgrade onto green: %w", err)
+		}
+		u := plan.Upgrade
+		detail += fmt.Sprintf("; upgrade: %d parts move, %d are left to green's release, %d CRDs removed, %d added, %d changed, %d objects left behind",
+			len(u.Moves), len(u.LeftToRelease), len(u.Release.CRDsRemoved), len(u.Release.CRDsAdded), len(u.Release.CRDsChanged), leftBehind(u))
+	}
 	r.plan = plan
-	return plan, fmt.Sprintf("%d resource types, %d claims, %d databases, %d buckets", len(plan.Resources), len(plan.Volumes), len(plan.Databases), len(plan.Buckets)), nil
+	return plan, detail, nil
+}
+
+func leftBehind(u *plans.Upgrade) int {
+	n := 0
+	for _, s := range u.Stranded {
+		if s.LeftBehind {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
@@ -270,6 +292,9 @@ func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
 type quiesceRecord struct {
 	Rules   []plans.QuiesceRule `json:"rules"`
 	Stopped []QuiesceItem       `json:"stopped"`
+	// GreenStopped are green's own writers an upgrade stops before blue's data is loaded: its
+	// release must not write to (or set up) the databases first; they start with the shift.
+	GreenStopped []QuiesceItem `json:"greenStopped,omitempty"`
 }
 
 // rules are the quiesce rules of the run: as journaled once blue was quiesced, else ferry.yaml's.
@@ -302,7 +327,15 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("quiesce blue: %w", err)
 	}
-	return quiesceRecord{Rules: q.Rules, Stopped: items}, fmt.Sprintf("%d writers stopped on blue", len(items)), nil
+	rec := quiesceRecord{Rules: q.Rules, Stopped: items}
+	detail := fmt.Sprintf("%d writers stopped on blue", len(items))
+	if r.o.Upgrade != nil {
+		if rec.GreenStopped, err = r.quiescer(r.o.Green, true).Stop(ctx); err != nil {
+			return nil, "", fmt.Errorf("quiesce green's release before blue's data is loaded: %w", err)
+		}
+		detail += fmt.Sprintf(", %d of green's release's writers stopped until the shift", len(rec.GreenStopped))
+	}
+	return rec, detail, nil
 }
 
 func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
@@ -385,7 +418,7 @@ func (r *Runner) kindsRun(ctx context.Context, command string) (*snapshot.Report
 		return nil, err
 	}
 	restorers := kinds.Restorers(rd, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip,
-		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Log: r.o.Log})
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Log: r.o.Log})
 	return kinds.Run(ctx, command, rd, restorers, r.o.Log)
 }
 
@@ -584,16 +617,26 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 		if err != nil {
 			return nil, "", fmt.Errorf("start blue's writers: %w", err)
 		}
-		var greenItems []QuiesceItem
-		if r.Journal.IsDone(Restored, 0) {
+		var greenItems, greenStarted []QuiesceItem
+		switch {
+		case r.Journal.IsDone(Restored, 0):
 			// One writer at a time: green's stop, as blue's did.
 			if greenItems, err = r.quiescer(r.o.Green, true).Stop(ctx); err != nil {
 				return nil, "", fmt.Errorf("stop green's writers: %w", err)
 			}
+		case r.o.Upgrade != nil:
+			// Green's release never got blue's data: its own writers run again as they did.
+			if greenStarted, err = r.quiescer(r.o.Green, true).Start(ctx); err != nil {
+				return nil, "", fmt.Errorf("start green's release's writers again: %w", err)
+			}
 		}
 		took := time.Since(started).Round(time.Millisecond)
-		return map[string]any{"why": why, "byHand": byHand, "blueStarted": blueItems, "greenStopped": greenItems, "seconds": took.Seconds()},
-			fmt.Sprintf("%s; traffic on blue, %d writers started on blue, %d stopped on green, in %s", why, len(blueItems), len(greenItems), took), nil
+		detail := fmt.Sprintf("%s; traffic on blue, %d writers started on blue, %d stopped on green", why, len(blueItems), len(greenItems))
+		if len(greenStarted) > 0 {
+			detail += fmt.Sprintf(", %d of green's release started again (it never got blue's data)", len(greenStarted))
+		}
+		return map[string]any{"why": why, "byHand": byHand, "blueStarted": blueItems, "greenStopped": greenItems, "greenStarted": greenStarted, "seconds": took.Seconds()},
+			fmt.Sprintf("%s, in %s", detail, took), nil
 	})
 }
 

@@ -286,3 +286,39 @@ func (s *Sides) cellOf(gr, namespace, name string) (Side, string, bool) {
 	}
 	return s.Cell(gr, namespace)
 }
+
+// Placement says which of an upgrade backup's objects a restore onto green, and its verify, leave
+// out: those green's release provides (platform), and those --leave-behind keeps on blue.
+type Placement struct {
+	sides       *Sides
+	leaveBehind []string
+}
+
+// PlacementOf is the placement of an upgrade's plan, or nil for a plan without an upgrade section.
+func PlacementOf(p *Plan) *Placement {
+	if p == nil || p.Upgrade == nil {
+		return nil
+	}
+	return &Placement{sides: NewSides(p.Config, p.Tenants, append(slices.Clone(p.Databases), p.Buckets...)), leaveBehind: p.Upgrade.LeaveBehind}
+}
+
+// LeftOut says why the object of type gr ("deployments.apps") named namespace/name does not move,
+// or "" when it does; behind is set for the objects --leave-behind keeps on blue.
+func (pl *Placement) LeftOut(gr, namespace, name string) (why string, behind bool) {
+	if slices.ContainsFunc(pl.leaveBehind, func(lb string) bool { return strings.EqualFold(lb, gr) }) {
+		return "green's release has no " + gr + ": it stays on blue (--leave-behind " + gr + ")", true
+	}
+	if side, why := pl.sides.Of(gr, namespace, name); side == Platform {
+		return "left to green's release (" + why + ")", false
+	}
+	return "", false
+}
+
+// GreensOwn reports whether the object is state that a rule names inside the release's part (a
+// database's claim or Secret in the release's namespace): green's release has its own copy, which
+// its own servers use (the data moves by dump or copy), so an existing one is kept as it is.
+func (pl *Placement) GreensOwn(gr, namespace, name string) bool {
+	side, _ := pl.sides.Of(gr, namespace, name)
+	cell, _, _ := pl.sides.cellOf(gr, namespace, name)
+	return side == State && cell == Platform
+}

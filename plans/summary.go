@@ -162,11 +162,16 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // writeUpgrade prints the upgrade's sides and how green's release differs from blue's.
 func writeUpgrade(w io.Writer, p *Plan) {
-	u := p.Upgrade
 	blue, green := orDefault(p.Source.Context, "blue"), "green"
 	if p.Target != nil {
 		green = orDefault(p.Target.Context, green)
 	}
+	p.Upgrade.Write(w, blue, green)
+}
+
+// Write prints the upgrade's sides and how green's release differs from blue's, in tab-separated
+// columns (for a tabwriter), naming the clusters blue and green.
+func (u *Upgrade) Write(w io.Writer, blue, green string) {
 	for _, part := range []struct {
 		title string
 		items []SideItem
@@ -201,6 +206,12 @@ func writeUpgrade(w io.Writer, p *Plan) {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Name, group.change, versions(c.BlueServed, c.GreenServed),
 					orDefault(c.BlueStorage, "-")+" → "+orDefault(c.GreenStorage, "-"), orDefault(note, "-"))
 			}
+		}
+	}
+	if len(u.Versions) > 0 {
+		fmt.Fprintf(w, "CUSTOM RESOURCES\tREAD FROM %s IN\tMOVE IN\tWHY\n", strings.ToUpper(blue))
+		for _, v := range u.Versions {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Resource, v.Blue, orDefault(v.Moved, "-"), v.Why)
 		}
 	}
 	if len(d.NamespacesAdded)+len(d.NamespacesRemoved)+len(d.ComponentsAdded)+len(d.ComponentsRemoved) > 0 {

@@ -19,6 +19,9 @@ type Upgrade struct {
 	// (--leave-behind); Stranded the state objects of removed kinds, left behind or blocking.
 	LeaveBehind []string         `json:"leaveBehind,omitempty"`
 	Stranded    []StrandedObject `json:"stranded,omitempty"`
+	// Versions are the custom resource types that move in another version than blue's plan
+	// listed, or that green stores in another one (see chooseVersions).
+	Versions []VersionChoice `json:"versions,omitempty"`
 }
 
 // SideItem is a part of blue on one side of an upgrade.

@@ -53,6 +53,11 @@ func PlanUpgrade(ctx context.Context, p *Plan, blue, green Clients, opts Upgrade
 	}
 	u := &Upgrade{}
 	u.Moves, u.LeftToRelease = sideItems(p, sides, namespaces, named)
+	// The claims green's release provides keep green's volumes: their files do not move.
+	p.Volumes = slices.DeleteFunc(p.Volumes, func(v Volume) bool {
+		side, _ := sides.Of("persistentvolumeclaims", v.Namespace, v.Name)
+		return side == Platform
+	})
 
 	blueRelease, err := ReadRelease(ctx, blue.Dynamic)
 	if err != nil {
@@ -99,12 +104,15 @@ func PlanUpgrade(ctx context.Context, p *Plan, blue, green Clients, opts Upgrade
 		if !ok {
 			continue
 		}
-		stranded, err := strandedOf(ctx, blue.Dynamic, r, filter, sides, slices.Contains(u.LeaveBehind, r.GroupResource()))
+		stranded, err := strandedOf(ctx, blue, r, filter, sides, slices.Contains(u.LeaveBehind, r.GroupResource()))
 		if err != nil {
 			return err
 		}
 		u.Release.CRDsRemoved[i].StateObjects = len(stranded)
 		u.Stranded = append(u.Stranded, stranded...)
+	}
+	if err := chooseVersions(ctx, p, blueRelease, greenRelease, blue, filter, sides, u); err != nil {
+		return err
 	}
 	upgradeFindings(p, u)
 	p.Upgrade = u
@@ -239,16 +247,11 @@ func tenantsOf(ctx context.Context, cl Clients, cfg Config) ([]Tenant, error) {
 }
 
 // strandedOf lists the state objects of r, a type whose CRD green's release removed.
-func strandedOf(ctx context.Context, dyn dynamic.Interface, r Resource, filter *Filter, sides *Sides, leftBehind bool) ([]StrandedObject, error) {
-	var out []StrandedObject
-	gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
-	err := eachItem(ctx, dyn, gvr, func(obj *unstructured.Unstructured) {
-		if filter.Reason(r, obj) != "" {
-			return
-		}
-		if side, _ := sides.Of(r.GroupResource(), obj.GetNamespace(), obj.GetName()); side == State {
-			out = append(out, StrandedObject{CRD: r.GroupResource(), Kind: r.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), LeftBehind: leftBehind})
-		}
-	})
+func strandedOf(ctx context.Context, cl Clients, r Resource, filter *Filter, sides *Sides, leftBehind bool) ([]StrandedObject, error) {
+	objects, err := stateObjects(ctx, cl, r, filter, sides)
+	out := make([]StrandedObject, 0, len(objects))
+	for _, obj := range objects {
+		out = append(out, StrandedObject{CRD: r.GroupResource(), Kind: r.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), LeftBehind: leftBehind})
+	}
 	return out, err
 }

@@ -157,3 +157,64 @@ func TestImageChangeNamesItsImages(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+func TestChooseVersion(t *testing.T) {
+	crd := func(storage string, served ...string) CRD {
+		return CRD{StorageVersion: storage, ServedVersions: served}
+	}
+	for _, tc := range []struct {
+		name        string
+		current     string
+		blue, green CRD
+		want        string
+		ok          bool
+	}{
+		{"green's storage version, served by blue", "v1beta1", crd("v1beta1", "v1", "v1beta1"), crd("v1", "v1", "v1beta1"), "v1", true},
+		{"blue's version when green stores one blue lacks", "v1beta1", crd("v1beta1", "v1beta1"), crd("v2", "v1beta1", "v2"), "v1beta1", true},
+		{"green's first one both serve", "v1alpha1", crd("v1alpha1", "v1alpha1", "v1beta1"), crd("v2", "v1beta1", "v2"), "v1beta1", true},
+		{"none in common", "v1alpha1", crd("v1alpha1", "v1alpha1"), crd("v1", "v1"), "", false},
+		{"green stores a version it does not serve", "v1", crd("v1", "v1", "v2"), crd("v2", "v1"), "v1", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why, ok := chooseVersion(tc.current, tc.blue, tc.green)
+			if got != tc.want || ok != tc.ok || why == "" {
+				t.Errorf("chooseVersion(%s) = %q, %q, %v; want %q, %v", tc.current, got, why, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestPlacement(t *testing.T) {
+	cfg, err := LoadPreset("kubeflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if PlacementOf(&Plan{Config: cfg}) != nil {
+		t.Error("a plan without an upgrade section has a placement")
+	}
+	p := &Plan{Config: cfg, Tenants: []Tenant{{Name: "alice", Namespace: "alice"}},
+		Databases: []DataItem{{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Volumes: []string{"mysql-pv-claim"}, Secret: "mysql-secret"}},
+		Upgrade:   &Upgrade{LeaveBehind: []string{"pytorchjobs.kubeflow.org"}}}
+	pl := PlacementOf(p)
+	for _, tc := range []struct {
+		gr, namespace, name string
+		left, behind, own   bool
+	}{
+		{"configmaps", "alice", "settings", false, false, false},
+		{"profiles.kubeflow.org", "", "alice", false, false, false},
+		{"namespaces", "", "alice", false, false, false},
+		{"deployments.apps", "kubeflow", "ml-pipeline", true, false, false},
+		{"namespaces", "", "kubeflow", true, false, false},
+		{"customresourcedefinitions.apiextensions.k8s.io", "", "notebooks.kubeflow.org", true, false, false},
+		{"persistentvolumeclaims", "kubeflow", "mysql-pv-claim", false, false, true},
+		{"secrets", "kubeflow", "mysql-secret", false, false, true},
+		{"secrets", "kubeflow", "other", true, false, false},
+		{"pytorchjobs.kubeflow.org", "alice", "train", true, true, false},
+	} {
+		why, behind := pl.LeftOut(tc.gr, tc.namespace, tc.name)
+		if (why != "") != tc.left || behind != tc.behind || pl.GreensOwn(tc.gr, tc.namespace, tc.name) != tc.own {
+			t.Errorf("%s %s/%s: left out %q (behind %v), green's own %v; want left %v, behind %v, own %v",
+				tc.gr, tc.namespace, tc.name, why, behind, pl.GreensOwn(tc.gr, tc.namespace, tc.name), tc.left, tc.behind, tc.own)
+		}
+	}
+}

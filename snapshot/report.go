@@ -27,6 +27,9 @@ const (
 	// StatusDeleted lists what a restore that replaces the target's copies (a carry-back) deleted
 	// there because the backup does not hold it.
 	StatusDeleted = "deleted"
+	// StatusLeft counts what an upgrade does not move: objects green's release provides, CRDs
+	// green has (never changed), and lists those --leave-behind keeps on blue.
+	StatusLeft = "left"
 
 	// Verify.
 	StatusIdentical = "identical"

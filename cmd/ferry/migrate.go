@@ -38,6 +38,8 @@ type runOptions struct {
 	crashAt                      string
 	allowSkipped                 bool
 	output                       string
+	upgrade                      bool
+	leaveBehind                  []string
 }
 
 // addClusterFlags adds the flags of a run's clusters; contexts false leaves them to the journal.
@@ -217,6 +219,11 @@ verified, shifting (each traffic step behind the gates), shifted — writing eve
 journal in storage (metadata/ferry/runs/ID/) before acting on it. An interrupted run continues with
 --resume ID and never repeats a finished step; two runs never drive the same clusters at once.
 Blue is changed only by the quiesce of its writers, which a rollback undoes, and is never deleted.
+With --upgrade, green runs the platform's new release: only the state moves (tenants and their
+namespaces, the databases, buckets and their claims), green's release is left as installed (its CRDs
+are never changed), custom resources move in a version both serve, and green's own writers stay
+stopped from before blue's data is loaded until the shift. Objects whose kind green's release
+removed stop the run, by name, unless --leave-behind names their CRD (they then stay on blue).
 Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go on), 1 failed, 2 bad input.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -227,8 +234,8 @@ Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go o
 			var r *migrate.Runner
 			var err error
 			if resume != "" {
-				if o.configFile != "" || o.preset != "" {
-					return badinput.Errorf("--resume continues a run with its own configuration: drop -f/--preset")
+				if o.configFile != "" || o.preset != "" || o.upgrade || len(o.leaveBehind) > 0 {
+					return badinput.Errorf("--resume continues a run with its own configuration: drop -f/--preset/--upgrade/--leave-behind")
 				}
 				r, err = o.openRun(ctx, resume)
 			} else {
@@ -254,6 +261,7 @@ Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go o
 	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "move namespace FROM to TO on green (FROM=TO, repeatable)")
 	f.StringSliceVar(&o.classMap, "storage-class-map", nil, "give green's claims of class FROM the class TO (FROM=TO, repeatable)")
 	f.StringVarP(&o.output, "output", "o", "", "json or yaml: the run's report for automation")
+	addUpgradeFlags(cmd, &o.upgrade, &o.leaveBehind)
 	cmd.AddCommand(newMigrateStatusCommand(o), newMigrateFinalizeCommand(o), newMigrateListCommand(o))
 	return cmd
 }
@@ -277,6 +285,9 @@ func (o *runOptions) start(ctx context.Context) (*migrate.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validateUpgrade(o.upgrade, o.leaveBehind, cfg); err != nil {
+		return nil, err
+	}
 	store, err := storage.Open(ctx, o.global.storageURL)
 	if err != nil {
 		return nil, err
@@ -284,6 +295,9 @@ func (o *runOptions) start(ctx context.Context) (*migrate.Runner, error) {
 	mo, err := o.options(ctx, store, cfg, nil)
 	if err != nil {
 		return nil, err
+	}
+	if o.upgrade {
+		mo.Upgrade = &plans.UpgradeOptions{LeaveBehind: o.leaveBehind}
 	}
 	if mo.Switcher != nil {
 		if err := mo.Switcher.Preflight(ctx); err != nil {

@@ -66,8 +66,7 @@ whose kind green's release removed block, by name, unless --leave-behind names t
 	f.StringSliceVar(&o.storageClassMap, "storage-class-map", nil, "storage classes to change on the target, OLD=NEW")
 	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "namespaces to rename on the target, OLD=NEW")
 	f.IntVar(&o.concurrency, "concurrency", 8, "resource types listed at once")
-	f.BoolVar(&o.upgrade, "upgrade", false, "--to runs the platform's new release: move the state only, and compare the releases")
-	f.StringSliceVar(&o.leaveBehind, "leave-behind", nil, "with --upgrade, CRDs green's release removed (e.g. pytorchjobs.kubeflow.org) whose objects stay on blue")
+	addUpgradeFlags(cmd, &o.upgrade, &o.leaveBehind)
 	return cmd
 }
 
@@ -106,18 +105,30 @@ func (o *planOptions) validate() error {
 	if o.upgrade && o.to == "" {
 		return badinput.Errorf("--upgrade needs --to: the green cluster that runs the new release")
 	}
-	if len(o.leaveBehind) > 0 && !o.upgrade {
+	return validateUpgrade(o.upgrade, o.leaveBehind, o.config)
+}
+
+// validateUpgrade checks --upgrade and --leave-behind, of plan and migrate alike.
+func validateUpgrade(upgrade bool, leaveBehind []string, cfg plans.Config) error {
+	if len(leaveBehind) > 0 && !upgrade {
 		return badinput.Errorf("--leave-behind needs --upgrade")
 	}
-	for _, lb := range o.leaveBehind {
+	for _, lb := range leaveBehind {
 		if plural, group, ok := strings.Cut(lb, "."); !ok || plural == "" || group == "" || strings.ContainsAny(lb, " /") {
 			return badinput.Errorf("--leave-behind %q: want a CRD's name, such as pytorchjobs.kubeflow.org", lb)
 		}
 	}
-	if o.upgrade && o.config.Platform.IsZero() {
+	if upgrade && cfg.Platform.IsZero() {
 		return badinput.Errorf("--upgrade: no platform section says what green's release installs; use a preset that has one (--preset kubeflow) or add platform to ferry.yaml")
 	}
 	return nil
+}
+
+// addUpgradeFlags adds --upgrade and --leave-behind, of plan and migrate alike.
+func addUpgradeFlags(cmd *cobra.Command, upgrade *bool, leaveBehind *[]string) {
+	f := cmd.Flags()
+	f.BoolVar(upgrade, "upgrade", false, "--to runs the platform's new release: move the state only, and compare the releases")
+	f.StringSliceVar(leaveBehind, "leave-behind", nil, "with --upgrade, CRDs green's release removed (e.g. pytorchjobs.kubeflow.org) whose objects stay on blue")
 }
 
 func (o *planOptions) run(ctx context.Context) error {

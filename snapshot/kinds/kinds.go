@@ -159,6 +159,9 @@ type RestoreOptions struct {
 	// buckets mirrored with deletions, database schemas dropped before their dumps load, existing
 	// objects replaced (to carry data back).
 	Replace bool
+	// Upgrade restores or verifies a backup made for an upgrade (its plan has an upgrade section)
+	// onto a target that runs the platform's new release: only the state moves (resources.Objects.Upgrade).
+	Upgrade bool
 	Log     *slog.Logger
 }
 
@@ -175,7 +178,7 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 	o.Mapping = EffectiveMapping(r, o.Mapping)
 	out := []snapshot.Restorer{
 		resources.Objects{Dynamic: target.Dynamic, Plan: plan, Concurrency: 4 * o.Parallel, Mapping: o.Mapping, Existing: o.Existing,
-			SkipOwned: o.SkipOwned, Select: o.Select, Mapper: target.Mapper(), WaitTimeout: o.WaitTimeout, Log: o.Log},
+			SkipOwned: o.SkipOwned, Select: o.Select, Upgrade: o.Upgrade, Mapper: target.Mapper(), WaitTimeout: o.WaitTimeout, Log: o.Log},
 	}
 	if r.Velero {
 		return out // Velero keeps volume data in Kopia, which ferry does not read

@@ -48,6 +48,10 @@ type Objects struct {
 	Exact bool
 	// SkipOwned leaves objects with a controlling owner to the target's controllers.
 	SkipOwned bool
+	// Upgrade restores and verifies a backup made for an upgrade onto a target that runs the
+	// platform's new release: what its plan leaves to that release or behind on the source is
+	// left out (plans.Placement), and the target's CRDs are never changed.
+	Upgrade bool
 	// Select, when set, restores only what it selects (--include/--exclude).
 	Select *plans.Filter
 	// Mapper finds owners that are not in the backup on the target.
@@ -60,6 +64,8 @@ type Objects struct {
 	// digest makes the manifest's digest of a listed object and names its scheme; set while a
 	// backup captures, nil when objects are only listed (Live).
 	digest func(gr string, obj map[string]any) (digest, scheme string, err error)
+	// placement is the upgrade plan's, set from the plan when Upgrade is (forUpgrade).
+	placement *plans.Placement
 }
 
 type item struct {

@@ -118,7 +118,7 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 			}
 		}
 		for _, e := range archive.ByResource[rh.owner] {
-			if !c.selected(ownerRes, e) {
+			if why, _ := c.leftOut(rh.owner, e); !c.selected(ownerRes, e) || why != "" {
 				continue
 			}
 			want := historyOf(rh.history, byNS[e.Namespace], rh.kind, e.Name)

@@ -55,7 +55,10 @@ func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapsh
 // restoreArchive restores the archive's objects in the plan's order (or, without a plan, the
 // order their owner references imply).
 func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report) error {
-	c = c.withDefaults()
+	c, err := c.withDefaults().forUpgrade(plan)
+	if err != nil {
+		return err
+	}
 	order, err := restoreOrder(plan, archive)
 	if err != nil {
 		return err
@@ -180,7 +183,7 @@ func (rs *restorer) restoreType(ctx context.Context, res plans.Resource, entries
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if res.GroupResource() == "customresourcedefinitions.apiextensions.k8s.io" {
+	if res.GroupResource() == crdResource {
 		rs.waitEstablished(ctx, gvr, created)
 		if rs.Mapper != nil {
 			meta.MaybeResetRESTMapper(rs.Mapper)
@@ -196,6 +199,14 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 	id := e.ID()
 	if !rs.selected(res, e) {
 		return "", false // not part of this restore
+	}
+	if why, behind := rs.leftOut(gr, e); why != "" {
+		if behind {
+			rs.report.Add("objects", snapshot.StatusLeft, id, why)
+		} else {
+			rs.report.Count("objects", snapshot.StatusLeft)
+		}
+		return "", false
 	}
 	if reason := skipReason(gr, e.Object); reason != "" {
 		rs.report.Add("objects", snapshot.StatusSkipped, id, reason)
@@ -235,6 +246,10 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 			rs.deferred = append(rs.deferred, deferredLink{gvr: gvr, namespace: obj.GetNamespace(), name: restored, id: id, refs: refs})
 			rs.mu.Unlock()
 		}()
+	}
+	if rs.greensOwn(gr, e) && rs.exists(ctx, client, obj.GetName()) {
+		rs.report.Count("objects", snapshot.StatusLeft) // green's release's own: never changed
+		return "", false
 	}
 	var live *unstructured.Unstructured
 	err := retry.OnError(retry.DefaultBackoff, transient, func() error {
@@ -618,6 +633,33 @@ func conditionTrue(conds []any, typ string) bool {
 
 func (c Objects) selected(res plans.Resource, e Entry) bool {
 	return c.Select == nil || c.Select.Reason(res, &unstructured.Unstructured{Object: e.Object}) == ""
+}
+
+const crdResource = "customresourcedefinitions.apiextensions.k8s.io"
+
+// forUpgrade sets the placement of an upgrade's plan when Upgrade is set.
+func (c Objects) forUpgrade(plan *plans.Plan) (Objects, error) {
+	if !c.Upgrade {
+		return c, nil
+	}
+	if c.placement = plans.PlacementOf(plan); c.placement == nil {
+		return c, fmt.Errorf("the backup was not made for an upgrade: its plan has no upgrade section")
+	}
+	return c, nil
+}
+
+// greensOwn says whether an upgrade keeps the target's copy of the entry as it is, when there is
+// one: a CRD, or state the release's part holds (plans.Placement.GreensOwn).
+func (c Objects) greensOwn(gr string, e Entry) bool {
+	return c.placement != nil && (gr == crdResource || c.placement.GreensOwn(gr, e.Namespace, e.Name))
+}
+
+// leftOut says why an upgrade does not move the entry, or "" (see plans.Placement.LeftOut).
+func (c Objects) leftOut(gr string, e Entry) (why string, behind bool) {
+	if c.placement == nil {
+		return "", false
+	}
+	return c.placement.LeftOut(gr, e.Namespace, e.Name)
 }
 
 func claimsOf(a *Archive) map[string]bool {

@@ -32,7 +32,10 @@ func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapsho
 // verifyArchive verifies the archive's objects on the target, and the health of its workloads
 // (those healthOf names by ID, or all when it is nil).
 func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *Archive, healthOf func(id string) bool, report *snapshot.Report) error {
-	c = c.withDefaults()
+	c, err := c.withDefaults().forUpgrade(plan)
+	if err != nil {
+		return err
+	}
 	order, err := restoreOrder(plan, archive)
 	if err != nil {
 		return err
@@ -63,6 +66,8 @@ type expectation struct {
 	id         string
 	obj        map[string]any
 	controlled bool
+	// greensOwn: an upgrade keeps the target's copy as it is (Objects.greensOwn); it must be there.
+	greensOwn bool
 }
 
 func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []Entry, claims, archived map[string]bool, report *snapshot.Report) ([]healthCheck, error) {
@@ -71,6 +76,10 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []E
 	for _, e := range entries {
 		if !c.selected(res, e) || skipReason(gr, e.Object) != "" {
 			continue // not restored, by design; the restore's report lists them
+		}
+		if why, _ := c.leftOut(gr, e); why != "" {
+			report.Count("objects", snapshot.StatusLeft) // not moved, so not compared
+			continue
 		}
 		if recreated(gr, e.Object, claims, archived) {
 			report.Count("objects", snapshot.StatusRecreated)
@@ -81,7 +90,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []E
 		}
 		obj := c.prepare(gr, e.Object)
 		u := unstructured.Unstructured{Object: obj}
-		want[u.GetNamespace()+"/"+u.GetName()] = expectation{id: objectID(obj, u.GetNamespace()), obj: obj, controlled: controlled(e.Object)}
+		want[u.GetNamespace()+"/"+u.GetName()] = expectation{id: objectID(obj, u.GetNamespace()), obj: obj, controlled: controlled(e.Object), greensOwn: c.greensOwn(gr, e)}
 	}
 	if len(want) == 0 {
 		return nil, nil
@@ -100,7 +109,9 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []E
 			return nil
 		}
 		delete(want, key)
-		if diffs := c.compare(gr, exp.obj, live); len(diffs) > 0 {
+		if diffs := c.compare(gr, exp.obj, live); exp.greensOwn && len(diffs) > 0 {
+			report.Count("objects", snapshot.StatusLeft)
+		} else if len(diffs) > 0 {
 			report.Add("objects", snapshot.StatusDifferent, exp.id, strings.Join(diffs, "; "))
 		} else {
 			report.Count("objects", snapshot.StatusIdentical)
