@@ -187,6 +187,9 @@ func (r *Runner) greenPlan(ctx context.Context) (*plans.Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan green: %w", err)
 	}
+	if r.o.Upgrade != nil {
+		plans.CarryBackVersions(plan, r.plan)
+	}
 	return plan, nil
 }
 
@@ -272,7 +275,7 @@ func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resource
 	if err != nil {
 		return nil, nil, err
 	}
-	cb := resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config)
+	cb := resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
 	if err := cb.CheckDeletions(carried.Manifest.Plan); err != nil {
 		return nil, nil, fmt.Errorf("backup %s: %w; once green lists them, run the carry-back again (a new backup of green is made): %w", carried.Manifest.Name, err, ErrStopped)
 	}
@@ -286,7 +289,7 @@ func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Re
 		return nil, nil, err
 	}
 	restorers := kinds.CarryBackRestorers(rd, cb, r.o.Blue, kinds.RestoreOptions{Parallel: r.o.Parallel, MoverImage: r.o.MoverImage,
-		WaitTimeout: r.o.WaitTimeout, Log: r.o.Log})
+		WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Log: r.o.Log})
 	rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
 	return rep, cb, err
 }
@@ -403,7 +406,7 @@ func (r *Runner) liveChanges(ctx context.Context) (changes ObjectChanges, unsure
 	if err != nil {
 		return ObjectChanges{}, nil, err
 	}
-	cb := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config)
+	cb := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
 	unsure = cb.SureDeletions(plan)
 	// Objects a controller owns (a Deployment's ReplicaSets scaling with it) follow their owner.
 	controlled := map[string]bool{}

@@ -322,3 +322,32 @@ func (pl *Placement) GreensOwn(gr, namespace, name string) bool {
 	cell, _, _ := pl.sides.cellOf(gr, namespace, name)
 	return side == State && cell == Platform
 }
+
+// Moves reports whether an upgrade moves the object, to green or back to blue: neither left to
+// the release or behind, nor a copy of the release's own (GreensOwn). A nil placement (no
+// upgrade) moves everything.
+func (pl *Placement) Moves(gr, namespace, name string) bool {
+	if pl == nil {
+		return true
+	}
+	why, _ := pl.LeftOut(gr, namespace, name)
+	return why == "" && !pl.GreensOwn(gr, namespace, name)
+}
+
+// CarryBackVersions makes a plan of green for a carry-back after an upgrade read each type the
+// upgrade moved in the version it moved in (one blue serves), and gives it the upgrade's
+// placement: what it left to green's release or behind on blue is not carried back either.
+func CarryBackVersions(green, run *Plan) {
+	moved := map[string]string{}
+	for _, r := range run.Resources {
+		moved[r.GroupResource()] = r.Version
+	}
+	for i, r := range green.Resources {
+		if v, ok := moved[r.GroupResource()]; ok {
+			green.Resources[i].Version = v
+		}
+	}
+	if run.Upgrade != nil {
+		green.Upgrade = &Upgrade{LeaveBehind: run.Upgrade.LeaveBehind}
+	}
+}

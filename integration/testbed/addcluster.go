@@ -94,3 +94,46 @@ func (c *Cluster) onPods(ctx context.Context, namespace, selector string, fn fun
 	factory.Start(ctx.Done())
 	return nil
 }
+
+// AddServers starts one more MariaDB and MinIO in a running testbed, named name: the servers of
+// a cluster added with AddCluster whose platform pods they serve (SeedMySQL, ServePlatform take
+// them by the cluster's name). Stop ends them with the rest. Servers of that name already
+// running are kept.
+func (tb *Testbed) AddServers(ctx context.Context, name string) error {
+	if tb.MariaDB[name] == nil {
+		d, err := startMariaDB(ctx, tb.Bins, tb.Dir, name)
+		if d != nil {
+			tb.MariaDB[name] = d
+		}
+		if err != nil {
+			return fmt.Errorf("testbed: add MariaDB %s: %w", name, err)
+		}
+	}
+	if tb.MinIO[name] == nil {
+		m, err := startMinIO(ctx, tb.Bins, tb.Dir, name)
+		if m != nil {
+			tb.MinIO[name] = m
+		}
+		if err != nil {
+			return fmt.Errorf("testbed: add MinIO %s: %w", name, err)
+		}
+	}
+	return tb.save()
+}
+
+// SetPlatformCredentials puts the credentials of the servers named servers into the platform's
+// Secrets of c (mysql-secret, mlpipeline-minio-artifact), as a release installed there with its
+// own database and MinIO holds them.
+func (tb *Testbed) SetPlatformCredentials(ctx context.Context, c *Cluster, servers string) error {
+	db, m := tb.MariaDB[servers], tb.MinIO[servers]
+	if db == nil || m == nil {
+		return fmt.Errorf("platform credentials on %s: the testbed has no MariaDB and MinIO named %s", c.Name, servers)
+	}
+	if err := c.setSecret(ctx, platformNamespace, "mysql-secret", map[string][]byte{"username": []byte(db.User), "password": []byte(db.Password)}); err != nil {
+		return err
+	}
+	if err := c.setSecret(ctx, platformNamespace, "mlpipeline-minio-artifact", map[string][]byte{"accesskey": []byte(m.AccessKey), "secretkey": []byte(m.SecretKey)}); err != nil {
+		return err
+	}
+	return m.CreateBucket(ctx, PlatformBucket)
+}

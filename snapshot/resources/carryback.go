@@ -43,14 +43,15 @@ type CarryBack struct {
 // since when the restore began: an object green made before that (its own StorageClass, say) was
 // never blue's and is left out. Objects the restore does not create (finished pods, tokens, pods
 // of controllers, volumes of claims) are left out on both sides. A claim green holds as restored
-// keeps blue's storage class, which a many-to-one class mapping could not give back.
-func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time, cfg plans.Config) *CarryBack {
+// keeps blue's storage class, which a many-to-one class mapping could not give back. After an
+// upgrade (placement), only the objects it moved are compared: each release's own stay as they are.
+func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time, cfg plans.Config, placement *plans.Placement) *CarryBack {
 	back := m.Inverse()
 	origClaims, origOwners := claimsOf(original), original.owners()
 	restored := map[string]Entry{} // group-resource/namespace/name on green -> the original's entry
 	for gr, entries := range original.ByResource {
 		for _, e := range entries {
-			if skipReason(gr, e.Object) != "" || recreated(gr, e.Object, origClaims, origOwners) {
+			if skipReason(gr, e.Object) != "" || recreated(gr, e.Object, origClaims, origOwners) || !placement.Moves(gr, e.Namespace, e.Name) {
 				continue
 			}
 			u := unstructured.Unstructured{Object: Prepare(gr, e.Object, m)}
@@ -71,6 +72,9 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 				continue
 			}
 			blue, green := Prepare(gr, e.Object, back), Prepare(gr, e.Object, snapshot.Mapping{})
+			if u := (unstructured.Unstructured{Object: blue}); !placement.Moves(gr, u.GetNamespace(), u.GetName()) {
+				continue // an upgrade's: green's release's own, or never moved
+			}
 			restoredForm := map[string]any(nil)
 			if had {
 				restoredForm = Prepare(gr, orig.Object, m)

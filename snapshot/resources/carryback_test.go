@@ -52,7 +52,7 @@ func TestPlanCarryBack(t *testing.T) {
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"greens-own","namespace":"team-green","creationTimestamp":"2026-11-29T11:00:00Z"}}`,
 		`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"team-green"},"spec":{"volumeClaimTemplates":[{"metadata":{"name":"data"},"spec":{"storageClassName":"standard"}}]}}`,
 	)
-	cb := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), plans.Config{})
+	cb := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), plans.Config{}, nil)
 	if want := []string{"v1 ConfigMap team/created"}; !reflect.DeepEqual(cb.Created, want) {
 		t.Errorf("created %q, want %q", cb.Created, want)
 	}
@@ -171,7 +171,7 @@ func TestCheckDeletions(t *testing.T) {
 			[]string{"carry.example.com/v1 Widget team/w1", "carry.example.com/v1 Widget team/w2", "v1 ConfigMap team/doomed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cb := PlanCarryBack(original, carried, snapshot.Mapping{}, time.Time{}, plans.Config{})
+			cb := PlanCarryBack(original, carried, snapshot.Mapping{}, time.Time{}, plans.Config{}, nil)
 			err := cb.CheckDeletions(tc.green)
 			switch {
 			case len(tc.wantErr) == 0 && err != nil:

@@ -69,6 +69,12 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 		if len(entries) == 0 {
 			continue
 		}
+		if why := c.unserved(res); why != "" {
+			for _, e := range entries {
+				report.Add("objects", snapshot.StatusLeft, e.ID(), why)
+			}
+			continue
+		}
 		c.Log.Info("restoring", "resource", res.GroupResource(), "objects", len(entries))
 		if err := rs.restoreType(ctx, res, entries); err != nil {
 			return err
@@ -646,6 +652,19 @@ func (c Objects) forUpgrade(plan *plans.Plan) (Objects, error) {
 		return c, fmt.Errorf("the backup was not made for an upgrade: its plan has no upgrade section")
 	}
 	return c, nil
+}
+
+// unserved says why an upgrade leaves the objects of res where they are: the target's release has
+// no such type (a kind green's release added, carried back to blue), or "".
+func (c Objects) unserved(res plans.Resource) string {
+	if c.placement == nil || c.Mapper == nil || res.Group == "" {
+		return ""
+	}
+	_, err := c.Mapper.KindFor(schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource})
+	if !meta.IsNoMatchError(err) {
+		return ""
+	}
+	return "the target's release has no " + res.GroupResource() + " in " + res.Version + ": it stays on the cluster it came from"
 }
 
 // greensOwn says whether an upgrade keeps the target's copy of the entry as it is, when there is
