@@ -416,12 +416,37 @@ func quiesced(a, b map[string]any) {
 		return
 	}
 	for _, m := range []map[string]any{a, b} {
+		undoAnnotations(m)
 		unstructured.RemoveNestedField(m, "metadata", "annotations", quiescedAnnotation)
 		if ann, _, _ := unstructured.NestedMap(m, "metadata", "annotations"); len(ann) == 0 {
 			unstructured.RemoveNestedField(m, "metadata", "annotations")
 		}
 		unstructured.RemoveNestedField(m, "spec", "replicas")
 		unstructured.RemoveNestedField(m, "spec", "suspend")
+	}
+}
+
+// undoAnnotations puts back in m what the annotations of an annotate quiesce rule changed, from
+// the record's "undo" merge patch (a Notebook stopped on blue keeps the notebook controller's stop
+// annotation after the cutover, by design).
+func undoAnnotations(m map[string]any) {
+	ann, _, _ := unstructured.NestedStringMap(m, "metadata", "annotations")
+	var record struct {
+		Undo struct {
+			Metadata struct {
+				Annotations map[string]*string `json:"annotations"`
+			} `json:"metadata"`
+		} `json:"undo"`
+	}
+	if json.Unmarshal([]byte(ann[quiescedAnnotation]), &record) != nil {
+		return
+	}
+	for k, v := range record.Undo.Metadata.Annotations {
+		if v == nil {
+			unstructured.RemoveNestedField(m, "metadata", "annotations", k)
+		} else {
+			unstructured.SetNestedField(m, *v, "metadata", "annotations", k)
+		}
 	}
 }
 

@@ -181,10 +181,14 @@ func TestMigrateUpgrade(t *testing.T) {
 			t.Errorf("after the upgrade: %s", d)
 		}
 	}
-	// Green's writers run again, as green's release had them.
-	_, gkc := clients(t, green.name)
-	if n, quiesced := replicasOf(t, gkc, "kubeflow", "ml-pipeline"); n != 1 || quiesced {
-		t.Errorf("green's ml-pipeline: %d replicas (quiesce record %v), want 1 and running", n, quiesced)
+	// Green's release's writers were stopped while blue's data loaded (the journal says so) and
+	// run again as they were (the release unchanged, above).
+	var rec struct {
+		GreenStopped []migrate.QuiesceItem `json:"greenStopped"`
+	}
+	if e, ok := journal(t, url, rep.Run).Last(migrate.Quiesced, migrate.Done, 0); !ok || json.Unmarshal(e.Data, &rec) != nil ||
+		!slices.ContainsFunc(rec.GreenStopped, func(i migrate.QuiesceItem) bool { return i.Namespace == "kubeflow" && i.Name == "ml-pipeline" }) {
+		t.Errorf("the quiesce step did not stop green's ml-pipeline: %+v", rec.GreenStopped)
 	}
 }
 

@@ -101,10 +101,41 @@ func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 		if _, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
 			return err
 		}
+		if err := q.forgetOnReplicaSets(ctx, obj); err != nil {
+			return err
+		}
 		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: "un-" + action})
 		return nil
 	})
 	return done, err
+}
+
+var replicaSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
+
+// forgetOnReplicaSets removes the quiesce record from the ReplicaSets a Deployment controls: the
+// Deployment controller copies a Deployment's annotations onto its ReplicaSets but never removes
+// one, so the record would stay on them after the Deployment started again.
+func (q Quiescer) forgetOnReplicaSets(ctx context.Context, obj *unstructured.Unstructured) error {
+	if obj.GetKind() != "Deployment" {
+		return nil
+	}
+	client := q.Dynamic.Resource(replicaSetsGVR).Namespace(obj.GetNamespace())
+	list, err := client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("replica sets of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + QuiescedAnnotation + `":null}}}`)
+	for i := range list.Items {
+		rs := &list.Items[i]
+		owner := metav1.GetControllerOfNoCopy(rs)
+		if _, marked := rs.GetAnnotations()[QuiescedAnnotation]; !marked || owner == nil || owner.UID != obj.GetUID() {
+			continue
+		}
+		if _, err := client.Patch(ctx, rs.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("replica set %s/%s: %w", rs.GetNamespace(), rs.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // each calls fn for every object a rule selects; resource types the cluster does not serve are

@@ -32,6 +32,7 @@ type targetOptions struct {
 	moverImage, output            string
 	existing                      string // restore only
 	moverDirect                   bool
+	upgrade                       bool
 	waitTimeout                   time.Duration
 	mapping                       snapshot.Mapping
 	filter                        *plans.Filter
@@ -55,6 +56,7 @@ func (o *targetOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods that write and read volumes (the ferry image)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 2*time.Minute, "how long to wait for CRDs to be Established and workloads to become healthy")
 	f.StringVarP(&o.output, "output", "o", "", "json or yaml for a machine-readable report")
+	f.BoolVar(&o.upgrade, "upgrade", false, "the backup was made by ferry migrate --upgrade and the target runs the platform's new release: only the state is restored or verified, what the release provides is left as it is")
 }
 
 func (o *targetOptions) complete(command string) error {
@@ -111,6 +113,9 @@ func (o *targetOptions) open(ctx context.Context, command string) (*snapshot.Rea
 	if err != nil {
 		return nil, nil, err
 	}
+	if o.upgrade && (r.Manifest.Plan == nil || r.Manifest.Plan.Upgrade == nil) {
+		return nil, nil, badinput.Errorf("--upgrade: backup %s was not made for an upgrade (ferry migrate --upgrade)", o.backup)
+	}
 	r = kinds.Selected(r, o.filter)
 	cfg, err := o.global.restConfig(o.to)
 	if err != nil {
@@ -134,7 +139,7 @@ func (o *targetOptions) open(ctx context.Context, command string) (*snapshot.Rea
 		return nil, nil, err
 	}
 	return r, kinds.Restorers(r, target, kinds.RestoreOptions{Mapping: o.mapping, Existing: o.existing, SkipOwned: o.skipOwned,
-		Select: o.filter, Parallel: o.parallel, MoverImage: o.moverImage, Direct: direct, WaitTimeout: o.waitTimeout, Log: o.global.logger}), nil
+		Select: o.filter, Parallel: o.parallel, MoverImage: o.moverImage, Direct: direct, WaitTimeout: o.waitTimeout, Upgrade: o.upgrade, Log: o.global.logger}), nil
 }
 
 // preflightMovers stops before anything is applied when a namespace's quota has no room for the
