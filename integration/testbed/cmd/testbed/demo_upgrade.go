@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/migrate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -95,6 +96,16 @@ func demoUpgrade(ctx context.Context, args []string) error {
 		return err
 	}
 
+	greenKC, _, err := green.Clients()
+	if err != nil {
+		return err
+	}
+	api, err := greenKC.AppsV1().Deployments("kubeflow").Get(ctx, "ml-pipeline", metav1.GetOptions{})
+	if err != nil || api.Spec.Replicas == nil {
+		return fmt.Errorf("green's Deployment kubeflow/ml-pipeline: %v", err)
+	}
+	apiReplicas := *api.Spec.Replicas
+
 	stage("alice starts a training job on blue: %s (kubeflow.org/v1, a kind release 2 no longer has)", pytorchJob)
 	if err := addPyTorchJob(ctx, blue, "alice", "train"); err != nil {
 		return err
@@ -146,7 +157,7 @@ func demoUpgrade(ctx context.Context, args []string) error {
 	}
 
 	stage("what a user checks after the upgrade")
-	checks, err := upgradeChecks(ctx, tb, workspaces, len(seeded.Objects))
+	checks, err := upgradeChecks(ctx, tb, workspaces, len(seeded.Objects), apiReplicas)
 	if err != nil {
 		return err
 	}
@@ -163,8 +174,8 @@ func demoUpgrade(ctx context.Context, args []string) error {
 }
 
 // upgradeChecks looks at green and blue as a user would after the upgrade: green's release 2
-// untouched, the users' objects, files, rows and bucket objects on green, the PyTorchJob on blue.
-func upgradeChecks(ctx context.Context, tb *testbed.Testbed, workspaces []string, objects int) (checklist, error) {
+// untouched (its ml-pipeline with the apiReplicas it was installed with), the users' objects, files, rows and bucket objects on green, the PyTorchJob on blue.
+func upgradeChecks(ctx context.Context, tb *testbed.Testbed, workspaces []string, objects int, apiReplicas int32) (checklist, error) {
 	blue, green := tb.Clusters["blue"], tb.Clusters["green"]
 	greenKC, greenDyn, err := green.Clients()
 	if err != nil {
@@ -188,9 +199,15 @@ func upgradeChecks(ctx context.Context, tb *testbed.Testbed, workspaces []string
 	c.check("Deployment kubeflow-system/kubeflow-trainer-controller-manager", err == nil)
 	ap, err := greenDyn.Resource(crds).Get(ctx, "authorizationpolicies.security.istio.io", metav1.GetOptions{})
 	c.check("AuthorizationPolicy stored in v1", err == nil && storageVersion(ap) == "v1")
+	// Green's writers were stopped while blue's data loaded; they run again as installed.
 	api, err := greenKC.AppsV1().Deployments("kubeflow").Get(ctx, "ml-pipeline", metav1.GetOptions{})
-	c.check("ml-pipeline runs kfp-api-server:2.15.0, 1 replica", err == nil && api.Spec.Replicas != nil && *api.Spec.Replicas == 1 &&
-		len(api.Spec.Template.Spec.Containers) > 0 && strings.HasSuffix(api.Spec.Template.Spec.Containers[0].Image, ":2.15.0"))
+	asInstalled := false
+	if err == nil {
+		_, quiesced := api.Annotations[migrate.QuiescedAnnotation]
+		asInstalled = !quiesced && api.Spec.Replicas != nil && *api.Spec.Replicas == apiReplicas &&
+			len(api.Spec.Template.Spec.Containers) > 0 && strings.HasSuffix(api.Spec.Template.Spec.Containers[0].Image, ":2.15.0")
+	}
+	c.check(fmt.Sprintf("ml-pipeline: kfp-api-server:2.15.0, %d replicas again", apiReplicas), asInstalled)
 
 	fmt.Printf("  alice's and bob's state, on green:\n")
 	for _, name := range []string{"alice", "bob"} {
