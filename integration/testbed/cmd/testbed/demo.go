@@ -122,7 +122,7 @@ func demo(ctx context.Context, args []string) error {
 	}
 	global := []string{"--kubeconfig", tb.Kubeconfig, "--storage", storage}
 	migrateArgs := append(append([]string{}, global...), "--progress", "always", "migrate", "--from", "blue", "--to", "green", "-f", config, "--allow-skipped")
-	stage("%s %s", *ferry, strings.Join(migrateArgs, " "))
+	stage("%s %s", *ferry, shellJoin(migrateArgs))
 	fmt.Printf("    (ferry.yaml: preset kubeflow, classes gp3/nfs-client → standard, HAProxy steps 10/50/100 %% with a 5s soak, an HTTP gate on green)\n")
 	if zoo != nil {
 		fmt.Printf("    (and the zoo's databases zoo-mariadb and zoo-postgres, in StatefulSets, and its bucket %s)\n", testbed.ZooBucket)
@@ -150,7 +150,7 @@ func demo(ctx context.Context, args []string) error {
 		errs = append(errs, fmt.Errorf("ferry migrate: %w", migrateErr))
 	} else {
 		status := append(append([]string{}, global...), "migrate", "status", id)
-		stage("the run's report: %s %s", *ferry, strings.Join(status, " "))
+		stage("the run's report: %s %s", *ferry, shellJoin(status))
 		report := exec.CommandContext(ctx, *ferry, status...)
 		report.Stdout, report.Stderr = os.Stdout, os.Stderr
 		if err := report.Run(); err != nil {
@@ -177,7 +177,7 @@ func demo(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("    failed: %s\n", f)
 	}
-	fmt.Printf("\nThe testbed and HAProxy stay up: %s %s migrate status %s shows the run again. Clean up: make testbed-down\n", *ferry, strings.Join(global, " "), id)
+	fmt.Printf("\nThe testbed and HAProxy stay up: %s %s migrate status %s shows the run again. Clean up: make testbed-down\n", *ferry, shellJoin(global), id)
 	if len(failed) > 0 {
 		errs = append(errs, fmt.Errorf("%d requests through HAProxy failed", len(failed)))
 	}
@@ -229,7 +229,7 @@ func rollBackCarryingWrites(ctx context.Context, tb *testbed.Testbed, ferry stri
 	}
 
 	rollback := append(append([]string{}, global...), "rollback", "--run", id)
-	stage("%s %s   (no flag: ferry refuses, naming what would be lost)", ferry, strings.Join(rollback, " "))
+	stage("%s %s   (no flag: ferry refuses, naming what would be lost)", ferry, shellJoin(rollback))
 	var refusal strings.Builder
 	cmd := exec.CommandContext(ctx, ferry, rollback...)
 	cmd.Stderr = &quietInfo{out: &refusal}
@@ -240,7 +240,7 @@ func rollBackCarryingWrites(ctx context.Context, tb *testbed.Testbed, ferry stri
 	}
 
 	carry := append(slices.Clone(rollback), "--carry-back")
-	stage("%s %s", ferry, strings.Join(carry, " "))
+	stage("%s %s", ferry, shellJoin(carry))
 	client.phase.Store(carrying)
 	started := time.Now()
 	shown := &quietInfo{out: os.Stderr}
@@ -398,6 +398,21 @@ func (q *quietInfo) flush() {
 	q.out.Write(q.buf)
 	q.buf = nil
 }
+
+// shellJoin joins a command's arguments as a shell reads them back: an argument with characters
+// a shell would take for its own (a storage URL's ? and &) in single quotes.
+func shellJoin(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool { return !strings.ContainsRune(shellSafe, r) }) {
+			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(quoted, " ")
+}
+
+const shellSafe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@%+"
 
 func stage(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)

@@ -122,7 +122,7 @@ func demoUpgrade(ctx context.Context, args []string) error {
 	work := filepath.Join(tb.Dir, "data")
 
 	plan := append([]string{"plan"}, upgrade...)
-	stage("%s %s   (what moves, what is left to green's release, the releases' differences)", *ferry, strings.Join(plan, " "))
+	stage("%s %s   (what moves, what is left to green's release, the releases' differences)", *ferry, shellJoin(plan))
 	out, errOut, err := runShown(ferryCmd(plan...), filepath.Join(work, "ferry-plan-upgrade.log"))
 	fmt.Print(indent(out))
 	if code := exitCode(err); code != 3 || !strings.Contains(out+errOut, pytorchJob) {
@@ -130,18 +130,18 @@ func demoUpgrade(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("    (exit 3: %s blocks the upgrade)\n", pytorchJob)
 
-	migrate := append([]string{"--storage", storage, "migrate"}, upgrade...)
-	stage("%s %s   (ferry refuses, naming the PyTorchJob, and changes nothing)", *ferry, strings.Join(migrate, " "))
-	out, errOut, err = runShown(ferryCmd(migrate...), filepath.Join(work, "ferry-migrate-upgrade-refused.log"))
+	migrateArgs := append([]string{"--storage", storage, "migrate"}, upgrade...)
+	stage("%s %s   (ferry refuses, naming the PyTorchJob, and changes nothing)", *ferry, shellJoin(migrateArgs))
+	out, errOut, err = runShown(ferryCmd(migrateArgs...), filepath.Join(work, "ferry-migrate-upgrade-refused.log"))
 	fmt.Print(indent(out))
 	if code := exitCode(err); code != 3 || !strings.Contains(out+errOut, pytorchJob) || !strings.Contains(out+errOut, "--leave-behind "+leaveBehind) {
 		return fmt.Errorf("ferry migrate --upgrade exited %d, want 3 naming %s and --leave-behind %s", code, pytorchJob, leaveBehind)
 	}
 	fmt.Printf("    (exit 3)\n")
 
-	migrate = append(slices.Clone(migrate), "--leave-behind", leaveBehind)
-	progress := append([]string{"--progress", "always"}, migrate...)
-	stage("%s %s   (alice's PyTorchJob stays on blue)", *ferry, strings.Join(progress, " "))
+	migrateArgs = append(slices.Clone(migrateArgs), "--leave-behind", leaveBehind)
+	progress := append([]string{"--progress", "always"}, migrateArgs...)
+	stage("%s %s   (alice's PyTorchJob stays on blue)", *ferry, shellJoin(progress))
 	logFile := filepath.Join(work, "ferry-migrate-upgrade.log")
 	started := time.Now()
 	out, errOut, err = runShown(ferryCmd(progress...), logFile)
@@ -164,7 +164,7 @@ func demoUpgrade(ctx context.Context, args []string) error {
 	fmt.Printf("\nSummary: blue's release 1 and green's release 2 as installed; ferry plan and migrate --upgrade refused while %s had no place on green (exit 3); "+
 		"with --leave-behind %s the state moved: profiles, notebooks, volumes, database rows and bucket objects, in green's versions; the PyTorchJob stayed on blue.\n", pytorchJob, leaveBehind)
 	if id != "" {
-		fmt.Printf("The testbed stays up: %s --kubeconfig %s --storage '%s' migrate status %s shows the run again (AWS keys: make testbed-up prints them).\n", *ferry, tb.Kubeconfig, storage, id)
+		fmt.Printf("The testbed stays up: %s %s migrate status %s shows the run again (AWS keys: make testbed-up prints them).\n", *ferry, shellJoin([]string{"--kubeconfig", tb.Kubeconfig, "--storage", storage}), id)
 	}
 	fmt.Printf("Clean up: make testbed-down\n")
 	if len(checks) > 0 {
