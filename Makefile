@@ -1,5 +1,6 @@
 # ferry — everything a newcomer needs goes through these targets.
 #   make demo    ferry migrate blue → green on the local testbed, behind HAProxy, then back with green's writes
+#   make demo-upgrade  ferry migrate --upgrade: the sample platform's release 1 on blue, its state onto release 2 on green
 #   make test    all tests: unit, a few seconds of each fuzz target, and integration against the real testbed
 #   make fuzz    each fuzz target for longer (FUZZTIME, 2m by default)
 
@@ -10,7 +11,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/ferrykube/ferry/internal/buildinfo.version=$(VERSION)
 FIXTURES ?= ../shared/fixtures/kubeflow
 
-.PHONY: all build test test-short test-integration test-fuzz fuzz lint bench testbed-bin testbed-up testbed-down demo check-go clean
+.PHONY: all build test test-short test-integration test-fuzz fuzz lint bench testbed-bin testbed-up testbed-down demo demo-upgrade check-go clean
 
 all: build
 
@@ -83,6 +84,16 @@ testbed-down: check-go
 # --carry-back. The testbed stays up: make testbed-down.
 demo: build testbed-bin
 	@$(TESTBED) demo -ferry bin/ferry -fixtures $(FIXTURES)
+
+# The blue-green platform upgrade end to end on a fresh testbed (integration/testbed/cmd/testbed/
+# demo_upgrade.go): release 1 of the sample platform (examples/platform) with alice's and bob's
+# profiles, their volumes, the pipelines' database and bucket and a PyTorchJob on blue; release 2
+# (examples/platform-v2) installed on green. ferry plan --upgrade and ferry migrate --upgrade refuse,
+# naming the PyTorchJob; migrate --upgrade --leave-behind pytorchjobs.kubeflow.org moves the state
+# only, with progress and its report; then what a user checks on green and blue. The testbed stays
+# up: make testbed-down.
+demo-upgrade: build testbed-bin
+	@$(TESTBED) demo-upgrade -ferry bin/ferry
 
 clean:
 	rm -rf bin

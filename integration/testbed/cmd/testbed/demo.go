@@ -43,29 +43,9 @@ func demo(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*ferry); err != nil {
-		return fmt.Errorf("ferry binary: %w (make build writes bin/ferry)", err)
-	}
-
-	stage("stopping a previous testbed in %s, if any", *dir)
-	if old, err := testbed.Load(*dir); err == nil {
-		if err := old.Stop(ctx); err != nil {
-			return err
-		}
-	}
-	stage("starting a fresh testbed (clusters blue and green, MinIO, MariaDB, PostgreSQL)")
-	opts := testbed.Everything
-	opts.Dir, opts.Persistent = *dir, true
-	tb, err := testbed.Start(ctx, opts)
+	tb, err := freshTestbed(ctx, *dir, *ferry)
 	if err != nil {
 		return err
-	}
-	if err := tb.MinIO["backup"].CreateBucket(ctx, "ferry"); err != nil {
-		return err
-	}
-	// Mover pods exec `ferry` in the testbed.
-	if err := tb.InstallExecutable(*ferry); err != nil {
-		return fmt.Errorf("install %s for mover pods: %w", *ferry, err)
 	}
 	blue, green := tb.Clusters["blue"], tb.Clusters["green"]
 
@@ -142,45 +122,35 @@ func demo(ctx context.Context, args []string) error {
 	}
 	global := []string{"--kubeconfig", tb.Kubeconfig, "--storage", storage}
 	migrateArgs := append(append([]string{}, global...), "--progress", "always", "migrate", "--from", "blue", "--to", "green", "-f", config, "--allow-skipped")
-	stage("%s %s", *ferry, strings.Join(migrateArgs, " "))
+	stage("%s %s", *ferry, shellJoin(migrateArgs))
 	fmt.Printf("    (ferry.yaml: preset kubeflow, classes gp3/nfs-client → standard, HAProxy steps 10/50/100 %% with a 5s soak, an HTTP gate on green)\n")
 	if zoo != nil {
 		fmt.Printf("    (and the zoo's databases zoo-mariadb and zoo-postgres, in StatefulSets, and its bucket %s)\n", testbed.ZooBucket)
 	}
 	// ferry prints the run's report on stdout when it ends: kept for a failure, where it says how
 	// to go on; a finished run's report comes from ferry migrate status below.
-	var stdout, stderr strings.Builder
 	logFile := filepath.Join(work, "ferry-migrate.log")
-	log, err := os.Create(logFile)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	shown := &quietInfo{out: os.Stderr}
-	cmd := exec.CommandContext(ctx, *ferry, migrateArgs...)
-	cmd.Stdout, cmd.Stderr = &stdout, io.MultiWriter(shown, &stderr, log)
-	migrateErr := cmd.Run()
-	shown.flush()
+	stdout, stderr, migrateErr := runShown(exec.CommandContext(ctx, *ferry, migrateArgs...), logFile)
 	fmt.Printf("    (ferry's whole log, its INFO lines too: %s)\n", logFile)
 	// A moment more of requests shows where traffic went.
 	client.phase.Store(after)
 	pause(ctx, 2*time.Second)
 
-	m := regexp.MustCompile(`Run (run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})`).FindStringSubmatch(stderr.String())
+	m := regexp.MustCompile(`Run (run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})`).FindStringSubmatch(stderr)
 	if m == nil {
 		client.stop()
-		fmt.Print(stdout.String())
+		fmt.Print(stdout)
 		return fmt.Errorf("ferry migrate started no run: %v", migrateErr)
 	}
 	id := m[1]
 	var errs []error
 	if migrateErr != nil {
 		stage("ferry migrate ended with %v; its report", migrateErr)
-		fmt.Print(stdout.String())
+		fmt.Print(stdout)
 		errs = append(errs, fmt.Errorf("ferry migrate: %w", migrateErr))
 	} else {
 		status := append(append([]string{}, global...), "migrate", "status", id)
-		stage("the run's report: %s %s", *ferry, strings.Join(status, " "))
+		stage("the run's report: %s %s", *ferry, shellJoin(status))
 		report := exec.CommandContext(ctx, *ferry, status...)
 		report.Stdout, report.Stderr = os.Stdout, os.Stderr
 		if err := report.Run(); err != nil {
@@ -207,7 +177,7 @@ func demo(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("    failed: %s\n", f)
 	}
-	fmt.Printf("\nThe testbed and HAProxy stay up: %s %s migrate status %s shows the run again. Clean up: make testbed-down\n", *ferry, strings.Join(global, " "), id)
+	fmt.Printf("\nThe testbed and HAProxy stay up: %s %s migrate status %s shows the run again. Clean up: make testbed-down\n", *ferry, shellJoin(global), id)
 	if len(failed) > 0 {
 		errs = append(errs, fmt.Errorf("%d requests through HAProxy failed", len(failed)))
 	}
@@ -259,7 +229,7 @@ func rollBackCarryingWrites(ctx context.Context, tb *testbed.Testbed, ferry stri
 	}
 
 	rollback := append(append([]string{}, global...), "rollback", "--run", id)
-	stage("%s %s   (no flag: ferry refuses, naming what would be lost)", ferry, strings.Join(rollback, " "))
+	stage("%s %s   (no flag: ferry refuses, naming what would be lost)", ferry, shellJoin(rollback))
 	var refusal strings.Builder
 	cmd := exec.CommandContext(ctx, ferry, rollback...)
 	cmd.Stderr = &quietInfo{out: &refusal}
@@ -270,7 +240,7 @@ func rollBackCarryingWrites(ctx context.Context, tb *testbed.Testbed, ferry stri
 	}
 
 	carry := append(slices.Clone(rollback), "--carry-back")
-	stage("%s %s", ferry, strings.Join(carry, " "))
+	stage("%s %s", ferry, shellJoin(carry))
 	client.phase.Store(carrying)
 	started := time.Now()
 	shown := &quietInfo{out: os.Stderr}
@@ -286,14 +256,9 @@ func rollBackCarryingWrites(ctx context.Context, tb *testbed.Testbed, ferry stri
 	pause(ctx, 2*time.Second)
 
 	stage("what green wrote, read on blue")
-	var missing []string
+	var missing checklist
+	check := missing.check
 	rows, err := tb.MariaDB["blue"].SQL(ctx, tb.Bins, "SELECT COUNT(*) FROM "+greenTable)
-	check := func(what string, ok bool) {
-		fmt.Printf("    %-52s %s\n", what+":", map[bool]string{true: "yes", false: "NO"}[ok])
-		if !ok {
-			missing = append(missing, what)
-		}
-	}
 	check("3 rows in "+greenTable, err == nil && strings.TrimSpace(rows) == "3")
 	dir, err := claimDir(ctx, blueKC, ns, claim)
 	if err == nil {
@@ -308,6 +273,62 @@ func rollBackCarryingWrites(ctx context.Context, tb *testbed.Testbed, ferry stri
 		return fmt.Errorf("blue lacks what green wrote: %s", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// checklist collects what a demo looked for and did not find, printing each look: what, yes or NO.
+type checklist []string
+
+func (c *checklist) check(what string, ok bool) {
+	fmt.Printf("    %-52s %s\n", what+":", map[bool]string{true: "yes", false: "NO"}[ok])
+	if !ok {
+		*c = append(*c, what)
+	}
+}
+
+// freshTestbed stops a previous testbed in dir and starts a persistent one with everything
+// (clusters blue and green, servers for both, the backup MinIO with bucket ferry), the ferry
+// binary installed for mover pods.
+func freshTestbed(ctx context.Context, dir, ferry string) (*testbed.Testbed, error) {
+	if _, err := os.Stat(ferry); err != nil {
+		return nil, fmt.Errorf("ferry binary: %w (make build writes bin/ferry)", err)
+	}
+	stage("stopping a previous testbed in %s, if any", dir)
+	if old, err := testbed.Load(dir); err == nil {
+		if err := old.Stop(ctx); err != nil {
+			return nil, err
+		}
+	}
+	stage("starting a fresh testbed (clusters blue and green, MinIO, MariaDB, PostgreSQL)")
+	opts := testbed.Everything
+	opts.Dir, opts.Persistent = dir, true
+	tb, err := testbed.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := tb.MinIO["backup"].CreateBucket(ctx, "ferry"); err != nil {
+		return nil, err
+	}
+	// Mover pods exec `ferry` in the testbed.
+	if err := tb.InstallExecutable(ferry); err != nil {
+		return nil, fmt.Errorf("install %s for mover pods: %w", ferry, err)
+	}
+	return tb, nil
+}
+
+// runShown runs a ferry command with its stderr shown on ours but for its INFO log lines, and
+// whole in the file log; it returns what the command wrote on stdout and stderr.
+func runShown(cmd *exec.Cmd, log string) (stdout, stderr string, err error) {
+	f, err := os.Create(log)
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	var out, errOut strings.Builder
+	shown := &quietInfo{out: os.Stderr}
+	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(shown, &errOut, f)
+	err = cmd.Run()
+	shown.flush()
+	return out.String(), errOut.String(), err
 }
 
 // claimDir is the folder of the testbed's volume bound to a claim.
@@ -377,6 +398,21 @@ func (q *quietInfo) flush() {
 	q.out.Write(q.buf)
 	q.buf = nil
 }
+
+// shellJoin joins a command's arguments as a shell reads them back: an argument with characters
+// a shell would take for its own (a storage URL's ? and &) in single quotes.
+func shellJoin(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool { return !strings.ContainsRune(shellSafe, r) }) {
+			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(quoted, " ")
+}
+
+const shellSafe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@%+"
 
 func stage(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)

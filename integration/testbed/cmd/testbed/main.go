@@ -1,5 +1,5 @@
 // Command testbed builds, starts and stops ferry's local testbed for people (make testbed-up,
-// make testbed-down, make demo); Go tests start their own through the testbed package.
+// make testbed-down, make demo, make demo-upgrade); Go tests start their own through the testbed package.
 //
 //	testbed build                 build or find every binary, printing progress
 //	testbed up [-dir D]           start blue, green, three MinIO and two MariaDB; print how to reach them
@@ -10,6 +10,9 @@
 //	testbed demo -ferry F [-fixtures D] [-dir D]
 //	                              a fresh testbed, the platform and its data on blue, ferry migrate to
 //	                              green behind HAProxy with a client counting answers (demo.go)
+//	testbed demo-upgrade -ferry F [-dir D]
+//	                              a fresh testbed, the sample platform's release 1 and its data on blue,
+//	                              release 2 on green, ferry migrate --upgrade (demo_upgrade.go)
 package main
 
 import (
@@ -40,13 +43,15 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: testbed build|up|down|info|apply|kubectl|demo [flags]")
+		return fmt.Errorf("usage: testbed build|up|down|info|apply|kubectl|demo|demo-upgrade [flags]")
 	}
 	switch args[0] {
 	case "kubectl":
 		return kubectl(ctx, filepath.Join(os.TempDir(), "ferry-testbed"), args[1:])
 	case "demo":
 		return demo(ctx, args[1:])
+	case "demo-upgrade":
+		return demoUpgrade(ctx, args[1:])
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "ferry-testbed"), "folder holding the testbed's state")
@@ -81,7 +86,7 @@ func run(ctx context.Context, args []string) error {
 	case "apply":
 		return apply(ctx, *dir, *cluster, fs.Args())
 	}
-	return fmt.Errorf("unknown command %q: want build, up, down, info, apply, kubectl or demo", args[0])
+	return fmt.Errorf("unknown command %q: want build, up, down, info, apply, kubectl, demo or demo-upgrade", args[0])
 }
 
 func up(ctx context.Context, dir string) error {
