@@ -13,9 +13,6 @@ import (
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/plans"
 	"golang.org/x/sync/errgroup"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // kubeflowPair is the shared fixtures' two Kubeflow releases beside the checkout, when they are
@@ -139,22 +136,10 @@ func imageChange(changes []plans.ImageChange, namespace, name, container string)
 	return changes[i], true
 }
 
-var pytorchJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
-
 // addPyTorchJob puts a PyTorchJob on the cluster: a user's training job of release 1.
 func addPyTorchJob(t *testing.T, c *testbed.Cluster, namespace, name string) {
 	t.Helper()
-	_, dyn, err := c.Clients()
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-		"metadata": map[string]any{"name": name, "namespace": namespace},
-		"spec": map[string]any{"pytorchReplicaSpecs": map[string]any{"Master": map[string]any{"replicas": int64(1),
-			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "pytorch", "image": "pytorch/pytorch:2.7.1"}}}}}}},
-	}}
-	if _, err := dyn.Resource(pytorchJobs).Namespace(namespace).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+	if err := c.AddPyTorchJob(context.Background(), namespace, name); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,14 +17,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// upgradePair readies the sample platform's upgrade: blue runs release 1 with alice's and bob's
-// profiles, their workspaces' files, the Pipelines database and bucket (served by the testbed's
-// servers named after blue) and a PyTorchJob of alice's; green runs release 2, its database and
-// MinIO served by servers of its own, with its own credentials.
-func upgradePair(t *testing.T) (blue, green side) {
+// upgradePair readies an upgrade, once per test run: blue runs blueFiles (a release with its
+// profiles), the platform's data (SeedPlatform, served by the testbed's servers named after
+// blue), a file in each of claims and job, a user's PyTorchJob; green runs greenFiles (the next
+// release without profiles), its database and MinIO served by servers of its own, with its own
+// credentials.
+func upgradePair(t *testing.T, blueName, greenName string, blueFiles, greenFiles []string, claims [][2]string, job [2]string) (blue, green side) {
 	t.Helper()
 	ctx := context.Background()
-	bc, gc := upgradeCluster(t, "upgrade-blue"), upgradeCluster(t, "upgrade-green")
+	bc, gc := upgradeCluster(t, blueName), upgradeCluster(t, greenName)
 	for _, name := range []string{bc.Name, gc.Name} {
 		if err := tb.AddServers(ctx, name); err != nil {
 			t.Fatal(err)
@@ -33,33 +34,30 @@ func upgradePair(t *testing.T) (blue, green side) {
 	if err := gc.ApplyStandardStorageClass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v1, v2 := filepath.Join(repoDir(), "examples", "platform"), filepath.Join(repoDir(), "examples", "platform-v2")
-	applyReleases(t, bc, []string{filepath.Join(v1, "00-crds.yaml"), filepath.Join(v1, "10-platform.yaml"), filepath.Join(v1, "20-profiles.yaml")},
-		gc, []string{filepath.Join(v2, "00-crds.yaml"), filepath.Join(v2, "10-platform.yaml")})
-	upgradeOnce.Do(func() { upgradeErr = seedUpgradeBlue(ctx, bc, gc) })
-	if upgradeErr != nil {
-		t.Fatal(upgradeErr)
+	applyReleases(t, bc, blueFiles, gc, greenFiles)
+	upgradeMu.Lock()
+	defer upgradeMu.Unlock()
+	if !upgradeSeeded[bc.Name] {
+		if err := seedUpgradeBlue(ctx, bc, gc, claims); err != nil {
+			t.Fatal(err)
+		}
+		upgradeSeeded[bc.Name] = true
 	}
 	_, bkc := clients(t, bc.Name)
 	runningPod(t, bkc, "kubeflow", "app=mysql")
 	runningPod(t, bkc, "kubeflow", "app=minio")
-	if _, dyn, err := bc.Clients(); err != nil {
-		t.Fatal(err)
-	} else if _, err := dyn.Resource(pytorchJobs).Namespace("alice").Get(ctx, "train", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		addPyTorchJob(t, bc, "alice", "train")
-	}
-	blue = side{name: bc.Name, cluster: bc, mariadb: tb.MariaDB[bc.Name], minio: tb.MinIO[bc.Name]}
-	green = side{name: gc.Name, cluster: gc, mariadb: tb.MariaDB[gc.Name], minio: tb.MinIO[gc.Name]}
-	return blue, green
+	ensurePyTorchJob(t, bc, job[0], job[1])
+	return serversOf(bc), serversOf(gc)
 }
 
-// seedUpgradeBlue puts the data on blue (once per test run) and serves green's platform pods.
-func seedUpgradeBlue(ctx context.Context, bc, gc *testbed.Cluster) error {
+// seedUpgradeBlue puts the data on blue (once per test run), a file in each of the tenants'
+// claims, and serves green's platform pods.
+func seedUpgradeBlue(ctx context.Context, bc, gc *testbed.Cluster, claims [][2]string) error {
 	if _, err := tb.SeedPlatform(ctx, bc, tb.DataDir); err != nil {
 		return err
 	}
-	for _, claim := range [][2]string{{"alice", "workspace-alice-nb"}, {"bob", "workspace-bob-nb"}} {
-		dir, err := tb.DataDir("upgrade-" + claim[1])
+	for _, claim := range claims {
+		dir, err := tb.DataDir(bc.Name + "-" + claim[1])
 		if err != nil {
 			return err
 		}
@@ -80,8 +78,9 @@ func seedUpgradeBlue(ctx context.Context, bc, gc *testbed.Cluster) error {
 }
 
 var (
-	upgradeOnce sync.Once
-	upgradeErr  error
+	upgradeMu sync.Mutex
+	// upgradeSeeded are the blue clusters whose data seedUpgradeBlue put there.
+	upgradeSeeded = map[string]bool{}
 )
 
 // upgradePlatformNamespaces are the namespaces of the sample platform's releases.
@@ -112,24 +111,90 @@ func clusterState(t *testing.T, s side, namespaces []string) map[string]map[stri
 	return out
 }
 
-// TestMigrateUpgrade is the blue-green upgrade of the sample platform, release 1 on blue to
-// release 2 on green (examples/platform, platform-v2): ferry migrate --upgrade refuses while a
-// user's PyTorchJob has no place in release 2, naming it, and changes nothing; with --leave-behind
-// it moves the state only. After it, green's release is exactly as installed (nothing of release 1
-// leaked: no Training Operator, no PyTorchJob CRD, the AuthorizationPolicy CRD stored in v1), and
-// the tenants' objects, their volumes' files, the database's rows and the bucket are on green, by
-// the independent checker; the report has the upgrade's section.
+// upgradeCase is an upgrade of one platform's release on blue to the next on green.
+type upgradeCase struct {
+	blue, green side
+	// platform are the releases' namespaces; tenants the users' namespaces (and Profiles), claims
+	// those of the tenants' claims that hold files.
+	platform, tenants []string
+	claims            [][2]string
+	// job is the user's PyTorchJob (namespace, name), a kind green's release removed.
+	job [2]string
+	// flags are more flags of ferry migrate; removedCRDs how many CRDs green's release removed;
+	// gone names objects of blue's release that must not be on green.
+	flags       []string
+	removedCRDs int
+	gone        []string
+}
+
+// TestMigrateUpgrade is the blue-green upgrade of a platform: ferry migrate --upgrade refuses while
+// a user's PyTorchJob has no place in green's release, naming it, and changes nothing; with
+// --leave-behind it moves the state only. After it, green's release is exactly as installed
+// (nothing of blue's leaked: no Training Operator, no PyTorchJob CRD, CRDs as green stores them),
+// and the tenants' objects, their volumes' files, the database's rows and the bucket are on green,
+// by the independent checker; the report has the upgrade's section. First with the sample's two
+// releases (examples/platform, platform-v2), then, when ../shared/fixtures holds them, with
+// Kubeflow v1.10.2 and v1.11.0.
 func TestMigrateUpgrade(t *testing.T) {
-	blue, green := upgradePair(t)
-	url := backupMinIO(t, "migrate-upgrade")
-	before := clusterState(t, green, upgradePlatformNamespaces)
-	args := []string{"--storage", url, "migrate", "--upgrade", "--preset", "kubeflow", "--from", blue.name, "--to", green.name}
+	t.Run("sample", func(t *testing.T) {
+		v1, v2 := filepath.Join(repoDir(), "examples", "platform"), filepath.Join(repoDir(), "examples", "platform-v2")
+		claims, job := [][2]string{{"alice", "workspace-alice-nb"}, {"bob", "workspace-bob-nb"}}, [2]string{"alice", "train"}
+		blue, green := upgradePair(t, "upgrade-blue", "upgrade-green",
+			[]string{filepath.Join(v1, "00-crds.yaml"), filepath.Join(v1, "10-platform.yaml"), filepath.Join(v1, "20-profiles.yaml")},
+			[]string{filepath.Join(v2, "00-crds.yaml"), filepath.Join(v2, "10-platform.yaml")}, claims, job)
+		upgradeCase{blue: blue, green: green, platform: upgradePlatformNamespaces, tenants: []string{"alice", "bob"},
+			claims: claims, job: job, removedCRDs: 1,
+			gone: []string{"apps/v1 Deployment kubeflow/training-operator", "apiextensions.k8s.io/v1 CustomResourceDefinition pytorchjobs.kubeflow.org",
+				"rbac.authorization.k8s.io/v1 ClusterRole training-operator"}}.run(t)
+	})
+	t.Run("kubeflow", func(t *testing.T) {
+		older, newer, ok := kubeflowPair()
+		if !ok {
+			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0 are in ../shared/fixtures, which this checkout does not sit beside")
+		}
+		claims, job := [][2]string{{"kubeflow-user-example-com", "test-workspace"}}, [2]string{"ml-team-vision", "resnet-ddp"}
+		blue, green := upgradePair(t, "kf110-blue", "kf111-green",
+			[]string{filepath.Join(older, "crds.yaml"), filepath.Join(older, "platform.yaml"), filepath.Join(older, "profiles.yaml")},
+			[]string{filepath.Join(newer, "crds.yaml"), filepath.Join(newer, "platform.yaml")}, claims, job)
+		var gone []string
+		for _, kind := range []string{"jax", "mpi", "paddle", "pytorch", "tf", "xgboost"} {
+			gone = append(gone, "apiextensions.k8s.io/v1 CustomResourceDefinition "+kind+"jobs.kubeflow.org")
+		}
+		upgradeCase{blue: blue, green: green, platform: []string{"kubeflow", "kubeflow-system", "istio-system", "auth", "cert-manager", "knative-serving", "oauth2-proxy"},
+			tenants: []string{"kubeflow-user-example-com", "ml-team-vision", "dkim-research"}, claims: claims, job: job, removedCRDs: 6, gone: append(gone, "apps/v1 Deployment kubeflow/training-operator"),
+			// Katib's database and the claims of the other notebooks are not served by the testbed.
+			flags: []string{"--storage-class-map", "gp3=standard,nfs-client=standard", "--allow-skipped"}}.run(t)
+	})
+}
+
+func serversOf(c *testbed.Cluster) side {
+	return side{name: c.Name, cluster: c, mariadb: tb.MariaDB[c.Name], minio: tb.MinIO[c.Name]}
+}
+
+// ensurePyTorchJob puts a PyTorchJob on the cluster unless it is there.
+func ensurePyTorchJob(t *testing.T, c *testbed.Cluster, namespace, name string) {
+	t.Helper()
+	_, dyn, err := c.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(testbed.PyTorchJobs).Namespace(namespace).Get(context.Background(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		addPyTorchJob(t, c, namespace, name)
+	}
+}
+
+func (c upgradeCase) run(t *testing.T) {
+	blue, green := c.blue, c.green
+	url := backupMinIO(t, "migrate-upgrade-"+blue.name)
+	before := clusterState(t, green, c.platform)
+	args := append([]string{"--storage", url, "migrate", "--upgrade", "--preset", "kubeflow", "--from", blue.name, "--to", green.name}, c.flags...)
+	job := "PyTorchJob " + c.job[0] + "/" + c.job[1]
 
 	code, out, errOut := runFerry(t, args...)
-	if code != 3 || !strings.Contains(out+errOut, "PyTorchJob alice/train") || !strings.Contains(out+errOut, "--leave-behind pytorchjobs.kubeflow.org") {
-		t.Fatalf("ferry migrate --upgrade with a PyTorchJob in alice exited %d, want 3 naming it\nstdout: %s\nstderr: %s", code, out, errOut)
+	if code != 3 || !strings.Contains(out+errOut, job) || !strings.Contains(out+errOut, "--leave-behind pytorchjobs.kubeflow.org") {
+		t.Fatalf("ferry migrate --upgrade with %s exited %d, want 3 naming it\nstdout: %s\nstderr: %s", job, code, out, errOut)
 	}
-	if diffs := stateDiffs(before, clusterState(t, green, upgradePlatformNamespaces)); len(diffs) > 0 {
+	if diffs := stateDiffs(before, clusterState(t, green, c.platform)); len(diffs) > 0 {
 		t.Fatalf("the refused upgrade changed green: %s", strings.Join(diffs, "; "))
 	}
 
@@ -142,7 +207,7 @@ func TestMigrateUpgrade(t *testing.T) {
 		t.Fatalf("the report is not JSON (%v): %s", err, out)
 	}
 	if rep.State != migrate.Shifted || rep.Upgrade == nil || !slices.Equal(rep.Upgrade.LeaveBehind, []string{"pytorchjobs.kubeflow.org"}) ||
-		len(rep.Upgrade.Release.CRDsRemoved) != 1 || len(rep.Upgrade.Release.ComponentsAdded) != 1 {
+		len(rep.Upgrade.Release.CRDsRemoved) != c.removedCRDs || len(rep.Upgrade.Release.ComponentsAdded) == 0 {
 		t.Fatalf("the report: state %s, upgrade %+v", rep.State, rep.Upgrade)
 	}
 	if v := rep.Verification; v == nil || v.Counts["objects"]["left"] == 0 || v.Counts["objects"]["identical"] == 0 || len(v.Items) > 0 {
@@ -151,30 +216,29 @@ func TestMigrateUpgrade(t *testing.T) {
 
 	// Green's release is as installed: everything of its namespaces and every cluster-scoped
 	// object but the tenants' Namespaces and Profiles.
-	after := clusterState(t, green, upgradePlatformNamespaces)
+	after := clusterState(t, green, c.platform)
 	for id := range after {
-		if _, ok := before[id]; !ok && tenantObject(id) {
+		if _, ok := before[id]; !ok && c.tenantObject(id) {
 			delete(after, id)
 		}
 	}
 	for _, d := range stateDiffs(before, after) {
 		t.Errorf("green's release changed: %s", d)
 	}
-	for _, id := range []string{"apps/v1 Deployment kubeflow/training-operator", "apiextensions.k8s.io/v1 CustomResourceDefinition pytorchjobs.kubeflow.org",
-		"rbac.authorization.k8s.io/v1 ClusterRole training-operator"} {
+	for _, id := range c.gone {
 		if _, ok := after[id]; ok {
-			t.Errorf("release 1's %s is on green", id)
+			t.Errorf("blue's release's %s is on green", id)
 		}
 	}
 
 	// The state is on green, by the independent checker: the tenants' namespaces (but the
 	// PyTorchJob, left on blue), their files, the database and the bucket.
-	scope := checkScope{namespaces: []string{"alice", "bob"}, claims: [][2]string{{"alice", "workspace-alice-nb"}, {"bob", "workspace-bob-nb"}},
-		mysqlSchemas: []string{"mlpipeline", "cachedb"}, buckets: []string{testbed.PlatformBucket}}
+	scope := checkScope{namespaces: c.tenants, claims: c.claims, mysqlSchemas: []string{"mlpipeline", "cachedb"}, buckets: []string{testbed.PlatformBucket},
+		storageClassMap: map[string]string{"gp3": "standard", "nfs-client": "standard"}}
 	for _, d := range checkDifferences(t, blue, green, scope) {
 		switch {
 		case d == "type kubeflow.org/v1, Resource=pytorchjobs (1 objects on blue) is not served on green":
-		case strings.HasPrefix(d, "object ") && !tenantObject(strings.SplitN(strings.TrimPrefix(d, "object "), ":", 2)[0]):
+		case strings.HasPrefix(d, "object ") && !c.tenantObject(strings.SplitN(strings.TrimPrefix(d, "object "), ":", 2)[0]):
 			// Cluster-scoped objects of the releases, which differ by design.
 		case allowedBy(d) != nil:
 		default:
@@ -192,10 +256,10 @@ func TestMigrateUpgrade(t *testing.T) {
 	}
 }
 
-// tenantObject says whether an object ID of the checker names a tenant's object: in alice's or
-// bob's namespace, or their Namespace or Profile.
-func tenantObject(id string) bool {
-	for _, tenant := range []string{"alice", "bob"} {
+// tenantObject says whether an object ID of the checker names a tenant's object: in a tenant's
+// namespace, or its Namespace or Profile.
+func (c upgradeCase) tenantObject(id string) bool {
+	for _, tenant := range c.tenants {
 		if strings.Contains(id, " "+tenant+"/") || strings.HasSuffix(id, " Namespace "+tenant) || strings.HasSuffix(id, " Profile "+tenant) {
 			return true
 		}

@@ -13,6 +13,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // The platform's data (the kfp MySQL and MinIO of namespace kubeflow, as the Kubeflow fixture and
@@ -178,6 +180,28 @@ func (c *Cluster) setSecret(ctx context.Context, namespace, name string, data ma
 	secret.Data, secret.StringData = data, nil
 	if _, err = kc.CoreV1().Secrets(namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("secret %s/%s on %s: %w", namespace, name, c.Name, err)
+	}
+	return nil
+}
+
+// PyTorchJobs is the resource of release 1's PyTorchJob, a kind the sample's release 2 (and Kubeflow
+// v1.11.0) removed.
+var PyTorchJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
+
+// AddPyTorchJob puts a PyTorchJob on the cluster: a user's training job of release 1.
+func (c *Cluster) AddPyTorchJob(ctx context.Context, namespace, name string) error {
+	_, dyn, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	job := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec": map[string]any{"pytorchReplicaSpecs": map[string]any{"Master": map[string]any{"replicas": int64(1),
+			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "pytorch", "image": "pytorch/pytorch:2.7.1"}}}}}}},
+	}}
+	if _, err := dyn.Resource(PyTorchJobs).Namespace(namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("PyTorchJob %s/%s on %s: %w", namespace, name, c.Name, err)
 	}
 	return nil
 }

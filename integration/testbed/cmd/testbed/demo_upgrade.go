@@ -31,10 +31,9 @@ const (
 )
 
 var (
-	pytorchJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
-	profiles    = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "profiles"}
-	notebooks   = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "notebooks"}
-	crds        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	profiles  = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "profiles"}
+	notebooks = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "notebooks"}
+	crds      = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
 // demoUpgrade runs the blue-green platform upgrade end to end on a fresh persistent testbed:
@@ -107,7 +106,7 @@ func demoUpgrade(ctx context.Context, args []string) error {
 	apiReplicas := *api.Spec.Replicas
 
 	stage("alice starts a training job on blue: %s (kubeflow.org/v1, a kind release 2 no longer has)", pytorchJob)
-	if err := addPyTorchJob(ctx, blue, "alice", "train"); err != nil {
+	if err := blue.AddPyTorchJob(ctx, "alice", "train"); err != nil {
 		return err
 	}
 
@@ -232,7 +231,7 @@ func upgradeChecks(ctx context.Context, tb *testbed.Testbed, workspaces []string
 	c.check(fmt.Sprintf("%d objects in bucket %s (green's MinIO)", objects, testbed.PlatformBucket), err == nil && len(listed.Contents) == objects)
 
 	fmt.Printf("  left behind, on blue:\n")
-	_, err = blueDyn.Resource(pytorchJobs).Namespace("alice").Get(ctx, "train", metav1.GetOptions{})
+	_, err = blueDyn.Resource(testbed.PyTorchJobs).Namespace("alice").Get(ctx, "train", metav1.GetOptions{})
 	c.check(pytorchJob, err == nil)
 	return c, nil
 }
@@ -247,22 +246,4 @@ func storageVersion(crd *unstructured.Unstructured) string {
 		}
 	}
 	return ""
-}
-
-// addPyTorchJob creates a PyTorchJob of one master on c.
-func addPyTorchJob(ctx context.Context, c *testbed.Cluster, namespace, name string) error {
-	_, dyn, err := c.Clients()
-	if err != nil {
-		return err
-	}
-	job := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-		"metadata": map[string]any{"name": name, "namespace": namespace},
-		"spec": map[string]any{"pytorchReplicaSpecs": map[string]any{"Master": map[string]any{"replicas": int64(1),
-			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "pytorch", "image": "pytorch/pytorch:2.7.1"}}}}}}},
-	}}
-	if _, err := dyn.Resource(pytorchJobs).Namespace(namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("PyTorchJob %s/%s on %s: %w", namespace, name, c.Name, err)
-	}
-	return nil
 }
