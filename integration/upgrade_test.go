@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -11,10 +12,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/migrate"
+	"github.com/ferrykube/ferry/snapshot"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // upgradePair readies an upgrade, once per test run: blue runs blueFiles (a release with its
@@ -125,6 +132,8 @@ type upgradeCase struct {
 	flags       []string
 	removedCRDs int
 	gone        []string
+	// carryBack goes on after the upgrade with writes on green carried back (carryBack).
+	carryBack bool
 }
 
 // TestMigrateUpgrade is the blue-green upgrade of a platform: ferry migrate --upgrade refuses while
@@ -143,7 +152,7 @@ func TestMigrateUpgrade(t *testing.T) {
 			[]string{filepath.Join(v1, "00-crds.yaml"), filepath.Join(v1, "10-platform.yaml"), filepath.Join(v1, "20-profiles.yaml")},
 			[]string{filepath.Join(v2, "00-crds.yaml"), filepath.Join(v2, "10-platform.yaml")}, claims, job)
 		upgradeCase{blue: blue, green: green, platform: upgradePlatformNamespaces, tenants: []string{"alice", "bob"},
-			claims: claims, job: job, removedCRDs: 1,
+			claims: claims, job: job, removedCRDs: 1, carryBack: true,
 			gone: []string{"apps/v1 Deployment kubeflow/training-operator", "apiextensions.k8s.io/v1 CustomResourceDefinition pytorchjobs.kubeflow.org",
 				"rbac.authorization.k8s.io/v1 ClusterRole training-operator"}}.run(t)
 	})
@@ -186,7 +195,7 @@ func ensurePyTorchJob(t *testing.T, c *testbed.Cluster, namespace, name string) 
 func (c upgradeCase) run(t *testing.T) {
 	blue, green := c.blue, c.green
 	url := backupMinIO(t, "migrate-upgrade-"+blue.name)
-	before := clusterState(t, green, c.platform)
+	before, blueBefore := clusterState(t, green, c.platform), clusterState(t, blue, c.platform)
 	args := append([]string{"--storage", url, "migrate", "--upgrade", "--preset", "kubeflow", "--from", blue.name, "--to", green.name}, c.flags...)
 	job := "PyTorchJob " + c.job[0] + "/" + c.job[1]
 
@@ -254,6 +263,134 @@ func (c upgradeCase) run(t *testing.T) {
 		!slices.ContainsFunc(rec.GreenStopped, func(i migrate.QuiesceItem) bool { return i.Namespace == "kubeflow" && i.Name == "ml-pipeline" }) {
 		t.Errorf("the quiesce step did not stop green's ml-pipeline: %+v", rec.GreenStopped)
 	}
+	if c.carryBack && !t.Failed() {
+		c.carryBackAfter(t, url, rep.Run, blueBefore)
+	}
+}
+
+// carryBackAfter is the rollback of an upgrade that took writes: green's release migrates the
+// database's schema (as release 2's MySQL does on its first start: its ConfigMap's migrate.sql),
+// then green takes writes (a row, a file, a bucket object, a ConfigMap and a TrainJob, a kind
+// only release 2 has), and ferry rollback --carry-back brings them to blue: blue's rows equal
+// green's on the columns both schemas have, blue's schema and release are as before the upgrade,
+// and the TrainJob is listed and stays on green.
+func (c upgradeCase) carryBackAfter(t *testing.T, url, run string, blueBefore map[string]map[string]any) {
+	ctx := context.Background()
+	blue, green := c.blue, c.green
+	gkc, gdyn, err := green.cluster.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	migration, err := gkc.CoreV1().ConfigMaps("kubeflow").Get(ctx, "mlpipeline-schema-migration", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blueSchema := mysqlColumns(t, blue)
+	if _, err := green.mariadb.SQL(ctx, tb.Bins, migration.Data["migrate.sql"]+`
+INSERT INTO mlpipeline.run_details (id, name, score, state) VALUES (9001, 'green-run', 0.5, 'RUNNING');
+UPDATE mlpipeline.run_details SET score = 1.25 WHERE id = 7;
+DELETE FROM mlpipeline.run_details WHERE id = 8;
+INSERT INTO mlpipeline.run_metrics VALUES (9001, 'loss', 0.1);`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gkc.CoreV1().ConfigMaps("alice").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "written-on-green"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	trainJob := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+		"metadata": map[string]any{"name": "green-only", "namespace": "alice"}, "spec": map[string]any{"runtimeRef": map[string]any{"name": "torch-distributed"}}}}
+	if _, err := gdyn.Resource(schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"}).Namespace("alice").Create(ctx, trainJob, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeClaimFile(ctx, green, c.claims[0], "written-on-green.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := green.minio.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(testbed.PlatformBucket), Key: aws.String("written-on-green"),
+		Body: strings.NewReader("green")}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := runFerry(t, "--storage", url, "rollback", "--run", run, "--carry-back", "-o", "json")
+	if code != 0 {
+		t.Fatalf("ferry rollback --carry-back after the upgrade exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	var rep migrate.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("the report is not JSON (%v): %s", err, out)
+	}
+	if cb := rep.CarryBack; cb == nil || cb.Moved == nil || !slices.ContainsFunc(cb.Moved.Items, func(i snapshot.ReportItem) bool {
+		return i.Status == snapshot.StatusLeft && strings.Contains(i.Name, "TrainJob alice/green-only")
+	}) {
+		t.Errorf("the carry-back does not list the TrainJob left on green: %+v", rep.CarryBack)
+	}
+	// Blue's schema is as it was; its rows are green's on the columns both have.
+	if got := mysqlColumns(t, blue); !maps.Equal(got, blueSchema) {
+		t.Errorf("blue's schema changed: %v, was %v", got, blueSchema)
+	}
+	shared := func(s side) string {
+		out, err := s.mariadb.SQL(ctx, tb.Bins, "SELECT id, name, score FROM mlpipeline.run_details ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if b, g := shared(blue), shared(green); b != g || !strings.Contains(b, "green-run") {
+		t.Errorf("blue's run_details differ from green's on the shared columns (%d and %d bytes)", len(b), len(g))
+	}
+	// The tenants' objects, files and bucket are green's; blue's release is as before the upgrade.
+	scope := checkScope{namespaces: c.tenants, claims: c.claims, buckets: []string{testbed.PlatformBucket}}
+	for _, d := range checkDifferences(t, blue, green, scope) {
+		switch {
+		case strings.Contains(d, "pytorchjobs") || strings.Contains(d, "trainjobs") || strings.Contains(d, "TrainJob alice/green-only"):
+			// Each release's own kind stays where it is.
+		case strings.HasPrefix(d, "object ") && !c.tenantObject(strings.SplitN(strings.TrimPrefix(d, "object "), ":", 2)[0]):
+		case allowedBy(d) != nil:
+		default:
+			t.Errorf("after the carry-back: %s", d)
+		}
+	}
+	after := clusterState(t, blue, c.platform)
+	for id := range after {
+		if _, ok := blueBefore[id]; !ok && c.tenantObject(id) {
+			delete(after, id)
+		}
+	}
+	for _, d := range stateDiffs(blueBefore, after) {
+		t.Errorf("blue's release changed: %s", d)
+	}
+}
+
+// mysqlColumns lists the columns of the mlpipeline schema of a side's MariaDB: "table.column type".
+func mysqlColumns(t *testing.T, s side) map[string]bool {
+	t.Helper()
+	out, err := s.mariadb.SQL(context.Background(), tb.Bins, "SELECT CONCAT(table_name, '.', column_name, ' ', column_type) FROM information_schema.columns WHERE table_schema = 'mlpipeline'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := map[string]bool{}
+	for _, line := range strings.Fields(strings.ReplaceAll(out, " ", "_")) {
+		cols[line] = true
+	}
+	return cols
+}
+
+// writeClaimFile writes a file into a claim of a side, in the folder its volume is.
+func writeClaimFile(ctx context.Context, s side, claim [2]string, name string) error {
+	kc, _, err := s.cluster.Clients()
+	if err != nil {
+		return err
+	}
+	pvc, err := kc.CoreV1().PersistentVolumeClaims(claim[0]).Get(ctx, claim[1], metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	pv, err := kc.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if pv.Spec.HostPath == nil {
+		return fmt.Errorf("volume %s of %s/%s is not a host path", pv.Name, claim[0], claim[1])
+	}
+	return os.WriteFile(filepath.Join(pv.Spec.HostPath.Path, name), []byte("written on "+s.name), 0o644)
 }
 
 // tenantObject says whether an object ID of the checker names a tenant's object: in a tenant's
