@@ -43,12 +43,12 @@ func (c Contents) Verify(ctx context.Context, r *snapshot.Reader, report *snapsh
 		}
 	}
 	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
-		c.verifyVolume(ctx, report, v, left)
+		c.verifyVolume(ctx, r, report, v, left)
 		return nil
 	})
 }
 
-func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v snapshot.Volume, left map[string]string) {
+func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, v snapshot.Volume, left map[string]string) {
 	ns := c.Mapping.Namespace(v.Namespace)
 	name := ns + "/" + v.Name
 	target, err := c.targetVolume(ctx, ns, v.Name)
@@ -86,7 +86,11 @@ func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v s
 		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: ferry mover pack --list: unreadable result: "+err.Error())
 		return
 	}
-	diffs, identical := compareFiles(v.Files, listed.Files, true)
+	diffs, identical, err := compareFiles(volumeFiles(ctx, r, v), listed.Files, true)
+	if err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: the backup's file list: "+err.Error())
+		return
+	}
 	report.CountN(kindName, snapshot.StatusIdentical, identical)
 	unsteady := map[string]string{}
 	for _, s := range listed.Skipped {
@@ -112,32 +116,58 @@ type fileDiff struct {
 	path, status, detail string
 }
 
+// files hands each of a volume's files in the backup to fn, in the order stored, and returns an
+// error of its own or fn's: snapshot.Reader.VolumeFiles, or a manifest's list in tests.
+type files func(fn func(snapshot.File) error) error
+
+// volumeFiles reads the volume's files from the backup, checked (see Reader.VolumeFiles).
+func volumeFiles(ctx context.Context, r *snapshot.Reader, v snapshot.Volume) files {
+	return func(fn func(snapshot.File) error) error { return r.VolumeFiles(ctx, v, fn) }
+}
+
+// inline hands out a list held in memory.
+func inline(list []snapshot.File) files {
+	return func(fn func(snapshot.File) error) error {
+		for _, f := range list {
+			if err := fn(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // compareFiles compares a volume's files in the backup with those listed on the target: by type,
 // and by size, mode, SHA-256 and hard link (files), mode (directories, FIFOs) or target
-// (symlinks). With extras,
-// files on the target that the backup lacks are differences too (a top-level lost+found
-// excepted: the filesystem makes it). It returns the differences, in the backup's order, and how
-// many files were identical.
-func compareFiles(backup, target []snapshot.File, extras bool) ([]fileDiff, int) {
-	onTarget := make(map[string]snapshot.File, len(target))
-	for _, f := range target {
-		onTarget[strings.TrimSuffix(f.Path, "/")] = f
+// (symlinks). With extras, files on the target that the backup lacks are differences too (a
+// top-level lost+found excepted: the filesystem makes it). It returns the differences, in the
+// backup's order, and how many files were identical. The backup's list is read as a stream,
+// never held: only the target's is, which the mover handed over whole. An error of the backup's
+// list makes the comparison void.
+func compareFiles(backup files, target []snapshot.File, extras bool) ([]fileDiff, int, error) {
+	onTarget := make(map[string]int, len(target))
+	for i, f := range target {
+		onTarget[strings.TrimSuffix(f.Path, "/")] = i
 	}
 	var diffs []fileDiff
 	identical := 0
-	for _, want := range backup {
+	err := backup(func(want snapshot.File) error {
 		key := strings.TrimSuffix(want.Path, "/")
-		got, ok := onTarget[key]
+		i, ok := onTarget[key]
 		if !ok {
 			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusMissing, "not on the target"})
-			continue
+			return nil
 		}
 		delete(onTarget, key)
-		if detail := fileDifference(want, got); detail != "" {
+		if detail := fileDifference(want, target[i]); detail != "" {
 			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusDifferent, detail})
-			continue
+			return nil
 		}
 		identical++
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	if extras {
 		for _, got := range target {
@@ -148,7 +178,7 @@ func compareFiles(backup, target []snapshot.File, extras bool) ([]fileDiff, int)
 			diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
 		}
 	}
-	return diffs, identical
+	return diffs, identical, nil
 }
 
 // fileDifference names every field in which got differs from want, with both values.

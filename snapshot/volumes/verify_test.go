@@ -30,7 +30,7 @@ func TestCompareFilesNamesEveryDifference(t *testing.T) {
 		{Path: "new.txt", Type: "file", Mode: "0644"},
 		{Path: "lost+found/", Type: "dir", Mode: "0700"},
 	}
-	diffs, identical := compareFiles(backupFiles, target, true)
+	diffs, identical := compareInline(backupFiles, target, true)
 	want := []fileDiff{
 		{"data/b.csv", snapshot.StatusDifferent, "sha256: backup bbb, target b0b"},
 		{"data/c.csv", snapshot.StatusDifferent, "size: backup 3, target 4; mode: backup 0640, target 0600; sha256: backup ccc, target cccc"},
@@ -43,7 +43,7 @@ func TestCompareFilesNamesEveryDifference(t *testing.T) {
 	if !reflect.DeepEqual(diffs, want) || identical != 2 {
 		t.Fatalf("got %d identical and\n%+v\nwant 2 and\n%+v", identical, diffs, want)
 	}
-	if diffs, _ := compareFiles(backupFiles, target, false); len(diffs) != len(want)-1 {
+	if diffs, _ := compareInline(backupFiles, target, false); len(diffs) != len(want)-1 {
 		t.Fatalf("without extras: %+v", diffs)
 	}
 }
@@ -58,7 +58,7 @@ func TestCheckRestoredCountsAndFails(t *testing.T) {
 		{File: snapshot.File{Path: "smuggled", Type: "file"}, Action: ActionWritten},
 	}, Notes: []string{"owners are not set"}}
 	var report snapshot.Report
-	Contents{}.checkRestored(&report, "bob/ws", v, res)
+	Contents{}.checkRestored(&report, "bob/ws", inline(v.Files), res)
 	counts := report.Counts["volumes"]
 	if counts[snapshot.StatusRestored] != 1 || counts[snapshot.StatusUnchanged] != 1 || counts[snapshot.StatusUpdated] != 1 ||
 		counts[snapshot.StatusFailed] != 2 || counts[snapshot.StatusSkipped] != 1 {
@@ -72,4 +72,13 @@ func TestCheckRestoredCountsAndFails(t *testing.T) {
 	if !reflect.DeepEqual(report.Items, want) {
 		t.Errorf("items\n%+v\nwant\n%+v", report.Items, want)
 	}
+}
+
+// compareInline is compareFiles of a list held in memory, which cannot fail to be read.
+func compareInline(backup, target []snapshot.File, extras bool) ([]fileDiff, int) {
+	diffs, identical, err := compareFiles(inline(backup), target, extras)
+	if err != nil {
+		panic(err)
+	}
+	return diffs, identical
 }
