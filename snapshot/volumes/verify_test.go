@@ -1,6 +1,8 @@
 package volumes
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -81,4 +83,30 @@ func compareInline(backup, target []snapshot.File, extras bool) ([]fileDiff, int
 		panic(err)
 	}
 	return diffs, identical
+}
+
+// A backup's file list that fails its check, even at its end, voids the comparison: a restore
+// then applies nothing and a verify reports no file identical.
+func TestBadFileListVoidsTheComparison(t *testing.T) {
+	list := []snapshot.File{{Path: "a", Type: "file", Mode: "0644", Size: 1, SHA256: "x"}}
+	corrupt := func(fn func(snapshot.File) error) error {
+		if err := inline(list)(fn); err != nil {
+			return err
+		}
+		return fmt.Errorf("b/volume-files/ns/c.jsonl.zst: SHA-256 differs: %w", snapshot.ErrCorrupt)
+	}
+	if _, _, err := compareFiles(corrupt, list, true); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Errorf("compareFiles of a corrupt list: %v", err)
+	}
+	st := Staged{Files: []StagedFile{{File: list[0]}}}
+	if err := checkStaged("b/volumes/ns/c.tar.zst", corrupt, st); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Errorf("checkStaged with a corrupt list: %v, want ErrCorrupt", err)
+	}
+	if err := checkStaged("b/volumes/ns/c.tar.zst", inline(list), st); err != nil {
+		t.Errorf("checkStaged with a good list: %v", err)
+	}
+	var report snapshot.Report
+	if err := (Contents{}).checkRestored(&report, "ns/c", corrupt, UnpackResult{Files: []UnpackedFile{{File: list[0], Action: ActionWritten}}}); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Errorf("checkRestored with a corrupt list: %v", err)
+	}
 }
