@@ -343,12 +343,15 @@ func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume
 		tarIn.CloseWithError(err)
 	}()
 	var stored string
+	var putErr error
 	files := fileCounter{list: list}
 	skipped, err := storeTar(tarOut, func(compressed io.Reader) error {
-		var err error
-		stored, err = w.Put(ctx, entry.Key, compressed)
-		return err
+		stored, putErr = w.Put(ctx, entry.Key, compressed)
+		return putErr
 	}, files.add)
+	if errors.Is(err, errFileList) && putErr != nil {
+		err = putErr // storage failing: the archive's error says so, naming its file
+	}
 	if err != nil {
 		list.Abort(err)
 		return entry, skipped, err
@@ -370,8 +373,14 @@ type fileCounter struct {
 
 func (c *fileCounter) add(f snapshot.File) error {
 	c.count(f)
-	return c.list.Add(f)
+	if err := c.list.Add(f); err != nil {
+		return fmt.Errorf("%w: %w", errFileList, err)
+	}
+	return nil
 }
+
+// errFileList marks an error of writing a volume's file list.
+var errFileList = errors.New("the volume's file list")
 
 func (c *fileCounter) count(f snapshot.File) {
 	if f.Type == "file" && f.Hardlink == "" {

@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
+)
+
+// BenchmarkBackupVolumeFiles backs up a claim of many small files (1 KiB each) from blue into the
+// backup MinIO with ferry backup, and reports files backed up per second of the whole command and
+// the ferry process's peak RSS, which must not grow with the number of files. The sizes are
+// FERRY_BENCH_VOLUME_FILES, comma-separated (200,000 by default; the goal of issue 15 is
+// 1,000,000). Run: make bench.
+func BenchmarkBackupVolumeFiles(b *testing.B) {
+	sizes := []int{200000}
+	if env := os.Getenv("FERRY_BENCH_VOLUME_FILES"); env != "" {
+		sizes = nil
+		for _, s := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				b.Fatalf("FERRY_BENCH_VOLUME_FILES=%q: want numbers of files, comma-separated", env)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	blue, kc := clientsB(b, "blue")
+	ctx := context.Background()
+	minio := tb.MinIO["backup"]
+	if err := minio.CreateBucket(ctx, "backups"); err != nil {
+		b.Fatal(err)
+	}
+	for _, kv := range minio.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
+	}
+	url := "s3://backups/bench-files?endpoint=" + minio.Endpoint + "&path-style=true"
+	store, err := storage.Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range sizes {
+		ns := fmt.Sprintf("bench-files-%d", n)
+		dir, err := tb.DataDir(ns)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		writeSmallFiles(b, dir, n)
+		b.Logf("%d files of 1 KiB written in %s", n, time.Since(start).Round(time.Millisecond))
+		createClaim(b, kc, ns, "data", nil)
+		if err := blue.BindClaim(ctx, ns, "data", dir); err != nil {
+			b.Fatal(err)
+		}
+		config := filepath.Join(b.TempDir(), "ferry.yaml")
+		if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		runs := 0
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+			var peakRSS int64
+			var took time.Duration
+			for range b.N {
+				runs++
+				name := fmt.Sprintf("%s-%d", ns, runs)
+				cmd := exec.Command(ferryBinary(b), "--storage", url, "backup", "--from", "blue", "-f", config, "--name", name)
+				cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
+				start := time.Now()
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("ferry backup: %v\n%s", err, out)
+				}
+				took += time.Since(start)
+				peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+				b.StopTimer()
+				m, err := snapshot.ReadManifest(ctx, store, name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s := snapshot.Summarize(m); len(s.Volumes) != 1 || s.Volumes[0].Files != n {
+					b.Fatalf("backup %s: %+v, want one volume of %d files", name, s.Volumes, n)
+				}
+				if _, err := snapshot.Delete(ctx, store, name); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "files/s")
+			b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
+		})
+	}
+}
+
+// writeSmallFiles fills dir with n files of 1 KiB, a thousand to a folder, each of its own bytes.
+func writeSmallFiles(b *testing.B, dir string, n int) {
+	b.Helper()
+	data := make([]byte, 1024)
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("d%04d", i/1000))
+		if i%1000 == 0 {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		copy(data, fmt.Sprintf("file %d of %d\n", i, n))
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%07d.txt", i)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
