@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,13 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/memwatch"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
+	"k8s.io/utils/ptr"
 )
 
 // BenchmarkBackupVolumeFiles backs up a claim of many small files (1 KiB each) from blue into the
 // backup MinIO with ferry backup, and reports files backed up per second of the whole command and
-// the ferry process's peak RSS, which must not grow with the number of files. The sizes are
+// the ferry process's peak RSS, which must not grow with the number of files; then it restores
+// the backup onto green and verifies it, reporting files restored per second and the peak heap of
+// each. The sizes are
 // FERRY_BENCH_VOLUME_FILES, comma-separated (200,000 by default; the goal of issue 15 is
 // 1,000,000). Run: make bench.
 func BenchmarkBackupVolumeFiles(b *testing.B) {
@@ -34,7 +40,15 @@ func BenchmarkBackupVolumeFiles(b *testing.B) {
 		}
 	}
 	blue, kc := clientsB(b, "blue")
+	green, gkc := clientsB(b, "green")
 	ctx := context.Background()
+	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		b.Fatal(err)
+	}
+	greenCfg, err := green.RESTConfig()
+	if err != nil {
+		b.Fatal(err)
+	}
 	minio := tb.MinIO["backup"]
 	if err := minio.CreateBucket(ctx, "backups"); err != nil {
 		b.Fatal(err)
@@ -65,8 +79,8 @@ func BenchmarkBackupVolumeFiles(b *testing.B) {
 		if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		runs := 0
-		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+		runs, last := 0, ""
+		b.Run(fmt.Sprintf("backup/files=%d", n), func(b *testing.B) {
 			var peakRSS int64
 			var took time.Duration
 			for range b.N {
@@ -88,13 +102,50 @@ func BenchmarkBackupVolumeFiles(b *testing.B) {
 				if s := snapshot.Summarize(m); len(s.Volumes) != 1 || s.Volumes[0].Files != n {
 					b.Fatalf("backup %s: %+v, want one volume of %d files", name, s.Volumes, n)
 				}
-				if _, err := snapshot.Delete(ctx, store, name); err != nil {
-					b.Fatal(err)
-				}
+				last = name
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "files/s")
 			b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
+		})
+		if last == "" {
+			continue
+		}
+		// The last backup onto green, through the Go API: a restore and a verify, each with the
+		// peak heap of ferry's side.
+		r, err := snapshot.Open(ctx, store, last, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		restores := 0
+		b.Run(fmt.Sprintf("restore/files=%d", n), func(b *testing.B) {
+			var restorePeak, verifyPeak uint64
+			var took time.Duration
+			for range b.N {
+				b.StopTimer()
+				restores++
+				target := fmt.Sprintf("%s-restored-%d", ns, restores)
+				createClaim(b, gkc, target, "data", ptr.To("standard"))
+				c := volumes.Contents{Config: greenCfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{ns: target}}}
+				report := &snapshot.Report{}
+				b.StartTimer()
+				start := time.Now()
+				restorePeak = max(restorePeak, memwatch.Peak(func() { err = c.Restore(ctx, r, report) }))
+				took += time.Since(start)
+				if err != nil || len(report.Items) > 0 || report.Counts["volumes"][snapshot.StatusRestored] < n {
+					b.Fatalf("restore: %v, %v, %+v", err, report.Counts, report.Items)
+				}
+				b.StopTimer()
+				report = &snapshot.Report{}
+				verifyPeak = max(verifyPeak, memwatch.Peak(func() { err = c.Verify(ctx, r, report) }))
+				if err != nil || len(report.Items) > 0 || report.Counts["volumes"][snapshot.StatusIdentical] < n {
+					b.Fatalf("verify: %v, %v, %+v", err, report.Counts, report.Items)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "files/s")
+			b.ReportMetric(float64(restorePeak)/(1<<20), "restore-peak-heap-MiB")
+			b.ReportMetric(float64(verifyPeak)/(1<<20), "verify-peak-heap-MiB")
 		})
 	}
 }

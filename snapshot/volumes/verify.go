@@ -1,9 +1,11 @@
 package volumes
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,14 +18,132 @@ import (
 // ListResult is what `ferry mover pack --list` prints, as one JSON line.
 type ListResult = Listing
 
-// List lists dir's tree as a backup's manifest lists a volume, with every file's SHA-256, without
-// sending contents anywhere. It is Pack read by Index, so both list alike by construction.
+// List lists dir's tree as a backup lists a volume, with every file's SHA-256, without sending
+// contents anywhere. It is Pack read by Index, so both list alike by construction.
 func List(dir string) (Listing, error) {
+	var l Listing
+	skipped, err := listEach(dir, func(f snapshot.File) error {
+		l.Files = append(l.Files, f)
+		return nil
+	})
+	l.Skipped = skipped
+	return l, err
+}
+
+func listEach(dir string, emit func(snapshot.File) error) ([]SkippedFile, error) {
 	out, in := io.Pipe()
 	go func() { in.CloseWithError(Pack(dir, in)) }()
-	listing, err := Index(out)
+	skipped, err := IndexEach(out, emit)
 	out.CloseWithError(err)
-	return listing, err
+	return skipped, err
+}
+
+// WriteList writes List's result to w as one JSON line (a ListResult), each entry as it is
+// listed: the mover holds none of a volume's files.
+func WriteList(dir string, w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	bw.WriteString(`{"files":[`)
+	first := true
+	skipped, err := listEach(dir, func(f snapshot.File) error {
+		line, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		if !first {
+			bw.WriteByte(',')
+		}
+		first = false
+		_, err = bw.Write(line)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	bw.WriteString("]")
+	if len(skipped) > 0 {
+		rest, err := json.Marshal(skipped)
+		if err != nil {
+			return err
+		}
+		bw.WriteString(`,"skipped":`)
+		bw.Write(rest)
+	}
+	bw.WriteString("}\n")
+	return bw.Flush()
+}
+
+// listingReader reads a ListResult as WriteList writes it, an entry at a time.
+type listingReader struct {
+	dec     *json.Decoder
+	inFiles bool
+	done    bool
+	skipped []SkippedFile
+}
+
+func newListingReader(r io.Reader) (*listingReader, error) {
+	l := &listingReader{dec: json.NewDecoder(r)}
+	if err := l.delim('{'); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *listingReader) delim(want json.Delim) error {
+	tok, err := l.dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != want {
+		return fmt.Errorf("%v where %v was due", tok, want)
+	}
+	return nil
+}
+
+// next returns the next entry of the listing; false once there is none. The files Pack left out
+// are in skipped once it returned false.
+func (l *listingReader) next() (snapshot.File, bool, error) {
+	for !l.done {
+		if l.inFiles {
+			if l.dec.More() {
+				var f snapshot.File
+				err := l.dec.Decode(&f)
+				return f, err == nil, err
+			}
+			if err := l.delim(']'); err != nil {
+				return snapshot.File{}, false, err
+			}
+			l.inFiles = false
+			continue
+		}
+		if !l.dec.More() {
+			l.done = true
+			if err := l.delim('}'); err != nil {
+				return snapshot.File{}, false, err
+			}
+			break
+		}
+		tok, err := l.dec.Token()
+		if err != nil {
+			return snapshot.File{}, false, err
+		}
+		switch tok {
+		case "files":
+			if err := l.delim('['); err != nil {
+				return snapshot.File{}, false, err
+			}
+			l.inFiles = true
+		case "skipped":
+			if err := l.dec.Decode(&l.skipped); err != nil {
+				return snapshot.File{}, false, err
+			}
+		default:
+			var skip json.RawMessage
+			if err := l.dec.Decode(&skip); err != nil {
+				return snapshot.File{}, false, err
+			}
+		}
+	}
+	return snapshot.File{}, false, nil
 }
 
 // Verify implements snapshot.Restorer: for every volume of the backup, a mover pod mounts the
@@ -73,27 +193,45 @@ func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *
 	defer stop()
 	ctx, unwatch := whileMoverLives(ctx, c.Client, ns, pod)
 	defer unwatch()
-	var stdout, stderr bytes.Buffer
-	err = c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: []string{"ferry", "mover", "pack", "--list"}, Stdout: &stdout, Stderr: &stderr})
-	if err != nil {
-		err = moverFailed(ctx, c.Client, ns, pod, fmt.Errorf("ferry mover pack --list: %w%s", err, moverStderr(stderr.String())))
-		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
-		return
+	// The target's listing is read as the mover prints it, alongside the backup's list: both are
+	// in the order of a walk of the tree, and neither is held.
+	out, in := io.Pipe()
+	var stderr bytes.Buffer
+	ran := make(chan error, 1)
+	go func() {
+		err := c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+			Command: []string{"ferry", "mover", "pack", "--list"}, Stdout: in, Stderr: &stderr})
+		in.CloseWithError(err)
+		ran <- err
+	}()
+	var listed *listingReader
+	diffs, identical, err := func() ([]fileDiff, int, error) {
+		var err error
+		if listed, err = newListingReader(out); err != nil {
+			return nil, 0, fmt.Errorf("%w: %w", errTargetListing, err)
+		}
+		return compareWalks(volumeFiles(ctx, r, v), listed.next, true)
+	}()
+	if err == nil {
+		io.Copy(io.Discard, out) // the line's end
 	}
-	var listed ListResult
-	if err := json.Unmarshal(stdout.Bytes(), &listed); err != nil {
-		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: ferry mover pack --list: unreadable result: "+err.Error())
-		return
-	}
-	diffs, identical, err := compareFiles(volumeFiles(ctx, r, v), listed.Files, true)
-	if err != nil {
+	out.CloseWithError(errors.New("the listing was not read on")) // a mover still printing stops there
+	execErr := <-ran
+	switch {
+	case err != nil && !errors.Is(err, errTargetListing):
 		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: the backup's file list: "+err.Error())
+		return
+	case execErr != nil:
+		execErr = moverFailed(ctx, c.Client, ns, pod, fmt.Errorf("ferry mover pack --list: %w%s", execErr, moverStderr(stderr.String())))
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+execErr.Error())
+		return
+	case err != nil:
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: ferry mover pack --list: "+err.Error())
 		return
 	}
 	report.CountN(kindName, snapshot.StatusIdentical, identical)
 	unsteady := map[string]string{}
-	for _, s := range listed.Skipped {
+	for _, s := range listed.skipped {
 		unsteady[s.Path] = s.Reason
 	}
 	for _, d := range diffs {
@@ -176,6 +314,97 @@ func compareFiles(backup files, target []snapshot.File, extras bool) ([]fileDiff
 				continue
 			}
 			diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
+		}
+	}
+	return diffs, identical, nil
+}
+
+// walkBefore orders paths as a walk of the tree meets them (filepath.WalkDir: a directory's
+// entries by name, each directory's tree right after it), name by name; a directory's trailing
+// slash does not count.
+func walkBefore(a, b string) int {
+	a, b = strings.TrimSuffix(a, "/"), strings.TrimSuffix(b, "/")
+	for {
+		ha, ra, moreA := strings.Cut(a, "/")
+		hb, rb, moreB := strings.Cut(b, "/")
+		if c := strings.Compare(ha, hb); c != 0 {
+			return c
+		}
+		switch {
+		case !moreA && !moreB:
+			return 0
+		case !moreA:
+			return -1 // a directory before what it holds
+		case !moreB:
+			return 1
+		}
+		a, b = ra, rb
+	}
+}
+
+// errTargetListing marks an error of the target's listing, not the backup's.
+var errTargetListing = errors.New("the target's listing")
+
+// compareWalks is compareFiles of two lists in walk order (see walkBefore), the target's read
+// an entry at a time by next: it holds neither list. A list out of that order is an error,
+// never a wrong comparison.
+func compareWalks(backup files, next func() (snapshot.File, bool, error), extras bool) ([]fileDiff, int, error) {
+	var diffs []fileDiff
+	identical := 0
+	var got snapshot.File
+	have, prevTarget := false, ""
+	advance := func() error {
+		f, ok, err := next()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errTargetListing, err)
+		}
+		if ok && prevTarget != "" && walkBefore(prevTarget, f.Path) >= 0 {
+			return fmt.Errorf("%w: it has %q after %q, not in the order of a walk", errTargetListing, f.Path, prevTarget)
+		}
+		got, have = f, ok
+		if ok {
+			prevTarget = f.Path
+		}
+		return nil
+	}
+	extra := func() {
+		if extras && strings.TrimSuffix(got.Path, "/") != "lost+found" {
+			diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
+		}
+	}
+	if err := advance(); err != nil {
+		return nil, 0, err
+	}
+	prevBackup := ""
+	err := backup(func(want snapshot.File) error {
+		if prevBackup != "" && walkBefore(prevBackup, want.Path) >= 0 {
+			return fmt.Errorf("%w: it has %q after %q, not in the order of a walk", errFileList, want.Path, prevBackup)
+		}
+		prevBackup = want.Path
+		for have && walkBefore(got.Path, want.Path) < 0 {
+			extra()
+			if err := advance(); err != nil {
+				return err
+			}
+		}
+		if !have || walkBefore(got.Path, want.Path) != 0 {
+			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusMissing, "not on the target"})
+			return nil
+		}
+		if detail := fileDifference(want, got); detail != "" {
+			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusDifferent, detail})
+		} else {
+			identical++
+		}
+		return advance()
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	for have {
+		extra()
+		if err := advance(); err != nil {
+			return nil, 0, err
 		}
 	}
 	return diffs, identical, nil
