@@ -71,6 +71,23 @@ func readManifest(t *testing.T, url, backup string) (storage.Backend, *snapshot.
 	return store, m
 }
 
+// volumeFiles reads a volume's files from a backup as restore and verify do: its file list
+// stream (format 4), checked against the manifest and decrypted with ids, or the manifest's own
+// list (format 3 and older).
+func volumeFiles(t *testing.T, store storage.Backend, backup string, v snapshot.Volume, ids ...age.Identity) []snapshot.File {
+	t.Helper()
+	ctx := context.Background()
+	r, err := snapshot.Open(ctx, store, backup, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []snapshot.File
+	if err := r.VolumeFiles(ctx, v, func(f snapshot.File) error { out = append(out, f); return nil }); err != nil {
+		t.Fatalf("the files of volume %s/%s: %v", v.Namespace, v.Name, err)
+	}
+	return out
+}
+
 // runningPod waits for a running pod matching the label selector and returns its name.
 func runningPod(t *testing.T, kc kubernetes.Interface, namespace, selector string) string {
 	t.Helper()

@@ -310,7 +310,7 @@ func TestMoversInQuotaNamespaces(t *testing.T) {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	_, m := readManifest(t, "file://"+storeDir, "quota")
-	if i := slices.IndexFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == ns && v.Name == "files" }); i < 0 || len(m.Volumes[i].Files) < 2 {
+	if i := slices.IndexFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == ns && v.Name == "files" }); i < 0 || m.Volumes[i].List.Entries < 2 {
 		t.Fatalf("the backup lacks claim %s/files or its files: %+v", ns, m.Volumes)
 	}
 	green, greenKC := clients(t, "green")

@@ -87,7 +87,7 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 		return r
 	}
 	r := open("vr-plain")
-	files := len(r.Manifest.Volumes[0].Files)
+	files := int(r.Manifest.Volumes[0].List.Entries)
 	if files < 400 {
 		t.Fatalf("the manifest lists %d files", files)
 	}

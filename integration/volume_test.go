@@ -67,7 +67,7 @@ func TestBackupReadsVolumes(t *testing.T) {
 	}
 	v := m.Volumes[i]
 	byPath := map[string]snapshot.File{}
-	for _, f := range v.Files {
+	for _, f := range volumeFiles(t, store, "with-volume", v) {
 		byPath[f.Path] = f
 	}
 	for name, data := range files {
@@ -149,8 +149,9 @@ func TestBackupMoverDirect(t *testing.T) {
 	}
 	v := m.Volumes[i]
 	sum := sha256.Sum256(data)
-	if len(v.Files) != 1 || v.Files[0].SHA256 != hex.EncodeToString(sum[:]) || !strings.HasSuffix(v.Key, ".age") {
-		t.Fatalf("volume entry %+v", v)
+	if listed := volumeFiles(t, store, "direct", v, id); len(listed) != 1 || listed[0].SHA256 != hex.EncodeToString(sum[:]) || !strings.HasSuffix(v.Key, ".age") ||
+		v.List == nil || !strings.HasSuffix(v.List.Key, ".age") || v.Files != nil {
+		t.Fatalf("volume entry %+v, list %+v, files %+v", v, v.List, listed)
 	}
 	info, err := store.Stat(ctx, snapshot.Prefix("direct")+v.Key)
 	if err != nil {
@@ -298,7 +299,7 @@ INSERT INTO metadb.artifacts VALUES ('minio://mlpipeline/v2/a', '{"k": "välue"}
 	if (code != 0 && code != 3) || strings.Contains(out, "volume "+ns+"/"+claim) {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	_, m := readManifest(t, url, "real-data")
+	store, m := readManifest(t, url, "real-data")
 
 	// Files: walk the folder ourselves.
 	i := slices.IndexFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == ns && v.Name == claim })
@@ -306,7 +307,7 @@ INSERT INTO metadb.artifacts VALUES ('minio://mlpipeline/v2/a', '{"k": "välue"}
 		t.Fatalf("no volume %s/%s in the manifest", ns, claim)
 	}
 	inManifest := map[string]snapshot.File{}
-	for _, f := range m.Volumes[i].Files {
+	for _, f := range volumeFiles(t, store, "real-data", m.Volumes[i]) {
 		inManifest[strings.TrimSuffix(f.Path, "/")] = f
 	}
 	walked := 0

@@ -163,7 +163,10 @@ type Volume struct {
 	Name      string `json:"name"`
 	Key       string `json:"key"`
 	Bytes     int64  `json:"bytes"` // of the files' contents
-	Files     []File `json:"files"`
+	// List is the stream of the volume's files (format 4); read it with Reader.VolumeFiles.
+	List *FileList `json:"list,omitempty"`
+	// Files are the volume's files in a manifest of format 3 or older, which kept them inline.
+	Files []File `json:"files,omitempty"`
 }
 
 // File is an entry of a volume. Path, Link and Hardlink are names as the filesystem has them,
@@ -557,6 +560,9 @@ func DecodeManifest(r io.Reader, name string) (*Manifest, error) {
 		return nil, bad("encryption %q: want age", m.Encryption.Format)
 	}
 	if err := checkDigests(name, &m, seen); err != nil {
+		return nil, err
+	}
+	if err := checkFileLists(name, &m, seen); err != nil {
 		return nil, err
 	}
 	return &m, nil

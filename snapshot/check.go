@@ -85,7 +85,7 @@ func (r *Reader) itemOf(key string) Damaged {
 func (m *Manifest) ItemOf(key string) (kind, name string) {
 	plain := strings.TrimSuffix(key, EncryptedSuffix)
 	for _, v := range m.Volumes {
-		if v.Key == plain || v.Key == key {
+		if v.Key == plain || v.Key == key || v.List != nil && v.List.Key == key {
 			return "volumes", v.Namespace + "/" + v.Name
 		}
 	}

@@ -174,6 +174,10 @@ func Summarize(m *Manifest) Summary {
 
 	for _, v := range m.Volumes {
 		vs := VolumeSummary{Namespace: v.Namespace, Name: v.Name, StoredBytes: stored[v.Key]}
+		if v.List != nil {
+			vs.Files, vs.Bytes = int(v.List.Files), v.List.FileBytes
+			vs.StoredBytes += stored[v.List.Key]
+		}
 		for _, f := range v.Files {
 			if f.Type == "file" {
 				vs.Files++

@@ -216,8 +216,9 @@ func beatFresh(ctx context.Context, store storage.Reader, name string, info stor
 // FormatVersion is the version of the backup format this ferry writes and the newest it reads
 // (docs/format.md). A change that older readers would misread raises it: 2 added keyed digests of
 // Secrets, which a reader of format 1 would take for plain SHA-256 and find every Secret changed;
-// 3 bucket objects' metadata, which a reader of format 2 would silently not restore.
-const FormatVersion = "3"
+// 3 bucket objects' metadata, which a reader of format 2 would silently not restore; 4 volumes'
+// file lists as streams of their own, which a reader of format 3 would take for empty volumes.
+const FormatVersion = "4"
 
 // checkFormat checks a manifest's formatVersion: a positive integer, at most FormatVersion.
 func checkFormat(name, v string) error {

@@ -26,11 +26,7 @@ func newMoverCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return packDirect(cmd.Context(), streams)
 			}
 			if list {
-				listing, err := volumes.List(".")
-				if err != nil {
-					return err
-				}
-				return json.NewEncoder(streams.Out).Encode(listing)
+				return volumes.WriteList(".", streams.Out)
 			}
 			out := bufio.NewWriterSize(streams.Out, 1<<20)
 			if err := volumes.Pack(".", out); err != nil {

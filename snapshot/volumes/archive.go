@@ -82,6 +82,9 @@ func (p *packer) writeSparse(h *tar.Header, f *os.File, data []span) (bool, erro
 	if !utf8.ValidString(h.Name) {
 		records += paxRecord("hdrcharset", "BINARY")
 	}
+	if v := h.PAXRecords[LinksRecord]; v != "" {
+		records += paxRecord(LinksRecord, v)
+	}
 	base := h.Name[strings.LastIndex(h.Name, "/")+1:]
 	ext := ustarHeader("PaxHeaders.0/"+base, tar.TypeXHeader, 0o644, 0, 0, int64(len(records)), 0)
 	entry := ustarHeader("GNUSparseFile.0/"+base, tar.TypeReg, h.Mode, h.Uid, h.Gid, stored, h.ModTime.Unix())

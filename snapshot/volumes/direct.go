@@ -86,9 +86,15 @@ type moverMessage struct {
 	Presign *partAsk `json:"presign,omitempty"`
 	// Uploaded reports a part the server stored, with the ETag it gave.
 	Uploaded *storage.UploadedPart `json:"uploaded,omitempty"`
+	// Files are the next entries of the volume, as packed: the mover sends them as it goes, a
+	// batch at a time, so that neither it nor ferry holds them all.
+	Files []snapshot.File `json:"files,omitempty"`
 	// Result ends the conversation: every part is uploaded.
 	Result *DirectResult `json:"result,omitempty"`
 }
+
+// filesBatch is how many entries a mover sends in one message.
+const filesBatch = 1000
 
 type partAsk struct {
 	Part int32 `json:"part"`
@@ -104,7 +110,9 @@ type partURL struct {
 
 // DirectResult is the mover's last line once the upload's parts are all stored.
 type DirectResult struct {
-	Files []snapshot.File `json:"files"`
+	// Files are the entries not sent before in messages of their own: none, from a mover of this
+	// ferry; all of them, from an older one.
+	Files []snapshot.File `json:"files,omitempty"`
 	// Skipped lists the files left out: they changed while read, twice.
 	Skipped []SkippedFile `json:"skipped,omitempty"`
 	Bytes   int64         `json:"bytes"`  // stored
@@ -133,16 +141,29 @@ func PackDirect(ctx context.Context, dir string, in io.Reader, out io.Writer) er
 		clients: map[bool]*http.Client{false: storage.PresignedHTTPClient(false), true: storage.PresignedHTTPClient(true)}}
 	tarOut, tarIn := io.Pipe()
 	go func() { tarIn.CloseWithError(Pack(dir, tarIn)) }()
-	listing, err := storeTar(tarOut, func(compressed io.Reader) error {
+	var batch []snapshot.File
+	skipped, err := storeTar(tarOut, func(compressed io.Reader) error {
 		if len(recipients) > 0 {
 			compressed = snapshot.Encrypt(compressed, recipients)
 		}
 		return up.upload(ctx, compressed)
+	}, func(f snapshot.File) error {
+		if batch = append(batch, f); len(batch) < filesBatch {
+			return nil
+		}
+		err := conv.send(moverMessage{Files: batch})
+		batch = batch[:0]
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	return conv.send(moverMessage{Result: &DirectResult{Files: listing.Files, Skipped: listing.Skipped,
+	if len(batch) > 0 {
+		if err := conv.send(moverMessage{Files: batch}); err != nil {
+			return err
+		}
+	}
+	return conv.send(moverMessage{Result: &DirectResult{Skipped: skipped,
 		Bytes: up.bytes, SHA256: hex.EncodeToString(up.hash.Sum(nil)), Parts: up.parts}})
 }
 
@@ -346,7 +367,7 @@ func retryPart(err error) (bool, time.Duration) {
 // reported once as presigned, and their sum, the result's bytes and the completed object's size
 // must agree. Every later read of the stream checks its SHA-256 against the manifest.
 func uploadDirect(ctx context.Context, p storage.Presigner, key string, req DirectPackRequest,
-	run func(ctx context.Context, stdin io.Reader, stdout io.Writer) error) (DirectResult, error) {
+	run func(ctx context.Context, stdin io.Reader, stdout io.Writer) error, files func(snapshot.File) error) (DirectResult, error) {
 	id, err := p.CreateUpload(ctx, key)
 	if err != nil {
 		return DirectResult{}, err
@@ -365,7 +386,7 @@ func uploadDirect(ctx context.Context, p storage.Presigner, key string, req Dire
 		stdinR.CloseWithError(errors.New("the mover ended")) // ferry's answers stop there
 		ran <- err
 	}()
-	res, parts, err := servePack(ctx, p, key, id, req, stdinW, stdoutR)
+	res, parts, err := servePack(ctx, p, key, id, req, stdinW, stdoutR, files)
 	stdinW.Close()
 	if err != nil {
 		cancel()
@@ -394,8 +415,9 @@ func uploadDirect(ctx context.Context, p storage.Presigner, key string, req Dire
 }
 
 // servePack holds ferry's side of the conversation until the mover's result, and returns it with
-// the parts to complete the upload with.
-func servePack(ctx context.Context, p storage.Presigner, key, uploadID string, req DirectPackRequest, toMover io.Writer, fromMover io.Reader) (DirectResult, []storage.UploadedPart, error) {
+// the parts to complete the upload with; it hands the volume's entries to files as they come.
+func servePack(ctx context.Context, p storage.Presigner, key, uploadID string, req DirectPackRequest, toMover io.Writer, fromMover io.Reader,
+	files func(snapshot.File) error) (DirectResult, []storage.UploadedPart, error) {
 	enc, dec := json.NewEncoder(toMover), json.NewDecoder(fromMover)
 	if err := enc.Encode(req); err != nil {
 		return DirectResult{}, nil, fmt.Errorf("hand the mover its request: %w", err)
@@ -436,7 +458,19 @@ func servePack(ctx context.Context, p storage.Presigner, key, uploadID string, r
 				return DirectResult{}, nil, fmt.Errorf("the mover reports part %d of %d bytes uploaded, which it has no URL for", u.Number, u.Size)
 			}
 			uploaded[u.Number] = u
+		case m.Files != nil:
+			for _, f := range m.Files {
+				if err := files(f); err != nil {
+					return DirectResult{}, nil, err
+				}
+			}
 		case m.Result != nil:
+			for _, f := range m.Result.Files { // a mover older than this ferry sends them here
+				if err := files(f); err != nil {
+					return DirectResult{}, nil, err
+				}
+			}
+			m.Result.Files = nil
 			parts, err := checkResult(*m.Result, uploaded)
 			return *m.Result, parts, err
 		default:
@@ -508,12 +542,13 @@ type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-// storeTar compresses a tar stream with zstd into upload while listing the files it holds. On
-// failure it closes tarStream with the error, so that its writer stops too.
-func storeTar(tarStream *io.PipeReader, upload func(io.Reader) error) (Listing, error) {
+// storeTar compresses a tar stream with zstd into upload while handing the files it holds to
+// emit; it returns those Pack left out. On failure it closes tarStream with the error, so that its
+// writer stops too.
+func storeTar(tarStream *io.PipeReader, upload func(io.Reader) error, emit func(snapshot.File) error) ([]SkippedFile, error) {
 	indexOut, indexIn := io.Pipe()
 	zstdOut, zstdIn := io.Pipe()
-	var listing Listing
+	var skipped []SkippedFile
 	var g errgroup.Group
 	g.Go(func() error {
 		enc, err := zstd.NewWriter(zstdIn)
@@ -530,7 +565,11 @@ func storeTar(tarStream *io.PipeReader, upload func(io.Reader) error) (Listing, 
 	})
 	g.Go(func() error {
 		var err error
-		listing, err = Index(indexOut)
+		skipped, err = IndexEach(indexOut, emit)
+		if err != nil {
+			indexOut.CloseWithError(err) // the copy stops too
+			return err
+		}
 		io.Copy(io.Discard, indexOut) // whatever follows the end marker
 		return err
 	})
@@ -539,5 +578,5 @@ func storeTar(tarStream *io.PipeReader, upload func(io.Reader) error) (Listing, 
 		zstdOut.CloseWithError(err)
 		return err
 	})
-	return listing, g.Wait()
+	return skipped, g.Wait()
 }

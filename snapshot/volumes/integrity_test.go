@@ -327,7 +327,7 @@ func TestStagedArchiveIsCheckedBeforeApply(t *testing.T) {
 			before := treeState(t, dst)
 			st, err := StageCompressed(context.Background(), dst, bytes.NewReader(compress(t, stream)))
 			must(t, err)
-			err = checkStaged("b/"+v.Key, v, st)
+			err = checkStaged("b/"+v.Key, inline(v.Files), st)
 			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), v.Key) {
 				t.Fatalf("check of a staged %s archive: %v", name, err)
 			}
@@ -368,7 +368,7 @@ func TestStagingFolderIsNotData(t *testing.T) {
 
 	listing, err := List(dst)
 	must(t, err)
-	if diffs, identical := compareFiles(files, listing.Files, true); len(diffs) > 0 || identical != len(files) {
+	if diffs, identical := compareInline(files, listing.Files, true); len(diffs) > 0 || identical != len(files) {
 		t.Fatalf("the staging folder shows in the listing: %+v", diffs)
 	}
 	must(t, os.WriteFile(filepath.Join(dst, "notebooks", "train.ipynb"), []byte("changed"), 0o644))

@@ -202,7 +202,12 @@ func (p *packer) file(path, rel string) (string, error) {
 	var id inode
 	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
 		id = inode{uint64(st.Dev), st.Ino}
-		if first, ok := p.links[id]; ok {
+		if first, ok := p.links[id]; !ok {
+			if h.PAXRecords == nil {
+				h.PAXRecords = map[string]string{}
+			}
+			h.PAXRecords[LinksRecord] = "1"
+		} else {
 			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
 			if !utf8.ValidString(first) {
 				h.PAXRecords = map[string]string{"hdrcharset": "BINARY"}
@@ -311,29 +316,60 @@ func sparse(data []span, size int64) bool {
 }
 
 // Index reads a tar stream as Pack writes it and lists its entries with their SHA-256, and the
-// files Pack left out; of entries of the same name, the last counts. A stream that ends without
-// tar's end marker is an error matching io.ErrUnexpectedEOF.
+// files Pack left out (see IndexEach).
 func Index(r io.Reader) (Listing, error) {
-	tr := newArchiveReader(r)
 	var l Listing
-	at := map[string]int{} // path to index in l.Files
+	skipped, err := IndexEach(r, func(f snapshot.File) error {
+		l.Files = append(l.Files, f)
+		return nil
+	})
+	l.Skipped = skipped
+	return l, err
+}
+
+// LinksRecord is the PAX record of a regular file Pack packed under the first of its several
+// names: the reader remembers its size and SHA-256 for the hard links to it that follow, and only
+// those, so that listing a volume holds no list of its files.
+const LinksRecord = "FERRY.links"
+
+// IndexEach reads a tar stream as Pack writes it and hands each entry, with its SHA-256, to emit
+// once the stream is past it, in the stream's order; it returns the files Pack left out. Of
+// entries of the same name, which Pack writes one after the other (a file read again, or left
+// out), the last counts. A stream that ends without tar's end marker is an error matching
+// io.ErrUnexpectedEOF.
+func IndexEach(r io.Reader, emit func(snapshot.File) error) ([]SkippedFile, error) {
+	tr := newArchiveReader(r)
+	var skipped []SkippedFile
+	var pending *snapshot.File // the last entry, held until one of another name follows
+	type contents struct {
+		size int64
+		sum  string
+	}
+	linked := map[string]contents{} // the first names of files of several names
+	flush := func() error {
+		if pending == nil {
+			return nil
+		}
+		f := *pending
+		pending = nil
+		return emit(f)
+	}
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			l.Files = dropRemoved(l.Files)
-			return l, nil
+			return skipped, flush()
 		}
 		if err != nil {
-			return Listing{Files: dropRemoved(l.Files), Skipped: l.Skipped}, err
+			return skipped, err
 		}
 		f := snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC()}
 		switch {
 		case h.PAXRecords[SkippedRecord] != "":
-			l.Skipped = append(l.Skipped, SkippedFile{Path: h.Name, Reason: h.PAXRecords[SkippedRecord]})
-			if i, ok := at[h.Name]; ok {
-				l.Files[i].Path = "" // removed
-				delete(at, h.Name)
+			skipped = append(skipped, SkippedFile{Path: h.Name, Reason: h.PAXRecords[SkippedRecord]})
+			if pending != nil && pending.Path == h.Name {
+				pending = nil // removed
 			}
+			delete(linked, h.Name)
 			continue
 		case h.Typeflag == tar.TypeDir:
 			f.Type = "dir"
@@ -343,35 +379,33 @@ func Index(r io.Reader) (Listing, error) {
 			f.Type = "fifo"
 		case h.Typeflag == tar.TypeLink:
 			// Another name of an earlier file: its contents are the earlier entry's.
-			f.Type, f.Hardlink = "file", h.Linkname
-			if i, ok := at[h.Linkname]; ok {
-				f.Size, f.SHA256 = l.Files[i].Size, l.Files[i].SHA256
+			first, ok := linked[h.Linkname]
+			if !ok {
+				return skipped, fmt.Errorf("%s: a hard link to %s, which the archive does not mark as a file of several names (%s): is the mover's image older than ferry?", h.Name, h.Linkname, LinksRecord)
 			}
+			f.Type, f.Hardlink, f.Size, f.SHA256 = "file", h.Linkname, first.size, first.sum
 		case h.Typeflag == tar.TypeReg:
 			f.Type, f.Size = "file", h.Size
 			sum := sha256.New()
 			if _, err := io.Copy(sum, tr); err != nil {
-				return Listing{Files: dropRemoved(l.Files), Skipped: l.Skipped}, fmt.Errorf("%s: %w", h.Name, err)
+				return skipped, fmt.Errorf("%s: %w", h.Name, err)
 			}
 			f.SHA256 = hex.EncodeToString(sum.Sum(nil))
+			if h.PAXRecords[LinksRecord] != "" {
+				linked[h.Name] = contents{f.Size, f.SHA256}
+			} else {
+				delete(linked, h.Name)
+			}
 		default:
 			continue
 		}
-		if i, ok := at[h.Name]; ok {
-			l.Files[i] = f
+		if pending != nil && pending.Path == h.Name {
+			*pending = f
 			continue
 		}
-		at[h.Name] = len(l.Files)
-		l.Files = append(l.Files, f)
-	}
-}
-
-func dropRemoved(files []snapshot.File) []snapshot.File {
-	out := files[:0]
-	for _, f := range files {
-		if f.Path != "" {
-			out = append(out, f)
+		if err := flush(); err != nil {
+			return skipped, err
 		}
+		pending = &f
 	}
-	return out
 }

@@ -1,6 +1,7 @@
 package volumes
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -89,5 +92,76 @@ func TestStreamBroke(t *testing.T) {
 		if got := streamBroke(tc.err); got != tc.want {
 			t.Errorf("streamBroke(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// IndexEach hands out each entry once the stream is past it, holding none but the last: of
+// entries of one name (Pack's file read again, or left out) the last counts, and a hard link
+// gets its contents from the entry Pack marked as a file of several names.
+func TestIndexEach(t *testing.T) {
+	type entry struct {
+		name, body, link string
+		records          map[string]string
+	}
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	stop := errors.New("stop")
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		emitErr error
+		want    []string // path:size:sha256 prefix, or path->hardlink:size:sha256
+		skipped []string
+		wantErr error
+	}{
+		{name: "read again, the last counts", entries: []entry{{name: "a", body: "first"}, {name: "a", body: "second!"}, {name: "b", body: "b"}},
+			want: []string{"a:7:" + sum("second!")[:8], "b:1:" + sum("b")[:8]}},
+		{name: "left out", entries: []entry{{name: "a", body: "x"}, {name: "a", records: map[string]string{SkippedRecord: "it changed"}}, {name: "b", body: "b"}},
+			want: []string{"b:1:" + sum("b")[:8]}, skipped: []string{"a"}},
+		{name: "hard link to a marked file", entries: []entry{{name: "a", body: "shared", records: map[string]string{LinksRecord: "1"}}, {name: "z", body: "z"}, {name: "b", link: "a"}},
+			want: []string{"a:6:" + sum("shared")[:8], "z:1:" + sum("z")[:8], "b->a:6:" + sum("shared")[:8]}},
+		{name: "hard link to an unmarked file", entries: []entry{{name: "a", body: "shared"}, {name: "b", link: "a"}},
+			wantErr: errors.New("does not mark")},
+		{name: "emit fails", entries: []entry{{name: "a", body: "a"}, {name: "b", body: "b"}}, emitErr: stop, wantErr: stop},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			for _, e := range tc.entries {
+				h := &tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(e.body)), PAXRecords: e.records, Format: tar.FormatPAX}
+				if e.link != "" {
+					h.Typeflag, h.Linkname = tar.TypeLink, e.link
+				}
+				if err := tw.WriteHeader(h); err != nil {
+					t.Fatal(err)
+				}
+				io.WriteString(tw, e.body)
+			}
+			tw.Close()
+			var got []string
+			skipped, err := IndexEach(&buf, func(f snapshot.File) error {
+				if tc.emitErr != nil {
+					return tc.emitErr
+				}
+				p := f.Path
+				if f.Hardlink != "" {
+					p += "->" + f.Hardlink
+				}
+				got = append(got, fmt.Sprintf("%s:%d:%.8s", p, f.Size, f.SHA256))
+				return nil
+			})
+			if tc.wantErr != nil {
+				if err == nil || !errors.Is(err, tc.wantErr) && !strings.Contains(err.Error(), tc.wantErr.Error()) {
+					t.Fatalf("got %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			var left []string
+			for _, s := range skipped {
+				left = append(left, s.Path)
+			}
+			if err != nil || !slices.Equal(got, tc.want) || !slices.Equal(left, tc.skipped) {
+				t.Fatalf("emitted %q, skipped %q, %v; want %q, %q", got, left, err, tc.want, tc.skipped)
+			}
+		})
 	}
 }

@@ -130,7 +130,7 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	}
 	staged, streamErr, err := stage(ctx, r, v, ns, pod)
 	if streamErr == nil && err == nil {
-		streamErr = checkStaged(r.Name()+"/"+v.Key, v, staged)
+		streamErr = checkStaged(r.Name()+"/"+v.Key, volumeFiles(ctx, r, v), staged)
 	}
 	if streamErr != nil || err != nil {
 		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
@@ -150,34 +150,49 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error())
 		return nil
 	}
-	c.checkRestored(report, name, v, res)
+	if err := c.checkRestored(report, name, volumeFiles(ctx, r, v), res); err != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, "restored, but not checked: the backup's file list: "+err.Error())
+		return err
+	}
 	c.Log.Info("volume restored", "claim", name, "written", res.Written, "updated", res.Updated, "unchanged", res.Unchanged,
 		"bytes", res.Bytes, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// checkRestored compares what the mover says it wrote with the manifest, and counts each file.
-func (c Contents) checkRestored(report *snapshot.Report, name string, v snapshot.Volume, res UnpackResult) {
-	written := make(map[string]UnpackedFile, len(res.Files))
+// checkRestored compares what the mover says it wrote with the backup's files, and counts each
+// file. It returns an error of the backup's file list.
+func (c Contents) checkRestored(report *snapshot.Report, name string, backup files, res UnpackResult) error {
 	files := make([]snapshot.File, len(res.Files))
 	for i, f := range res.Files {
-		written[strings.TrimSuffix(f.Path, "/")] = f
 		files[i] = f.File
 	}
-	diffs, _ := compareFiles(v.Files, files, false)
+	diffs, _, err := compareFiles(backup, files, false)
+	if err != nil {
+		return err
+	}
 	bad := map[string]bool{}
 	for _, d := range diffs {
 		bad[strings.TrimSuffix(d.path, "/")] = true
 		report.Add(kindName, snapshot.StatusFailed, name+":"+d.path, "restored, but "+d.detail)
 	}
-	inManifest := make(map[string]bool, len(v.Files))
-	for _, f := range v.Files {
+	written := make(map[string]int, len(res.Files))
+	for i, f := range res.Files {
+		written[strings.TrimSuffix(f.Path, "/")] = i
+	}
+	err = backup(func(f snapshot.File) error {
 		key := strings.TrimSuffix(f.Path, "/")
-		inManifest[key] = true
-		if bad[key] {
-			continue
+		i, ok := written[key]
+		if ok {
+			delete(written, key)
 		}
-		switch written[key].Action {
+		if bad[key] {
+			return nil
+		}
+		action := ""
+		if ok {
+			action = res.Files[i].Action
+		}
+		switch action {
 		case ActionWritten:
 			report.Count(kindName, snapshot.StatusRestored)
 		case ActionUpdated:
@@ -185,11 +200,15 @@ func (c Contents) checkRestored(report *snapshot.Report, name string, v snapshot
 		default:
 			report.Count(kindName, snapshot.StatusUnchanged)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	// The stored archive held an entry its manifest does not list: it was not written by this
 	// backup, or not only.
 	for _, f := range res.Files {
-		if !inManifest[strings.TrimSuffix(f.Path, "/")] {
+		if _, left := written[strings.TrimSuffix(f.Path, "/")]; left {
 			report.Add(kindName, snapshot.StatusFailed, name+":"+f.Path, "written from the stored archive, but not in the backup's manifest")
 		}
 	}
@@ -199,20 +218,25 @@ func (c Contents) checkRestored(report *snapshot.Report, name string, v snapshot
 	for _, note := range res.Notes {
 		report.Add(kindName, snapshot.StatusSkipped, name, note)
 	}
+	return nil
 }
 
 // SkippedFileKind is the kind of a manifest's skipped item that is one file of a volume, named
 // "namespace/claim:path": Pack left it out as it changed while read, twice.
 const SkippedFileKind = "file"
 
-// checkStaged compares what the mover staged with the manifest's files: any difference, or an
-// entry the manifest lacks, means the stored archive is not the one the backup wrote.
-func checkStaged(file string, v snapshot.Volume, st Staged) error {
+// checkStaged compares what the mover staged with the backup's files: any difference, or an
+// entry the backup lacks, means the stored archive is not the one the backup wrote. An error of
+// the file list (it does not match the manifest) is returned as it is.
+func checkStaged(file string, backup files, st Staged) error {
 	files := make([]snapshot.File, len(st.Files))
 	for i, f := range st.Files {
 		files[i] = f.File
 	}
-	diffs, _ := compareFiles(v.Files, files, true)
+	diffs, _, err := compareFiles(backup, files, true)
+	if err != nil {
+		return err
+	}
 	if len(diffs) == 0 {
 		return nil
 	}

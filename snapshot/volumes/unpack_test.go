@@ -109,7 +109,7 @@ func sameTree(t *testing.T, want []snapshot.File, dir string) {
 	listing, err := List(dir)
 	must(t, err)
 	got := listing.Files
-	if diffs, identical := compareFiles(want, got, true); len(diffs) > 0 || identical != len(want) {
+	if diffs, identical := compareInline(want, got, true); len(diffs) > 0 || identical != len(want) {
 		t.Fatalf("unpacked tree differs (%d identical of %d): %+v", identical, len(want), diffs)
 	}
 	byPath := map[string]snapshot.File{}
@@ -137,7 +137,7 @@ func TestUnpackRestoresTheTree(t *testing.T) {
 		t.Fatalf("first unpack: %d written, %d updated, %d unchanged of %d", res.Written, res.Updated, res.Unchanged, len(files))
 	}
 	// The result lets ferry check every file against the manifest.
-	if diffs, identical := compareFiles(files, resultFiles(res), false); len(diffs) > 0 || identical != len(files) {
+	if diffs, identical := compareInline(files, resultFiles(res), false); len(diffs) > 0 || identical != len(files) {
 		t.Fatalf("the result differs from the manifest: %+v", diffs)
 	}
 	for _, f := range res.Files {
@@ -252,7 +252,7 @@ func TestUnpackReplacesOtherTypesAndLeavesOrDeletesExtras(t *testing.T) {
 	unpack(t, stream, dst, UnpackOptions{Owners: os.Geteuid() == 0})
 	listing, err := List(dst)
 	must(t, err)
-	diffs, _ := compareFiles(files, listing.Files, true)
+	diffs, _ := compareInline(files, listing.Files, true)
 	var extras []string
 	for _, d := range diffs {
 		if d.detail != "not in the backup" {
@@ -286,7 +286,7 @@ func TestUnpackWithoutRootLeavesOwners(t *testing.T) {
 	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "1 entries are owned by the mover's user") {
 		t.Errorf("notes: %q", res.Notes)
 	}
-	if diffs, _ := compareFiles(files, resultFiles(res), false); len(diffs) > 0 {
+	if diffs, _ := compareInline(files, resultFiles(res), false); len(diffs) > 0 {
 		t.Errorf("the data should match apart from owners: %+v", diffs)
 	}
 }

@@ -1,9 +1,11 @@
 package volumes
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,14 +18,132 @@ import (
 // ListResult is what `ferry mover pack --list` prints, as one JSON line.
 type ListResult = Listing
 
-// List lists dir's tree as a backup's manifest lists a volume, with every file's SHA-256, without
-// sending contents anywhere. It is Pack read by Index, so both list alike by construction.
+// List lists dir's tree as a backup lists a volume, with every file's SHA-256, without sending
+// contents anywhere. It is Pack read by Index, so both list alike by construction.
 func List(dir string) (Listing, error) {
+	var l Listing
+	skipped, err := listEach(dir, func(f snapshot.File) error {
+		l.Files = append(l.Files, f)
+		return nil
+	})
+	l.Skipped = skipped
+	return l, err
+}
+
+func listEach(dir string, emit func(snapshot.File) error) ([]SkippedFile, error) {
 	out, in := io.Pipe()
 	go func() { in.CloseWithError(Pack(dir, in)) }()
-	listing, err := Index(out)
+	skipped, err := IndexEach(out, emit)
 	out.CloseWithError(err)
-	return listing, err
+	return skipped, err
+}
+
+// WriteList writes List's result to w as one JSON line (a ListResult), each entry as it is
+// listed: the mover holds none of a volume's files.
+func WriteList(dir string, w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	bw.WriteString(`{"files":[`)
+	first := true
+	skipped, err := listEach(dir, func(f snapshot.File) error {
+		line, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		if !first {
+			bw.WriteByte(',')
+		}
+		first = false
+		_, err = bw.Write(line)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	bw.WriteString("]")
+	if len(skipped) > 0 {
+		rest, err := json.Marshal(skipped)
+		if err != nil {
+			return err
+		}
+		bw.WriteString(`,"skipped":`)
+		bw.Write(rest)
+	}
+	bw.WriteString("}\n")
+	return bw.Flush()
+}
+
+// listingReader reads a ListResult as WriteList writes it, an entry at a time.
+type listingReader struct {
+	dec     *json.Decoder
+	inFiles bool
+	done    bool
+	skipped []SkippedFile
+}
+
+func newListingReader(r io.Reader) (*listingReader, error) {
+	l := &listingReader{dec: json.NewDecoder(r)}
+	if err := l.delim('{'); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *listingReader) delim(want json.Delim) error {
+	tok, err := l.dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != want {
+		return fmt.Errorf("%v where %v was due", tok, want)
+	}
+	return nil
+}
+
+// next returns the next entry of the listing; false once there is none. The files Pack left out
+// are in skipped once it returned false.
+func (l *listingReader) next() (snapshot.File, bool, error) {
+	for !l.done {
+		if l.inFiles {
+			if l.dec.More() {
+				var f snapshot.File
+				err := l.dec.Decode(&f)
+				return f, err == nil, err
+			}
+			if err := l.delim(']'); err != nil {
+				return snapshot.File{}, false, err
+			}
+			l.inFiles = false
+			continue
+		}
+		if !l.dec.More() {
+			l.done = true
+			if err := l.delim('}'); err != nil {
+				return snapshot.File{}, false, err
+			}
+			break
+		}
+		tok, err := l.dec.Token()
+		if err != nil {
+			return snapshot.File{}, false, err
+		}
+		switch tok {
+		case "files":
+			if err := l.delim('['); err != nil {
+				return snapshot.File{}, false, err
+			}
+			l.inFiles = true
+		case "skipped":
+			if err := l.dec.Decode(&l.skipped); err != nil {
+				return snapshot.File{}, false, err
+			}
+		default:
+			var skip json.RawMessage
+			if err := l.dec.Decode(&skip); err != nil {
+				return snapshot.File{}, false, err
+			}
+		}
+	}
+	return snapshot.File{}, false, nil
 }
 
 // Verify implements snapshot.Restorer: for every volume of the backup, a mover pod mounts the
@@ -43,12 +163,12 @@ func (c Contents) Verify(ctx context.Context, r *snapshot.Reader, report *snapsh
 		}
 	}
 	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
-		c.verifyVolume(ctx, report, v, left)
+		c.verifyVolume(ctx, r, report, v, left)
 		return nil
 	})
 }
 
-func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v snapshot.Volume, left map[string]string) {
+func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, v snapshot.Volume, left map[string]string) {
 	ns := c.Mapping.Namespace(v.Namespace)
 	name := ns + "/" + v.Name
 	target, err := c.targetVolume(ctx, ns, v.Name)
@@ -73,23 +193,45 @@ func (c Contents) verifyVolume(ctx context.Context, report *snapshot.Report, v s
 	defer stop()
 	ctx, unwatch := whileMoverLives(ctx, c.Client, ns, pod)
 	defer unwatch()
-	var stdout, stderr bytes.Buffer
-	err = c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: []string{"ferry", "mover", "pack", "--list"}, Stdout: &stdout, Stderr: &stderr})
-	if err != nil {
-		err = moverFailed(ctx, c.Client, ns, pod, fmt.Errorf("ferry mover pack --list: %w%s", err, moverStderr(stderr.String())))
-		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+err.Error())
+	// The target's listing is read as the mover prints it, alongside the backup's list: both are
+	// in the order of a walk of the tree, and neither is held.
+	out, in := io.Pipe()
+	var stderr bytes.Buffer
+	ran := make(chan error, 1)
+	go func() {
+		err := c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+			Command: []string{"ferry", "mover", "pack", "--list"}, Stdout: in, Stderr: &stderr})
+		in.CloseWithError(err)
+		ran <- err
+	}()
+	var listed *listingReader
+	diffs, identical, err := func() ([]fileDiff, int, error) {
+		var err error
+		if listed, err = newListingReader(out); err != nil {
+			return nil, 0, fmt.Errorf("%w: %w", errTargetListing, err)
+		}
+		return compareWalks(volumeFiles(ctx, r, v), listed.next, true)
+	}()
+	if err == nil {
+		io.Copy(io.Discard, out) // the line's end
+	}
+	out.CloseWithError(errors.New("the listing was not read on")) // a mover still printing stops there
+	execErr := <-ran
+	switch {
+	case err != nil && !errors.Is(err, errTargetListing):
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: the backup's file list: "+err.Error())
+		return
+	case execErr != nil:
+		execErr = moverFailed(ctx, c.Client, ns, pod, fmt.Errorf("ferry mover pack --list: %w%s", execErr, moverStderr(stderr.String())))
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: "+execErr.Error())
+		return
+	case err != nil:
+		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: ferry mover pack --list: "+err.Error())
 		return
 	}
-	var listed ListResult
-	if err := json.Unmarshal(stdout.Bytes(), &listed); err != nil {
-		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: ferry mover pack --list: unreadable result: "+err.Error())
-		return
-	}
-	diffs, identical := compareFiles(v.Files, listed.Files, true)
 	report.CountN(kindName, snapshot.StatusIdentical, identical)
 	unsteady := map[string]string{}
-	for _, s := range listed.Skipped {
+	for _, s := range listed.skipped {
 		unsteady[s.Path] = s.Reason
 	}
 	for _, d := range diffs {
@@ -112,32 +254,58 @@ type fileDiff struct {
 	path, status, detail string
 }
 
+// files hands each of a volume's files in the backup to fn, in the order stored, and returns an
+// error of its own or fn's: snapshot.Reader.VolumeFiles, or a manifest's list in tests.
+type files func(fn func(snapshot.File) error) error
+
+// volumeFiles reads the volume's files from the backup, checked (see Reader.VolumeFiles).
+func volumeFiles(ctx context.Context, r *snapshot.Reader, v snapshot.Volume) files {
+	return func(fn func(snapshot.File) error) error { return r.VolumeFiles(ctx, v, fn) }
+}
+
+// inline hands out a list held in memory.
+func inline(list []snapshot.File) files {
+	return func(fn func(snapshot.File) error) error {
+		for _, f := range list {
+			if err := fn(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // compareFiles compares a volume's files in the backup with those listed on the target: by type,
 // and by size, mode, SHA-256 and hard link (files), mode (directories, FIFOs) or target
-// (symlinks). With extras,
-// files on the target that the backup lacks are differences too (a top-level lost+found
-// excepted: the filesystem makes it). It returns the differences, in the backup's order, and how
-// many files were identical.
-func compareFiles(backup, target []snapshot.File, extras bool) ([]fileDiff, int) {
-	onTarget := make(map[string]snapshot.File, len(target))
-	for _, f := range target {
-		onTarget[strings.TrimSuffix(f.Path, "/")] = f
+// (symlinks). With extras, files on the target that the backup lacks are differences too (a
+// top-level lost+found excepted: the filesystem makes it). It returns the differences, in the
+// backup's order, and how many files were identical. The backup's list is read as a stream,
+// never held: only the target's is, which the mover handed over whole. An error of the backup's
+// list makes the comparison void.
+func compareFiles(backup files, target []snapshot.File, extras bool) ([]fileDiff, int, error) {
+	onTarget := make(map[string]int, len(target))
+	for i, f := range target {
+		onTarget[strings.TrimSuffix(f.Path, "/")] = i
 	}
 	var diffs []fileDiff
 	identical := 0
-	for _, want := range backup {
+	err := backup(func(want snapshot.File) error {
 		key := strings.TrimSuffix(want.Path, "/")
-		got, ok := onTarget[key]
+		i, ok := onTarget[key]
 		if !ok {
 			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusMissing, "not on the target"})
-			continue
+			return nil
 		}
 		delete(onTarget, key)
-		if detail := fileDifference(want, got); detail != "" {
+		if detail := fileDifference(want, target[i]); detail != "" {
 			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusDifferent, detail})
-			continue
+			return nil
 		}
 		identical++
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	if extras {
 		for _, got := range target {
@@ -148,7 +316,98 @@ func compareFiles(backup, target []snapshot.File, extras bool) ([]fileDiff, int)
 			diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
 		}
 	}
-	return diffs, identical
+	return diffs, identical, nil
+}
+
+// walkBefore orders paths as a walk of the tree meets them (filepath.WalkDir: a directory's
+// entries by name, each directory's tree right after it), name by name; a directory's trailing
+// slash does not count.
+func walkBefore(a, b string) int {
+	a, b = strings.TrimSuffix(a, "/"), strings.TrimSuffix(b, "/")
+	for {
+		ha, ra, moreA := strings.Cut(a, "/")
+		hb, rb, moreB := strings.Cut(b, "/")
+		if c := strings.Compare(ha, hb); c != 0 {
+			return c
+		}
+		switch {
+		case !moreA && !moreB:
+			return 0
+		case !moreA:
+			return -1 // a directory before what it holds
+		case !moreB:
+			return 1
+		}
+		a, b = ra, rb
+	}
+}
+
+// errTargetListing marks an error of the target's listing, not the backup's.
+var errTargetListing = errors.New("the target's listing")
+
+// compareWalks is compareFiles of two lists in walk order (see walkBefore), the target's read
+// an entry at a time by next: it holds neither list. A list out of that order is an error,
+// never a wrong comparison.
+func compareWalks(backup files, next func() (snapshot.File, bool, error), extras bool) ([]fileDiff, int, error) {
+	var diffs []fileDiff
+	identical := 0
+	var got snapshot.File
+	have, prevTarget := false, ""
+	advance := func() error {
+		f, ok, err := next()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errTargetListing, err)
+		}
+		if ok && prevTarget != "" && walkBefore(prevTarget, f.Path) >= 0 {
+			return fmt.Errorf("%w: it has %q after %q, not in the order of a walk", errTargetListing, f.Path, prevTarget)
+		}
+		got, have = f, ok
+		if ok {
+			prevTarget = f.Path
+		}
+		return nil
+	}
+	extra := func() {
+		if extras && strings.TrimSuffix(got.Path, "/") != "lost+found" {
+			diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
+		}
+	}
+	if err := advance(); err != nil {
+		return nil, 0, err
+	}
+	prevBackup := ""
+	err := backup(func(want snapshot.File) error {
+		if prevBackup != "" && walkBefore(prevBackup, want.Path) >= 0 {
+			return fmt.Errorf("%w: it has %q after %q, not in the order of a walk", errFileList, want.Path, prevBackup)
+		}
+		prevBackup = want.Path
+		for have && walkBefore(got.Path, want.Path) < 0 {
+			extra()
+			if err := advance(); err != nil {
+				return err
+			}
+		}
+		if !have || walkBefore(got.Path, want.Path) != 0 {
+			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusMissing, "not on the target"})
+			return nil
+		}
+		if detail := fileDifference(want, got); detail != "" {
+			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusDifferent, detail})
+		} else {
+			identical++
+		}
+		return advance()
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	for have {
+		extra()
+		if err := advance(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return diffs, identical, nil
 }
 
 // fileDifference names every field in which got differs from want, with both values.

@@ -287,16 +287,14 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	}
 	var skipped []SkippedFile
 	for attempt := 1; ; attempt++ {
-		var stored string
-		var listing Listing
-		listing, stored, err = c.stream(ctx, w, v, pod, entry.Key)
-		entry.Files, skipped = listing.Files, listing.Skipped
+		var streamed snapshot.Volume
+		streamed, skipped, err = c.stream(ctx, w, v, pod, entry)
 		// An exec stream may break off with the mover still there (a kubelet or API server
 		// dropping the connection): stream it again, into the same file. A deleted mover pod ends
 		// ctx, and is never retried.
 		if err == nil || !streamBroke(err) || ctx.Err() != nil || attempt == streamAttempts {
 			if err == nil {
-				entry.Key = stored
+				entry = streamed
 			}
 			break
 		}
@@ -305,7 +303,6 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	if err != nil {
 		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
 	}
-	entry.Bytes = contentBytes(entry.Files)
 	skipFiles(w, entry, skipped)
 	return entry, nil
 }
@@ -327,9 +324,14 @@ func streamBroke(err error) bool {
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// stream runs `ferry mover pack` in the pod and stores its tar, compressed, at key; it returns
-// the files the tar held and the name stored.
-func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod, key string) (Listing, string, error) {
+// stream runs `ferry mover pack` in the pod and stores its tar, compressed, at the entry's key,
+// and the files it holds as the volume's file list; it returns the entry as stored and the files
+// Pack left out.
+func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod string, entry snapshot.Volume) (snapshot.Volume, []SkippedFile, error) {
+	list, err := w.NewFileList(ctx, v.Namespace, v.Name)
+	if err != nil {
+		return entry, nil, err
+	}
 	tarOut, tarIn := io.Pipe() // pack's stdout
 	var stderr bytes.Buffer
 	go func() {
@@ -341,41 +343,78 @@ func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume
 		tarIn.CloseWithError(err)
 	}()
 	var stored string
-	listing, err := storeTar(tarOut, func(compressed io.Reader) error {
-		var err error
-		stored, err = w.Put(ctx, key, compressed)
-		return err
-	})
-	return listing, stored, err
+	var putErr error
+	files := fileCounter{list: list}
+	skipped, err := storeTar(tarOut, func(compressed io.Reader) error {
+		stored, putErr = w.Put(ctx, entry.Key, compressed)
+		return putErr
+	}, files.add)
+	if errors.Is(err, errFileList) && putErr != nil {
+		err = putErr // storage failing: the archive's error says so, naming its file
+	}
+	if err != nil {
+		list.Abort(err)
+		return entry, skipped, err
+	}
+	fl, err := list.Close()
+	if err != nil {
+		return entry, skipped, err
+	}
+	entry.Key, entry.List, entry.Bytes = stored, &fl, files.bytes
+	return entry, skipped, nil
+}
+
+// fileCounter writes a volume's entries to its file list, counting its contents: each file once
+// whatever its names.
+type fileCounter struct {
+	list  *snapshot.FileListWriter
+	bytes int64
+}
+
+func (c *fileCounter) add(f snapshot.File) error {
+	c.count(f)
+	if err := c.list.Add(f); err != nil {
+		return fmt.Errorf("%w: %w", errFileList, err)
+	}
+	return nil
+}
+
+// errFileList marks an error of writing a volume's file list.
+var errFileList = errors.New("the volume's file list")
+
+func (c *fileCounter) count(f snapshot.File) {
+	if f.Type == "file" && f.Hardlink == "" {
+		c.bytes += f.Size
+	}
 }
 
 // captureDirect has the mover upload the volume itself, through part URLs ferry presigns as it
-// asks (see uploadDirect), and report the files it packed. capacity is the claim's, in bytes.
+// asks (see uploadDirect), and report the files it packed, which ferry stores as the file list.
+// capacity is the claim's, in bytes.
 func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod string, entry snapshot.Volume, capacity int64) (snapshot.Volume, error) {
 	var stderr bytes.Buffer
+	list, err := w.NewFileList(ctx, entry.Namespace, entry.Name)
+	if err != nil {
+		return entry, err
+	}
+	files := fileCounter{list: list}
 	req := DirectPackRequest{Recipients: w.Recipients(), PartSize: basePartSize(capacity)}
 	res, err := uploadDirect(ctx, c.Direct, w.StorageKey(entry.Key), req, func(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		return c.exec(ctx, kube.ExecRequest{Namespace: entry.Namespace, Pod: pod, Container: "mover",
 			Command: []string{"ferry", "mover", "pack", "--direct"}, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
-	})
+	}, files.add)
 	if err != nil {
-		return entry, fmt.Errorf("ferry mover pack --direct: %w%s", err, moverStderr(stderr.String()))
+		err = fmt.Errorf("ferry mover pack --direct: %w%s", err, moverStderr(stderr.String()))
+		list.Abort(err)
+		return entry, err
+	}
+	fl, err := list.Close()
+	if err != nil {
+		return entry, err
 	}
 	// The stream's SHA-256 is the mover's (ferry checked its size); every read checks it.
-	entry.Key, entry.Files = w.StoredName(entry.Key), res.Files
+	entry.Key, entry.List, entry.Bytes = w.StoredName(entry.Key), &fl, files.bytes
 	w.Record(snapshot.Stream{Key: entry.Key, Bytes: res.Bytes, SHA256: res.SHA256})
-	entry.Bytes = contentBytes(entry.Files)
 	skipFiles(w, entry, res.Skipped)
 	return entry, nil
-}
-
-// contentBytes counts the contents of a volume's files, each file once whatever its names.
-func contentBytes(files []snapshot.File) int64 {
-	var n int64
-	for _, f := range files {
-		if f.Hardlink == "" {
-			n += f.Size
-		}
-	}
-	return n
 }
