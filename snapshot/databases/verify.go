@@ -24,6 +24,16 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 		if len(d.Schemas) == 0 {
 			continue
 		}
+		if c.Upgrade && d.RowDigests != "" {
+			err := c.verifyUpgrade(ctx, dyn, r, d, report)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				report.Add(kind, snapshot.StatusFailed, d.Name, fmt.Sprintf("cannot verify its %d tables: %v", len(d.Tables), err))
+			}
+			continue
+		}
 		got, err := c.targetStats(ctx, dyn, r, d)
 		if ctx.Err() != nil {
 			return ctx.Err()
