@@ -43,6 +43,10 @@ type Dumps struct {
 	// loaded, so tables, columns and rows may have been added. Backups without row digests are
 	// verified for equality either way.
 	Upgrade bool
+	// IntoExistingSchema makes a restore carry a dump taken on green, after an upgrade, back
+	// into blue's existing schemas (see carryback.go): the rows of the tables and columns both
+	// have, blue's schema never dropped or changed, Replace ignored. MySQL only for now.
+	IntoExistingSchema bool
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)
 }
