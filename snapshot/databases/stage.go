@@ -41,8 +41,9 @@ type stagingFilter struct {
 	err     error
 }
 
-// decideAt is how much of a statement decides whether it is kept.
-const decideAt = 256
+// decideAt is how much of a statement decides whether it is kept: enough for the comments
+// before its first (mysqldump's header) and its beginning.
+const decideAt = 4096
 
 func newStagingFilter(rename map[string]string) *stagingFilter {
 	return &stagingFilter{scan: newSQLScanner("mysql"), rename: rename}
@@ -54,6 +55,7 @@ var (
 	unqualifiedRE = regexp.MustCompile("(?is)^(?:CREATE\\s+TABLE|DROP\\s+TABLE\\s+IF\\s+EXISTS|INSERT\\s+INTO|LOCK\\s+TABLES|/\\*!\\d+\\s+ALTER\\s+TABLE)\\s+`(?:[^`]|``)+`(?:[^.`]|$)")
 	globalRE      = regexp.MustCompile(`(?i)@@global\.|\bGLOBAL\s`)
 	settingRE     = regexp.MustCompile(`(?is)^(?:SET\s|/\*!\d+\s+SET\s|UNLOCK\s)`)
+	noiseRE       = regexp.MustCompile(`^(?:\s+|--[^\n]*\n|#[^\n]*\n|/\*M!999999\\-[^*]*\*/|/\*[^!M*][^*]*\*+(?:[^/*][^*]*\*+)*/)*`)
 	createDBRE    = regexp.MustCompile("(?is)^CREATE\\s+DATABASE\\s.*?`((?:[^`]|``)+)`")
 )
 
@@ -105,7 +107,10 @@ func (f *stagingFilter) add(b byte) {
 // decide keeps or leaves out the statement whose beginning is buf (all of it when whole).
 func (f *stagingFilter) decide(whole bool) {
 	f.decided = true
-	head := f.buf
+	// The scanner counts comments before a statement in it (and MariaDB's sandbox command,
+	// which its client reads as a line of its own): left out.
+	skip := len(noiseRE.Find(f.buf))
+	head := f.buf[skip:]
 	switch {
 	case whole && useRE.Match(head):
 		m := useRE.FindSubmatch(head)
@@ -124,7 +129,7 @@ func (f *stagingFilter) decide(whole bool) {
 		return
 	}
 	f.keep = true
-	f.out.Write(f.buf)
+	f.out.Write(head)
 }
 
 func (f *stagingFilter) rewrite(verb, schema string) {
