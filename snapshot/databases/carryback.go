@@ -27,8 +27,7 @@ import (
 //     value that does not fit (the server's strict mode refuses it, and the transaction is rolled
 //     back). Nothing of the database is changed then.
 //
-// MySQL and MariaDB only, for now: a PostgreSQL database is reported failed, unchanged. The
-// transaction covers transactional tables (InnoDB); blue's triggers fire on the rows written, and
+// PostgreSQL dumps need no staging (see carryback_pg.go). In MySQL the transaction covers transactional tables (InnoDB); blue's triggers fire on the rows written, and
 // foreign keys are not checked while the tables are replaced (green's rows satisfied green's).
 
 // tableCopy is one table whose rows are carried back.
@@ -142,12 +141,21 @@ func swapSQL(copies []tableCopy, stage map[string]string) (string, []string) {
 
 // carryBackOne carries one database's dump back into the target's existing schemas.
 func (c Dumps) carryBackOne(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database, report *snapshot.Report) (err error) {
-	if d.Engine != "mysql" {
-		return fmt.Errorf("a carry-back into the target's existing schema is not yet supported for engine %s: nothing was changed", d.Engine)
-	}
 	t, err := c.locate(ctx, dyn, r, d)
 	if err != nil {
 		return err
+	}
+	if d.Engine == "postgresql" {
+		err := c.carryBackPostgres(ctx, r, d, t, report)
+		var refusal *carryRefusal
+		if errors.As(err, &refusal) {
+			report.Add(kind, snapshot.StatusFailed, d.Name+"/"+refusal.table, refusal.detail)
+			return nil
+		}
+		return err
+	}
+	if d.Engine != "mysql" {
+		return fmt.Errorf("engine %q: want mysql or postgresql", d.Engine)
 	}
 	stage := map[string]string{}
 	back := map[string]string{}

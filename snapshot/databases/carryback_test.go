@@ -1,6 +1,7 @@
 package databases
 
 import (
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -60,5 +61,36 @@ func TestSwapSQLNamesEachLinesTable(t *testing.T) {
 	}
 	if lines[2] != "START TRANSACTION;" || lines[len(lines)-1] != "COMMIT;" || !strings.HasPrefix(lines[3], "DELETE FROM `kfp`.`runs`") {
 		t.Fatalf("not one transaction replacing the rows: %q", lines)
+	}
+}
+
+func TestPgCopyLines(t *testing.T) {
+	m := pgCopyRE.FindStringSubmatch(`COPY "we.ird"."Tab le" (id, "na,me", age) FROM stdin;`)
+	if m == nil {
+		t.Fatal("a COPY with quoted names is not recognised")
+	}
+	if nsp, table := splitPgTable(m[1]); nsp != "we.ird" || table != "Tab le" {
+		t.Fatalf("table %q.%q", nsp, table)
+	}
+	if m := pgCopyRE.FindStringSubmatch(`COPY public.users (id, email) FROM stdin;`); m == nil || m[2] != "id, email" {
+		t.Fatalf("columns %q", m)
+	}
+	var out strings.Builder
+	pr, pw := io.Pipe()
+	copied := make(chan struct{})
+	go func() { io.Copy(&out, pr); close(copied) }()
+	s := &pgSession{w: pw}
+	var line []byte
+	// A row in two pieces, an escaped tab inside a value: fields 2 and 0 kept, in that order.
+	if err := projectRow(s, []byte("1\tx\\ty"), true, []int{2, 0}, &line); err != nil {
+		t.Fatal(err)
+	}
+	if err := projectRow(s, []byte("z\t\\N"), false, []int{2, 0}, &line); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	<-copied
+	if s.lines != 1 || out.String() != "\\N\t1\n" {
+		t.Fatalf("%d lines written: %q", s.lines, out.String())
 	}
 }

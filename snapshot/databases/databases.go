@@ -45,7 +45,7 @@ type Dumps struct {
 	Upgrade bool
 	// IntoExistingSchema makes a restore carry a dump taken on green, after an upgrade, back
 	// into blue's existing schemas (see carryback.go): the rows of the tables and columns both
-	// have, blue's schema never dropped or changed, Replace ignored. MySQL only for now.
+	// have, blue's schema never dropped or changed, Replace ignored.
 	IntoExistingSchema bool
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)

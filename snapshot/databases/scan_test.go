@@ -190,7 +190,7 @@ func TestClientMessageShowsNoData(t *testing.T) {
 		{"postgres unique", "psql:<stdin>:40: ERROR:  duplicate key value violates unique constraint \"notes_pkey\"\nDETAIL:  Key (note)=(" + row + ") already exists.\nCONTEXT:  COPY notes, line 1\n",
 			`psql:<stdin>:40: ERROR:  duplicate key value violates unique constraint "notes_pkey" | DETAIL:  (not shown: it may quote rows) | CONTEXT:  (not shown: it may quote rows)`},
 		{"postgres bad value", "psql:<stdin>:41: ERROR:  invalid input syntax for type integer: \"" + row + "\"\nCONTEXT:  COPY notes, line 1, column id: \"" + row + "\"\n",
-			`psql:<stdin>:41: ERROR:  invalid input syntax for type integer: "(23 bytes not shown)" | CONTEXT:  (not shown: it may quote rows)`},
+			`psql:<stdin>:41: ERROR:  invalid input syntax for type integer: "(23 bytes not shown)" | CONTEXT:  COPY notes, line 1, column id (the value not shown)`},
 		{"postgres not null", "psql:<stdin>:42: ERROR:  null value in column \"id\" of relation \"notes\" violates not-null constraint\nDETAIL:  Failing row contains (null, " + row + ").\n",
 			`psql:<stdin>:42: ERROR:  null value in column "id" of relation "notes" violates not-null constraint | DETAIL:  (not shown: it may quote rows)`},
 	} {
