@@ -355,11 +355,29 @@ func (c Dumps) pgFailure(d snapshot.Database, s *pgSession, err error) error {
 			}
 		}
 	}
+	if m := copyContextTable.FindStringSubmatch(msg); table == "" && m != nil {
+		// psql names no line for a refused COPY row: its CONTEXT names the table.
+		for _, r := range s.ranges {
+			if strings.HasSuffix(r.table, "."+m[1]) {
+				if table != "" && table != r.table {
+					table = "" // two tables of that name in other schemas
+					break
+				}
+				table = r.table
+			}
+		}
+	}
 	if table != "" {
 		return &carryRefusal{table: table, detail: "a row of the backup does not fit the target's table: " + msg + "; the transactions were rolled back: nothing of database " + d.Name + " was changed"}
 	}
-	return fmt.Errorf("database %s: %w: %s; the transactions were rolled back", s.db, errors.Join(err, execErr), msg)
+	if execErr != nil {
+		err = execErr
+	}
+	return fmt.Errorf("database %s: %w: %s; the transactions were rolled back", s.db, err, msg)
 }
+
+// copyContextTable finds the table in the CONTEXT clientMessage keeps of a refused COPY row.
+var copyContextTable = regexp.MustCompile(`CONTEXT:\s+COPY ([^\s,:]+), line`)
 
 // carryRefusal is a row blue cannot hold, in a table.
 type carryRefusal struct{ table, detail string }

@@ -88,7 +88,7 @@ func clientMessage(stderr []byte, dropped int64) string {
 		}
 		switch m := dataLine.FindStringSubmatch(l); {
 		case copyContext.MatchString(l):
-			l = copyContext.FindString(l) + " (the value not shown)"
+			l = copyContext.FindString(l) + " (values not shown)"
 		case m != nil && m[1] != "":
 			l = m[1] + ":  (not shown: it may quote rows)"
 		case m != nil:
@@ -190,7 +190,7 @@ var dataLine = regexp.MustCompile(`^(?:(DETAIL|CONTEXT|LINE \d+):|(?i:INSERT|REP
 
 // copyContext is the beginning of PostgreSQL's CONTEXT of a COPY row it refused, up to the
 // column's name: "CONTEXT:  COPY users, line 3, column email".
-var copyContext = regexp.MustCompile(`^CONTEXT:\s+COPY [^\s,:]+, line \d+, column [^\s,:]+`)
+var copyContext = regexp.MustCompile(`^CONTEXT:\s+COPY [^\s,:]+, line \d+(?:, column [^\s,:]+)?`)
 
 // printable is s on one line in at most limit bytes (cut at a character's boundary, and marked
 // with … when cut or when more follows), with control characters and invalid UTF-8 as '?'.
