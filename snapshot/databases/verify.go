@@ -11,7 +11,8 @@ import (
 // Verify counts and checksums every table of every backed-up database on the target and compares
 // them with the backup (implements snapshot.Kind): a table missing, with other row counts or
 // checksums, or on the target in a backed-up schema but not in the backup is listed, named
-// "database/schema.table"; identical tables are counted.
+// "database/schema.table"; identical tables are counted. With Upgrade, backups with row digests
+// are held to the rule of a schema upgrade instead (verifyUpgrade).
 func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	if len(r.Manifest.Databases) == 0 {
 		return nil
