@@ -115,6 +115,10 @@ type Database struct {
 	Bytes   int64    `json:"bytes"`
 	Schemas []string `json:"schemas"`
 	Tables  []Table  `json:"tables"`
+	// RowDigests is the file of the digests of every row's key and column values, table by table
+	// (see package databases), for verify after a schema upgrade: a stream like the dump, so
+	// encrypted when the backup is. Backups made before it have none.
+	RowDigests string `json:"rowDigests,omitempty"`
 }
 
 // Table is one table's row count and engine checksum, taken in one consistent snapshot.
@@ -123,6 +127,16 @@ type Table struct {
 	Name     string `json:"name"`
 	Rows     int64  `json:"rows"`
 	Checksum string `json:"checksum"`
+	// Columns are the table's columns in order, and Key the columns of its primary key (none
+	// without one), as dumped. Backups made before them have neither.
+	Columns []Column `json:"columns,omitempty"`
+	Key     []string `json:"key,omitempty"`
+}
+
+// Column is a table's column: its name and its type as the engine states it.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
 }
 
 // Bucket is a copied bucket: each object under Prefix at its escaped key.

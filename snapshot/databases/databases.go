@@ -38,6 +38,15 @@ type Dumps struct {
 	// the target holds exactly the dump (tables dropped since the target's copy are gone too; to
 	// carry data back). PostgreSQL dumps drop and recreate their databases either way.
 	Replace bool
+	// Upgrade makes verify hold the target to the rule of a schema upgrade rather than equality
+	// (see upgrade.go): the target's new release has migrated the schemas since the dumps were
+	// loaded, so tables, columns and rows may have been added. Backups without row digests are
+	// verified for equality either way.
+	Upgrade bool
+	// IntoExistingSchema makes a restore carry a dump taken on green, after an upgrade, back
+	// into blue's existing schemas (see carryback.go): the rows of the tables and columns both
+	// have, blue's schema never dropped or changed, Replace ignored.
+	IntoExistingSchema bool
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)
 }
@@ -222,7 +231,26 @@ func (c Dumps) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.Dat
 		return entry, err
 	}
 	entry.Tables = tables
+	if err := c.captureShapes(ctx, w, item, cfg, cred, &entry); err != nil {
+		return entry, err
+	}
 	return entry, nil
+}
+
+// captureShapes records the columns and primary key of each dumped table and the digests of its
+// rows, for verify after a schema upgrade.
+func (c Dumps) captureShapes(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database, cred credentials, entry *snapshot.Database) error {
+	if len(entry.Tables) == 0 {
+		return nil
+	}
+	shapes, err := c.shapes(ctx, item, cfg.Container, cred, entry.Engine, entry.Schemas)
+	if err != nil {
+		return err
+	}
+	if err := recordShapes(entry.Tables, shapes); err != nil {
+		return err
+	}
+	return c.captureDigests(ctx, w, item, cfg, cred, entry)
 }
 
 // tableStats counts rows and checksums every base table, in one consistent snapshot.

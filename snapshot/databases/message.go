@@ -87,6 +87,8 @@ func clientMessage(stderr []byte, dropped int64) string {
 			continue
 		}
 		switch m := dataLine.FindStringSubmatch(l); {
+		case copyContext.MatchString(l):
+			l = copyContext.FindString(l) + " (values not shown)"
 		case m != nil && m[1] != "":
 			l = m[1] + ":  (not shown: it may quote rows)"
 		case m != nil:
@@ -185,6 +187,10 @@ var namedBefore = regexp.MustCompile(`(?i)(?:\b(?:key|column|user|table|database
 // PostgreSQL's DETAIL (a key's or a failing row's values), CONTEXT (a COPY line) and LINE (the
 // statement), and a statement a client echoes.
 var dataLine = regexp.MustCompile(`^(?:(DETAIL|CONTEXT|LINE \d+):|(?i:INSERT|REPLACE|UPDATE|DELETE|COPY|VALUES|SELECT)\b|\()`)
+
+// copyContext is the beginning of PostgreSQL's CONTEXT of a COPY row it refused, up to the
+// column's name: "CONTEXT:  COPY users, line 3, column email".
+var copyContext = regexp.MustCompile(`^CONTEXT:\s+COPY [^\s,:]+, line \d+(?:, column [^\s,:]+)?`)
 
 // printable is s on one line in at most limit bytes (cut at a character's boundary, and marked
 // with … when cut or when more follows), with control characters and invalid UTF-8 as '?'.

@@ -76,6 +76,9 @@ func (c Dumps) dumpPostgres(ctx context.Context, w *snapshot.Writer, item plans.
 		}
 		entry.Tables = append(entry.Tables, tables...)
 	}
+	if err := c.captureShapes(ctx, w, item, cfg, cred, &entry); err != nil {
+		return entry, err
+	}
 	return entry, nil
 }
 

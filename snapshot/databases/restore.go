@@ -88,7 +88,11 @@ func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot
 			report.Count(kind, snapshot.StatusUnchanged) // nothing was dumped: nothing to load
 			continue
 		}
-		err := c.restoreOne(ctx, dyn, r, d, report)
+		restore := c.restoreOne
+		if c.IntoExistingSchema {
+			restore = c.carryBackOne
+		}
+		err := restore(ctx, dyn, r, d, report)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -104,7 +108,7 @@ func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapsho
 	if err != nil {
 		return err
 	}
-	if err := c.load(ctx, r, d, t); err != nil {
+	if err := c.load(ctx, r, d, t, nil); err != nil {
 		return err
 	}
 	got, err := c.stats(ctx, t, d)
@@ -137,7 +141,11 @@ func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapsho
 // The password goes on stdin's first line (clientShell), and stdin ends with the client's quit
 // command because the stream's end may never reach the client; the client stops at the first
 // failing statement.
-func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target) (err error) {
+//
+// With stage (MySQL only: dumped schema -> staging schema), the dump goes through a
+// stagingFilter into the staging schemas, which are dropped first; the dumped schemas are not
+// touched, whatever Replace says.
+func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target, stage map[string]string) (err error) {
 	checked, err := checkDump(ctx, r, d)
 	if err != nil {
 		return fmt.Errorf("%w; checked before loading: nothing was loaded", err)
@@ -156,12 +164,19 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		if putBack != nil {
 			defer func() { err = errors.Join(err, putBack(ctx)) }()
 		}
-		if c.Replace {
+		if stage != nil {
+			for _, schema := range d.Schemas {
+				begin += "DROP DATABASE IF EXISTS `" + strings.ReplaceAll(stage[schema], "`", "``") + "`;\n"
+			}
+		} else if c.Replace {
 			for _, schema := range d.Schemas {
 				begin += "DROP DATABASE IF EXISTS `" + strings.ReplaceAll(schema, "`", "``") + "`;\n"
 			}
 		}
 	case "postgresql":
+		if stage != nil {
+			return fmt.Errorf("database %s: staging is for MySQL dumps", d.Name)
+		}
 		cmd, end = pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname=postgres"), "\n\\q\n"
 		// The dumps drop their databases before recreating them; sessions still open on the
 		// target's copies would make that fail.
@@ -188,7 +203,14 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	}
 	sql := newSQLStream(newPinned(dec, d.Name, checked.chunks), d, cancelExec)
 	scan := newSQLScanner(d.Engine)
-	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(sql, scan), strings.NewReader(end))}
+	var toClient io.Reader = sql
+	var staged *stagingReader
+	if stage != nil {
+		// The client's line numbers are those of the filtered SQL, which the scanner reads.
+		staged = newStagingReader(sql, stage)
+		toClient = staged
+	}
+	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(toClient, scan), strings.NewReader(end))}
 	// The client's stderr is kept here, not by exec: a client that stops while its stdin is still
 	// being sent may end the exec without an error, and what it said names the statement.
 	var stderr stderrBuffer
@@ -205,6 +227,9 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	}
 	if serr := sql.failure(); serr != nil {
 		return fmt.Errorf("%w%s", serr, partly)
+	}
+	if staged != nil && staged.f.err != nil {
+		return fmt.Errorf("database %s: %w; only its staging schemas may hold part of it", d.Name, staged.f.err)
 	}
 	if err == nil && !sql.finished() {
 		err = errors.New("the client ended before the end of the dump")

@@ -188,9 +188,9 @@ func TestClientMessageShowsNoData(t *testing.T) {
 		{"an apostrophe in a value", "ERROR 1062 (23000) at line 25: Duplicate entry 'O'Brien " + row + "' for key 'PRIMARY'\n",
 			"Duplicate entry '(31 bytes not shown)' for key 'PRIMARY'"},
 		{"postgres unique", "psql:<stdin>:40: ERROR:  duplicate key value violates unique constraint \"notes_pkey\"\nDETAIL:  Key (note)=(" + row + ") already exists.\nCONTEXT:  COPY notes, line 1\n",
-			`psql:<stdin>:40: ERROR:  duplicate key value violates unique constraint "notes_pkey" | DETAIL:  (not shown: it may quote rows) | CONTEXT:  (not shown: it may quote rows)`},
+			`psql:<stdin>:40: ERROR:  duplicate key value violates unique constraint "notes_pkey" | DETAIL:  (not shown: it may quote rows) | CONTEXT:  COPY notes, line 1 (values not shown)`},
 		{"postgres bad value", "psql:<stdin>:41: ERROR:  invalid input syntax for type integer: \"" + row + "\"\nCONTEXT:  COPY notes, line 1, column id: \"" + row + "\"\n",
-			`psql:<stdin>:41: ERROR:  invalid input syntax for type integer: "(23 bytes not shown)" | CONTEXT:  (not shown: it may quote rows)`},
+			`psql:<stdin>:41: ERROR:  invalid input syntax for type integer: "(23 bytes not shown)" | CONTEXT:  COPY notes, line 1, column id (values not shown)`},
 		{"postgres not null", "psql:<stdin>:42: ERROR:  null value in column \"id\" of relation \"notes\" violates not-null constraint\nDETAIL:  Failing row contains (null, " + row + ").\n",
 			`psql:<stdin>:42: ERROR:  null value in column "id" of relation "notes" violates not-null constraint | DETAIL:  (not shown: it may quote rows)`},
 	} {

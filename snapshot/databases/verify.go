@@ -11,7 +11,8 @@ import (
 // Verify counts and checksums every table of every backed-up database on the target and compares
 // them with the backup (implements snapshot.Kind): a table missing, with other row counts or
 // checksums, or on the target in a backed-up schema but not in the backup is listed, named
-// "database/schema.table"; identical tables are counted.
+// "database/schema.table"; identical tables are counted. With Upgrade, backups with row digests
+// are held to the rule of a schema upgrade instead (verifyUpgrade).
 func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	if len(r.Manifest.Databases) == 0 {
 		return nil
@@ -22,6 +23,16 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 	}
 	for _, d := range r.Manifest.Databases {
 		if len(d.Schemas) == 0 {
+			continue
+		}
+		if c.Upgrade && d.RowDigests != "" {
+			err := c.verifyUpgrade(ctx, dyn, r, d, report)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				report.Add(kind, snapshot.StatusFailed, d.Name, fmt.Sprintf("cannot verify its %d tables: %v", len(d.Tables), err))
+			}
 			continue
 		}
 		got, err := c.targetStats(ctx, dyn, r, d)

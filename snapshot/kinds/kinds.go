@@ -159,8 +159,12 @@ type RestoreOptions struct {
 	// buckets mirrored with deletions, database schemas dropped before their dumps load, existing
 	// objects replaced (to carry data back).
 	Replace bool
-	// Upgrade restores or verifies a backup made for an upgrade (its plan has an upgrade section)
-	// onto a target that runs the platform's new release: only the state moves (resources.Objects.Upgrade).
+	// Upgrade: the backup was made for an upgrade (its plan has an upgrade section) and the target
+	// runs another release of the platform than the backup's source (green the new one, blue on a
+	// carry-back the old one). Only the state moves (resources.Objects.Upgrade); verify holds
+	// databases to the rule of a schema upgrade (databases.Dumps.Upgrade), and with Replace (a
+	// carry-back) databases are loaded into the target's existing schemas instead of replacing
+	// them (databases.Dumps.IntoExistingSchema).
 	Upgrade bool
 	Log     *slog.Logger
 }
@@ -185,7 +189,8 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 	}
 	return append(out,
 		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Delete: o.Replace, Log: o.Log},
-		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Replace: o.Replace},
+		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Replace: o.Replace,
+			Upgrade: o.Upgrade, IntoExistingSchema: o.Upgrade && o.Replace},
 		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Prune: o.Replace},
 	)
 }

@@ -1,0 +1,385 @@
+package databases
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/kube"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/klauspost/compress/zstd"
+)
+
+// A PostgreSQL carry-back needs no staging: pg_dump writes each table's rows as COPY text, one row
+// a line, its columns named in the COPY statement and separated by tabs (a tab in a value is
+// written \t). The dump is read once more after its check, and each table both have is sent to
+// blue as "DELETE FROM t; COPY t (shared columns) FROM stdin;" with its rows cut down to the
+// shared columns; nothing else of the dump runs. Each database of the dump gets its own psql
+// session and transaction; all are held open until every one has taken its rows, then committed
+// one after the other (a failure in between leaves those committed before it: the report says
+// which).
+
+// pgCopyRE is a COPY statement of pg_dump: its table and its columns.
+var pgCopyRE = regexp.MustCompile(`^COPY ((?:"(?:[^"]|"")+"|[^\s.(]+)\.(?:"(?:[^"]|"")+"|[^\s(]+)) \(([^)]*)\) FROM stdin;$`)
+
+// pgName unquotes a PostgreSQL identifier as pg_dump writes it.
+func pgName(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, `"`) && strings.HasSuffix(s, `"`) && len(s) >= 2 {
+		return strings.ReplaceAll(s[1:len(s)-1], `""`, `"`)
+	}
+	return s
+}
+
+// splitPgTable splits "schema.table" as pg_dump writes it.
+func splitPgTable(s string) (string, string) {
+	sc := newSQLScanner("postgresql")
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' && sc.state == stNormal {
+			return pgName(s[:i]), pgName(s[i+1:])
+		}
+		sc.byte(s[i])
+	}
+	return "", pgName(s)
+}
+
+// pgSession is one psql session on one of blue's databases, its transaction open.
+type pgSession struct {
+	db     string
+	w      *io.PipeWriter
+	lines  int64 // written, for the table a psql error names
+	ranges []lineRange
+	stdout bytes.Buffer
+	stderr stderrBuffer
+	done   chan error
+	mu     sync.Mutex
+}
+
+type lineRange struct {
+	first, last int64
+	table       string
+}
+
+func (s *pgSession) write(text string) error {
+	s.lines += int64(strings.Count(text, "\n"))
+	_, err := io.WriteString(s.w, text)
+	return err
+}
+
+func (s *pgSession) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stdout.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// carryBackPostgres carries a PostgreSQL dump back into blue's existing databases.
+func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target, report *snapshot.Report) error {
+	green := map[string]*shape{}
+	for _, tbl := range d.Tables {
+		if len(tbl.Columns) == 0 {
+			return fmt.Errorf("the backup records no columns of table %s.%s (made before they were): it cannot be carried back into an existing schema; nothing was changed", tbl.Schema, tbl.Name)
+		}
+		s := &shape{Schema: tbl.Schema, Name: tbl.Name, Key: tbl.Key}
+		for _, col := range tbl.Columns {
+			s.Columns = append(s.Columns, column{Column: col})
+		}
+		green[tableKey(tbl.Schema, tbl.Name)] = s
+	}
+	blue, err := c.shapes(ctx, t.item, t.cfg.Container, t.cred, d.Engine, d.Schemas)
+	if err != nil {
+		return err
+	}
+	plan := planCarryBack(d, green, blue)
+	name := func(table string) string { return d.Name + "/" + table }
+	if len(plan.refused) > 0 {
+		for _, n := range plan.refused {
+			report.Add(kind, snapshot.StatusFailed, name(n.table), n.detail+"; nothing of database "+d.Name+" was changed")
+		}
+		return nil
+	}
+	copies := map[string]tableCopy{}
+	for _, cp := range plan.copies {
+		copies[tableKey(cp.schema, cp.name)] = cp
+	}
+	if _, err := checkDump(ctx, r, d); err != nil {
+		return fmt.Errorf("%w; checked before loading: nothing was changed", err)
+	}
+	// Read again, checked against the manifest to its end before anything is committed.
+	rc, err := r.Open(ctx, d.Key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.Key, err)
+	}
+	defer dec.Close()
+	sql := newSQLStream(dec, d, func() {})
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var sessions []*pgSession
+	defer func() {
+		for _, s := range sessions {
+			s.w.CloseWithError(errors.New("carry-back stopped"))
+		}
+	}()
+	open := func(db string) *pgSession {
+		s := &pgSession{db: db, done: make(chan error, 1)}
+		pr, pw := io.Pipe()
+		s.w = pw
+		stdin := io.MultiReader(strings.NewReader(t.cred.password+"\n"), pr)
+		cmd := pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname="+db)
+		go func() {
+			err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: t.item.Namespace, Pod: t.item.Pod, Container: t.cfg.Container,
+				Command: cmd, Stdin: stdin, Stdout: lockedWriter{&s.mu, &s.stdout}, Stderr: &s.stderr})
+			pr.CloseWithError(fmt.Errorf("the client ended: %v", err))
+			s.done <- err
+		}()
+		sessions = append(sessions, s)
+		return s
+	}
+	seen := map[string]bool{}
+	var cur *pgSession
+	var keep []int // indexes of its shared columns in the COPY's
+	inData, skipData := false, false
+	scan := newSQLScanner("postgresql")
+	br := bufio.NewReaderSize(sql, 256<<10)
+	var line []byte
+	for {
+		chunk, isPrefix, rerr := br.ReadLine()
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("database %s: read the dump again: %w", d.Name, rerr)
+		}
+		if inData {
+			// A row: its shared columns only, streamed (a row may be long).
+			if len(line) == 0 && !isPrefix && (string(chunk) == `\.` || string(chunk) == "\\.\r") {
+				inData = false
+				if !skipData {
+					if err := cur.write("\\.\n"); err != nil {
+						return c.pgFailure(d, cur, err)
+					}
+					cur.ranges[len(cur.ranges)-1].last = cur.lines
+				}
+				scan.Write(append(append([]byte(nil), chunk...), '\n'))
+				continue
+			}
+			if !skipData {
+				if err := projectRow(cur, chunk, isPrefix, keep, &line); err != nil {
+					return c.pgFailure(d, cur, err)
+				}
+			}
+			if !isPrefix {
+				line = line[:0]
+			}
+			scan.Write(append(append([]byte(nil), chunk...), '\n'))
+			continue
+		}
+		full := append(line, chunk...)
+		if isPrefix {
+			line = full
+			continue
+		}
+		line = nil
+		between := scan.state == stNormal && !scan.open
+		scan.Write(append(full, '\n'))
+		if !between {
+			continue
+		}
+		if strings.HasPrefix(string(full), `\connect`) {
+			if scan.schema != "" && (cur == nil || cur.db != scan.schema) {
+				cur = open(scan.schema)
+				if err := cur.write("BEGIN;\n"); err != nil {
+					return c.pgFailure(d, cur, err)
+				}
+			}
+			continue
+		}
+		m := pgCopyRE.FindStringSubmatch(string(full))
+		if m == nil {
+			continue
+		}
+		inData, skipData = true, true
+		if cur == nil {
+			continue
+		}
+		nsp, table := splitPgTable(m[1])
+		cp, ok := copies[tableKey(cur.db+"."+nsp, table)]
+		if !ok {
+			continue // not carried back (left, and listed)
+		}
+		seen[tableKey(cp.schema, cp.name)] = true
+		cols := strings.Split(m[2], ",")
+		keep = keep[:0]
+		for _, want := range cp.columns {
+			for i, col := range cols {
+				if pgName(col) == want {
+					keep = append(keep, i)
+				}
+			}
+		}
+		if len(keep) != len(cp.columns) {
+			return fmt.Errorf("table %s.%s: the dump's COPY lacks some of the columns its manifest records; nothing was committed", cp.schema, cp.name)
+		}
+		ident := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+		quoted := make([]string, len(cp.columns))
+		for i, col := range cp.columns {
+			quoted[i] = ident(col)
+		}
+		qt := ident(nsp) + "." + ident(table)
+		first := cur.lines + 1
+		if err := cur.write("DELETE FROM " + qt + ";\nCOPY " + qt + " (" + strings.Join(quoted, ", ") + ") FROM stdin;\n"); err != nil {
+			return c.pgFailure(d, cur, err)
+		}
+		cur.ranges = append(cur.ranges, lineRange{first: first, table: cp.schema + "." + cp.name})
+		skipData = false
+	}
+	if !sql.finished() {
+		return fmt.Errorf("database %s: the dump read again did not end as checked: %w; nothing was committed", d.Name, snapshot.ErrCorrupt)
+	}
+	for _, cp := range plan.copies {
+		if !seen[tableKey(cp.schema, cp.name)] {
+			return fmt.Errorf("table %s.%s: the dump holds no rows of it; nothing was committed", cp.schema, cp.name)
+		}
+	}
+	// Every session took its rows: then commit them, one after the other.
+	for _, s := range sessions {
+		if err := s.write("\\echo ferry-ready\n"); err != nil {
+			return c.pgFailure(d, s, err)
+		}
+	}
+	for _, s := range sessions {
+		if err := s.waitFor(ctx, "ferry-ready"); err != nil {
+			return c.pgFailure(d, s, err)
+		}
+	}
+	var committed []string
+	for _, s := range sessions {
+		err := s.write("COMMIT;\n\\echo ferry-committed\n\\q\n")
+		if err == nil {
+			err = s.waitFor(ctx, "ferry-committed")
+		}
+		if err != nil {
+			return fmt.Errorf("%w (databases committed before: %v)", c.pgFailure(d, s, err), committed)
+		}
+		committed = append(committed, s.db)
+		s.w.Close()
+		<-s.done
+	}
+	sessions = nil
+	for _, n := range plan.left {
+		report.Add(kind, snapshot.StatusSkipped, name(n.table), n.detail)
+	}
+	report.Count(kind, snapshot.StatusRestored)
+	return nil
+}
+
+// projectRow gathers the pieces of a COPY row and, at its end, writes its fields at keep (in
+// keep's order: blue's columns'). A row is held whole, as the server holds it.
+func projectRow(s *pgSession, chunk []byte, more bool, keep []int, line *[]byte) error {
+	*line = append(*line, chunk...)
+	if more {
+		return nil
+	}
+	fields := bytes.Split(*line, []byte{'\t'})
+	out := make([][]byte, len(keep))
+	for i, k := range keep {
+		if k >= len(fields) {
+			return errors.New("a COPY row of the dump has fewer fields than its columns")
+		}
+		out[i] = fields[k]
+	}
+	return s.write(string(bytes.Join(out, []byte{'\t'})) + "\n")
+}
+
+// waitFor waits until the session printed marker, or ended.
+func (s *pgSession) waitFor(ctx context.Context, marker string) error {
+	for {
+		if strings.Contains(s.output(), marker) {
+			return nil
+		}
+		select {
+		case err := <-s.done:
+			s.done <- err
+			if strings.Contains(s.output(), marker) {
+				return nil
+			}
+			if err == nil {
+				err = errors.New("the client ended")
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pgFailure names the table a session's error points at and what psql said, cut down.
+func (c Dumps) pgFailure(d snapshot.Database, s *pgSession, err error) error {
+	// Wait for the client's end, for its message.
+	var execErr error
+	select {
+	case execErr = <-s.done:
+		s.done <- execErr
+	case <-time.After(30 * time.Second):
+	}
+	msg := clientMessage(s.stderr.text(), s.stderr.dropped)
+	table := ""
+	if line := clientLine(msg); line > 0 {
+		for _, r := range s.ranges {
+			if r.first <= line && (line <= r.last || r.last == 0) {
+				table = r.table
+			}
+		}
+	}
+	if m := copyContextTable.FindStringSubmatch(msg); table == "" && m != nil {
+		// psql names no line for a refused COPY row: its CONTEXT names the table.
+		for _, r := range s.ranges {
+			if strings.HasSuffix(r.table, "."+m[1]) {
+				if table != "" && table != r.table {
+					table = "" // two tables of that name in other schemas
+					break
+				}
+				table = r.table
+			}
+		}
+	}
+	if table != "" {
+		return &carryRefusal{table: table, detail: "a row of the backup does not fit the target's table: " + msg + "; the transactions were rolled back: nothing of database " + d.Name + " was changed"}
+	}
+	if execErr != nil {
+		err = execErr
+	}
+	return fmt.Errorf("database %s: %w: %s; the transactions were rolled back", s.db, err, msg)
+}
+
+// copyContextTable finds the table in the CONTEXT clientMessage keeps of a refused COPY row.
+var copyContextTable = regexp.MustCompile(`CONTEXT:\s+COPY ([^\s,:]+), line`)
+
+// carryRefusal is a row blue cannot hold, in a table.
+type carryRefusal struct{ table, detail string }
+
+func (e *carryRefusal) Error() string { return e.table + ": " + e.detail }

@@ -1,0 +1,96 @@
+package databases
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ferrykube/ferry/snapshot"
+)
+
+func TestPlanCarryBack(t *testing.T) {
+	col := func(name string, notNull, filled, generated bool) column {
+		return column{Column: snapshot.Column{Name: name, Type: "int"}, NotNull: notNull, Filled: filled, Generated: generated}
+	}
+	green := map[string]*shape{
+		tableKey("kfp", "runs"):    {Schema: "kfp", Name: "runs", Columns: []column{col("id", true, false, false), col("name", true, false, false), col("owner", true, true, false)}},
+		tableKey("kfp", "metrics"): {Schema: "kfp", Name: "metrics", Columns: []column{col("run", true, false, false)}},
+		tableKey("kfp", "flags"):   {Schema: "kfp", Name: "flags", Columns: []column{col("id", true, false, false)}},
+		tableKey("kfp", "empty"):   {Schema: "kfp", Name: "empty", Columns: []column{col("id", true, false, false)}},
+	}
+	blue := map[string]*shape{
+		tableKey("kfp", "runs"):  {Schema: "kfp", Name: "runs", Columns: []column{col("id", true, false, false), col("name", true, false, false), col("upper_name", false, true, true), col("legacy", false, false, false)}},
+		tableKey("kfp", "flags"): {Schema: "kfp", Name: "flags", Columns: []column{col("id", true, false, false), col("must", true, false, false), col("dflt", true, true, false)}},
+		tableKey("kfp", "empty"): {Schema: "kfp", Name: "empty", Columns: []column{col("id", true, false, false), col("must", true, false, false)}},
+		tableKey("kfp", "old"):   {Schema: "kfp", Name: "old", Columns: []column{col("id", true, false, false)}},
+		tableKey("kfp", "older"): {Schema: "kfp", Name: "older", Columns: []column{col("id", true, false, false)}},
+	}
+	d := snapshot.Database{Name: "kfp-mysql", Tables: []snapshot.Table{
+		{Schema: "kfp", Name: "empty", Rows: 0}, {Schema: "kfp", Name: "flags", Rows: 2}, {Schema: "kfp", Name: "metrics", Rows: 5}, {Schema: "kfp", Name: "runs", Rows: 3}}}
+	p := planCarryBack(d, green, blue)
+	var copies []string
+	for _, c := range p.copies {
+		copies = append(copies, c.schema+"."+c.name+"("+strings.Join(c.columns, ",")+")")
+	}
+	if want := []string{"kfp.empty(id)", "kfp.runs(id,name)"}; !slices.Equal(copies, want) {
+		t.Errorf("copies %v, want %v", copies, want)
+	}
+	if want := []tableNote{{"kfp.flags", "column must is NOT NULL without a default on the target and the backup's table has no such column: its 2 rows cannot be represented"}}; !slices.Equal(p.refused, want) {
+		t.Errorf("refused %q, want %q", p.refused, want)
+	}
+	want := []tableNote{
+		{"kfp.metrics", "only in the backup (5 rows), not on the target: left, not carried back"},
+		{"kfp.runs", "columns only in the backup, their values not carried back: owner"},
+		{"kfp.old", "not in the backup: left as it is on the target"},
+		{"kfp.older", "not in the backup: left as it is on the target"},
+	}
+	if !slices.Equal(p.left, want) {
+		t.Errorf("left %q, want %q", p.left, want)
+	}
+}
+
+func TestSwapSQLNamesEachLinesTable(t *testing.T) {
+	sql, tables := swapSQL([]tableCopy{{"kfp", "runs", []string{"id", "na`me"}}}, map[string]string{"kfp": "ferry_stage_kfp"})
+	lines := strings.Split(sql, "\n")
+	if len(lines) != len(tables) || tables[4] != "kfp.runs" || tables[len(tables)-1] != "" {
+		t.Fatalf("lines %q tables %q", lines, tables)
+	}
+	if want := "INSERT INTO `kfp`.`runs` (`id`, `na``me`) SELECT `id`, `na``me` FROM `ferry_stage_kfp`.`runs`;"; lines[4] != want {
+		t.Fatalf("line 5 %q, want %q", lines[4], want)
+	}
+	if lines[2] != "START TRANSACTION;" || lines[len(lines)-1] != "COMMIT;" || !strings.HasPrefix(lines[3], "DELETE FROM `kfp`.`runs`") {
+		t.Fatalf("not one transaction replacing the rows: %q", lines)
+	}
+}
+
+func TestPgCopyLines(t *testing.T) {
+	m := pgCopyRE.FindStringSubmatch(`COPY "we.ird"."Tab le" (id, "na,me", age) FROM stdin;`)
+	if m == nil {
+		t.Fatal("a COPY with quoted names is not recognised")
+	}
+	if nsp, table := splitPgTable(m[1]); nsp != "we.ird" || table != "Tab le" {
+		t.Fatalf("table %q.%q", nsp, table)
+	}
+	if m := pgCopyRE.FindStringSubmatch(`COPY public.users (id, email) FROM stdin;`); m == nil || m[2] != "id, email" {
+		t.Fatalf("columns %q", m)
+	}
+	var out strings.Builder
+	pr, pw := io.Pipe()
+	copied := make(chan struct{})
+	go func() { io.Copy(&out, pr); close(copied) }()
+	s := &pgSession{w: pw}
+	var line []byte
+	// A row in two pieces, an escaped tab inside a value: fields 2 and 0 kept, in that order.
+	if err := projectRow(s, []byte("1\tx\\ty"), true, []int{2, 0}, &line); err != nil {
+		t.Fatal(err)
+	}
+	if err := projectRow(s, []byte("z\t\\N"), false, []int{2, 0}, &line); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	<-copied
+	if s.lines != 1 || out.String() != "\\N\t1\n" {
+		t.Fatalf("%d lines written: %q", s.lines, out.String())
+	}
+}
