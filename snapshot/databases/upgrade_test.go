@@ -50,7 +50,7 @@ func TestPlanUpgradeCompare(t *testing.T) {
 			[]string{"column kind (varchar(16)): not on the target", "rows not compared: their values (the table has no primary key) column(s) kind are not on the target"}, nil, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := planUpgradeCompare(tc.table, tc.target)
+			p := planUpgradeCompare(tc.table, tc.target, false)
 			if p.missing != tc.missing || !slices.Equal(p.problems, tc.problems) || len(p.changed) != tc.typeNotes {
 				t.Fatalf("missing %v, problems %q, type changes %v; want %v, %q, %d", p.missing, p.problems, p.changed, tc.missing, tc.problems, tc.typeNotes)
 			}
@@ -72,12 +72,25 @@ func digestStream(table string, rows ...string) string {
 	return "table\tdb\t" + table + "\n" + strings.Join(rows, "\n") + "\n"
 }
 
+// TestPlanCarriedBackCompare: a carry-back's verify holds blue (the older release) to green's
+// backup on the columns both have; green's newer column is what the carry-back left and listed.
+func TestPlanCarriedBackCompare(t *testing.T) {
+	dumped := snapshot.Table{Schema: "mlpipeline", Name: "run_details", Rows: 3, Key: []string{"id"}, Columns: cols("id int(11)", "name varchar(64)", "state varchar(32)")}
+	p := planUpgradeCompare(dumped, shapeOf([]string{"id"}, "id int(11)", "name varchar(64)"), true)
+	if len(p.problems) > 0 || p.missing || p.query == nil || !slices.Equal(p.query.columns, []string{"id", "name"}) {
+		t.Errorf("problems %q, missing %v, query %+v; want the rows compared on id and name", p.problems, p.missing, p.query)
+	}
+	if p := planUpgradeCompare(dumped, shapeOf([]string{"id"}, "id int(11)", "name varchar(64)"), false); len(p.problems) != 1 {
+		t.Errorf("after an upgrade, a dropped column is a difference: %q", p.problems)
+	}
+}
+
 func TestCompareRows(t *testing.T) {
 	dumped := snapshot.Table{Schema: "db", Name: "runs", Rows: 3, Key: []string{"id"}, Columns: cols("id int", "name text", "score double")}
-	full := planUpgradeCompare(dumped, shapeOf([]string{"id"}, "id int", "name text", "score double", "added text"))
-	noScore := planUpgradeCompare(dumped, shapeOf([]string{"id"}, "id int", "name text"))
+	full := planUpgradeCompare(dumped, shapeOf([]string{"id"}, "id int", "name text", "score double", "added text"), false)
+	noScore := planUpgradeCompare(dumped, shapeOf([]string{"id"}, "id int", "name text"), false)
 	keyless := snapshot.Table{Schema: "db", Name: "runs", Rows: 3, Columns: cols("run int", "kind text")}
-	keylessPlan := planUpgradeCompare(keyless, shapeOf(nil, "run int", "kind text"))
+	keylessPlan := planUpgradeCompare(keyless, shapeOf(nil, "run int", "kind text"), false)
 	backup := digestStream("runs", "1a\ti1\tn1\ts1", "2b\ti2\tn2\ts2", "3c\ti3\tn3\ts3")
 	for _, tc := range []struct {
 		name           string
@@ -127,7 +140,7 @@ func TestCompareRows(t *testing.T) {
 
 func TestRowProblemsNameATypeChange(t *testing.T) {
 	dumped := snapshot.Table{Schema: "db", Name: "runs", Key: []string{"id"}, Columns: cols("id int", "at datetime")}
-	p := planUpgradeCompare(dumped, shapeOf([]string{"id"}, "id int", "at datetime(6)"))
+	p := planUpgradeCompare(dumped, shapeOf([]string{"id"}, "id int", "at datetime(6)"), false)
 	got := rowProblems(p, rowsCompared{rows: 2, differ: []int64{0, 2}})
 	want := []string{"column at (type datetime in the backup, datetime(6) on the target): 2 of the backup's rows have another value as text: not comparable across the type change"}
 	if !slices.Equal(got, want) {
