@@ -90,6 +90,10 @@ var (
 	upgradeSeeded = map[string]bool{}
 )
 
+// upgradeClassMap is how the checker names blue's storage classes on green: the Kubeflow
+// fixture's are mapped to the testbed's standard (--storage-class-map).
+var upgradeClassMap = map[string]string{"gp3": "standard", "nfs-client": "standard"}
+
 // upgradePlatformNamespaces are the namespaces of the sample platform's releases.
 var upgradePlatformNamespaces = []string{"kubeflow", "kubeflow-system", "istio-system"}
 
@@ -170,7 +174,7 @@ func TestMigrateUpgrade(t *testing.T) {
 			gone = append(gone, "apiextensions.k8s.io/v1 CustomResourceDefinition "+kind+"jobs.kubeflow.org")
 		}
 		upgradeCase{blue: blue, green: green, platform: []string{"kubeflow", "kubeflow-system", "istio-system", "auth", "cert-manager", "knative-serving", "oauth2-proxy"},
-			tenants: []string{"kubeflow-user-example-com", "ml-team-vision", "dkim-research"}, claims: claims, job: job, removedCRDs: 6, gone: append(gone, "apps/v1 Deployment kubeflow/training-operator"),
+			tenants: []string{"kubeflow-user-example-com", "ml-team-vision", "dkim-research"}, claims: claims, job: job, removedCRDs: 6, gone: append(gone, "apps/v1 Deployment kubeflow/training-operator"), carryBack: true,
 			// Katib's database and the claims of the other notebooks are not served by the testbed.
 			flags: []string{"--storage-class-map", "gp3=standard,nfs-client=standard", "--allow-skipped"}}.run(t)
 	})
@@ -243,7 +247,7 @@ func (c upgradeCase) run(t *testing.T) {
 	// The state is on green, by the independent checker: the tenants' namespaces (but the
 	// PyTorchJob, left on blue), their files, the database and the bucket.
 	scope := checkScope{namespaces: c.tenants, claims: c.claims, mysqlSchemas: []string{"mlpipeline", "cachedb"}, buckets: []string{testbed.PlatformBucket},
-		storageClassMap: map[string]string{"gp3": "standard", "nfs-client": "standard"}}
+		storageClassMap: upgradeClassMap}
 	for _, d := range checkDifferences(t, blue, green, scope) {
 		switch {
 		case d == "type kubeflow.org/v1, Resource=pytorchjobs (1 objects on blue) is not served on green":
@@ -281,24 +285,29 @@ func (c upgradeCase) carryBackAfter(t *testing.T, url, run string, blueBefore ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	migration, err := gkc.CoreV1().ConfigMaps("kubeflow").Get(ctx, "mlpipeline-schema-migration", metav1.GetOptions{})
-	if err != nil {
+	// The sample's release 2 declares its migration; for the Kubeflow fixtures, the same change
+	// stands for KFP's own.
+	migrateSQL := sampleMigration
+	if cm, err := gkc.CoreV1().ConfigMaps("kubeflow").Get(ctx, "mlpipeline-schema-migration", metav1.GetOptions{}); err == nil {
+		migrateSQL = cm.Data["migrate.sql"]
+	} else if !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	blueSchema := mysqlColumns(t, blue)
-	if _, err := green.mariadb.SQL(ctx, tb.Bins, migration.Data["migrate.sql"]+`
+	if _, err := green.mariadb.SQL(ctx, tb.Bins, migrateSQL+`
 INSERT INTO mlpipeline.run_details (id, name, score, state) VALUES (9001, 'green-run', 0.5, 'RUNNING');
 UPDATE mlpipeline.run_details SET score = 1.25 WHERE id = 7;
 DELETE FROM mlpipeline.run_details WHERE id = 8;
 INSERT INTO mlpipeline.run_metrics VALUES (9001, 'loss', 0.1);`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gkc.CoreV1().ConfigMaps("alice").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "written-on-green"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+	tenant := c.claims[0][0]
+	if _, err := gkc.CoreV1().ConfigMaps(tenant).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "written-on-green"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	trainJob := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-		"metadata": map[string]any{"name": "green-only", "namespace": "alice"}, "spec": map[string]any{"runtimeRef": map[string]any{"name": "torch-distributed"}}}}
-	if _, err := gdyn.Resource(schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"}).Namespace("alice").Create(ctx, trainJob, metav1.CreateOptions{}); err != nil {
+		"metadata": map[string]any{"name": "green-only", "namespace": tenant}, "spec": map[string]any{"runtimeRef": map[string]any{"name": "torch-distributed"}}}}
+	if _, err := gdyn.Resource(schema.GroupVersionResource{Group: "trainer.kubeflow.org", Version: "v1alpha1", Resource: "trainjobs"}).Namespace(tenant).Create(ctx, trainJob, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := writeClaimFile(ctx, green, c.claims[0], "written-on-green.txt"); err != nil {
@@ -318,7 +327,7 @@ INSERT INTO mlpipeline.run_metrics VALUES (9001, 'loss', 0.1);`); err != nil {
 		t.Fatalf("the report is not JSON (%v): %s", err, out)
 	}
 	if cb := rep.CarryBack; cb == nil || cb.Moved == nil || !slices.ContainsFunc(cb.Moved.Items, func(i snapshot.ReportItem) bool {
-		return i.Status == snapshot.StatusLeft && strings.Contains(i.Name, "TrainJob alice/green-only")
+		return i.Status == snapshot.StatusLeft && strings.Contains(i.Name, "TrainJob "+tenant+"/green-only")
 	}) {
 		t.Errorf("the carry-back does not list the TrainJob left on green: %+v", rep.CarryBack)
 	}
@@ -337,10 +346,10 @@ INSERT INTO mlpipeline.run_metrics VALUES (9001, 'loss', 0.1);`); err != nil {
 		t.Errorf("blue's run_details differ from green's on the shared columns (%d and %d bytes)", len(b), len(g))
 	}
 	// The tenants' objects, files and bucket are green's; blue's release is as before the upgrade.
-	scope := checkScope{namespaces: c.tenants, claims: c.claims, buckets: []string{testbed.PlatformBucket}}
+	scope := checkScope{namespaces: c.tenants, claims: c.claims, buckets: []string{testbed.PlatformBucket}, storageClassMap: upgradeClassMap}
 	for _, d := range checkDifferences(t, blue, green, scope) {
 		switch {
-		case strings.Contains(d, "pytorchjobs") || strings.Contains(d, "trainjobs") || strings.Contains(d, "TrainJob alice/green-only"):
+		case strings.Contains(d, "pytorchjobs") || strings.Contains(d, "trainjobs") || strings.Contains(d, "TrainJob "+tenant+"/green-only"):
 			// Each release's own kind stays where it is.
 		case strings.HasPrefix(d, "object ") && !c.tenantObject(strings.SplitN(strings.TrimPrefix(d, "object "), ":", 2)[0]):
 		case allowedBy(d) != nil:
@@ -358,6 +367,13 @@ INSERT INTO mlpipeline.run_metrics VALUES (9001, 'loss', 0.1);`); err != nil {
 		t.Errorf("blue's release changed: %s", d)
 	}
 }
+
+// sampleMigration is the schema migration of the sample's release 2 (examples/platform-v2's
+// ConfigMap mlpipeline-schema-migration).
+const sampleMigration = `CREATE TABLE IF NOT EXISTS mlpipeline.schema_version (version INT NOT NULL PRIMARY KEY);
+ALTER TABLE mlpipeline.run_details ADD COLUMN state VARCHAR(32) NOT NULL DEFAULT 'SUCCEEDED';
+CREATE TABLE IF NOT EXISTS mlpipeline.run_metrics (run_id INT NOT NULL, name VARCHAR(64) NOT NULL, value DOUBLE, PRIMARY KEY (run_id, name));
+REPLACE INTO mlpipeline.schema_version (version) VALUES (2);`
 
 // mysqlColumns lists the columns of the mlpipeline schema of a side's MariaDB: "table.column type".
 func mysqlColumns(t *testing.T, s side) map[string]bool {
