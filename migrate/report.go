@@ -167,7 +167,9 @@ func BuildReport(j *Journal) Report {
 			}
 			switch {
 			case e.State == Planned && e.Phase == Done:
-				var p plans.Plan
+				var p struct { // of the journaled plan, only its upgrade section
+					Upgrade *plans.Upgrade `json:"upgrade"`
+				}
 				if json.Unmarshal(e.Data, &p) == nil {
 					rep.Upgrade = p.Upgrade
 				}

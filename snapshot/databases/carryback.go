@@ -49,6 +49,20 @@ type tableNote struct{ table, detail string }
 
 // planCarryBack matches the backup's tables (green's, as loaded into staging, by their dumped
 // schema) with blue's.
+// planInto plans carrying green's tables (green) back into the target's existing schemas; ok is
+// false when a table refuses, each refusal then in the report and nothing to change.
+func (c Dumps) planInto(ctx context.Context, t target, d snapshot.Database, green map[string]*shape, report *snapshot.Report) (plan carryPlan, ok bool, err error) {
+	blue, err := c.shapes(ctx, t.item, t.cfg.Container, t.cred, d.Engine, d.Schemas)
+	if err != nil {
+		return plan, false, err
+	}
+	plan = planCarryBack(d, green, blue)
+	for _, n := range plan.refused {
+		report.Add(kind, snapshot.StatusFailed, d.Name+"/"+n.table, n.detail+"; nothing of database "+d.Name+" was changed")
+	}
+	return plan, len(plan.refused) == 0, nil
+}
+
 func planCarryBack(d snapshot.Database, green, blue map[string]*shape) carryPlan {
 	var p carryPlan
 	seen := map[string]bool{}
@@ -187,18 +201,11 @@ func (c Dumps) carryBackOne(ctx context.Context, dyn dynamic.Interface, r *snaps
 		s.Schema = back[s.Schema]
 		green[tableKey(s.Schema, s.Name)] = s
 	}
-	blue, err := c.shapes(ctx, t.item, t.cfg.Container, t.cred, d.Engine, d.Schemas)
-	if err != nil {
+	plan, ok, err := c.planInto(ctx, t, d, green, report)
+	if err != nil || !ok {
 		return err
 	}
-	plan := planCarryBack(d, green, blue)
 	name := func(table string) string { return d.Name + "/" + table }
-	if len(plan.refused) > 0 {
-		for _, n := range plan.refused {
-			report.Add(kind, snapshot.StatusFailed, name(n.table), n.detail+"; nothing of database "+d.Name+" was changed")
-		}
-		return nil
-	}
 	if len(plan.copies) > 0 {
 		sql, tables := swapSQL(plan.copies, stage)
 		if _, err := c.query(ctx, t.item, t.cfg.Container, t.cred, sql); err != nil {
@@ -218,7 +225,7 @@ func (c Dumps) carryBackOne(ctx context.Context, dyn dynamic.Interface, r *snaps
 	for _, tbl := range d.Tables {
 		want[tbl.Schema+"."+tbl.Name] = tbl.Rows
 	}
-	ok := true
+	ok = true
 	for _, cp := range plan.copies {
 		rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT COUNT(*) FROM `"+strings.ReplaceAll(cp.schema, "`", "``")+"`.`"+strings.ReplaceAll(cp.name, "`", "``")+"`;")
 		if err != nil {

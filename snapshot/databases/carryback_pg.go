@@ -103,18 +103,11 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 		}
 		green[tableKey(tbl.Schema, tbl.Name)] = s
 	}
-	blue, err := c.shapes(ctx, t.item, t.cfg.Container, t.cred, d.Engine, d.Schemas)
-	if err != nil {
+	plan, ok, err := c.planInto(ctx, t, d, green, report)
+	if err != nil || !ok {
 		return err
 	}
-	plan := planCarryBack(d, green, blue)
 	name := func(table string) string { return d.Name + "/" + table }
-	if len(plan.refused) > 0 {
-		for _, n := range plan.refused {
-			report.Add(kind, snapshot.StatusFailed, name(n.table), n.detail+"; nothing of database "+d.Name+" was changed")
-		}
-		return nil
-	}
 	copies := map[string]tableCopy{}
 	for _, cp := range plan.copies {
 		copies[tableKey(cp.schema, cp.name)] = cp

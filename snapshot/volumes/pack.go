@@ -318,8 +318,13 @@ func sparse(data []span, size int64) bool {
 // Index reads a tar stream as Pack writes it and lists its entries with their SHA-256, and the
 // files Pack left out (see IndexEach).
 func Index(r io.Reader) (Listing, error) {
+	return collectListing(func(emit func(snapshot.File) error) ([]SkippedFile, error) { return IndexEach(r, emit) })
+}
+
+// collectListing gathers what an each-function emits into a Listing.
+func collectListing(each func(emit func(snapshot.File) error) ([]SkippedFile, error)) (Listing, error) {
 	var l Listing
-	skipped, err := IndexEach(r, func(f snapshot.File) error {
+	skipped, err := each(func(f snapshot.File) error {
 		l.Files = append(l.Files, f)
 		return nil
 	})

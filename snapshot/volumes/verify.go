@@ -21,13 +21,7 @@ type ListResult = Listing
 // List lists dir's tree as a backup lists a volume, with every file's SHA-256, without sending
 // contents anywhere. It is Pack read by Index, so both list alike by construction.
 func List(dir string) (Listing, error) {
-	var l Listing
-	skipped, err := listEach(dir, func(f snapshot.File) error {
-		l.Files = append(l.Files, f)
-		return nil
-	})
-	l.Skipped = skipped
-	return l, err
+	return collectListing(func(emit func(snapshot.File) error) ([]SkippedFile, error) { return listEach(dir, emit) })
 }
 
 func listEach(dir string, emit func(snapshot.File) error) ([]SkippedFile, error) {
