@@ -223,6 +223,11 @@ func (c upgradeCase) run(t *testing.T) {
 		len(rep.Upgrade.Release.CRDsRemoved) != c.removedCRDs || len(rep.Upgrade.Release.ComponentsAdded) == 0 {
 		t.Fatalf("the report: state %s, upgrade %+v", rep.State, rep.Upgrade)
 	}
+	// Each database's schema after (green's at the shift; its release did not migrate it here)
+	// is reported beside blue's before.
+	if len(rep.Schemas) == 0 || rep.SchemasUnread != "" || slices.ContainsFunc(rep.Schemas, func(c snapshot.SchemaChange) bool { return !c.Unchanged() }) {
+		t.Errorf("the report's schemas: %+v (%s), want each database's, unchanged", rep.Schemas, rep.SchemasUnread)
+	}
 	if v := rep.Verification; v == nil || v.Counts["objects"]["left"] == 0 || v.Counts["objects"]["identical"] == 0 || len(v.Items) > 0 {
 		t.Errorf("the verification: %+v, want objects identical and left to the release, nothing listed", v)
 	}
@@ -330,6 +335,12 @@ INSERT INTO mlpipeline.run_metrics VALUES (9001, 'loss', 0.1);`); err != nil {
 		return i.Status == snapshot.StatusLeft && strings.Contains(i.Name, "TrainJob "+tenant+"/green-only")
 	}) {
 		t.Errorf("the carry-back does not list the TrainJob left on green: %+v", rep.CarryBack)
+	}
+	// The report shows what green's release migrated: the schema of green's backup beside blue's.
+	if !slices.ContainsFunc(rep.Schemas, func(c snapshot.SchemaChange) bool {
+		return slices.Contains(c.Columns, snapshot.ColumnChange{Table: "mlpipeline.run_details", Column: "state", After: "varchar(32)"})
+	}) {
+		t.Errorf("the report's schemas after the carry-back: %+v, want run_details.state added", rep.Schemas)
 	}
 	// Blue's schema is as it was; its rows are green's on the columns both have.
 	if got := mysqlColumns(t, blue); !maps.Equal(got, blueSchema) {

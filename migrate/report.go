@@ -41,6 +41,12 @@ type Report struct {
 	// Upgrade is, for an upgrade, what moved as state, what was left to green's release and
 	// behind on blue, the versions custom resources moved in, and how the releases differ.
 	Upgrade *plans.Upgrade `json:"upgrade,omitempty"`
+	// Schemas are, for an upgrade, how each database's schema after it (green's, as its release
+	// migrated it) differs from before it (blue's, in the run's backup), from the latest reading:
+	// at the shift, at finalize, or in the carry-back's backup of green.
+	Schemas []snapshot.SchemaChange `json:"schemas,omitempty"`
+	// SchemasUnread says why green's schemas could not be read.
+	SchemasUnread string `json:"schemasUnread,omitempty"`
 }
 
 // StoredProtection is what of one stored record of a run is encrypted.
@@ -64,6 +70,7 @@ func journalProtection() snapshot.Protection {
 func ReadReport(ctx context.Context, j *Journal) Report {
 	rep := BuildReport(j)
 	rep.addProtection(ctx, j.store)
+	rep.addCarriedSchemas(ctx, j.store)
 	return rep
 }
 
@@ -182,6 +189,9 @@ func BuildReport(j *Journal) Report {
 				rep.TrafficSteps = append(rep.TrafficSteps, TrafficStep{Percent: e.Step, Result: e.Phase, Seconds: p.Seconds, Gates: e.Data})
 			case e.State == Shifted && e.Phase == Done:
 				rep.VerifiedCutoverSeconds = e.At.Sub(j.Run.CreatedAt).Seconds()
+				rep.addSchemas(e.Data)
+			case e.State == Finalized && e.Phase == Done:
+				rep.addSchemas(e.Data)
 			case e.State == RolledBack && e.Phase == Done:
 				var d struct {
 					Why     string  `json:"why"`
@@ -210,6 +220,41 @@ func BuildReport(j *Journal) Report {
 		rep.Phases = append(rep.Phases, Phase{State: b.State, Step: b.Step, Began: b.At, Seconds: time.Since(b.At).Seconds(), Result: "interrupted"})
 	}
 	return rep
+}
+
+// addSchemas takes in a reading of green's database schemas (schemaRecord) that a step journaled.
+func (rep *Report) addSchemas(data json.RawMessage) {
+	var rec schemaRecord
+	if json.Unmarshal(data, &rec) == nil && (rec.Schemas != nil || rec.Unread != "") {
+		rep.Schemas, rep.SchemasUnread = rec.Schemas, rec.Unread
+	}
+}
+
+// addCarriedSchemas compares, for an upgrade carried back, the schemas of the run's backup of
+// blue with those of the carry-back's backup of green: the latest reading of green's.
+func (rep *Report) addCarriedSchemas(ctx context.Context, store storage.Reader) {
+	if rep.Upgrade == nil || rep.CarryBack == nil {
+		return
+	}
+	before, err := snapshot.ReadManifest(ctx, store, rep.Backup)
+	if err != nil {
+		return
+	}
+	after, err := snapshot.ReadManifest(ctx, store, rep.CarryBack.Backup)
+	if err != nil {
+		return // not made (yet): the earlier reading stands
+	}
+	var changes []snapshot.SchemaChange
+	for _, d := range before.Databases {
+		i := slices.IndexFunc(after.Databases, func(g snapshot.Database) bool { return g.Name == d.Name })
+		if len(d.Schemas) == 0 || i < 0 {
+			continue
+		}
+		c := snapshot.CompareSchemas(d.Tables, after.Databases[i].Tables)
+		c.Database, c.Engine, c.After, c.ReadAt = d.Name, d.Engine, "green in the carry-back's backup "+after.Name, after.CompletedAt
+		changes = append(changes, c)
+	}
+	rep.Schemas, rep.SchemasUnread = changes, ""
 }
 
 // add takes in a finished step of the carry-back.
@@ -260,6 +305,7 @@ func (rep Report) Print(w io.Writer) error {
 			return err
 		}
 	}
+	printSchemas(w, rep.Schemas, rep.SchemasUnread)
 	if !rep.GreenMayTakeWritesAt.IsZero() {
 		fmt.Fprintf(w, "Green may have taken writes since %s.\n", rep.GreenMayTakeWritesAt.Local().Format(time.RFC3339))
 	}
@@ -360,4 +406,53 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printSchemas writes how each database's schema changed across the upgrade.
+func printSchemas(w io.Writer, changes []snapshot.SchemaChange, unread string) {
+	if len(changes) == 0 && unread == "" {
+		return
+	}
+	fmt.Fprintln(w, "\nDATABASE SCHEMAS (before: blue, in the run's backup)")
+	if unread != "" {
+		fmt.Fprintf(w, "  green's schemas not read: %s\n", unread)
+	}
+	for _, c := range changes {
+		fmt.Fprintf(w, "  %s %s, after: %s", c.Engine, c.Database, c.After)
+		if !c.ReadAt.IsZero() {
+			fmt.Fprintf(w, " (%s)", c.ReadAt.Local().Format(time.RFC3339))
+		}
+		switch {
+		case c.Unread != "":
+			fmt.Fprintf(w, "\n    not read: %s\n", c.Unread)
+			continue
+		case c.Unchanged():
+			fmt.Fprintf(w, "\n    %d tables, unchanged\n", c.TablesBefore)
+			continue
+		}
+		fmt.Fprintf(w, "\n    %d tables before, %d after\n", c.TablesBefore, c.TablesAfter)
+		for _, t := range c.Tables {
+			verb := "table dropped"
+			if t.Added {
+				verb = "table added"
+			}
+			cols := make([]string, len(t.Columns))
+			for i, col := range t.Columns {
+				cols[i] = col.Name + " " + col.Type
+			}
+			fmt.Fprintf(w, "    %-14s %s (%s)\n", verb, t.Table, strings.Join(cols, ", "))
+		}
+		for _, col := range c.Columns {
+			switch {
+			case col.Column == snapshot.PrimaryKey:
+				fmt.Fprintf(w, "    %-14s %s: %s -> %s\n", "key changed", col.Table, col.Before, col.After)
+			case col.Before == "":
+				fmt.Fprintf(w, "    %-14s %s.%s %s\n", "column added", col.Table, col.Column, col.After)
+			case col.After == "":
+				fmt.Fprintf(w, "    %-14s %s.%s %s\n", "column dropped", col.Table, col.Column, col.Before)
+			default:
+				fmt.Fprintf(w, "    %-14s %s.%s %s -> %s\n", "column retyped", col.Table, col.Column, col.Before, col.After)
+			}
+		}
+	}
 }

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,50 @@ func TestReportSaysWhatIsEncrypted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An upgrade's report shows each database's schema after the upgrade beside blue's before it,
+// from the latest reading (the shift's, then finalize's), by table and column.
+func TestReportShowsSchemasAcrossTheUpgrade(t *testing.T) {
+	ctx := context.Background()
+	j, err := CreateJournal(ctx, fileStore(t), Run{ID: NewID(time.Now()), Backup: "b1", Upgrade: &plans.UpgradeOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unchanged := schemaRecord{Schemas: []snapshot.SchemaChange{{Database: "kubeflow/mysql", Engine: "mysql", After: "green at the shift", TablesBefore: 2, TablesAfter: 2}}}
+	migrated := schemaRecord{Schemas: []snapshot.SchemaChange{{Database: "kubeflow/mysql", Engine: "mysql", After: "green at finalize", TablesBefore: 2, TablesAfter: 3,
+		Tables: []snapshot.TableChange{{Table: "mlpipeline.schema_version", Added: true, Columns: []snapshot.Column{{Name: "version", Type: "int(11)"}}}},
+		Columns: []snapshot.ColumnChange{{Table: "mlpipeline.run_details", Column: "state", After: "varchar(32)"},
+			{Table: "mlpipeline.run_details", Column: "score", Before: "float", After: "double"}}}}}
+	for _, step := range []struct {
+		state State
+		rec   schemaRecord
+		want  []string
+	}{
+		{Shifted, unchanged, []string{"DATABASE SCHEMAS (before: blue, in the run's backup)", "  mysql kubeflow/mysql, after: green at the shift", "    2 tables, unchanged"}},
+		{Finalized, migrated, []string{"  mysql kubeflow/mysql, after: green at finalize", "    2 tables before, 3 after",
+			"    table added    mlpipeline.schema_version (version int(11))", "    column added   mlpipeline.run_details.state varchar(32)",
+			"    column retyped mlpipeline.run_details.score float -> double"}},
+	} {
+		data, _ := json.Marshal(step.rec)
+		for _, phase := range []string{Begin, Done} {
+			e := Event{State: step.state, Phase: phase}
+			if phase == Done {
+				e.Data = data
+			}
+			if _, err := j.Append(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out strings.Builder
+		if err := ReadReport(ctx, j).Print(&out); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range step.want {
+			if !strings.Contains(out.String(), line+"\n") {
+				t.Errorf("after %s, the report lacks %q:\n%s", step.state, line, out.String())
+			}
+		}
 	}
 }

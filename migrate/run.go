@@ -237,8 +237,33 @@ func (r *Runner) Drive(ctx context.Context) error {
 		return err
 	}
 	return r.step(ctx, Shifted, 0, func() (any, string, error) {
-		return nil, "green serves all traffic; blue is kept as it is (ferry rollback --run " + r.Journal.Run.ID + " goes back)", nil
+		return r.readSchemas(ctx, "green at the shift"), "green serves all traffic; blue is kept as it is (ferry rollback --run " + r.Journal.Run.ID + " goes back)", nil
 	})
+}
+
+// schemaRecord is what the shifted and finalized steps of an upgrade journal: each database's
+// schema on green beside blue's in the run's backup, for the report.
+type schemaRecord struct {
+	Schemas []snapshot.SchemaChange `json:"schemas,omitempty"`
+	Unread  string                  `json:"schemasUnread,omitempty"`
+}
+
+// readSchemas reads, for an upgrade, how each database's schema on green differs from blue's in
+// the run's backup: what green's release migrated once its writers started. It never fails the
+// step: what cannot be read is said in the record.
+func (r *Runner) readSchemas(ctx context.Context, after string) any {
+	if r.Journal.Run.Upgrade == nil {
+		return nil
+	}
+	rd, err := r.reader(ctx)
+	if err != nil {
+		return schemaRecord{Unread: err.Error()}
+	}
+	changes, err := kinds.SchemaChanges(ctx, rd, r.o.Green, r.o.Mapping, after)
+	if err != nil {
+		return schemaRecord{Unread: err.Error()}
+	}
+	return schemaRecord{Schemas: changes}
 }
 
 func (r *Runner) planStep(ctx context.Context) (any, string, error) {
@@ -684,6 +709,6 @@ func (r *Runner) Finalize(ctx context.Context) error {
 		return fmt.Errorf("run %s has not shifted (state %q): finalize only after green serves all traffic: %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
 	}
 	return r.step(ctx, Finalized, 0, func() (any, string, error) {
-		return nil, "run ended; blue is intact and was not deleted", nil
+		return r.readSchemas(ctx, "green at finalize"), "run ended; blue is intact and was not deleted", nil
 	})
 }

@@ -461,6 +461,9 @@ func (w *Writer) Commit(ctx context.Context, now time.Time) (*Manifest, error) {
 		return a.Resource+"."+a.Group+"/"+a.Namespace+"/"+a.Name < b.Resource+"."+b.Group+"/"+b.Namespace+"/"+b.Name
 	})
 	sort.Slice(m.Streams, func(i, j int) bool { return m.Streams[i].Key < m.Streams[j].Key })
+	// Kinds are captured at the same time: their skipped items are kept together, each kind's
+	// in the order it found them.
+	sort.SliceStable(m.Skipped, func(i, j int) bool { return m.Skipped[i].Kind < m.Skipped[j].Kind })
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
@@ -18,6 +19,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot/resources"
 	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -116,11 +118,22 @@ func capture(ctx context.Context, w *snapshot.Writer, store storage.Backend, sou
 		buckets.Copies{Config: source.Config, Client: source.Client, Plan: plan, Parallel: o.Parallel},
 		volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Direct: o.Direct, Storage: store, Log: o.Log},
 	}
+	// The kinds are captured at the same time, so a backup takes as long as its longest kind, not
+	// their sum; each keeps its own limit of --parallel. The first to fail stops the others.
+	g, gctx := errgroup.WithContext(ctx)
 	for _, kind := range capturers {
-		o.Log.Info("capturing", "backup", w.Name(), "kind", kind.Name())
-		if err := kind.Capture(ctx, w); err != nil {
-			return nil, fmt.Errorf("%s: %w", kind.Name(), err)
-		}
+		g.Go(func() error {
+			start := time.Now()
+			o.Log.Info("capturing", "backup", w.Name(), "kind", kind.Name())
+			if err := kind.Capture(gctx, w); err != nil {
+				return fmt.Errorf("%s: %w", kind.Name(), err)
+			}
+			o.Log.Info("captured", "backup", w.Name(), "kind", kind.Name(), "took", time.Since(start).Round(time.Millisecond))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	if w.Encrypted() {
 		return w.Commit(ctx, time.Now()) // Velero cannot read encrypted archives: no velero-backup.json
@@ -237,13 +250,17 @@ const (
 	Verify  = "verify"
 )
 
-// Run restores or verifies (command) each kind in order into one report; a kind that cannot go on
-// stops the run, and the report still holds what was done. For a backup Velero wrote, each volume
+// Run restores or verifies (command) each kind into one report: the objects first, then the others
+// at the same time; objects that cannot go on stop the run, and the report still holds what was
+// done. For a backup Velero wrote, each volume
 // it holds data of (pod volume backups, snapshots), which ferry does not read, is reported as
 // skipped.
 func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []snapshot.Restorer, log *slog.Logger) (*snapshot.Report, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if command != Restore && command != Verify {
+		return nil, fmt.Errorf("kinds.Run: %q: want restore or verify", command)
 	}
 	report := &snapshot.Report{}
 	if command == Restore {
@@ -251,21 +268,38 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 			return report, fmt.Errorf("%s %s: %w", command, r.Name(), err)
 		}
 	}
-	var err error
-	for _, k := range restorers {
+	// Objects come first: the other kinds need what they create (claims, the database and bucket
+	// servers) but not each other, so they run at the same time and the restore takes as long as
+	// the longest. One kind's error does not stop the others halfway (each leaves what it applies
+	// whole or as it was); the errors are joined.
+	run := func(ctx context.Context, k snapshot.Restorer) error {
+		start := time.Now()
 		log.Info(map[string]string{Restore: "restoring", Verify: "verifying"}[command], "backup", r.Name(), "kind", k.Name())
+		var err error
 		switch command {
 		case Restore:
 			err = k.Restore(ctx, r, report)
 		case Verify:
 			err = k.Verify(ctx, r, report)
-		default:
-			return nil, fmt.Errorf("kinds.Run: %q: want restore or verify", command)
 		}
 		if err != nil {
-			err = fmt.Errorf("%s %s: %s: %w", command, r.Name(), k.Name(), err)
-			break
+			return fmt.Errorf("%s %s: %s: %w", command, r.Name(), k.Name(), err)
 		}
+		log.Info(map[string]string{Restore: "restored", Verify: "verified"}[command], "backup", r.Name(), "kind", k.Name(), "took", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	var err error
+	if len(restorers) > 0 {
+		err = run(ctx, restorers[0])
+	}
+	if err == nil && len(restorers) > 1 {
+		errs := make([]error, len(restorers)-1)
+		var wg sync.WaitGroup
+		for i, k := range restorers[1:] {
+			wg.Go(func() { errs[i] = run(ctx, k) })
+		}
+		wg.Wait()
+		err = errors.Join(errs...)
 	}
 	// A backup Velero wrote holds volume data only as pod volume backups (Kopia) or snapshots,
 	// which ferry does not read: each is skipped by name. Without any, nothing is skipped.
@@ -313,4 +347,14 @@ func untouched(kind string) string {
 		return "nothing was put"
 	}
 	return "nothing was applied"
+}
+
+// SchemaChanges says how the schema of each database of the backup on the target differs from
+// the one the backup recorded (databases.Dumps.SchemaChanges); after names the reading.
+func SchemaChanges(ctx context.Context, r *snapshot.Reader, target Cluster, mapping snapshot.Mapping, after string) ([]snapshot.SchemaChange, error) {
+	if r.Velero {
+		return nil, nil
+	}
+	d := databases.Dumps{Config: target.Config, Client: target.Client, Plan: r.Manifest.Plan, Mapping: EffectiveMapping(r, mapping)}
+	return d.SchemaChanges(ctx, r, after)
 }
