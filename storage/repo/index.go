@@ -1,0 +1,280 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ferrykube/ferry/storage"
+)
+
+// ID names a chunk: the SHA-256 of its bytes, or in an encrypted repository their HMAC-SHA-256
+// under the chunk-ID key of the namespace it was written in.
+type ID [32]byte
+
+func (id ID) String() string { return hex.EncodeToString(id[:]) }
+
+// MarshalText writes the ID in hexadecimal.
+func (id ID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText reads an ID in hexadecimal.
+func (id *ID) UnmarshalText(b []byte) error {
+	if hex.DecodedLen(len(b)) != len(id) {
+		return fmt.Errorf("chunk ID %q: want %d hex digits", b, 2*len(id))
+	}
+	_, err := hex.Decode(id[:], b)
+	return err
+}
+
+// ChunkRef is one chunk of a written stream, in order: what a backup records to read it back.
+type ChunkRef struct {
+	ID   ID  `json:"id"`
+	Size int `json:"size"`
+}
+
+// entry is where a chunk is stored.
+type entry struct {
+	pack   string // hex SHA-256 of the pack
+	off    int64  // of the blob's bytes in the pack (after its length prefix)
+	length int    // of the blob as stored
+	size   int    // of the chunk's plain bytes
+	key    string // the namespace: the key the ID is keyed with (plainKeyID unencrypted)
+}
+
+// indexFile is one index object, before compression and encryption.
+type indexFile struct {
+	Version int         `json:"v"`
+	Packs   []indexPack `json:"packs"`
+}
+
+type indexPack struct {
+	Pack  string      `json:"pack"`
+	Blobs []indexBlob `json:"blobs"`
+}
+
+type indexBlob struct {
+	ID     ID    `json:"id"`
+	Offset int64 `json:"off"`
+	Length int   `json:"len"`
+	Size   int   `json:"size"`
+}
+
+// chunkID computes a chunk's ID in a namespace (k nil: unencrypted).
+func chunkID(k *nsKey, data []byte) ID {
+	if k == nil {
+		return sha256.Sum256(data)
+	}
+	m := hmac.New(sha256.New, k.idKey)
+	m.Write(data)
+	var id ID
+	m.Sum(id[:0])
+	return id
+}
+
+func (r *Repo) keyName(k *nsKey) string {
+	if k == nil {
+		return plainKeyID
+	}
+	return k.id
+}
+
+// sealIndex compresses an index object and, in an encrypted repository, seals it with the
+// namespace's index key: a writer with the chunk-ID key reads it, nobody else does.
+func (r *Repo) sealIndex(k *nsKey, f indexFile) ([]byte, error) {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	data = r.enc.EncodeAll(data, nil)
+	if k == nil {
+		return data, nil
+	}
+	aead, err := newGCM(k.indexKey)
+	if err != nil {
+		return nil, err
+	}
+	nonce := randomBytes(aead.NonceSize())
+	return aead.Seal(nonce, nonce, data, []byte("ferry index "+k.id)), nil
+}
+
+func (r *Repo) openIndex(k *nsKey, name string, data []byte) (indexFile, error) {
+	var f indexFile
+	if k != nil {
+		aead, err := newGCM(k.indexKey)
+		if err != nil {
+			return f, err
+		}
+		ns := aead.NonceSize()
+		if len(data) < ns {
+			return f, fmt.Errorf("index %s: too short: %w", name, ErrCorrupt)
+		}
+		if data, err = aead.Open(nil, data[:ns], data[ns:], []byte("ferry index "+k.id)); err != nil {
+			return f, fmt.Errorf("index %s: %v: %w", name, err, ErrCorrupt)
+		}
+	}
+	plain, err := r.dec.DecodeAll(data, nil)
+	if err != nil {
+		return f, fmt.Errorf("index %s: %v: %w", name, err, ErrCorrupt)
+	}
+	if err := json.Unmarshal(plain, &f); err != nil || f.Version != 1 {
+		return f, fmt.Errorf("index %s: not an index of version 1: %w", name, ErrCorrupt)
+	}
+	return f, nil
+}
+
+func newGCM(key []byte) (cipher.AEAD, error) {
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(b)
+}
+
+// writeIndex stores an index object of a namespace under a random name.
+func (r *Repo) writeIndex(ctx context.Context, k *nsKey, packs []indexPack) (string, error) {
+	data, err := r.sealIndex(k, indexFile{Version: 1, Packs: packs})
+	if err != nil {
+		return "", fmt.Errorf("seal index: %w", err)
+	}
+	name := r.opts.Prefix + indexDir + r.keyName(k) + "/" + randomHex(16)
+	if err := r.store.Put(ctx, name, bytes.NewReader(data)); err != nil {
+		return "", fmt.Errorf("write index %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// loaded is what reload read: the index objects by namespace and every pack they name.
+type loaded struct {
+	objects    map[string][]string // namespace → index object keys read
+	packs      map[string][]packBlob
+	unreadable int // index objects of namespaces whose key is not held
+}
+
+type packBlob struct {
+	id ID
+	e  entry
+}
+
+// reload reads the condemned packs, then every index object of the keys held, and replaces the
+// in-memory index. The order matters for prune safety: a writer that sees an index entry has also
+// seen whether its pack was condemned before it started.
+func (r *Repo) reload(ctx context.Context) error {
+	_, err := r.load(ctx)
+	return err
+}
+
+func (r *Repo) load(ctx context.Context) (*loaded, error) {
+	cond, err := r.readCondemned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	condemned := map[string]bool{}
+	for _, c := range cond {
+		for _, p := range c.Packs {
+			condemned[p] = true
+		}
+	}
+	r.mu.RLock()
+	keys := make(map[string]*nsKey, len(r.keys))
+	for id, k := range r.keys {
+		keys[id] = k
+	}
+	r.mu.RUnlock()
+
+	var names []string
+	if err := r.store.List(ctx, r.opts.Prefix+indexDir, func(o storage.ObjectInfo) error {
+		names = append(names, o.Key)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("list index: %w", err)
+	}
+	l := &loaded{objects: map[string][]string{}, packs: map[string][]packBlob{}}
+	index := map[ID]entry{}
+	for _, name := range names {
+		ns, _, _ := strings.Cut(strings.TrimPrefix(name, r.opts.Prefix+indexDir), "/")
+		var k *nsKey
+		if r.cfg.Encrypted {
+			if k = keys[ns]; k == nil {
+				l.unreadable++ // another writer's namespace: read only with the identity
+				continue
+			}
+		} else if ns != plainKeyID {
+			continue
+		}
+		data, err := r.getAll(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		f, err := r.openIndex(k, name, data)
+		if err != nil {
+			return nil, err
+		}
+		l.objects[ns] = append(l.objects[ns], name)
+		for _, p := range f.Packs {
+			for _, b := range p.Blobs {
+				e := entry{pack: p.Pack, off: b.Offset, length: b.Length, size: b.Size, key: ns}
+				l.packs[p.Pack] = append(l.packs[p.Pack], packBlob{b.ID, e})
+				if old, ok := index[b.ID]; !ok || (condemned[old.pack] && !condemned[e.pack]) {
+					index[b.ID] = e
+				}
+			}
+		}
+	}
+	r.mu.Lock()
+	r.index, r.condemned = index, condemned
+	r.mu.Unlock()
+	return l, nil
+}
+
+func (r *Repo) getAll(ctx context.Context, key string) ([]byte, error) {
+	rc, err := r.store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return data, nil
+}
+
+// lookup returns where a chunk is stored.
+func (r *Repo) lookup(id ID) (entry, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.index[id]
+	return e, ok
+}
+
+// dedupable reports whether a writer may reference the stored chunk instead of uploading it: it is
+// in the namespace's index and its pack is not condemned.
+func (r *Repo) dedupable(id ID) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.index[id]
+	return ok && !r.condemned[e.pack]
+}
+
+func (r *Repo) addEntries(ns string, p indexPack) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range p.Blobs {
+		r.index[b.ID] = entry{pack: p.Pack, off: b.Offset, length: b.Length, size: b.Size, key: ns}
+	}
+}
+
+// Len is the number of chunks in the loaded index.
+func (r *Repo) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.index)
+}

@@ -1,0 +1,207 @@
+package repo
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/cipher"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"filippo.io/age"
+)
+
+// A pack is
+//
+//	"FRYPACK1" | uint32 h | h bytes: the pack's data key age-encrypted to the recipients (h = 0 unencrypted)
+//	then blobs, each: uint32 n | n bytes
+//
+// and a blob's bytes are flag|data (unencrypted) or nonce|AES-256-GCM(data key, flag|data, ID)
+// (encrypted). flag 0: data is the chunk; flag 1: data is the chunk compressed with zstd. The
+// lengths are little-endian. Pack names are the SHA-256 of the whole pack.
+const packMagic = "FRYPACK1"
+
+const (
+	flagRaw  = 0
+	flagZstd = 1
+)
+
+// packer builds one pack in memory.
+type packer struct {
+	buf   bytes.Buffer
+	aead  cipher.AEAD // nil unencrypted
+	blobs []indexBlob
+}
+
+func (r *Repo) newPacker() (*packer, error) {
+	p := &packer{}
+	p.buf.Grow(r.opts.PackSize + r.opts.PackSize/8)
+	p.buf.WriteString(packMagic)
+	if !r.cfg.Encrypted {
+		p.buf.Write([]byte{0, 0, 0, 0})
+		return p, nil
+	}
+	dk := randomBytes(keySize)
+	var head bytes.Buffer
+	w, err := age.Encrypt(&head, r.recipients...)
+	if err != nil {
+		return nil, fmt.Errorf("encrypt pack key: %w", err)
+	}
+	w.Write(dk)
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encrypt pack key: %w", err)
+	}
+	p.buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(head.Len())))
+	p.buf.Write(head.Bytes())
+	if p.aead, err = newGCM(dk); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// add appends a chunk, compressed when that shrinks it.
+func (r *Repo) add(p *packer, id ID, data []byte) {
+	stored := make([]byte, 1, len(data)+1)
+	stored[0] = flagZstd
+	stored = r.enc.EncodeAll(data, stored)
+	if len(stored) >= len(data)+1 {
+		stored = append(stored[:1], data...)
+		stored[0] = flagRaw
+	}
+	if p.aead != nil {
+		nonce := randomBytes(p.aead.NonceSize())
+		stored = p.aead.Seal(nonce, nonce, stored, id[:])
+	}
+	p.buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(stored))))
+	p.blobs = append(p.blobs, indexBlob{ID: id, Offset: int64(p.buf.Len()), Length: len(stored), Size: len(data)})
+	p.buf.Write(stored)
+}
+
+// finish names the pack by its hash.
+func (p *packer) finish() (string, []byte) {
+	sum := sha256.Sum256(p.buf.Bytes())
+	return hex.EncodeToString(sum[:]), p.buf.Bytes()
+}
+
+func (r *Repo) packKey(name string) string {
+	return r.opts.Prefix + packsDir + name[:2] + "/" + name
+}
+
+// packReader reads one pack from its start, forward only: storage offers whole objects, and the
+// chunks of a file are mostly consecutive in a pack.
+type packReader struct {
+	name string
+	rc   io.ReadCloser
+	br   *bufio.Reader
+	pos  int64
+	aead cipher.AEAD
+}
+
+func (r *Repo) openPack(ctx context.Context, name string) (*packReader, error) {
+	rc, err := r.store.Get(ctx, r.packKey(name))
+	if err != nil {
+		return nil, fmt.Errorf("pack %s: %w", name, err)
+	}
+	pr := &packReader{name: name, rc: rc, br: bufio.NewReaderSize(rc, 1<<20)}
+	if err := r.readPackHead(pr); err != nil {
+		rc.Close()
+		return nil, err
+	}
+	return pr, nil
+}
+
+func (r *Repo) readPackHead(pr *packReader) error {
+	head := make([]byte, len(packMagic)+4)
+	if _, err := io.ReadFull(pr.br, head); err != nil || string(head[:len(packMagic)]) != packMagic {
+		return fmt.Errorf("pack %s: no pack header: %w", pr.name, ErrCorrupt)
+	}
+	h := int64(binary.LittleEndian.Uint32(head[len(packMagic):]))
+	pr.pos = int64(len(head)) + h
+	if (h == 0) != !r.cfg.Encrypted || h > 64<<10 {
+		return fmt.Errorf("pack %s: key header of %d bytes: %w", pr.name, h, ErrCorrupt)
+	}
+	if h == 0 {
+		return nil
+	}
+	if len(r.opts.Identities) == 0 {
+		return fmt.Errorf("pack %s: %w", pr.name, ErrNoIdentity)
+	}
+	dr, err := age.Decrypt(io.LimitReader(pr.br, h), r.opts.Identities...)
+	if err != nil {
+		return fmt.Errorf("pack %s: data key: %v: %w", pr.name, err, ErrCorrupt)
+	}
+	dk, err := io.ReadAll(io.LimitReader(dr, keySize+1))
+	if err != nil || len(dk) != keySize {
+		return fmt.Errorf("pack %s: data key: %w", pr.name, ErrCorrupt)
+	}
+	pr.aead, err = newGCM(dk)
+	return err
+}
+
+// blob reads the blob at e (which must not be behind the reader's position) and decodes it.
+func (r *Repo) blob(pr *packReader, id ID, e entry) ([]byte, error) {
+	if e.off < pr.pos+4 {
+		return nil, errors.New("blob behind the reader") // callers reopen; never reached
+	}
+	if _, err := pr.br.Discard(int(e.off - 4 - pr.pos)); err != nil {
+		return nil, fmt.Errorf("chunk %s in pack %s: %v: %w", id, pr.name, err, ErrCorrupt)
+	}
+	stored := make([]byte, 4+e.length)
+	if _, err := io.ReadFull(pr.br, stored); err != nil {
+		return nil, fmt.Errorf("chunk %s in pack %s: %v: %w", id, pr.name, err, ErrCorrupt)
+	}
+	pr.pos = e.off + int64(e.length)
+	if int(binary.LittleEndian.Uint32(stored)) != e.length {
+		return nil, fmt.Errorf("chunk %s in pack %s: length differs from the index: %w", id, pr.name, ErrCorrupt)
+	}
+	return r.decodeBlob(pr.aead, pr.name, id, e, stored[4:])
+}
+
+// decodeBlob decrypts and decompresses a blob and checks that it is the chunk named id: its ID
+// recomputed under its namespace's key, and its size.
+func (r *Repo) decodeBlob(aead cipher.AEAD, pack string, id ID, e entry, stored []byte) ([]byte, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("chunk %s in pack %s: %s: %w", id, pack, what, ErrCorrupt)
+	}
+	if aead != nil {
+		ns := aead.NonceSize()
+		if len(stored) < ns {
+			return nil, bad("too short")
+		}
+		var err error
+		if stored, err = aead.Open(nil, stored[:ns], stored[ns:], id[:]); err != nil {
+			return nil, bad("does not decrypt (tampered or misplaced)")
+		}
+	}
+	if len(stored) == 0 {
+		return nil, bad("empty")
+	}
+	data := stored[1:]
+	switch stored[0] {
+	case flagRaw:
+	case flagZstd:
+		var err error
+		if data, err = r.dec.DecodeAll(data, make([]byte, 0, e.size)); err != nil {
+			return nil, bad("does not decompress")
+		}
+	default:
+		return nil, bad("unknown flag")
+	}
+	var k *nsKey
+	if r.cfg.Encrypted {
+		r.mu.RLock()
+		k = r.keys[e.key]
+		r.mu.RUnlock()
+		if k == nil {
+			return nil, bad("key " + e.key + " not held")
+		}
+	}
+	if len(data) != e.size || chunkID(k, data) != id {
+		return nil, bad("content does not match its ID")
+	}
+	return data, nil
+}

@@ -1,0 +1,273 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/restic/chunker"
+)
+
+// Stats counts what a writer did.
+type Stats struct {
+	Chunks      int   // chunks written, new or not
+	Bytes       int64 // their plain bytes
+	NewChunks   int   // chunks the repository lacked
+	NewBytes    int64 // their plain bytes
+	StoredBytes int64 // bytes of the packs uploaded
+	Packs       int
+}
+
+// Writer adds data to the repository. Write from one goroutine; packs are built and uploaded by
+// Options.Uploads workers. The writer holds a lock object from NewWriter to Close: a prune does not
+// delete a pack while a writer that might reference it holds its lock. So write the backup that
+// records the refs (its manifest) after Flush and before Close.
+type Writer struct {
+	r       *Repo
+	key     *nsKey
+	lockKey string // "" for a prune's repack writer
+	start   time.Time
+
+	jobs    chan job
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	stop    chan struct{}
+	stopped sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[ID]bool
+	packs   []indexPack
+	stats   Stats
+	flushed bool
+	closed  bool
+	buf     []byte
+}
+
+type job struct {
+	id   ID
+	data []byte
+}
+
+// NewWriter takes a writer's lock, then reloads the condemned packs and the index (in this order,
+// see Prune), and starts the upload workers.
+func (r *Repo) NewWriter(ctx context.Context) (*Writer, error) {
+	k, err := r.ensureWriteKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.newWriterKey(ctx, k, true)
+}
+
+// newWriterKey starts a writer in k's namespace; without lock for a prune's repack, which holds
+// the prune's lock and indexes its packs before it condemns the old ones.
+func (r *Repo) newWriterKey(ctx context.Context, k *nsKey, lock bool) (*Writer, error) {
+	w := &Writer{r: r, key: k, pending: map[ID]bool{}, jobs: make(chan job, r.opts.Uploads), stop: make(chan struct{}),
+		buf: make([]byte, r.cfg.MaxSize)}
+	w.ctx, w.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	if lock {
+		w.start = r.opts.Now()
+		w.lockKey = r.opts.Prefix + locksDir + randomHex(16) + ".json"
+		if err := r.putLock(ctx, w.lockKey, lockRecord{Kind: "write", Start: w.start, Refreshed: w.start}); err != nil {
+			return nil, err
+		}
+		if err := r.reload(ctx); err != nil {
+			r.store.Delete(context.WithoutCancel(ctx), w.lockKey)
+			return nil, err
+		}
+		w.stopped.Add(1)
+		go w.refresh()
+	}
+	for range r.opts.Uploads {
+		w.wg.Add(1)
+		go w.worker()
+	}
+	return w, nil
+}
+
+// refresh renews the lock; a writer that cannot renew it fails, since a prune may take it for dead.
+func (w *Writer) refresh() {
+	defer w.stopped.Done()
+	t := time.NewTicker(w.r.opts.RefreshEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+			err := w.r.putLock(w.ctx, w.lockKey, lockRecord{Kind: "write", Start: w.start, Refreshed: w.r.opts.Now()})
+			if err != nil {
+				w.cancel(fmt.Errorf("renew writer lock: %w", err))
+				return
+			}
+		}
+	}
+}
+
+func (w *Writer) worker() {
+	defer w.wg.Done()
+	var p *packer
+	for j := range w.jobs {
+		if w.ctx.Err() != nil {
+			continue // drain after a failure
+		}
+		if p == nil {
+			var err error
+			if p, err = w.r.newPacker(); err != nil {
+				w.cancel(err)
+				continue
+			}
+		}
+		w.r.add(p, j.id, j.data)
+		if p.buf.Len() >= w.r.opts.PackSize {
+			w.upload(p)
+			p = nil
+		}
+	}
+	if p != nil && w.ctx.Err() == nil && len(p.blobs) > 0 {
+		w.upload(p)
+	}
+}
+
+func (w *Writer) upload(p *packer) {
+	name, data := p.finish()
+	if err := w.r.store.Put(w.ctx, w.r.packKey(name), bytes.NewReader(data)); err != nil {
+		w.cancel(fmt.Errorf("upload pack %s: %w", name, err))
+		return
+	}
+	ip := indexPack{Pack: name, Blobs: p.blobs}
+	w.mu.Lock()
+	w.packs = append(w.packs, ip)
+	w.stats.Packs++
+	w.stats.StoredBytes += int64(len(data))
+	w.mu.Unlock()
+}
+
+func (w *Writer) err() error {
+	if w.ctx.Err() != nil {
+		return context.Cause(w.ctx)
+	}
+	return nil
+}
+
+// Write cuts r into chunks and returns their refs in order. Chunks the index holds (in a pack no
+// prune condemned) or that this writer already took are not uploaded again.
+func (w *Writer) Write(ctx context.Context, rd io.Reader) ([]ChunkRef, error) {
+	if w.flushed {
+		return nil, errors.New("write after flush")
+	}
+	c := chunker.NewWithBoundaries(rd, w.r.cfg.Polynomial, w.r.cfg.MinSize, w.r.cfg.MaxSize)
+	c.SetAverageBits(w.r.cfg.AverageBits)
+	var refs []ChunkRef
+	for {
+		if err := w.err(); err != nil {
+			return nil, err
+		}
+		ch, err := c.Next(w.buf)
+		if err == io.EOF {
+			return refs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read data to chunk: %w", err)
+		}
+		id := chunkID(w.key, ch.Data)
+		refs = append(refs, ChunkRef{ID: id, Size: len(ch.Data)})
+		w.mu.Lock()
+		w.stats.Chunks++
+		w.stats.Bytes += int64(len(ch.Data))
+		isNew := !w.pending[id] && !w.r.dedupable(id)
+		if isNew {
+			w.pending[id] = true
+			w.stats.NewChunks++
+			w.stats.NewBytes += int64(len(ch.Data))
+		}
+		w.mu.Unlock()
+		if !isNew {
+			continue
+		}
+		select {
+		case w.jobs <- job{id: id, data: bytes.Clone(ch.Data)}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-w.ctx.Done():
+			return nil, w.err()
+		}
+	}
+}
+
+// add stores a chunk whose ID is known (a prune's repack).
+func (w *Writer) add(ctx context.Context, id ID, data []byte) error {
+	w.mu.Lock()
+	dup := w.pending[id]
+	w.pending[id] = true
+	w.mu.Unlock()
+	if dup {
+		return nil
+	}
+	select {
+	case w.jobs <- job{id: id, data: data}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.ctx.Done():
+		return w.err()
+	}
+}
+
+// Flush uploads the packs still being built and writes one index object for every pack this
+// writer uploaded. Nothing can be written after it; the refs returned by Write are readable once
+// it returns nil.
+func (w *Writer) Flush(ctx context.Context) error {
+	if w.flushed {
+		return w.err()
+	}
+	w.flushed = true
+	close(w.jobs)
+	w.wg.Wait()
+	if err := w.err(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(w.packs) == 0 {
+		return nil
+	}
+	if _, err := w.r.writeIndex(ctx, w.key, w.packs); err != nil {
+		return err
+	}
+	for _, p := range w.packs {
+		w.r.addEntries(w.r.keyName(w.key), p)
+	}
+	return nil
+}
+
+// Close flushes when Flush was not called, then releases the writer's lock. Call it after the
+// backup that references the written chunks is recorded.
+func (w *Writer) Close(ctx context.Context) error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	err := w.Flush(ctx)
+	close(w.stop)
+	w.stopped.Wait()
+	w.cancel(errors.New("writer closed"))
+	if w.lockKey != "" {
+		if derr := w.r.store.Delete(context.WithoutCancel(ctx), w.lockKey); derr != nil {
+			err = errors.Join(err, fmt.Errorf("release writer lock: %w", derr))
+		}
+	}
+	return err
+}
+
+// Stats returns what the writer did so far.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
