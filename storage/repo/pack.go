@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha256"
 	"encoding/binary"
@@ -20,7 +21,8 @@ import (
 //	"FRYPACK1" | uint32 h | h bytes: the pack's data key age-encrypted to the recipients (h = 0 unencrypted)
 //	then blobs, each: uint32 n | n bytes
 //
-// and a blob's bytes are flag|data (unencrypted) or nonce|AES-256-GCM(data key, flag|data, ID)
+// and in an encrypted pack each n is XORed with a mask (lengthMask) so that the pack shows no chunk
+// sizes. A blob's bytes are flag|data (unencrypted) or nonce|AES-256-GCM(data key, flag|data, ID)
 // (encrypted). flag 0: data is the chunk; flag 1: data is the chunk compressed with zstd. The
 // lengths are little-endian. Pack names are the SHA-256 of the whole pack.
 const packMagic = "FRYPACK1"
@@ -33,8 +35,26 @@ const (
 // packer builds one pack in memory.
 type packer struct {
 	buf   bytes.Buffer
-	aead  cipher.AEAD // nil unencrypted
+	aead  cipher.AEAD  // nil unencrypted
+	mask  cipher.Block // of the blobs' lengths; nil unencrypted
 	blobs []indexBlob
+}
+
+// newMask derives the block cipher that masks blob lengths from a pack's data key.
+func newMask(dk []byte) (cipher.Block, error) {
+	mk := sha256.Sum256(append([]byte("ferry pack length "), dk...))
+	return aes.NewCipher(mk[:])
+}
+
+// lengthMask is the mask of the length of the blob whose length field is at off.
+func lengthMask(mask cipher.Block, off int64) uint32 {
+	if mask == nil {
+		return 0
+	}
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(off))
+	mask.Encrypt(b[:], b[:])
+	return binary.LittleEndian.Uint32(b[:])
 }
 
 func (r *Repo) newPacker() (*packer, error) {
@@ -60,6 +80,9 @@ func (r *Repo) newPacker() (*packer, error) {
 	if p.aead, err = newGCM(dk); err != nil {
 		return nil, err
 	}
+	if p.mask, err = newMask(dk); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -76,7 +99,7 @@ func (r *Repo) add(p *packer, id ID, data []byte) {
 		nonce := randomBytes(p.aead.NonceSize())
 		stored = p.aead.Seal(nonce, nonce, stored, id[:])
 	}
-	p.buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(stored))))
+	p.buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(stored))^lengthMask(p.mask, int64(p.buf.Len()))))
 	p.blobs = append(p.blobs, indexBlob{ID: id, Offset: int64(p.buf.Len()), Length: len(stored), Size: len(data)})
 	p.buf.Write(stored)
 }
@@ -99,6 +122,7 @@ type packReader struct {
 	br   *bufio.Reader
 	pos  int64
 	aead cipher.AEAD
+	mask cipher.Block
 }
 
 func (r *Repo) openPack(ctx context.Context, name string) (*packReader, error) {
@@ -138,7 +162,10 @@ func (r *Repo) readPackHead(pr *packReader) error {
 	if err != nil || len(dk) != keySize {
 		return fmt.Errorf("pack %s: data key: %w", pr.name, ErrCorrupt)
 	}
-	pr.aead, err = newGCM(dk)
+	if pr.aead, err = newGCM(dk); err != nil {
+		return err
+	}
+	pr.mask, err = newMask(dk)
 	return err
 }
 
@@ -155,7 +182,7 @@ func (r *Repo) blob(pr *packReader, id ID, e entry) ([]byte, error) {
 		return nil, fmt.Errorf("chunk %s in pack %s: %v: %w", id, pr.name, err, ErrCorrupt)
 	}
 	pr.pos = e.off + int64(e.length)
-	if int(binary.LittleEndian.Uint32(stored)) != e.length {
+	if int(binary.LittleEndian.Uint32(stored)^lengthMask(pr.mask, e.off-4)) != e.length {
 		return nil, fmt.Errorf("chunk %s in pack %s: length differs from the index: %w", id, pr.name, ErrCorrupt)
 	}
 	return r.decodeBlob(pr.aead, pr.name, id, e, stored[4:])

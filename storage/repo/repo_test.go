@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -257,6 +258,16 @@ func TestEncryptedNamesRevealNothing(t *testing.T) {
 	}
 	if n < 4 {
 		t.Fatalf("only %d objects stored", n)
+	}
+	// The packs' framing shows no chunk sizes: every blob's length field is masked.
+	for id, e := range r.index {
+		b, err := os.ReadFile(filepath.Join(f.dir, filepath.FromSlash(r.packKey(e.pack))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := binary.LittleEndian.Uint32(b[e.off-4:]); int(got) == e.length {
+			t.Errorf("chunk %s: its stored length %d is in clear in pack %s", id, e.length, e.pack)
+		}
 	}
 }
 
