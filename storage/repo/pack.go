@@ -34,7 +34,7 @@ const (
 
 // packer builds one pack in memory.
 type packer struct {
-	buf   bytes.Buffer
+	buf   *bytes.Buffer
 	aead  cipher.AEAD  // nil unencrypted
 	mask  cipher.Block // of the blobs' lengths; nil unencrypted
 	blobs []indexBlob
@@ -59,7 +59,11 @@ func lengthMask(mask cipher.Block, off int64) uint32 {
 
 func (r *Repo) newPacker() (*packer, error) {
 	p := &packer{}
-	p.buf.Grow(r.opts.PackSize + r.opts.PackSize/8)
+	if b, ok := r.packBufs.Get().(*bytes.Buffer); ok {
+		p.buf = b
+	} else {
+		p.buf = bytes.NewBuffer(make([]byte, 0, r.opts.PackSize+int(r.cfg.MaxSize)+64))
+	}
 	p.buf.WriteString(packMagic)
 	if !r.cfg.Encrypted {
 		p.buf.Write([]byte{0, 0, 0, 0})
@@ -87,17 +91,18 @@ func (r *Repo) newPacker() (*packer, error) {
 }
 
 // add appends a chunk, compressed when that shrinks it.
-func (r *Repo) add(p *packer, id ID, data []byte) {
-	stored := make([]byte, 1, len(data)+1)
-	stored[0] = flagZstd
-	stored = r.enc.EncodeAll(data, stored)
+// scratch holds a worker's buffers, reused from chunk to chunk.
+func (r *Repo) add(p *packer, id ID, data []byte, scratch *[2][]byte) {
+	stored := r.enc.EncodeAll(data, append(scratch[0][:0], flagZstd))
 	if len(stored) >= len(data)+1 {
 		stored = append(stored[:1], data...)
 		stored[0] = flagRaw
 	}
+	scratch[0] = stored
 	if p.aead != nil {
-		nonce := randomBytes(p.aead.NonceSize())
+		nonce := append(scratch[1][:0], randomBytes(p.aead.NonceSize())...)
 		stored = p.aead.Seal(nonce, nonce, stored, id[:])
+		scratch[1] = stored
 	}
 	p.buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(stored))^lengthMask(p.mask, int64(p.buf.Len()))))
 	p.blobs = append(p.blobs, indexBlob{ID: id, Offset: int64(p.buf.Len()), Length: len(stored), Size: len(data)})
@@ -123,6 +128,7 @@ type packReader struct {
 	pos  int64
 	aead cipher.AEAD
 	mask cipher.Block
+	bufs [3][]byte // reused: the stored blob, its decryption, its decompression
 }
 
 func (r *Repo) openPack(ctx context.Context, name string) (*packReader, error) {
@@ -177,7 +183,10 @@ func (r *Repo) blob(pr *packReader, id ID, e entry) ([]byte, error) {
 	if _, err := pr.br.Discard(int(e.off - 4 - pr.pos)); err != nil {
 		return nil, fmt.Errorf("chunk %s in pack %s: %v: %w", id, pr.name, err, ErrCorrupt)
 	}
-	stored := make([]byte, 4+e.length)
+	if cap(pr.bufs[0]) < 4+e.length {
+		pr.bufs[0] = make([]byte, 4+e.length)
+	}
+	stored := pr.bufs[0][:4+e.length]
 	if _, err := io.ReadFull(pr.br, stored); err != nil {
 		return nil, fmt.Errorf("chunk %s in pack %s: %v: %w", id, pr.name, err, ErrCorrupt)
 	}
@@ -185,12 +194,13 @@ func (r *Repo) blob(pr *packReader, id ID, e entry) ([]byte, error) {
 	if int(binary.LittleEndian.Uint32(stored)^lengthMask(pr.mask, e.off-4)) != e.length {
 		return nil, fmt.Errorf("chunk %s in pack %s: length differs from the index: %w", id, pr.name, ErrCorrupt)
 	}
-	return r.decodeBlob(pr.aead, pr.name, id, e, stored[4:])
+	return r.decodeBlob(pr.aead, pr.name, id, e, stored[4:], &pr.bufs)
 }
 
 // decodeBlob decrypts and decompresses a blob and checks that it is the chunk named id: its ID
-// recomputed under its namespace's key, and its size.
-func (r *Repo) decodeBlob(aead cipher.AEAD, pack string, id ID, e entry, stored []byte) ([]byte, error) {
+// recomputed under its namespace's key, and its size. What it returns may be in bufs[1] or
+// bufs[2], valid until the next call with the same bufs.
+func (r *Repo) decodeBlob(aead cipher.AEAD, pack string, id ID, e entry, stored []byte, bufs *[3][]byte) ([]byte, error) {
 	bad := func(what string) error {
 		return fmt.Errorf("chunk %s in pack %s: %s: %w", id, pack, what, ErrCorrupt)
 	}
@@ -200,9 +210,10 @@ func (r *Repo) decodeBlob(aead cipher.AEAD, pack string, id ID, e entry, stored 
 			return nil, bad("too short")
 		}
 		var err error
-		if stored, err = aead.Open(nil, stored[:ns], stored[ns:], id[:]); err != nil {
+		if stored, err = aead.Open(bufs[1][:0], stored[:ns], stored[ns:], id[:]); err != nil {
 			return nil, bad("does not decrypt (tampered or misplaced)")
 		}
+		bufs[1] = stored
 	}
 	if len(stored) == 0 {
 		return nil, bad("empty")
@@ -212,9 +223,10 @@ func (r *Repo) decodeBlob(aead cipher.AEAD, pack string, id ID, e entry, stored 
 	case flagRaw:
 	case flagZstd:
 		var err error
-		if data, err = r.dec.DecodeAll(data, make([]byte, 0, e.size)); err != nil {
+		if data, err = r.dec.DecodeAll(data, bufs[2][:0]); err != nil {
 			return nil, bad("does not decompress")
 		}
+		bufs[2] = data
 	default:
 		return nil, bad("unknown flag")
 	}

@@ -286,7 +286,7 @@ func (r *Repo) repack(ctx context.Context, w *Writer, pack string, blobs []packB
 		if err != nil {
 			return fmt.Errorf("repack: %w", err)
 		}
-		if err := w.add(ctx, b.id, data); err != nil {
+		if err := w.add(ctx, b.id, bytes.Clone(data)); err != nil {
 			return fmt.Errorf("repack pack %s: %w", pack, err)
 		}
 	}

@@ -178,7 +178,7 @@ func (r *Repo) checkPack(ctx context.Context, name string, blobs []packBlob, rea
 			problems = append(problems, Problem{Pack: name, Chunk: b.id.String(), Problem: "outside the pack"})
 			continue
 		}
-		if _, err := r.decodeBlob(pr.aead, name, b.id, b.e, data[b.e.off:b.e.off+int64(b.e.length)]); err != nil {
+		if _, err := r.decodeBlob(pr.aead, name, b.id, b.e, data[b.e.off:b.e.off+int64(b.e.length)], &pr.bufs); err != nil {
 			problems = append(problems, Problem{Pack: name, Chunk: b.id.String(), Problem: problemText(err)})
 		}
 	}

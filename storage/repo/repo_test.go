@@ -394,6 +394,7 @@ func TestPrune(t *testing.T) {
 			ctx := context.Background()
 			f := newFixture(t, enc)
 			f.packSize, f.uploads = 16<<20, 1 // a pack per backup
+			f.chunkBits = 16                  // C's first chunk is far less than half of its pack
 			r := f.init(t)
 			a, b, c := randomData(7, 4<<20), randomData(8, 4<<20), randomData(9, 4<<20)
 			refsA, _ := write(t, r, a)

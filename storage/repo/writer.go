@@ -111,6 +111,7 @@ func (w *Writer) refresh() {
 func (w *Writer) worker() {
 	defer w.wg.Done()
 	var p *packer
+	var scratch [2][]byte
 	for j := range w.jobs {
 		if w.ctx.Err() != nil {
 			continue // drain after a failure
@@ -122,7 +123,10 @@ func (w *Writer) worker() {
 				continue
 			}
 		}
-		w.r.add(p, j.id, j.data)
+		w.r.add(p, j.id, j.data, &scratch)
+		if cap(j.data) == int(w.r.cfg.MaxSize) {
+			w.r.chunkBufs.Put(j.data[:0]) //nolint:staticcheck // a slice header per chunk is fine
+		}
 		if p.buf.Len() >= w.r.opts.PackSize {
 			w.upload(p)
 			p = nil
@@ -139,6 +143,10 @@ func (w *Writer) upload(p *packer) {
 		w.cancel(fmt.Errorf("upload pack %s: %w", name, err))
 		return
 	}
+	defer func() {
+		p.buf.Reset()
+		w.r.packBufs.Put(p.buf)
+	}()
 	ip := indexPack{Pack: name, Blobs: p.blobs}
 	w.mu.Lock()
 	w.packs = append(w.packs, ip)
@@ -190,13 +198,22 @@ func (w *Writer) Write(ctx context.Context, rd io.Reader) ([]ChunkRef, error) {
 			continue
 		}
 		select {
-		case w.jobs <- job{id: id, data: bytes.Clone(ch.Data)}:
+		case w.jobs <- job{id: id, data: w.copyChunk(ch.Data)}:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-w.ctx.Done():
 			return nil, w.err()
 		}
 	}
+}
+
+// copyChunk copies a chunk out of the chunker's buffer into a buffer the worker returns.
+func (w *Writer) copyChunk(data []byte) []byte {
+	b, ok := w.r.chunkBufs.Get().([]byte)
+	if !ok {
+		b = make([]byte, 0, w.r.cfg.MaxSize)
+	}
+	return append(b, data...)
 }
 
 // add stores a chunk whose ID is known (a prune's repack).
