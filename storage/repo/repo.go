@@ -168,7 +168,6 @@ type Repo struct {
 	enc        *zstd.Encoder
 	dec        *zstd.Decoder
 	packBufs   sync.Pool // *bytes.Buffer of packs uploaded
-	chunkBufs  sync.Pool // []byte of chunks handed to the workers
 
 	mu        sync.RWMutex
 	keys      map[string]*nsKey // the keys this process holds, by key ID

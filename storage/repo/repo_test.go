@@ -569,7 +569,8 @@ func TestPruneDeadWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writer dies: its packs are uploaded, it never flushes nor releases its lock.
-	close(w.jobs)
+	w.send(ctx)
+	close(w.batches)
 	w.wg.Wait()
 	w.flushed = true
 

@@ -32,7 +32,9 @@ type Writer struct {
 	lockKey string // "" for a prune's repack writer
 	start   time.Time
 
-	jobs    chan job
+	batches chan []job // runs of consecutive new chunks, about a pack's worth each
+	batch   []job
+	batchN  int // plain bytes in batch
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -66,7 +68,7 @@ func (r *Repo) NewWriter(ctx context.Context) (*Writer, error) {
 // newWriterKey starts a writer in k's namespace; without lock for a prune's repack, which holds
 // the prune's lock and indexes its packs before it condemns the old ones.
 func (r *Repo) newWriterKey(ctx context.Context, k *nsKey, lock bool) (*Writer, error) {
-	w := &Writer{r: r, key: k, pending: map[ID]bool{}, jobs: make(chan job, r.opts.Uploads), stop: make(chan struct{}),
+	w := &Writer{r: r, key: k, pending: map[ID]bool{}, batches: make(chan []job), stop: make(chan struct{}),
 		buf: make([]byte, r.cfg.MaxSize)}
 	w.ctx, w.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if lock {
@@ -112,24 +114,23 @@ func (w *Writer) worker() {
 	defer w.wg.Done()
 	var p *packer
 	var scratch [2][]byte
-	for j := range w.jobs {
-		if w.ctx.Err() != nil {
-			continue // drain after a failure
-		}
-		if p == nil {
-			var err error
-			if p, err = w.r.newPacker(); err != nil {
-				w.cancel(err)
-				continue
+	for batch := range w.batches {
+		for _, j := range batch {
+			if w.ctx.Err() != nil {
+				break // drain after a failure
 			}
-		}
-		w.r.add(p, j.id, j.data, &scratch)
-		if cap(j.data) == int(w.r.cfg.MaxSize) {
-			w.r.chunkBufs.Put(j.data[:0]) //nolint:staticcheck // a slice header per chunk is fine
-		}
-		if p.buf.Len() >= w.r.opts.PackSize {
-			w.upload(p)
-			p = nil
+			if p == nil {
+				var err error
+				if p, err = w.r.newPacker(); err != nil {
+					w.cancel(err)
+					break
+				}
+			}
+			w.r.add(p, j.id, j.data, &scratch)
+			if p.buf.Len() >= w.r.opts.PackSize {
+				w.upload(p)
+				p = nil
+			}
 		}
 	}
 	if p != nil && w.ctx.Err() == nil && len(p.blobs) > 0 {
@@ -197,23 +198,36 @@ func (w *Writer) Write(ctx context.Context, rd io.Reader) ([]ChunkRef, error) {
 		if !isNew {
 			continue
 		}
-		select {
-		case w.jobs <- job{id: id, data: w.copyChunk(ch.Data)}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-w.ctx.Done():
-			return nil, w.err()
+		if err := w.queue(ctx, job{id: id, data: bytes.Clone(ch.Data)}); err != nil {
+			return nil, err
 		}
 	}
 }
 
-// copyChunk copies a chunk out of the chunker's buffer into a buffer the worker returns.
-func (w *Writer) copyChunk(data []byte) []byte {
-	b, ok := w.r.chunkBufs.Get().([]byte)
-	if !ok {
-		b = make([]byte, 0, w.r.cfg.MaxSize)
+// queue adds a new chunk to the batch, and hands the batch to a worker once it holds a pack's
+// worth: a pack then holds consecutive chunks of a stream, which Read reads in one pass.
+func (w *Writer) queue(ctx context.Context, j job) error {
+	w.batch = append(w.batch, j)
+	w.batchN += len(j.data)
+	if w.batchN < w.r.opts.PackSize {
+		return nil
 	}
-	return append(b, data...)
+	return w.send(ctx)
+}
+
+func (w *Writer) send(ctx context.Context) error {
+	if len(w.batch) == 0 {
+		return nil
+	}
+	select {
+	case w.batches <- w.batch:
+		w.batch, w.batchN = nil, 0
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.ctx.Done():
+		return w.err()
+	}
 }
 
 // add stores a chunk whose ID is known (a prune's repack).
@@ -225,14 +239,7 @@ func (w *Writer) add(ctx context.Context, id ID, data []byte) error {
 	if dup {
 		return nil
 	}
-	select {
-	case w.jobs <- job{id: id, data: data}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-w.ctx.Done():
-		return w.err()
-	}
+	return w.queue(ctx, job{id: id, data: data})
 }
 
 // Flush uploads the packs still being built and writes one index object for every pack this
@@ -243,8 +250,12 @@ func (w *Writer) Flush(ctx context.Context) error {
 		return w.err()
 	}
 	w.flushed = true
-	close(w.jobs)
+	serr := w.send(ctx)
+	close(w.batches)
 	w.wg.Wait()
+	if serr != nil {
+		return serr
+	}
 	if err := w.err(); err != nil {
 		return err
 	}
