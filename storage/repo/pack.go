@@ -93,8 +93,12 @@ func (r *Repo) newPacker() (*packer, error) {
 // add appends a chunk, compressed when that shrinks it.
 // scratch holds a worker's buffers, reused from chunk to chunk.
 func (r *Repo) add(p *packer, id ID, data []byte, scratch *[2][]byte) {
-	stored := r.enc.EncodeAll(data, append(scratch[0][:0], flagZstd))
-	if len(stored) >= len(data)+1 {
+	stored := append(scratch[0][:0], flagRaw)
+	if r.compressible(data, scratch) {
+		stored[0] = flagZstd
+		stored = r.enc.EncodeAll(data, stored)
+	}
+	if stored[0] == flagRaw || len(stored) >= len(data)+1 {
 		stored = append(stored[:1], data...)
 		stored[0] = flagRaw
 	}
@@ -107,6 +111,19 @@ func (r *Repo) add(p *packer, id ID, data []byte, scratch *[2][]byte) {
 	p.buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(stored))^lengthMask(p.mask, int64(p.buf.Len()))))
 	p.blobs = append(p.blobs, indexBlob{ID: id, Offset: int64(p.buf.Len()), Length: len(stored), Size: len(data)})
 	p.buf.Write(stored)
+}
+
+// compressible tries a sample of a large chunk first: data that is already compressed (media,
+// archives, encrypted files) then costs no full compression attempt.
+func (r *Repo) compressible(data []byte, scratch *[2][]byte) bool {
+	const sample = 64 << 10
+	if len(data) < 4*sample {
+		return true
+	}
+	mid := data[len(data)/2 : len(data)/2+sample]
+	out := r.enc.EncodeAll(mid, scratch[1][:0])
+	scratch[1] = out
+	return len(out) < sample*31/32
 }
 
 // finish names the pack by its hash.
