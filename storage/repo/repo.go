@@ -257,9 +257,9 @@ func Open(ctx context.Context, store storage.Backend, opts Options) (*Repo, erro
 	if len(opts.Recipients) > 0 && !sameSet(opts.Recipients, cfg.Recipients) {
 		return nil, badinput.Errorf("repository %s%s: the recipients given are not the repository's (%d recorded): refusing to write to other keys", store, opts.Prefix, len(cfg.Recipients))
 	}
-	if len(recips) == 0 && cfg.Encrypted {
-		// Writing needs the recipients; the config names them, and a reader with an identity
-		// checks them against the keys it decrypts.
+	if len(recips) == 0 && cfg.Encrypted && holdsRecipient(opts.Identities, cfg.Recipients) {
+		// A holder of the identity (a prune's repack) may write to the config's recipients: one of
+		// them is its own, so the config is not someone else's. Anyone else must name them.
 		if recips, err = parseRecipients(cfg.Recipients); err != nil {
 			return nil, fmt.Errorf("repository %s%s: config: %w", store, opts.Prefix, err)
 		}
@@ -400,6 +400,9 @@ func (r *Repo) ensureWriteKey(ctx context.Context) (*nsKey, error) {
 	if !r.cfg.Encrypted {
 		return nil, nil
 	}
+	if len(r.recipients) == 0 {
+		return nil, badinput.Errorf("repository %s%s is encrypted: writing to it needs its age recipients", r.store, r.opts.Prefix)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.writeKey != nil {
@@ -423,6 +426,16 @@ func parseRecipients(in []string) ([]age.Recipient, error) {
 		out = append(out, rc)
 	}
 	return out, nil
+}
+
+// holdsRecipient reports whether one of the identities is one of the recipients.
+func holdsRecipient(ids []age.Identity, recipients []string) bool {
+	for _, id := range ids {
+		if x, ok := id.(*age.X25519Identity); ok && slices.Contains(recipients, x.Recipient().String()) {
+			return true
+		}
+	}
+	return false
 }
 
 func sameSet(a, b []string) bool {

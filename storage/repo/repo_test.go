@@ -617,6 +617,11 @@ func TestOpenErrors(t *testing.T) {
 			}
 		})
 	}
+	// A writer must name the recipients: those of the config could be anyone's.
+	key := f.open(t, f.opts(true)).WriterKey()
+	if _, err := f.open(t, Options{Key: key}).NewWriter(ctx); !badinput.Is(err) {
+		t.Errorf("writer without recipients: %v, want bad input", err)
+	}
 	// Prune without the identity is refused.
 	if _, err := f.open(t, f.opts(false)).Prune(ctx, keepRefs()); !errors.Is(err, ErrNoIdentity) {
 		t.Errorf("prune without identity: %v", err)
