@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -297,4 +298,55 @@ func TestCarryBackResumesAfterEachEvent(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRollbackBeforeTheRestore: a run stopped before its restore (blue quiesced, green not yet
+// given blue's data) goes back by starting blue's writers; for an upgrade, green's release's own
+// writers, which the run stopped before loading blue's data, start again too; otherwise green's
+// are left as they are.
+func TestRollbackBeforeTheRestore(t *testing.T) {
+	for _, upgrade := range []bool{false, true} {
+		t.Run(map[bool]string{false: "migration", true: "upgrade"}[upgrade], func(t *testing.T) {
+			ctx := context.Background()
+			blue, green := shopBlue(t), newFakeCluster(t, "green", obj("v1", "Namespace", "", "shop"), cronJob("shop", "report"))
+			o := Options{Blue: blue.Cluster, Green: green.Cluster, Config: shopConfig()}
+			if upgrade {
+				o.Upgrade = &plans.UpgradeOptions{}
+			}
+			r := testRunner(t, o, doneUpTo(BackedUp)...)
+			for _, c := range []fakeCluster{blue, green} {
+				if _, err := r.quiescer(c.Cluster, false).Stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := r.Rollback(ctx, RollbackOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if suspend, marked := blue.suspended(t, "shop", "report"); suspend || marked {
+				t.Error("blue's writer did not start again")
+			}
+			suspend, _ := green.suspended(t, "shop", "report")
+			e, _ := r.Journal.Last(RolledBack, Done, 0)
+			if started := strings.Contains(e.Detail, "1 of green's release started again"); suspend == upgrade || started != upgrade {
+				t.Errorf("green's writer suspended %v, rolled back %q; want it started again only for an upgrade", suspend, e.Detail)
+			}
+		})
+	}
+}
+
+// TestResumeRefusesADamagedPlan: a journal whose plan cannot be read is refused by name, and the
+// lease taken to read it is given back.
+func TestResumeRefusesADamagedPlan(t *testing.T) {
+	ctx := context.Background()
+	store := fileStore(t)
+	r := testRunner(t, Options{Store: store}, Event{State: Planned, Phase: Begin}, Event{State: Planned, Phase: Done, Data: []byte(`{"resources": 7}`)})
+	if _, err := Resume(ctx, Options{Store: store}, r.Journal.Run.ID); err == nil || !strings.Contains(err.Error(), "the journal's plan") {
+		t.Fatalf("resume: %v, want the journal's plan named", err)
+	}
+	// The lease was given back: another run on the same clusters may start.
+	l, err := AcquireLease(ctx, store, r.Journal.Run, time.Minute, discard)
+	if err != nil {
+		t.Fatalf("the lease after a refused resume: %v", err)
+	}
+	l.Release(ctx)
 }
