@@ -11,6 +11,9 @@ import (
 	"github.com/ferrykube/ferry/plans"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 // shifted is a run driven to shifted, its lease given up: the state ferry rollback finds.
@@ -349,4 +352,44 @@ func TestResumeRefusesADamagedPlan(t *testing.T) {
 		t.Fatalf("the lease after a refused resume: %v", err)
 	}
 	l.Release(ctx)
+}
+
+// TestCarryBackLeavesOutWhatTheRunSkipped: a claim the run's backup skipped on blue (allowed: it
+// had no volume) is left out of the backup of green, and named: green's copy never came from
+// blue; the carry-back goes on.
+func TestCarryBackLeavesOutWhatTheRunSkipped(t *testing.T) {
+	ctx := context.Background()
+	claim := obj("v1", "PersistentVolumeClaim", "shop", "scratch")
+	claim.Object["spec"] = map[string]any{"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "standard",
+		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}
+	claim.Object["status"] = map[string]any{"phase": "Pending"}
+	class := obj("storage.k8s.io/v1", "StorageClass", "", "standard")
+	store, blue, green, sw := fileStore(t), shopBlue(t, claim, class), newFakeCluster(t, "green", class.DeepCopy()), &fakeSwitcher{}
+	// Green's copy of the claim is bound when the verify looks (its health), not when it is listed.
+	claims := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	green.dyn.PrependReactor("get", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		got, err := green.dyn.Tracker().Get(claims, a.GetNamespace(), a.(clienttesting.GetAction).GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		u := got.(*unstructured.Unstructured).DeepCopy()
+		unstructured.SetNestedField(u.Object, "Bound", "status", "phase")
+		return true, u, nil
+	})
+	o := runOn(t, store, blue, green, sw)
+	o.AllowSkipped = true
+	r := start(t, o)
+	if err := r.Drive(ctx); err != nil {
+		t.Fatalf("drive: %v\njournal %q", err, states(r.Journal))
+	}
+	if err := r.Rollback(ctx, RollbackOptions{CarryBack: true, By: "ops"}); err != nil {
+		t.Fatalf("carry-back: %v", err)
+	}
+	e, _ := r.Journal.Last(GreenBackedUp, Done, 0)
+	if !strings.Contains(e.Detail, "left out, as the run's backup skipped them on blue: volume shop/scratch") {
+		t.Errorf("green-backed-up %q, want the skipped claim named as left out", e.Detail)
+	}
+	if r.Journal.Current() != RolledBack {
+		t.Errorf("state %q", r.Journal.Current())
+	}
 }
