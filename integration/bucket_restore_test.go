@@ -148,7 +148,7 @@ buckets:
 		t.Fatal(err)
 	}
 	copies := buckets.Copies{Config: cfg, Client: greenKC, Parallel: 4, Mapping: snapshot.Mapping{Namespaces: map[string]string{blueNS: greenNS}}}
-	run := func(what string, fn func(context.Context, *snapshot.Reader, *snapshot.Report) error) *snapshot.Report {
+	run := func(t *testing.T, what string, fn func(context.Context, *snapshot.Reader, *snapshot.Report) error) *snapshot.Report {
 		t.Helper()
 		r, err := snapshot.Open(ctx, store, backup, []age.Identity{id})
 		if err != nil {
@@ -162,7 +162,7 @@ buckets:
 		t.Logf("%s took %s: %v", what, time.Since(start).Round(time.Millisecond), report.Counts["buckets"])
 		return &report
 	}
-	clean := func(what string, report *snapshot.Report, counts map[string]int) {
+	clean := func(t *testing.T, what string, report *snapshot.Report, counts map[string]int) {
 		t.Helper()
 		if items := report.Problems(); len(items) > 0 {
 			t.Fatalf("%s lists problems: %+v", what, items)
@@ -171,7 +171,7 @@ buckets:
 			t.Fatalf("%s counts %v, want %v", what, report.Counts["buckets"], counts)
 		}
 	}
-	head := func(mc *testbed.MinIO, key string) *s3.HeadObjectOutput {
+	head := func(t *testing.T, mc *testbed.MinIO, key string) *s3.HeadObjectOutput {
 		t.Helper()
 		out, err := mc.S3Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 		if err != nil {
@@ -179,10 +179,10 @@ buckets:
 		}
 		return out
 	}
-	sameAsBlue := func(when string) {
+	sameAsBlue := func(t *testing.T, when string) {
 		t.Helper()
 		for key := range wantMeta {
-			b, g := head(blueMinIO, key), head(greenMinIO, key)
+			b, g := head(t, blueMinIO, key), head(t, greenMinIO, key)
 			delete(g.Metadata, strings.ToLower(buckets.SHA256Metadata))
 			if aws.ToString(b.ContentType) != aws.ToString(g.ContentType) || aws.ToString(b.CacheControl) != aws.ToString(g.CacheControl) ||
 				aws.ToString(b.ContentDisposition) != aws.ToString(g.ContentDisposition) || !maps.Equal(b.Metadata, g.Metadata) {
@@ -204,85 +204,93 @@ buckets:
 	}
 	n := len(want)
 
-	clean("the restore", run("restore", copies.Restore), map[string]int{snapshot.StatusRestored: n})
-	sameAsBlue("after a restore")
-	clean("verify", run("verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
+	runSteps(t, step{"restore", func(t *testing.T) {
+		clean(t, "the restore", run(t, "restore", copies.Restore), map[string]int{snapshot.StatusRestored: n})
+		sameAsBlue(t, "after a restore")
+		clean(t, "verify", run(t, "verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
 
-	// Twice: nothing is uploaded again.
-	before := lastModified(t, greenMinIO, bucket)
-	clean("a second restore", run("restore", copies.Restore), map[string]int{snapshot.StatusUnchanged: n})
-	if after := lastModified(t, greenMinIO, bucket); !maps.Equal(before, after) {
-		t.Errorf("a second restore rewrote objects: before %v, after %v", before, after)
-	}
-	sameAsBlue("after a second restore")
-	clean("verify after a second restore", run("verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
-
-	// An object green has and the backup does not: verify names it, a restore leaves it, one that
-	// prunes deletes it.
-	const extra = "green/only.txt"
-	if _, err := greenMinIO.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(extra), Body: strings.NewReader("green")}); err != nil {
-		t.Fatal(err)
-	}
-	onlyOne(t, run("verify", copies.Verify), snapshot.StatusDifferent, bucket+"/"+extra, "not in the backup")
-	clean("a restore beside an extra object", run("restore", copies.Restore), map[string]int{snapshot.StatusUnchanged: n})
-	pruning := copies
-	pruning.Prune = true
-	onlyOne(t, run("restore with Prune", pruning.Restore), snapshot.StatusDeleted, bucket+"/"+extra, "not in the backup")
-	sameAsBlue("after pruning")
-
-	// One object less on green: verify names exactly it.
-	const victim = "v2/artifacts/pipeline-1/run-3/metrics.json"
-	if _, err := greenMinIO.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(victim)}); err != nil {
-		t.Fatal(err)
-	}
-	onlyOne(t, run("verify", copies.Verify), snapshot.StatusMissing, bucket+"/"+victim, "not on the target")
-	clean("a restore of a deleted object", run("restore", copies.Restore), map[string]int{snapshot.StatusRestored: 1, snapshot.StatusUnchanged: n - 1})
-
-	// An object changed on green, same size, written without ferry's digest: verify hashes it, a
-	// restore hashes it too and puts the backup's back.
-	const changed = "données/été/résultat.json"
-	if _, err := greenMinIO.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(changed), Body: strings.NewReader(`{"ok": "non"}`)}); err != nil {
-		t.Fatal(err)
-	}
-	onlyOne(t, run("verify", copies.Verify), snapshot.StatusDifferent, bucket+"/"+changed, "SHA-256: backup ")
-	clean("a restore of a changed object", run("restore", copies.Restore), map[string]int{snapshot.StatusUpdated: 1, snapshot.StatusUnchanged: n - 1})
-	sameAsBlue("after restoring a changed object")
-
-	// Metadata changed on green, the bytes the same: verify names the content type with both
-	// values and the user metadata by key only; a restore puts the backup's back.
-	if _, err := greenMinIO.S3Client().CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(bucket), Key: aws.String(metricsKey),
-		CopySource: aws.String(bucket + "/" + metricsKey), MetadataDirective: s3types.MetadataDirectiveReplace,
-		ContentType: aws.String("text/plain"), Metadata: map[string]string{"run": "3", "note": "changed-" + secretNote}}); err != nil {
-		t.Fatal(err)
-	}
-	metaReport := run("verify", copies.Verify)
-	onlyOne(t, metaReport, snapshot.StatusDifferent, bucket+"/"+metricsKey, `content type: backup "application/json", target "text/plain"; user metadata differs: note`)
-	for _, it := range metaReport.Items {
-		if strings.Contains(it.Detail, secretNote) {
-			t.Errorf("verify shows a user metadata value: %s", it.Detail)
+	}}, step{"twice: nothing uploaded again", func(t *testing.T) {
+		// Twice: nothing is uploaded again.
+		before := lastModified(t, greenMinIO, bucket)
+		clean(t, "a second restore", run(t, "restore", copies.Restore), map[string]int{snapshot.StatusUnchanged: n})
+		if after := lastModified(t, greenMinIO, bucket); !maps.Equal(before, after) {
+			t.Errorf("a second restore rewrote objects: before %v, after %v", before, after)
 		}
-	}
-	clean("a restore of changed metadata", run("restore", copies.Restore), map[string]int{snapshot.StatusUpdated: 1, snapshot.StatusUnchanged: n - 1})
-	sameAsBlue("after restoring changed metadata")
-	clean("verify after restoring changed metadata", run("verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
+		sameAsBlue(t, "after a second restore")
+		clean(t, "verify after a second restore", run(t, "verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
 
-	// A tampered stored copy (in the middle of the big object, caught while it streams): that
-	// object fails and is not left on green; the others are unchanged.
-	const bigKey = "v2/artifacts/pipeline-1/run-3/step/output.tgz"
-	if _, err := greenMinIO.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(bigKey)}); err != nil {
-		t.Fatal(err)
-	}
-	b := m.Buckets[0]
-	tamper(t, store, snapshot.Prefix(backup)+b.Prefix+buckets.EscapeKey(bigKey)+snapshot.EncryptedSuffix)
-	report := run("restore from a tampered copy", copies.Restore)
-	failed := report.Problems()
-	if len(failed) != 1 || failed[0].Name != bucket+"/"+bigKey || failed[0].Status != snapshot.StatusFailed || report.Counts["buckets"][snapshot.StatusUnchanged] != n-1 {
-		t.Fatalf("a restore from a tampered copy lists %+v, counts %v; want %s failed and nothing else", failed, report.Counts["buckets"], bigKey)
-	}
-	t.Logf("tampered copy: %s", failed[0].Detail)
-	if _, ok := bucketContents(t, greenMinIO, bucket, "")[bigKey]; ok {
-		t.Errorf("the tampered copy of %s was stored on green", bigKey)
-	}
+	}}, step{"an object green has and the backup does not", func(t *testing.T) {
+		// An object green has and the backup does not: verify names it, a restore leaves it, one that
+		// prunes deletes it.
+		const extra = "green/only.txt"
+		if _, err := greenMinIO.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(extra), Body: strings.NewReader("green")}); err != nil {
+			t.Fatal(err)
+		}
+		onlyOne(t, run(t, "verify", copies.Verify), snapshot.StatusDifferent, bucket+"/"+extra, "not in the backup")
+		clean(t, "a restore beside an extra object", run(t, "restore", copies.Restore), map[string]int{snapshot.StatusUnchanged: n})
+		pruning := copies
+		pruning.Prune = true
+		onlyOne(t, run(t, "restore with Prune", pruning.Restore), snapshot.StatusDeleted, bucket+"/"+extra, "not in the backup")
+		sameAsBlue(t, "after pruning")
+
+	}}, step{"one object less on green", func(t *testing.T) {
+		// One object less on green: verify names exactly it.
+		const victim = "v2/artifacts/pipeline-1/run-3/metrics.json"
+		if _, err := greenMinIO.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(victim)}); err != nil {
+			t.Fatal(err)
+		}
+		onlyOne(t, run(t, "verify", copies.Verify), snapshot.StatusMissing, bucket+"/"+victim, "not on the target")
+		clean(t, "a restore of a deleted object", run(t, "restore", copies.Restore), map[string]int{snapshot.StatusRestored: 1, snapshot.StatusUnchanged: n - 1})
+
+	}}, step{"an object changed on green", func(t *testing.T) {
+		// An object changed on green, same size, written without ferry's digest: verify hashes it, a
+		// restore hashes it too and puts the backup's back.
+		const changed = "données/été/résultat.json"
+		if _, err := greenMinIO.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(changed), Body: strings.NewReader(`{"ok": "non"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		onlyOne(t, run(t, "verify", copies.Verify), snapshot.StatusDifferent, bucket+"/"+changed, "SHA-256: backup ")
+		clean(t, "a restore of a changed object", run(t, "restore", copies.Restore), map[string]int{snapshot.StatusUpdated: 1, snapshot.StatusUnchanged: n - 1})
+		sameAsBlue(t, "after restoring a changed object")
+
+	}}, step{"metadata changed on green", func(t *testing.T) {
+		// Metadata changed on green, the bytes the same: verify names the content type with both
+		// values and the user metadata by key only; a restore puts the backup's back.
+		if _, err := greenMinIO.S3Client().CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(bucket), Key: aws.String(metricsKey),
+			CopySource: aws.String(bucket + "/" + metricsKey), MetadataDirective: s3types.MetadataDirectiveReplace,
+			ContentType: aws.String("text/plain"), Metadata: map[string]string{"run": "3", "note": "changed-" + secretNote}}); err != nil {
+			t.Fatal(err)
+		}
+		metaReport := run(t, "verify", copies.Verify)
+		onlyOne(t, metaReport, snapshot.StatusDifferent, bucket+"/"+metricsKey, `content type: backup "application/json", target "text/plain"; user metadata differs: note`)
+		for _, it := range metaReport.Items {
+			if strings.Contains(it.Detail, secretNote) {
+				t.Errorf("verify shows a user metadata value: %s", it.Detail)
+			}
+		}
+		clean(t, "a restore of changed metadata", run(t, "restore", copies.Restore), map[string]int{snapshot.StatusUpdated: 1, snapshot.StatusUnchanged: n - 1})
+		sameAsBlue(t, "after restoring changed metadata")
+		clean(t, "verify after restoring changed metadata", run(t, "verify", copies.Verify), map[string]int{snapshot.StatusIdentical: n})
+
+	}}, step{"a tampered stored copy", func(t *testing.T) {
+		// A tampered stored copy (in the middle of the big object, caught while it streams): that
+		// object fails and is not left on green; the others are unchanged.
+		const bigKey = "v2/artifacts/pipeline-1/run-3/step/output.tgz"
+		if _, err := greenMinIO.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(bigKey)}); err != nil {
+			t.Fatal(err)
+		}
+		b := m.Buckets[0]
+		tamper(t, store, snapshot.Prefix(backup)+b.Prefix+buckets.EscapeKey(bigKey)+snapshot.EncryptedSuffix)
+		report := run(t, "restore from a tampered copy", copies.Restore)
+		failed := report.Problems()
+		if len(failed) != 1 || failed[0].Name != bucket+"/"+bigKey || failed[0].Status != snapshot.StatusFailed || report.Counts["buckets"][snapshot.StatusUnchanged] != n-1 {
+			t.Fatalf("a restore from a tampered copy lists %+v, counts %v; want %s failed and nothing else", failed, report.Counts["buckets"], bigKey)
+		}
+		t.Logf("tampered copy: %s", failed[0].Detail)
+		if _, ok := bucketContents(t, greenMinIO, bucket, "")[bigKey]; ok {
+			t.Errorf("the tampered copy of %s was stored on green", bigKey)
+		}
+	}})
 }
 
 // bucketContentsIfAny lists a bucket's keys, none when the bucket does not exist.

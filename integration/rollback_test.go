@@ -100,7 +100,7 @@ INSERT INTO `+carryTable+` VALUES (1, 'one'), (2, 'two, deleted on green'), (3, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Stop() }) // after later cleanups, which may roll back through it
-	weight := func(server string) string {
+	weight := func(t *testing.T, server string) string {
 		t.Helper()
 		out, err := h.Command(ctx, "get weight "+h.Backend+"/"+server)
 		if err != nil {
@@ -108,269 +108,289 @@ INSERT INTO `+carryTable+` VALUES (1, 'one'), (2, 'two, deleted on green'), (3, 
 		}
 		return strings.TrimSpace(out)
 	}
-	blueWeight, _, _ := strings.Cut(weight(h.BlueServer), " ")
+	blueWeight, _, _ := strings.Cut(weight(t, h.BlueServer), " ")
 	client := startTrafficClient(t, h.URL)
 	writers, _ := replicasOf(t, blueKC, "kubeflow", "ml-pipeline")
 	url := backupMinIO(t, "rollback-carry-back")
-	client.phase.Store("migrate")
-	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", migrateConfig(t, h, greenSrv.URL),
-		"--allow-skipped", "--lease-ttl", testLeaseTTL.String())
-	if code != 0 || !strings.Contains(out, "shifted") {
-		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
-	}
-	id := runID(t, errOut)
-	client.phase.Store("shifted")
-	if share := client.share(t, "shifted", 100); share != 100 {
-		t.Fatalf("after the migration green took %.1f%% of the requests, want all", share)
-	}
-	greenDir := claimFolder(t, greenKC, carryNS, carryClaim)
-	if want, got := claimFiles(t, blueDir), claimFiles(t, greenDir); !maps.Equal(want, got) {
-		t.Fatalf("the migration did not bring %s/%s to green as blue had it:\n%s", carryNS, carryClaim, lineDiff(fileLines(want), fileLines(got)))
-	}
+	config := migrateConfig(t, h, greenSrv.URL)
 
-	// 3. Green takes writes: rows, files, bucket objects, Kubernetes objects.
-	client.phase.Store("green-writes")
-	if _, err := greenDB.SQL(ctx, tb.Bins, `INSERT INTO `+carryTable+` VALUES (4, 'four, written on green'), (5, 'five, written on green');
+	// What the steps pass on to the next ones.
+	var (
+		id, greenDir  string
+		added, newBin []byte
+		secret        *corev1.Secret
+		took          time.Duration
+		j             *migrate.Journal
+		cb            *migrate.CarryBackSummary
+	)
+	runSteps(t, step{"migrate to green", func(t *testing.T) {
+		client.phase.Store("migrate")
+		code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config,
+			"--allow-skipped", "--lease-ttl", testLeaseTTL.String())
+		if code != 0 || !strings.Contains(out, "shifted") {
+			t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+		id = runID(t, errOut)
+		client.phase.Store("shifted")
+		if share := client.share(t, "shifted", 100); share != 100 {
+			t.Fatalf("after the migration green took %.1f%% of the requests, want all", share)
+		}
+		greenDir = claimFolder(t, greenKC, carryNS, carryClaim)
+		if want, got := claimFiles(t, blueDir), claimFiles(t, greenDir); !maps.Equal(want, got) {
+			t.Fatalf("the migration did not bring %s/%s to green as blue had it:\n%s", carryNS, carryClaim, lineDiff(fileLines(want), fileLines(got)))
+		}
+	}}, step{"green takes writes", func(t *testing.T) {
+		// 3. Green takes writes: rows, files, bucket objects, Kubernetes objects.
+		client.phase.Store("green-writes")
+		if _, err := greenDB.SQL(ctx, tb.Bins, `INSERT INTO `+carryTable+` VALUES (4, 'four, written on green'), (5, 'five, written on green');
 DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
-		t.Fatal(err)
-	}
-	added := make([]byte, 48<<10+5)
-	rand.NewChaCha8([32]byte{'c', 'a', 'r', 'r', 'y'}).Read(added)
-	writeClaimFiles(t, greenDir, map[string][]byte{"change.txt": []byte("changed on green\n"), "new/added.bin": added})
-	if err := os.Remove(filepath.Join(greenDir, "gone.txt")); err != nil {
-		t.Fatal(err)
-	}
-	newBin := make([]byte, 70<<10+1)
-	rand.NewChaCha8([32]byte{'b', 'i', 'n'}).Read(newBin)
-	putObjects(t, greenS3, map[string][]byte{carryPrefix + "change.txt": []byte("changed on green"), carryPrefix + "new.bin": newBin})
-	if _, err := greenS3.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(testbed.PlatformBucket), Key: aws.String(carryPrefix + "doomed.txt")}); err != nil {
-		t.Fatal(err)
-	}
-	greenCMs := greenKC.CoreV1().ConfigMaps(carryNS)
-	edited, err := greenCMs.Get(ctx, "edited", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the migration did not bring ConfigMap edited to green: %v", err)
-	}
-	edited.Data = map[string]string{"a": "10"}
-	if edited.Labels == nil {
-		edited.Labels = map[string]string{}
-	}
-	edited.Labels["edited-on"] = "green"
-	if _, err := greenCMs.Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Only a key removed: blue's copy holds all of green's and more, which must go too.
-	trimmed, err := greenCMs.Get(ctx, "trimmed", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	delete(trimmed.Data, "b")
-	if _, err := greenCMs.Update(ctx, trimmed, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := greenCMs.Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := greenCMs.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "created"}, Data: map[string]string{"made-on": "green"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "created-secret"}, Data: map[string][]byte{"token": []byte("made on green")}}
-	if _, err := greenKC.CoreV1().Secrets(carryNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	// 4. A plain rollback would lose those writes: it refuses and names them.
-	atRisk := []string{"database kfp-mysql", "volume " + carryNS + "/" + carryClaim, "bucket " + testbed.PlatformBucket,
-		"v1 ConfigMap " + carryNS + "/created", "v1 Secret " + carryNS + "/created-secret",
-		"v1 ConfigMap " + carryNS + "/edited", "v1 ConfigMap " + carryNS + "/trimmed", "v1 ConfigMap " + carryNS + "/doomed", "--carry-back", "--discard-green-writes"}
-	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id)
-	if code != 2 {
-		t.Fatalf("rollback without a flag after green took writes exited %d, want 2\nstdout: %s\nstderr: %s", code, out, errOut)
-	}
-	for _, want := range atRisk {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("the refused rollback does not name %q:\n%s", want, errOut)
+			t.Fatal(err)
 		}
-	}
-	t.Logf("the refused rollback: %s", strings.TrimSpace(errOut))
-	if strings.Contains(errOut, "v1 ConfigMap "+carryNS+"/kept") {
-		t.Errorf("the refused rollback names ConfigMap kept, which green never changed:\n%s", errOut)
-	}
-	if w := weight(h.BlueServer); !strings.HasPrefix(w, "0 ") {
-		t.Errorf("blue's weight after a refused rollback: %q, want 0 (traffic stays on green)", w)
-	}
-
-	// 5. The carry-back, killed right after green's backup and as the restore onto blue begins,
-	// then resumed by the same command.
-	client.phase.Store("carry-back")
-	carryBack := []string{"--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String()}
-	start := time.Now()
-	for _, at := range []string{"green-backed-up:done", "carried-back:begin"} {
-		code, out, errOut := runFerry(t, append(slices.Clone(carryBack), "--crash-at", at)...)
-		if code != -1 { // killed by its signal
-			t.Fatalf("rollback --carry-back should have been killed at %s, exited %d\nstdout: %s\nstderr: %s", at, code, out, errOut)
+		added = make([]byte, 48<<10+5)
+		rand.NewChaCha8([32]byte{'c', 'a', 'r', 'r', 'y'}).Read(added)
+		writeClaimFiles(t, greenDir, map[string][]byte{"change.txt": []byte("changed on green\n"), "new/added.bin": added})
+		if err := os.Remove(filepath.Join(greenDir, "gone.txt")); err != nil {
+			t.Fatal(err)
 		}
-		if w := weight(h.BlueServer); !strings.HasPrefix(w, "0 ") {
-			t.Errorf("blue's weight after the carry-back was killed at %s: %q, want 0 (traffic moves once blue is verified)", at, w)
+		newBin = make([]byte, 70<<10+1)
+		rand.NewChaCha8([32]byte{'b', 'i', 'n'}).Read(newBin)
+		putObjects(t, greenS3, map[string][]byte{carryPrefix + "change.txt": []byte("changed on green"), carryPrefix + "new.bin": newBin})
+		if _, err := greenS3.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(testbed.PlatformBucket), Key: aws.String(carryPrefix + "doomed.txt")}); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(testLeaseTTL + 100*time.Millisecond) // the killed run's lease expires
-	}
-	code, out, errOut = runFerry(t, carryBack...)
-	if code != 0 {
-		t.Fatalf("the resumed rollback --carry-back exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
-	}
-	took := time.Since(start)
-	client.phase.Store("rolled-back")
+		greenCMs := greenKC.CoreV1().ConfigMaps(carryNS)
+		edited, err := greenCMs.Get(ctx, "edited", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the migration did not bring ConfigMap edited to green: %v", err)
+		}
+		edited.Data = map[string]string{"a": "10"}
+		if edited.Labels == nil {
+			edited.Labels = map[string]string{}
+		}
+		edited.Labels["edited-on"] = "green"
+		if _, err := greenCMs.Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Only a key removed: blue's copy holds all of green's and more, which must go too.
+		trimmed, err := greenCMs.Get(ctx, "trimmed", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(trimmed.Data, "b")
+		if _, err := greenCMs.Update(ctx, trimmed, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := greenCMs.Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := greenCMs.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "created"}, Data: map[string]string{"made-on": "green"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "created-secret"}, Data: map[string][]byte{"token": []byte("made on green")}}
+		if _, err := greenKC.CoreV1().Secrets(carryNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 
-	// 6. What a user checks on blue: the rows, the files, the objects of the bucket and of
-	// Kubernetes are green's.
-	wantRows := "1\tone\n3\tthree\n4\tfour, written on green\n5\tfive, written on green\n"
-	if b, g := tableRows(t, blueDB), tableRows(t, greenDB); b != g || b != wantRows {
-		t.Errorf("%s on blue:\n%s\non green:\n%s\nwant both:\n%s", carryTable, b, g, wantRows)
-	}
-	blueFiles, greenFiles := claimFiles(t, claimFolder(t, blueKC, carryNS, carryClaim)), claimFiles(t, greenDir)
-	if !maps.Equal(blueFiles, greenFiles) {
-		t.Errorf("blue's %s/%s differs from green's:\n%s", carryNS, carryClaim, lineDiff(fileLines(greenFiles), fileLines(blueFiles)))
-	}
-	if _, ok := blueFiles["gone.txt"]; ok {
-		t.Error("gone.txt, deleted on green, is still on blue")
-	}
-	if got, want := blueFiles["new/added.bin"], fileDigest(added); got != want {
-		t.Errorf("new/added.bin on blue: %q, want green's %q", got, want)
-	}
-	blueObjects, greenObjects := bucketContents(t, blueS3, testbed.PlatformBucket, carryPrefix), bucketContents(t, greenS3, testbed.PlatformBucket, carryPrefix)
-	if keys := slices.Sorted(maps.Keys(blueObjects)); !maps.EqualFunc(blueObjects, greenObjects, bytes.Equal) ||
-		!slices.Equal(keys, []string{carryPrefix + "change.txt", carryPrefix + "keep.txt", carryPrefix + "new.bin"}) {
-		t.Errorf("blue's bucket holds %v under %s, green's %v; want green's: change.txt, keep.txt and new.bin",
-			keys, carryPrefix, slices.Sorted(maps.Keys(greenObjects)))
-	}
-	blueCMs := blueKC.CoreV1().ConfigMaps(carryNS)
-	if cm, err := blueCMs.Get(ctx, "edited", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, map[string]string{"a": "10"}) || cm.Labels["edited-on"] != "green" {
-		t.Errorf("ConfigMap edited on blue: %+v (%v), want data a=10 only and the label edited-on=green", cm, err)
-	}
-	if cm, err := blueCMs.Get(ctx, "trimmed", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, map[string]string{"a": "1"}) {
-		t.Errorf("ConfigMap trimmed on blue: %+v (%v), want key b removed as on green", cm, err)
-	}
-	if _, err := blueCMs.Get(ctx, "doomed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("ConfigMap doomed, deleted on green, on blue: %v; want not found", err)
-	}
-	if cm, err := blueCMs.Get(ctx, "created", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, map[string]string{"made-on": "green"}) {
-		t.Errorf("ConfigMap created on blue: %+v (%v), want green's data", cm, err)
-	}
-	if s, err := blueKC.CoreV1().Secrets(carryNS).Get(ctx, "created-secret", metav1.GetOptions{}); err != nil || !maps.EqualFunc(s.Data, secret.Data, bytes.Equal) {
-		t.Errorf("Secret created-secret on blue: %v (%v), want green's data", s, err)
-	}
-	if cm, err := blueCMs.Get(ctx, "kept", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, keptData) {
-		t.Errorf("ConfigMap kept on blue: %+v (%v), want it unchanged", cm, err)
-	}
-
-	// Traffic and writers are blue's again, green's writers stopped.
-	if w := weight(h.GreenServer); !strings.HasPrefix(w, "0 ") {
-		t.Errorf("green's weight after the rollback: %q, want 0", w)
-	}
-	if w := weight(h.BlueServer); !strings.HasPrefix(w, blueWeight+" ") {
-		t.Errorf("blue's weight after the rollback: %q, want its saved %s", w, blueWeight)
-	}
-	if got, quiesced := replicasOf(t, blueKC, "kubeflow", "ml-pipeline"); got != writers || quiesced {
-		t.Errorf("blue's ml-pipeline after the rollback: %d replicas (quiesce record %v), want %d running", got, quiesced, writers)
-	}
-	if got, quiesced := replicasOf(t, greenKC, "kubeflow", "ml-pipeline"); got != 0 || !quiesced {
-		t.Errorf("green's ml-pipeline after the rollback: %d replicas (quiesce record %v), want stopped", got, quiesced)
-	}
-
-	// The journal: each step of the carry-back done once, in order; carried-back begun again after
-	// the kill at its begin; nothing failed.
-	j := journal(t, url, id)
-	steps := []migrate.State{migrate.GreenQuiesced, migrate.GreenBackedUp, migrate.CarriedBack, migrate.BlueVerified, migrate.RolledBack}
-	begins, dones := map[migrate.State]int{}, map[migrate.State]int{}
-	var doneOrder []migrate.State
-	for _, e := range j.Events() {
-		switch e.Phase {
-		case migrate.Begin:
-			begins[e.State]++
-		case migrate.Done:
-			dones[e.State]++
-			if slices.Contains(steps, e.State) {
-				doneOrder = append(doneOrder, e.State)
+	}}, step{"a plain rollback refuses, naming the writes", func(t *testing.T) {
+		// 4. A plain rollback would lose those writes: it refuses and names them.
+		atRisk := []string{"database kfp-mysql", "volume " + carryNS + "/" + carryClaim, "bucket " + testbed.PlatformBucket,
+			"v1 ConfigMap " + carryNS + "/created", "v1 Secret " + carryNS + "/created-secret",
+			"v1 ConfigMap " + carryNS + "/edited", "v1 ConfigMap " + carryNS + "/trimmed", "v1 ConfigMap " + carryNS + "/doomed", "--carry-back", "--discard-green-writes"}
+		code, out, errOut := runFerry(t, "--storage", url, "rollback", "--run", id)
+		if code != 2 {
+			t.Fatalf("rollback without a flag after green took writes exited %d, want 2\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+		for _, want := range atRisk {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("the refused rollback does not name %q:\n%s", want, errOut)
 			}
-		case migrate.Failed:
-			t.Errorf("event %d: %s failed: %s", e.Seq, e.State, e.Detail)
 		}
-	}
-	for _, s := range steps {
-		want := 1
-		if s == migrate.CarriedBack {
-			want = 2 // killed after it began: begun again, finished once
+		t.Logf("the refused rollback: %s", strings.TrimSpace(errOut))
+		if strings.Contains(errOut, "v1 ConfigMap "+carryNS+"/kept") {
+			t.Errorf("the refused rollback names ConfigMap kept, which green never changed:\n%s", errOut)
 		}
-		if begins[s] != want || dones[s] != 1 {
-			t.Errorf("%s began %d times and finished %d times, want %d and 1", s, begins[s], dones[s], want)
+		if w := weight(t, h.BlueServer); !strings.HasPrefix(w, "0 ") {
+			t.Errorf("blue's weight after a refused rollback: %q, want 0 (traffic stays on green)", w)
 		}
-	}
-	if !slices.Equal(doneOrder, steps) {
-		t.Errorf("the carry-back's steps finished in the order %v, want %v", doneOrder, steps)
-	}
 
-	// The report, and the backup of green it names.
-	rep := migrate.BuildReport(j)
-	cb := rep.CarryBack
-	if rep.State != migrate.RolledBack || cb == nil {
-		t.Fatalf("the report should say rolled back with a carry-back: state %s, carry-back %+v", rep.State, cb)
-	}
-	if cb.Backup != id+"-carry-back" || cb.RequestedAt.IsZero() {
-		t.Errorf("the carry-back's backup %q requested at %s; want %s-carry-back and a time", cb.Backup, cb.RequestedAt, id)
-	}
-	if v := cb.Verification; v == nil || len(v.Items) > 0 || len(v.Counts) == 0 {
-		t.Errorf("blue's verification against green's backup should be clean and count what it checked: %+v", v)
-	}
-	if o := cb.Objects; o == nil {
-		t.Error("the report does not name the objects carried back")
-	} else {
-		for _, c := range []struct {
-			what   string
-			got    []string
-			want   []string
-			absent string
-		}{
-			{"created", o.Created, []string{"v1 ConfigMap " + carryNS + "/created", "v1 Secret " + carryNS + "/created-secret"}, "v1 ConfigMap " + carryNS + "/kept"},
-			{"changed", o.Changed, []string{"v1 ConfigMap " + carryNS + "/edited", "v1 ConfigMap " + carryNS + "/trimmed"}, "v1 ConfigMap " + carryNS + "/kept"},
-			{"deleted", o.Deleted, []string{"v1 ConfigMap " + carryNS + "/doomed"}, "v1 ConfigMap " + carryNS + "/kept"},
-		} {
-			for _, w := range c.want {
-				if !slices.Contains(c.got, w) {
-					t.Errorf("the report's objects %s on green %v lack %q", c.what, c.got, w)
+	}}, step{"the carry-back, killed twice and resumed", func(t *testing.T) {
+		// 5. The carry-back, killed right after green's backup and as the restore onto blue begins,
+		// then resumed by the same command.
+		client.phase.Store("carry-back")
+		carryBack := []string{"--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String()}
+		start := time.Now()
+		for _, at := range []string{"green-backed-up:done", "carried-back:begin"} {
+			code, out, errOut := runFerry(t, append(slices.Clone(carryBack), "--crash-at", at)...)
+			if code != -1 { // killed by its signal
+				t.Fatalf("rollback --carry-back should have been killed at %s, exited %d\nstdout: %s\nstderr: %s", at, code, out, errOut)
+			}
+			if w := weight(t, h.BlueServer); !strings.HasPrefix(w, "0 ") {
+				t.Errorf("blue's weight after the carry-back was killed at %s: %q, want 0 (traffic moves once blue is verified)", at, w)
+			}
+			time.Sleep(testLeaseTTL + 100*time.Millisecond) // the killed run's lease expires
+		}
+		code, out, errOut := runFerry(t, carryBack...)
+		if code != 0 {
+			t.Fatalf("the resumed rollback --carry-back exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+		took = time.Since(start)
+		client.phase.Store("rolled-back")
+
+	}}, step{"blue holds green's writes", func(t *testing.T) {
+		// 6. What a user checks on blue: the rows, the files, the objects of the bucket and of
+		// Kubernetes are green's.
+		wantRows := "1\tone\n3\tthree\n4\tfour, written on green\n5\tfive, written on green\n"
+		if b, g := tableRows(t, blueDB), tableRows(t, greenDB); b != g || b != wantRows {
+			t.Errorf("%s on blue:\n%s\non green:\n%s\nwant both:\n%s", carryTable, b, g, wantRows)
+		}
+		blueFiles, greenFiles := claimFiles(t, claimFolder(t, blueKC, carryNS, carryClaim)), claimFiles(t, greenDir)
+		if !maps.Equal(blueFiles, greenFiles) {
+			t.Errorf("blue's %s/%s differs from green's:\n%s", carryNS, carryClaim, lineDiff(fileLines(greenFiles), fileLines(blueFiles)))
+		}
+		if _, ok := blueFiles["gone.txt"]; ok {
+			t.Error("gone.txt, deleted on green, is still on blue")
+		}
+		if got, want := blueFiles["new/added.bin"], fileDigest(added); got != want {
+			t.Errorf("new/added.bin on blue: %q, want green's %q", got, want)
+		}
+		blueObjects, greenObjects := bucketContents(t, blueS3, testbed.PlatformBucket, carryPrefix), bucketContents(t, greenS3, testbed.PlatformBucket, carryPrefix)
+		if keys := slices.Sorted(maps.Keys(blueObjects)); !maps.EqualFunc(blueObjects, greenObjects, bytes.Equal) ||
+			!slices.Equal(keys, []string{carryPrefix + "change.txt", carryPrefix + "keep.txt", carryPrefix + "new.bin"}) {
+			t.Errorf("blue's bucket holds %v under %s, green's %v; want green's: change.txt, keep.txt and new.bin",
+				keys, carryPrefix, slices.Sorted(maps.Keys(greenObjects)))
+		}
+		blueCMs := blueKC.CoreV1().ConfigMaps(carryNS)
+		if cm, err := blueCMs.Get(ctx, "edited", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, map[string]string{"a": "10"}) || cm.Labels["edited-on"] != "green" {
+			t.Errorf("ConfigMap edited on blue: %+v (%v), want data a=10 only and the label edited-on=green", cm, err)
+		}
+		if cm, err := blueCMs.Get(ctx, "trimmed", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, map[string]string{"a": "1"}) {
+			t.Errorf("ConfigMap trimmed on blue: %+v (%v), want key b removed as on green", cm, err)
+		}
+		if _, err := blueCMs.Get(ctx, "doomed", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ConfigMap doomed, deleted on green, on blue: %v; want not found", err)
+		}
+		if cm, err := blueCMs.Get(ctx, "created", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, map[string]string{"made-on": "green"}) {
+			t.Errorf("ConfigMap created on blue: %+v (%v), want green's data", cm, err)
+		}
+		if s, err := blueKC.CoreV1().Secrets(carryNS).Get(ctx, "created-secret", metav1.GetOptions{}); err != nil || !maps.EqualFunc(s.Data, secret.Data, bytes.Equal) {
+			t.Errorf("Secret created-secret on blue: %v (%v), want green's data", s, err)
+		}
+		if cm, err := blueCMs.Get(ctx, "kept", metav1.GetOptions{}); err != nil || !maps.Equal(cm.Data, keptData) {
+			t.Errorf("ConfigMap kept on blue: %+v (%v), want it unchanged", cm, err)
+		}
+
+	}}, step{"traffic and writers are blue's", func(t *testing.T) {
+		// Traffic and writers are blue's again, green's writers stopped.
+		if w := weight(t, h.GreenServer); !strings.HasPrefix(w, "0 ") {
+			t.Errorf("green's weight after the rollback: %q, want 0", w)
+		}
+		if w := weight(t, h.BlueServer); !strings.HasPrefix(w, blueWeight+" ") {
+			t.Errorf("blue's weight after the rollback: %q, want its saved %s", w, blueWeight)
+		}
+		if got, quiesced := replicasOf(t, blueKC, "kubeflow", "ml-pipeline"); got != writers || quiesced {
+			t.Errorf("blue's ml-pipeline after the rollback: %d replicas (quiesce record %v), want %d running", got, quiesced, writers)
+		}
+		if got, quiesced := replicasOf(t, greenKC, "kubeflow", "ml-pipeline"); got != 0 || !quiesced {
+			t.Errorf("green's ml-pipeline after the rollback: %d replicas (quiesce record %v), want stopped", got, quiesced)
+		}
+
+	}}, step{"the journal", func(t *testing.T) {
+		// The journal: each step of the carry-back done once, in order; carried-back begun again after
+		// the kill at its begin; nothing failed.
+		j = journal(t, url, id)
+		steps := []migrate.State{migrate.GreenQuiesced, migrate.GreenBackedUp, migrate.CarriedBack, migrate.BlueVerified, migrate.RolledBack}
+		begins, dones := map[migrate.State]int{}, map[migrate.State]int{}
+		var doneOrder []migrate.State
+		for _, e := range j.Events() {
+			switch e.Phase {
+			case migrate.Begin:
+				begins[e.State]++
+			case migrate.Done:
+				dones[e.State]++
+				if slices.Contains(steps, e.State) {
+					doneOrder = append(doneOrder, e.State)
+				}
+			case migrate.Failed:
+				t.Errorf("event %d: %s failed: %s", e.Seq, e.State, e.Detail)
+			}
+		}
+		for _, s := range steps {
+			want := 1
+			if s == migrate.CarriedBack {
+				want = 2 // killed after it began: begun again, finished once
+			}
+			if begins[s] != want || dones[s] != 1 {
+				t.Errorf("%s began %d times and finished %d times, want %d and 1", s, begins[s], dones[s], want)
+			}
+		}
+		if !slices.Equal(doneOrder, steps) {
+			t.Errorf("the carry-back's steps finished in the order %v, want %v", doneOrder, steps)
+		}
+
+	}}, step{"the report", func(t *testing.T) {
+		// The report, and the backup of green it names.
+		rep := migrate.BuildReport(j)
+		cb = rep.CarryBack
+		if rep.State != migrate.RolledBack || cb == nil {
+			t.Fatalf("the report should say rolled back with a carry-back: state %s, carry-back %+v", rep.State, cb)
+		}
+		if cb.Backup != id+"-carry-back" || cb.RequestedAt.IsZero() {
+			t.Errorf("the carry-back's backup %q requested at %s; want %s-carry-back and a time", cb.Backup, cb.RequestedAt, id)
+		}
+		if v := cb.Verification; v == nil || len(v.Items) > 0 || len(v.Counts) == 0 {
+			t.Errorf("blue's verification against green's backup should be clean and count what it checked: %+v", v)
+		}
+		if o := cb.Objects; o == nil {
+			t.Error("the report does not name the objects carried back")
+		} else {
+			for _, c := range []struct {
+				what   string
+				got    []string
+				want   []string
+				absent string
+			}{
+				{"created", o.Created, []string{"v1 ConfigMap " + carryNS + "/created", "v1 Secret " + carryNS + "/created-secret"}, "v1 ConfigMap " + carryNS + "/kept"},
+				{"changed", o.Changed, []string{"v1 ConfigMap " + carryNS + "/edited", "v1 ConfigMap " + carryNS + "/trimmed"}, "v1 ConfigMap " + carryNS + "/kept"},
+				{"deleted", o.Deleted, []string{"v1 ConfigMap " + carryNS + "/doomed"}, "v1 ConfigMap " + carryNS + "/kept"},
+			} {
+				for _, w := range c.want {
+					if !slices.Contains(c.got, w) {
+						t.Errorf("the report's objects %s on green %v lack %q", c.what, c.got, w)
+					}
+				}
+				if slices.Contains(c.got, c.absent) {
+					t.Errorf("the report's objects %s on green name %q, which green never changed", c.what, c.absent)
 				}
 			}
-			if slices.Contains(c.got, c.absent) {
-				t.Errorf("the report's objects %s on green name %q, which green never changed", c.what, c.absent)
-			}
 		}
-	}
-	if cb.Seconds <= 0 || cb.ToBlueSeconds <= 0 {
-		t.Errorf("the report's carry-back took %.1fs and traffic went back to blue after %.1fs; want both measured", cb.Seconds, cb.ToBlueSeconds)
-	}
-	code, out, errOut = runFerry(t, "--storage", url, "migrate", "status", id, "-o", "json")
-	var status struct {
-		CarryBack *migrate.CarryBackSummary `json:"carryBack"`
-	}
-	if err := json.Unmarshal([]byte(out), &status); code != 0 || err != nil || status.CarryBack == nil || status.CarryBack.Backup != cb.Backup {
-		t.Errorf("ferry migrate status -o json exited %d (%v), want its carryBack naming %s\nstdout: %s\nstderr: %s", code, err, cb.Backup, out, errOut)
-	}
-	_, m := readManifest(t, url, id+"-carry-back")
-	if !slices.ContainsFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == carryNS && v.Name == carryClaim }) {
-		t.Errorf("the backup of green %s-carry-back lacks the volume %s/%s", id, carryNS, carryClaim)
-	}
+		if cb.Seconds <= 0 || cb.ToBlueSeconds <= 0 {
+			t.Errorf("the report's carry-back took %.1fs and traffic went back to blue after %.1fs; want both measured", cb.Seconds, cb.ToBlueSeconds)
+		}
+		code, out, errOut := runFerry(t, "--storage", url, "migrate", "status", id, "-o", "json")
+		var status struct {
+			CarryBack *migrate.CarryBackSummary `json:"carryBack"`
+		}
+		if err := json.Unmarshal([]byte(out), &status); code != 0 || err != nil || status.CarryBack == nil || status.CarryBack.Backup != cb.Backup {
+			t.Errorf("ferry migrate status -o json exited %d (%v), want its carryBack naming %s\nstdout: %s\nstderr: %s", code, err, cb.Backup, out, errOut)
+		}
+		_, m := readManifest(t, url, id+"-carry-back")
+		if !slices.ContainsFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == carryNS && v.Name == carryClaim }) {
+			t.Errorf("the backup of green %s-carry-back lacks the volume %s/%s", id, carryNS, carryClaim)
+		}
 
-	// The client: blue takes all the traffic again, and no request failed the whole time.
-	if share := client.share(t, "rolled-back", 100); share != 0 {
-		t.Errorf("after the rollback green took %.1f%% of the requests, want none", share)
-	}
-	client.mu.Lock()
-	defer client.mu.Unlock()
-	if len(client.failed) > 0 {
-		t.Errorf("the client saw %d failed requests, e.g. %s", len(client.failed), client.failed[0])
-	}
-	t.Logf("run %s: carry-back %.1fs from green's quiesce to blue verified, traffic and writers back on blue %.1fs after the request; "+
-		"the three rollback --carry-back commands took %s; requests %v", id, cb.Seconds, cb.ToBlueSeconds, took.Round(time.Millisecond), client.counts)
+	}}, step{"the client", func(t *testing.T) {
+		// The client: blue takes all the traffic again, and no request failed the whole time.
+		if share := client.share(t, "rolled-back", 100); share != 0 {
+			t.Errorf("after the rollback green took %.1f%% of the requests, want none", share)
+		}
+		client.mu.Lock()
+		defer client.mu.Unlock()
+		if len(client.failed) > 0 {
+			t.Errorf("the client saw %d failed requests, e.g. %s", len(client.failed), client.failed[0])
+		}
+		t.Logf("run %s: carry-back %.1fs from green's quiesce to blue verified, traffic and writers back on blue %.1fs after the request; "+
+			"the three rollback --carry-back commands took %s; requests %v", id, cb.Seconds, cb.ToBlueSeconds, took.Round(time.Millisecond), client.counts)
+	}})
 }
 
 // writeClaimFiles writes files (paths with slashes) into a claim's folder, making their folders.

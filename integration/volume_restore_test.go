@@ -45,7 +45,7 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	blue, bkc := clients(t, "blue")
 	green, gkc := clients(t, "green")
 	ctx := context.Background()
-	const srcNS, dstNS, claim = "vr-lab", "vr-lab-restored", "notebook-data"
+	const srcNS, dstNS, encNS, claim = "vr-lab", "vr-lab-restored", "vr-lab-encrypted", "notebook-data"
 
 	// Blue: a claim with a few MB, hundreds of small files, symlinks, empty directories, odd
 	// modes, an owner other than root's, non-ASCII names.
@@ -72,7 +72,7 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := func(name string, ids ...age.Identity) *snapshot.Reader {
+	open := func(t *testing.T, name string, ids ...age.Identity) *snapshot.Reader {
 		t.Helper()
 		r, err := snapshot.Open(ctx, store, name, ids)
 		if err != nil {
@@ -86,7 +86,7 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 		}
 		return r
 	}
-	r := open("vr-plain")
+	r := open(t, "vr-plain")
 	files := int(r.Manifest.Volumes[0].List.Entries)
 	if files < 400 {
 		t.Fatalf("the manifest lists %d files", files)
@@ -103,171 +103,185 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	}
 	contents := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: dstNS}}}
 	name := dstNS + "/" + claim
-
-	// Restore: every file restored, nothing else reported, the folder on green as blue's.
-	report := restoreVolumes(t, contents, r)
-	if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
-		t.Fatalf("restore: %v, items %+v; want %d restored", report.Counts, report.Items, files)
-	}
-	dst := claimFolder(t, gkc, dstNS, claim)
-	if want, got := walkTree(t, src), walkTree(t, dst); !slices.Equal(want, got) {
-		t.Fatalf("green's folder differs from blue's:\n%s", lineDiff(want, got))
-	}
-	noMovers(t, gkc, dstNS)
-	verifyClean(t, contents, r, files)
-
-	// Again: nothing is rewritten, or even touched.
-	before := inodeTimes(t, dst)
-	report = restoreVolumes(t, contents, r)
-	if got := report.Counts["volumes"][snapshot.StatusUnchanged]; got != files || len(report.Items) != 0 {
-		t.Fatalf("second restore: %v, items %+v; want %d unchanged", report.Counts, report.Items, files)
-	}
-	if after := inodeTimes(t, dst); !slices.Equal(before, after) {
-		t.Fatalf("the second restore touched files:\n%s", lineDiff(before, after))
-	}
-	verifyClean(t, contents, r, files)
-
-	// One byte of one file on green: exactly that file differs.
-	changed := filepath.Join(dst, "runs", "07", "metrics-107.json")
-	data, err := os.ReadFile(changed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data[1] ^= 0x20
-	if err := os.WriteFile(changed, data, 0); err != nil {
-		t.Fatal(err)
-	}
-	report = &snapshot.Report{}
-	if err := contents.Verify(ctx, r, report); err != nil {
-		t.Fatal(err)
-	}
-	items := report.Problems()
-	if len(items) != 1 || items[0].Name != name+":runs/07/metrics-107.json" || items[0].Status != snapshot.StatusDifferent ||
-		!strings.HasPrefix(items[0].Detail, "sha256: backup ") || report.Counts["volumes"][snapshot.StatusIdentical] != files-1 {
-		t.Fatalf("verify after changing one byte: %v\n%+v", report.Counts, items)
-	}
-	noMovers(t, gkc, dstNS)
-
-	// A claim the objects' restore did not make: failed and missing, said plainly.
-	nowhere := contents
-	nowhere.Mapping = snapshot.Mapping{Namespaces: map[string]string{srcNS: "vr-not-restored"}}
-	report = restoreVolumes(t, nowhere, r)
-	if items := report.Problems(); len(items) != 1 || items[0].Status != snapshot.StatusFailed || items[0].Name != "vr-not-restored/"+claim ||
-		!strings.Contains(items[0].Detail, "does not exist on the target") {
-		t.Fatalf("restore without the claim: %+v", items)
-	}
-	report = &snapshot.Report{}
-	if err := nowhere.Verify(ctx, r, report); err != nil {
-		t.Fatal(err)
-	}
-	if items := report.Problems(); len(items) != 1 || items[0].Status != snapshot.StatusMissing || items[0].Name != "vr-not-restored/"+claim {
-		t.Fatalf("verify without the claim: %+v", items)
-	}
-
-	// Cancelled as its mover pod starts: the restore stops and the pod goes all the same.
-	cctx, cancel := context.WithCancel(ctx)
-	go wait.PollUntilContextCancel(cctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		pods, err := gkc.CoreV1().Pods(dstNS).List(ctx, metav1.ListOptions{LabelSelector: volumes.RoleLabel + "=restore"})
-		if err == nil && len(pods.Items) > 0 {
-			cancel()
-			return true, nil
-		}
-		return false, nil
-	})
-	if err := contents.Restore(cctx, r, &snapshot.Report{}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a cancelled restore returned %v", err)
-	}
-	noMovers(t, gkc, dstNS)
-
-	// An encrypted backup, into a claim that binds once the mover is scheduled.
-	wffc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "vr-wait-for-consumer"}, Provisioner: "ferry.dev/testbed",
-		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain)}
-	if _, err := gkc.StorageV1().StorageClasses().Create(ctx, wffc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	const encNS = "vr-lab-encrypted"
-	createClaim(t, gkc, encNS, claim, ptr.To(wffc.Name))
-	encrypted := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: encNS}}}
-	er := open("vr-encrypted", id)
-	if !strings.HasSuffix(er.Manifest.Volumes[0].Key, snapshot.EncryptedSuffix) {
-		t.Fatalf("volume key %s is not encrypted", er.Manifest.Volumes[0].Key)
-	}
-	report = restoreVolumes(t, encrypted, er)
-	if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
-		t.Fatalf("encrypted restore: %v, items %+v", report.Counts, report.Items)
-	}
-	if want, got := walkTree(t, src), walkTree(t, claimFolder(t, gkc, encNS, claim)); !slices.Equal(want, got) {
-		t.Fatalf("the encrypted restore differs from blue's folder:\n%s", lineDiff(want, got))
-	}
-	verifyClean(t, encrypted, er, files)
-
-	// Direct: the mover reads the plain archive from the backup MinIO itself, through a GET
-	// presigned for it alone; the encrypted backup's volume ferry decrypts and streams through exec,
-	// and says so once: a mover never gets the age identity.
 	presigner := store.(storage.Presigner)
-	for _, b := range []struct {
-		backup string
-		ids    []age.Identity
-		ns     string
-	}{{"vr-plain", nil, "vr-lab-direct-plain"}, {"vr-encrypted", []age.Identity{id}, "vr-lab-direct"}} {
-		createClaim(t, gkc, b.ns, claim, ptr.To("standard"))
-		var logs bytes.Buffer
-		direct := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Direct: presigner, Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: b.ns}},
-			Log: slog.New(slog.NewTextHandler(&logs, nil))}
-		br := open(b.backup, b.ids...)
-		report = restoreVolumes(t, direct, br)
-		if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
-			t.Fatalf("direct restore of %s: %v, items %+v", b.backup, report.Counts, report.Items)
-		}
-		if want, got := walkTree(t, src), walkTree(t, claimFolder(t, gkc, b.ns, claim)); !slices.Equal(want, got) {
-			t.Fatalf("the direct restore of %s differs from blue's folder:\n%s", b.backup, lineDiff(want, got))
-		}
-		said := strings.Count(logs.String(), "ferry decrypts its volumes")
-		if want := min(len(b.ids), 1); said != want {
-			t.Fatalf("direct restore of %s: the log says %d times that ferry decrypts, want %d:\n%s", b.backup, said, want, logs.String())
-		}
-		for _, secret := range []string{"AGE-SECRET-KEY", "X-Amz-Signature", tb.MinIO["backup"].SecretKey} {
-			if strings.Contains(logs.String(), secret) {
-				t.Fatalf("direct restore of %s: the log holds %q", b.backup, secret)
-			}
-		}
-		verifyClean(t, direct, br, files)
-		noMovers(t, gkc, b.ns)
-	}
 
-	// A stored archive with one byte changed, and one cut short, plain or encrypted, read through
-	// ferry or by the mover: the restore fails, saying the backup is corrupt, never succeeds
-	// silently.
-	for _, b := range []struct {
-		backup string
-		ids    []age.Identity
-		c      volumes.Contents
-		ns     string
-	}{{"vr-plain", nil, contents, dstNS}, {"vr-encrypted", []age.Identity{id}, encrypted, encNS}} {
-		direct := b.c
-		direct.Direct = presigner
-		key := snapshot.Prefix(b.backup) + open(b.backup, b.ids...).Manifest.Volumes[0].Key
-		stored := getObject(t, store, key)
-		for what, bad := range map[string][]byte{"tampered": flipByte(stored, len(stored)/2), "truncated": stored[:len(stored)*2/3]} {
-			if err := store.Put(ctx, key, bytes.NewReader(bad)); err != nil {
-				t.Fatal(err)
-			}
-			for mode, c := range map[string]volumes.Contents{"through ferry": b.c, "direct": direct} {
-				report = &snapshot.Report{}
-				err := c.Restore(ctx, open(b.backup, b.ids...), report)
-				failed := report.Problems(snapshot.StatusFailed)
-				if !errors.Is(err, snapshot.ErrCorrupt) || len(failed) == 0 || failed[0].Name != b.ns+"/"+claim ||
-					!strings.Contains(failed[0].Detail, snapshot.ErrCorrupt.Error()) {
-					t.Fatalf("restore %s of a %s archive of %s: error %v, report %v %+v", mode, what, b.backup, err, report.Counts, report.Items)
-				}
-				t.Logf("%s %s, %s: %s", what, b.backup, mode, failed[0].Detail)
-				noMovers(t, gkc, b.ns)
-			}
+	// What the steps pass on to the next ones.
+	var (
+		report    *snapshot.Report
+		dst       string
+		encrypted volumes.Contents
+	)
+	runSteps(t, step{"restore", func(t *testing.T) {
+		// Restore: every file restored, nothing else reported, the folder on green as blue's.
+		report = restoreVolumes(t, contents, r)
+		if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
+			t.Fatalf("restore: %v, items %+v; want %d restored", report.Counts, report.Items, files)
 		}
-		if err := store.Put(ctx, key, bytes.NewReader(stored)); err != nil {
+		dst = claimFolder(t, gkc, dstNS, claim)
+		if want, got := walkTree(t, src), walkTree(t, dst); !slices.Equal(want, got) {
+			t.Fatalf("green's folder differs from blue's:\n%s", lineDiff(want, got))
+		}
+		noMovers(t, gkc, dstNS)
+		verifyClean(t, contents, r, files)
+
+	}}, step{"again, nothing touched", func(t *testing.T) {
+		// Again: nothing is rewritten, or even touched.
+		before := inodeTimes(t, dst)
+		report = restoreVolumes(t, contents, r)
+		if got := report.Counts["volumes"][snapshot.StatusUnchanged]; got != files || len(report.Items) != 0 {
+			t.Fatalf("second restore: %v, items %+v; want %d unchanged", report.Counts, report.Items, files)
+		}
+		if after := inodeTimes(t, dst); !slices.Equal(before, after) {
+			t.Fatalf("the second restore touched files:\n%s", lineDiff(before, after))
+		}
+		verifyClean(t, contents, r, files)
+
+	}}, step{"one byte changed on green", func(t *testing.T) {
+		// One byte of one file on green: exactly that file differs.
+		changed := filepath.Join(dst, "runs", "07", "metrics-107.json")
+		data, err := os.ReadFile(changed)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
+		data[1] ^= 0x20
+		if err := os.WriteFile(changed, data, 0); err != nil {
+			t.Fatal(err)
+		}
+		report = &snapshot.Report{}
+		if err := contents.Verify(ctx, r, report); err != nil {
+			t.Fatal(err)
+		}
+		items := report.Problems()
+		if len(items) != 1 || items[0].Name != name+":runs/07/metrics-107.json" || items[0].Status != snapshot.StatusDifferent ||
+			!strings.HasPrefix(items[0].Detail, "sha256: backup ") || report.Counts["volumes"][snapshot.StatusIdentical] != files-1 {
+			t.Fatalf("verify after changing one byte: %v\n%+v", report.Counts, items)
+		}
+		noMovers(t, gkc, dstNS)
+
+	}}, step{"a claim the restore did not make", func(t *testing.T) {
+		// A claim the objects' restore did not make: failed and missing, said plainly.
+		nowhere := contents
+		nowhere.Mapping = snapshot.Mapping{Namespaces: map[string]string{srcNS: "vr-not-restored"}}
+		report = restoreVolumes(t, nowhere, r)
+		if items := report.Problems(); len(items) != 1 || items[0].Status != snapshot.StatusFailed || items[0].Name != "vr-not-restored/"+claim ||
+			!strings.Contains(items[0].Detail, "does not exist on the target") {
+			t.Fatalf("restore without the claim: %+v", items)
+		}
+		report = &snapshot.Report{}
+		if err := nowhere.Verify(ctx, r, report); err != nil {
+			t.Fatal(err)
+		}
+		if items := report.Problems(); len(items) != 1 || items[0].Status != snapshot.StatusMissing || items[0].Name != "vr-not-restored/"+claim {
+			t.Fatalf("verify without the claim: %+v", items)
+		}
+
+	}}, step{"cancelled as its mover starts", func(t *testing.T) {
+		// Cancelled as its mover pod starts: the restore stops and the pod goes all the same.
+		cctx, cancel := context.WithCancel(ctx)
+		go wait.PollUntilContextCancel(cctx, 10*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			pods, err := gkc.CoreV1().Pods(dstNS).List(ctx, metav1.ListOptions{LabelSelector: volumes.RoleLabel + "=restore"})
+			if err == nil && len(pods.Items) > 0 {
+				cancel()
+				return true, nil
+			}
+			return false, nil
+		})
+		if err := contents.Restore(cctx, r, &snapshot.Report{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled restore returned %v", err)
+		}
+		noMovers(t, gkc, dstNS)
+
+	}}, step{"encrypted, into a claim that waits for its consumer", func(t *testing.T) {
+		// An encrypted backup, into a claim that binds once the mover is scheduled.
+		wffc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "vr-wait-for-consumer"}, Provisioner: "ferry.dev/testbed",
+			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain)}
+		if _, err := gkc.StorageV1().StorageClasses().Create(ctx, wffc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		createClaim(t, gkc, encNS, claim, ptr.To(wffc.Name))
+		encrypted = volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: encNS}}}
+		er := open(t, "vr-encrypted", id)
+		if !strings.HasSuffix(er.Manifest.Volumes[0].Key, snapshot.EncryptedSuffix) {
+			t.Fatalf("volume key %s is not encrypted", er.Manifest.Volumes[0].Key)
+		}
+		report = restoreVolumes(t, encrypted, er)
+		if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
+			t.Fatalf("encrypted restore: %v, items %+v", report.Counts, report.Items)
+		}
+		if want, got := walkTree(t, src), walkTree(t, claimFolder(t, gkc, encNS, claim)); !slices.Equal(want, got) {
+			t.Fatalf("the encrypted restore differs from blue's folder:\n%s", lineDiff(want, got))
+		}
+		verifyClean(t, encrypted, er, files)
+
+	}}, step{"direct", func(t *testing.T) {
+		// Direct: the mover reads the plain archive from the backup MinIO itself, through a GET
+		// presigned for it alone; the encrypted backup's volume ferry decrypts and streams through exec,
+		// and says so once: a mover never gets the age identity.
+		for _, b := range []struct {
+			backup string
+			ids    []age.Identity
+			ns     string
+		}{{"vr-plain", nil, "vr-lab-direct-plain"}, {"vr-encrypted", []age.Identity{id}, "vr-lab-direct"}} {
+			createClaim(t, gkc, b.ns, claim, ptr.To("standard"))
+			var logs bytes.Buffer
+			direct := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Direct: presigner, Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: b.ns}},
+				Log: slog.New(slog.NewTextHandler(&logs, nil))}
+			br := open(t, b.backup, b.ids...)
+			report = restoreVolumes(t, direct, br)
+			if got := report.Counts["volumes"][snapshot.StatusRestored]; got != files || len(report.Items) != 0 {
+				t.Fatalf("direct restore of %s: %v, items %+v", b.backup, report.Counts, report.Items)
+			}
+			if want, got := walkTree(t, src), walkTree(t, claimFolder(t, gkc, b.ns, claim)); !slices.Equal(want, got) {
+				t.Fatalf("the direct restore of %s differs from blue's folder:\n%s", b.backup, lineDiff(want, got))
+			}
+			said := strings.Count(logs.String(), "ferry decrypts its volumes")
+			if want := min(len(b.ids), 1); said != want {
+				t.Fatalf("direct restore of %s: the log says %d times that ferry decrypts, want %d:\n%s", b.backup, said, want, logs.String())
+			}
+			for _, secret := range []string{"AGE-SECRET-KEY", "X-Amz-Signature", tb.MinIO["backup"].SecretKey} {
+				if strings.Contains(logs.String(), secret) {
+					t.Fatalf("direct restore of %s: the log holds %q", b.backup, secret)
+				}
+			}
+			verifyClean(t, direct, br, files)
+			noMovers(t, gkc, b.ns)
+		}
+
+	}}, step{"a corrupt archive fails the restore", func(t *testing.T) {
+		// A stored archive with one byte changed, and one cut short, plain or encrypted, read through
+		// ferry or by the mover: the restore fails, saying the backup is corrupt, never succeeds
+		// silently.
+		for _, b := range []struct {
+			backup string
+			ids    []age.Identity
+			c      volumes.Contents
+			ns     string
+		}{{"vr-plain", nil, contents, dstNS}, {"vr-encrypted", []age.Identity{id}, encrypted, encNS}} {
+			direct := b.c
+			direct.Direct = presigner
+			key := snapshot.Prefix(b.backup) + open(t, b.backup, b.ids...).Manifest.Volumes[0].Key
+			stored := getObject(t, store, key)
+			for what, bad := range map[string][]byte{"tampered": flipByte(stored, len(stored)/2), "truncated": stored[:len(stored)*2/3]} {
+				if err := store.Put(ctx, key, bytes.NewReader(bad)); err != nil {
+					t.Fatal(err)
+				}
+				for mode, c := range map[string]volumes.Contents{"through ferry": b.c, "direct": direct} {
+					report = &snapshot.Report{}
+					err := c.Restore(ctx, open(t, b.backup, b.ids...), report)
+					failed := report.Problems(snapshot.StatusFailed)
+					if !errors.Is(err, snapshot.ErrCorrupt) || len(failed) == 0 || failed[0].Name != b.ns+"/"+claim ||
+						!strings.Contains(failed[0].Detail, snapshot.ErrCorrupt.Error()) {
+						t.Fatalf("restore %s of a %s archive of %s: error %v, report %v %+v", mode, what, b.backup, err, report.Counts, report.Items)
+					}
+					t.Logf("%s %s, %s: %s", what, b.backup, mode, failed[0].Detail)
+					noMovers(t, gkc, b.ns)
+				}
+			}
+			if err := store.Put(ctx, key, bytes.NewReader(stored)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}})
 }
 
 // createClaim creates the namespace (if missing) and a 1 GiB ReadWriteOnce claim.

@@ -348,23 +348,29 @@ func (r *Runner) atRisk(ctx context.Context) string {
 			what = append(what, "bucket "+b.Name)
 		}
 	}
-	out := "writes to " + strings.Join(what, ", ")
+	var parts []string // a run that moved objects only has no data to name
+	if len(what) > 0 {
+		parts = append(parts, "writes to "+strings.Join(what, ", "))
+	}
 	changes, unsure, err := r.liveChanges(ctx)
 	if err != nil {
-		return out + "; and objects created or changed on green since the restore (listing green failed: " + err.Error() + ")"
+		return strings.Join(append(parts, "objects created or changed on green since the restore (listing green failed: "+err.Error()+")"), "; ")
 	}
 	if len(unsure) > 0 {
-		out += "; objects green may have changed or deleted, which its plan does not list: " + strings.Join(unsure, "; ")
+		parts = append(parts, "objects green may have changed or deleted, which its plan does not list: "+strings.Join(unsure, "; "))
 	}
 	for _, c := range []struct {
 		what string
 		ids  []string
 	}{{"created", changes.Created}, {"changed", changes.Changed}, {"deleted", changes.Deleted}} {
 		if len(c.ids) > 0 {
-			out += fmt.Sprintf("; objects %s on green since the restore: %s", c.what, strings.Join(c.ids, ", "))
+			parts = append(parts, fmt.Sprintf("objects %s on green since the restore: %s", c.what, strings.Join(c.ids, ", ")))
 		}
 	}
-	return out
+	if len(parts) == 0 {
+		return "no database, volume or bucket moved, and no object changed on green since the restore"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // restoreBegan is when the restore onto green first began: what green made before is its own.

@@ -180,7 +180,16 @@ func (r *Runner) step(ctx context.Context, state State, step int, fn func() (dat
 	}
 	data, detail, err := fn()
 	if err != nil {
-		if rerr := r.record(context.WithoutCancel(ctx), Event{State: state, Phase: Failed, Step: step, Detail: err.Error()}); rerr != nil {
+		// What the step found (a verification's differences, a gate's measurements) is journaled
+		// with its failure: the report reads it from there. An inconclusive gate pauses the step.
+		e := Event{State: state, Phase: Failed, Step: step, Detail: err.Error()}
+		if errors.Is(err, ErrPaused) {
+			e.Phase = Paused
+		}
+		if raw, merr := json.Marshal(data); merr == nil && string(raw) != "null" {
+			e.Data = raw
+		}
+		if rerr := r.record(context.WithoutCancel(ctx), e); rerr != nil {
 			r.o.Log.Error("journal", "error", rerr)
 		}
 		return err

@@ -28,6 +28,7 @@ type fakeSwitcher struct {
 	applyErr   error
 	settleErr  error
 	settleHook func()
+	restored   []traffic.State // what Restore was asked to put back
 }
 
 func (f *fakeSwitcher) Name() string                                   { return "fake" }
@@ -36,7 +37,12 @@ func (f *fakeSwitcher) Current(context.Context) (traffic.Split, error) { return 
 func (f *fakeSwitcher) Save(context.Context) (traffic.State, error) {
 	return traffic.State(`{"blue":100,"green":0}`), nil
 }
-func (f *fakeSwitcher) Restore(context.Context, traffic.State) error { return nil }
+func (f *fakeSwitcher) Restore(_ context.Context, st traffic.State) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restored = append(f.restored, st)
+	return nil
+}
 
 func (f *fakeSwitcher) Apply(_ context.Context, s traffic.Split) error {
 	f.mu.Lock()

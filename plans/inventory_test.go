@@ -1,0 +1,302 @@
+package plans
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+// servedTypes are the resource types of the fake clusters of these tests.
+var servedTypes = []struct {
+	gv, resource, kind string
+	namespaced         bool
+}{
+	{"v1", "namespaces", "Namespace", false},
+	{"v1", "configmaps", "ConfigMap", true},
+	{"v1", "secrets", "Secret", true},
+	{"v1", "pods", "Pod", true},
+	{"v1", "persistentvolumeclaims", "PersistentVolumeClaim", true},
+	{"v1", "services", "Service", true},
+	{"v1", "events", "Event", true},
+	{"v1", "resourcequotas", "ResourceQuota", true},
+	{"v1", "limitranges", "LimitRange", true},
+	{"apps/v1", "deployments", "Deployment", true},
+	{"apps/v1", "replicasets", "ReplicaSet", true},
+	{"apps/v1", "statefulsets", "StatefulSet", true},
+	{"storage.k8s.io/v1", "storageclasses", "StorageClass", false},
+	{"apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", false},
+	{"example.com/v1", "widgets", "Widget", true},
+	{"admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", false},
+	{"admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", false},
+}
+
+// discoveryErr is a fake discovery whose preferred resources are its resources, with err.
+type discoveryErr struct {
+	*fakediscovery.FakeDiscovery
+	err error
+}
+
+func (d discoveryErr) ServerPreferredResources() ([]*metav1.APIResourceList, error) {
+	return d.Resources, d.err
+}
+
+// fakeClients are client-go's fakes serving servedTypes (but for those left out) and holding
+// objs and a kube-system namespace of UID "uid-"+name, at Kubernetes version v.
+func fakeClients(name, v string, leaveOut []string, objs ...runtime.Object) (Clients, *dynfake.FakeDynamicClient) {
+	byGV := map[string]*metav1.APIResourceList{}
+	var lists []*metav1.APIResourceList
+	listKinds := map[schema.GroupVersionResource]string{}
+	for _, s := range servedTypes {
+		gv, _ := schema.ParseGroupVersion(s.gv)
+		listKinds[gv.WithResource(s.resource)] = s.kind + "List"
+		if slices.Contains(leaveOut, s.resource) {
+			continue
+		}
+		l := byGV[s.gv]
+		if l == nil {
+			l = &metav1.APIResourceList{GroupVersion: s.gv}
+			byGV[s.gv] = l
+			lists = append(lists, l)
+		}
+		l.APIResources = append(l.APIResources, metav1.APIResource{Name: s.resource, Kind: s.kind, Namespaced: s.namespaced,
+			Verbs: metav1.Verbs{"get", "list", "create", "delete"}})
+	}
+	kubeSystem := object("v1", "Namespace", "", "kube-system")
+	kubeSystem.SetUID(types.UID("uid-" + name))
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, append([]runtime.Object{kubeSystem}, objs...)...)
+	disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: lists}, FakedServerVersion: &version.Info{GitVersion: v}}
+	return Clients{Discovery: discoveryErr{FakeDiscovery: disc}, Dynamic: dyn}, dyn
+}
+
+func object(apiVersion, kind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{"name": name}}}
+	if ns != "" {
+		u.SetNamespace(ns)
+	}
+	return u
+}
+
+func withLabels(u *unstructured.Unstructured, l map[string]string) *unstructured.Unstructured {
+	u.SetLabels(l)
+	return u
+}
+
+// source is a cluster of two namespaces, shop (a Deployment and its ReplicaSet, a ConfigMap, a
+// claim its pod uses, custom resources) and other, with what never moves besides.
+func source() []runtime.Object {
+	claim := object("v1", "PersistentVolumeClaim", "shop", "data")
+	claim.Object["spec"] = map[string]any{"storageClassName": "fast", "accessModes": []any{"ReadWriteOnce"}, "volumeName": "pv-1",
+		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}
+	claim.Object["status"] = map[string]any{"phase": "Bound", "capacity": map[string]any{"storage": "2Gi"}}
+	pod := object("v1", "Pod", "shop", "web-1")
+	pod.Object["spec"] = map[string]any{"nodeName": "node-a", "volumes": []any{map[string]any{"name": "d", "persistentVolumeClaim": map[string]any{"claimName": "data", "readOnly": true}}}}
+	deploy := object("apps/v1", "Deployment", "shop", "web")
+	rs := object("apps/v1", "ReplicaSet", "shop", "web-1")
+	ctrl := true
+	rs.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "u", Controller: &ctrl}})
+	crd := object("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.com")
+	crd.Object["spec"] = map[string]any{"group": "example.com", "scope": "Namespaced", "names": map[string]any{"kind": "Widget"},
+		"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true}, map[string]any{"name": "v1beta1", "served": false}}}
+	crd.Object["status"] = map[string]any{"storedVersions": []any{"v1beta1", "v1"}}
+	token := object("v1", "Secret", "shop", "default-token")
+	token.Object["type"] = "kubernetes.io/service-account-token"
+	return []runtime.Object{
+		object("v1", "Namespace", "", "shop"), object("v1", "Namespace", "", "other"), object("v1", "Namespace", "", "default"),
+		withLabels(object("v1", "ConfigMap", "shop", "settings"), map[string]string{"app": "shop"}),
+		object("v1", "ConfigMap", "shop", "kube-root-ca.crt"), object("v1", "ConfigMap", "other", "x"),
+		token, object("v1", "Event", "shop", "e1"), claim, pod, deploy, rs, crd,
+		object("example.com/v1", "Widget", "shop", "w1"), object("example.com/v1", "Widget", "shop", "w2"),
+	}
+}
+
+func resourceOf(p *Plan, gr string) *Resource {
+	for i := range p.Resources {
+		if p.Resources[i].GroupResource() == gr {
+			return &p.Resources[i]
+		}
+	}
+	return nil
+}
+
+func excludedFor(p *Plan, gr, name string) string {
+	for _, e := range p.Excluded {
+		if e.Resource == gr && (name == "" || e.Name == name || e.Namespace == name) {
+			return e.Reason
+		}
+	}
+	return ""
+}
+
+// TestInventory: the plan of a cluster: which cluster it is, each type's objects by namespace,
+// what does not move and why (by type, by object, by selection), claims with the pods that use
+// them, CRDs with their custom resources counted, owners before what they own, data the
+// configuration names that is not found.
+func TestInventory(t *testing.T) {
+	cl, _ := fakeClients("blue", "v1.37.2", nil, source()...)
+	cfg := Config{Include: Selection{Namespaces: []string{"shop"}},
+		Databases: []Database{{Name: "db", Engine: "mysql", Namespace: "shop", Workload: "statefulset/mariadb"}}}
+	p, err := Inventory(context.Background(), cl, Options{Config: cfg, Context: "blue", PageSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Source.UID != "uid-blue" || p.Source.Version != "v1.37.2" || p.Source.Context != "blue" {
+		t.Errorf("source %+v", p.Source)
+	}
+	for gr, want := range map[string]int{"configmaps": 1, "widgets.example.com": 2, "deployments.apps": 1, "replicasets.apps": 1,
+		"persistentvolumeclaims": 1, "pods": 1, "namespaces": 1, "customresourcedefinitions.apiextensions.k8s.io": 1} {
+		r := resourceOf(p, gr)
+		if r == nil || r.Count != want {
+			t.Errorf("%s: %+v, want %d objects", gr, r, want)
+		}
+	}
+	if r := resourceOf(p, "configmaps"); r != nil && (r.Namespaces["shop"].Count != 1 || r.Namespaces["other"].Count != 0 || r.Bytes == 0) {
+		t.Errorf("configmaps by namespace %+v", r.Namespaces)
+	}
+	for _, c := range []struct{ gr, name, want string }{
+		{"configmaps", "kube-root-ca.crt", "root-CA publisher"},
+		{"secrets", "default-token", "service account tokens"},
+		{"events", "", "record of the source cluster's past"},
+		{"configmaps", "other", "namespace not included"},
+		{"namespaces", "default", "every cluster has this namespace"},
+	} {
+		if reason := excludedFor(p, c.gr, c.name); !strings.Contains(reason, c.want) {
+			t.Errorf("%s %s excluded for %q, want %q", c.gr, c.name, reason, c.want)
+		}
+	}
+	if len(p.Volumes) != 1 {
+		t.Fatalf("volumes %+v", p.Volumes)
+	}
+	v := p.Volumes[0]
+	if v.StorageClass != "fast" || v.Bytes != 2<<30 || v.Phase != "Bound" || len(v.Pods) != 1 || v.Pods[0].Node != "node-a" || !v.Pods[0].ReadOnly {
+		t.Errorf("volume %+v, want class fast, 2Gi bound, used read-only by web-1 on node-a", v)
+	}
+	if len(p.CRDs) != 1 || p.CRDs[0].Count != 2 || p.CRDs[0].StorageVersion != "v1" || !slices.Equal(p.CRDs[0].ServedVersions, []string{"v1"}) ||
+		!slices.Equal(p.CRDs[0].StoredVersions, []string{"v1beta1", "v1"}) {
+		t.Errorf("crds %+v", p.CRDs)
+	}
+	wave := func(gr string) int {
+		if r := resourceOf(p, gr); r != nil {
+			return r.Wave
+		}
+		return -1
+	}
+	if wave("deployments.apps") > wave("replicasets.apps") || wave("customresourcedefinitions.apiextensions.k8s.io") >= wave("widgets.example.com") ||
+		wave("namespaces") > wave("configmaps") {
+		t.Errorf("waves: deployments %d, replicasets %d, crds %d, widgets %d, namespaces %d, configmaps %d", wave("deployments.apps"), wave("replicasets.apps"),
+			wave("customresourcedefinitions.apiextensions.k8s.io"), wave("widgets.example.com"), wave("namespaces"), wave("configmaps"))
+	}
+	if len(p.Databases) != 1 || p.Databases[0].Found || !slices.ContainsFunc(p.Findings, func(f Finding) bool {
+		return f.Severity == Warning && f.Subject == "database db" && strings.Contains(f.Message, "not in the plan")
+	}) {
+		t.Errorf("databases %+v, findings %+v; want db not found, warned", p.Databases, p.Findings)
+	}
+	if p.Estimate.Objects != 9 {
+		t.Errorf("estimate: %d objects, want 9", p.Estimate.Objects)
+	}
+}
+
+// TestInventoryLabelSelector: a label selector leaves out the objects it does not match, but
+// never namespaces nor CRDs, which carry what the selected objects need.
+func TestInventoryLabelSelector(t *testing.T) {
+	cl, _ := fakeClients("blue", "v1.37.2", nil, source()...)
+	p, err := Inventory(context.Background(), cl, Options{Config: Config{Include: Selection{Namespaces: []string{"shop"}, LabelSelector: "app=shop"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resourceOf(p, "configmaps"); r == nil || r.Count != 1 {
+		t.Errorf("configmaps %+v, want the labelled one", r)
+	}
+	if resourceOf(p, "deployments.apps") != nil {
+		t.Error("an unlabelled Deployment is in the plan")
+	}
+	if reason := excludedFor(p, "deployments.apps", "shop"); reason != "labels do not match the selector" {
+		t.Errorf("the Deployment excluded for %q", reason)
+	}
+	for _, gr := range []string{"namespaces", "customresourcedefinitions.apiextensions.k8s.io"} {
+		if resourceOf(p, gr) == nil {
+			t.Errorf("%s left out by labels", gr)
+		}
+	}
+	if _, err := Inventory(context.Background(), cl, Options{Config: Config{Include: Selection{LabelSelector: "app in (("}}}); err == nil {
+		t.Error("a bad label selector was taken")
+	}
+}
+
+// TestInventoryDiscovery: a group whose discovery failed (a dead aggregated API) is a warning
+// naming it and its objects are not planned; discovery that fails as a whole fails the plan, as
+// does a type that moves and cannot be listed.
+func TestInventoryDiscovery(t *testing.T) {
+	ctx := context.Background()
+	cl, dyn := fakeClients("blue", "v1.37.2", nil, source()...)
+	d := cl.Discovery.(discoveryErr)
+	d.err = &discovery.ErrGroupDiscoveryFailed{Groups: map[schema.GroupVersion]error{{Group: "metrics.k8s.io", Version: "v1beta1"}: errors.New("503")}}
+	cl.Discovery = d
+	p, err := Inventory(ctx, cl, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := p.Undiscovered(); !strings.Contains(u["metrics.k8s.io"], NotDiscovered) {
+		t.Errorf("undiscovered %v, want metrics.k8s.io", u)
+	}
+	d.err = errors.New("connection refused")
+	cl.Discovery = d
+	if _, err := Inventory(ctx, cl, Options{}); err == nil || !strings.Contains(err.Error(), "discover the API") {
+		t.Errorf("discovery down: %v", err)
+	}
+	d.err = nil
+	cl.Discovery = d
+	dyn.PrependReactor("list", "widgets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("conversion webhook down")
+	})
+	if _, err := Inventory(ctx, cl, Options{}); err == nil || !strings.Contains(err.Error(), "list widgets.example.com") {
+		t.Errorf("widgets not listable: %v, want the plan failed naming them", err)
+	}
+}
+
+// TestFilterAgreesWithInventory: the filter a backup applies to live objects leaves out what the
+// plan left out, for the same reasons.
+func TestFilterAgreesWithInventory(t *testing.T) {
+	cfg := Config{Include: Selection{Namespaces: []string{"shop"}}, Exclude: Selection{Resources: []string{"persistentvolumeclaims"}}}
+	f, err := NewFilter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+	for _, c := range []struct {
+		r    Resource
+		obj  *unstructured.Unstructured
+		want string
+	}{
+		{cm, object("v1", "ConfigMap", "shop", "settings"), ""},
+		{cm, object("v1", "ConfigMap", "other", "x"), "namespace not included"},
+		{cm, object("v1", "ConfigMap", "shop", "kube-root-ca.crt"), "published into every namespace by the target's root-CA publisher"},
+		{Resource{Version: "v1", Resource: "events", Kind: "Event", Namespaced: true}, object("v1", "Event", "shop", "e"), "events are a record of the source cluster's past"},
+		{Resource{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Namespaced: true}, object("v1", "PersistentVolumeClaim", "shop", "d"), "in the excluded resources"},
+	} {
+		if got := f.Reason(c.r, c.obj); got != c.want {
+			t.Errorf("%s %s/%s: %q, want %q", c.r.Resource, c.obj.GetNamespace(), c.obj.GetName(), got, c.want)
+		}
+	}
+	if got := f.DataReason("shop", true); got != "claims in the excluded resources" {
+		t.Errorf("a claim's files in shop: %q", got)
+	}
+	if got := f.DataReason("shop", false); got != "" {
+		t.Errorf("a database in shop: %q, want it moved", got)
+	}
+	if got := f.DataReason("other", false); got != "namespace not included" {
+		t.Errorf("a database in other: %q", got)
+	}
+}

@@ -1,0 +1,122 @@
+package plans
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+// TestPreflight: each check of a target against a plan, alone: what blocks, what warns, and
+// what a mapping or a CRD of the plan makes fine.
+func TestPreflight(t *testing.T) {
+	configMaps := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Count: 2, Namespaces: map[string]Count{"shop": {Count: 2}}}
+	widgets := Resource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true, Count: 3, Namespaces: map[string]Count{"shop": {Count: 3}}}
+	kubeSystem := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Count: 1, Namespaces: map[string]Count{"kube-system": {Count: 1}}}
+	fast := Volume{Namespace: "shop", Name: "data", StorageClass: "fast"}
+	noClass := Volume{Namespace: "shop", Name: "scratch"}
+	class := func(name string, isDefault bool) runtime.Object {
+		u := object("storage.k8s.io/v1", "StorageClass", "", name)
+		if isDefault {
+			u.SetAnnotations(map[string]string{"storageclass.kubernetes.io/is-default-class": "true"})
+		}
+		return u
+	}
+	webhook := func(policy string) runtime.Object {
+		u := object("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "policy")
+		u.Object["webhooks"] = []any{map[string]any{"name": "check.example.com", "failurePolicy": policy,
+			"clientConfig": map[string]any{"service": map[string]any{"namespace": "hooks", "name": "checker"}}}}
+		return u
+	}
+	type finding struct{ severity, subject, message string }
+	for _, tc := range []struct {
+		name     string
+		plan     Plan
+		target   string // its name; "blue" is the source
+		version  string
+		leaveOut []string
+		objs     []runtime.Object
+		want     []finding
+	}{
+		{name: "clean", plan: Plan{Resources: []Resource{configMaps, kubeSystem}}},
+		{name: "the source itself", target: "blue", plan: Plan{Resources: []Resource{configMaps}},
+			want: []finding{{Blocking, "target", "the target is the source cluster (kube-system UID uid-blue)"}}},
+		{name: "older target", version: "v1.36.9", plan: Plan{Resources: []Resource{configMaps}},
+			want: []finding{{Warning, "target", "Kubernetes v1.36.9 is older than the source's v1.37.2"}}},
+		{name: "newer patch only", version: "v1.37.0+k3s1", plan: Plan{Resources: []Resource{configMaps}}},
+		{name: "type not served", leaveOut: []string{"widgets"}, plan: Plan{Resources: []Resource{configMaps, widgets}},
+			want: []finding{{Blocking, "widgets.example.com", "the target does not serve widgets.example.com and no CRD in the plan provides it (3 objects)"}}},
+		{name: "type from a CRD of the plan", leaveOut: []string{"widgets"}, plan: Plan{Resources: []Resource{widgets}, CRDs: []CRD{{Name: "widgets.example.com"}}}},
+		{name: "storage class missing", plan: Plan{Volumes: []Volume{fast}}, objs: []runtime.Object{class("standard", true)},
+			want: []finding{{Blocking, "storageclass fast", "the target has no storage class fast; 1 claim uses it (e.g. shop/data); create it or map it with --storage-class-map fast=OTHER"}}},
+		{name: "storage class mapped", plan: Plan{Volumes: []Volume{fast}, Config: Config{StorageClassMap: map[string]string{"fast": "standard"}}},
+			objs: []runtime.Object{class("standard", false)}},
+		{name: "no default class", plan: Plan{Volumes: []Volume{noClass}}, objs: []runtime.Object{class("standard", false)},
+			want: []finding{{Blocking, "storageclass (default)", "1 claim uses the default storage class, and the target has none"}}},
+		{name: "default class", plan: Plan{Volumes: []Volume{noClass}}, objs: []runtime.Object{class("standard", true)}},
+		{name: "namespace exists", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{object("v1", "Namespace", "", "shop")},
+			want: []finding{{Warning, "namespace shop", "already exists on the target"}}},
+		{name: "mapped namespace exists", plan: Plan{Resources: []Resource{configMaps}, Config: Config{NamespaceMap: map[string]string{"shop": "shop-green"}}},
+			objs: []runtime.Object{object("v1", "Namespace", "", "shop"), object("v1", "Namespace", "", "shop-green")},
+			want: []finding{{Warning, "namespace shop-green", "already exists on the target"}}},
+		{name: "webhook fails closed", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{webhook("Fail")},
+			want: []finding{{Blocking, "validatingwebhookconfigurations policy", "webhook check.example.com calls service hooks/checker, which does not exist on the target, and fails closed"}}},
+		{name: "webhook ignored", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{webhook("Ignore")},
+			want: []finding{{Warning, "validatingwebhookconfigurations policy", "(failurePolicy Ignore)"}}},
+		{name: "webhook's service there", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{webhook("Fail"), object("v1", "Service", "hooks", "checker")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.target == "" {
+				tc.target = "green"
+			}
+			if tc.version == "" {
+				tc.version = "v1.37.2"
+			}
+			target, _ := fakeClients(tc.target, tc.version, tc.leaveOut, tc.objs...)
+			p := tc.plan
+			p.Source = Cluster{UID: "uid-blue", Version: "v1.37.2"}
+			if err := Preflight(context.Background(), &p, target, "green"); err != nil {
+				t.Fatal(err)
+			}
+			if p.Target == nil || p.Target.UID != "uid-"+tc.target || p.Target.Context != "green" {
+				t.Errorf("target %+v", p.Target)
+			}
+			if len(p.Findings) != len(tc.want) {
+				t.Fatalf("findings %+v, want %+v", p.Findings, tc.want)
+			}
+			for i, w := range tc.want {
+				f := p.Findings[i]
+				if f.Severity != w.severity || f.Subject != w.subject || !strings.Contains(f.Message, w.message) {
+					t.Errorf("finding %+v, want %+v", f, w)
+				}
+			}
+		})
+	}
+}
+
+// TestPreflightFails: a target that cannot be read fails the preflight, naming what could not
+// be read, rather than passing it.
+func TestPreflightFails(t *testing.T) {
+	for _, tc := range []struct{ verb, resource, want string }{
+		{"list", "storageclasses", "target: list storage classes"},
+		{"get", "namespaces", "target: get namespace shop"},
+		{"list", "validatingwebhookconfigurations", "target: list validatingwebhookconfigurations"},
+	} {
+		t.Run(tc.verb+" "+tc.resource, func(t *testing.T) {
+			target, dyn := fakeClients("green", "v1.37.2", nil)
+			dyn.PrependReactor(tc.verb, tc.resource, func(a clienttesting.Action) (bool, runtime.Object, error) {
+				if tc.resource == "namespaces" && a.(clienttesting.GetAction).GetName() == "kube-system" {
+					return false, nil, nil
+				}
+				return true, nil, errors.New("connection reset")
+			})
+			p := &Plan{Resources: []Resource{{Version: "v1", Resource: "configmaps", Namespaced: true, Count: 1, Namespaces: map[string]Count{"shop": {Count: 1}}}}}
+			if err := Preflight(context.Background(), p, target, "green"); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("preflight: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
