@@ -183,14 +183,14 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		staged = newStagingReader(sql, stage)
 		toClient = staged
 	}
-	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(toClient, scan), strings.NewReader(l.end))}
+	stdin := kube.NewStdin(io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(toClient, scan), strings.NewReader(l.end)), nil)
 	// The client's stderr is kept here, not by exec: a client that stops while its stdin is still
 	// being sent may end the exec without an error, and what it said names the statement.
 	var stderr stderrBuffer
 	err = kube.Exec(execCtx, c.Config, c.Client, kube.ExecRequest{Namespace: t.item.Namespace, Pod: t.item.Pod, Container: t.cfg.Container,
 		Command: l.cmd, Stdin: stdin, Stdout: io.Discard, Stderr: &stderr})
 	cancelExec()
-	stdin.stop() // the exec's copy of stdin may still be reading: wait for it
+	stdin.Stop() // the exec's copy of stdin may still be reading: wait for it
 	dec.Close()
 	rc.Close() // checked already; a load that stopped early leaves the rest unread
 	cancelRead()
@@ -309,28 +309,4 @@ func (s *sqlStream) finished() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done
-}
-
-// stoppable is a reader that another goroutine (an exec's copy of stdin, which outlives the
-// command) may be reading when its owner is done: stop waits for a read under way and makes
-// every later read return io.EOF, so the source can then be closed safely.
-type stoppable struct {
-	mu      sync.Mutex
-	r       io.Reader
-	stopped bool
-}
-
-func (s *stoppable) Read(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return 0, io.EOF
-	}
-	return s.r.Read(p)
-}
-
-func (s *stoppable) stop() {
-	s.mu.Lock()
-	s.stopped = true
-	s.mu.Unlock()
 }
