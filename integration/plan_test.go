@@ -255,7 +255,7 @@ func runFerry(t *testing.T, args ...string) (int, string, string) {
 func TestPlanPreflightOnEmptyGreen(t *testing.T) {
 	fixture := applyPlatform(t)
 	if !fixture {
-		t.Skip("the storage classes checked here are the Kubeflow fixture's (../shared/fixtures)")
+		t.Skip("the storage classes checked here are the Kubeflow fixture's, which this checkout does not sit beside (README.md, Notes on the testbed)")
 	}
 	green := tb.Clusters["green"]
 	if err := green.Apply(context.Background(), io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {

@@ -151,7 +151,8 @@ func addPyTorchJob(t *testing.T, c *testbed.Cluster, namespace, name string) {
 // component and namespace, the changed images. A custom resource of the removed kind in a tenant's
 // namespace blocks it (exit 3), named, until --leave-behind names its CRD; one in the release's
 // namespace does not. First with the sample's two releases (examples/platform, platform-v2),
-// then, when ../shared/fixtures holds them, with Kubeflow v1.10.2 and v1.11.0.
+// then, when the checkout sits beside the Kubeflow fixtures (README.md, Notes on the testbed),
+// with Kubeflow v1.10.2 and v1.11.0.
 func TestPlanUpgrade(t *testing.T) {
 	t.Run("sample", func(t *testing.T) {
 		ctx := context.Background()
@@ -246,7 +247,7 @@ func TestPlanUpgrade(t *testing.T) {
 	t.Run("kubeflow", func(t *testing.T) {
 		older, newer, ok := kubeflowPair()
 		if !ok {
-			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0 are in ../shared/fixtures, which this checkout does not sit beside")
+			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0 are not beside this checkout (README.md, Notes on the testbed)")
 		}
 		ctx := context.Background()
 		blue, green := upgradeCluster(t, "kf110-blue"), upgradeCluster(t, "kf111-green")

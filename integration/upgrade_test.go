@@ -146,8 +146,8 @@ type upgradeCase struct {
 // (nothing of blue's leaked: no Training Operator, no PyTorchJob CRD, CRDs as green stores them),
 // and the tenants' objects, their volumes' files, the database's rows and the bucket are on green,
 // by the independent checker; the report has the upgrade's section. First with the sample's two
-// releases (examples/platform, platform-v2), then, when ../shared/fixtures holds them, with
-// Kubeflow v1.10.2 and v1.11.0.
+// releases (examples/platform, platform-v2), then, when the checkout sits beside the Kubeflow
+// fixtures (README.md, Notes on the testbed), with Kubeflow v1.10.2 and v1.11.0.
 func TestMigrateUpgrade(t *testing.T) {
 	t.Run("sample", func(t *testing.T) {
 		v1, v2 := filepath.Join(repoDir(), "examples", "platform"), filepath.Join(repoDir(), "examples", "platform-v2")
@@ -163,7 +163,7 @@ func TestMigrateUpgrade(t *testing.T) {
 	t.Run("kubeflow", func(t *testing.T) {
 		older, newer, ok := kubeflowPair()
 		if !ok {
-			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0 are in ../shared/fixtures, which this checkout does not sit beside")
+			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0 are not beside this checkout (README.md, Notes on the testbed)")
 		}
 		claims, job := [][2]string{{"kubeflow-user-example-com", "test-workspace"}}, [2]string{"ml-team-vision", "resnet-ddp"}
 		blue, green := upgradePair(t, "kf110-blue", "kf111-green",

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/ticker"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/storage"
 	"k8s.io/utils/clock"
@@ -70,8 +71,7 @@ type Lease struct {
 	lostCtx  context.Context
 	loseWith context.CancelCauseFunc
 
-	stop context.CancelFunc // ends the renewals
-	done chan struct{}
+	renewals *ticker.Loop
 }
 
 // leaseKey names the lease of a pair of clusters by their identities (either order).
@@ -121,10 +121,7 @@ func acquireLease(ctx context.Context, store storage.Backend, run Run, ttl time.
 		return nil, err
 	}
 	l.lostCtx, l.loseWith = context.WithCancelCause(context.Background())
-	renewCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	l.stop, l.done = stop, make(chan struct{})
-	tick := clk.NewTicker(ttl / 3) // before the goroutine, so that a test's clock steps reach it
-	go l.renew(renewCtx, tick)
+	l.renewals = ticker.Start(context.WithoutCancel(ctx), clk, ttl/3, l.renew)
 	return l, nil
 }
 
@@ -167,34 +164,26 @@ func (l *Lease) take(ctx context.Context) error {
 	return fmt.Errorf("lease %s in %s: it changed at each of 3 attempts to take it: %w", l.key, l.where, ErrLeaseHeld)
 }
 
-// renew writes the lease again every third of its TTL. A renewal that finds another holder loses
-// the lease at once; renewals that fail lose it before it could expire, so that the run stops
-// before another may take over.
-func (l *Lease) renew(ctx context.Context, tick clock.Ticker) {
-	defer close(l.done)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C():
-		}
-		err := l.refresh(ctx)
-		switch {
-		case err == nil:
-			continue
-		case ctx.Err() != nil, errors.Is(err, ErrLeaseLost):
-			return
-		}
-		l.log.Warn("renewing the run's lease", "error", err)
-		l.mu.Lock()
-		since := l.renewed
-		l.mu.Unlock()
-		if l.clock.Since(since)+l.ttl/3 >= l.ttl { // the next try would come too late
-			l.lose(fmt.Errorf("the lease was last renewed at %s and renewing it fails: %v: %w", since.Local().Format(time.RFC3339), err, ErrLeaseLost))
-			return
-		}
+// renew writes the lease again, every third of its TTL, and says whether to go on. A renewal that
+// finds another holder loses the lease at once; renewals that fail lose it before it could
+// expire, so that the run stops before another may take over.
+func (l *Lease) renew(ctx context.Context) bool {
+	err := l.refresh(ctx)
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil, errors.Is(err, ErrLeaseLost):
+		return false
 	}
+	l.log.Warn("renewing the run's lease", "error", err)
+	l.mu.Lock()
+	since := l.renewed
+	l.mu.Unlock()
+	if l.clock.Since(since)+l.ttl/3 >= l.ttl { // the next try would come too late
+		l.lose(fmt.Errorf("the lease was last renewed at %s and renewing it fails: %v: %w", since.Local().Format(time.RFC3339), err, ErrLeaseLost))
+		return false
+	}
+	return true
 }
 
 // refresh writes the lease with a new expiry, only over the version this holder wrote last.
@@ -296,8 +285,7 @@ func (l *Lease) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 
 // Release gives the lease up: it is marked released, unless another holder has it by now.
 func (l *Lease) Release(ctx context.Context) error {
-	l.stop()
-	<-l.done
+	l.renewals.Stop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released || context.Cause(l.lostCtx) != nil {

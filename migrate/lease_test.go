@@ -40,8 +40,7 @@ func within(t *testing.T, what string, ch <-chan struct{}) {
 
 // die ends a holder's renewals without releasing: a killed ferry.
 func die(l *Lease) {
-	l.stop()
-	<-l.done
+	l.renewals.Stop()
 }
 
 func TestLeaseKeepsASecondRunOff(t *testing.T) {

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/ticker"
 	"github.com/ferrykube/ferry/storage"
+	"k8s.io/utils/clock"
 )
 
 // HeartbeatFile is rewritten under backups/<name>/ while a backup runs, so that another run can
@@ -41,8 +43,7 @@ type Beat struct {
 	run      string
 	interval time.Duration
 	log      *slog.Logger
-	cancel   context.CancelFunc
-	done     chan struct{}
+	beats    *ticker.Loop
 }
 
 // StartHeartbeat writes the backup's heartbeat now, then again every interval until Stop is
@@ -57,27 +58,16 @@ func StartHeartbeat(ctx context.Context, store storage.Backend, name string, int
 	}
 	id := make([]byte, 8)
 	rand.Read(id)
-	b := &Beat{store: store, name: name, run: hex.EncodeToString(id), interval: interval, log: log, done: make(chan struct{})}
+	b := &Beat{store: store, name: name, run: hex.EncodeToString(id), interval: interval, log: log}
 	if err := b.write(ctx); err != nil {
 		return nil, err
 	}
-	var bctx context.Context
-	bctx, b.cancel = context.WithCancel(ctx)
-	go func() {
-		defer close(b.done)
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-bctx.Done():
-				return
-			case <-tick.C:
-				if err := b.write(bctx); err != nil && bctx.Err() == nil {
-					b.log.Warn("heartbeat not written", "backup", name, "error", err)
-				}
-			}
+	b.beats = ticker.Start(ctx, clock.RealClock{}, interval, func(ctx context.Context) bool {
+		if err := b.write(ctx); err != nil && ctx.Err() == nil {
+			b.log.Warn("heartbeat not written", "backup", name, "error", err)
 		}
-	}()
+		return true
+	})
 	return b, nil
 }
 
@@ -98,8 +88,7 @@ func (b *Beat) write(ctx context.Context) error {
 // Stop ends the heartbeat and removes its file: the backup is complete, or about to be removed.
 // No write follows its return.
 func (b *Beat) Stop(ctx context.Context) error {
-	b.cancel()
-	<-b.done
+	b.beats.Stop()
 	return b.store.Delete(ctx, Prefix(b.name)+HeartbeatFile)
 }
 

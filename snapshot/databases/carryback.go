@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"k8s.io/client-go/dynamic"
@@ -27,7 +25,8 @@ import (
 //     value that does not fit (the server's strict mode refuses it, and the transaction is rolled
 //     back). Nothing of the database is changed then.
 //
-// PostgreSQL dumps need no staging (see carryback_pg.go). In MySQL the transaction covers transactional tables (InnoDB); blue's triggers fire on the rows written, and
+// PostgreSQL dumps need no staging (see postgres_carryback.go); MySQL's is in mysql.go and
+// stage.go. In MySQL the transaction covers transactional tables (InnoDB); blue's triggers fire on the rows written, and
 // foreign keys are not checked while the tables are replaced (green's rows satisfied green's).
 
 // tableCopy is one table whose rows are carried back.
@@ -52,7 +51,7 @@ type tableNote struct{ table, detail string }
 // planInto plans carrying green's tables (green) back into the target's existing schemas; ok is
 // false when a table refuses, each refusal then in the report and nothing to change.
 func (c Dumps) planInto(ctx context.Context, t target, d snapshot.Database, green map[string]*shape, report *snapshot.Report) (plan carryPlan, ok bool, err error) {
-	blue, err := c.shapes(ctx, t.item, t.cfg.Container, t.cred, d.Engine, d.Schemas)
+	blue, err := t.eng.shapes(ctx, c, t, d.Schemas)
 	if err != nil {
 		return plan, false, err
 	}
@@ -131,116 +130,13 @@ func sortNotes(n []tableNote) {
 	}
 }
 
-// swapSQL replaces the rows of each table to copy by the staging table's, in one transaction, one
-// statement a line; tables[i] is the table of the statement on line i+1 ("" for none).
-func swapSQL(copies []tableCopy, stage map[string]string) (string, []string) {
-	ident := func(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-	lines := []string{"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION';", "SET SESSION foreign_key_checks = 0;", "START TRANSACTION;"}
-	tables := []string{"", "", ""}
-	for _, c := range copies {
-		cols := make([]string, len(c.columns))
-		for i, col := range c.columns {
-			cols[i] = ident(col)
-		}
-		list := strings.Join(cols, ", ")
-		lines = append(lines,
-			"DELETE FROM "+ident(c.schema)+"."+ident(c.name)+";",
-			"INSERT INTO "+ident(c.schema)+"."+ident(c.name)+" ("+list+") SELECT "+list+" FROM "+ident(stage[c.schema])+"."+ident(c.name)+";")
-		tables = append(tables, c.schema+"."+c.name, c.schema+"."+c.name)
-	}
-	lines = append(lines, "COMMIT;")
-	tables = append(tables, "")
-	return strings.Join(lines, "\n"), tables
-}
-
 // carryBackOne carries one database's dump back into the target's existing schemas.
-func (c Dumps) carryBackOne(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database, report *snapshot.Report) (err error) {
+func (c Dumps) carryBackOne(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database, report *snapshot.Report) error {
 	t, err := c.locate(ctx, dyn, r, d)
 	if err != nil {
 		return err
 	}
-	if d.Engine == "postgresql" {
-		err := c.carryBackPostgres(ctx, r, d, t, report)
-		var refusal *carryRefusal
-		if errors.As(err, &refusal) {
-			report.Add(kind, snapshot.StatusFailed, d.Name+"/"+refusal.table, refusal.detail)
-			return nil
-		}
-		return err
-	}
-	if d.Engine != "mysql" {
-		return fmt.Errorf("engine %q: want mysql or postgresql", d.Engine)
-	}
-	stage := map[string]string{}
-	back := map[string]string{}
-	var staging []string
-	for _, s := range d.Schemas {
-		stage[s], back[stagingName(s)] = stagingName(s), s
-		staging = append(staging, stagingName(s))
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		var drop strings.Builder
-		for _, s := range staging {
-			drop.WriteString("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(s, "`", "``") + "`;\n")
-		}
-		if _, derr := c.query(ctx, t.item, t.cfg.Container, t.cred, drop.String()); derr != nil {
-			err = errors.Join(err, fmt.Errorf("drop the staging schemas %s: %w", strings.Join(staging, ", "), derr))
-		}
-	}()
-	if err := c.load(ctx, r, d, t, stage); err != nil {
-		return fmt.Errorf("%w; the target's own schemas were not changed", err)
-	}
-	staged, err := c.shapes(ctx, t.item, t.cfg.Container, t.cred, d.Engine, staging)
-	if err != nil {
-		return err
-	}
-	green := map[string]*shape{}
-	for _, s := range staged {
-		s.Schema = back[s.Schema]
-		green[tableKey(s.Schema, s.Name)] = s
-	}
-	plan, ok, err := c.planInto(ctx, t, d, green, report)
-	if err != nil || !ok {
-		return err
-	}
-	name := func(table string) string { return d.Name + "/" + table }
-	if len(plan.copies) > 0 {
-		sql, tables := swapSQL(plan.copies, stage)
-		if _, err := c.query(ctx, t.item, t.cfg.Container, t.cred, sql); err != nil {
-			var ce *clientError
-			if line := int(clientLineOf(err)); errors.As(err, &ce) && line > 0 && line <= len(tables) && tables[line-1] != "" {
-				report.Add(kind, snapshot.StatusFailed, name(tables[line-1]), "a row of the backup does not fit the target's table: "+ce.message+"; the transaction was rolled back: nothing of database "+d.Name+" was changed")
-				return nil
-			}
-			return fmt.Errorf("replace the rows of the shared tables: %w; the transaction was not committed", err)
-		}
-	}
-	for _, n := range plan.left {
-		report.Add(kind, snapshot.StatusSkipped, name(n.table), n.detail)
-	}
-	// The rows written are counted against the backup's.
-	want := map[string]int64{}
-	for _, tbl := range d.Tables {
-		want[tbl.Schema+"."+tbl.Name] = tbl.Rows
-	}
-	ok = true
-	for _, cp := range plan.copies {
-		rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT COUNT(*) FROM `"+strings.ReplaceAll(cp.schema, "`", "``")+"`.`"+strings.ReplaceAll(cp.name, "`", "``")+"`;")
-		if err != nil {
-			return fmt.Errorf("count the rows carried back into %s.%s: %w", cp.schema, cp.name, err)
-		}
-		table := cp.schema + "." + cp.name
-		if len(rows) != 1 || rows[0][0] != strconv.FormatInt(want[table], 10) {
-			report.Add(kind, snapshot.StatusFailed, name(table), fmt.Sprintf("after the carry-back: rows: backup %d, target %v", want[table], rows))
-			ok = false
-		}
-	}
-	if ok {
-		report.Count(kind, snapshot.StatusRestored)
-	}
-	return nil
+	return t.eng.carryBack(ctx, c, r, d, t, report)
 }
 
 // clientLineOf is the input line a client's error names, or 0.

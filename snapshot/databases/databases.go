@@ -5,14 +5,12 @@ package databases
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/ferrykube/ferry/internal/kube"
@@ -54,11 +52,56 @@ type Dumps struct {
 // credentials reach a database as a client in its pod would.
 type credentials struct{ user, password string }
 
-// systemSchemas belong to the server, not to the platform.
-var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true}
-
 // Name implements snapshot.Kind.
 func (c Dumps) Name() string { return "databases" }
+
+// engine is a kind of database server: how ferry's clients, run in the database's pod, list,
+// dump, load, count and describe its schemas. Each engine is a file of its own (mysql.go for
+// MySQL and MariaDB, postgres.go for PostgreSQL), picked by the name ferry.yaml and the manifest
+// give it (engineFor), as database/sql picks a driver by name; Dumps holds what engines share
+// (the backup's streams, checks, reports and the comparisons). Schemas are MySQL's schemas or
+// PostgreSQL's databases.
+type engine interface {
+	// defaultUser is who the clients connect as when no Secret names a user.
+	defaultUser() string
+	// listSchemas lists the server's schemas, but the server's own.
+	listSchemas(ctx context.Context, c Dumps, t target) ([]string, error)
+	// dump writes the SQL that recreates the schemas, as the engine's client replays it, to out.
+	dump(ctx context.Context, c Dumps, t target, schemas []string, out io.Writer) error
+	// stats counts and checksums the base tables of the schemas the server has, in one
+	// consistent snapshot a schema at least.
+	stats(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.Table, error)
+	// shapes reads the columns and primary keys of those tables, by tableKey.
+	shapes(ctx context.Context, c Dumps, t target, schemas []string) (map[string]*shape, error)
+	// digests writes what the server prints for the digest queries, in their order, to out (see
+	// digests.go).
+	digests(ctx context.Context, c Dumps, t target, qs []digestQuery, out io.Writer) error
+	// prepareLoad readies the server for the client that loads dump d, checked (see load), and
+	// says how that client runs. With stage, the dump's schemas are loaded into staging schemas.
+	prepareLoad(ctx context.Context, c Dumps, t target, d snapshot.Database, checked *checkedDump, stage map[string]string) (loading, error)
+	// carryBack carries dump d, taken on green after an upgrade, back into the target's
+	// existing schemas (see carryback.go), each table refused or left in the report.
+	carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snapshot.Database, t target, report *snapshot.Report) error
+}
+
+// loading is how a dump's client runs on the target: the command, what stdin holds before the
+// dump's SQL and after it, and what puts the server back once it ran (or nil).
+type loading struct {
+	cmd        []string
+	begin, end string
+	putBack    func(context.Context) error
+}
+
+// engineFor is the engine named so in ferry.yaml and the manifest.
+func engineFor(name string) (engine, error) {
+	switch name {
+	case "mysql":
+		return mysql{}, nil
+	case "postgresql":
+		return postgres{}, nil
+	}
+	return nil, fmt.Errorf("engine %q: want mysql or postgresql", name)
+}
 
 // Capture dumps every database the plan found (implements snapshot.Kind). Databases without a
 // running pod are recorded as skipped.
@@ -72,17 +115,50 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 			w.Skip("database", item.Name, fmt.Sprintf("no running pod of %s in %s to dump from", item.Workload, item.Namespace))
 			continue
 		}
-		dump := c.dumpMySQL
-		if cfg.Engine == "postgresql" {
-			dump = c.dumpPostgres
-		}
-		entry, err := dump(ctx, w, item, cfg)
+		entry, err := c.capture(ctx, w, item, cfg)
 		if err != nil {
 			return fmt.Errorf("database %s: %w", item.Name, err)
 		}
 		w.AddDatabase(entry)
 	}
 	return nil
+}
+
+// capture dumps the schemas of one database (all but the server's own when the configuration
+// names none), compressed into one file of the backup, and counts and checksums its tables and
+// records their columns, keys and row digests.
+func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
+	entry := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Key: "databases/" + item.Name + ".sql.zst"}
+	eng, err := engineFor(cfg.Engine)
+	if err != nil {
+		return entry, err
+	}
+	t := target{item: item, cfg: cfg, eng: eng}
+	if t.cred, err = c.credentials(ctx, item.Namespace, cfg, eng.defaultUser()); err != nil {
+		return entry, err
+	}
+	schemas := cfg.Schemas
+	if len(schemas) == 0 {
+		if schemas, err = eng.listSchemas(ctx, c, t); err != nil {
+			return entry, err
+		}
+	}
+	sort.Strings(schemas)
+	entry.Schemas = schemas
+	if len(schemas) == 0 {
+		return entry, nil
+	}
+	// Dump, compress and upload as one stream; the digest is of the SQL itself.
+	if err := dumpTo(ctx, w, &entry, func(out io.Writer) error { return eng.dump(ctx, c, t, schemas, out) }); err != nil {
+		return entry, err
+	}
+	if entry.Tables, err = eng.stats(ctx, c, t, schemas); err != nil {
+		return entry, err
+	}
+	if err := c.captureShapes(ctx, w, t, &entry); err != nil {
+		return entry, err
+	}
+	return entry, nil
 }
 
 func (c Dumps) config(name string) plans.Database {
@@ -120,10 +196,6 @@ func clientShell(passwordVar, imageVar, program string, args ...string) []string
 	script := `IFS= read -r pw; [ -n "$pw" ] || pw="${` + passwordVar + `:-$` + imageVar + `}"; ` +
 		`if [ -n "$pw" ]; then export ` + passwordVar + `="$pw"; fi; p="$1"; shift; exec "$p" "$@"`
 	return append([]string{"sh", "-c", script, "sh", program}, args...)
-}
-
-func mysqlShell(program string, cred credentials, args ...string) []string {
-	return clientShell("MYSQL_PWD", "MYSQL_ROOT_PASSWORD", program, append([]string{"--user=" + cred.user}, args...)...)
 }
 
 // dumpTo streams what dump writes, compressed, into the backup file entry.Key, and records the
@@ -167,15 +239,15 @@ func (c Dumps) exec(ctx context.Context, item plans.DataItem, container string, 
 	return nil
 }
 
-// query runs SQL in one mysql session and returns its tab-separated rows. The script ends with quit,
-// so the client stops without waiting for the end of stdin.
-func (c Dumps) query(ctx context.Context, item plans.DataItem, container string, cred credentials, sql string) ([][]string, error) {
-	var out bytes.Buffer
-	stdin := strings.NewReader(cred.password + "\n" + sql + "\nquit\n")
-	if err := c.exec(ctx, item, container, mysqlShell("mysql", cred, "--batch", "--skip-column-names"), stdin, &out); err != nil {
-		return nil, err
+// firstNotIn is the first field of each row, but those in system.
+func firstNotIn(rows [][]string, system map[string]bool) []string {
+	var out []string
+	for _, r := range rows {
+		if !system[r[0]] {
+			out = append(out, r[0])
+		}
 	}
-	return tabRows(&out)
+	return out
 }
 
 // tabRows splits a client's tab-separated output into rows of fields.
@@ -191,110 +263,20 @@ func tabRows(out io.Reader) ([][]string, error) {
 	return rows, sc.Err()
 }
 
-func (c Dumps) dumpMySQL(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
-	entry := snapshot.Database{Name: item.Name, Engine: "mysql", Key: "databases/" + item.Name + ".sql.zst"}
-	cred, err := c.credentials(ctx, item.Namespace, cfg, "root")
-	if err != nil {
-		return entry, err
-	}
-	schemas := cfg.Schemas
-	if len(schemas) == 0 {
-		rows, err := c.query(ctx, item, cfg.Container, cred, "SHOW DATABASES;")
-		if err != nil {
-			return entry, fmt.Errorf("list schemas: %w", err)
-		}
-		for _, r := range rows {
-			if !systemSchemas[r[0]] {
-				schemas = append(schemas, r[0])
-			}
-		}
-	}
-	sort.Strings(schemas)
-	entry.Schemas = schemas
-	if len(schemas) == 0 {
-		return entry, nil
-	}
-
-	// Dump, compress and upload as one stream; the digest is of the SQL itself.
-	err = dumpTo(ctx, w, &entry, func(out io.Writer) error {
-		// The client's own limit (mysqldump's default is 24 MiB) would refuse a bigger row.
-		args := append([]string{"--single-transaction", "--routines", "--triggers", "--events", "--hex-blob",
-			"--max-allowed-packet=" + strconv.Itoa(maxPacket), "--databases"}, schemas...)
-		return c.exec(ctx, item, cfg.Container, mysqlShell("mysqldump", cred, args...), strings.NewReader(cred.password+"\n"), out)
-	})
-	if err != nil {
-		return entry, fmt.Errorf("mysqldump in pod %s/%s: %w", item.Namespace, item.Pod, err)
-	}
-
-	tables, err := c.tableStats(ctx, item, cfg.Container, cred, schemas)
-	if err != nil {
-		return entry, err
-	}
-	entry.Tables = tables
-	if err := c.captureShapes(ctx, w, item, cfg, cred, &entry); err != nil {
-		return entry, err
-	}
-	return entry, nil
-}
-
 // captureShapes records the columns and primary key of each dumped table and the digests of its
 // rows, for verify after a schema upgrade.
-func (c Dumps) captureShapes(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database, cred credentials, entry *snapshot.Database) error {
+func (c Dumps) captureShapes(ctx context.Context, w *snapshot.Writer, t target, entry *snapshot.Database) error {
 	if len(entry.Tables) == 0 {
 		return nil
 	}
-	shapes, err := c.shapes(ctx, item, cfg.Container, cred, entry.Engine, entry.Schemas)
+	shapes, err := t.eng.shapes(ctx, c, t, entry.Schemas)
 	if err != nil {
 		return err
 	}
 	if err := recordShapes(entry.Tables, shapes); err != nil {
 		return err
 	}
-	return c.captureDigests(ctx, w, item, cfg, cred, entry)
-}
-
-// tableStats counts rows and checksums every base table, in one consistent snapshot.
-func (c Dumps) tableStats(ctx context.Context, item plans.DataItem, container string, cred credentials, schemas []string) ([]snapshot.Table, error) {
-	quoted := make([]string, len(schemas))
-	for i, s := range schemas {
-		quoted[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"
-	}
-	rows, err := c.query(ctx, item, container, cred, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type='BASE TABLE' AND table_schema IN ("+strings.Join(quoted, ",")+") ORDER BY 1, 2;")
-	if err != nil {
-		return nil, fmt.Errorf("list tables: %w", err)
-	}
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	ident := func(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-	var sql strings.Builder
-	sql.WriteString("START TRANSACTION WITH CONSISTENT SNAPSHOT;\n")
-	for _, r := range rows {
-		fmt.Fprintf(&sql, "SELECT 'rows', %s, %s, COUNT(*) FROM %s.%s;\n", quote(r[0]), quote(r[1]), ident(r[0]), ident(r[1]))
-		fmt.Fprintf(&sql, "CHECKSUM TABLE %s.%s EXTENDED;\n", ident(r[0]), ident(r[1]))
-	}
-	sql.WriteString("COMMIT;")
-	out, err := c.query(ctx, item, container, cred, sql.String())
-	if err != nil {
-		return nil, fmt.Errorf("count and checksum tables: %w", err)
-	}
-	var tables []snapshot.Table
-	for _, r := range out {
-		switch {
-		case len(r) == 4 && r[0] == "rows":
-			n, err := strconv.ParseInt(r[3], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("row count of %s.%s: %q", r[1], r[2], r[3])
-			}
-			tables = append(tables, snapshot.Table{Schema: r[1], Name: r[2], Rows: n})
-		case len(r) == 2 && len(tables) > 0: // CHECKSUM TABLE: "schema.table<TAB>checksum"
-			tables[len(tables)-1].Checksum = r[1]
-		}
-	}
-	if len(tables) != len(rows) {
-		return nil, fmt.Errorf("counted %d of %d tables", len(tables), len(rows))
-	}
-	return tables, nil
+	return c.captureDigests(ctx, w, t, entry)
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
 )
@@ -70,46 +69,9 @@ func digestSQL(pg bool, q digestQuery) string {
 	return fmt.Sprintf("SELECT 'table', %s, %s;\nSELECT %s FROM %s t %s;\n", quote(q.schema), quote(q.name), strings.Join(exprs, ", "), table, order)
 }
 
-// digests runs the digest queries on the server of item, in their order, and writes what the
-// server prints to out: MySQL in one session, PostgreSQL in one session per database. The
-// clients stream rows (mysql --quick, psql FETCH_COUNT) rather than hold a table's in memory.
-func (c Dumps) digests(ctx context.Context, item plans.DataItem, container string, cred credentials, engine string, qs []digestQuery, out io.Writer) error {
-	pg := engine == "postgresql"
-	for i := 0; i < len(qs); {
-		j := i
-		var script strings.Builder
-		db := qs[i].database(pg)
-		if pg {
-			script.WriteString("\\set FETCH_COUNT 10000\nBEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
-		} else {
-			script.WriteString("START TRANSACTION WITH CONSISTENT SNAPSHOT;\n")
-		}
-		for ; j < len(qs) && qs[j].database(pg) == db; j++ {
-			script.WriteString(digestSQL(pg, qs[j]))
-		}
-		script.WriteString("COMMIT;")
-		var cmd []string
-		end := "\nquit\n"
-		if pg {
-			cmd, end = pgShell("psql", cred, "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "--dbname="+db), "\n\\q\n"
-		} else {
-			cmd = mysqlShell("mysql", cred, "--batch", "--skip-column-names", "--quick")
-		}
-		stdin := strings.NewReader(cred.password + "\n" + script.String() + end)
-		if err := c.exec(ctx, item, container, cmd, stdin, out); err != nil {
-			if pg {
-				return fmt.Errorf("database %s: digest rows: %w", db, err)
-			}
-			return fmt.Errorf("digest rows: %w", err)
-		}
-		i = j
-	}
-	return nil
-}
-
 // captureDigests digests every row of the dumped tables, whose columns and keys are recorded,
 // into the backup's file databases/<name>.rows.zst.
-func (c Dumps) captureDigests(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database, cred credentials, entry *snapshot.Database) error {
+func (c Dumps) captureDigests(ctx context.Context, w *snapshot.Writer, t target, entry *snapshot.Database) error {
 	qs := make([]digestQuery, len(entry.Tables))
 	for i, t := range entry.Tables {
 		qs[i] = sourceDigestQuery(t)
@@ -119,7 +81,7 @@ func (c Dumps) captureDigests(ctx context.Context, w *snapshot.Writer, item plan
 	go func() {
 		enc, err := zstd.NewWriter(pw)
 		if err == nil {
-			err = c.digests(ctx, item, cfg.Container, cred, entry.Engine, qs, enc)
+			err = t.eng.digests(ctx, c, t, qs, enc)
 			if cerr := enc.Close(); err == nil {
 				err = cerr
 			}
@@ -127,7 +89,7 @@ func (c Dumps) captureDigests(ctx context.Context, w *snapshot.Writer, item plan
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	key, putErr := w.Put(ctx, "databases/"+item.Name+".rows.zst", pr)
+	key, putErr := w.Put(ctx, "databases/"+t.item.Name+".rows.zst", pr)
 	pr.CloseWithError(putErr)
 	if err := <-done; err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -32,54 +31,139 @@ func (c Dumps) pgQuery(ctx context.Context, item plans.DataItem, container strin
 	return tabRows(&out)
 }
 
-// dumpPostgres dumps every database but the server's own with pg_dump --create, one after the
-// other into one SQL stream that psql replays, and counts and checksums every table.
-func (c Dumps) dumpPostgres(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
-	entry := snapshot.Database{Name: item.Name, Engine: "postgresql", Key: "databases/" + item.Name + ".sql.zst"}
-	cred, err := c.credentials(ctx, item.Namespace, cfg, "postgres")
+// postgres is the engine of PostgreSQL servers: pg_dump --create dumps each database, one after
+// the other into one SQL stream that psql replays. Its carry-back is in postgres_carryback.go.
+type postgres struct{}
+
+func (postgres) defaultUser() string { return "postgres" }
+
+func (postgres) listSchemas(ctx context.Context, c Dumps, t target) ([]string, error) {
+	rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", "SELECT datname FROM pg_database WHERE NOT datistemplate;")
 	if err != nil {
-		return entry, err
+		return nil, fmt.Errorf("list databases: %w", err)
 	}
-	dbs := cfg.Schemas
-	if len(dbs) == 0 {
-		rows, err := c.pgQuery(ctx, item, cfg.Container, cred, "postgres", "SELECT datname FROM pg_database WHERE NOT datistemplate;")
-		if err != nil {
-			return entry, fmt.Errorf("list databases: %w", err)
-		}
-		for _, r := range rows {
-			if !postgresSystemDBs[r[0]] {
-				dbs = append(dbs, r[0])
-			}
-		}
-	}
-	sort.Strings(dbs)
-	entry.Schemas = dbs
-	if len(dbs) == 0 {
-		return entry, nil
-	}
-	err = dumpTo(ctx, w, &entry, func(out io.Writer) error {
-		for _, db := range dbs {
-			cmd := pgShell("pg_dump", cred, "--create", "--clean", "--if-exists", "--dbname="+db)
-			if err := c.exec(ctx, item, cfg.Container, cmd, strings.NewReader(cred.password+"\n"), out); err != nil {
-				return fmt.Errorf("database %s: %w", db, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return entry, fmt.Errorf("pg_dump in pod %s/%s: %w", item.Namespace, item.Pod, err)
-	}
+	return firstNotIn(rows, postgresSystemDBs), nil
+}
+
+// dump runs pg_dump --create --clean on each database in turn: the SQL drops and recreates them.
+func (postgres) dump(ctx context.Context, c Dumps, t target, dbs []string, out io.Writer) error {
 	for _, db := range dbs {
-		tables, err := c.pgTableStats(ctx, item, cfg.Container, cred, db)
-		if err != nil {
-			return entry, fmt.Errorf("database %s: %w", db, err)
+		cmd := pgShell("pg_dump", t.cred, "--create", "--clean", "--if-exists", "--dbname="+db)
+		if err := c.exec(ctx, t.item, t.cfg.Container, cmd, strings.NewReader(t.cred.password+"\n"), out); err != nil {
+			return fmt.Errorf("pg_dump in pod %s/%s: database %s: %w", t.item.Namespace, t.item.Pod, db, err)
 		}
-		entry.Tables = append(entry.Tables, tables...)
 	}
-	if err := c.captureShapes(ctx, w, item, cfg, cred, &entry); err != nil {
-		return entry, err
+	return nil
+}
+
+// databases lists the server's databases, templates too.
+func (postgres) databases(ctx context.Context, c Dumps, t target) (map[string]bool, error) {
+	rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", "SELECT datname FROM pg_database;")
+	if err != nil {
+		return nil, fmt.Errorf("list databases: %w", err)
 	}
-	return entry, nil
+	exists := map[string]bool{}
+	for _, r := range rows {
+		exists[r[0]] = true
+	}
+	return exists, nil
+}
+
+// stats counts and checksums the tables of those of the databases the server has, each in one
+// snapshot (pgTableStats).
+func (p postgres) stats(ctx context.Context, c Dumps, t target, dbs []string) ([]snapshot.Table, error) {
+	exists, err := p.databases(ctx, c, t)
+	if err != nil {
+		return nil, err
+	}
+	var tables []snapshot.Table
+	for _, db := range dbs {
+		if !exists[db] {
+			continue
+		}
+		got, err := c.pgTableStats(ctx, t.item, t.cfg.Container, t.cred, db)
+		if err != nil {
+			return nil, fmt.Errorf("database %s: %w", db, err)
+		}
+		tables = append(tables, got...)
+	}
+	return tables, nil
+}
+
+func (p postgres) shapes(ctx context.Context, c Dumps, t target, dbs []string) (map[string]*shape, error) {
+	exists, err := p.databases(ctx, c, t)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*shape{}
+	for _, db := range dbs {
+		if !exists[db] {
+			continue // its tables are not there
+		}
+		rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, db, pgShapeSQL)
+		if err != nil {
+			return nil, fmt.Errorf("database %s: read the tables' columns: %w", db, err)
+		}
+		if err := readShapeRows(rows, db+".", shapesInto(out)); err != nil {
+			return nil, fmt.Errorf("database %s: %w", db, err)
+		}
+	}
+	return out, nil
+}
+
+// pgShapeSQL is mysqlShapeSQL for a PostgreSQL database.
+const pgShapeSQL = `SELECT 'c', n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+ (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''), a.attgenerated <> ''
+ FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+ ORDER BY 2, 3, a.attnum;
+SELECT 'k', n.nspname, c.relname, a.attname FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+ JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
+ WHERE i.indisprimary AND c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+ ORDER BY 2, 3, array_position(i.indkey::int2[], a.attnum);`
+
+// digests runs the queries of each database in a session of its own, in one repeatable-read
+// snapshot. psql streams rows (FETCH_COUNT) rather than hold a table's in memory.
+func (postgres) digests(ctx context.Context, c Dumps, t target, qs []digestQuery, out io.Writer) error {
+	for i := 0; i < len(qs); {
+		j := i
+		db := qs[i].database(true)
+		var script strings.Builder
+		script.WriteString("\\set FETCH_COUNT 10000\nBEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
+		for ; j < len(qs) && qs[j].database(true) == db; j++ {
+			script.WriteString(digestSQL(true, qs[j]))
+		}
+		script.WriteString("COMMIT;")
+		cmd := pgShell("psql", t.cred, "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "--dbname="+db)
+		stdin := strings.NewReader(t.cred.password + "\n" + script.String() + "\n\\q\n")
+		if err := c.exec(ctx, t.item, t.cfg.Container, cmd, stdin, out); err != nil {
+			return fmt.Errorf("database %s: digest rows: %w", db, err)
+		}
+		i = j
+	}
+	return nil
+}
+
+// prepareLoad ends the other sessions on the databases the dump replaces: the dump drops them
+// before recreating them, which open sessions would make fail. PostgreSQL dumps are not staged.
+func (postgres) prepareLoad(ctx context.Context, c Dumps, t target, d snapshot.Database, checked *checkedDump, stage map[string]string) (loading, error) {
+	if stage != nil {
+		return loading{}, fmt.Errorf("database %s: staging is for MySQL dumps", d.Name)
+	}
+	l := loading{cmd: pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname=postgres"), end: "\n\\q\n"}
+	if _, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", terminateSessions(d.Schemas)); err != nil {
+		return l, fmt.Errorf("end the sessions on the databases to replace: %w", err)
+	}
+	return l, nil
+}
+
+// terminateSessions is SQL that ends other sessions on the PostgreSQL databases.
+func terminateSessions(dbs []string) string {
+	quoted := make([]string, len(dbs))
+	for i, db := range dbs {
+		quoted[i] = quote(db)
+	}
+	return "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname IN (" + strings.Join(quoted, ", ") + ") AND pid <> pg_backend_pid();"
 }
 
 // pgTableStats counts the rows of every table of db and checksums their contents (the MD5 of the

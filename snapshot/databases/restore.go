@@ -27,6 +27,7 @@ type target struct {
 	item plans.DataItem // in the mapped namespace, with the target's pod
 	cfg  plans.Database
 	cred credentials
+	eng  engine
 }
 
 func (c Dumps) dynamicClient() (dynamic.Interface, error) {
@@ -60,11 +61,10 @@ func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Re
 		return target{}, fmt.Errorf("no running pod of %s in namespace %s on the target", cfg.Workload, ns)
 	}
 	t := target{item: plans.DataItem{Name: d.Name, Engine: d.Engine, Namespace: ns, Workload: cfg.Workload, Pod: pod.GetName()}, cfg: cfg}
-	defaultUser := "root"
-	if d.Engine == "postgresql" {
-		defaultUser = "postgres"
+	if t.eng, err = engineFor(d.Engine); err != nil {
+		return target{}, err
 	}
-	if t.cred, err = c.credentials(ctx, ns, cfg, defaultUser); err != nil {
+	if t.cred, err = c.credentials(ctx, ns, cfg, t.eng.defaultUser()); err != nil {
 		return target{}, err
 	}
 	return t, nil
@@ -111,7 +111,7 @@ func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapsho
 	if err := c.load(ctx, r, d, t, nil); err != nil {
 		return err
 	}
-	got, err := c.stats(ctx, t, d)
+	got, err := t.eng.stats(ctx, c, t, d.Schemas)
 	if err != nil {
 		return fmt.Errorf("loaded, but the tables could not be counted on the target: %w", err)
 	}
@@ -151,41 +151,14 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		return fmt.Errorf("%w; checked before loading: nothing was loaded", err)
 	}
 
-	var cmd []string
-	var begin, end string
-	switch d.Engine {
-	case "mysql":
-		// The client's own limit (16 MiB by default) would refuse a bigger statement.
-		cmd, end = mysqlShell("mysql", t.cred, "--batch", "--max-allowed-packet="+strconv.Itoa(maxPacket)), "\nquit\n"
-		putBack, err := c.fitPacket(ctx, t, d, checked.largest)
-		if err != nil {
-			return err
-		}
-		if putBack != nil {
-			defer func() { err = errors.Join(err, putBack(ctx)) }()
-		}
-		if stage != nil {
-			for _, schema := range d.Schemas {
-				begin += "DROP DATABASE IF EXISTS `" + strings.ReplaceAll(stage[schema], "`", "``") + "`;\n"
-			}
-		} else if c.Replace {
-			for _, schema := range d.Schemas {
-				begin += "DROP DATABASE IF EXISTS `" + strings.ReplaceAll(schema, "`", "``") + "`;\n"
-			}
-		}
-	case "postgresql":
-		if stage != nil {
-			return fmt.Errorf("database %s: staging is for MySQL dumps", d.Name)
-		}
-		cmd, end = pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname=postgres"), "\n\\q\n"
-		// The dumps drop their databases before recreating them; sessions still open on the
-		// target's copies would make that fail.
-		if _, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", terminateSessions(d.Schemas)); err != nil {
-			return fmt.Errorf("end the sessions on the databases to replace: %w", err)
-		}
-	default:
-		return fmt.Errorf("engine %q: want mysql or postgresql", d.Engine)
+	l, err := t.eng.prepareLoad(ctx, c, t, d, checked, stage)
+	if err != nil {
+		return err
 	}
+	if l.putBack != nil {
+		defer func() { err = errors.Join(err, l.putBack(ctx)) }()
+	}
+	begin := l.begin
 
 	// The client is cancelled when the dump read again is not the one checked.
 	execCtx, cancelExec := context.WithCancel(ctx)
@@ -210,14 +183,14 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		staged = newStagingReader(sql, stage)
 		toClient = staged
 	}
-	stdin := &stoppable{r: io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(toClient, scan), strings.NewReader(end))}
+	stdin := kube.NewStdin(io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(toClient, scan), strings.NewReader(l.end)), nil)
 	// The client's stderr is kept here, not by exec: a client that stops while its stdin is still
 	// being sent may end the exec without an error, and what it said names the statement.
 	var stderr stderrBuffer
 	err = kube.Exec(execCtx, c.Config, c.Client, kube.ExecRequest{Namespace: t.item.Namespace, Pod: t.item.Pod, Container: t.cfg.Container,
-		Command: cmd, Stdin: stdin, Stdout: io.Discard, Stderr: &stderr})
+		Command: l.cmd, Stdin: stdin, Stdout: io.Discard, Stderr: &stderr})
 	cancelExec()
-	stdin.stop() // the exec's copy of stdin may still be reading: wait for it
+	stdin.Stop() // the exec's copy of stdin may still be reading: wait for it
 	dec.Close()
 	rc.Close() // checked already; a load that stopped early leaves the rest unread
 	cancelRead()
@@ -269,15 +242,6 @@ func failedStatement(err error, scan *sqlScanner, linesBefore int) error {
 		what += ", " + strconv.Quote(text) + ","
 	}
 	return fmt.Errorf("%s failed: %w", what, err)
-}
-
-// terminateSessions is SQL that ends other sessions on the PostgreSQL databases.
-func terminateSessions(dbs []string) string {
-	quoted := make([]string, len(dbs))
-	for i, db := range dbs {
-		quoted[i] = quote(db)
-	}
-	return "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname IN (" + strings.Join(quoted, ", ") + ") AND pid <> pg_backend_pid();"
 }
 
 // sqlStream passes a dump's SQL on while counting and hashing it, and fails, cancelling the
@@ -345,28 +309,4 @@ func (s *sqlStream) finished() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done
-}
-
-// stoppable is a reader that another goroutine (an exec's copy of stdin, which outlives the
-// command) may be reading when its owner is done: stop waits for a read under way and makes
-// every later read return io.EOF, so the source can then be closed safely.
-type stoppable struct {
-	mu      sync.Mutex
-	r       io.Reader
-	stopped bool
-}
-
-func (s *stoppable) Read(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return 0, io.EOF
-	}
-	return s.r.Read(p)
-}
-
-func (s *stoppable) stop() {
-	s.mu.Lock()
-	s.stopped = true
-	s.mu.Unlock()
 }

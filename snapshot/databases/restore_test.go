@@ -78,18 +78,6 @@ func (r *smallReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func TestStoppableEndsReads(t *testing.T) {
-	s := &stoppable{r: strings.NewReader("abc")}
-	buf := make([]byte, 1)
-	if n, err := s.Read(buf); n != 1 || err != nil {
-		t.Fatalf("read %d, %v", n, err)
-	}
-	s.stop()
-	if n, err := s.Read(buf); n != 0 || err != io.EOF {
-		t.Fatalf("after stop: read %d, %v; want 0, EOF", n, err)
-	}
-}
-
 func TestTerminateSessionsQuotes(t *testing.T) {
 	got := terminateSessions([]string{"appdb", "o'neil"})
 	if !strings.Contains(got, "IN ('appdb', 'o''neil')") || !strings.Contains(got, "pid <> pg_backend_pid()") {

@@ -232,7 +232,7 @@ func (c Dumps) verifyUpgrade(ctx context.Context, dyn dynamic.Interface, r *snap
 	if err != nil {
 		return err
 	}
-	shapes, err := c.shapes(ctx, t.item, t.cfg.Container, t.cred, d.Engine, d.Schemas)
+	shapes, err := t.eng.shapes(ctx, c, t, d.Schemas)
 	if err != nil {
 		return err
 	}
@@ -284,7 +284,7 @@ func (c Dumps) compareDigests(ctx context.Context, r *snapshot.Reader, d snapsho
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := c.digests(ctx, t.item, t.cfg.Container, t.cred, d.Engine, qs, pw)
+		err := t.eng.digests(ctx, c, t, qs, pw)
 		pw.CloseWithError(err)
 		done <- err
 	}()

@@ -60,36 +60,7 @@ func (c Dumps) targetStats(ctx context.Context, dyn dynamic.Interface, r *snapsh
 	if err != nil {
 		return nil, err
 	}
-	return c.stats(ctx, t, d)
-}
-
-// stats counts and checksums the tables of the backed-up schemas (MySQL) or databases
-// (PostgreSQL) on the target, as the capture did on the source; schemas and databases the target
-// lacks have no tables.
-func (c Dumps) stats(ctx context.Context, t target, d snapshot.Database) ([]snapshot.Table, error) {
-	if d.Engine != "postgresql" {
-		return c.tableStats(ctx, t.item, t.cfg.Container, t.cred, d.Schemas)
-	}
-	rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", "SELECT datname FROM pg_database;")
-	if err != nil {
-		return nil, fmt.Errorf("list databases: %w", err)
-	}
-	exists := map[string]bool{}
-	for _, r := range rows {
-		exists[r[0]] = true
-	}
-	var tables []snapshot.Table
-	for _, db := range d.Schemas {
-		if !exists[db] {
-			continue
-		}
-		got, err := c.pgTableStats(ctx, t.item, t.cfg.Container, t.cred, db)
-		if err != nil {
-			return nil, fmt.Errorf("database %s: %w", db, err)
-		}
-		tables = append(tables, got...)
-	}
-	return tables, nil
+	return t.eng.stats(ctx, c, t, d.Schemas)
 }
 
 // difference is a table that is not as the backup holds it.

@@ -263,21 +263,21 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 	// that breaks off must end the exec itself, or the mover would wait for the rest forever.
 	execCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	in := &feed{src: rc, cancel: cancel}
+	in := kube.NewStdin(rc, cancel)
 	var stdout, stderr bytes.Buffer
 	err = c.exec(execCtx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 		Command: []string{"ferry", "mover", "unpack", "--stage"}, Stdin: in, Stdout: &stdout, Stderr: &stderr})
 	if jerr := json.Unmarshal(stdout.Bytes(), &st); jerr != nil && err == nil {
 		err = fmt.Errorf("unreadable result: %w", jerr)
 	}
-	if serr := in.stop(); serr != nil {
+	if serr := in.Stop(); serr != nil {
 		rc.Close()
 		return st, serr, nil
 	}
 	if err != nil {
 		err = fmt.Errorf("ferry mover unpack --stage: %w%s", err, moverStderr(stderr.String()))
 		// Was it the stream the mover could not read? Reading on to its end tells, within reason.
-		if in.read == 0 {
+		if in.Sent() == 0 {
 			rc.Close()
 			return st, nil, err // it never got that far
 		}
@@ -386,41 +386,6 @@ func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapsho
 // failedDrainLimit is how much of a stream ferry reads on after a mover failed, to tell a bad
 // backup from a failing target.
 const failedDrainLimit = 256 << 20
-
-// feed hands a backup's stream to an exec's stdin. An error of the stream cancels the exec; stop
-// takes the stream back once the exec is over, whatever its stdin copier still does.
-type feed struct {
-	mu      sync.Mutex
-	src     io.Reader
-	cancel  context.CancelCauseFunc
-	stopped bool
-	err     error
-	read    int64
-}
-
-func (f *feed) Read(p []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped {
-		return 0, io.EOF
-	}
-	n, err := f.src.Read(p)
-	f.read += int64(n)
-	if err != nil && err != io.EOF {
-		f.err = err
-		f.cancel(err)
-		return n, io.EOF // the exec ends by the cancel; its stdin copier need not report it too
-	}
-	return n, err
-}
-
-// stop ends the feed and returns the stream's error, if it had one.
-func (f *feed) stop() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stopped = true
-	return f.err
-}
 
 // Roles of mover pods on a target.
 const (

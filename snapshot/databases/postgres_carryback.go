@@ -90,6 +90,18 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// carryBack carries a PostgreSQL dump back into blue's existing databases; a row blue cannot
+// hold is a refusal of its table in the report.
+func (postgres) carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snapshot.Database, t target, report *snapshot.Report) error {
+	err := c.carryBackPostgres(ctx, r, d, t, report)
+	var refusal *carryRefusal
+	if errors.As(err, &refusal) {
+		report.Add(kind, snapshot.StatusFailed, d.Name+"/"+refusal.table, refusal.detail)
+		return nil
+	}
+	return err
+}
+
 // carryBackPostgres carries a PostgreSQL dump back into blue's existing databases.
 func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target, report *snapshot.Report) error {
 	green := map[string]*shape{}

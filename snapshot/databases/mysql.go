@@ -1,0 +1,271 @@
+package databases
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+)
+
+// mysql is the engine of MySQL and MariaDB servers: mysqldump dumps the schemas, the mysql client
+// loads and queries them. Its staging of a carry-back is in stage.go, its packet size in
+// packet.go.
+type mysql struct{}
+
+// systemSchemas belong to the server, not to the platform.
+var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "performance_schema": true, "sys": true}
+
+func mysqlShell(program string, cred credentials, args ...string) []string {
+	return clientShell("MYSQL_PWD", "MYSQL_ROOT_PASSWORD", program, append([]string{"--user=" + cred.user}, args...)...)
+}
+
+// query runs SQL in one mysql session and returns its tab-separated rows. The script ends with quit,
+// so the client stops without waiting for the end of stdin.
+func (c Dumps) query(ctx context.Context, item plans.DataItem, container string, cred credentials, sql string) ([][]string, error) {
+	var out bytes.Buffer
+	stdin := strings.NewReader(cred.password + "\n" + sql + "\nquit\n")
+	if err := c.exec(ctx, item, container, mysqlShell("mysql", cred, "--batch", "--skip-column-names"), stdin, &out); err != nil {
+		return nil, err
+	}
+	return tabRows(&out)
+}
+
+func (mysql) defaultUser() string { return "root" }
+
+func (mysql) listSchemas(ctx context.Context, c Dumps, t target) ([]string, error) {
+	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SHOW DATABASES;")
+	if err != nil {
+		return nil, fmt.Errorf("list schemas: %w", err)
+	}
+	return firstNotIn(rows, systemSchemas), nil
+}
+
+// dump runs mysqldump on all the schemas at once, in one transaction.
+func (mysql) dump(ctx context.Context, c Dumps, t target, schemas []string, out io.Writer) error {
+	// The client's own limit (mysqldump's default is 24 MiB) would refuse a bigger row.
+	args := append([]string{"--single-transaction", "--routines", "--triggers", "--events", "--hex-blob",
+		"--max-allowed-packet=" + strconv.Itoa(maxPacket), "--databases"}, schemas...)
+	if err := c.exec(ctx, t.item, t.cfg.Container, mysqlShell("mysqldump", t.cred, args...), strings.NewReader(t.cred.password+"\n"), out); err != nil {
+		return fmt.Errorf("mysqldump in pod %s/%s: %w", t.item.Namespace, t.item.Pod, err)
+	}
+	return nil
+}
+
+// stats counts rows and checksums every base table, in one consistent snapshot.
+func (mysql) stats(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.Table, error) {
+	quoted := make([]string, len(schemas))
+	for i, s := range schemas {
+		quoted[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	}
+	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type='BASE TABLE' AND table_schema IN ("+strings.Join(quoted, ",")+") ORDER BY 1, 2;")
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	var sql strings.Builder
+	sql.WriteString("START TRANSACTION WITH CONSISTENT SNAPSHOT;\n")
+	for _, r := range rows {
+		fmt.Fprintf(&sql, "SELECT 'rows', %s, %s, COUNT(*) FROM %s.%s;\n", quote(r[0]), quote(r[1]), mysqlIdent(r[0]), mysqlIdent(r[1]))
+		fmt.Fprintf(&sql, "CHECKSUM TABLE %s.%s EXTENDED;\n", mysqlIdent(r[0]), mysqlIdent(r[1]))
+	}
+	sql.WriteString("COMMIT;")
+	out, err := c.query(ctx, t.item, t.cfg.Container, t.cred, sql.String())
+	if err != nil {
+		return nil, fmt.Errorf("count and checksum tables: %w", err)
+	}
+	var tables []snapshot.Table
+	for _, r := range out {
+		switch {
+		case len(r) == 4 && r[0] == "rows":
+			n, err := strconv.ParseInt(r[3], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("row count of %s.%s: %q", r[1], r[2], r[3])
+			}
+			tables = append(tables, snapshot.Table{Schema: r[1], Name: r[2], Rows: n})
+		case len(r) == 2 && len(tables) > 0: // CHECKSUM TABLE: "schema.table<TAB>checksum"
+			tables[len(tables)-1].Checksum = r[1]
+		}
+	}
+	if len(tables) != len(rows) {
+		return nil, fmt.Errorf("counted %d of %d tables", len(tables), len(rows))
+	}
+	return tables, nil
+}
+
+// mysqlIdent quotes a MySQL identifier.
+func mysqlIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+func (mysql) shapes(ctx context.Context, c Dumps, t target, schemas []string) (map[string]*shape, error) {
+	in := make([]string, len(schemas))
+	for i, s := range schemas {
+		in[i] = quote(s)
+	}
+	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, mysqlShapeSQL(strings.Join(in, ",")))
+	if err != nil {
+		return nil, fmt.Errorf("read the tables' columns: %w", err)
+	}
+	out := map[string]*shape{}
+	if err := readShapeRows(rows, "", shapesInto(out)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// mysqlShapeSQL lists columns ("c", schema, table, name, type, not null, filled, generated) and
+// primary key columns ("k", schema, table, name) of the base tables of the schemas, in order.
+func mysqlShapeSQL(schemas string) string {
+	return `SELECT 'c', c.table_schema, c.table_name, c.column_name, c.column_type, c.is_nullable = 'NO',
+ (c.column_default IS NOT NULL OR c.extra LIKE '%auto_increment%' OR c.extra LIKE '%GENERATED%' OR c.extra LIKE '%PERSISTENT%'),
+ (c.extra LIKE '%GENERATED%' OR c.extra LIKE '%PERSISTENT%' OR c.extra LIKE '%VIRTUAL%')
+ FROM information_schema.columns c JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+ WHERE t.table_type = 'BASE TABLE' AND c.table_schema IN (` + schemas + `) ORDER BY c.table_schema, c.table_name, c.ordinal_position;
+SELECT 'k', table_schema, table_name, column_name FROM information_schema.key_column_usage
+ WHERE constraint_name = 'PRIMARY' AND table_schema IN (` + schemas + `) ORDER BY table_schema, table_name, ordinal_position;`
+}
+
+// digests runs all the queries in one session. The client streams rows (--quick) rather than
+// hold a table's in memory.
+func (mysql) digests(ctx context.Context, c Dumps, t target, qs []digestQuery, out io.Writer) error {
+	if len(qs) == 0 {
+		return nil
+	}
+	var script strings.Builder
+	script.WriteString("START TRANSACTION WITH CONSISTENT SNAPSHOT;\n")
+	for _, q := range qs {
+		script.WriteString(digestSQL(false, q))
+	}
+	script.WriteString("COMMIT;")
+	stdin := strings.NewReader(t.cred.password + "\n" + script.String() + "\nquit\n")
+	cmd := mysqlShell("mysql", t.cred, "--batch", "--skip-column-names", "--quick")
+	if err := c.exec(ctx, t.item, t.cfg.Container, cmd, stdin, out); err != nil {
+		return fmt.Errorf("digest rows: %w", err)
+	}
+	return nil
+}
+
+// prepareLoad makes the server take the dump's largest statement (fitPacket), and drops the
+// staging schemas, or with Replace the dumped schemas, before the dump runs.
+func (mysql) prepareLoad(ctx context.Context, c Dumps, t target, d snapshot.Database, checked *checkedDump, stage map[string]string) (loading, error) {
+	// The client's own limit (16 MiB by default) would refuse a bigger statement.
+	l := loading{cmd: mysqlShell("mysql", t.cred, "--batch", "--max-allowed-packet="+strconv.Itoa(maxPacket)), end: "\nquit\n"}
+	putBack, err := c.fitPacket(ctx, t, d, checked.largest)
+	if err != nil {
+		return l, err
+	}
+	l.putBack = putBack
+	if stage != nil {
+		for _, schema := range d.Schemas {
+			l.begin += "DROP DATABASE IF EXISTS " + mysqlIdent(stage[schema]) + ";\n"
+		}
+	} else if c.Replace {
+		for _, schema := range d.Schemas {
+			l.begin += "DROP DATABASE IF EXISTS " + mysqlIdent(schema) + ";\n"
+		}
+	}
+	return l, nil
+}
+
+// carryBack loads the dump into staging schemas beside blue's (dropped again at the end), then
+// replaces the rows of the tables both have in one transaction (swapSQL) and counts them.
+func (mysql) carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snapshot.Database, t target, report *snapshot.Report) (err error) {
+	stage := map[string]string{}
+	back := map[string]string{}
+	var staging []string
+	for _, s := range d.Schemas {
+		stage[s], back[stagingName(s)] = stagingName(s), s
+		staging = append(staging, stagingName(s))
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		var drop strings.Builder
+		for _, s := range staging {
+			drop.WriteString("DROP DATABASE IF EXISTS " + mysqlIdent(s) + ";\n")
+		}
+		if _, derr := c.query(ctx, t.item, t.cfg.Container, t.cred, drop.String()); derr != nil {
+			err = errors.Join(err, fmt.Errorf("drop the staging schemas %s: %w", strings.Join(staging, ", "), derr))
+		}
+	}()
+	if err := c.load(ctx, r, d, t, stage); err != nil {
+		return fmt.Errorf("%w; the target's own schemas were not changed", err)
+	}
+	staged, err := t.eng.shapes(ctx, c, t, staging)
+	if err != nil {
+		return err
+	}
+	green := map[string]*shape{}
+	for _, s := range staged {
+		s.Schema = back[s.Schema]
+		green[tableKey(s.Schema, s.Name)] = s
+	}
+	plan, ok, err := c.planInto(ctx, t, d, green, report)
+	if err != nil || !ok {
+		return err
+	}
+	name := func(table string) string { return d.Name + "/" + table }
+	if len(plan.copies) > 0 {
+		sql, tables := swapSQL(plan.copies, stage)
+		if _, err := c.query(ctx, t.item, t.cfg.Container, t.cred, sql); err != nil {
+			var ce *clientError
+			if line := int(clientLineOf(err)); errors.As(err, &ce) && line > 0 && line <= len(tables) && tables[line-1] != "" {
+				report.Add(kind, snapshot.StatusFailed, name(tables[line-1]), "a row of the backup does not fit the target's table: "+ce.message+"; the transaction was rolled back: nothing of database "+d.Name+" was changed")
+				return nil
+			}
+			return fmt.Errorf("replace the rows of the shared tables: %w; the transaction was not committed", err)
+		}
+	}
+	for _, n := range plan.left {
+		report.Add(kind, snapshot.StatusSkipped, name(n.table), n.detail)
+	}
+	// The rows written are counted against the backup's.
+	want := map[string]int64{}
+	for _, tbl := range d.Tables {
+		want[tbl.Schema+"."+tbl.Name] = tbl.Rows
+	}
+	ok = true
+	for _, cp := range plan.copies {
+		rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT COUNT(*) FROM "+mysqlIdent(cp.schema)+"."+mysqlIdent(cp.name)+";")
+		if err != nil {
+			return fmt.Errorf("count the rows carried back into %s.%s: %w", cp.schema, cp.name, err)
+		}
+		table := cp.schema + "." + cp.name
+		if len(rows) != 1 || rows[0][0] != strconv.FormatInt(want[table], 10) {
+			report.Add(kind, snapshot.StatusFailed, name(table), fmt.Sprintf("after the carry-back: rows: backup %d, target %v", want[table], rows))
+			ok = false
+		}
+	}
+	if ok {
+		report.Count(kind, snapshot.StatusRestored)
+	}
+	return nil
+}
+
+// swapSQL replaces the rows of each table to copy by the staging table's, in one transaction, one
+// statement a line; tables[i] is the table of the statement on line i+1 ("" for none).
+func swapSQL(copies []tableCopy, stage map[string]string) (string, []string) {
+	lines := []string{"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION';", "SET SESSION foreign_key_checks = 0;", "START TRANSACTION;"}
+	tables := []string{"", "", ""}
+	for _, c := range copies {
+		cols := make([]string, len(c.columns))
+		for i, col := range c.columns {
+			cols[i] = mysqlIdent(col)
+		}
+		list := strings.Join(cols, ", ")
+		lines = append(lines,
+			"DELETE FROM "+mysqlIdent(c.schema)+"."+mysqlIdent(c.name)+";",
+			"INSERT INTO "+mysqlIdent(c.schema)+"."+mysqlIdent(c.name)+" ("+list+") SELECT "+list+" FROM "+mysqlIdent(stage[c.schema])+"."+mysqlIdent(c.name)+";")
+		tables = append(tables, c.schema+"."+c.name, c.schema+"."+c.name)
+	}
+	lines = append(lines, "COMMIT;")
+	tables = append(tables, "")
+	return strings.Join(lines, "\n"), tables
+}
