@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -29,6 +30,17 @@ func (tb *Testbed) AddCluster(ctx context.Context, name string) (*Cluster, error
 		err = tb.save()
 	}
 	if err != nil {
+		// A cluster that did not come up is removed, so that a later test adds it anew rather
+		// than finding a broken one under its name.
+		if c != nil {
+			if derr := c.delete(ctx); derr != nil {
+				err = errors.Join(err, fmt.Errorf("remove it: %w", derr))
+			}
+			delete(tb.Clusters, name)
+			if werr := tb.writeKubeconfig(); werr == nil {
+				tb.save()
+			}
+		}
 		return nil, fmt.Errorf("testbed: add cluster %s: %w", name, err)
 	}
 	watchCtx := tb.watchContext()

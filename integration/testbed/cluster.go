@@ -173,7 +173,7 @@ func (c *Cluster) waitReady(ctx context.Context, nodes int) error {
 	}
 	// Generous: late in a test run five clusters share two cores, and a controller-manager then takes
 	// minutes to make the default ServiceAccount.
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		err := func() error {
 			if _, err := kc.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {

@@ -50,7 +50,7 @@ func (c Dumps) liveTables(ctx context.Context, r *snapshot.Reader, d snapshot.Da
 	if err != nil {
 		return nil, err
 	}
-	shapes, err := c.shapes(ctx, t.item, t.cfg.Container, t.cred, d.Engine, d.Schemas)
+	shapes, err := t.eng.shapes(ctx, c, t, d.Schemas)
 	if err != nil {
 		return nil, err
 	}
