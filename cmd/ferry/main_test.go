@@ -53,3 +53,39 @@ func TestVersionJSON(t *testing.T) {
 		t.Fatalf("version -o json printed %q (%v), want version and goVersion", out, err)
 	}
 }
+
+// Each command checks all its flags in Validate, before it opens storage or reaches a cluster:
+// a resumed run or a rollback too. No kubeconfig and an empty storage, so anything that got past
+// the checks would fail otherwise.
+func TestValidateBeforeRun(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("KUBECONFIG", dir+"/none")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"resume with bad parallel", []string{"migrate", "--resume", "r-1", "--parallel", "0"}, "--parallel 0"},
+		{"resume with bad output", []string{"migrate", "--resume", "r-1", "-o", "toml"}, `--output "toml"`},
+		{"migrate with bad parallel", []string{"migrate", "--from", "a", "--to", "b", "--parallel", "0"}, "--parallel 0"},
+		{"migrate with the same clusters", []string{"migrate", "--from", "a", "--to", "a"}, "blue and green must be two clusters"},
+		{"rollback with bad parallel", []string{"rollback", "--run", "r-1", "--parallel", "0"}, "--parallel 0"},
+		{"finalize with a bad identity", []string{"migrate", "finalize", "r-1", "--identity", dir + "/nokey"}, "--identity"},
+		{"restore without a backup", []string{"restore", "--to", "b"}, "needs --backup"},
+		{"restore with a bad existing", []string{"restore", "--backup", "b1", "--existing", "sometimes"}, `--existing "sometimes"`},
+		{"verify with bad parallel", []string{"verify", "--backup", "b1", "--parallel", "0"}, "--parallel 0"},
+		{"backup with bad parallel", []string{"backup", "--parallel", "0"}, "--parallel 0"},
+		{"backup with a bad selection", []string{"backup", "--include-namespaces", "Not_A_Namespace"}, "Not_A_Namespace"},
+		{"flip with a bad side", []string{"flip", "--run", "r-1", "--to", "purple"}, `--to "purple"`},
+		{"status with bad output", []string{"migrate", "status", "r-1", "-o", "toml"}, `--output "toml"`},
+		{"backups list with yaml", []string{"backups", "list", "-o", "yaml"}, `--output "yaml": want json`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			streams, _, _, errOut := genericiooptions.NewTestIOStreams()
+			code := run(context.Background(), append([]string{"--storage", "file://" + dir}, tc.args...), streams)
+			if code != exitBadInput || !strings.Contains(errOut.String(), tc.wantErr) {
+				t.Fatalf("ferry %v: exit %d, want %d naming %q; stderr: %s", tc.args, code, exitBadInput, tc.wantErr, errOut)
+			}
+		})
+	}
+}
