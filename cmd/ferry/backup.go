@@ -37,7 +37,11 @@ type backupOptions struct {
 }
 
 func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &backupOptions{global: global, streams: streams}
+	return (&backupOptions{global: global, streams: streams}).command()
+}
+
+// command binds o to the flags of a new ferry backup command.
+func (o *backupOptions) command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backup --from CONTEXT [--plan plan.yaml | -f ferry.yaml | --preset P] [--name N]",
 		Short: "Snapshot a cluster into storage as a Velero-compatible backup",

@@ -480,12 +480,14 @@ func newRollbackCommand(global *globalOptions, streams genericiooptions.IOStream
 		Short: "Traffic back to blue's saved state, blue's writers back on, green's stopped",
 		Long: `rollback sends traffic back to blue's saved state, starts blue's writers again and stops green's.
 Once green may have taken writes (its writers started and traffic reached it), rolling back would lose
-them: rollback then refuses (exit 2) and names the databases, volumes, buckets and objects at risk.
+them: rollback then refuses (exit 4) and names the databases, volumes, buckets and objects at risk.
 --carry-back brings them to blue first: green's writers stop, green is backed up (backup ID-carry-back),
 the backup is restored onto blue replacing blue's copies (schemas replaced, volume trees and buckets
 synced with deletions, objects replaced, objects deleted on green deleted on blue) and blue is
 verified against it; only then does traffic go back. Every step is journaled: run the same command
-again to resume. --discard-green-writes goes back without them. Either choice is journaled, with who.`,
+again to resume. --discard-green-writes goes back without them. Either choice is journaled, with who.
+Exit codes: 0 rolled back, 4 refused because green's writes would be lost (named), 3 stopped (the
+report says why, and how to go on), 1 failed, 2 bad input.`,
 		Args: noArgs,
 		RunE: runE(o),
 	}
