@@ -329,7 +329,7 @@ func (o *migrateOptions) run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(o.streams.ErrOut, "Run %s (journal in %s)\n", r.Journal.Run.ID, o.global.storageURL)
-	return o.finish(ctx, r, r.Drive(ctx))
+	return o.finish(ctx, r, flagged(r.Drive(ctx)))
 }
 
 func (o *migrateOptions) start(ctx context.Context) (*migrate.Runner, error) {
