@@ -76,7 +76,7 @@ func exitCode(err error) int {
 func hint(err error) error {
 	switch {
 	case errors.Is(err, snapshot.ErrNoIdentity), errors.Is(err, snapshot.ErrWrongIdentity):
-		return fmt.Errorf("%w (--identity gives the key file)", err)
+		return fmt.Errorf("%w; give the key with --identity", err)
 	}
 	return err
 }

@@ -168,6 +168,9 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 		fmt.Fprintf(o.streams.Out, "\nStopped: %v.\nThis ferry no longer acts on either cluster; see ferry migrate status %s.\n", lost, id)
 		return fmt.Errorf("run %s: %w (stopped at: %v)", id, lost, err)
 	case r.CarryingBack():
+		if errors.Is(err, migrate.ErrSkipped) {
+			fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped: green's backup skipped items. To go on without them: ferry rollback --run %s --carry-back --allow-skipped\n", id)
+		}
 		fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped. When it is fixed: ferry rollback --run %s --carry-back   (or without green's writes: ferry rollback --run %s --discard-green-writes)\n", id, id)
 		if errors.Is(err, migrate.ErrStopped) {
 			return &incompleteError{msg: err.Error()}
