@@ -345,8 +345,8 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		putBucketObject(t, greenS3, "notes/green.txt", []byte(greenObject), nil)
 
 		// A plain rollback refuses, naming what green holds that blue lacks (names, never values).
-		if code, _, errOut := c.ferry(t, "--storage", url, "rollback", "--run", runID, "--identity", identity); code != 2 || !strings.Contains(errOut, "v1 Secret "+canaryNS+"/creds") {
-			t.Errorf("a plain rollback after green's writes exited %d, want 2 naming the Secret\nstderr: %s", code, lastLines(errOut, 5))
+		if code, _, errOut := c.ferry(t, "--storage", url, "rollback", "--run", runID, "--identity", identity); code != 4 || !strings.Contains(errOut, "v1 Secret "+canaryNS+"/creds") {
+			t.Errorf("a plain rollback after green's writes exited %d, want 4 (a refusal to lose data) naming the Secret\nstderr: %s", code, lastLines(errOut, 5))
 		}
 		code, out, errOut := c.ferry(t, "--storage", url, "--log-format", "json", "rollback", "--run", runID, "--carry-back", "--identity", identity, "--lease-ttl", testLeaseTTL.String())
 		if code != 0 {

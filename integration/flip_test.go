@@ -19,7 +19,7 @@ import (
 // green by hand through a traffic command that changes the front and then fails (as a command
 // list that applied its first change and not its second). Traffic may already reach green, so
 // the journal holds the note that green may take writes, and a plain ferry rollback refuses
-// (exit 2) until told what to do with them; --discard-green-writes then puts blue's split back.
+// (exit 4) until told what to do with them; --discard-green-writes then puts blue's split back.
 func TestFlipThatFailsHalfWayRefusesAPlainRollback(t *testing.T) {
 	cutover(t)
 	_, blueKC := clients(t, "blue")
@@ -79,8 +79,8 @@ fi
 	t.Logf("the failed flip: exit %d, %s; journaled %q at %s", code, strings.TrimSpace(errOut), note.Detail, note.At.Format(time.RFC3339Nano))
 
 	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id)
-	if code != 2 || !strings.Contains(errOut, "--discard-green-writes") || !strings.Contains(errOut, "--carry-back") {
-		t.Fatalf("a plain rollback after the failed flip exited %d, want 2 naming --carry-back and --discard-green-writes\nstdout: %s\nstderr: %s", code, out, errOut)
+	if code != 4 || !strings.Contains(errOut, "--discard-green-writes") || !strings.Contains(errOut, "--carry-back") {
+		t.Fatalf("a plain rollback after the failed flip exited %d, want 4 naming --carry-back and --discard-green-writes\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	if got, _ := os.ReadFile(front); strings.TrimSpace(string(got)) != "0 100" {
 		t.Errorf("the refused rollback changed the front: %q", got)

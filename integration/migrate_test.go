@@ -282,8 +282,8 @@ func TestMigrateSurvivesBeingKilledInEachState(t *testing.T) {
 	// Green has served everything: rolling back would drop its writes, so ferry refuses and says
 	// what would be lost, unless told to discard them — which the journal records.
 	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id)
-	if code != 2 || !strings.Contains(errOut, "database kfp-mysql") || !strings.Contains(errOut, "--discard-green-writes") {
-		t.Fatalf("rollback after the cutover should refuse (exit 2) naming what green holds; exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	if code != 4 || !strings.Contains(errOut, "database kfp-mysql") || !strings.Contains(errOut, "--discard-green-writes") {
+		t.Fatalf("rollback after the cutover should refuse (exit 4) naming what green holds; exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--discard-green-writes")
 	if code != 0 {

@@ -305,7 +305,7 @@ func TestPlanBadInput(t *testing.T) {
 	}{
 		{[]string{"plan", "--from", "blue", "-f", bad}, bad + ": databases[0].engine"},
 		{[]string{"plan", "--from", "blue", "--preset", "nope"}, `--preset "nope"`},
-		{[]string{"plan", "--from", "blue", "--storage-class-map", "gp3"}, `--storage-class-map "gp3": want OLD=NEW`},
+		{[]string{"plan", "--from", "blue", "--storage-class-map", "gp3"}, `--storage-class-map "gp3": want FROM=TO`},
 		{[]string{"plan", "--from", "blue", "-o", "table"}, `--output "table"`},
 		{[]string{"plan", "--from", "no-such-context"}, `"no-such-context"`},
 	} {

@@ -197,8 +197,8 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 			"v1 ConfigMap " + carryNS + "/created", "v1 Secret " + carryNS + "/created-secret",
 			"v1 ConfigMap " + carryNS + "/edited", "v1 ConfigMap " + carryNS + "/trimmed", "v1 ConfigMap " + carryNS + "/doomed", "--carry-back", "--discard-green-writes"}
 		code, out, errOut := runFerry(t, "--storage", url, "rollback", "--run", id)
-		if code != 2 {
-			t.Fatalf("rollback without a flag after green took writes exited %d, want 2\nstdout: %s\nstderr: %s", code, out, errOut)
+		if code != 4 {
+			t.Fatalf("rollback without a flag after green took writes exited %d, want 4 (a refusal to lose data)\nstdout: %s\nstderr: %s", code, out, errOut)
 		}
 		for _, want := range atRisk {
 			if !strings.Contains(errOut, want) {

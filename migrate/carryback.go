@@ -55,7 +55,7 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 	case r.Journal.Current() == Finalized:
 		return fmt.Errorf("run %s is finalized: %w", r.Journal.Run.ID, ErrStopped)
 	case o.CarryBack && o.DiscardGreenWrites:
-		return badinput.Errorf("--carry-back and --discard-green-writes exclude each other: carry green's writes back, or drop them")
+		return badinput.Value("rollback", "", "carrying green's writes back and discarding them exclude each other: carry them back, or drop them")
 	}
 	if o.Why == "" {
 		o.Why = "by hand"
@@ -68,6 +68,11 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 				return err
 			}
 		case o.CarryBack || carrying:
+			// Green's names map back to blue's only when no two of blue's namespaces became one;
+			// the maps are checked when given, this holds runs journaled before that.
+			if err := plans.CheckNamespaceMap(kinds.EffectiveMappingOf(r.plan, r.o.Mapping).Namespaces); err != nil {
+				return fmt.Errorf("run %s cannot carry green's writes back: %w", r.Journal.Run.ID, err)
+			}
 			if !carrying {
 				if err := r.record(ctx, Event{State: r.Journal.Current(), Phase: Note, Detail: NoteCarryBack + " by " + o.By}); err != nil {
 					return err
@@ -78,7 +83,7 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 			}
 			o.Why += ", green's writes carried back"
 		default:
-			return fmt.Errorf("%w since %s: %s; --carry-back brings them to blue first, --discard-green-writes rolls back without them",
+			return fmt.Errorf("%w since %s: %s",
 				ErrGreenWrites, e.At.Local().Format(time.RFC3339), r.atRisk(ctx))
 		}
 	}

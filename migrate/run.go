@@ -69,6 +69,9 @@ var ErrPaused = errors.New("paused")
 // verification differences); the journal says what.
 var ErrStopped = errors.New("stopped")
 
+// ErrSkipped matches a run stopped because its backup skipped items (Options.AllowSkipped goes on).
+var ErrSkipped = errors.New("a run that allows skipped items goes on without them")
+
 // Start begins a new run: the journal first, then the lease on both clusters.
 func Start(ctx context.Context, o Options) (*Runner, error) {
 	o = o.withDefaults()
@@ -230,7 +233,7 @@ func (r *Runner) Drive(ctx context.Context) error {
 		return nil
 	}
 	if _, ok := r.carryBackNote(); ok {
-		return fmt.Errorf("run %s is carrying green's writes back to blue: ferry rollback --run %s --carry-back goes on with it: %w", r.Journal.Run.ID, r.Journal.Run.ID, ErrStopped)
+		return fmt.Errorf("run %s is carrying green's writes back to blue: only the carry-back goes on with it: %w", r.Journal.Run.ID, ErrStopped)
 	}
 	if err := r.steps(ctx, []stateStep{
 		{Planned, r.planStep},
@@ -434,7 +437,7 @@ func (r *Runner) gateSkipped(m *snapshot.Manifest, lacks []string, prefix string
 	}
 	if len(what) > 0 {
 		if !r.o.AllowSkipped {
-			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (--allow-skipped goes on without them): %s: %w", m.Name, len(what), strings.Join(what, "; "), ErrStopped)
+			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (%w): %s: %w", m.Name, len(what), ErrSkipped, strings.Join(what, "; "), ErrStopped)
 		}
 		detail += fmt.Sprintf("; skipped (allowed): %s", strings.Join(what, "; "))
 	}

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ferrykube/ferry/internal/badinput"
@@ -127,11 +127,14 @@ func Presets() []string {
 	return names
 }
 
+// PresetName names the preset asked for in errors (a command line names its flag instead).
+const PresetName = "preset"
+
 // LoadPreset returns an embedded preset.
 func LoadPreset(name string) (Config, error) {
 	data, err := presetFiles.ReadFile("presets/" + name + ".yaml")
 	if err != nil {
-		return Config{}, badinput.Errorf("--preset %q: unknown preset (known: %s)", name, strings.Join(Presets(), ", "))
+		return Config{}, badinput.Value(PresetName, strconv.Quote(name), "unknown preset (known: %s)", strings.Join(Presets(), ", "))
 	}
 	return ParseConfig("preset "+name, data)
 }
@@ -151,7 +154,7 @@ func LoadConfig(path, preset string) (Config, error) {
 	if preset == "" {
 		preset = cfg.Preset
 	} else if cfg.Preset != "" && cfg.Preset != preset {
-		return Config{}, badinput.Errorf("%s: preset %q conflicts with --preset %q", path, cfg.Preset, preset)
+		return Config{}, badinput.Value(PresetName, strconv.Quote(preset), "conflicts with %s's preset %q", path, cfg.Preset)
 	}
 	if preset == "" {
 		return cfg, nil
@@ -292,20 +295,11 @@ func (c Config) Validate() error {
 			bad(f+".action", "%q: want scale-to-zero, suspend, annotate or patch", q.Action)
 		}
 	}
-	for _, m := range []struct {
-		field string
-		m     map[string]string
-	}{{"storageClassMap", c.StorageClassMap}, {"namespaceMap", c.NamespaceMap}} {
-		keys := make([]string, 0, len(m.m))
-		for k := range m.m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if k == "" || m.m[k] == "" {
-				bad(m.field, "%q: %q: names must not be empty", k, m.m[k])
-			}
-		}
+	if err := CheckStorageClassMap(c.StorageClassMap); err != nil {
+		bad("storageClassMap", "%s", reason(err))
+	}
+	if err := CheckNamespaceMap(c.NamespaceMap); err != nil {
+		bad("namespaceMap", "%s", reason(err))
 	}
 	for field, v := range map[string]float64{
 		"throughput.objectsPerSecond": c.Throughput.ObjectsPerSecond, "throughput.volumeMiBPerSecond": c.Throughput.VolumeMiBPerSec,

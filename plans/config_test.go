@@ -29,6 +29,9 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"sensitive kind, not resource", "sensitive:\n- {resource: ConfigMap}\n", `sensitive[0].resource: "ConfigMap"`},
 		{"sensitive list index", "sensitive:\n- {resource: deployments.apps, paths: [\"spec.template.spec.containers[0].env\"]}\n", "sensitive[0].paths[0]"},
 		{"not yaml", "databases: [\n", "ferry.yaml: "},
+		{"many namespaces to one", "namespaceMap: {a: x, b: x}\n", "namespaceMap: a and b are both mapped to x"},
+		{"namespace map, not a namespace", "namespaceMap: {a: X_Y}\n", `namespaceMap: "X_Y" is not a namespace name`},
+		{"empty storage class", "storageClassMap: {gp3: ''}\n", `storageClassMap: "gp3": "": names must not be empty`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("ferry.yaml", []byte(tc.yaml))

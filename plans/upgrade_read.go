@@ -18,6 +18,9 @@ import (
 
 var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
+// LeaveBehindName names a CRD left behind in errors (a command line names its flag instead).
+const LeaveBehindName = "leave-behind"
+
 // UpgradeOptions tune PlanUpgrade.
 type UpgradeOptions struct {
 	// LeaveBehind are CRDs ("pytorchjobs.kubeflow.org") that green's release removed and whose
@@ -32,7 +35,7 @@ type UpgradeOptions struct {
 // those whose CRD opts.LeaveBehind names.
 func PlanUpgrade(ctx context.Context, p *Plan, blue, green Clients, opts UpgradeOptions) error {
 	if p.Config.Platform.IsZero() {
-		return badinput.Errorf("--upgrade: no platform section says what green's release installs; use a preset that has one (--preset kubeflow) or add platform to ferry.yaml")
+		return badinput.Value("upgrade", "", "no platform section says what green's release installs; use a preset that has one (kubeflow) or add platform to ferry.yaml")
 	}
 	filter, err := NewFilter(p.Config)
 	if err != nil {
@@ -92,7 +95,7 @@ func PlanUpgrade(ctx context.Context, p *Plan, blue, green Clients, opts Upgrade
 			for _, c := range u.Release.CRDsRemoved {
 				names = append(names, c.Name)
 			}
-			return badinput.Errorf("--leave-behind %s: not a CRD of blue's release that green's lacks (those are: %s)", lb, orDefault(strings.Join(names, ", "), "none"))
+			return badinput.Value(LeaveBehindName, lb, "not a CRD of blue's release that green's lacks (those are: %s)", orDefault(strings.Join(names, ", "), "none"))
 		}
 		if !slices.Contains(u.LeaveBehind, lb) {
 			u.LeaveBehind = append(u.LeaveBehind, lb)

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -275,6 +276,9 @@ func Create(ctx context.Context, store storage.Backend, name string, source plan
 	return w, nil
 }
 
+// RecipientName names a recipient in errors (a command line names its flag instead).
+const RecipientName = "recipient"
+
 // ParseRecipients reads age recipients ("age1..."). A value that is not one is shown only when it
 // looks like a recipient: anything else may be a secret given by mistake, an age identity most
 // of all, and the error goes to terminals and CI logs (age's own error quotes the value whole).
@@ -283,14 +287,14 @@ func ParseRecipients(recipients []string) ([]age.Recipient, error) {
 	for i, r := range recipients {
 		parsed, err := age.ParseX25519Recipient(r)
 		if err != nil {
-			which := fmt.Sprintf("--encrypt-to (value %d of %d)", i+1, len(recipients))
+			which := fmt.Sprintf("(value %d of %d)", i+1, len(recipients))
 			switch upper := strings.ToUpper(r); {
 			case strings.HasPrefix(upper, "AGE-SECRET-KEY-") || strings.HasPrefix(upper, "AGE-PLUGIN-"):
-				return nil, badinput.Errorf("%s is an age identity, a secret key, not shown: give its recipient (age-keygen -y prints it) and keep the identity for --identity", which)
+				return nil, badinput.Value(RecipientName, which, "is an age identity, a secret key, not shown: give its recipient (age-keygen -y prints it) and keep the identity to read the backup")
 			case strings.HasPrefix(r, "age1"):
-				return nil, badinput.Errorf("--encrypt-to %q: not an age X25519 recipient: %s", r, strings.TrimPrefix(err.Error(), fmt.Sprintf("malformed recipient %q: ", r)))
+				return nil, badinput.Value(RecipientName, strconv.Quote(r), "not an age X25519 recipient: %s", strings.TrimPrefix(err.Error(), fmt.Sprintf("malformed recipient %q: ", r)))
 			default:
-				return nil, badinput.Errorf("%s, %d characters, not shown: not an age recipient (age1...)", which, len(r))
+				return nil, badinput.Value(RecipientName, which, "%d characters, not shown: not an age recipient (age1...)", len(r))
 			}
 		}
 		out = append(out, parsed)

@@ -159,9 +159,9 @@ func TestParseRecipientsHidesSecrets(t *testing.T) {
 	for _, tc := range []struct {
 		name, value, want, hidden string
 	}{
-		{"identity", id.String(), "(value 2 of 2) is an age identity, a secret key, not shown", id.String()[16:28]},
+		{"identity", id.String(), "recipient (value 2 of 2): is an age identity, a secret key, not shown", id.String()[16:28]},
 		{"identity in lower case", strings.ToLower(id.String()), "is an age identity", strings.ToLower(id.String()[16:28])},
-		{"password", "hunter2-s3cr3t", "(value 2 of 2), 14 characters, not shown", "s3cr3t"},
+		{"password", "hunter2-s3cr3t", "recipient (value 2 of 2): 14 characters, not shown", "s3cr3t"},
 		{"mistyped recipient", typo, typo, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -73,7 +73,7 @@ func Open(ctx context.Context, store storage.Backend, name string, identities []
 		return nil, err
 	}
 	if m.Encryption != nil && len(identities) == 0 {
-		return nil, badinput.Errorf("backup %s is encrypted with age to %s: give the key with --identity", name, strings.Join(m.Encryption.Recipients, ", "))
+		return nil, badinput.Errorf("backup %s is encrypted with age to %s: %w", name, strings.Join(m.Encryption.Recipients, ", "), ErrNoIdentity)
 	}
 	for _, s := range m.Streams {
 		r.streams[s.Key] = s
@@ -165,18 +165,27 @@ func readVeleroList(ctx context.Context, store storage.Reader, name, file string
 	return nil
 }
 
+// IdentityFileName names an identity file in errors (a command line names its flag instead).
+const IdentityFileName = "identity file"
+
+// ErrNoIdentity and ErrWrongIdentity match the errors of reading an encrypted backup without its key.
+var (
+	ErrNoIdentity    = errors.New("it needs its key, an age identity, to be read")
+	ErrWrongIdentity = errors.New("no identity given is one the backup was encrypted to")
+)
+
 // ParseIdentities reads age identities (AGE-SECRET-KEY-1...) from key files.
 func ParseIdentities(files []string) ([]age.Identity, error) {
 	var out []age.Identity
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
-			return nil, badinput.Errorf("--identity %s: %v", f, err)
+			return nil, badinput.Value(IdentityFileName, f, "%v", err)
 		}
 		ids, err := age.ParseIdentities(bufio.NewReader(fh))
 		fh.Close()
 		if err != nil {
-			return nil, badinput.Errorf("--identity %s: %v", f, err)
+			return nil, badinput.Value(IdentityFileName, f, "%v", err)
 		}
 		out = append(out, ids...)
 	}
@@ -218,14 +227,14 @@ func (r *Reader) Open(ctx context.Context, file string) (io.ReadCloser, error) {
 	}
 	if len(r.identities) == 0 {
 		rc.Close()
-		return nil, badinput.Errorf("backup %s: %s is encrypted: give the key with --identity", r.name, file)
+		return nil, badinput.Errorf("backup %s: %s is encrypted: %w", r.name, file, ErrNoIdentity)
 	}
 	plain, err := age.Decrypt(checked, r.identities...)
 	if err != nil {
 		rc.Close()
 		var noMatch *age.NoIdentityMatchError
 		if errors.As(err, &noMatch) {
-			return nil, badinput.Errorf("backup %s: %s: the --identity given is not one the backup was encrypted to", r.name, file)
+			return nil, badinput.Errorf("backup %s: %s: %w", r.name, file, ErrWrongIdentity)
 		}
 		return nil, fmt.Errorf("backup %s: %s: %w", r.name, file, err)
 	}

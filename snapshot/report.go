@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
-
-	"github.com/ferrykube/ferry/internal/badinput"
 )
 
 // Statuses of items in a restore or verify report.
@@ -194,8 +192,9 @@ func (m Mapping) StorageClass(class string) string {
 	return class
 }
 
-// Inverse maps back what m mapped: the target's names to the source's. A storage class that
-// several classes were mapped to has no single way back and is left as it is.
+// Inverse maps back what m mapped: the target's names to the source's. Namespaces map one to one
+// (plans.CheckNamespaceMap refuses two made one, in flags and ferry.yaml alike); a storage class
+// that several classes were mapped to has no single way back and is left as it is.
 func (m Mapping) Inverse() Mapping {
 	out := Mapping{Namespaces: map[string]string{}, StorageClasses: map[string]string{}}
 	for _, from := range slices.Sorted(maps.Keys(m.Namespaces)) {
@@ -213,25 +212,4 @@ func (m Mapping) Inverse() Mapping {
 		}
 	}
 	return out
-}
-
-// ParseMap reads flag values "a=b" into a map; flag names the flag in errors. Unless manyToOne,
-// two names may not map to the same one (two namespaces cannot become one).
-func ParseMap(flag string, pairs []string, manyToOne bool) (map[string]string, error) {
-	out := map[string]string{}
-	targets := map[string]string{}
-	for _, p := range pairs {
-		from, to, ok := strings.Cut(p, "=")
-		if !ok || from == "" || to == "" {
-			return nil, badinput.Errorf("--%s %q: want FROM=TO", flag, p)
-		}
-		if prev, dup := out[from]; dup && prev != to {
-			return nil, badinput.Errorf("--%s: %s is mapped to both %s and %s", flag, from, prev, to)
-		}
-		if other, dup := targets[to]; dup && other != from && !manyToOne {
-			return nil, badinput.Errorf("--%s: %s and %s are both mapped to %s", flag, other, from, to)
-		}
-		out[from], targets[to] = to, from
-	}
-	return out, nil
 }

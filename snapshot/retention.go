@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,15 +34,15 @@ func (p Policy) Empty() bool {
 	return p.Last == 0 && p.Hourly == 0 && p.Daily == 0 && p.Weekly == 0 && p.Monthly == 0 && p.Yearly == 0
 }
 
-// Check rejects counts below -1 and a negative grace, naming the flag.
+// Check rejects counts below -1 and a negative grace, naming the rule (keep-daily, grace).
 func (p Policy) Check() error {
 	for _, r := range p.rules() {
 		if r.count < -1 {
-			return badinput.Errorf("--keep-%s %d: want a count, or -1 for all", r.name, r.count)
+			return badinput.Value("keep-"+r.name, strconv.Itoa(r.count), "want a count, or -1 for all")
 		}
 	}
 	if p.Grace < 0 {
-		return badinput.Errorf("--grace %s: want a duration of 0 or more", p.Grace)
+		return badinput.Value("grace", p.Grace.String(), "want a duration of 0 or more")
 	}
 	return nil
 }

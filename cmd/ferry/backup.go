@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
-	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/internal/progress"
 	"github.com/ferrykube/ferry/plans"
@@ -26,15 +25,23 @@ type backupOptions struct {
 	streams genericiooptions.IOStreams
 
 	from, planFile, configFile, preset, name string
+	selection                                selectionFlags
 	encryptTo                                []string
-	parallel                                 int
-	moverImage                               string
-	moverDirect                              bool
+	parallel                                 parallelFlag
+	movers                                   moverFlags
 	schedule                                 string
+
+	// Set by complete: the plan from --plan, else the configuration to plan with.
+	plan   *plans.Plan
+	config plans.Config
 }
 
 func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &backupOptions{global: global, streams: streams}
+	return (&backupOptions{global: global, streams: streams}).command()
+}
+
+// command binds o to the flags of a new ferry backup command.
+func (o *backupOptions) command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backup --from CONTEXT [--plan plan.yaml | -f ferry.yaml | --preset P] [--name N]",
 		Short: "Snapshot a cluster into storage as a Velero-compatible backup",
@@ -44,19 +51,16 @@ MySQL/MariaDB databases are dumped in their pods (mysqldump --single-transaction
 counts and checksums; the platform's buckets are copied through a port-forward to their MinIO pod (or
 a direct endpoint) with each object's SHA-256; each bound claim's files are read by a mover pod
 (ferry mover pack) and stored as a compressed tar with every file's SHA-256. PostgreSQL dumps and
-unbound claims are listed as skipped and the exit code is 3.
+unbound claims are listed as skipped and the exit code is 3. Planning now, the selection flags
+(--include-namespaces, --exclude-namespaces, --include-resources, --exclude-resources, -l) narrow
+what moves as they do for ferry plan, over ferry.yaml's include and exclude.
 
 ` + fmt.Sprintf(`While it runs, a backup rewrites its %s every %s. A backup whose ferry was
 killed stays incomplete (ferry backups delete removes it); the next ferry backup into the same
 storage deletes the mover pods it left once its heartbeat is %s old.`,
 			snapshot.HeartbeatFile, snapshot.HeartbeatInterval, snapshot.StaleBeats*snapshot.HeartbeatInterval),
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.from, "from", "", "kubeconfig context of the cluster to back up (default: the current context)")
@@ -64,9 +68,9 @@ storage deletes the mover pods it left once its heartbeat is %s old.`,
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml, when planning now")
 	f.StringVar(&o.preset, "preset", "", "embedded platform preset, when planning now: "+strings.Join(plans.Presets(), ", "))
 	f.StringVar(&o.name, "name", "", "backup name (default ferry-YYYYMMDD-HHMMSS)")
-	f.IntVar(&o.parallel, "parallel", 8, "resource types listed and bucket objects copied at once")
-	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods that read volumes (the ferry image)")
-	f.BoolVar(&o.moverDirect, "mover-direct", false, "mover pods upload volumes to the S3 storage themselves, through part URLs ferry presigns for them (valid 15 minutes; no credentials), so data moves from many nodes at once")
+	o.selection.addFlags(f)
+	o.parallel.addFlags(f, 8, "resource types listed and bucket objects copied at once")
+	o.movers.addFlags(f, "mover pods upload volumes to the S3 storage themselves, through part URLs ferry presigns for them (valid 15 minutes; no credentials), so data moves from many nodes at once")
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients (age1...): encrypt every file of the backup to them; the Velero-compatible copy is then not written")
 	// Set by the CronJob of ferry schedule: recorded in the manifest, it names the backup by default.
 	f.StringVar(&o.schedule, "schedule", "", "the schedule making this backup (default name SCHEDULE-YYYYMMDD-HHMMSS)")
@@ -74,15 +78,35 @@ storage deletes the mover pods it left once its heartbeat is %s old.`,
 	return cmd
 }
 
-func (o *backupOptions) validate() error {
-	if o.planFile != "" && (o.configFile != "" || o.preset != "") {
-		return badinput.Errorf("--plan already holds the configuration: drop -f/--preset")
+// complete reads the plan file, or ferry.yaml and the preset with the flags' selection over them.
+func (o *backupOptions) complete([]string) error {
+	if o.planFile != "" {
+		if o.configFile != "" || o.preset != "" || o.selection.isSet() {
+			return badinput.Errorf("--plan already holds the configuration: drop -f/--preset and the selection flags")
+		}
+		var err error
+		o.plan, err = plans.ReadFile(o.planFile)
+		return err
 	}
-	if o.parallel < 1 {
-		return badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
+	cfg, err := loadConfig(o.configFile, o.preset)
+	if err != nil {
+		return err
+	}
+	o.config = cfg.Merge(o.selection.config())
+	return nil
+}
+
+func (o *backupOptions) validate() error {
+	if o.plan == nil {
+		if err := o.config.Validate(); err != nil {
+			return badinput.Errorf("flags: %w", err)
+		}
+	}
+	if err := o.parallel.validate(); err != nil {
+		return err
 	}
 	if _, err := snapshot.ParseRecipients(o.encryptTo); err != nil {
-		return err
+		return flagged(err)
 	}
 	if o.schedule != "" {
 		if err := schedule.CheckName(o.schedule); err != nil {
@@ -100,13 +124,9 @@ func (o *backupOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var direct storage.Presigner
-	if o.moverDirect {
-		p, ok := store.(storage.Presigner)
-		if !ok {
-			return badinput.Errorf("--mover-direct needs S3 storage that mover pods can reach, not %s", store)
-		}
-		direct = p
+	direct, err := o.movers.presigner(store)
+	if err != nil {
+		return err
 	}
 	restConfig, err := o.global.restConfig(o.from)
 	if err != nil {
@@ -116,21 +136,13 @@ func (o *backupOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var plan *plans.Plan
-	if o.planFile != "" {
-		if plan, err = plans.ReadFile(o.planFile); err != nil {
-			return err
-		}
-	} else {
-		cfg, err := plans.LoadConfig(o.configFile, o.preset)
-		if err != nil {
-			return err
-		}
-		if plan, err = plans.Inventory(ctx, source.Plans(), plans.Options{Config: cfg, Context: o.from, Concurrency: o.parallel, Log: o.global.logger}); err != nil {
+	plan := o.plan
+	if plan == nil {
+		if plan, err = plans.Inventory(ctx, source.Plans(), plans.Options{Config: o.config, Context: o.from, Concurrency: o.parallel.n, Log: o.global.logger}); err != nil {
 			return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
 		}
 	}
-	quotas, err := plans.QuotaCheck{Dynamic: source.Dynamic, Cluster: "source", Mover: plan.Config.Mover}.Check(ctx, plans.Movers(plan.FileClaims(nil), o.parallel))
+	quotas, err := plans.QuotaCheck{Dynamic: source.Dynamic, Cluster: "source", Mover: plan.Config.Mover}.Check(ctx, plans.Movers(plan.FileClaims(nil), o.parallel.n))
 	if err != nil {
 		return err
 	}
@@ -150,7 +162,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 		Log: o.global.logger, Task: "backup " + name, Objects: plan.Estimate.Objects})
 	o.global.logger = meter.Logger(o.global.logger, o.global.logFormat) // above the bar, not across it
 	manifest, err := kinds.Backup(ctx, store, source, kinds.BackupOptions{Name: name, Plan: plan, EncryptTo: o.encryptTo, Schedule: o.schedule,
-		Parallel: o.parallel, MoverImage: o.moverImage, Direct: direct, Progress: meter, Log: o.global.logger})
+		Parallel: o.parallel.n, MoverImage: o.movers.image, Direct: direct, Progress: meter, Log: o.global.logger})
 	meter.Stop()
 	if errors.Is(err, snapshot.ErrExists) {
 		return badinput.Wrap(err)

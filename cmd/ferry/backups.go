@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
@@ -23,93 +22,127 @@ func newBackupsCommand(global *globalOptions, streams genericiooptions.IOStreams
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	var output string
-	list := &cobra.Command{
+	list := &backupsListOptions{global: global, streams: streams, output: newOutputFlags("json")}
+	listCmd := &cobra.Command{
 		Use:   "list",
 		Short: "List backups: complete, running, incomplete (never restorable) or velero (written by Velero)",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return badinput.Errorf("--output %q: want json", output)
-			}
-			store, err := storage.Open(cmd.Context(), global.storageURL)
-			if err != nil {
-				return err
-			}
-			// A backup whose manifest cannot be read is listed as unreadable, and fails the listing
-			// after every backup is shown.
-			infos, listErr := snapshot.List(cmd.Context(), store)
-			if listErr != nil && len(infos) == 0 {
-				return listErr
-			}
-			if done, err := printStructured(streams.Out, output, infos); done {
-				if err == nil {
-					err = listErr
-				}
-				return err
-			}
-			w := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "NAME\tSTATE\tFILES\tSIZE\tCOMPLETED\n")
-			for _, i := range infos {
-				completed := "-"
-				if !i.CompletedAt.IsZero() {
-					completed = i.CompletedAt.UTC().Format(time.RFC3339)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", i.Name, i.State, i.Files, human.Bytes(i.Bytes), completed)
-			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-			return listErr
-		},
+		RunE:  runE(list),
 	}
-	list.Flags().StringVarP(&output, "output", "o", "", "json for machine-readable output")
-	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete one backup completely, complete or not",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return badinput.Errorf("ferry backups delete takes one backup name, got %d arguments", len(args))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return deleteBackup(cmd.Context(), global, streams, args[0])
-		},
-	}
-	var describeOutput string
-	describe := &cobra.Command{
+	list.output.addFlags(listCmd.Flags(), "json for machine-readable output")
+	describe := &backupsDescribeOptions{global: global, streams: streams, output: newOutputFlags("json", "yaml")}
+	describeCmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show what a backup holds: objects by kind, volumes, databases, buckets, sizes, what it skipped",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return badinput.Errorf("ferry backups describe takes one backup name, got %d arguments", len(args))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if describeOutput != "" && describeOutput != "json" && describeOutput != "yaml" {
-				return badinput.Errorf("--output %q: want json or yaml", describeOutput)
-			}
-			store, err := storage.Open(cmd.Context(), global.storageURL)
-			if err != nil {
-				return err
-			}
-			d, err := snapshot.Describe(cmd.Context(), store, args[0], time.Now())
-			if err != nil {
-				return err
-			}
-			return printDescription(streams.Out, store.String(), d, describeOutput)
-		},
+		Args:  oneArg("backups describe", "backup name", ""),
+		RunE:  runE(describe),
 	}
-	describe.Flags().StringVarP(&describeOutput, "output", "o", "", "json or yaml for machine-readable output")
-	cmd.AddCommand(list, describe, del)
+	describe.output.addFlags(describeCmd.Flags(), "json or yaml for machine-readable output")
+	del := &backupsDeleteOptions{global: global, streams: streams}
+	delCmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete one backup completely, complete or not",
+		Args:  oneArg("backups delete", "backup name", ""),
+		RunE:  runE(del),
+	}
+	cmd.AddCommand(listCmd, describeCmd, delCmd)
 	return cmd
+}
+
+// backupsListOptions are ferry backups list's.
+type backupsListOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+	output  *outputFlags
+}
+
+func (o *backupsListOptions) complete([]string) error { return nil }
+
+func (o *backupsListOptions) validate() error { return o.output.validate() }
+
+func (o *backupsListOptions) run(ctx context.Context) error {
+	store, err := storage.Open(ctx, o.global.storageURL)
+	if err != nil {
+		return err
+	}
+	// A backup whose manifest cannot be read is listed as unreadable, and fails the listing
+	// after every backup is shown.
+	infos, listErr := snapshot.List(ctx, store)
+	if listErr != nil && len(infos) == 0 {
+		return listErr
+	}
+	if done, err := o.output.print(o.streams.Out, infos); done {
+		if err == nil {
+			err = listErr
+		}
+		return err
+	}
+	w := tabwriter.NewWriter(o.streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "NAME\tSTATE\tFILES\tSIZE\tCOMPLETED\n")
+	for _, i := range infos {
+		completed := "-"
+		if !i.CompletedAt.IsZero() {
+			completed = i.CompletedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", i.Name, i.State, i.Files, human.Bytes(i.Bytes), completed)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return listErr
+}
+
+// backupsDescribeOptions are ferry backups describe's.
+type backupsDescribeOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+	output  *outputFlags
+	name    string
+}
+
+func (o *backupsDescribeOptions) complete(args []string) error { o.name = args[0]; return nil }
+
+func (o *backupsDescribeOptions) validate() error { return o.output.validate() }
+
+func (o *backupsDescribeOptions) run(ctx context.Context) error {
+	store, err := storage.Open(ctx, o.global.storageURL)
+	if err != nil {
+		return err
+	}
+	d, err := snapshot.Describe(ctx, store, o.name, time.Now())
+	if err != nil {
+		return err
+	}
+	return printDescription(o.streams.Out, store.String(), d, o.output.format)
+}
+
+// backupsDeleteOptions are ferry backups delete's.
+type backupsDeleteOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+	name    string
+}
+
+func (o *backupsDeleteOptions) complete(args []string) error { o.name = args[0]; return nil }
+
+func (o *backupsDeleteOptions) validate() error { return nil }
+
+func (o *backupsDeleteOptions) run(ctx context.Context) error {
+	store, err := storage.Open(ctx, o.global.storageURL)
+	if err != nil {
+		return err
+	}
+	n, err := snapshot.Delete(ctx, store, o.name)
+	if err != nil {
+		return fmt.Errorf("delete backup %s (%d files removed): %w", o.name, n, err)
+	}
+	_, err = fmt.Fprintf(o.streams.Out, "Deleted backup %s (%d files).\n", o.name, n)
+	return err
 }
 
 // printDescription prints a backup's description as JSON, YAML or a report for people.
 func printDescription(out io.Writer, location string, d *snapshot.Description, format string) error {
-	if done, err := printStructured(out, format, d); done {
+	if done, err := (&outputFlags{format: format}).print(out, d); done {
 		return err
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -288,19 +321,6 @@ func writeIncomplete(w *tabwriter.Writer, d *snapshot.Description) {
 	if d.Run != snapshot.RunLive {
 		fmt.Fprintf(w, "`ferry backups delete %s` removes it.\n", d.Name)
 	}
-}
-
-func deleteBackup(ctx context.Context, global *globalOptions, streams genericiooptions.IOStreams, name string) error {
-	store, err := storage.Open(ctx, global.storageURL)
-	if err != nil {
-		return err
-	}
-	n, err := snapshot.Delete(ctx, store, name)
-	if err != nil {
-		return fmt.Errorf("delete backup %s (%d files removed): %w", name, n, err)
-	}
-	_, err = fmt.Fprintf(streams.Out, "Deleted backup %s (%d files).\n", name, n)
-	return err
 }
 
 func countFiles(n int) string {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/snapshot"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -21,12 +22,20 @@ const (
 	exitFailed     = 1
 	exitBadInput   = 2
 	exitIncomplete = 3 // finished, but items failed or were skipped; the report lists them
+	exitRefused    = 4 // refused to lose data (what green holds that blue lacks); the message names it
 )
 
 // incompleteError reports work that finished with failed or skipped items.
 type incompleteError struct{ msg string }
 
 func (e *incompleteError) Error() string { return e.msg }
+
+// refusedError is a refusal to lose data: the input was fine, but doing as asked would drop what
+// only one side holds. The message names what and how to go on.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,15 +51,18 @@ func run(ctx context.Context, args []string, streams genericiooptions.IOStreams)
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(streams.ErrOut, "ferry: %v\n", err)
+	fmt.Fprintf(streams.ErrOut, "ferry: %v\n", hint(err))
 	return exitCode(err)
 }
 
 func exitCode(err error) int {
 	var incomplete *incompleteError
+	var refused *refusedError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &refused):
+		return exitRefused
 	case badinput.Is(err):
 		return exitBadInput
 	case errors.As(err, &incomplete):
@@ -58,6 +70,15 @@ func exitCode(err error) int {
 	default:
 		return exitFailed
 	}
+}
+
+// hint adds to a library's error the flag that gives what it lacks: the libraries do not speak of flags.
+func hint(err error) error {
+	switch {
+	case errors.Is(err, snapshot.ErrNoIdentity), errors.Is(err, snapshot.ErrWrongIdentity):
+		return fmt.Errorf("%w; give the key with --identity", err)
+	}
+	return err
 }
 
 // discardIfNil keeps writers usable in tests that leave a stream out.

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"filippo.io/age"
 	"github.com/ferrykube/ferry/internal/badinput"
-	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/migrate"
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/migrate/traffic"
@@ -24,22 +24,26 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
-// runOptions are what the commands that drive a run share.
+// runOptions are what the commands that drive a run share: its clusters, keys and report.
 type runOptions struct {
 	global  *globalOptions
 	streams genericiooptions.IOStreams
 
-	from, to, configFile, preset string
-	parallel                     int
-	moverImage                   string
-	encryptTo, identities        []string
-	namespaceMap, classMap       []string
-	waitTimeout, leaseTTL        time.Duration
-	crashAt                      string
-	allowSkipped                 bool
-	output                       string
-	upgrade                      bool
-	leaveBehind                  []string
+	from, to              string
+	identities            []string
+	encryptTo             []string
+	parallel              parallelFlag
+	movers                moverFlags
+	waitTimeout, leaseTTL time.Duration
+	crashAt               string
+	allowSkipped          bool
+	output                *outputFlags
+
+	ids []age.Identity // set by complete
+}
+
+func newRunOptions(global *globalOptions, streams genericiooptions.IOStreams) *runOptions {
+	return &runOptions{global: global, streams: streams, output: newOutputFlags("json", "yaml"), parallel: parallelFlag{n: 8}}
 }
 
 // addClusterFlags adds the flags of a run's clusters; contexts false leaves them to the journal.
@@ -57,8 +61,31 @@ func (o *runOptions) addClusterFlags(cmd *cobra.Command, contexts bool) {
 	f.MarkHidden("crash-at")
 }
 
+// addDataFlags adds the flags of commands that move data: migrate, and rollback's carry-back.
+func (o *runOptions) addDataFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	o.parallel.addFlags(f, 8, "volumes, bucket objects and resource types handled at once")
+	o.movers.addFlags(f, "")
+	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when a backup skipped items (claims without a volume, databases without a running pod), a resumed step's backup too; they are reported either way. Without it such a backup stops the run, and a resumed step makes it again")
+}
+
+// complete reads the identity files.
+func (o *runOptions) complete() error {
+	var err error
+	o.ids, err = snapshot.ParseIdentities(o.identities)
+	return flagged(err)
+}
+
+// validate checks what every command that drives a run takes.
+func (o *runOptions) validate() error {
+	if err := o.output.validate(); err != nil {
+		return err
+	}
+	return o.parallel.validate()
+}
+
 // options builds the run's options: clusters from the flags, else the journal's contexts.
-func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg plans.Config, run *migrate.Run) (migrate.Options, error) {
+func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg plans.Config, mapping snapshot.Mapping, run *migrate.Run) (migrate.Options, error) {
 	from, to := o.from, o.to
 	if run != nil {
 		if from == "" {
@@ -68,11 +95,8 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg pla
 			to = run.Green.Context
 		}
 	}
-	if to == "" {
-		return migrate.Options{}, badinput.Errorf("give green with --to CONTEXT")
-	}
-	if from == to {
-		return migrate.Options{}, badinput.Errorf("--from and --to are both %q: blue and green must be two clusters", orCurrent(from))
+	if err := checkClusters(from, to); err != nil {
+		return migrate.Options{}, err
 	}
 	blue, err := o.cluster(from)
 	if err != nil {
@@ -82,24 +106,8 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg pla
 	if err != nil {
 		return migrate.Options{}, err
 	}
-	ids, err := snapshot.ParseIdentities(o.identities)
-	if err != nil {
-		return migrate.Options{}, err
-	}
-	mapping := snapshot.Mapping{}
-	if mapping.Namespaces, err = snapshot.ParseMap("namespace-map", o.namespaceMap, false); err != nil {
-		return migrate.Options{}, err
-	}
-	if mapping.StorageClasses, err = snapshot.ParseMap("storage-class-map", o.classMap, true); err != nil {
-		return migrate.Options{}, err
-	}
-	if run == nil {
-		// A new run keeps the flags' maps in its journal with the rest of its configuration, so
-		// that a resume or a carry-back maps the same way without them.
-		cfg = cfg.Merge(plans.Config{NamespaceMap: mapping.Namespaces, StorageClassMap: mapping.StorageClasses})
-	}
 	mo := migrate.Options{Store: store, Blue: blue, Green: green, BlueContext: from, GreenCtx: to, Config: cfg, Mapping: mapping,
-		Parallel: o.parallel, MoverImage: o.moverImage, EncryptTo: o.encryptTo, Identities: ids, WaitTimeout: o.waitTimeout,
+		Parallel: o.parallel.n, MoverImage: o.movers.image, EncryptTo: o.encryptTo, Identities: o.ids, WaitTimeout: o.waitTimeout,
 		LeaseTTL: o.leaseTTL, AllowSkipped: o.allowSkipped, Log: o.global.logger, Out: o.streams.ErrOut}
 	if cfg.Traffic != nil {
 		// Secret settings by reference come from ferry's environment or from Secrets on blue, the
@@ -160,6 +168,9 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 		fmt.Fprintf(o.streams.Out, "\nStopped: %v.\nThis ferry no longer acts on either cluster; see ferry migrate status %s.\n", lost, id)
 		return fmt.Errorf("run %s: %w (stopped at: %v)", id, lost, err)
 	case r.CarryingBack():
+		if errors.Is(err, migrate.ErrSkipped) {
+			fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped: green's backup skipped items. To go on without them: ferry rollback --run %s --carry-back --allow-skipped\n", id)
+		}
 		fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped. When it is fixed: ferry rollback --run %s --carry-back   (or without green's writes: ferry rollback --run %s --discard-green-writes)\n", id, id)
 		if errors.Is(err, migrate.ErrStopped) {
 			return &incompleteError{msg: err.Error()}
@@ -167,6 +178,9 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 		return err
 	case errors.Is(err, migrate.ErrPaused):
 		fmt.Fprintf(o.streams.Out, "\nPaused. Resume with: ferry migrate --resume %s   (or go back: ferry rollback --run %s)\n", id, id)
+		return &incompleteError{msg: err.Error()}
+	case errors.Is(err, migrate.ErrSkipped):
+		fmt.Fprintf(o.streams.Out, "\nStopped. To go on without what the backup skipped: ferry migrate --resume %s --allow-skipped   (or go back: ferry rollback --run %s)\n", id, id)
 		return &incompleteError{msg: err.Error()}
 	case errors.Is(err, migrate.ErrStopped):
 		fmt.Fprintf(o.streams.Out, "\nStopped. When it is fixed: ferry migrate --resume %s   (or go back: ferry rollback --run %s)\n", id, id)
@@ -177,22 +191,15 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 }
 
 func (o *runOptions) printReport(rep migrate.Report) error {
-	if done, err := printStructured(o.streams.Out, o.output, rep); done {
+	if done, err := o.output.print(o.streams.Out, rep); done {
 		return err
 	}
 	return rep.Print(o.streams.Out)
 }
 
-func (o *runOptions) checkOutput() error {
-	switch o.output {
-	case "", "json", "yaml":
-		return nil
-	}
-	return badinput.Errorf("--output %q: want json or yaml", o.output)
-}
-
-// openRun opens a run's journal and builds its runner (taking the lease).
-func (o *runOptions) openRun(ctx context.Context, id string) (*migrate.Runner, error) {
+// openRun opens a run's journal and builds its runner (taking the lease), with the mapping the
+// flags add to the journal's.
+func (o *runOptions) openRun(ctx context.Context, id string, mapping snapshot.Mapping) (*migrate.Runner, error) {
 	store, err := storage.Open(ctx, o.global.storageURL)
 	if err != nil {
 		return nil, err
@@ -201,16 +208,28 @@ func (o *runOptions) openRun(ctx context.Context, id string) (*migrate.Runner, e
 	if err != nil {
 		return nil, err
 	}
-	mo, err := o.options(ctx, store, j.Run.Config, &j.Run)
+	mo, err := o.options(ctx, store, j.Run.Config, mapping, &j.Run)
 	if err != nil {
 		return nil, err
 	}
 	return migrate.Resume(ctx, mo, id)
 }
 
+// migrateOptions are ferry migrate's: a new run, or --resume of one.
+type migrateOptions struct {
+	*runOptions
+	resume             string
+	configFile, preset string
+	mapping            mappingFlags
+	upgrade            upgradeFlags
+
+	// Set by complete.
+	config      plans.Config
+	flagMapping snapshot.Mapping
+}
+
 func newMigrateCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &runOptions{global: global, streams: streams}
-	var resume string
+	o := &migrateOptions{runOptions: newRunOptions(global, streams)}
 	cmd := &cobra.Command{
 		Use:   "migrate --from BLUE --to GREEN [-f ferry.yaml | --preset P]",
 		Short: "The blue-green run: quiesce, back up, restore, verify, shift traffic behind gates",
@@ -226,254 +245,343 @@ stopped from before blue's data is loaded until the shift. Objects whose kind gr
 removed stop the run, by name, unless --leave-behind names their CRD (they then stay on blue).
 Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go on), 1 failed, 2 bad input.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			var r *migrate.Runner
-			var err error
-			if resume != "" {
-				if o.configFile != "" || o.preset != "" || o.upgrade || len(o.leaveBehind) > 0 {
-					return badinput.Errorf("--resume continues a run with its own configuration: drop -f/--preset/--upgrade/--leave-behind")
-				}
-				r, err = o.openRun(ctx, resume)
-			} else {
-				r, err = o.start(ctx)
-			}
-			if err != nil {
-				if errors.Is(err, migrate.ErrLeaseHeld) || errors.Is(err, migrate.ErrStopped) {
-					return &incompleteError{msg: err.Error()}
-				}
-				return err
-			}
-			fmt.Fprintf(o.streams.ErrOut, "Run %s (journal in %s)\n", r.Journal.Run.ID, global.storageURL)
-			return o.finish(ctx, r, r.Drive(ctx))
-		},
+		RunE: runE(o),
 	}
 	o.addClusterFlags(cmd, true)
 	f := cmd.Flags()
-	f.StringVar(&resume, "resume", "", "continue the run with this ID")
+	f.StringVar(&o.resume, "resume", "", "continue the run with this ID")
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml: what moves, quiesce rules, traffic switcher and rollout gates")
 	f.StringVar(&o.preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
 	o.addDataFlags(cmd)
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients: encrypt the run's backup (give --identity to restore it)")
-	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "move namespace FROM to TO on green (FROM=TO, repeatable)")
-	f.StringSliceVar(&o.classMap, "storage-class-map", nil, "give green's claims of class FROM the class TO (FROM=TO, repeatable)")
-	f.StringVarP(&o.output, "output", "o", "", "json or yaml: the run's report for automation")
-	addUpgradeFlags(cmd, &o.upgrade, &o.leaveBehind)
-	cmd.AddCommand(newMigrateStatusCommand(o), newMigrateFinalizeCommand(o), newMigrateListCommand(o))
+	o.mapping.addFlags(f)
+	o.output.addFlags(f, "json or yaml: the run's report for automation")
+	o.upgrade.addFlags(f)
+	cmd.AddCommand(newMigrateStatusCommand(global, streams), newMigrateFinalizeCommand(global, streams), newMigrateListCommand(global, streams))
 	return cmd
 }
 
-// addDataFlags adds the flags of commands that move data: migrate, and rollback's carry-back.
-func (o *runOptions) addDataFlags(cmd *cobra.Command) {
-	f := cmd.Flags()
-	f.IntVar(&o.parallel, "parallel", 8, "volumes, bucket objects and resource types handled at once")
-	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods (the ferry image)")
-	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when a backup skipped items (claims without a volume, databases without a running pod), a resumed step's backup too; they are reported either way. Without it such a backup stops the run, and a resumed step makes it again")
+// complete reads the identities, the flags' maps and, for a new run, ferry.yaml and the preset.
+// A new run keeps the flags' maps in its journal with the rest of its configuration, so that a
+// resume or a carry-back maps the same way without them.
+func (o *migrateOptions) complete([]string) error {
+	if err := o.runOptions.complete(); err != nil {
+		return err
+	}
+	var err error
+	if o.flagMapping, err = o.mapping.mapping(); err != nil {
+		return err
+	}
+	if o.resume != "" {
+		return nil
+	}
+	cfg, err := loadConfig(o.configFile, o.preset)
+	if err != nil {
+		return err
+	}
+	o.config = cfg.Merge(plans.Config{NamespaceMap: o.flagMapping.Namespaces, StorageClassMap: o.flagMapping.StorageClasses})
+	return nil
 }
 
-func (o *runOptions) start(ctx context.Context) (*migrate.Runner, error) {
-	if o.parallel < 1 {
-		return nil, badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
+func (o *migrateOptions) validate() error {
+	if err := o.runOptions.validate(); err != nil {
+		return err
 	}
 	if _, err := snapshot.ParseRecipients(o.encryptTo); err != nil {
-		return nil, err
+		return flagged(err)
 	}
-	cfg, err := plans.LoadConfig(o.configFile, o.preset)
+	if o.resume != "" {
+		if o.configFile != "" || o.preset != "" || o.upgrade.isSet() {
+			return badinput.Errorf("--resume continues a run with its own configuration: drop -f/--preset/--upgrade/--leave-behind")
+		}
+		return nil // the journal names the clusters, checked when it is read
+	}
+	// ferry.yaml's maps with the flags' over them, checked as one configuration.
+	if err := o.config.Validate(); err != nil {
+		return badinput.Errorf("flags: %w", err)
+	}
+	if err := o.upgrade.validate(o.config); err != nil {
+		return err
+	}
+	return checkClusters(o.from, o.to)
+}
+
+// checkClusters checks blue's and green's contexts: green given, and not blue.
+func checkClusters(from, to string) error {
+	if to == "" {
+		return badinput.Errorf("give green with --to CONTEXT")
+	}
+	if from == to {
+		return badinput.Errorf("--from and --to are both %q: blue and green must be two clusters", orCurrent(from))
+	}
+	return nil
+}
+
+func (o *migrateOptions) run(ctx context.Context) error {
+	var r *migrate.Runner
+	var err error
+	if o.resume != "" {
+		r, err = o.openRun(ctx, o.resume, o.flagMapping)
+	} else {
+		r, err = o.start(ctx)
+	}
 	if err != nil {
-		return nil, err
+		if errors.Is(err, migrate.ErrLeaseHeld) || errors.Is(err, migrate.ErrStopped) {
+			return &incompleteError{msg: err.Error()}
+		}
+		return err
 	}
-	if err := validateUpgrade(o.upgrade, o.leaveBehind, cfg); err != nil {
-		return nil, err
-	}
+	fmt.Fprintf(o.streams.ErrOut, "Run %s (journal in %s)\n", r.Journal.Run.ID, o.global.storageURL)
+	return o.finish(ctx, r, flagged(r.Drive(ctx)))
+}
+
+func (o *migrateOptions) start(ctx context.Context) (*migrate.Runner, error) {
 	store, err := storage.Open(ctx, o.global.storageURL)
 	if err != nil {
 		return nil, err
 	}
-	mo, err := o.options(ctx, store, cfg, nil)
+	mo, err := o.options(ctx, store, o.config, o.flagMapping, nil)
 	if err != nil {
 		return nil, err
 	}
-	if o.upgrade {
-		mo.Upgrade = &plans.UpgradeOptions{LeaveBehind: o.leaveBehind}
+	if o.upgrade.on {
+		mo.Upgrade = &plans.UpgradeOptions{LeaveBehind: o.upgrade.leaveBehind}
 	}
 	if mo.Switcher != nil {
 		if err := mo.Switcher.Preflight(ctx); err != nil {
 			return nil, fmt.Errorf("traffic switcher %s: %w", mo.Switcher.Name(), err)
 		}
 	}
-	return migrate.Start(ctx, mo)
+	r, err := migrate.Start(ctx, mo)
+	return r, flagged(err)
 }
 
-func runIDArg(what string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != 1 {
-			return badinput.Errorf("ferry %s takes one run ID, got %d arguments (see ferry migrate list)", what, len(args))
-		}
-		return nil
-	}
+// statusOptions are ferry migrate status's.
+type statusOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+	output  *outputFlags
+	id      string
 }
 
-func newMigrateStatusCommand(o *runOptions) *cobra.Command {
+func newMigrateStatusCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &statusOptions{global: global, streams: streams, output: newOutputFlags("json", "yaml")}
 	cmd := &cobra.Command{
 		Use:   "status ID",
 		Short: "A run's state, the time of each phase, its verification and traffic steps",
-		Args:  runIDArg("migrate status"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			store, err := storage.Open(cmd.Context(), o.global.storageURL)
-			if err != nil {
-				return err
-			}
-			j, err := migrate.OpenJournal(cmd.Context(), store, args[0])
-			if err != nil {
-				return err
-			}
-			return o.printReport(migrate.ReadReport(cmd.Context(), j))
-		},
+		Args:  oneArg("migrate status", "run ID", "ferry migrate list"),
+		RunE:  runE(o),
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json or yaml")
+	o.output.addFlags(cmd.Flags(), "json or yaml")
 	return cmd
 }
 
-func newMigrateListCommand(o *runOptions) *cobra.Command {
+func (o *statusOptions) complete(args []string) error { o.id = args[0]; return nil }
+
+func (o *statusOptions) validate() error { return o.output.validate() }
+
+func (o *statusOptions) run(ctx context.Context) error {
+	store, err := storage.Open(ctx, o.global.storageURL)
+	if err != nil {
+		return err
+	}
+	j, err := migrate.OpenJournal(ctx, store, o.id)
+	if err != nil {
+		return err
+	}
+	rep := migrate.ReadReport(ctx, j)
+	if done, err := o.output.print(o.streams.Out, rep); done {
+		return err
+	}
+	return rep.Print(o.streams.Out)
+}
+
+// listOptions are ferry migrate list's.
+type listOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+}
+
+func newMigrateListCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &listOptions{global: global, streams: streams}
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the runs in storage",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := storage.Open(cmd.Context(), o.global.storageURL)
-			if err != nil {
-				return err
-			}
-			ids, err := migrate.ListRuns(cmd.Context(), store)
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(o.streams.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tSTATE\tBLUE\tGREEN\tSTARTED")
-			for _, id := range ids {
-				j, err := migrate.OpenJournal(cmd.Context(), store, id)
-				if err != nil {
-					fmt.Fprintf(tw, "%s\t(unreadable: %v)\t\t\t\n", id, err)
-					continue
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, dashIfEmpty(string(j.Current())), dashIfEmpty(j.Run.Blue.Context), dashIfEmpty(j.Run.Green.Context), j.Run.CreatedAt.Format(time.RFC3339))
-			}
-			return tw.Flush()
-		},
+		RunE:  runE(o),
 	}
 }
 
-func newMigrateFinalizeCommand(o *runOptions) *cobra.Command {
+func (o *listOptions) complete([]string) error { return nil }
+
+func (o *listOptions) validate() error { return nil }
+
+func (o *listOptions) run(ctx context.Context) error {
+	store, err := storage.Open(ctx, o.global.storageURL)
+	if err != nil {
+		return err
+	}
+	ids, err := migrate.ListRuns(ctx, store)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(o.streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATE\tBLUE\tGREEN\tSTARTED")
+	for _, id := range ids {
+		j, err := migrate.OpenJournal(ctx, store, id)
+		if err != nil {
+			fmt.Fprintf(tw, "%s\t(unreadable: %v)\t\t\t\n", id, err)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, dashIfEmpty(string(j.Current())), dashIfEmpty(j.Run.Blue.Context), dashIfEmpty(j.Run.Green.Context), j.Run.CreatedAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+// finalizeOptions are ferry migrate finalize's.
+type finalizeOptions struct {
+	*runOptions
+	id string
+}
+
+func newMigrateFinalizeCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &finalizeOptions{runOptions: newRunOptions(global, streams)}
 	cmd := &cobra.Command{
 		Use:   "finalize ID",
 		Short: "End a run that shifted; blue is still left as it is",
-		Args:  runIDArg("migrate finalize"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := o.openRun(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return o.finish(cmd.Context(), r, r.Finalize(cmd.Context()))
-		},
+		Args:  oneArg("migrate finalize", "run ID", "ferry migrate list"),
+		RunE:  runE(o),
 	}
 	o.addClusterFlags(cmd, true)
 	return cmd
 }
 
+func (o *finalizeOptions) complete(args []string) error {
+	o.id = args[0]
+	return o.runOptions.complete()
+}
+
+func (o *finalizeOptions) run(ctx context.Context) error {
+	r, err := o.openRun(ctx, o.id, snapshot.Mapping{})
+	if err != nil {
+		return err
+	}
+	return o.finish(ctx, r, r.Finalize(ctx))
+}
+
+// rollbackOptions are ferry rollback's.
+type rollbackOptions struct {
+	*runOptions
+	id string
+	ro migrate.RollbackOptions
+}
+
 func newRollbackCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &runOptions{global: global, streams: streams}
-	var id string
-	var ro migrate.RollbackOptions
+	o := &rollbackOptions{runOptions: newRunOptions(global, streams)}
 	cmd := &cobra.Command{
 		Use:   "rollback --run ID [--carry-back | --discard-green-writes]",
 		Short: "Traffic back to blue's saved state, blue's writers back on, green's stopped",
 		Long: `rollback sends traffic back to blue's saved state, starts blue's writers again and stops green's.
 Once green may have taken writes (its writers started and traffic reached it), rolling back would lose
-them: rollback then refuses (exit 2) and names the databases, volumes, buckets and objects at risk.
+them: rollback then refuses (exit 4) and names the databases, volumes, buckets and objects at risk.
 --carry-back brings them to blue first: green's writers stop, green is backed up (backup ID-carry-back),
 the backup is restored onto blue replacing blue's copies (schemas replaced, volume trees and buckets
 synced with deletions, objects replaced, objects deleted on green deleted on blue) and blue is
 verified against it; only then does traffic go back. Every step is journaled: run the same command
-again to resume. --discard-green-writes goes back without them. Either choice is journaled, with who.`,
+again to resume. --discard-green-writes goes back without them. Either choice is journaled, with who.
+Exit codes: 0 rolled back, 4 refused because green's writes would be lost (named), 3 stopped (the
+report says why, and how to go on), 1 failed, 2 bad input.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if id == "" {
-				return badinput.Errorf("ferry rollback needs --run ID (see ferry migrate list)")
-			}
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			if o.parallel < 1 {
-				return badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
-			}
-			if ro.CarryBack && ro.DiscardGreenWrites {
-				return badinput.Errorf("--carry-back and --discard-green-writes exclude each other: carry green's writes back, or drop them")
-			}
-			r, err := o.openRun(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			ro.By = operator()
-			err = r.Rollback(cmd.Context(), ro)
-			if errors.Is(err, migrate.ErrGreenWrites) {
-				r.Close(cmd.Context())
-				return badinput.Wrap(err)
-			}
-			return o.finish(cmd.Context(), r, err)
-		},
+		RunE: runE(o),
 	}
 	o.addClusterFlags(cmd, true)
 	f := cmd.Flags()
-	f.StringVar(&id, "run", "", "the run's ID")
-	f.BoolVar(&ro.CarryBack, "carry-back", false, "first bring what green holds back to blue, verified; then roll back")
-	f.BoolVar(&ro.DiscardGreenWrites, "discard-green-writes", false, "roll back even though green may hold writes blue lacks; they are lost")
+	f.StringVar(&o.id, "run", "", "the run's ID")
+	f.BoolVar(&o.ro.CarryBack, "carry-back", false, "first bring what green holds back to blue, verified; then roll back")
+	f.BoolVar(&o.ro.DiscardGreenWrites, "discard-green-writes", false, "roll back even though green may hold writes blue lacks; they are lost")
 	o.addDataFlags(cmd)
-	f.StringVarP(&o.output, "output", "o", "", "json or yaml")
+	o.output.addFlags(f, "json or yaml")
 	return cmd
 }
 
+func (o *rollbackOptions) complete([]string) error { return o.runOptions.complete() }
+
+func (o *rollbackOptions) validate() error {
+	if o.id == "" {
+		return badinput.Errorf("ferry rollback needs --run ID (see ferry migrate list)")
+	}
+	if err := o.runOptions.validate(); err != nil {
+		return err
+	}
+	if o.ro.CarryBack && o.ro.DiscardGreenWrites {
+		return badinput.Errorf("--carry-back and --discard-green-writes exclude each other: carry green's writes back, or drop them")
+	}
+	return nil
+}
+
+func (o *rollbackOptions) run(ctx context.Context) error {
+	r, err := o.openRun(ctx, o.id, snapshot.Mapping{})
+	if err != nil {
+		return err
+	}
+	o.ro.By = operator()
+	err = r.Rollback(ctx, o.ro)
+	if errors.Is(err, migrate.ErrGreenWrites) {
+		r.Close(ctx)
+		return &refusedError{err: fmt.Errorf("%w; --carry-back brings them to blue first, --discard-green-writes rolls back without them", err)}
+	}
+	return o.finish(ctx, r, err)
+}
+
+// flipOptions are ferry flip's.
+type flipOptions struct {
+	*runOptions
+	id, side string
+	weight   int
+	split    traffic.Split // set by validate
+}
+
 func newFlipCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &runOptions{global: global, streams: streams}
-	var id, side string
-	var weight int
+	o := &flipOptions{runOptions: newRunOptions(global, streams)}
 	cmd := &cobra.Command{
 		Use:   "flip --run ID --to green|blue [--weight N]",
 		Short: "Move traffic by hand: all (or N %) to green or blue",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if id == "" {
-				return badinput.Errorf("ferry flip needs --run ID (see ferry migrate list)")
-			}
-			if weight < 0 || weight > 100 {
-				return badinput.Errorf("--weight %d: want a percent from 0 to 100", weight)
-			}
-			var split traffic.Split
-			switch side {
-			case "green":
-				split = traffic.Green(weight)
-			case "blue":
-				split = traffic.Green(100 - weight)
-			default:
-				return badinput.Errorf("--to %q: want green or blue", side)
-			}
-			r, err := o.openRun(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			return o.finish(cmd.Context(), r, r.Flip(cmd.Context(), split))
-		},
+		RunE:  runE(o),
 	}
 	o.addClusterFlags(cmd, false)
-	cmd.Flags().StringVar(&side, "to", "", "green or blue: the side that gets the traffic")
-	cmd.Flags().StringVar(&id, "run", "", "the run's ID")
-	cmd.Flags().IntVar(&weight, "weight", 100, "percent of traffic to that side")
+	cmd.Flags().StringVar(&o.side, "to", "", "green or blue: the side that gets the traffic")
+	cmd.Flags().StringVar(&o.id, "run", "", "the run's ID")
+	cmd.Flags().IntVar(&o.weight, "weight", 100, "percent of traffic to that side")
 	return cmd
+}
+
+func (o *flipOptions) complete([]string) error { return o.runOptions.complete() }
+
+func (o *flipOptions) validate() error {
+	if o.id == "" {
+		return badinput.Errorf("ferry flip needs --run ID (see ferry migrate list)")
+	}
+	if o.weight < 0 || o.weight > 100 {
+		return badinput.Errorf("--weight %d: want a percent from 0 to 100", o.weight)
+	}
+	switch o.side {
+	case "green":
+		o.split = traffic.Green(o.weight)
+	case "blue":
+		o.split = traffic.Green(100 - o.weight)
+	default:
+		return badinput.Errorf("--to %q: want green or blue", o.side)
+	}
+	return nil
+}
+
+func (o *flipOptions) run(ctx context.Context) error {
+	r, err := o.openRun(ctx, o.id, snapshot.Mapping{})
+	if err != nil {
+		return err
+	}
+	return o.finish(ctx, r, r.Flip(ctx, o.split))
 }
 
 func dashIfEmpty(s string) string {

@@ -18,50 +18,77 @@ import (
 // mount, so that the same command serves real pods and the testbed.
 func newMoverCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{Use: "mover", Hidden: true, Short: "Runs in mover pods", Args: noArgs}
-	var direct, list bool
-	pack := &cobra.Command{
+	pack := &packOptions{streams: streams}
+	packCmd := &cobra.Command{
 		Use: "pack", Short: "Write a tar stream of the working directory to stdout", Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if direct {
-				return packDirect(cmd.Context(), streams)
-			}
-			if list {
-				return volumes.WriteList(".", streams.Out)
-			}
-			out := bufio.NewWriterSize(streams.Out, 1<<20)
-			if err := volumes.Pack(".", out); err != nil {
-				return err
-			}
-			return out.Flush()
-		},
+		RunE: runE(pack),
 	}
-	pack.Flags().BoolVar(&direct, "direct", false, "upload to storage through the part URLs ferry answers on stdin (JSON lines); print the asks, parts and result")
-	pack.Flags().BoolVar(&list, "list", false, "print the files with their SHA-256 as one JSON line instead of the tar stream")
+	packCmd.Flags().BoolVar(&pack.direct, "direct", false, "upload to storage through the part URLs ferry answers on stdin (JSON lines); print the asks, parts and result")
+	packCmd.Flags().BoolVar(&pack.list, "list", false, "print the files with their SHA-256 as one JSON line instead of the tar stream")
 	cmd.AddCommand(
-		pack,
+		packCmd,
 		newUnpackCommand(streams),
 		&cobra.Command{
 			Use: "ready", Short: "Answer that the mover runs", Args: noArgs,
-			RunE: func(cmd *cobra.Command, args []string) error {
+			RunE: runE(moverTask(func(context.Context) error {
 				_, err := os.Stat(".")
 				return err
-			},
+			})),
 		},
 		&cobra.Command{
 			Use: "idle", Short: "Wait until the pod is deleted", Args: noArgs,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				<-cmd.Context().Done()
-				return context.Cause(cmd.Context())
-			},
+			RunE: runE(moverTask(func(ctx context.Context) error {
+				<-ctx.Done()
+				return context.Cause(ctx)
+			})),
 		},
 	)
 	return cmd
 }
 
-// packDirect holds the mover's side of the conversation with ferry on stdin and stdout (see
-// volumes.PackDirect): stdin may never end.
-func packDirect(ctx context.Context, streams genericiooptions.IOStreams) error {
-	return volumes.PackDirect(ctx, ".", streams.In, streams.Out)
+// moverTask is a mover command without flags: nothing to complete or validate.
+type moverTask func(context.Context) error
+
+func (t moverTask) complete([]string) error       { return nil }
+func (t moverTask) validate() error               { return nil }
+func (t moverTask) run(ctx context.Context) error { return t(ctx) }
+
+// packOptions are ferry mover pack's.
+type packOptions struct {
+	streams      genericiooptions.IOStreams
+	direct, list bool
+}
+
+func (o *packOptions) complete([]string) error { return nil }
+
+func (o *packOptions) validate() error {
+	if o.direct && o.list {
+		return badinput.Errorf("ferry mover pack: --direct and --list exclude each other")
+	}
+	return nil
+}
+
+// run writes the tar stream to stdout, or with --direct holds the mover's side of the
+// conversation with ferry on stdin and stdout (see volumes.PackDirect): stdin may never end.
+func (o *packOptions) run(ctx context.Context) error {
+	if o.direct {
+		return volumes.PackDirect(ctx, ".", o.streams.In, o.streams.Out)
+	}
+	if o.list {
+		return volumes.WriteList(".", o.streams.Out)
+	}
+	out := bufio.NewWriterSize(o.streams.Out, 1<<20)
+	if err := volumes.Pack(".", out); err != nil {
+		return err
+	}
+	return out.Flush()
+}
+
+// unpackOptions are ferry mover unpack's.
+type unpackOptions struct {
+	streams                     genericiooptions.IOStreams
+	opts                        volumes.UnpackOptions
+	direct, stage, apply, abort bool
 }
 
 // newUnpackCommand puts a volume's archive into the working directory in two steps, so that
@@ -71,48 +98,58 @@ func packDirect(ctx context.Context, streams genericiooptions.IOStreams) error {
 // --abort removes it. --apply and --abort read the staged list that --stage printed from stdin,
 // as one line. Each prints its result as one JSON line.
 func newUnpackCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	var opts volumes.UnpackOptions
-	var direct, stage, apply, abort bool
+	o := &unpackOptions{streams: streams}
 	cmd := &cobra.Command{
 		Use: "unpack", Short: "Stage the compressed tar stream on stdin in the working directory, then apply or abort it", Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			switch {
-			case stage && !apply && !abort:
-				if direct {
-					return unpackDirect(ctx, streams)
-				}
-				st, err := volumes.StageCompressed(ctx, ".", bufio.NewReaderSize(streams.In, 1<<20))
-				if err != nil {
-					return err
-				}
-				return json.NewEncoder(streams.Out).Encode(st)
-			case (apply || abort) && !stage && !direct && !(apply && abort):
-			default:
-				return badinput.Errorf("ferry mover unpack: give one of --stage (with or without --direct), --apply or --abort")
-			}
-			st, err := readStaged(streams)
-			if err != nil {
-				return err
-			}
-			if abort {
-				return volumes.Abort(".", st)
-			}
-			// Only root may give files their owners; anyone else leaves them, and the result says so.
-			opts.Owners = os.Geteuid() == 0
-			res, err := volumes.Apply(ctx, ".", st, opts)
-			if err != nil {
-				return err
-			}
-			return json.NewEncoder(streams.Out).Encode(res)
-		},
+		RunE: runE(o),
 	}
-	cmd.Flags().BoolVar(&stage, "stage", false, "stage the archive on stdin (or, with --direct, in storage) and print what was staged")
-	cmd.Flags().BoolVar(&apply, "apply", false, "put what was staged in place; the staged list is stdin's first line")
-	cmd.Flags().BoolVar(&abort, "abort", false, "remove what was staged; the staged list is stdin's first line")
-	cmd.Flags().BoolVar(&opts.Delete, "delete", false, "with --apply, delete what the directory holds that the archive does not")
-	cmd.Flags().BoolVar(&direct, "direct", false, "with --stage, download the archive through the presigned URL of the JSON request on stdin's first line")
+	cmd.Flags().BoolVar(&o.stage, "stage", false, "stage the archive on stdin (or, with --direct, in storage) and print what was staged")
+	cmd.Flags().BoolVar(&o.apply, "apply", false, "put what was staged in place; the staged list is stdin's first line")
+	cmd.Flags().BoolVar(&o.abort, "abort", false, "remove what was staged; the staged list is stdin's first line")
+	cmd.Flags().BoolVar(&o.opts.Delete, "delete", false, "with --apply, delete what the directory holds that the archive does not")
+	cmd.Flags().BoolVar(&o.direct, "direct", false, "with --stage, download the archive through the presigned URL of the JSON request on stdin's first line")
 	return cmd
+}
+
+// complete: only root may give files their owners; anyone else leaves them, and the result says so.
+func (o *unpackOptions) complete([]string) error {
+	o.opts.Owners = os.Geteuid() == 0
+	return nil
+}
+
+func (o *unpackOptions) validate() error {
+	switch {
+	case o.stage && !o.apply && !o.abort:
+	case (o.apply || o.abort) && !o.stage && !o.direct && !(o.apply && o.abort):
+	default:
+		return badinput.Errorf("ferry mover unpack: give one of --stage (with or without --direct), --apply or --abort")
+	}
+	return nil
+}
+
+func (o *unpackOptions) run(ctx context.Context) error {
+	if o.stage {
+		if o.direct {
+			return unpackDirect(ctx, o.streams)
+		}
+		st, err := volumes.StageCompressed(ctx, ".", bufio.NewReaderSize(o.streams.In, 1<<20))
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(o.streams.Out).Encode(st)
+	}
+	st, err := readStaged(o.streams)
+	if err != nil {
+		return err
+	}
+	if o.abort {
+		return volumes.Abort(".", st)
+	}
+	res, err := volumes.Apply(ctx, ".", st, o.opts)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(o.streams.Out).Encode(res)
 }
 
 // readStaged reads the staged list from stdin's first line: stdin may never end.

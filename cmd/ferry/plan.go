@@ -8,6 +8,7 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -17,19 +18,17 @@ type planOptions struct {
 
 	from, to           string
 	configFile, preset string
-	output             string
-	include, exclude   plans.Selection
-	storageClassMap    []string
-	namespaceMap       []string
+	output             *outputFlags
+	selection          selectionFlags
+	mapping            mappingFlags
 	concurrency        int
-	upgrade            bool
-	leaveBehind        []string
+	upgrade            upgradeFlags
 
 	config plans.Config // set by complete
 }
 
 func newPlanCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &planOptions{global: global, streams: streams}
+	o := &planOptions{global: global, streams: streams, output: &outputFlags{formats: []string{"yaml", "json"}, files: true}}
 	cmd := &cobra.Command{
 		Use:   "plan --from CONTEXT [--to CONTEXT]",
 		Short: "Inventory a cluster, order what moves, estimate it, and check the target",
@@ -42,74 +41,81 @@ what moves as state, what is left to green's release (the platform section of th
 ferry.yaml), and how green's release differs from blue's (CRDs, components, images). Objects
 whose kind green's release removed block, by name, unless --leave-behind names their CRD.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.complete(); err != nil {
-				return err
-			}
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.from, "from", "", "kubeconfig context of the source cluster (default: the current context)")
 	f.StringVar(&o.to, "to", "", "kubeconfig context of the target cluster, to preflight it")
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml with databases, buckets, selections and mappings")
 	f.StringVar(&o.preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
-	f.StringVarP(&o.output, "output", "o", "", "yaml or json to print the plan, or a file (.yaml, .yml, .json) to write it to; default: a summary")
-	f.StringSliceVar(&o.include.Namespaces, "include-namespaces", nil, "namespaces to include (default all)")
-	f.StringSliceVar(&o.exclude.Namespaces, "exclude-namespaces", nil, "namespaces to leave out")
-	f.StringSliceVar(&o.include.Resources, "include-resources", nil, "resources to include, e.g. configmaps,profiles.kubeflow.org (default all)")
-	f.StringSliceVar(&o.exclude.Resources, "exclude-resources", nil, "resources to leave out")
-	f.StringVarP(&o.include.LabelSelector, "selector", "l", "", "only objects with these labels (CRDs and namespaces always move)")
-	f.StringSliceVar(&o.storageClassMap, "storage-class-map", nil, "storage classes to change on the target, OLD=NEW")
-	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "namespaces to rename on the target, OLD=NEW")
+	o.output.addFlags(f, "yaml or json to print the plan, or a file (.yaml, .yml, .json) to write it to; default: a summary")
+	o.selection.addFlags(f)
+	o.mapping.addFlags(f)
 	f.IntVar(&o.concurrency, "concurrency", 8, "resource types listed at once")
-	addUpgradeFlags(cmd, &o.upgrade, &o.leaveBehind)
+	o.upgrade.addFlags(f)
 	return cmd
 }
 
-func (o *planOptions) complete() error {
-	cfg, err := plans.LoadConfig(o.configFile, o.preset)
+// loadConfig reads ferry.yaml and the preset, naming --preset when the flag gave it.
+func loadConfig(configFile, preset string) (plans.Config, error) {
+	cfg, err := plans.LoadConfig(configFile, preset)
+	if err != nil && preset != "" {
+		return cfg, flagged(err)
+	}
+	return cfg, err
+}
+
+func (o *planOptions) complete([]string) error {
+	cfg, err := loadConfig(o.configFile, o.preset)
 	if err != nil {
 		return err
 	}
-	flags := plans.Config{Include: o.include, Exclude: o.exclude}
-	if flags.StorageClassMap, err = parseMap("--storage-class-map", o.storageClassMap); err != nil {
+	flags := o.selection.config()
+	m, err := o.mapping.mapping()
+	if err != nil {
 		return err
 	}
-	if flags.NamespaceMap, err = parseMap("--namespace-map", o.namespaceMap); err != nil {
-		return err
-	}
+	flags.NamespaceMap, flags.StorageClassMap = m.Namespaces, m.StorageClasses
 	o.config = cfg.Merge(flags)
 	return nil
 }
 
 func (o *planOptions) validate() error {
+	// The flags' selection and maps over ferry.yaml's, checked as one configuration.
 	if err := o.config.Validate(); err != nil {
 		return badinput.Errorf("flags: %w", err)
 	}
 	if o.concurrency < 1 {
 		return badinput.Errorf("--concurrency %d: want 1 or more", o.concurrency)
 	}
-	switch {
-	case o.output == "", o.output == "yaml", o.output == "json":
-	case strings.HasSuffix(o.output, ".yaml"), strings.HasSuffix(o.output, ".yml"), strings.HasSuffix(o.output, ".json"):
-	default:
-		return badinput.Errorf("--output %q: want yaml, json or a file name ending in .yaml, .yml or .json", o.output)
+	if err := o.output.validate(); err != nil {
+		return err
 	}
 	if o.from != "" && o.from == o.to {
 		return badinput.Errorf("--from and --to name the same context %q", o.from)
 	}
-	if o.upgrade && o.to == "" {
+	if o.upgrade.on && o.to == "" {
 		return badinput.Errorf("--upgrade needs --to: the green cluster that runs the new release")
 	}
-	return validateUpgrade(o.upgrade, o.leaveBehind, o.config)
+	return o.upgrade.validate(o.config)
 }
 
-// validateUpgrade checks --upgrade and --leave-behind, of plan and migrate alike.
-func validateUpgrade(upgrade bool, leaveBehind []string, cfg plans.Config) error {
+// upgradeFlags are --upgrade and --leave-behind, of plan and migrate alike.
+type upgradeFlags struct {
+	on          bool
+	leaveBehind []string
+}
+
+func (u *upgradeFlags) addFlags(f *pflag.FlagSet) {
+	f.BoolVar(&u.on, "upgrade", false, "--to runs the platform's new release: move the state only, and compare the releases")
+	f.StringSliceVar(&u.leaveBehind, "leave-behind", nil, "with --upgrade, CRDs green's release removed (e.g. pytorchjobs.kubeflow.org) whose objects stay on blue")
+}
+
+func (u *upgradeFlags) isSet() bool { return u.on || len(u.leaveBehind) > 0 }
+
+// validate checks the flags against the configuration, which must say what green's release installs.
+func (u *upgradeFlags) validate(cfg plans.Config) error {
+	upgrade, leaveBehind := u.on, u.leaveBehind
 	if len(leaveBehind) > 0 && !upgrade {
 		return badinput.Errorf("--leave-behind needs --upgrade")
 	}
@@ -122,13 +128,6 @@ func validateUpgrade(upgrade bool, leaveBehind []string, cfg plans.Config) error
 		return badinput.Errorf("--upgrade: no platform section says what green's release installs; use a preset that has one (--preset kubeflow) or add platform to ferry.yaml")
 	}
 	return nil
-}
-
-// addUpgradeFlags adds --upgrade and --leave-behind, of plan and migrate alike.
-func addUpgradeFlags(cmd *cobra.Command, upgrade *bool, leaveBehind *[]string) {
-	f := cmd.Flags()
-	f.BoolVar(upgrade, "upgrade", false, "--to runs the platform's new release: move the state only, and compare the releases")
-	f.StringSliceVar(leaveBehind, "leave-behind", nil, "with --upgrade, CRDs green's release removed (e.g. pytorchjobs.kubeflow.org) whose objects stay on blue")
 }
 
 func (o *planOptions) run(ctx context.Context) error {
@@ -147,9 +146,9 @@ func (o *planOptions) run(ctx context.Context) error {
 		if err != nil {
 			return badinput.Wrap(err)
 		}
-		if o.upgrade {
-			if err := plans.PlanUpgrade(ctx, p, source, t, plans.UpgradeOptions{LeaveBehind: o.leaveBehind}); err != nil {
-				return err
+		if o.upgrade.on {
+			if err := plans.PlanUpgrade(ctx, p, source, t, plans.UpgradeOptions{LeaveBehind: o.upgrade.leaveBehind}); err != nil {
+				return flagged(err)
 			}
 		}
 		if err := plans.Preflight(ctx, p, t, o.to); err != nil {
@@ -161,27 +160,27 @@ func (o *planOptions) run(ctx context.Context) error {
 	if err := plans.PreflightMovers(ctx, p, source, target, 8); err != nil {
 		return err
 	}
-	switch o.output {
-	case "yaml", "json":
-		data, err := p.Marshal(o.output)
+	switch {
+	case o.output.structured():
+		data, err := p.Marshal(o.output.format)
 		if err != nil {
 			return err
 		}
 		if _, err := o.streams.Out.Write(data); err != nil {
 			return err
 		}
-	case "":
+	case o.output.format == "":
 		if err := p.WriteSummary(o.streams.Out); err != nil {
 			return err
 		}
 	default:
-		if err := p.WriteFile(o.output); err != nil {
+		if err := p.WriteFile(o.output.format); err != nil {
 			return err
 		}
 		if err := p.WriteSummary(o.streams.Out); err != nil {
 			return err
 		}
-		fmt.Fprintf(o.streams.Out, "\nThe full plan is in %s.\n", o.output)
+		fmt.Fprintf(o.streams.Out, "\nThe full plan is in %s.\n", o.output.format)
 	}
 	if blocking := p.Blocking(); len(blocking) > 0 {
 		return &incompleteError{msg: fmt.Sprintf("%d blocking findings; the first: %s: %s", len(blocking), blocking[0].Subject, blocking[0].Message)}
@@ -194,19 +193,4 @@ func orCurrent(ctx string) string {
 		return "the current context"
 	}
 	return "context " + ctx
-}
-
-func parseMap(flag string, pairs []string) (map[string]string, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	m := map[string]string{}
-	for _, p := range pairs {
-		from, to, ok := strings.Cut(p, "=")
-		if !ok || from == "" || to == "" {
-			return nil, badinput.Errorf("%s %q: want OLD=NEW", flag, p)
-		}
-		m[from] = to
-	}
-	return m, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -29,10 +28,18 @@ type pruneReport struct {
 	Failed  map[string]string `json:"failed,omitempty"`
 }
 
+// pruneOptions are ferry prune's.
+type pruneOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+	policy  snapshot.Policy
+	dryRun  bool
+	output  *outputFlags
+}
+
 func newPruneCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	var p snapshot.Policy
-	var dryRun bool
-	var output string
+	o := &pruneOptions{global: global, streams: streams, output: newOutputFlags("json")}
+	p := &o.policy
 	cmd := &cobra.Command{
 		Use:   "prune --keep-last N --keep-daily N ... [--schedule NAME] [--dry-run]",
 		Short: "Remove the backups a retention policy does not keep, and stale incomplete ones",
@@ -49,23 +56,7 @@ read stops prune before it removes anything, naming it. With --schedule only tha
 are considered. Each backup is listed with what keeps it or why it goes.
 Exit codes: 0 done, 2 bad flags, 3 some backups could not be removed (listed).`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return badinput.Errorf("--output %q: want json", output)
-			}
-			if err := p.Check(); err != nil {
-				return err
-			}
-			if p.Empty() {
-				return badinput.Errorf("no --keep-* flag: say what to keep (--keep-last -1 keeps every complete backup and removes only stale incomplete ones)")
-			}
-			if p.Schedule != "" {
-				if err := schedule.CheckName(p.Schedule); err != nil {
-					return badinput.Errorf("--schedule: %w", err)
-				}
-			}
-			return prune(cmd.Context(), global, streams, p, dryRun, output)
-		},
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
 	f.IntVar(&p.Last, "keep-last", 0, "keep the N newest complete backups")
@@ -76,13 +67,35 @@ Exit codes: 0 done, 2 bad flags, 3 some backups could not be removed (listed).`,
 	f.IntVar(&p.Yearly, "keep-yearly", 0, "keep the newest backup of each of the last N years that have one")
 	f.StringVar(&p.Schedule, "schedule", "", "consider only the backups of this schedule")
 	f.DurationVar(&p.Grace, "grace", 24*time.Hour, "keep an incomplete backup this long after its last write: it may still be running")
-	f.BoolVar(&dryRun, "dry-run", false, "show what would be kept and removed; remove nothing")
-	f.StringVarP(&output, "output", "o", "", "json for machine-readable output")
+	f.BoolVar(&o.dryRun, "dry-run", false, "show what would be kept and removed; remove nothing")
+	o.output.addFlags(f, "json for machine-readable output")
 	return cmd
 }
 
-func prune(ctx context.Context, global *globalOptions, streams genericiooptions.IOStreams, p snapshot.Policy, dryRun bool, output string) error {
-	store, err := storage.Open(ctx, global.storageURL)
+func (o *pruneOptions) complete([]string) error { return nil }
+
+func (o *pruneOptions) validate() error {
+	if err := o.output.validate(); err != nil {
+		return err
+	}
+	p := o.policy
+	if err := p.Check(); err != nil {
+		return flagged(err)
+	}
+	if p.Empty() {
+		return badinput.Errorf("no --keep-* flag: say what to keep (--keep-last -1 keeps every complete backup and removes only stale incomplete ones)")
+	}
+	if p.Schedule != "" {
+		if err := schedule.CheckName(p.Schedule); err != nil {
+			return badinput.Errorf("--schedule: %w", err)
+		}
+	}
+	return nil
+}
+
+func (o *pruneOptions) run(ctx context.Context) error {
+	p := o.policy
+	store, err := storage.Open(ctx, o.global.storageURL)
 	if err != nil {
 		return err
 	}
@@ -102,7 +115,7 @@ func prune(ctx context.Context, global *globalOptions, streams genericiooptions.
 	for i := range entries {
 		entries[i].Runs = refs[entries[i].Name]
 	}
-	rep := pruneReport{Storage: store.String(), Schedule: p.Schedule, DryRun: dryRun, Policy: describePolicy(p), Keep: []snapshot.Decision{},
+	rep := pruneReport{Storage: store.String(), Schedule: p.Schedule, DryRun: o.dryRun, Policy: describePolicy(p), Keep: []snapshot.Decision{},
 		Remove: []snapshot.Decision{}, Deleted: []string{}}
 	for _, d := range p.Apply(entries, now) {
 		if d.Keep {
@@ -111,27 +124,23 @@ func prune(ctx context.Context, global *globalOptions, streams genericiooptions.
 			rep.Remove = append(rep.Remove, d)
 		}
 	}
-	if !dryRun {
+	if !o.dryRun {
 		for _, d := range rep.Remove {
 			if _, err := snapshot.Delete(ctx, store, d.Name); err != nil {
 				if rep.Failed == nil {
 					rep.Failed = map[string]string{}
 				}
 				rep.Failed[d.Name] = err.Error()
-				global.logger.Error("backup not removed", "backup", d.Name, "error", err)
+				o.global.logger.Error("backup not removed", "backup", d.Name, "error", err)
 				continue
 			}
 			rep.Deleted = append(rep.Deleted, d.Name)
 		}
 	}
-	if output == "json" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(streams.Out, "%s\n", data)
-	} else {
-		printPrune(streams, rep)
+	if done, err := o.output.print(o.streams.Out, rep); !done {
+		printPrune(o.streams, rep)
+	} else if err != nil {
+		return err
 	}
 	if len(rep.Failed) > 0 {
 		return &incompleteError{msg: fmt.Sprintf("prune: %d of %d backups could not be removed", len(rep.Failed), len(rep.Remove))}

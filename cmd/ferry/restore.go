@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"filippo.io/age"
 	"github.com/ferrykube/ferry/internal/badinput"
-	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
@@ -22,20 +22,28 @@ import (
 type targetOptions struct {
 	global  *globalOptions
 	streams genericiooptions.IOStreams
+	command string // restore or verify
 
-	to, backup                    string
-	identities                    []string
-	namespaceMap, storageClassMap []string
-	include, exclude              plans.Selection
-	skipOwned                     bool
-	parallel                      int
-	moverImage, output            string
-	existing                      string // restore only
-	moverDirect                   bool
-	upgrade                       bool
-	waitTimeout                   time.Duration
-	mapping                       snapshot.Mapping
-	filter                        *plans.Filter
+	to, backup  string
+	identities  []string
+	mapping     mappingFlags
+	selection   selectionFlags
+	skipOwned   bool
+	parallel    parallelFlag
+	movers      moverFlags
+	output      *outputFlags
+	existing    string // restore only
+	upgrade     bool
+	waitTimeout time.Duration
+
+	// Set by complete.
+	ids         []age.Identity
+	flagMapping snapshot.Mapping
+	filter      *plans.Filter
+}
+
+func newTargetOptions(global *globalOptions, streams genericiooptions.IOStreams, command string) *targetOptions {
+	return &targetOptions{global: global, streams: streams, command: command, output: newOutputFlags("json", "yaml")}
 }
 
 func (o *targetOptions) addFlags(cmd *cobra.Command) {
@@ -43,120 +51,119 @@ func (o *targetOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.to, "to", "", "kubeconfig context of the target cluster (default: the current context)")
 	f.StringVar(&o.backup, "backup", "", "name of the backup (see ferry backups list); latest is the newest complete one, latest:SCHEDULE that of a schedule")
 	f.StringSliceVar(&o.identities, "identity", nil, "age identity file (AGE-SECRET-KEY-1...) of an encrypted backup")
-	f.StringSliceVar(&o.namespaceMap, "namespace-map", nil, "restore namespace FROM as TO (FROM=TO, repeatable); adds to ferry.yaml's namespaceMap")
-	f.StringSliceVar(&o.storageClassMap, "storage-class-map", nil, "give claims of storage class FROM the class TO (FROM=TO, repeatable)")
-	f.StringSliceVar(&o.include.Namespaces, "include-namespaces", nil, "only these (source) namespaces")
-	f.StringSliceVar(&o.exclude.Namespaces, "exclude-namespaces", nil, "not these (source) namespaces")
-	f.StringSliceVar(&o.include.Resources, "include-resources", nil, "only these resource types (e.g. configmaps, profiles.kubeflow.org)")
-	f.StringSliceVar(&o.exclude.Resources, "exclude-resources", nil, "not these resource types")
-	f.StringVarP(&o.include.LabelSelector, "selector", "l", "", "only objects with these labels")
+	o.mapping.addFlags(f)
+	o.selection.addFlags(f)
 	f.BoolVar(&o.skipOwned, "skip-owned", false, "leave objects with a controlling owner (a ReplicaSet's pods, say) to the target's controllers")
-	f.IntVar(&o.parallel, "parallel", 8, "volumes, bucket objects and (×4) objects handled at once")
-	f.BoolVar(&o.moverDirect, "mover-direct", false, "mover pods read volumes from the S3 storage themselves, through a URL ferry presigns for each (valid 15 minutes; no credentials); ferry decrypts an encrypted backup's volumes itself")
-	f.StringVar(&o.moverImage, "mover-image", "ghcr.io/ferrykube/ferry:"+buildinfo.Read().Version, "image of the mover pods that write and read volumes (the ferry image)")
+	o.parallel.addFlags(f, 8, "volumes, bucket objects and (×4) objects handled at once")
+	o.movers.addFlags(f, "mover pods read volumes from the S3 storage themselves, through a URL ferry presigns for each (valid 15 minutes; no credentials); ferry decrypts an encrypted backup's volumes itself")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 2*time.Minute, "how long to wait for CRDs to be Established and workloads to become healthy")
-	f.StringVarP(&o.output, "output", "o", "", "json or yaml for a machine-readable report")
+	o.output.addFlags(f, "json or yaml for a machine-readable report")
 	f.BoolVar(&o.upgrade, "upgrade", false, "the backup was made by ferry migrate --upgrade and the target runs the platform's new release: only the state is restored or verified, what the release provides is left as it is")
 }
 
-func (o *targetOptions) complete(command string) error {
-	if o.backup == "" {
-		return badinput.Errorf("ferry %s needs --backup NAME (see ferry backups list)", command)
-	}
-	if !snapshot.IsLatestRef(o.backup) {
-		if err := snapshot.CheckName(o.backup); err != nil {
-			return err
-		}
-	}
-	if o.parallel < 1 {
-		return badinput.Errorf("--parallel %d: want 1 or more", o.parallel)
-	}
-	switch o.output {
-	case "", "json", "yaml":
-	default:
-		return badinput.Errorf("--output %q: want json or yaml", o.output)
-	}
+// complete reads the identity files and the flags' mapping and selection.
+func (o *targetOptions) complete([]string) error {
 	var err error
-	if o.mapping.Namespaces, err = snapshot.ParseMap("namespace-map", o.namespaceMap, false); err != nil {
+	if o.ids, err = snapshot.ParseIdentities(o.identities); err != nil {
+		return flagged(err)
+	}
+	if o.flagMapping, err = o.mapping.mapping(); err != nil {
 		return err
 	}
-	if o.mapping.StorageClasses, err = snapshot.ParseMap("storage-class-map", o.storageClassMap, true); err != nil {
-		return err
-	}
-	if len(o.include.Namespaces)+len(o.include.Resources)+len(o.exclude.Namespaces)+len(o.exclude.Resources) > 0 || o.include.LabelSelector != "" {
-		if o.filter, err = plans.NewFilter(plans.Config{Include: o.include, Exclude: o.exclude}); err != nil {
+	if o.selection.isSet() {
+		if o.filter, err = plans.NewFilter(o.selection.config()); err != nil {
 			return badinput.Wrap(err)
 		}
 	}
 	return nil
 }
 
-// open opens the backup and builds the kinds that restore and verify it on the target, in order.
-func (o *targetOptions) open(ctx context.Context, command string) (*snapshot.Reader, []snapshot.Restorer, error) {
-	ids, err := snapshot.ParseIdentities(o.identities)
-	if err != nil {
-		return nil, nil, err
+func (o *targetOptions) validate() error {
+	if o.backup == "" {
+		return badinput.Errorf("ferry %s needs --backup NAME (see ferry backups list)", o.command)
 	}
+	if !snapshot.IsLatestRef(o.backup) {
+		if err := snapshot.CheckName(o.backup); err != nil {
+			return err
+		}
+	}
+	if err := o.parallel.validate(); err != nil {
+		return err
+	}
+	if err := o.output.validate(); err != nil {
+		return err
+	}
+	if o.command == kinds.Restore {
+		switch o.existing {
+		case resources.ExistingSkip, resources.ExistingUpdate, resources.ExistingReplace, resources.ExistingFail:
+		default:
+			return badinput.Errorf("--existing %q: want skip, update, replace or fail", o.existing)
+		}
+	}
+	return nil
+}
+
+// open opens the backup (resolving latest) and builds the kinds that restore and verify it on the
+// target, in order, with the mapping they use: the backup's ferry.yaml's with the flags' over it.
+func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, snapshot.Mapping, []snapshot.Restorer, error) {
 	store, err := storage.Open(ctx, o.global.storageURL)
 	if err != nil {
-		return nil, nil, err
+		return nil, snapshot.Mapping{}, nil, err
+	}
+	direct, err := o.movers.presigner(store)
+	if err != nil {
+		return nil, snapshot.Mapping{}, nil, err
 	}
 	if snapshot.IsLatestRef(o.backup) {
 		name, err := snapshot.Resolve(ctx, store, o.backup)
 		if err != nil {
-			return nil, nil, err
+			return nil, snapshot.Mapping{}, nil, err
 		}
 		o.global.logger.Info("resolved the backup", "backup", o.backup, "name", name)
 		o.backup = name
 	}
-	r, err := snapshot.Open(ctx, store, o.backup, ids)
+	r, err := snapshot.Open(ctx, store, o.backup, o.ids)
 	if err != nil {
-		return nil, nil, err
+		return nil, snapshot.Mapping{}, nil, err
 	}
 	if o.upgrade && (r.Manifest.Plan == nil || r.Manifest.Plan.Upgrade == nil) {
-		return nil, nil, badinput.Errorf("--upgrade: backup %s was not made for an upgrade (ferry migrate --upgrade)", o.backup)
+		return nil, snapshot.Mapping{}, nil, badinput.Errorf("--upgrade: backup %s was not made for an upgrade (ferry migrate --upgrade)", o.backup)
+	}
+	mapping := kinds.EffectiveMapping(r, o.flagMapping)
+	if err := checkMapping(mapping); err != nil {
+		return nil, snapshot.Mapping{}, nil, badinput.Errorf("backup %s's ferry.yaml with the flags: %w", o.backup, err)
 	}
 	r = kinds.Selected(r, o.filter)
 	cfg, err := o.global.restConfig(o.to)
 	if err != nil {
-		return nil, nil, badinput.Wrap(err)
+		return nil, snapshot.Mapping{}, nil, badinput.Wrap(err)
 	}
 	target, err := kinds.NewCluster(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, snapshot.Mapping{}, nil, err
 	}
-	var direct storage.Presigner
-	if o.moverDirect {
-		p, ok := store.(storage.Presigner)
-		if !ok {
-			return nil, nil, badinput.Errorf("--mover-direct needs S3 storage that mover pods can reach, not %s", store)
-		}
-		direct = p
+	if err := o.preflightMovers(ctx, r, mapping, target); err != nil {
+		return nil, snapshot.Mapping{}, nil, err
 	}
-	// The mapping of ferry.yaml at backup time, then the flags: the report shows it.
-	o.mapping = kinds.EffectiveMapping(r, o.mapping)
-	if err := o.preflightMovers(ctx, command, r, target); err != nil {
-		return nil, nil, err
-	}
-	return r, kinds.Restorers(r, target, kinds.RestoreOptions{Mapping: o.mapping, Existing: o.existing, SkipOwned: o.skipOwned,
-		Select: o.filter, Parallel: o.parallel, MoverImage: o.moverImage, Direct: direct, WaitTimeout: o.waitTimeout, Upgrade: o.upgrade, Log: o.global.logger}), nil
+	return r, mapping, kinds.Restorers(r, target, kinds.RestoreOptions{Mapping: mapping, Existing: o.existing, SkipOwned: o.skipOwned,
+		Select: o.filter, Parallel: o.parallel.n, MoverImage: o.movers.image, Direct: direct, WaitTimeout: o.waitTimeout, Upgrade: o.upgrade, Log: o.global.logger}), nil
 }
 
 // preflightMovers stops before anything is applied when a namespace's quota has no room for the
 // mover pods that write or read the backup's claims there.
-func (o *targetOptions) preflightMovers(ctx context.Context, command string, r *snapshot.Reader, target kinds.Cluster) error {
+func (o *targetOptions) preflightMovers(ctx context.Context, r *snapshot.Reader, mapping snapshot.Mapping, target kinds.Cluster) error {
 	if r.Velero || r.Manifest.Plan == nil {
 		return nil // no volume data to move
 	}
 	var claims []string
 	for _, v := range r.Manifest.Volumes {
-		claims = append(claims, o.mapping.Namespace(v.Namespace))
+		claims = append(claims, mapping.Namespace(v.Namespace))
 	}
-	findings, err := plans.QuotaCheck{Dynamic: target.Dynamic, Cluster: "target", Mover: r.Manifest.Plan.Config.Mover}.Check(ctx, plans.Movers(claims, o.parallel))
+	findings, err := plans.QuotaCheck{Dynamic: target.Dynamic, Cluster: "target", Mover: r.Manifest.Plan.Config.Mover}.Check(ctx, plans.Movers(claims, o.parallel.n))
 	if err != nil {
 		return err
 	}
-	return refuseBlocking(o.streams.Out, command, findings)
+	return refuseBlocking(o.streams.Out, o.command, findings)
 }
 
 // runReport is what restore and verify print.
@@ -174,7 +181,7 @@ type runReport struct {
 
 func (o *targetOptions) print(rep *runReport) error {
 	rep.Report.Sort()
-	if done, err := printStructured(o.streams.Out, o.output, rep); done {
+	if done, err := o.output.print(o.streams.Out, rep); done {
 		return err
 	}
 	if err := rep.Report.Print(o.streams.Out); err != nil {
@@ -185,7 +192,7 @@ func (o *targetOptions) print(rep *runReport) error {
 }
 
 func newRestoreCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &targetOptions{global: global, streams: streams}
+	o := newTargetOptions(global, streams, kinds.Restore)
 	cmd := &cobra.Command{
 		Use:   "restore --to CONTEXT --backup NAME",
 		Short: "Put a backup onto a cluster: objects, volume contents, databases and buckets",
@@ -215,17 +222,7 @@ dropped the schemas first); the error names the statement's line and table, neve
 Restoring twice changes nothing the second time.
 Exit codes: 0 restored, 3 items skipped or failed (listed), 1 the restore could not go on, 2 bad input.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.complete("restore"); err != nil {
-				return err
-			}
-			switch o.existing {
-			case resources.ExistingSkip, resources.ExistingUpdate, resources.ExistingReplace, resources.ExistingFail:
-			default:
-				return badinput.Errorf("--existing %q: want skip, update, replace or fail", o.existing)
-			}
-			return o.run(cmd.Context(), "restore")
-		},
+		RunE: runE(o),
 	}
 	o.addFlags(cmd)
 	cmd.Flags().StringVar(&o.existing, "existing", resources.ExistingSkip, "an object already on the target that differs from the backup: skip (leave it, reported), update (server-side apply), replace (made equal to the backup's, fields it lacks removed) or fail")
@@ -233,7 +230,7 @@ Exit codes: 0 restored, 3 items skipped or failed (listed), 1 the restore could 
 }
 
 func newVerifyCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &targetOptions{global: global, streams: streams}
+	o := newTargetOptions(global, streams, kinds.Verify)
 	cmd := &cobra.Command{
 		Use:   "verify --to CONTEXT --backup NAME",
 		Short: "Prove, item by item, that a cluster holds what a backup holds",
@@ -244,25 +241,21 @@ checksum; every bucket object the same size and SHA-256; and the restored worklo
 (Deployments Available, StatefulSets ready, claims Bound, Jobs not failed). Give the same mapping
 flags as the restore. Exit codes: 0 identical, 3 differences (each named), 1 could not verify, 2 bad input.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.complete("verify"); err != nil {
-				return err
-			}
-			return o.run(cmd.Context(), "verify")
-		},
+		RunE: runE(o),
 	}
 	o.addFlags(cmd)
 	return cmd
 }
 
-func (o *targetOptions) run(ctx context.Context, command string) error {
-	r, restorers, err := o.open(ctx, command)
+func (o *targetOptions) run(ctx context.Context) error {
+	command := o.command
+	r, mapping, restorers, err := o.open(ctx)
 	if err != nil {
 		return err
 	}
 	started := time.Now()
 	report, runErr := kinds.Run(ctx, command, r, restorers, o.global.logger)
-	rep := &runReport{Command: command, Backup: o.backup, Target: orCurrent(o.to), StartedAt: started.UTC(), Mapping: o.mapping,
+	rep := &runReport{Command: command, Backup: o.backup, Target: orCurrent(o.to), StartedAt: started.UTC(), Mapping: mapping,
 		Duration: time.Since(started).Round(time.Millisecond).String(), Report: report}
 	if runErr != nil {
 		rep.Error = runErr.Error()

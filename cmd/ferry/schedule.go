@@ -53,19 +53,19 @@ func scheduleClient(global *globalOptions, from string) (kubernetes.Interface, e
 	return kubernetes.NewForConfig(cfg)
 }
 
-func oneName(command string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != 1 {
-			return badinput.Errorf("ferry schedule %s takes one schedule name, got %d arguments", command, len(args))
-		}
-		return nil
-	}
+// scheduleCreateOptions are ferry schedule create's.
+type scheduleCreateOptions struct {
+	global           *globalOptions
+	streams          genericiooptions.IOStreams
+	opts             schedule.Options
+	from, configFile string
+	dryRun           bool
+	output           *outputFlags
+	config           plans.Config // set by complete
 }
 
 func newScheduleCreateCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	var o schedule.Options
-	var from, configFile, output string
-	var dryRun bool
+	o := &scheduleCreateOptions{global: global, streams: streams, output: newOutputFlags("yaml", "json")}
 	cmd := &cobra.Command{
 		Use:   "create NAME --cron \"0 2 * * *\" --from CONTEXT --storage s3://... [--storage-secret SECRET]",
 		Short: "Create a CronJob in the cluster that runs ferry backup on a schedule",
@@ -95,97 +95,101 @@ latest:NAME, ferry prune --schedule NAME). The S3 credentials come from the Secr
 they are never written into the CronJob. --dry-run prints the manifests (-o yaml or json) and
 creates nothing; when it cannot reach the cluster they hold ferry's built-in list of types and
 no Roles.`,
-		Args: oneName("create"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name, o.Namespace, o.Storage = args[0], scheduleNamespace(global), global.storageURL
-			switch output {
-			case "", "yaml", "json":
-			default:
-				return badinput.Errorf("--output %q: want yaml or json", output)
-			}
-			if configFile != "" {
-				// Checked here as ferry backup would read it, so a bad file fails now, not at 2 a.m.
-				data, err := os.ReadFile(configFile)
-				if err != nil {
-					return badinput.Errorf("-f %s: %w", configFile, err)
-				}
-				o.Config = data
-			}
-			// The storage URL and the recipients go into the CronJob: checked as ferry backup
-			// would, so that a secret given by mistake is refused, not written into the cluster.
-			if err := storage.CheckURL(o.Storage); err != nil {
-				return err
-			}
-			if _, err := snapshot.ParseRecipients(o.EncryptTo); err != nil {
-				return err
-			}
-			if err := o.Check(); err != nil {
-				return err
-			}
-			cfg, err := plans.LoadConfig(configFile, o.Preset)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			// The job's rights come from the plan of the cluster: the types it reads, the
-			// namespaces of its data. A dry run that cannot reach the cluster shows the built-in list.
-			o.Reads, o.DataNamespaces, err = scheduleAccess(ctx, global, from, cfg)
-			if err != nil {
-				if !dryRun {
-					return fmt.Errorf("plan %s for the schedule's rights: %w", orCurrent(from), err)
-				}
-				fmt.Fprintf(streams.ErrOut, "Cannot plan %s (%v): the manifests read ferry's built-in types and give no namespace pod rights; create plans the cluster.\n", orCurrent(from), err)
-			}
-			m, err := schedule.Build(o)
-			if err != nil {
-				return err
-			}
-			if dryRun || output != "" {
-				if err := printManifests(streams, m, output); err != nil || dryRun {
-					return err
-				}
-			}
-			client, err := scheduleClient(global, from)
-			if err != nil {
-				return err
-			}
-			done, err := schedule.Apply(ctx, client, m)
-			if output == "" {
-				for _, d := range done {
-					fmt.Fprintln(streams.Out, d)
-				}
-			}
-			if err != nil {
-				return fmt.Errorf("schedule %s in %s: %w", o.Name, orCurrent(from), err)
-			}
-			out := streams.Out
-			if output != "" {
-				out = streams.ErrOut
-			}
-			fmt.Fprintf(out, "Schedule %s in namespace %s runs %q: ferry %s\n", o.Name, o.Namespace, o.Cron, strings.Join(schedule.Args(o), " "))
-			fmt.Fprintf(out, "Its ServiceAccount reads %d resource types and runs pods only in %s; a type or data namespace added later needs the schedule made again.\n",
-				len(o.Reads), orNone(o.DataNamespaces))
-			warnMissingSecret(ctx, client, out, o)
-			return nil
-		},
+		Args: oneArg("schedule create", "schedule name", ""),
+		RunE: runE(o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Cron, "cron", "", "when to back up, a cron expression in the controller manager's time zone, e.g. \"0 2 * * *\" or @daily")
-	f.StringVar(&from, "from", "", "kubeconfig context of the cluster to back up, where the CronJob runs (default: the current context)")
-	f.StringVar(&o.Image, "image", schedule.ImageRepository+":"+buildinfo.Read().Version, "the ferry image the job and its mover pods run")
-	f.StringVar(&o.StorageSecret, "storage-secret", "", "Secret in the namespace holding the S3 credentials ("+schedule.AccessKeyKey+", "+schedule.SecretKeyKey+"); omit when the pod gets them another way")
-	f.StringVar(&o.Preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
-	f.StringVarP(&configFile, "config", "f", "", "ferry.yaml for the backups, kept in a ConfigMap beside the CronJob")
-	f.StringSliceVar(&o.EncryptTo, "encrypt-to", nil, "age recipients (age1...) to encrypt the backups to")
-	f.BoolVar(&o.MoverDirect, "mover-direct", false, "mover pods upload volumes to storage themselves")
-	f.IntVar(&o.Parallel, "parallel", 0, "resource types listed and bucket objects copied at once (default: ferry backup's)")
-	f.BoolVar(&o.Suspend, "suspend", false, "create the CronJob suspended")
-	f.DurationVar(&o.ActiveDeadline, "active-deadline", schedule.DefaultActiveDeadline, "a run that takes longer is stopped (the Job's activeDeadlineSeconds), so it cannot block the later ones")
-	f.DurationVar(&o.StartingDeadline, "starting-deadline", schedule.DefaultStartingDeadline, "a run missed by more than this is skipped until the next (the CronJob's startingDeadlineSeconds)")
-	f.StringToStringVar(&o.ServiceAccountAnnotations, "service-account-annotation", nil, "annotations of the ServiceAccount (KEY=VALUE), e.g. for a cloud web identity that gives the pod S3 credentials")
-	f.BoolVar(&dryRun, "dry-run", false, "print the manifests and create nothing")
-	f.StringVarP(&output, "output", "o", "", "yaml or json: print the manifests")
+	f.StringVar(&o.opts.Cron, "cron", "", "when to back up, a cron expression in the controller manager's time zone, e.g. \"0 2 * * *\" or @daily")
+	f.StringVar(&o.from, "from", "", "kubeconfig context of the cluster to back up, where the CronJob runs (default: the current context)")
+	f.StringVar(&o.opts.Image, "image", schedule.ImageRepository+":"+buildinfo.Read().Version, "the ferry image the job and its mover pods run")
+	f.StringVar(&o.opts.StorageSecret, "storage-secret", "", "Secret in the namespace holding the S3 credentials ("+schedule.AccessKeyKey+", "+schedule.SecretKeyKey+"); omit when the pod gets them another way")
+	f.StringVar(&o.opts.Preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
+	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml for the backups, kept in a ConfigMap beside the CronJob")
+	f.StringSliceVar(&o.opts.EncryptTo, "encrypt-to", nil, "age recipients (age1...) to encrypt the backups to")
+	f.BoolVar(&o.opts.MoverDirect, "mover-direct", false, "mover pods upload volumes to storage themselves")
+	f.IntVar(&o.opts.Parallel, "parallel", 0, "resource types listed and bucket objects copied at once (default: ferry backup's)")
+	f.BoolVar(&o.opts.Suspend, "suspend", false, "create the CronJob suspended")
+	f.DurationVar(&o.opts.ActiveDeadline, "active-deadline", schedule.DefaultActiveDeadline, "a run that takes longer is stopped (the Job's activeDeadlineSeconds), so it cannot block the later ones")
+	f.DurationVar(&o.opts.StartingDeadline, "starting-deadline", schedule.DefaultStartingDeadline, "a run missed by more than this is skipped until the next (the CronJob's startingDeadlineSeconds)")
+	f.StringToStringVar(&o.opts.ServiceAccountAnnotations, "service-account-annotation", nil, "annotations of the ServiceAccount (KEY=VALUE), e.g. for a cloud web identity that gives the pod S3 credentials")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the manifests and create nothing")
+	o.output.addFlags(f, "yaml or json: print the manifests")
 	return cmd
+}
+
+// complete reads ferry.yaml, as ferry backup would, so that a bad file fails now, not at 2 a.m.
+func (o *scheduleCreateOptions) complete(args []string) error {
+	o.opts.Name, o.opts.Namespace, o.opts.Storage = args[0], scheduleNamespace(o.global), o.global.storageURL
+	if o.configFile != "" {
+		data, err := os.ReadFile(o.configFile)
+		if err != nil {
+			return badinput.Errorf("-f %s: %w", o.configFile, err)
+		}
+		o.opts.Config = data
+	}
+	var err error
+	o.config, err = loadConfig(o.configFile, o.opts.Preset)
+	return err
+}
+
+func (o *scheduleCreateOptions) validate() error {
+	if err := o.output.validate(); err != nil {
+		return err
+	}
+	// The storage URL and the recipients go into the CronJob: checked as ferry backup would, so
+	// that a secret given by mistake is refused, not written into the cluster.
+	if err := storage.CheckURL(o.opts.Storage); err != nil {
+		return err
+	}
+	if _, err := snapshot.ParseRecipients(o.opts.EncryptTo); err != nil {
+		return flagged(err)
+	}
+	return o.opts.Check()
+}
+
+func (o *scheduleCreateOptions) run(ctx context.Context) error {
+	streams, from := o.streams, o.from
+	var err error
+	// The job's rights come from the plan of the cluster: the types it reads, the namespaces of
+	// its data. A dry run that cannot reach the cluster shows the built-in list.
+	o.opts.Reads, o.opts.DataNamespaces, err = scheduleAccess(ctx, o.global, from, o.config)
+	if err != nil {
+		if !o.dryRun {
+			return fmt.Errorf("plan %s for the schedule's rights: %w", orCurrent(from), err)
+		}
+		fmt.Fprintf(streams.ErrOut, "Cannot plan %s (%v): the manifests read ferry's built-in types and give no namespace pod rights; create plans the cluster.\n", orCurrent(from), err)
+	}
+	m, err := schedule.Build(o.opts)
+	if err != nil {
+		return err
+	}
+	if o.dryRun || o.output.format != "" {
+		if err := printManifests(streams, m, o.output.format); err != nil || o.dryRun {
+			return err
+		}
+	}
+	client, err := scheduleClient(o.global, from)
+	if err != nil {
+		return err
+	}
+	done, err := schedule.Apply(ctx, client, m)
+	if o.output.format == "" {
+		for _, d := range done {
+			fmt.Fprintln(streams.Out, d)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("schedule %s in %s: %w", o.opts.Name, orCurrent(from), err)
+	}
+	out := streams.Out
+	if o.output.format != "" {
+		out = streams.ErrOut
+	}
+	fmt.Fprintf(out, "Schedule %s in namespace %s runs %q: ferry %s\n", o.opts.Name, o.opts.Namespace, o.opts.Cron, strings.Join(schedule.Args(o.opts), " "))
+	fmt.Fprintf(out, "Its ServiceAccount reads %d resource types and runs pods only in %s; a type or data namespace added later needs the schedule made again.\n",
+		len(o.opts.Reads), orNone(o.opts.DataNamespaces))
+	warnMissingSecret(ctx, client, out, o.opts)
+	return nil
 }
 
 func printManifests(streams genericiooptions.IOStreams, m *schedule.Manifests, format string) error {
@@ -218,44 +222,55 @@ func warnMissingSecret(ctx context.Context, client kubernetes.Interface, out io.
 	}
 }
 
+// scheduleListOptions are ferry schedule list's.
+type scheduleListOptions struct {
+	global  *globalOptions
+	streams genericiooptions.IOStreams
+	from    string
+	all     bool
+	output  *outputFlags
+}
+
 func newScheduleListCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	var from, output string
-	var all bool
+	o := &scheduleListOptions{global: global, streams: streams, output: newOutputFlags("json")}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List ferry's schedules: cron, suspended, last run and last success",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return badinput.Errorf("--output %q: want json", output)
-			}
-			client, err := scheduleClient(global, from)
-			if err != nil {
-				return err
-			}
-			ns := scheduleNamespace(global)
-			if all {
-				ns = ""
-			}
-			infos, err := schedule.List(cmd.Context(), client, ns)
-			if err != nil {
-				return err
-			}
-			if done, err := printStructured(streams.Out, output, infos); done {
-				return err
-			}
-			w := tabwriter.NewWriter(streams.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "NAMESPACE\tNAME\tCRON\tSUSPENDED\tACTIVE\tLAST RUN\tLAST SUCCESS\tSTORAGE\n")
-			for _, i := range infos {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%d\t%s\t%s\t%s\n", i.Namespace, i.Name, i.Cron, i.Suspended, i.Active, orDash(i.LastRun), orDash(i.LastSuccess), i.Storage)
-			}
-			return w.Flush()
-		},
+		RunE:  runE(o),
 	}
-	cmd.Flags().StringVar(&from, "from", "", "kubeconfig context of the cluster (default: the current context)")
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "schedules of every namespace")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "json for machine-readable output")
+	cmd.Flags().StringVar(&o.from, "from", "", "kubeconfig context of the cluster (default: the current context)")
+	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "schedules of every namespace")
+	o.output.addFlags(cmd.Flags(), "json for machine-readable output")
 	return cmd
+}
+
+func (o *scheduleListOptions) complete([]string) error { return nil }
+
+func (o *scheduleListOptions) validate() error { return o.output.validate() }
+
+func (o *scheduleListOptions) run(ctx context.Context) error {
+	client, err := scheduleClient(o.global, o.from)
+	if err != nil {
+		return err
+	}
+	ns := scheduleNamespace(o.global)
+	if o.all {
+		ns = ""
+	}
+	infos, err := schedule.List(ctx, client, ns)
+	if err != nil {
+		return err
+	}
+	if done, err := o.output.print(o.streams.Out, infos); done {
+		return err
+	}
+	w := tabwriter.NewWriter(o.streams.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "NAMESPACE\tNAME\tCRON\tSUSPENDED\tACTIVE\tLAST RUN\tLAST SUCCESS\tSTORAGE\n")
+	for _, i := range infos {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%t\t%d\t%s\t%s\t%s\n", i.Namespace, i.Name, i.Cron, i.Suspended, i.Active, orDash(i.LastRun), orDash(i.LastSuccess), i.Storage)
+	}
+	return w.Flush()
 }
 
 func orDash(t *time.Time) string {
@@ -265,34 +280,44 @@ func orDash(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// scheduleDeleteOptions are ferry schedule delete's.
+type scheduleDeleteOptions struct {
+	global     *globalOptions
+	streams    genericiooptions.IOStreams
+	from, name string
+}
+
 func newScheduleDeleteCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
-	var from string
+	o := &scheduleDeleteOptions{global: global, streams: streams}
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a schedule: its CronJob (and Jobs), ConfigMap, RBAC and ServiceAccount; backups stay",
-		Args:  oneName("delete"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := schedule.CheckName(args[0]); err != nil {
-				return err
-			}
-			client, err := scheduleClient(global, from)
-			if err != nil {
-				return err
-			}
-			ns := scheduleNamespace(global)
-			done, err := schedule.Delete(cmd.Context(), client, ns, args[0])
-			for _, d := range done {
-				fmt.Fprintln(streams.Out, d)
-			}
-			if err != nil {
-				return fmt.Errorf("delete schedule %s in namespace %s: %w", args[0], ns, err)
-			}
-			_, err = fmt.Fprintf(streams.Out, "Schedule %s is deleted; its backups stay in storage (ferry prune --schedule %s removes them by policy).\n", args[0], args[0])
-			return err
-		},
+		Args:  oneArg("schedule delete", "schedule name", ""),
+		RunE:  runE(o),
 	}
-	cmd.Flags().StringVar(&from, "from", "", "kubeconfig context of the cluster (default: the current context)")
+	cmd.Flags().StringVar(&o.from, "from", "", "kubeconfig context of the cluster (default: the current context)")
 	return cmd
+}
+
+func (o *scheduleDeleteOptions) complete(args []string) error { o.name = args[0]; return nil }
+
+func (o *scheduleDeleteOptions) validate() error { return schedule.CheckName(o.name) }
+
+func (o *scheduleDeleteOptions) run(ctx context.Context) error {
+	client, err := scheduleClient(o.global, o.from)
+	if err != nil {
+		return err
+	}
+	ns := scheduleNamespace(o.global)
+	done, err := schedule.Delete(ctx, client, ns, o.name)
+	for _, d := range done {
+		fmt.Fprintln(o.streams.Out, d)
+	}
+	if err != nil {
+		return fmt.Errorf("delete schedule %s in namespace %s: %w", o.name, ns, err)
+	}
+	_, err = fmt.Fprintf(o.streams.Out, "Schedule %s is deleted; its backups stay in storage (ferry prune --schedule %s removes them by policy).\n", o.name, o.name)
+	return err
 }
 
 // scheduleAccess plans the cluster as the scheduled backup will: the resource types it reads and

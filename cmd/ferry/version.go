@@ -1,47 +1,38 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
-	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 type versionOptions struct {
-	output  string
 	streams genericiooptions.IOStreams
+	output  *outputFlags
 }
 
 func newVersionCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	o := &versionOptions{streams: streams}
+	o := &versionOptions{streams: streams, output: newOutputFlags("json", "yaml")}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print ferry's version",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run()
-		},
+		RunE:  runE(o),
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml (default: one line)")
+	o.output.addFlags(cmd.Flags(), "output format: json or yaml (default: one line)")
 	return cmd
 }
 
-func (o *versionOptions) validate() error {
-	switch o.output {
-	case "", "json", "yaml":
-		return nil
-	}
-	return badinput.Errorf("--output %q: want json or yaml", o.output)
-}
+func (o *versionOptions) complete([]string) error { return nil }
 
-func (o *versionOptions) run() error {
+func (o *versionOptions) validate() error { return o.output.validate() }
+
+func (o *versionOptions) run(context.Context) error {
 	info := buildinfo.Read()
-	if done, err := printStructured(o.streams.Out, o.output, info); done {
+	if done, err := o.output.print(o.streams.Out, info); done {
 		return err
 	}
 	line := "ferry " + info.Version
@@ -56,12 +47,4 @@ func (o *versionOptions) run() error {
 	}
 	_, err := fmt.Fprintf(o.streams.Out, "%s (%s, %s)\n", line, info.GoVersion, info.Platform)
 	return err
-}
-
-// noArgs rejects positional arguments as bad input.
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return badinput.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)
-	}
-	return nil
 }

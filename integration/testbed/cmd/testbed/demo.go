@@ -235,8 +235,8 @@ func rollBackCarryingWrites(ctx context.Context, tb *testbed.Testbed, ferry stri
 	cmd.Stderr = &quietInfo{out: &refusal}
 	err = cmd.Run()
 	fmt.Print(indent(refusal.String()))
-	if code := exitCode(err); code != 2 {
-		return fmt.Errorf("ferry rollback without a flag exited %d, want 2 (a refusal)", code)
+	if code := exitCode(err); code != 4 {
+		return fmt.Errorf("ferry rollback without a flag exited %d, want 4 (a refusal to lose data)", code)
 	}
 
 	carry := append(slices.Clone(rollback), "--carry-back")
