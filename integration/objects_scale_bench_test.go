@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,18 +139,57 @@ type scaleRun struct {
 	out     []byte
 }
 
+// runMeasured runs cmd and measures its peak RSS as /proc reports the program's own high-water
+// mark (VmHWM), read until it exits: the rusage of a child counts the test process's RSS at the
+// fork, which would hide the program's.
 func runMeasured(b *testing.B, cmd *exec.Cmd) scaleRun {
 	b.Helper()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	out, err := cmd.Output()
-	if err != nil {
-		stderr := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		b.Fatalf("%s: %v\n%s\n%s", strings.Join(cmd.Args[:3], " "), err, out, stderr)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
 	}
-	return scaleRun{seconds: time.Since(start).Seconds(), rssMiB: float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024, out: out}
+	var hwm int64
+	done := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if kb := vmHWM(cmd.Process.Pid); kb > hwm {
+				hwm = kb
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	<-polled
+	if err != nil {
+		b.Fatalf("%s: %v\n%s\n%s", strings.Join(cmd.Args[:3], " "), err, stdout.String(), stderr.String())
+	}
+	return scaleRun{seconds: time.Since(start).Seconds(), rssMiB: float64(hwm) / 1024, out: []byte(stdout.String())}
+}
+
+// vmHWM is a process's peak RSS in KiB, or 0 once it is gone.
+func vmHWM(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
 
 func objectsAtScale(b *testing.B, n int) map[string]float64 {
