@@ -13,8 +13,6 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // RollbackOptions say how to go back to blue once green may hold writes blue lacks.
@@ -272,6 +270,7 @@ func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resource
 	if err != nil {
 		return nil, nil, err
 	}
+	defer before.Close()
 	carried, err := snapshot.Open(ctx, r.o.Store, CarryBackName(r.Journal.Run.ID), r.o.Identities)
 	if err != nil {
 		return nil, nil, err
@@ -280,8 +279,13 @@ func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resource
 	if err != nil {
 		return nil, nil, err
 	}
-	cb := resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
+	defer after.Close()
+	cb, err := resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := cb.CheckDeletions(carried.Manifest.Plan); err != nil {
+		cb.Close()
 		return nil, nil, fmt.Errorf("backup %s: %w; once green lists them, run the carry-back again (a new backup of green is made): %w", carried.Manifest.Name, err, ErrStopped)
 	}
 	return carried, cb, nil
@@ -293,6 +297,7 @@ func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Re
 	if err != nil {
 		return nil, nil, err
 	}
+	defer cb.Close() // its spool; the names it keeps stay
 	restorers := kinds.CarryBackRestorers(rd, cb, r.o.Blue, kinds.RestoreOptions{Parallel: r.o.Parallel, MoverImage: r.o.MoverImage,
 		WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Log: r.o.Log})
 	rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
@@ -402,13 +407,10 @@ func (r *Runner) liveChanges(ctx context.Context) (changes ObjectChanges, unsure
 	if err != nil {
 		return ObjectChanges{}, nil, err
 	}
+	defer before.Close()
 	// Green's writers were started from the quiesce records blue's copies carry: that is not a
 	// write to carry back.
-	for _, entries := range before.ByResource {
-		for i := range entries {
-			entries[i].Object = startedForm(entries[i].Object)
-		}
-	}
+	before.Transform(startedForm)
 	plan, err := r.greenPlan(ctx)
 	if err != nil {
 		return ObjectChanges{}, nil, err
@@ -417,13 +419,18 @@ func (r *Runner) liveChanges(ctx context.Context) (changes ObjectChanges, unsure
 	if err != nil {
 		return ObjectChanges{}, nil, err
 	}
-	cb := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
+	defer now.Close()
+	cb, err := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
+	if err != nil {
+		return ObjectChanges{}, nil, err
+	}
+	defer cb.Close()
 	unsure = cb.SureDeletions(plan)
 	// Objects a controller owns (a Deployment's ReplicaSets scaling with it) follow their owner.
 	controlled := map[string]bool{}
 	for _, entries := range cb.Expected.ByResource {
 		for _, e := range entries {
-			if metav1.GetControllerOfNoCopy(&unstructured.Unstructured{Object: e.Object}) != nil {
+			if cb.Expected.Controlled(e) {
 				controlled[e.ID()] = true
 			}
 		}

@@ -14,18 +14,32 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/gzip"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Entry is one object of a backup's archive, as backed up.
+// Entry is one object of a backup's archive, as backed up. Object is nil for an archive that
+// spools its objects (ReadArchive's): Archive.Object reads it.
 type Entry struct {
 	GroupResource string // "deployments.apps", "configmaps"
 	Namespace     string
 	Name          string
+	APIVersion    string
+	Kind          string
 	Object        map[string]any
+	at            spoolRef
 }
 
 // ID names the entry as reports do: "apps/v1 Deployment ns/name".
-func (e Entry) ID() string { return objectID(e.Object, e.Namespace) }
+func (e Entry) ID() string {
+	if e.Object != nil {
+		return objectID(e.Object, e.Namespace)
+	}
+	name := e.Name
+	if e.Namespace != "" {
+		name = e.Namespace + "/" + name
+	}
+	return e.APIVersion + " " + e.Kind + " " + name
+}
 
 func objectID(obj map[string]any, namespace string) string {
 	u := unstructured.Unstructured{Object: obj}
@@ -36,10 +50,135 @@ func objectID(obj map[string]any, namespace string) string {
 	return u.GetAPIVersion() + " " + u.GetKind() + " " + name
 }
 
-// Archive is every object of a backup, by group-resource, in the archive's order.
+// Archive is every object of a backup, by group-resource, in the archive's order. Memory holds
+// the objects' keys; their contents, once checked, wait in a local spool (or, for an archive made
+// in memory, in Object).
 type Archive struct {
 	ByResource map[string][]Entry
 	Count      int
+
+	spool *spool
+	// ownerKinds are, by group-resource, the group/Kind of every owner its objects reference.
+	ownerKinds map[string]map[string]bool
+	// controlled holds the ownerKey of each object with a controlling owner reference.
+	controlled map[string]bool
+	transform  func(map[string]any) map[string]any
+}
+
+// newSpooledArchive is an empty archive whose objects go to a local spool; Close removes it.
+func newSpooledArchive() (*Archive, error) {
+	s, err := newSpool()
+	if err != nil {
+		return nil, err
+	}
+	return &Archive{ByResource: map[string][]Entry{}, spool: s, ownerKinds: map[string]map[string]bool{}, controlled: map[string]bool{}}, nil
+}
+
+// Close removes the archive's spool.
+func (a *Archive) Close() error {
+	if a == nil || a.spool == nil {
+		return nil
+	}
+	return a.spool.close()
+}
+
+// Transform makes Object return f of each object (f may change its argument).
+func (a *Archive) Transform(f func(map[string]any) map[string]any) { a.transform = f }
+
+// add appends one object, whose JSON is data (or, when nil, obj's), keeping its keys in memory
+// and its contents in the spool when there is one.
+func (a *Archive) add(gr, namespace, name string, obj map[string]any, data []byte) error {
+	u := unstructured.Unstructured{Object: obj}
+	e := Entry{GroupResource: gr, Namespace: namespace, Name: name, APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
+	a.noteKeys(gr, e, obj)
+	if a.spool == nil {
+		e.Object = obj
+	} else {
+		if data == nil {
+			var err error
+			if data, err = json.Marshal(obj); err != nil {
+				return fmt.Errorf("%s: %w", e.ID(), err)
+			}
+		}
+		var err error
+		if e.at, err = a.spool.put(data); err != nil {
+			return err
+		}
+	}
+	if entries, ok := a.ByResource[gr]; ok {
+		e.GroupResource = entries[0].GroupResource // one copy of the string
+	}
+	a.ByResource[gr] = append(a.ByResource[gr], e)
+	a.Count++
+	return nil
+}
+
+func (a *Archive) noteKeys(gr string, e Entry, obj map[string]any) {
+	if a.ownerKinds == nil {
+		a.ownerKinds = map[string]map[string]bool{}
+	}
+	if a.controlled == nil {
+		a.controlled = map[string]bool{}
+	}
+	for _, ref := range (&unstructured.Unstructured{Object: obj}).GetOwnerReferences() {
+		gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+		if a.ownerKinds[gr] == nil {
+			a.ownerKinds[gr] = map[string]bool{}
+		}
+		a.ownerKinds[gr][gv.Group+"/"+ref.Kind] = true
+		if ref.Controller != nil && *ref.Controller {
+			gv, _ := schema.ParseGroupVersion(e.APIVersion)
+			a.controlled[ownerKey(gv.Group, e.Kind, e.Namespace, e.Name)] = true
+		}
+	}
+}
+
+// index fills in the keys of an archive made in memory (a literal: Object set, keys not).
+func (a *Archive) index() {
+	if a.ownerKinds != nil {
+		return
+	}
+	a.ownerKinds, a.controlled = map[string]map[string]bool{}, map[string]bool{}
+	for gr, entries := range a.ByResource {
+		for i, e := range entries {
+			if e.Object == nil {
+				continue
+			}
+			u := unstructured.Unstructured{Object: e.Object}
+			if e.APIVersion == "" {
+				entries[i].APIVersion, entries[i].Kind = u.GetAPIVersion(), u.GetKind()
+			}
+			a.noteKeys(gr, entries[i], e.Object)
+		}
+	}
+}
+
+// Object is the entry's object, read from the spool when it is there (a new copy each time).
+func (a *Archive) Object(e Entry) (map[string]any, error) {
+	obj := e.Object
+	if obj == nil {
+		if a.spool == nil {
+			return nil, fmt.Errorf("%s: not in the archive", e.ID())
+		}
+		data, err := a.spool.get(e.at)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.ID(), err)
+		}
+		if err := json.Unmarshal(data, &obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.ID(), err)
+		}
+	}
+	if a.transform != nil {
+		obj = a.transform(obj)
+	}
+	return obj, nil
+}
+
+// Controlled says whether the entry's object has a controlling owner reference.
+func (a *Archive) Controlled(e Entry) bool {
+	a.index()
+	gv, _ := schema.ParseGroupVersion(e.APIVersion)
+	return a.controlled[ownerKey(gv.Group, e.Kind, e.Namespace, e.Name)]
 }
 
 // ArchiveFile finds the stored name of the backup's object archive (encrypted or not).
@@ -53,7 +192,10 @@ func ArchiveFile(r *snapshot.Reader) string {
 
 // ReadArchive reads the backup's object archive: the version-less tree of Velero's layout, which
 // holds every object once at its preferred version. For a ferry backup, the archive must hold
-// exactly the objects of the manifest, each with the digest the manifest records for it.
+// exactly the objects of the manifest, each with the digest the manifest records for it, and the
+// stored stream must be the manifest's to its last byte: all of it is checked before ReadArchive
+// returns, so nothing is applied from an archive that fails. The objects checked wait in a local
+// spool (memory holds their keys only); Close removes it.
 func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
 	file := ArchiveFile(r)
 	var check objectCheck
@@ -69,18 +211,20 @@ func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
 	}
 	a, err := readArchive(rc, check)
 	if err != nil {
+		a.Close()
 		// Say so when the stored file is not what the manifest recorded, rather than how it broke.
 		if derr := snapshot.Drain(rc); errors.Is(derr, snapshot.ErrCorrupt) {
 			err = derr
 		}
-	} else {
-		err = rc.Close()
+	} else if err = rc.Close(); err != nil {
+		a.Close()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %s: %w", r.Name(), file, err)
 	}
 	if !r.Velero {
 		if err := a.matchManifest(r.Manifest.Objects); err != nil {
+			a.Close()
 			return nil, fmt.Errorf("backup %s: %s: %w", r.Name(), file, err)
 		}
 	}
@@ -88,7 +232,7 @@ func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
 }
 
 // objectCheck checks one object of the archive, as stored, against what the manifest says of it.
-type objectCheck func(gr, namespace, name string, stored []byte) error
+type objectCheck func(gr, namespace, name string, obj map[string]any) error
 
 // manifestCheck checks each object's digest against the manifest's: the stream's SHA-256 proves
 // the archive is the one stored, this proves each object is the one the backup recorded (and
@@ -106,17 +250,10 @@ func manifestCheck(ctx context.Context, r *snapshot.Reader) (objectCheck, error)
 			}
 		}
 	}
-	return func(gr, namespace, name string, stored []byte) error {
+	return func(gr, namespace, name string, obj map[string]any) error {
 		o, ok := want[objectKey(gr, namespace, name)]
 		if !ok || o.SHA256 == "" {
 			return nil // matchManifest names objects the manifest lacks; format 1 had no empty digests
-		}
-		// Numbers as written: a float64 would print a large integer otherwise than the capture did.
-		dec := json.NewDecoder(bytes.NewReader(stored))
-		dec.UseNumber()
-		var obj map[string]any
-		if err := dec.Decode(&obj); err != nil {
-			return err
 		}
 		digest, err := DigestOf(gr, obj, o.Digest, key)
 		if err != nil {
@@ -137,14 +274,17 @@ func readArchive(in io.Reader, check objectCheck) (*Archive, error) {
 		return nil, fmt.Errorf("not a gzip stream: %w", err)
 	}
 	tr := tar.NewReader(gz)
-	a := &Archive{ByResource: map[string][]Entry{}}
+	a, err := newSpooledArchive()
+	if err != nil {
+		return nil, err
+	}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading the tar stream: %w", err)
+			return a, fmt.Errorf("reading the tar stream: %w", err)
 		}
 		gr, ns, name, ok := versionlessPath(h.Name)
 		if !ok || h.Typeflag != tar.TypeReg {
@@ -152,27 +292,31 @@ func readArchive(in io.Reader, check objectCheck) (*Archive, error) {
 		}
 		data, err := io.ReadAll(tr)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", h.Name, err)
+			return a, fmt.Errorf("%s: %w", h.Name, err)
 		}
+		// Numbers as written: a float64 would print a large integer otherwise than the capture did.
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
 		var obj map[string]any
-		if err := json.Unmarshal(data, &obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", h.Name, err)
+		if err := dec.Decode(&obj); err != nil {
+			return a, fmt.Errorf("%s: %w", h.Name, err)
 		}
 		u := unstructured.Unstructured{Object: obj}
 		if u.GetName() != name || u.GetNamespace() != ns {
-			return nil, fmt.Errorf("%s holds %s/%s", h.Name, u.GetNamespace(), u.GetName())
+			return a, fmt.Errorf("%s holds %s/%s", h.Name, u.GetNamespace(), u.GetName())
 		}
 		if check != nil {
-			if err := check(gr, ns, name, data); err != nil {
-				return nil, err
+			if err := check(gr, ns, name, obj); err != nil {
+				return a, err
 			}
 		}
-		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: ns, Name: name, Object: obj})
-		a.Count++
+		if err := a.add(gr, ns, name, obj, data); err != nil {
+			return a, err
+		}
 	}
 	// Drain the gzip stream to its end so the stored stream is checked to its last byte.
 	if _, err := io.Copy(io.Discard, gz); err != nil {
-		return nil, err
+		return a, err
 	}
 	return a, nil
 }

@@ -27,15 +27,25 @@ import (
 // does: blue got a backup restored onto green, green took writes, and blue must now hold exactly
 // what green holds.
 type CarryBack struct {
-	// Expected are green's objects as blue must hold them: in blue's names, prepared.
+	// Expected are green's objects as blue must hold them: in blue's names, prepared (spooled
+	// when green's were: Close removes the spool).
 	Expected *Archive
-	// Deleted are the objects of the original backup, in blue's names, that green no longer holds.
+	// Deleted are the objects of the original backup, in blue's names, that green no longer holds
+	// (their keys: Object is nil).
 	Deleted []Entry
 	// Created and Changed name the objects green holds that the restore did not put there, and
 	// those it holds differently, in blue's names.
 	Created, Changed []string
 	// Differences gives the first difference of each changed object, by its name.
 	Differences map[string]string
+}
+
+// Close removes the spool of Expected.
+func (cb *CarryBack) Close() error {
+	if cb == nil {
+		return nil
+	}
+	return cb.Expected.Close()
 }
 
 // PlanCarryBack compares the backup restored onto green (original, in blue's names) with
@@ -45,64 +55,92 @@ type CarryBack struct {
 // of controllers, volumes of claims) are left out on both sides. A claim green holds as restored
 // keeps blue's storage class, which a many-to-one class mapping could not give back. After an
 // upgrade (placement), only the objects it moved are compared: each release's own stay as they are.
-func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time, cfg plans.Config, placement *plans.Placement) *CarryBack {
+// It holds the objects' keys only; each object is read from its archive when its turn comes.
+func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time, cfg plans.Config, placement *plans.Placement) (*CarryBack, error) {
 	back := m.Inverse()
+	original.index()
+	carried.index()
 	origClaims, origOwners := claimsOf(original), original.owners()
 	restored := map[string]Entry{} // group-resource/namespace/name on green -> the original's entry
 	for gr, entries := range original.ByResource {
 		for _, e := range entries {
-			if skipReason(gr, e.Object) != "" || recreated(gr, e.Object, origClaims, origOwners) || !placement.Moves(gr, e.Namespace, e.Name) {
+			obj, err := original.Object(e)
+			if err != nil {
+				return nil, err
+			}
+			if skipReason(gr, obj) != "" || recreated(gr, obj, origClaims, origOwners) || !placement.Moves(gr, e.Namespace, e.Name) {
 				continue
 			}
-			u := unstructured.Unstructured{Object: Prepare(gr, e.Object, m)}
-			restored[gr+"/"+u.GetNamespace()+"/"+u.GetName()] = e
+			restored[gr+"/"+targetKey(m, gr, e)] = e
 		}
 	}
-	cb := &CarryBack{Expected: &Archive{ByResource: map[string][]Entry{}}, Differences: map[string]string{}}
+	var expected *Archive
+	if carried.spool != nil {
+		var err error
+		if expected, err = newSpooledArchive(); err != nil {
+			return nil, err
+		}
+	} else {
+		expected = &Archive{ByResource: map[string][]Entry{}}
+	}
+	cb := &CarryBack{Expected: expected, Differences: map[string]string{}}
 	claims, owners := claimsOf(carried), carried.owners()
 	for gr, entries := range carried.ByResource {
 		for _, e := range entries {
-			if skipReason(gr, e.Object) != "" || recreated(gr, e.Object, claims, owners) {
+			obj, err := carried.Object(e)
+			if err != nil {
+				cb.Close()
+				return nil, err
+			}
+			if skipReason(gr, obj) != "" || recreated(gr, obj, claims, owners) {
 				continue
 			}
 			key := gr + "/" + e.Namespace + "/" + e.Name
 			orig, had := restored[key]
 			delete(restored, key)
-			if created := (&unstructured.Unstructured{Object: e.Object}).GetCreationTimestamp(); !had && !created.IsZero() && created.Time.Before(since.Truncate(time.Second)) {
+			if created := (&unstructured.Unstructured{Object: obj}).GetCreationTimestamp(); !had && !created.IsZero() && created.Time.Before(since.Truncate(time.Second)) {
 				continue
 			}
-			blue, green := Prepare(gr, e.Object, back), Prepare(gr, e.Object, snapshot.Mapping{})
+			blue, green := Prepare(gr, obj, back), Prepare(gr, obj, snapshot.Mapping{})
 			if u := (unstructured.Unstructured{Object: blue}); !placement.Moves(gr, u.GetNamespace(), u.GetName()) {
 				continue // an upgrade's: green's release's own, or never moved
 			}
 			restoredForm := map[string]any(nil)
 			if had {
-				restoredForm = Prepare(gr, orig.Object, m)
+				origObj, err := original.Object(orig)
+				if err != nil {
+					cb.Close()
+					return nil, err
+				}
+				restoredForm = Prepare(gr, origObj, m)
 				// Green's admission may have given a claim without a class its default, and
 				// the class of a claim (template) is blue's as the restore had it, whatever the
 				// mapping back would make of it.
 				sameStorageClass(gr, green, restoredForm)
-				sameStorageClass(gr, blue, orig.Object)
+				sameStorageClass(gr, blue, origObj)
 			}
 			u := unstructured.Unstructured{Object: blue}
-			entry := Entry{GroupResource: gr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: blue}
-			cb.Expected.ByResource[gr] = append(cb.Expected.ByResource[gr], entry)
-			cb.Expected.Count++
+			if err := expected.add(gr, u.GetNamespace(), u.GetName(), blue, nil); err != nil {
+				cb.Close()
+				return nil, err
+			}
+			id := objectID(blue, u.GetNamespace())
 			if !had {
-				cb.Created = append(cb.Created, entry.ID())
+				cb.Created = append(cb.Created, id)
 			} else if diffs := differences(restoredForm, green, cfg.Sensitivity(gr)); len(diffs) > 0 {
-				cb.Changed = append(cb.Changed, entry.ID())
-				cb.Differences[entry.ID()] = diffs[0]
+				cb.Changed = append(cb.Changed, id)
+				cb.Differences[id] = diffs[0]
 			}
 		}
 	}
 	for _, e := range restored {
+		e.Object = nil // its keys name it
 		cb.Deleted = append(cb.Deleted, e)
 	}
 	sort.Slice(cb.Deleted, func(i, j int) bool { return cb.Deleted[i].ID() < cb.Deleted[j].ID() })
 	sort.Strings(cb.Created)
 	sort.Strings(cb.Changed)
-	return cb
+	return cb, nil
 }
 
 // DeletedIDs names the objects deleted on green.
@@ -270,7 +308,16 @@ func (c Carried) settleHistory(ctx context.Context) {
 	for _, rh := range rolloutHistory {
 		if !seen[rh.history] {
 			seen[rh.history] = true
-			history = append(history, c.CarryBack.Expected.ByResource[rh.history]...)
+			for _, e := range c.CarryBack.Expected.ByResource[rh.history] {
+				// Only rollout history: a few objects per workload, read once.
+				obj, err := c.CarryBack.Expected.Object(e)
+				if err != nil {
+					c.Log.Info("renumbering a revision", "object", e.ID(), "err", err)
+					continue
+				}
+				e.Object = obj
+				history = append(history, e)
+			}
 		}
 	}
 	if len(history) == 0 {
@@ -370,35 +417,50 @@ func (c Carried) deleteAll(ctx context.Context, plan *plans.Plan, report *snapsh
 }
 
 func (c Carried) clientFor(e Entry) dynamic.ResourceInterface {
-	u := unstructured.Unstructured{Object: e.Object}
-	gv, _ := schema.ParseGroupVersion(u.GetAPIVersion())
+	apiVersion := e.APIVersion
+	if e.Object != nil {
+		apiVersion = (&unstructured.Unstructured{Object: e.Object}).GetAPIVersion()
+	}
+	gv, _ := schema.ParseGroupVersion(apiVersion)
 	gvr := gv.WithResource(schema.ParseGroupResource(e.GroupResource).Resource)
 	return c.client(gvr, e.Namespace)
 }
 
 // Live lists the plan's objects on the cluster into an archive, as a backup would hold them,
-// without storing anything: to tell what changed on a cluster since a backup.
+// without storing anything but a local spool: to tell what changed on a cluster since a backup.
+// Close removes the spool.
 func (c Objects) Live(ctx context.Context) (*Archive, error) {
 	c = c.listDefaults()
 	filter, err := plans.NewFilter(c.Plan.Config)
 	if err != nil {
 		return nil, err
 	}
-	items := make(chan item, 256)
-	listed := c.listAll(ctx, filter, items)
-	a := &Archive{ByResource: map[string][]Entry{}}
-	var decodeErr error
-	for it := range items {
-		var obj map[string]any
-		if err := json.Unmarshal(it.data, &obj); err != nil && decodeErr == nil {
-			decodeErr = fmt.Errorf("%s/%s: %w", it.obj.Namespace, it.obj.Name, err)
-		}
-		gr := schema.GroupResource{Group: it.obj.Group, Resource: it.obj.Resource}.String()
-		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: it.obj.Namespace, Name: it.obj.Name, Object: obj})
-		a.Count++
-	}
-	if err := <-listed; err != nil {
+	a, err := newSpooledArchive()
+	if err != nil {
 		return nil, err
 	}
-	return a, decodeErr
+	items := make(chan item, 256)
+	listed := c.listAll(ctx, filter, items)
+	var addErr error
+	for it := range items {
+		if addErr != nil {
+			continue // drain, so that the listing ends
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(it.data, &obj); err != nil {
+			addErr = fmt.Errorf("%s/%s: %w", it.obj.Namespace, it.obj.Name, err)
+			continue
+		}
+		gr := schema.GroupResource{Group: it.obj.Group, Resource: it.obj.Resource}.String()
+		addErr = a.add(gr, it.obj.Namespace, it.obj.Name, obj, it.data)
+	}
+	if err := <-listed; err != nil {
+		a.Close()
+		return nil, err
+	}
+	if addErr != nil {
+		a.Close()
+		return nil, addErr
+	}
+	return a, nil
 }

@@ -16,14 +16,19 @@ import (
 
 func archiveOf(t *testing.T, objects ...string) *Archive {
 	t.Helper()
-	a := &Archive{ByResource: map[string][]Entry{}}
+	a, err := newSpooledArchive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
 	for _, s := range objects {
 		obj := decode(t, s)
 		u := unstructured.Unstructured{Object: obj}
 		gr := map[string]string{"ConfigMap": "configmaps", "PersistentVolumeClaim": "persistentvolumeclaims", "Pod": "pods",
 			"ReplicaSet": "replicasets.apps", "Secret": "secrets", "StatefulSet": "statefulsets.apps", "Widget": "widgets.carry.example.com"}[u.GetKind()]
-		a.ByResource[gr] = append(a.ByResource[gr], Entry{GroupResource: gr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: obj})
-		a.Count++
+		if err := a.add(gr, u.GetNamespace(), u.GetName(), obj, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return a
 }
@@ -52,7 +57,11 @@ func TestPlanCarryBack(t *testing.T) {
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"greens-own","namespace":"team-green","creationTimestamp":"2026-11-29T11:00:00Z"}}`,
 		`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"team-green"},"spec":{"volumeClaimTemplates":[{"metadata":{"name":"data"},"spec":{"storageClassName":"standard"}}]}}`,
 	)
-	cb := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), plans.Config{}, nil)
+	cb, err := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), plans.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
 	if want := []string{"v1 ConfigMap team/created"}; !reflect.DeepEqual(cb.Created, want) {
 		t.Errorf("created %q, want %q", cb.Created, want)
 	}
@@ -68,7 +77,11 @@ func TestPlanCarryBack(t *testing.T) {
 	expected := map[string]map[string]any{}
 	for _, entries := range cb.Expected.ByResource {
 		for _, e := range entries {
-			expected[e.ID()] = e.Object
+			obj, err := cb.Expected.Object(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expected[e.ID()] = obj
 		}
 	}
 	if len(expected) != 6 {
@@ -171,8 +184,11 @@ func TestCheckDeletions(t *testing.T) {
 			[]string{"carry.example.com/v1 Widget team/w1", "carry.example.com/v1 Widget team/w2", "v1 ConfigMap team/doomed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cb := PlanCarryBack(original, carried, snapshot.Mapping{}, time.Time{}, plans.Config{}, nil)
-			err := cb.CheckDeletions(tc.green)
+			cb, err := PlanCarryBack(original, carried, snapshot.Mapping{}, time.Time{}, plans.Config{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cb.CheckDeletions(tc.green)
 			switch {
 			case len(tc.wantErr) == 0 && err != nil:
 				t.Errorf("CheckDeletions: %v, want none", err)

@@ -66,6 +66,30 @@ func number64(v any) float64 {
 	return 0
 }
 
+// revisionForm is what historyOf and revisionOf read of a history object: its name, owner
+// references, revision annotations and number.
+func revisionForm(gr string, obj map[string]any) map[string]any {
+	u := unstructured.Unstructured{Object: obj}
+	meta := map[string]any{"name": u.GetName()}
+	if refs, ok := nestedMap(obj, "metadata")["ownerReferences"]; ok {
+		meta["ownerReferences"] = refs
+	}
+	ann := map[string]any{}
+	for _, k := range []string{"kubernetes.io/change-cause", "deployment.kubernetes.io/revision"} {
+		if v, ok := u.GetAnnotations()[k]; ok {
+			ann[k] = v
+		}
+	}
+	if len(ann) > 0 {
+		meta["annotations"] = ann
+	}
+	out := map[string]any{"metadata": meta}
+	if gr != "replicasets.apps" {
+		out["revision"] = obj["revision"]
+	}
+	return out
+}
+
 // historyOf is the rollout history of the workload kind/name among objects of one namespace,
 // ordered by number.
 func historyOf(gr string, objs []map[string]any, kind, name string) []revision {
@@ -111,23 +135,38 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 		if !ok1 || !ok2 {
 			continue
 		}
+		// The history objects' revisions only, by namespace: memory holds no whole object.
 		byNS := map[string][]map[string]any{}
 		for _, e := range archive.ByResource[rh.history] {
-			if c.selected(histRes, e) {
-				byNS[e.Namespace] = append(byNS[e.Namespace], e.Object)
-			}
-		}
-		for _, e := range archive.ByResource[rh.owner] {
-			if why, _ := c.leftOut(rh.owner, e); !c.selected(ownerRes, e) || why != "" {
+			obj, err := archive.Object(e)
+			if err != nil {
+				report.Add("history", snapshot.StatusFailed, e.ID(), err.Error())
 				continue
 			}
+			if e.Object = obj; c.selected(histRes, e) {
+				byNS[e.Namespace] = append(byNS[e.Namespace], revisionForm(rh.history, obj))
+			}
+		}
+		if len(byNS) == 0 {
+			continue
+		}
+		for _, e := range archive.ByResource[rh.owner] {
 			want := historyOf(rh.history, byNS[e.Namespace], rh.kind, e.Name)
 			if len(want) == 0 {
 				continue
 			}
+			obj, err := archive.Object(e)
+			if err != nil {
+				report.Add("history", snapshot.StatusFailed, e.ID(), err.Error())
+				continue
+			}
+			e.Object = obj
+			if why, _ := c.leftOut(rh.owner, e); !c.selected(ownerRes, e) || why != "" {
+				continue
+			}
 			ns := c.Mapping.Namespace(e.Namespace)
 			checks = append(checks, &historyCheck{
-				id: objectID(Prepare(rh.owner, e.Object, c.Mapping), ns), namespace: ns, kind: rh.kind, name: e.Name,
+				id: objectID(Prepare(rh.owner, obj, c.Mapping), ns), namespace: ns, kind: rh.kind, name: e.Name,
 				gvr: schema.GroupVersionResource{Group: histRes.Group, Version: histRes.Version, Resource: histRes.Resource}, want: want,
 			})
 		}

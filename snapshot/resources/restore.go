@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,50 +40,93 @@ const (
 // FieldManager is the field manager of ferry's server-side applies.
 const FieldManager = "ferry"
 
-// Restore implements snapshot.Kind: it reads the whole archive first (a truncated or tampered
-// archive fails before anything is applied), then creates the objects type by type in the plan's
+// Restore implements snapshot.Kind: it reads and checks the whole archive first (a truncated or
+// tampered archive fails before anything is applied; the objects checked wait in a local spool),
+// then creates the objects type by type in the plan's
 // order — CRDs first and waited on until Established, namespaces, storage, identity and
 // configuration, the rest, admission webhooks last; owners before their dependents, whose owner
-// references are linked to the owners' new UIDs. Objects of one type are applied concurrently.
+// references are linked to the owners' new UIDs. Objects are applied concurrently, and the types
+// of a wave that do not own one another at once.
 func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	archive, err := ReadArchive(ctx, r)
 	if err != nil {
 		return err
 	}
+	defer archive.Close()
 	return c.restoreArchive(ctx, r.Manifest.Plan, archive, report)
 }
 
 // restoreArchive restores the archive's objects in the plan's order (or, without a plan, the
-// order their owner references imply).
+// order their owner references imply). The types of one step (see steps) are restored at once,
+// their objects Concurrency at a time in all.
 func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report) error {
 	c, err := c.withDefaults().forUpgrade(plan)
 	if err != nil {
 		return err
 	}
+	archive.index()
 	order, err := restoreOrder(plan, archive)
 	if err != nil {
 		return err
 	}
-	rs := &restorer{Objects: c, report: report, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{}, claims: claimsOf(archive), archived: archive.owners()}
-	for _, res := range order {
-		entries := archive.ByResource[res.GroupResource()]
-		if len(entries) == 0 {
-			continue
-		}
-		if why := c.unserved(res); why != "" {
-			for _, e := range entries {
-				report.Add("objects", snapshot.StatusLeft, e.ID(), why)
+	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{},
+		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive)}
+	for _, step := range steps(order) {
+		var todo []plans.Resource
+		for _, res := range step {
+			entries := archive.ByResource[res.GroupResource()]
+			if len(entries) == 0 {
+				continue
 			}
+			if why := c.unserved(res); why != "" {
+				for _, e := range entries {
+					report.Add("objects", snapshot.StatusLeft, e.ID(), why)
+				}
+				continue
+			}
+			c.Log.Info("restoring", "resource", res.GroupResource(), "objects", len(entries))
+			todo = append(todo, res)
+		}
+		if len(todo) == 0 {
 			continue
 		}
-		c.Log.Info("restoring", "resource", res.GroupResource(), "objects", len(entries))
-		if err := rs.restoreType(ctx, res, entries); err != nil {
+		if err := rs.restoreTypes(ctx, todo); err != nil {
 			return err
 		}
 		rs.linkDeferred(ctx, false)
 	}
 	rs.linkDeferred(ctx, true)
 	return nil
+}
+
+// steps cuts the restore order into steps whose types can be restored at once: consecutive types
+// of one wave, none of them owning another of the step (an owner goes first so that its
+// dependents link to its UID; rollout history goes before its owner), and CRDs on their own
+// (their custom resources wait until they are Established).
+func steps(order []plans.Resource) [][]plans.Resource {
+	var out [][]plans.Resource
+	var cur []plans.Resource
+	in := map[string]bool{}
+	for _, res := range order {
+		gr := res.GroupResource()
+		related := false
+		for _, owner := range res.OwnedBy {
+			related = related || in[owner]
+		}
+		for _, prev := range cur {
+			related = related || slices.Contains(prev.OwnedBy, gr)
+		}
+		if len(cur) > 0 && (related || res.Wave != cur[0].Wave || gr == crdResource || cur[0].GroupResource() == crdResource) {
+			out = append(out, cur)
+			cur, in = nil, map[string]bool{}
+		}
+		cur = append(cur, res)
+		in[gr] = true
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 func (c Objects) withDefaults() Objects {
@@ -124,27 +168,25 @@ func restoreOrder(plan *plans.Plan, a *Archive) ([]plans.Resource, error) {
 	}
 	kinds := map[string]string{} // group/kind -> group-resource
 	var types []plans.Resource
+	a.index()
 	for gr, entries := range a.ByResource {
-		u := unstructured.Unstructured{Object: entries[0].Object}
-		gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+		e := entries[0]
+		gv, err := schema.ParseGroupVersion(e.APIVersion)
 		if err != nil {
-			return nil, fmt.Errorf("%s: apiVersion %q: %w", entries[0].ID(), u.GetAPIVersion(), err)
+			return nil, fmt.Errorf("%s: apiVersion %q: %w", e.ID(), e.APIVersion, err)
 		}
 		parsed := schema.ParseGroupResource(gr)
-		types = append(types, plans.Resource{Group: parsed.Group, Version: gv.Version, Resource: parsed.Resource, Kind: u.GetKind(), Namespaced: entries[0].Namespace != "", Count: len(entries)})
-		kinds[gv.Group+"/"+u.GetKind()] = gr
+		types = append(types, plans.Resource{Group: parsed.Group, Version: gv.Version, Resource: parsed.Resource, Kind: e.Kind, Namespaced: e.Namespace != "", Count: len(entries)})
+		kinds[gv.Group+"/"+e.Kind] = gr
 	}
 	edges := map[string]map[string]bool{}
-	for gr, entries := range a.ByResource {
-		for _, e := range entries {
-			for _, ref := range (&unstructured.Unstructured{Object: e.Object}).GetOwnerReferences() {
-				gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-				if owner, ok := kinds[gv.Group+"/"+ref.Kind]; ok && owner != gr {
-					if edges[gr] == nil {
-						edges[gr] = map[string]bool{}
-					}
-					edges[gr][owner] = true
+	for gr, owners := range a.ownerKinds {
+		for groupKind := range owners {
+			if owner, ok := kinds[groupKind]; ok && owner != gr {
+				if edges[gr] == nil {
+					edges[gr] = map[string]bool{}
 				}
+				edges[gr][owner] = true
 			}
 		}
 	}
@@ -154,7 +196,9 @@ func restoreOrder(plan *plans.Plan, a *Archive) ([]plans.Resource, error) {
 
 type restorer struct {
 	Objects
-	report *snapshot.Report
+	report  *snapshot.Report
+	archive *Archive
+	owners  map[string]bool // group/Kind of every owner the archive's objects reference
 
 	mu         sync.Mutex
 	uids       map[string]string // group/Kind/namespace/name on the target -> UID
@@ -169,30 +213,50 @@ func ownerKey(group, kind, namespace, name string) string {
 	return group + "/" + kind + "/" + namespace + "/" + name
 }
 
-func (rs *restorer) restoreType(ctx context.Context, res plans.Resource, entries []Entry) error {
-	gvr := schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}
+// restoreTypes restores the objects of the types at once, Concurrency at a time in all, each read
+// from the archive as its turn comes.
+func (rs *restorer) restoreTypes(ctx context.Context, types []plans.Resource) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(rs.Concurrency)
 	var mu sync.Mutex
-	var created []string
-	for _, e := range entries {
-		g.Go(func() error {
-			name, ok := rs.restoreOne(gctx, res, gvr, e)
-			if ok && name != "" {
-				mu.Lock()
-				created = append(created, name)
-				mu.Unlock()
+	created := map[string][]string{}
+	var feeders sync.WaitGroup
+	for _, res := range types {
+		gvr := schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}
+		feeders.Go(func() {
+			for _, e := range rs.archive.ByResource[res.GroupResource()] {
+				if gctx.Err() != nil {
+					return
+				}
+				g.Go(func() error {
+					obj, err := rs.archive.Object(e)
+					if err != nil {
+						rs.report.Add("objects", snapshot.StatusFailed, e.ID(), err.Error())
+						return gctx.Err()
+					}
+					e.Object = obj
+					name, ok := rs.restoreOne(gctx, res, gvr, e)
+					if ok && name != "" && res.GroupResource() == crdResource {
+						mu.Lock()
+						created[res.GroupResource()] = append(created[res.GroupResource()], name)
+						mu.Unlock()
+					}
+					return gctx.Err()
+				})
 			}
-			return gctx.Err()
 		})
 	}
+	feeders.Wait()
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if res.GroupResource() == crdResource {
-		rs.waitEstablished(ctx, gvr, created)
-		if rs.Mapper != nil {
-			meta.MaybeResetRESTMapper(rs.Mapper)
+	for _, res := range types {
+		if res.GroupResource() == crdResource {
+			gvr := schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}
+			rs.waitEstablished(ctx, gvr, created[crdResource])
+			if rs.Mapper != nil {
+				meta.MaybeResetRESTMapper(rs.Mapper)
+			}
 		}
 	}
 	return nil
@@ -417,6 +481,9 @@ func (c Objects) client(gvr schema.GroupVersionResource, namespace string) dynam
 }
 
 func (rs *restorer) remember(group, kind string, live *unstructured.Unstructured) {
+	if kind != "Namespace" && rs.owners != nil && !rs.owners[group+"/"+kind] {
+		return // no object of the backup names it as its owner: its UID is never asked for
+	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.uids[ownerKey(group, kind, live.GetNamespace(), live.GetName())] = string(live.GetUID())
@@ -691,11 +758,24 @@ func claimsOf(a *Archive) map[string]bool {
 
 // owners indexes the archive's objects as owner references name them.
 func (a *Archive) owners() map[string]bool {
+	a.index()
 	out := map[string]bool{}
 	for _, entries := range a.ByResource {
 		for _, e := range entries {
-			u := unstructured.Unstructured{Object: e.Object}
-			out[ownerKey(u.GroupVersionKind().Group, u.GetKind(), e.Namespace, e.Name)] = true
+			gv, _ := schema.ParseGroupVersion(e.APIVersion)
+			out[ownerKey(gv.Group, e.Kind, e.Namespace, e.Name)] = true
+		}
+	}
+	return out
+}
+
+// ownerKindsOf is the group/Kind of every owner the archive's objects reference.
+func ownerKindsOf(a *Archive) map[string]bool {
+	a.index()
+	out := map[string]bool{}
+	for _, kinds := range a.ownerKinds {
+		for k := range kinds {
+			out[k] = true
 		}
 	}
 	return out

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +28,7 @@ func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapsho
 	if err != nil {
 		return err
 	}
+	defer archive.Close()
 	return c.verifyArchive(ctx, r.Manifest.Plan, archive, nil, report)
 }
 
@@ -36,6 +39,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 	if err != nil {
 		return err
 	}
+	archive.index()
 	order, err := restoreOrder(plan, archive)
 	if err != nil {
 		return err
@@ -51,7 +55,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 			report.CountN("objects", snapshot.StatusLeft, len(entries)) // the restore lists them
 			continue
 		}
-		checks, err := c.verifyType(ctx, res, entries, claims, archived, report)
+		checks, err := c.verifyType(ctx, res, archive, entries, claims, archived, report)
 		if err != nil {
 			return err
 		}
@@ -66,75 +70,112 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 	return nil
 }
 
-type expectation struct {
-	id         string
-	obj        map[string]any
-	controlled bool
-	// greensOwn: an upgrade keeps the target's copy as it is (Objects.greensOwn); it must be there.
-	greensOwn bool
+// expect says what verify expects on the target of an entry (its object, obj): not there, by
+// design, when it returns false (and has counted it so).
+func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, claims, archived map[string]bool, report *snapshot.Report) bool {
+	gr := res.GroupResource()
+	e.Object = obj
+	if !c.selected(res, e) || skipReason(gr, obj) != "" {
+		return false // not restored, by design; the restore's report lists them
+	}
+	if why, _ := c.leftOut(gr, e); why != "" {
+		report.Count("objects", snapshot.StatusLeft) // not moved, so not compared
+		return false
+	}
+	if recreated(gr, obj, claims, archived) {
+		report.Count("objects", snapshot.StatusRecreated)
+		return false
+	}
+	return !(c.SkipOwned && controlled(obj))
 }
 
-func (c Objects) verifyType(ctx context.Context, res plans.Resource, entries []Entry, claims, archived map[string]bool, report *snapshot.Report) ([]healthCheck, error) {
-	gr := res.GroupResource()
-	want := map[string]expectation{}
-	for _, e := range entries {
-		if !c.selected(res, e) || skipReason(gr, e.Object) != "" {
-			continue // not restored, by design; the restore's report lists them
-		}
-		if why, _ := c.leftOut(gr, e); why != "" {
-			report.Count("objects", snapshot.StatusLeft) // not moved, so not compared
-			continue
-		}
-		if recreated(gr, e.Object, claims, archived) {
-			report.Count("objects", snapshot.StatusRecreated)
-			continue
-		}
-		if c.SkipOwned && controlled(e.Object) {
-			continue
-		}
-		obj := c.prepare(gr, e.Object)
-		u := unstructured.Unstructured{Object: obj}
-		want[u.GetNamespace()+"/"+u.GetName()] = expectation{id: objectID(obj, u.GetNamespace()), obj: obj, controlled: controlled(e.Object), greensOwn: c.greensOwn(gr, e)}
+// targetKey is where an entry is restored under the mapping m: namespace/name, as Prepare maps them.
+func targetKey(m snapshot.Mapping, gr string, e Entry) string {
+	ns, name := e.Namespace, e.Name
+	if ns != "" {
+		ns = m.Namespace(ns)
 	}
-	if len(want) == 0 {
-		return nil, nil
+	if gr == "namespaces" {
+		name = m.Namespace(name)
+	}
+	return ns + "/" + name
+}
+
+// verifyType compares the entries of one type with the target's objects as it lists them. It
+// holds the entries' keys only: each object is read from the archive when its live copy comes.
+func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Archive, entries []Entry, claims, archived map[string]bool, report *snapshot.Report) ([]healthCheck, error) {
+	gr := res.GroupResource()
+	want := make(map[string]int, len(entries)) // target namespace/name -> index in entries
+	for i, e := range entries {
+		want[targetKey(c.Mapping, gr, e)] = i
 	}
 	gvr := schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}
 	var health []healthCheck
-	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return c.Dynamic.Resource(gvr).List(ctx, o)
-	})
-	lister.PageSize = c.PageSize
-	err := lister.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		live := o.(*unstructured.Unstructured)
-		key := live.GetNamespace() + "/" + live.GetName()
-		exp, ok := want[key]
-		if !ok {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.Concurrency)
+	compare := func(e Entry, live *unstructured.Unstructured) error {
+		obj, err := archive.Object(e)
+		if err != nil {
+			return err
+		}
+		if !c.expect(res, e, obj, claims, archived, report) {
 			return nil
 		}
-		delete(want, key)
-		if diffs := c.compare(gr, exp.obj, live); exp.greensOwn && len(diffs) > 0 {
+		e.Object = obj
+		exp := c.prepare(gr, obj)
+		id := objectID(exp, live.GetNamespace())
+		if diffs := c.compare(gr, exp, live); c.greensOwn(gr, e) && len(diffs) > 0 {
 			report.Count("objects", snapshot.StatusLeft)
 		} else if len(diffs) > 0 {
-			report.Add("objects", snapshot.StatusDifferent, exp.id, strings.Join(diffs, "; "))
+			report.Add("objects", snapshot.StatusDifferent, id, strings.Join(diffs, "; "))
 		} else {
 			report.Count("objects", snapshot.StatusIdentical)
 		}
 		if check, ok := healthCheckFor(gr); ok {
-			health = append(health, healthCheck{gvr: gvr, namespace: live.GetNamespace(), name: live.GetName(), id: exp.id, healthy: check})
+			mu.Lock()
+			health = append(health, healthCheck{gvr: gvr, namespace: live.GetNamespace(), name: live.GetName(), id: id, healthy: check})
+			mu.Unlock()
 		}
 		return nil
+	}
+	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return c.Dynamic.Resource(gvr).List(ctx, o)
 	})
+	lister.PageSize = c.PageSize
+	err := lister.EachListItem(gctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		live := o.(*unstructured.Unstructured)
+		key := live.GetNamespace() + "/" + live.GetName()
+		i, ok := want[key]
+		if !ok {
+			return nil
+		}
+		delete(want, key)
+		g.Go(func() error { return compare(entries[i], live) })
+		return nil
+	})
+	if werr := g.Wait(); err == nil && werr != nil {
+		return nil, werr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s on the target: %w", gr, err)
 	}
-	for _, exp := range want {
-		if exp.controlled {
+	for _, i := range want {
+		e := entries[i]
+		obj, err := archive.Object(e)
+		if err != nil {
+			return nil, err
+		}
+		if !c.expect(res, e, obj, claims, archived, report) {
+			continue
+		}
+		if controlled(obj) {
 			// Its controller, restored too, replaced it (a ReplicaSet's pod, say).
 			report.Count("objects", snapshot.StatusRecreated)
 			continue
 		}
-		report.Add("objects", snapshot.StatusMissing, exp.id, "not on the target")
+		exp := c.prepare(gr, obj)
+		report.Add("objects", snapshot.StatusMissing, objectID(exp, (&unstructured.Unstructured{Object: exp}).GetNamespace()), "not on the target")
 	}
 	return health, nil
 }
