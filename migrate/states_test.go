@@ -137,7 +137,7 @@ func TestBackupSkippedStopsUnlessAllowed(t *testing.T) {
 	store, blue, green := fileStore(t), shopBlue(t, claim, class), newFakeCluster(t, "green", class.DeepCopy())
 	r := start(t, runOn(t, store, blue, green, nil))
 	err := r.Drive(ctx)
-	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "volume shop/scratch") || !strings.Contains(err.Error(), "--allow-skipped") {
+	if !errors.Is(err, ErrStopped) || !errors.Is(err, ErrSkipped) || !strings.Contains(err.Error(), "volume shop/scratch") {
 		t.Fatalf("drive: %v, want ErrStopped naming the skipped claim", err)
 	}
 	if e := last(r.Journal); e.State != BackedUp || e.Phase != Failed {
