@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,6 +150,30 @@ func WorkloadPod(ctx context.Context, dyn dynamic.Interface, namespace, workload
 		}
 	}
 	return w, nil, nil
+}
+
+// TargetPodWait is how long a restore waits for the pod of a database's or bucket's server that
+// the objects' restore just created to run (kinds restore at the same time once the objects are in).
+const TargetPodWait = 3 * time.Minute
+
+// WaitForWorkloadPod is WorkloadPod that waits up to timeout for a running pod of a workload
+// that exists and wants replicas; a missing workload or one scaled to zero is answered at once.
+func WaitForWorkloadPod(ctx context.Context, dyn dynamic.Interface, namespace, workload string, timeout time.Duration) (w, pod *unstructured.Unstructured, err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		w, pod, err = WorkloadPod(ctx, dyn, namespace, workload)
+		if err != nil || w == nil || pod != nil || !time.Now().Before(deadline) {
+			return w, pod, err
+		}
+		if replicas, found, _ := unstructured.NestedInt64(w.Object, "spec", "replicas"); found && replicas == 0 {
+			return w, nil, nil
+		}
+		select {
+		case <-ctx.Done():
+			return w, nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // workloadPods gets a workload and its pods (by its selector's labels), sorted by name; the

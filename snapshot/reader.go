@@ -171,7 +171,7 @@ const IdentityFileName = "identity file"
 // ErrNoIdentity and ErrWrongIdentity match the errors of reading an encrypted backup without its key.
 var (
 	ErrNoIdentity    = errors.New("it needs its key, an age identity, to be read")
-	ErrWrongIdentity = errors.New("no identity given is one the backup was encrypted to")
+	ErrWrongIdentity = errors.New("the identity given is not one the backup was encrypted to")
 )
 
 // ParseIdentities reads age identities (AGE-SECRET-KEY-1...) from key files.

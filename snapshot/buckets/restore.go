@@ -46,7 +46,7 @@ func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot
 				return nil, nil, err
 			}
 		}
-		w, pod, err := plans.WorkloadPod(ctx, dyn, item.Namespace, cfg.Workload)
+		w, pod, err := plans.WaitForWorkloadPod(ctx, dyn, item.Namespace, cfg.Workload, plans.TargetPodWait)
 		switch {
 		case err != nil:
 			return nil, nil, err

@@ -50,7 +50,7 @@ func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Re
 		return target{}, fmt.Errorf("the backup's configuration does not say where database %s runs", d.Name)
 	}
 	ns := c.Mapping.Namespace(cfg.Namespace)
-	w, pod, err := plans.WorkloadPod(ctx, dyn, ns, cfg.Workload)
+	w, pod, err := plans.WaitForWorkloadPod(ctx, dyn, ns, cfg.Workload, plans.TargetPodWait)
 	if err != nil {
 		return target{}, err
 	}
