@@ -69,22 +69,38 @@ func journalProtection() snapshot.Protection {
 // ReadReport is the run's report (BuildReport) with what of its journal and backups is encrypted.
 func ReadReport(ctx context.Context, j *Journal) Report {
 	rep := BuildReport(j)
-	rep.addProtection(ctx, j.store)
-	rep.addCarriedSchemas(ctx, j.store)
+	manifests := rep.readManifests(ctx, j.store)
+	rep.addProtection(manifests)
+	rep.addCarriedSchemas(manifests)
 	return rep
+}
+
+// backups are the run's backups: its own, and the carry-back's.
+func (rep *Report) backups() []string {
+	if rep.CarryBack != nil {
+		return []string{rep.Backup, rep.CarryBack.Backup}
+	}
+	return []string{rep.Backup}
+}
+
+// readManifests reads the manifest of each of the run's backups that is complete, by name.
+func (rep *Report) readManifests(ctx context.Context, store storage.Reader) map[string]*snapshot.Manifest {
+	out := map[string]*snapshot.Manifest{}
+	for _, name := range rep.backups() {
+		if m, err := snapshot.ReadManifest(ctx, store, name); err == nil {
+			out[name] = m
+		}
+	}
+	return out
 }
 
 // addProtection adds what of the run's journal and each of its backups (the run's, and the
 // carry-back's) is encrypted, from the backups' manifests.
-func (rep *Report) addProtection(ctx context.Context, store storage.Reader) {
+func (rep *Report) addProtection(manifests map[string]*snapshot.Manifest) {
 	rep.Protection = []StoredProtection{{What: "journal", Protection: journalProtection()}}
-	names := []string{rep.Backup}
-	if rep.CarryBack != nil {
-		names = append(names, rep.CarryBack.Backup)
-	}
-	for _, name := range names {
+	for _, name := range rep.backups() {
 		p := StoredProtection{What: "backup " + name}
-		if m, err := snapshot.ReadManifest(ctx, store, name); err != nil {
+		if m := manifests[name]; m == nil {
 			p.Unknown = "no complete backup to read it from"
 		} else {
 			p.Protection = snapshot.ProtectionOf(m.Encryption)
@@ -232,16 +248,12 @@ func (rep *Report) addSchemas(data json.RawMessage) {
 
 // addCarriedSchemas compares, for an upgrade carried back, the schemas of the run's backup of
 // blue with those of the carry-back's backup of green: the latest reading of green's.
-func (rep *Report) addCarriedSchemas(ctx context.Context, store storage.Reader) {
+func (rep *Report) addCarriedSchemas(manifests map[string]*snapshot.Manifest) {
 	if rep.Upgrade == nil || rep.CarryBack == nil {
 		return
 	}
-	before, err := snapshot.ReadManifest(ctx, store, rep.Backup)
-	if err != nil {
-		return
-	}
-	after, err := snapshot.ReadManifest(ctx, store, rep.CarryBack.Backup)
-	if err != nil {
+	before, after := manifests[rep.Backup], manifests[rep.CarryBack.Backup]
+	if before == nil || after == nil {
 		return // not made (yet): the earlier reading stands
 	}
 	var changes []snapshot.SchemaChange
