@@ -168,6 +168,8 @@ func (l *Lease) take(ctx context.Context) error {
 // finds another holder loses the lease at once; renewals that fail lose it before it could
 // expire, so that the run stops before another may take over.
 func (l *Lease) renew(ctx context.Context) bool {
+	// The next try comes a third of the TTL after this one began, not after it ended.
+	began := l.clock.Now()
 	err := l.refresh(ctx)
 	switch {
 	case err == nil:
@@ -179,7 +181,7 @@ func (l *Lease) renew(ctx context.Context) bool {
 	l.mu.Lock()
 	since := l.renewed
 	l.mu.Unlock()
-	if l.clock.Since(since)+l.ttl/3 >= l.ttl { // the next try would come too late
+	if began.Sub(since)+l.ttl/3 >= l.ttl { // the next try would come too late
 		l.lose(fmt.Errorf("the lease was last renewed at %s and renewing it fails: %v: %w", since.Local().Format(time.RFC3339), err, ErrLeaseLost))
 		return false
 	}
