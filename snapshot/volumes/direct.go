@@ -172,15 +172,19 @@ func PackDirect(ctx context.Context, dir string, in io.Reader, out io.Writer) er
 type conversation struct {
 	in *json.Decoder
 
-	mu      sync.Mutex
+	// writing guards out alone: a write waits for ferry to read, and ferry may be writing an
+	// answer at that moment, which receive must be free to take (under mu) or both ends wait.
+	writing sync.Mutex
 	out     *json.Encoder
+
+	mu      sync.Mutex
 	waiting map[int32]chan partURL
 	err     error // why ferry's answers ended
 }
 
 func (c *conversation) send(m moverMessage) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.writing.Lock()
+	defer c.writing.Unlock()
 	return c.out.Encode(m)
 }
 
@@ -217,9 +221,11 @@ func (c *conversation) ask(ctx context.Context, part int32, size int64) (storage
 		return storage.PresignedRequest{}, c.err
 	}
 	c.waiting[part] = ch
-	err := c.out.Encode(moverMessage{Presign: &partAsk{Part: part, Size: size}})
 	c.mu.Unlock()
-	if err != nil {
+	if err := c.send(moverMessage{Presign: &partAsk{Part: part, Size: size}}); err != nil {
+		c.mu.Lock()
+		delete(c.waiting, part)
+		c.mu.Unlock()
 		return storage.PresignedRequest{}, err
 	}
 	select {
