@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"filippo.io/age"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -88,6 +91,9 @@ func TestRestoreOntoAFreshCluster(t *testing.T) {
 	if err := blue.BindClaim(ctx, "restore-data", "workspace", volume); err != nil {
 		t.Fatal(err)
 	}
+	// A workload that mounts the claim: on the fresh cluster it must not start before the claim's
+	// files are in place (it would start on an empty volume).
+	mountClaim(t, blueKC, "restore-data", "notebook", "workspace")
 
 	url := backupMinIO(t, "restore")
 	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "whole-blue"); code != 0 && code != 3 {
@@ -118,6 +124,15 @@ func TestRestoreOntoAFreshCluster(t *testing.T) {
 	// Read back independently: the volume's tree, the tables, the bucket.
 	if got, want := walkTree(t, claimFolder(t, kc, "restore-data", "workspace")), walkTree(t, volume); !slices.Equal(got, want) {
 		t.Errorf("the volume on the fresh cluster differs from blue's:\n%s", lineDiff(want, got))
+	}
+	notebook, err := kc.AppsV1().Deployments("restore-data").Get(ctx, "notebook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API server keeps creation times to the second.
+	if filled := newestChange(t, claimFolder(t, kc, "restore-data", "workspace")).Truncate(time.Second); notebook.CreationTimestamp.Time.Before(filled) {
+		t.Errorf("the Deployment that mounts the claim was made at %s, before the claim's files were in place (%s)",
+			notebook.CreationTimestamp.Time.UTC().Format(time.RFC3339), filled.UTC().Format(time.RFC3339))
 	}
 	rows, err := tb.MariaDB["green"].SQL(ctx, tb.Bins, "SELECT COUNT(*) FROM mlpipeline.run_details")
 	if err != nil || strings.TrimSpace(lastLine(rows)) != "500" {
@@ -304,6 +319,50 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 	if len(after.Items) != len(before.Items) {
 		t.Errorf("a tampered or unreadable backup must apply nothing: namespaces went from %d to %d", len(before.Items), len(after.Items))
 	}
+}
+
+// mountClaim creates in namespace a one-replica Deployment whose pods mount claim.
+func mountClaim(t *testing.T, kc kubernetes.Interface, namespace, name, claim string) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: name, Image: name, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+					Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+				}},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments(namespace).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newestChange is the latest change time (ctime) of dir's entries: when the last of them was written,
+// renamed or had its metadata set.
+func newestChange(t *testing.T, dir string) time.Time {
+	t.Helper()
+	var newest time.Time
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		if c := time.Unix(st.Ctim.Sec, st.Ctim.Nsec); c.After(newest) {
+			newest = c
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newest
 }
 
 func available(d appsv1.Deployment) bool {

@@ -12,34 +12,35 @@ var waveNames = []struct{ name, waitFor string }{
 	{"admission webhooks", ""},
 }
 
+// The waves' indices (Resource.Wave).
 const (
-	waveCRDs = iota
-	waveNamespaces
-	waveStorage
-	waveConfig
-	waveRest
-	waveWebhooks
+	WaveCRDs = iota
+	WaveNamespaces
+	WaveStorage
+	WaveConfig
+	WaveRest
+	WaveWebhooks
 )
 
 // baseWave places a resource type by what it is.
 func baseWave(gr string) int {
 	switch gr {
 	case "customresourcedefinitions.apiextensions.k8s.io":
-		return waveCRDs
+		return WaveCRDs
 	case "namespaces":
-		return waveNamespaces
+		return WaveNamespaces
 	case "storageclasses.storage.k8s.io", "volumesnapshotclasses.snapshot.storage.k8s.io", "persistentvolumes", "persistentvolumeclaims":
-		return waveStorage
+		return WaveStorage
 	case "serviceaccounts", "secrets", "configmaps", "limitranges", "resourcequotas", "priorityclasses.scheduling.k8s.io",
 		"clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
 		"roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io":
-		return waveConfig
+		return WaveConfig
 	case "mutatingwebhookconfigurations.admissionregistration.k8s.io", "validatingwebhookconfigurations.admissionregistration.k8s.io",
 		"validatingadmissionpolicies.admissionregistration.k8s.io", "validatingadmissionpolicybindings.admissionregistration.k8s.io",
 		"mutatingadmissionpolicies.admissionregistration.k8s.io", "mutatingadmissionpolicybindings.admissionregistration.k8s.io":
-		return waveWebhooks
+		return WaveWebhooks
 	}
-	return waveRest
+	return WaveRest
 }
 
 // historyTypes hold a controller's rollout history: a Deployment's ReplicaSets (revision
@@ -73,8 +74,8 @@ func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resour
 					continue
 				}
 				if dep == "namespaces" {
-					if wave[owner] != waveNamespaces {
-						wave[owner] = waveNamespaces
+					if wave[owner] != WaveNamespaces {
+						wave[owner] = WaveNamespaces
 						changed = true
 					}
 				} else if wave[dep] != wo {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -251,8 +252,8 @@ const (
 )
 
 // Run restores or verifies (command) each kind into one report: the objects first, then the others
-// at the same time; objects that cannot go on stop the run, and the report still holds what was
-// done. For a backup Velero wrote, each volume
+// at the same time (a restore overlaps them further: see restoreAll); objects that cannot go on
+// stop the run, and the report still holds what was done. For a backup Velero wrote, each volume
 // it holds data of (pod volume backups, snapshots), which ferry does not read, is reported as
 // skipped.
 func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []snapshot.Restorer, log *slog.Logger) (*snapshot.Report, error) {
@@ -268,19 +269,17 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 			return report, fmt.Errorf("%s %s: %w", command, r.Name(), err)
 		}
 	}
-	// Objects come first: the other kinds need what they create (claims, the database and bucket
-	// servers) but not each other, so they run at the same time and the restore takes as long as
-	// the longest. One kind's error does not stop the others halfway (each leaves what it applies
-	// whole or as it was); the errors are joined.
-	run := func(ctx context.Context, k snapshot.Restorer) error {
+	run := func(ctx context.Context, k snapshot.Restorer, fill *snapshot.Fill) error {
 		start := time.Now()
 		log.Info(map[string]string{Restore: "restoring", Verify: "verifying"}[command], "backup", r.Name(), "kind", k.Name())
 		var err error
-		switch command {
-		case Restore:
-			err = k.Restore(ctx, r, report)
-		case Verify:
+		switch {
+		case command == Verify:
 			err = k.Verify(ctx, r, report)
+		case fill != nil:
+			err = k.(snapshot.FillingRestorer).RestoreFilling(ctx, r, report, fill)
+		default:
+			err = k.Restore(ctx, r, report)
 		}
 		if err != nil {
 			return fmt.Errorf("%s %s: %s: %w", command, r.Name(), k.Name(), err)
@@ -289,17 +288,15 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 		return nil
 	}
 	var err error
-	if len(restorers) > 0 {
-		err = run(ctx, restorers[0])
-	}
-	if err == nil && len(restorers) > 1 {
-		errs := make([]error, len(restorers)-1)
-		var wg sync.WaitGroup
-		for i, k := range restorers[1:] {
-			wg.Go(func() { errs[i] = run(ctx, k) })
+	switch {
+	case len(restorers) == 0:
+	case command == Restore:
+		err = restoreAll(ctx, restorers, run)
+	default:
+		// Objects first, then the others at the same time.
+		if err = run(ctx, restorers[0], nil); err == nil {
+			err = eachAtOnce(restorers[1:], func(k snapshot.Restorer) error { return run(ctx, k, nil) })
 		}
-		wg.Wait()
-		err = errors.Join(errs...)
 	}
 	// A backup Velero wrote holds volume data only as pod volume backups (Kopia) or snapshots,
 	// which ferry does not read: each is skipped by name. Without any, nothing is skipped.
@@ -308,6 +305,64 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 	}
 	report.Sort()
 	return report, err
+}
+
+// restoreAll restores the kinds, the objects (restorers[0]) first: the other kinds need what
+// they create but not each other, so they run at the same time and the restore takes about as
+// long as the longest. When the objects' restore can hold back what mounts the volumes
+// (snapshot.Fill), the volumes are filled as soon as the claims exist, the kinds that need the
+// workloads start once everything but the held objects is made, and the held objects are made
+// once the volumes are filled; otherwise every kind waits for the objects' restore to end. One
+// kind's error does not stop the others halfway (each leaves what it applies whole or as it was);
+// the errors are joined.
+func restoreAll(ctx context.Context, restorers []snapshot.Restorer, run func(context.Context, snapshot.Restorer, *snapshot.Fill) error) error {
+	objects, others := restorers[0], restorers[1:]
+	filling, canHold := objects.(snapshot.FillingRestorer)
+	if !canHold || !slices.ContainsFunc(others, fillsClaims) {
+		if err := run(ctx, objects, nil); err != nil {
+			return err
+		}
+		return eachAtOnce(others, func(k snapshot.Restorer) error { return run(ctx, k, nil) })
+	}
+	fill := snapshot.NewFill()
+	objectsDone := make(chan error, 1)
+	go func() {
+		err := run(ctx, filling, fill)
+		fill.ObjectsReady(err)
+		objectsDone <- err
+	}()
+	err := eachAtOnce(others, func(k snapshot.Restorer) error {
+		switch {
+		case fillsClaims(k):
+			defer fill.Filled()
+			if err := fill.WaitClaims(ctx); err != nil {
+				return nil // the objects' error says it
+			}
+			return run(ctx, k, nil)
+		default:
+			if err := fill.WaitObjects(ctx); err != nil {
+				return nil
+			}
+			return run(ctx, k, nil)
+		}
+	})
+	return errors.Join(<-objectsDone, err)
+}
+
+func fillsClaims(k snapshot.Restorer) bool {
+	_, ok := k.(snapshot.ClaimFiller)
+	return ok
+}
+
+// eachAtOnce calls fn for every kind at the same time and joins their errors.
+func eachAtOnce(ks []snapshot.Restorer, fn func(snapshot.Restorer) error) error {
+	errs := make([]error, len(ks))
+	var wg sync.WaitGroup
+	for i, k := range ks {
+		wg.Go(func() { errs[i] = fn(k) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // checkParallel is how many of a backup's files checkBeforeApplying reads at once.

@@ -280,13 +280,20 @@ type Carried struct {
 
 // Restore implements snapshot.Restorer.
 func (c Carried) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	return c.RestoreFilling(ctx, r, report, nil)
+}
+
+// RestoreFilling implements snapshot.FillingRestorer (it must: Objects' would restore without the
+// deletions). It gives fill's signals and holds nothing back: blue's writers are stopped while
+// green's state is carried back onto it.
+func (c Carried) RestoreFilling(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, fill *snapshot.Fill) error {
 	// The backup's plan is green's: nothing is applied when a deletion cannot be trusted.
 	if err := c.CarryBack.CheckDeletions(r.Manifest.Plan); err != nil {
 		return err
 	}
 	c.Existing, c.Exact = ExistingReplace, true
 	c.Mapping = snapshot.Mapping{} // Expected is in blue's names already
-	if err := c.restoreArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, report); err != nil {
+	if err := c.restoreArchive(ctx, r.Manifest.Plan, c.CarryBack.Expected, report, fill, nil); err != nil {
 		return err
 	}
 	if err := c.deleteAll(ctx, r.Manifest.Plan, report); err != nil {

@@ -48,18 +48,31 @@ const FieldManager = "ferry"
 // references are linked to the owners' new UIDs. Objects are applied concurrently, and the types
 // of a wave that do not own one another at once.
 func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	return c.RestoreFilling(ctx, r, report, nil)
+}
+
+// RestoreFilling implements snapshot.FillingRestorer: Restore, giving fill's signals. Once the
+// storage wave is made the claims exist; the objects whose pods would mount a claim the backup
+// holds files of (workloads, their rollout history, bare pods) are set aside, and made once the
+// volumes are filled, before the admission webhooks: no pod starts on an empty volume.
+func (c Objects) RestoreFilling(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, fill *snapshot.Fill) error {
 	archive, err := ReadArchive(ctx, r)
 	if err != nil {
 		return err
 	}
 	defer archive.Close()
-	return c.restoreArchive(ctx, r.Manifest.Plan, archive, report)
+	var claims map[string]bool
+	if fill != nil {
+		claims = filledClaims(r.Manifest)
+	}
+	return c.restoreArchive(ctx, r.Manifest.Plan, archive, report, fill, claims)
 }
 
 // restoreArchive restores the archive's objects in the plan's order (or, without a plan, the
 // order their owner references imply). The types of one step (see steps) are restored at once,
-// their objects Concurrency at a time in all.
-func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report) error {
+// their objects Concurrency at a time in all. The objects that mount one of claims wait for fill
+// (see RestoreFilling).
+func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report, fill *snapshot.Fill, claims map[string]bool) error {
 	c, err := c.withDefaults().forUpgrade(plan)
 	if err != nil {
 		return err
@@ -70,8 +83,38 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 		return err
 	}
 	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{},
-		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive)}
+		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims}
+	// held are the objects set aside for the volumes, step by step.
+	var held [][]heldEntry
+	release := func() error {
+		fill.ObjectsReady(nil)
+		if len(held) == 0 {
+			return nil
+		}
+		c.Log.Info("waiting for the volumes to be filled before making what mounts them", "steps", len(held))
+		if err := fill.WaitFilled(ctx); err != nil {
+			return err
+		}
+		for _, step := range held {
+			if err := rs.restoreHeld(ctx, step); err != nil {
+				return err
+			}
+			rs.linkDeferred(ctx, false)
+		}
+		held = nil
+		return nil
+	}
+	released := false
 	for _, step := range steps(order) {
+		if step[0].Wave > plans.WaveStorage {
+			fill.ClaimsExist()
+		}
+		if step[0].Wave >= plans.WaveWebhooks && !released {
+			if err := release(); err != nil {
+				return err
+			}
+			released = true
+		}
 		var todo []plans.Resource
 		for _, res := range step {
 			entries := archive.ByResource[res.GroupResource()]
@@ -90,13 +133,28 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 		if len(todo) == 0 {
 			continue
 		}
-		if err := rs.restoreTypes(ctx, todo); err != nil {
+		setAside, err := rs.restoreTypes(ctx, todo)
+		if err != nil {
 			return err
+		}
+		if len(setAside) > 0 {
+			held = append(held, setAside)
 		}
 		rs.linkDeferred(ctx, false)
 	}
+	if !released {
+		if err := release(); err != nil {
+			return err
+		}
+	}
 	rs.linkDeferred(ctx, true)
 	return nil
+}
+
+// heldEntry is an object set aside until the volumes are filled.
+type heldEntry struct {
+	res   plans.Resource
+	entry Entry
 }
 
 // steps cuts the restore order into steps whose types can be restored at once: consecutive types
@@ -206,6 +264,7 @@ type restorer struct {
 	deferred   []deferredLink    // objects created before owners the backup holds
 	namespaces map[string]bool   // target namespaces known to exist
 	claims     map[string]bool   // source ns/name of the backup's claims
+	filled     map[string]bool   // source ns/name of the claims the volumes' restore fills
 	archived   map[string]bool   // ownerKey of every object of the backup, in the source's namespaces
 }
 
@@ -214,12 +273,14 @@ func ownerKey(group, kind, namespace, name string) string {
 }
 
 // restoreTypes restores the objects of the types at once, Concurrency at a time in all, each read
-// from the archive as its turn comes.
-func (rs *restorer) restoreTypes(ctx context.Context, types []plans.Resource) error {
+// from the archive as its turn comes. It returns the objects it set aside because they mount a
+// claim the volumes' restore fills.
+func (rs *restorer) restoreTypes(ctx context.Context, types []plans.Resource) ([]heldEntry, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(rs.Concurrency)
 	var mu sync.Mutex
 	created := map[string][]string{}
+	var held []heldEntry
 	var feeders sync.WaitGroup
 	for _, res := range types {
 		gvr := schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}
@@ -233,6 +294,12 @@ func (rs *restorer) restoreTypes(ctx context.Context, types []plans.Resource) er
 					if err != nil {
 						rs.report.Add("objects", snapshot.StatusFailed, e.ID(), err.Error())
 						return gctx.Err()
+					}
+					if mountsFilledClaim(obj, e.Namespace, rs.filled) {
+						mu.Lock()
+						held = append(held, heldEntry{res: res, entry: e})
+						mu.Unlock()
+						return nil
 					}
 					e.Object = obj
 					name, ok := rs.restoreOne(gctx, res, gvr, e)
@@ -248,7 +315,7 @@ func (rs *restorer) restoreTypes(ctx context.Context, types []plans.Resource) er
 	}
 	feeders.Wait()
 	if err := g.Wait(); err != nil {
-		return err
+		return nil, err
 	}
 	for _, res := range types {
 		if res.GroupResource() == crdResource {
@@ -259,7 +326,27 @@ func (rs *restorer) restoreTypes(ctx context.Context, types []plans.Resource) er
 			}
 		}
 	}
-	return nil
+	return held, nil
+}
+
+// restoreHeld restores objects restoreTypes set aside, Concurrency at a time.
+func (rs *restorer) restoreHeld(ctx context.Context, held []heldEntry) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(rs.Concurrency)
+	for _, h := range held {
+		g.Go(func() error {
+			obj, err := rs.archive.Object(h.entry)
+			if err != nil {
+				rs.report.Add("objects", snapshot.StatusFailed, h.entry.ID(), err.Error())
+				return gctx.Err()
+			}
+			e := h.entry
+			e.Object = obj
+			rs.restoreOne(gctx, h.res, schema.GroupVersionResource{Group: h.res.Group, Version: h.res.Version, Resource: h.res.Resource}, e)
+			return gctx.Err()
+		})
+	}
+	return g.Wait()
 }
 
 // restoreOne restores one object and reports it; it returns the target name of an object that now

@@ -25,6 +25,10 @@ import (
 // Contents is a whole kind of data: it captures, restores and verifies.
 var _ snapshot.Kind = Contents{}
 
+// FillsClaims implements snapshot.ClaimFiller: a volume's restore needs its claim, not the
+// workloads that mount it (those wait for it).
+func (Contents) FillsClaims() {}
+
 // Restore implements snapshot.Restorer: for every volume of the backup, a mover pod mounts the
 // claim on the target (restored before by the objects, in the mapped namespace) read-write, and
 // ferry streams the stored archive, decrypted, into `ferry mover unpack --stage`, which stages it
