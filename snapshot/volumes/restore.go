@@ -125,7 +125,7 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	defer unwatch()
 	start := time.Now()
 	stage := c.stage
-	if c.Direct != nil && !strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) {
+	if c.Direct != nil && !strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) && v.Format == "" {
 		stage = c.stageDirect
 	}
 	staged, streamErr, err := stage(ctx, r, v, ns, pod)
@@ -255,7 +255,11 @@ func checkStaged(file string, backup files, st Staged) error {
 // streamErr is an error of the backup's stream (it does not match the manifest, or cannot be
 // decrypted); err one of the mover.
 func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (st Staged, streamErr, err error) {
-	rc, err := r.Open(ctx, v.Key)
+	open := r.Open
+	if v.Format == snapshot.FormatChunks {
+		open = func(ctx context.Context, file string) (io.ReadCloser, error) { return openTree(ctx, r, v) }
+	}
+	rc, err := open(ctx, v.Key)
 	if err != nil {
 		return st, err, nil
 	}

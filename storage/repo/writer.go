@@ -299,3 +299,22 @@ func (w *Writer) Stats() Stats {
 	defer w.mu.Unlock()
 	return w.stats
 }
+
+// Reuse counts chunks an earlier writer stored, which the caller references again without
+// writing their data (an unchanged file of an incremental backup), when every one of them may be
+// deduplicated against: in the index and in no condemned pack. It reports whether they were; call
+// it after NewWriter, which loads the condemned packs, so that a prune keeps them.
+func (w *Writer) Reuse(refs []ChunkRef) bool {
+	for _, ref := range refs {
+		if !w.r.dedupable(ref.ID) {
+			return false
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ref := range refs {
+		w.stats.Chunks++
+		w.stats.Bytes += int64(ref.Size)
+	}
+	return true
+}
