@@ -64,7 +64,7 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	}
 	w.Hold(cw.Close)
 	// Read after the writer's lock is taken: the previous entries reused are then checked
-	// against the packs a prune condemned since (Writer.Reuse).
+	// against the packs a prune condemned since (Writer.Reusable).
 	prev, from := c.previousTree(ctx, w, v, cw)
 	var stdin bytes.Buffer
 	if err := writePrevStats(&stdin, prev); err != nil {
@@ -162,7 +162,7 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 }
 
 // previousTree is the tree of the claim's newest complete backup in the same repository, by
-// path, without the entries whose chunks cannot be reused (see Writer.Reuse); none for an
+// path, without the entries whose chunks cannot be reused (see Writer.Reusable); none for an
 // encrypted backup, whose previous trees ferry cannot read without the identity. A previous tree
 // that cannot be read makes a full backup, never a failed one.
 func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.Volume, cw *repo.Writer) (map[string]treeEntry, string) {
@@ -216,7 +216,7 @@ func readPrevious(ctx context.Context, store storage.Backend, name string, v sna
 		return nil, err
 	}
 	for p, e := range prev {
-		if e.Stat == "" || !cw.Reuse(e.Data) {
+		if e.Stat == "" || !cw.Reusable(e.Data) {
 			delete(prev, p)
 		}
 	}

@@ -178,6 +178,9 @@ func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev map[string
 				if !ok || p.Stat != e.Stat {
 					return fmt.Errorf("%s: the mover found it unchanged, but the previous backup has no such entry", h.Name)
 				}
+				if !cw.Reuse(p.Data) {
+					return fmt.Errorf("%s: the previous backup's chunks of it are no longer in the repository", h.Name)
+				}
 				e = p
 			} else {
 				d := &dataReader{tr: tr, seg: seg, sum: sha256.New(), buf: buf}
