@@ -69,10 +69,10 @@ type BackupOptions struct {
 	Parallel   int
 	MoverImage string
 	// Direct has mover pods upload volumes to storage themselves, through presigned URLs.
-	Direct   storage.Presigner
+	Direct storage.Presigner
 	// Chunks stores volumes read through exec in the chunk repository, deduplicated and
 	// incremental (see volumes.Contents.Chunks).
-	Chunks bool
+	Chunks   bool
 	Progress snapshot.Progress
 	Log      *slog.Logger
 }

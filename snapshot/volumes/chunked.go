@@ -298,3 +298,25 @@ func ChunkRefs(ctx context.Context, store storage.Backend, prefix string, fn fun
 	}
 	return nil
 }
+
+// PruneChunks removes the chunks of the unencrypted chunk repository that no complete backup in
+// store references (repo.Prune); nil without a repository. An encrypted repository needs the
+// identity and is left alone.
+func PruneChunks(ctx context.Context, store storage.Backend) (*repo.PruneResult, error) {
+	rp, err := repo.Open(ctx, store, repo.Options{})
+	if errors.Is(err, repo.ErrNotRepo) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chunk repository %s: %w", repo.DefaultPrefix, err)
+	}
+	res, err := rp.Prune(ctx, func(ctx context.Context) ([]repo.ChunkRef, error) {
+		var refs []repo.ChunkRef
+		err := ChunkRefs(ctx, store, rp.Prefix(), func(r []repo.ChunkRef) { refs = append(refs, r...) })
+		return refs, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prune the chunk repository %s: %w", repo.DefaultPrefix, err)
+	}
+	return &res, nil
+}
