@@ -225,8 +225,9 @@ func readPrevious(ctx context.Context, store storage.Backend, name string, v sna
 
 // openTree opens a chunked volume as the zstd-compressed archive it stands for, as stage reads a
 // stored one: every chunk is checked before its bytes are sent, and the tree stream against the
-// manifest before the archive's end marker.
-func openTree(ctx context.Context, r *snapshot.Reader, v snapshot.Volume) (io.ReadCloser, error) {
+// manifest before the archive's end marker. An error ends the archive with a block the mover
+// fails on (see untree), then the stream; Close, and Err once the stream ended, return it.
+func openTree(ctx context.Context, r *snapshot.Reader, v snapshot.Volume) (*treeStream, error) {
 	rp, err := repo.Open(ctx, r.Store(), repo.Options{Prefix: v.Repo, Identities: r.Identities()})
 	if err != nil {
 		return nil, fmt.Errorf("chunk repository %s: %w", v.Repo, err)
@@ -236,7 +237,9 @@ func openTree(ctx context.Context, r *snapshot.Reader, v snapshot.Volume) (io.Re
 		return nil, err
 	}
 	pr, pw := io.Pipe()
+	t := &treeStream{PipeReader: pr, done: make(chan struct{})}
 	go func() {
+		defer close(t.done)
 		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 		if err == nil {
 			err = untree(ctx, tree, rp, enc, func() error { return snapshot.Drain(tree) })
@@ -246,11 +249,35 @@ func openTree(ctx context.Context, r *snapshot.Reader, v snapshot.Volume) (io.Re
 		}
 		tree.Close()
 		if err != nil {
-			err = fmt.Errorf("%s/%s: %w", r.Name(), v.Key, err)
+			t.err = fmt.Errorf("%s/%s: %w", r.Name(), v.Key, err)
 		}
-		pw.CloseWithError(err)
+		pw.Close()
 	}()
-	return pr, nil
+	return t, nil
+}
+
+// treeStream is the archive openTree makes.
+type treeStream struct {
+	*io.PipeReader
+	done chan struct{}
+	err  error
+}
+
+// Err is the error that ended the archive, once it ended; nil before.
+func (t *treeStream) Err() error {
+	select {
+	case <-t.done:
+		return t.err
+	default:
+		return nil
+	}
+}
+
+// Close stops the archive and returns its error, if it had one.
+func (t *treeStream) Close() error {
+	t.PipeReader.Close()
+	<-t.done
+	return t.err
 }
 
 // ChunkRefs calls fn with the chunks of every chunked volume of the complete backups in store

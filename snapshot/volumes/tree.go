@@ -3,6 +3,7 @@ package volumes
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -263,37 +264,74 @@ type chunkReader interface {
 
 // untree writes the archive a tree stream stands for to w: each entry's header, its data read
 // back from the repository (every chunk checked before its bytes are written) and its padding.
-// verify runs after the last entry is read and before the end marker is written, so a reader of
-// w never sees a whole archive from a tree stream that does not match the manifest.
+// verify runs after the last entry is read and before the end marker is written. On an error of
+// the tree or of a chunk, untree ends what it wrote with a block no tar reader takes for a
+// header (see poison) and returns the error: the mover staging it fails and removes what it
+// staged, as it does for a corrupt stored archive, even where the exec's stdin never ends.
 func untree(ctx context.Context, tree io.Reader, chunks chunkReader, w io.Writer, verify func() error) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
+	cw := &archiveCounter{w: bw}
 	var last *treeEntry
-	zeros := make([]byte, 512)
+	var entryEnd int64 // where the entry being written ends in the archive
 	err := readTree(tree, func(e treeEntry) error {
 		if last != nil {
-			if err := writeEntry(ctx, bw, chunks, *last, zeros); err != nil {
+			entryEnd = cw.n + int64(len(last.Head)) + last.DataBytes + (-last.DataBytes & 511)
+			if err := writeEntry(ctx, cw, chunks, *last); err != nil {
 				return err
 			}
 		}
 		last = &e
 		return nil
 	})
+	if err == nil {
+		err = verify()
+	}
+	if err == nil && (last == nil || len(last.Data) > 0) {
+		err = fmt.Errorf("the tree stream has no end marker: %w", snapshot.ErrCorrupt)
+	}
 	if err != nil {
+		if cw.err == nil {
+			poison(cw, entryEnd)
+			bw.Flush()
+		}
 		return err
 	}
-	if err := verify(); err != nil {
-		return err
-	}
-	if last == nil || len(last.Data) > 0 {
-		return fmt.Errorf("the tree stream has no end marker: %w", snapshot.ErrCorrupt)
-	}
-	if _, err := bw.Write(last.Head); err != nil {
+	if _, err := cw.Write(last.Head); err != nil {
 		return err
 	}
 	return bw.Flush()
 }
 
-func writeEntry(ctx context.Context, w io.Writer, chunks chunkReader, e treeEntry, zeros []byte) error {
+// poison fills the entry being written up to end, then writes a block of 0xff, which is no tar
+// header (its checksum field is not a number): a reader of the archive fails there, never
+// taking what came before for a whole archive.
+func poison(w io.Writer, end int64) {
+	cw := w.(*archiveCounter)
+	fill := bytes.Repeat([]byte{0xff}, 512)
+	for cw.n < end {
+		cw.Write(fill[:min(int64(len(fill)), end-cw.n)])
+	}
+	cw.Write(fill)
+}
+
+type archiveCounter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *archiveCounter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+var zeros [512]byte
+
+func writeEntry(ctx context.Context, w io.Writer, chunks chunkReader, e treeEntry) error {
 	if _, err := w.Write(e.Head); err != nil {
 		return err
 	}

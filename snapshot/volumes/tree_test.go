@@ -245,8 +245,16 @@ func TestTreeTamperedChunkRefused(t *testing.T) {
 	if !errors.Is(err, snapshot.ErrCorrupt) {
 		t.Fatalf("untree of tampered chunks: %v; want ErrCorrupt", err)
 	}
-	if _, ierr := Index(bytes.NewReader(out)); ierr == nil {
-		t.Errorf("what was written before the error reads as a whole archive")
+	// The mover staging it fails, and leaves nothing behind.
+	target := t.TempDir()
+	if _, err := Stage(ctx, target, bytes.NewReader(out)); err == nil {
+		t.Errorf("Stage of the archive from tampered chunks succeeded")
+	}
+	if left, _ := os.ReadDir(target); len(left) != 0 {
+		t.Errorf("Stage of the archive from tampered chunks left %v", left)
+	}
+	if _, ierr := Index(bytes.NewReader(out)); ierr == nil || errors.Is(ierr, io.ErrUnexpectedEOF) {
+		t.Errorf("what was written before the error: %v; want a reader to fail on it, not wait for more", ierr)
 	}
 }
 
@@ -262,8 +270,8 @@ func TestTreeUnverifiedEndsWithoutEndMarker(t *testing.T) {
 	if !errors.Is(err, bad) {
 		t.Fatalf("untree: %v", err)
 	}
-	if _, ierr := Index(bytes.NewReader(out.Bytes())); !errors.Is(ierr, io.ErrUnexpectedEOF) {
-		t.Errorf("Index of the output: %v; want a stream without its end marker", ierr)
+	if _, ierr := Index(bytes.NewReader(out.Bytes())); ierr == nil || errors.Is(ierr, io.ErrUnexpectedEOF) {
+		t.Errorf("Index of the output: %v; want it to fail at the block after the last entry, not wait for more", ierr)
 	}
 }
 
