@@ -11,8 +11,8 @@ import (
 	"github.com/ferrykube/ferry/schedule"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/volumes"
-	"github.com/ferrykube/ferry/storage/repo"
 	"github.com/ferrykube/ferry/storage"
+	"github.com/ferrykube/ferry/storage/repo"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
