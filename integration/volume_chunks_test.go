@@ -137,6 +137,10 @@ func TestChunkedVolumeBackups(t *testing.T) {
 		if got := walkTree(t, dst); !slices.Equal(tc.want, got) {
 			t.Fatalf("restore of %s differs from the tree backed up:\n%s", tc.name, lineDiff(tc.want, got))
 		}
+		// Verify reads the file list, as for the tar format.
+		r := open(tc.name)
+		c := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: tc.ns}}}
+		verifyClean(t, c, r, int(r.Manifest.Volumes[0].List.Entries))
 	}
 
 	// A byte of every pack flipped: restore refuses before applying anything, check reports it.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"filippo.io/age"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/repo"
@@ -279,5 +280,41 @@ func TestPackTreeNeedsItsEndLine(t *testing.T) {
 	err := PackTree(t.TempDir(), strings.NewReader(`{"path":"a","stat":"1 2 3 4"}`+"\n"), io.Discard)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("PackTree without the end line: %v", err)
+	}
+}
+
+// TestTreeEncrypted: a backup encrypted to recipients writes to the repository of its set, with
+// no identity; reading it back needs the identity, and gives the archive the mover wrote.
+func TestTreeEncrypted(t *testing.T) {
+	ctx := context.Background()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipients := []string{id.Recipient().String()}
+	prefix := RepoPrefix(recipients)
+	if prefix == repo.DefaultPrefix || !strings.HasPrefix(prefix, "metadata/ferry/") {
+		t.Fatalf("RepoPrefix of recipients: %q", prefix)
+	}
+	w, err := openRepo(ctx, st, repo.Options{Prefix: prefix, Recipients: recipients, ChunkAverageBits: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := treeDir(t)
+	tree, _, packed := chunkBackupArchive(t, w, dir, nil)
+	if _, err := untreeBytes(t, w, tree); !errors.Is(err, repo.ErrNoIdentity) {
+		t.Errorf("untree without the identity: %v; want ErrNoIdentity", err)
+	}
+	r, err := repo.Open(ctx, st, repo.Options{Prefix: prefix, Identities: []age.Identity{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := untreeBytes(t, r, tree)
+	if err != nil || !bytes.Equal(got, packed) {
+		t.Fatalf("untree with the identity: %v, %d bytes; want the mover's %d", err, len(got), len(packed))
 	}
 }
