@@ -14,6 +14,7 @@ import (
 	"io"
 
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/repo"
 	"github.com/klauspost/compress/zstd"
 )
@@ -343,7 +344,8 @@ func writeEntry(ctx context.Context, w io.Writer, chunks chunkReader, e treeEntr
 		return fmt.Errorf("tree entry %s: chunks of %d bytes, %d recorded: %w", e.Path, n, e.DataBytes, snapshot.ErrCorrupt)
 	}
 	if err := chunks.Read(ctx, e.Data, w); err != nil {
-		if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrUnknownChunk) {
+		// A chunk that fails its check, or that the index or storage lacks: the backup is damaged.
+		if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrUnknownChunk) || errors.Is(err, storage.ErrNotExist) {
 			return fmt.Errorf("%s: %w: %w", e.Path, snapshot.ErrCorrupt, err)
 		}
 		return fmt.Errorf("%s: %w", e.Path, err)

@@ -318,3 +318,23 @@ func TestTreeEncrypted(t *testing.T) {
 		t.Fatalf("untree with the identity: %v, %d bytes; want the mover's %d", err, len(got), len(packed))
 	}
 }
+
+// TestTreeMissingPackIsCorrupt: a pack gone from storage fails the archive as a damaged backup.
+func TestTreeMissingPackIsCorrupt(t *testing.T) {
+	r, st := testRepo(t)
+	tree, _ := chunkBackup(t, r, treeDir(t), nil)
+	ctx := context.Background()
+	var packs []string
+	st.List(ctx, repo.DefaultPrefix+"packs/", func(o storage.ObjectInfo) error {
+		packs = append(packs, o.Key)
+		return nil
+	})
+	for _, key := range packs {
+		if err := st.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := untreeBytes(t, r, tree); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("untree without its packs: %v; want ErrCorrupt", err)
+	}
+}
