@@ -4,6 +4,9 @@
 // every file with its size, mode, owner and SHA-256. A restore streams the stored archive into
 // `ferry mover unpack` in a pod that mounts the claim on the target read-write, and checks what it
 // wrote against the manifest; a verify lists the target's claim with `ferry mover pack --list`.
+// With Chunks the tar stream is stored over the chunk repository instead, cut at its entries, and
+// only files changed since the claim's previous backup are read (see tree.go and chunked.go);
+// restore makes the archive again from it, and stages and checks it the same way.
 package volumes
 
 import (
