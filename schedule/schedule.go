@@ -77,8 +77,10 @@ type Options struct {
 	Config      []byte // a ferry.yaml, kept in a ConfigMap
 	EncryptTo   []string
 	MoverDirect bool
-	Parallel    int
-	Suspend     bool
+	// VolumeFormat is ferry backup's --volume-format; its default when empty.
+	VolumeFormat string
+	Parallel     int
+	Suspend      bool
 	// Reads are the resource types the job may get and list, cluster-wide: those a backup of the
 	// cluster reads (plans.Readable); empty means BuiltinReads.
 	Reads []schema.GroupResource
@@ -136,6 +138,12 @@ func (o Options) Check() error {
 	}
 	if err := CheckCron(o.Cron); err != nil {
 		return err
+	}
+	switch {
+	case o.VolumeFormat != "" && o.VolumeFormat != "tar" && o.VolumeFormat != "chunks":
+		return badinput.Errorf("--volume-format %.40q: want tar or chunks", o.VolumeFormat)
+	case o.VolumeFormat == "chunks" && o.MoverDirect:
+		return badinput.Errorf("--volume-format chunks reads volumes through exec: drop --mover-direct, whose movers write tar")
 	}
 	if !strings.HasPrefix(o.Storage, "s3://") {
 		return badinput.Errorf("--storage %q: a schedule needs s3:// storage that the cluster reaches; a folder inside the job's pod is gone when it ends", o.Storage)
@@ -271,6 +279,9 @@ func Args(o Options) []string {
 	}
 	if o.MoverDirect {
 		args = append(args, "--mover-direct")
+	}
+	if o.VolumeFormat != "" {
+		args = append(args, "--volume-format", o.VolumeFormat)
 	}
 	if o.Parallel > 0 {
 		args = append(args, "--parallel", fmt.Sprint(o.Parallel))

@@ -46,6 +46,9 @@ func TestCheck(t *testing.T) {
 		{"long name", func(o *Options) { o.Name = strings.Repeat("a", MaxNameLength+1) }, "schedule name"},
 		{"name of hand-made backups", func(o *Options) { o.Name = "ferry" }, "schedule name"},
 		{"namespace", func(o *Options) { o.Namespace = "Ferry_System" }, "--namespace"},
+		{"chunked volumes", func(o *Options) { o.VolumeFormat = "chunks" }, ""},
+		{"unknown volume format", func(o *Options) { o.VolumeFormat = "zip" }, "--volume-format"},
+		{"chunked volumes, direct", func(o *Options) { o.VolumeFormat, o.MoverDirect = "chunks", true }, "--mover-direct"},
 		{"secret", func(o *Options) { o.StorageSecret = "bad/secret" }, "--storage-secret"},
 		{"preset and config", func(o *Options) { o.Config = []byte("preset: kubeflow\n") }, "-f and --preset"},
 		{"no image", func(o *Options) { o.Image = "" }, "--image"},
@@ -82,6 +85,7 @@ func TestArgs(t *testing.T) {
 		{"config file", func(o *Options) { o.Preset, o.Config = "", []byte("preset: kubeflow\n") }, []string{"-f", "/etc/ferry/ferry.yaml"}},
 		{"everything", func(o *Options) { o.EncryptTo, o.MoverDirect, o.Parallel = []string{"age1a", "age1b"}, true, 16 },
 			[]string{"--preset", "kubeflow", "--encrypt-to", "age1a", "--encrypt-to", "age1b", "--mover-direct", "--parallel", "16"}},
+		{"chunked volumes", func(o *Options) { o.VolumeFormat = "chunks" }, []string{"--preset", "kubeflow", "--volume-format", "chunks"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -182,7 +182,15 @@ type Volume struct {
 	List *FileList `json:"list,omitempty"`
 	// Files are the volume's files in a manifest of format 3 or older, which kept them inline.
 	Files []File `json:"files,omitempty"`
+	// Format is how Key holds the volume's data: "" a zstd-compressed tar stream, FormatChunks a
+	// tree stream whose file data lives in the chunk repository at Repo (see docs/format.md).
+	Format string `json:"format,omitempty"`
+	// Repo is the prefix in the storage of the chunk repository a chunked volume's data is in.
+	Repo string `json:"repo,omitempty"`
 }
+
+// FormatChunks is Volume.Format of a volume stored as a tree stream over the chunk repository.
+const FormatChunks = "chunks"
 
 // File is an entry of a volume. Path, Link and Hardlink are names as the filesystem has them,
 // bytes that need not be UTF-8: see MarshalJSON.
@@ -234,6 +242,30 @@ type Writer struct {
 
 	keyMu     sync.Mutex // held while the digest key is made and stored
 	digestKey []byte
+
+	held []func(context.Context) error // see Hold
+}
+
+// Hold keeps release to run at Release, once the manifest is written or the backup failed: a
+// chunk repository's writer holds its lock until the backup that references its chunks is
+// recorded, so that a prune running meanwhile keeps them.
+func (w *Writer) Hold(release func(context.Context) error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held = append(w.held, release)
+}
+
+// Release runs what Hold kept, each once.
+func (w *Writer) Release(ctx context.Context) error {
+	w.mu.Lock()
+	held := w.held
+	w.held = nil
+	w.mu.Unlock()
+	var errs []error
+	for _, release := range held {
+		errs = append(errs, release(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // Progress receives a backup's stored bytes as they are written and its objects as they are

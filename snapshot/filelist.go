@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -191,6 +192,18 @@ func checkFileLists(name string, m *Manifest, recorded map[string]bool) error {
 		}
 		if v.List.Entries < 0 || v.List.Files < 0 || v.List.FileBytes < 0 {
 			return bad("volume %s: negative counts of its file list", claim)
+		}
+	}
+	for _, v := range m.Volumes {
+		claim := v.Namespace + "/" + v.Name
+		switch {
+		case v.Format == "" && v.Repo == "":
+		case v.Format != FormatChunks:
+			return bad("volume %s: format %.40q: this ferry knows %q", claim, v.Format, FormatChunks)
+		case n < 5:
+			return bad("volume %s: format %s, which backup format %s does not have", claim, v.Format, m.FormatVersion)
+		case !strings.HasPrefix(v.Repo, "metadata/ferry/") || strings.Contains(v.Repo, ".."):
+			return bad("volume %s: its chunk repository %.80q is not under metadata/ferry/", claim, v.Repo)
 		}
 	}
 	return nil

@@ -172,6 +172,15 @@ func TestFileListRefused(t *testing.T) {
 		}, want: ErrBadManifest},
 		{name: "a list in format 3", edit: func(m map[string]any) { m["formatVersion"] = "3" }, want: ErrBadManifest},
 		{name: "another claim's list", edit: func(m map[string]any) { volume(m)["list"].(map[string]any)["key"] = "volume-files/ns/other.jsonl.zst" }, want: ErrBadManifest},
+		{name: "an unknown volume format", edit: func(m map[string]any) { volume(m)["format"] = "zip" }, want: ErrBadManifest},
+		{name: "chunks in format 4", edit: func(m map[string]any) {
+			m["formatVersion"] = "4"
+			volume(m)["format"], volume(m)["repo"] = FormatChunks, "metadata/ferry/repo/"
+		}, want: ErrBadManifest},
+		{name: "a chunk repository elsewhere", edit: func(m map[string]any) {
+			volume(m)["format"], volume(m)["repo"] = FormatChunks, "backups/other/"
+		}, want: ErrBadManifest},
+		{name: "a repository without chunks", edit: func(m map[string]any) { volume(m)["repo"] = "metadata/ferry/repo/" }, want: ErrBadManifest},
 		{name: "not recorded", edit: func(m map[string]any) {
 			var kept []any
 			for _, s := range m["streams"].([]any) {

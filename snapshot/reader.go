@@ -25,7 +25,7 @@ import (
 // manifest's record of it (size and SHA-256 of the stored bytes) and decrypted when the backup is
 // encrypted, so a truncated, tampered or foreign stream is an error, never silently restored.
 type Reader struct {
-	store      storage.Reader
+	store      storage.Backend
 	name       string
 	identities []age.Identity
 	streams    map[string]Stream
@@ -320,3 +320,9 @@ func (d *decrypted) Close() error {
 	}
 	return err
 }
+
+// Store is the storage the backup is read from (a chunked volume's repository is there too).
+func (r *Reader) Store() storage.Backend { return r.store }
+
+// Identities are the age identities the backup is read with.
+func (r *Reader) Identities() []age.Identity { return r.identities }

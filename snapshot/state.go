@@ -217,8 +217,10 @@ func beatFresh(ctx context.Context, store storage.Reader, name string, info stor
 // (docs/format.md). A change that older readers would misread raises it: 2 added keyed digests of
 // Secrets, which a reader of format 1 would take for plain SHA-256 and find every Secret changed;
 // 3 bucket objects' metadata, which a reader of format 2 would silently not restore; 4 volumes'
-// file lists as streams of their own, which a reader of format 3 would take for empty volumes.
-const FormatVersion = "4"
+// file lists as streams of their own, which a reader of format 3 would take for empty volumes; 5
+// volumes stored as trees over the chunk repository (volumes[].format), which a reader of format 4
+// would take for tar streams.
+const FormatVersion = "5"
 
 // checkFormat checks a manifest's formatVersion: a positive integer, at most FormatVersion.
 func checkFormat(name, v string) error {

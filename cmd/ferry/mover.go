@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/ferrykube/ferry/internal/badinput"
@@ -24,6 +25,7 @@ func newMoverCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		RunE: runE(pack),
 	}
 	packCmd.Flags().BoolVar(&pack.direct, "direct", false, "upload to storage through the part URLs ferry answers on stdin (JSON lines); print the asks, parts and result")
+	packCmd.Flags().BoolVar(&pack.tree, "tree", false, "for a chunked backup: read the previous backup's file stats on stdin (JSON lines, then \"end\"), mark each file's stats, and write unchanged files without their data")
 	packCmd.Flags().BoolVar(&pack.list, "list", false, "print the files with their SHA-256 as one JSON line instead of the tar stream")
 	cmd.AddCommand(
 		packCmd,
@@ -55,15 +57,15 @@ func (t moverTask) run(ctx context.Context) error { return t(ctx) }
 
 // packOptions are ferry mover pack's.
 type packOptions struct {
-	streams      genericiooptions.IOStreams
-	direct, list bool
+	streams            genericiooptions.IOStreams
+	direct, list, tree bool
 }
 
 func (o *packOptions) complete([]string) error { return nil }
 
 func (o *packOptions) validate() error {
-	if o.direct && o.list {
-		return badinput.Errorf("ferry mover pack: --direct and --list exclude each other")
+	if o.direct && o.list || o.tree && (o.direct || o.list) {
+		return badinput.Errorf("ferry mover pack: --direct, --list and --tree exclude each other")
 	}
 	return nil
 }
@@ -78,7 +80,11 @@ func (o *packOptions) run(ctx context.Context) error {
 		return volumes.WriteList(".", o.streams.Out)
 	}
 	out := bufio.NewWriterSize(o.streams.Out, 1<<20)
-	if err := volumes.Pack(".", out); err != nil {
+	pack := volumes.Pack
+	if o.tree {
+		pack = func(dir string, w io.Writer) error { return volumes.PackTree(dir, o.streams.In, w) }
+	}
+	if err := pack(".", out); err != nil {
 		return err
 	}
 	return out.Flush()

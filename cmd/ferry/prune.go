@@ -10,7 +10,9 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/schedule"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
+	"github.com/ferrykube/ferry/storage/repo"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -26,6 +28,10 @@ type pruneReport struct {
 	// Deleted and Failed are what the removal did; empty on a dry run.
 	Deleted []string          `json:"deleted"`
 	Failed  map[string]string `json:"failed,omitempty"`
+	// Chunks is what the prune of the chunk repository did, after the backups were removed.
+	Chunks *repo.PruneResult `json:"chunks,omitempty"`
+	// ChunksError is why the chunk repository was not pruned.
+	ChunksError string `json:"chunksError,omitempty"`
 }
 
 // pruneOptions are ferry prune's.
@@ -136,11 +142,19 @@ func (o *pruneOptions) run(ctx context.Context) error {
 			}
 			rep.Deleted = append(rep.Deleted, d.Name)
 		}
+		// The chunks no remaining backup references go too; a backup that cannot be read stops it.
+		if rep.Chunks, err = volumes.PruneChunks(ctx, store); err != nil {
+			rep.ChunksError = err.Error()
+			o.global.logger.Error("chunk repository not pruned", "error", err)
+		}
 	}
 	if done, err := o.output.print(o.streams.Out, rep); !done {
 		printPrune(o.streams, rep)
 	} else if err != nil {
 		return err
+	}
+	if rep.ChunksError != "" {
+		return fmt.Errorf("prune: the chunk repository: %s", rep.ChunksError)
 	}
 	if len(rep.Failed) > 0 {
 		return &incompleteError{msg: fmt.Sprintf("prune: %d of %d backups could not be removed", len(rep.Failed), len(rep.Remove))}
@@ -201,6 +215,13 @@ func printPrune(streams genericiooptions.IOStreams, rep pruneReport) {
 		fmt.Fprintf(streams.Out, "\n%d kept, %d removed.\n", len(rep.Keep), len(rep.Deleted))
 		for name, err := range rep.Failed {
 			fmt.Fprintf(streams.Out, "  %s NOT removed: %s\n", name, err)
+		}
+		if c := rep.Chunks; c != nil {
+			fmt.Fprintf(streams.Out, "Chunk repository: %d packs, %d chunks kept, %d packs deleted (%d bytes), %d repacked, %d condemned, %d waiting for a running backup.\n",
+				c.Packs, c.KeptChunks, c.Deleted, c.DeletedBytes, c.Repacked, c.Condemned, c.Waiting)
+		}
+		if rep.ChunksError != "" {
+			fmt.Fprintf(streams.Out, "Chunk repository NOT pruned: %s\n", rep.ChunksError)
 		}
 	}
 }

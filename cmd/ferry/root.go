@@ -98,6 +98,6 @@ while the old cluster stays intact as the way back.`,
 	cmd.AddCommand(newVersionCommand(streams), newPlanCommand(global, streams), newBackupCommand(global, streams), newBackupsCommand(global, streams),
 		newRestoreCommand(global, streams), newVerifyCommand(global, streams),
 		newMigrateCommand(global, streams), newFlipCommand(global, streams), newRollbackCommand(global, streams), newMoverCommand(streams))
-	cmd.AddCommand(newScheduleCommand(global, streams), newPruneCommand(global, streams))
+	cmd.AddCommand(newScheduleCommand(global, streams), newPruneCommand(global, streams), newCheckCommand(global, streams))
 	return cmd
 }

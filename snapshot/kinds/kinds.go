@@ -70,7 +70,10 @@ type BackupOptions struct {
 	Parallel   int
 	MoverImage string
 	// Direct has mover pods upload volumes to storage themselves, through presigned URLs.
-	Direct   storage.Presigner
+	Direct storage.Presigner
+	// Chunks stores volumes read through exec in the chunk repository, deduplicated and
+	// incremental (see volumes.Contents.Chunks).
+	Chunks   bool
 	Progress snapshot.Progress
 	Log      *slog.Logger
 }
@@ -96,6 +99,9 @@ func Backup(ctx context.Context, store storage.Backend, source Cluster, o Backup
 	beat, err := snapshot.StartHeartbeat(ctx, store, o.Name, snapshot.HeartbeatInterval, o.Log)
 	if err == nil {
 		manifest, err = capture(ctx, w, store, source, o, started)
+		if rerr := w.Release(context.WithoutCancel(ctx)); rerr != nil {
+			o.Log.Warn("releasing the chunk repository's writers (their locks go stale)", "backup", o.Name, "error", rerr)
+		}
 		// Stopped before a failed backup is removed: a later beat would bring its folder back.
 		if serr := beat.Stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
 			o.Log.Warn("removing the heartbeat of the complete backup", "backup", o.Name, "error", serr)
@@ -117,7 +123,7 @@ func capture(ctx context.Context, w *snapshot.Writer, store storage.Backend, sou
 		resources.Objects{Dynamic: source.Dynamic, Plan: plan, Concurrency: o.Parallel},
 		databases.Dumps{Config: source.Config, Client: source.Client, Plan: plan},
 		buckets.Copies{Config: source.Config, Client: source.Client, Plan: plan, Parallel: o.Parallel},
-		volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Direct: o.Direct, Storage: store, Log: o.Log},
+		volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Direct: o.Direct, Storage: store, Chunks: o.Chunks, Log: o.Log},
 	}
 	// The kinds are captured at the same time, so a backup takes as long as its longest kind, not
 	// their sum; each keeps its own limit of --parallel. The first to fail stops the others.

@@ -82,8 +82,10 @@ func (p *packer) writeSparse(h *tar.Header, f *os.File, data []span) (bool, erro
 	if !utf8.ValidString(h.Name) {
 		records += paxRecord("hdrcharset", "BINARY")
 	}
-	if v := h.PAXRecords[LinksRecord]; v != "" {
-		records += paxRecord(LinksRecord, v)
+	for _, k := range []string{LinksRecord, StatRecord} {
+		if v := h.PAXRecords[k]; v != "" {
+			records += paxRecord(k, v)
+		}
 	}
 	base := h.Name[strings.LastIndex(h.Name, "/")+1:]
 	ext := ustarHeader("PaxHeaders.0/"+base, tar.TypeXHeader, 0o644, 0, 0, int64(len(records)), 0)

@@ -33,6 +33,19 @@ func isStaging(rel string) bool {
 // entry always does in tar; standard tools extract it as an empty file.
 const SkippedRecord = "FERRY.skipped"
 
+// StatRecord is the PAX record of a regular file's identity as a chunked backup compares it with
+// the previous backup's: "inode size mtime ctime" (nanoseconds since the epoch). A file whose
+// record is unchanged is taken for unchanged, as restic and Kopia do.
+const StatRecord = "FERRY.stat"
+
+// UnchangedRecord is the PAX record of an entry of no contents that stands for a file whose
+// StatRecord is the previous backup's: its data is the previous backup's entry.
+const UnchangedRecord = "FERRY.unchanged"
+
+func statKey(st *syscall.Stat_t) string {
+	return fmt.Sprintf("%d %d %d %d", st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
+}
+
 // SkippedFile is a file Pack left out, and why.
 type SkippedFile struct {
 	Path   string `json:"path"`
@@ -125,6 +138,11 @@ type packer struct {
 	links map[inode]string
 	// afterRead, when set, runs once a file's contents are read: tests change files there.
 	afterRead func(rel string)
+	// stat, when set, adds a StatRecord to every regular file's entry (a chunked backup keeps it
+	// for the next one); prev are the previous backup's by path: a file whose StatRecord is the
+	// same is not read, and its entry is an UnchangedRecord.
+	stat bool
+	prev map[string]string
 }
 
 // inode identifies a file on the volume.
@@ -216,6 +234,26 @@ func (p *packer) file(path, rel string) (string, error) {
 				return "", fmt.Errorf("%s: %w", rel, err)
 			}
 			return "", nil
+		}
+	}
+	if p.stat {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			key := statKey(st)
+			if h.PAXRecords == nil {
+				h.PAXRecords = map[string]string{}
+			}
+			h.PAXRecords[StatRecord] = key
+			if p.prev[rel] == key {
+				h.PAXRecords[UnchangedRecord] = "1"
+				h.Size = 0
+				if err := p.tw.WriteHeader(h); err != nil {
+					return "", fmt.Errorf("%s: %w", rel, err)
+				}
+				if id != (inode{}) {
+					p.links[id] = rel
+				}
+				return "", nil
+			}
 		}
 	}
 	data, err := dataRanges(f, h.Size)
@@ -343,6 +381,12 @@ const LinksRecord = "FERRY.links"
 // out), the last counts. A stream that ends without tar's end marker is an error matching
 // io.ErrUnexpectedEOF.
 func IndexEach(r io.Reader, emit func(snapshot.File) error) ([]SkippedFile, error) {
+	return indexEach(r, emit, nil)
+}
+
+// indexEach is IndexEach of PackTree's stream: unchanged gives an UnchangedRecord entry's size
+// and SHA-256 from the previous backup.
+func indexEach(r io.Reader, emit func(snapshot.File) error, unchanged func(name string) (int64, string, bool)) ([]SkippedFile, error) {
 	tr := newArchiveReader(r)
 	var skipped []SkippedFile
 	var pending *snapshot.File // the last entry, held until one of another name follows
@@ -389,6 +433,20 @@ func IndexEach(r io.Reader, emit func(snapshot.File) error) ([]SkippedFile, erro
 				return skipped, fmt.Errorf("%s: a hard link to %s, which the archive does not mark as a file of several names (%s): is the mover's image older than ferry?", h.Name, h.Linkname, LinksRecord)
 			}
 			f.Type, f.Hardlink, f.Size, f.SHA256 = "file", h.Linkname, first.size, first.sum
+		case h.Typeflag == tar.TypeReg && h.PAXRecords[UnchangedRecord] != "":
+			var ok bool
+			if unchanged != nil {
+				f.Size, f.SHA256, ok = unchanged(h.Name)
+			}
+			if !ok {
+				return skipped, fmt.Errorf("%s: an entry of a file unchanged since a previous backup that is not at hand", h.Name)
+			}
+			f.Type = "file"
+			if h.PAXRecords[LinksRecord] != "" {
+				linked[h.Name] = contents{f.Size, f.SHA256}
+			} else {
+				delete(linked, h.Name)
+			}
 		case h.Typeflag == tar.TypeReg:
 			f.Type, f.Size = "file", h.Size
 			sum := sha256.New()

@@ -129,7 +129,7 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	defer unwatch()
 	start := time.Now()
 	stage := c.stage
-	if c.Direct != nil && !strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) {
+	if c.Direct != nil && !strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) && v.Format == "" {
 		stage = c.stageDirect
 	}
 	staged, streamErr, err := stage(ctx, r, v, ns, pod)
@@ -259,7 +259,14 @@ func checkStaged(file string, backup files, st Staged) error {
 // streamErr is an error of the backup's stream (it does not match the manifest, or cannot be
 // decrypted); err one of the mover.
 func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (st Staged, streamErr, err error) {
-	rc, err := r.Open(ctx, v.Key)
+	var rc io.ReadCloser
+	var tree *treeStream
+	if v.Format == snapshot.FormatChunks {
+		tree, err = openTree(ctx, r, v)
+		rc = tree
+	} else {
+		rc, err = r.Open(ctx, v.Key)
+	}
 	if err != nil {
 		return st, err, nil
 	}
@@ -277,6 +284,10 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 	if serr := in.Stop(); serr != nil {
 		rc.Close()
 		return st, serr, nil
+	}
+	if err != nil && tree != nil && tree.Err() != nil {
+		// The archive ended with the block the mover fails on: it removed what it staged.
+		return st, tree.Close(), nil
 	}
 	if err != nil {
 		err = fmt.Errorf("ferry mover unpack --stage: %w%s", err, moverStderr(stderr.String()))

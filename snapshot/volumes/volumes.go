@@ -4,6 +4,9 @@
 // every file with its size, mode, owner and SHA-256. A restore streams the stored archive into
 // `ferry mover unpack` in a pod that mounts the claim on the target read-write, and checks what it
 // wrote against the manifest; a verify lists the target's claim with `ferry mover pack --list`.
+// With Chunks the tar stream is stored over the chunk repository instead, cut at its entries, and
+// only files changed since the claim's previous backup are read (see tree.go and chunked.go);
+// restore makes the archive again from it, and stages and checks it the same way.
 package volumes
 
 import (
@@ -22,6 +25,7 @@ import (
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
+	"github.com/ferrykube/ferry/storage/repo"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,7 +62,14 @@ type Contents struct {
 	// Delete makes a restore also delete what a claim holds that the backup does not, leaving the
 	// tree exactly as backed up (to carry data back); by default such files are left alone.
 	Delete bool
+	// Chunks stores each volume read through exec (not Direct) as a tree stream over the chunk
+	// repository (see tree.go): content-addressed, deduplicated, and reading only the files
+	// that changed since the claim's previous backup of this format.
+	Chunks bool
 	Log    *slog.Logger
+
+	// repo is the chunk repository a chunked capture writes to.
+	repo *repo.Repo
 
 	// movers are the pods this run started, as they were when ferry first saw them running:
 	// ferry execs only into those, and only while they still are (see identity.go).
@@ -72,6 +83,12 @@ func (c Contents) Name() string { return "volumes" }
 func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 	c = c.withDefaults()
 	c.cleanup(ctx)
+	if c.Chunks && c.Direct == nil {
+		var err error
+		if c.repo, err = openRepo(ctx, c.Storage, repo.Options{Prefix: RepoPrefix(w.Recipients()), Recipients: w.Recipients()}); err != nil {
+			return err
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for _, v := range c.Plan.Volumes {
@@ -288,7 +305,11 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	var skipped []SkippedFile
 	for attempt := 1; ; attempt++ {
 		var streamed snapshot.Volume
-		streamed, skipped, err = c.stream(ctx, w, v, pod, entry)
+		stream := c.stream
+		if c.repo != nil {
+			stream = c.streamTree
+		}
+		streamed, skipped, err = stream(ctx, w, v, pod, entry)
 		// An exec stream may break off with the mover still there (a kubelet or API server
 		// dropping the connection): stream it again, into the same file. A deleted mover pod ends
 		// ctx, and is never retried.

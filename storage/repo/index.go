@@ -255,6 +255,12 @@ func (r *Repo) lookup(id ID) (entry, bool) {
 	return e, ok
 }
 
+// PackOf names the pack the loaded index places a chunk in (its name in packs/<hh>/).
+func (r *Repo) PackOf(id ID) (string, bool) {
+	e, ok := r.lookup(id)
+	return e.pack, ok
+}
+
 // dedupable reports whether a writer may reference the stored chunk instead of uploading it: it is
 // in the namespace's index and its pack is not condemned.
 func (r *Repo) dedupable(id ID) bool {

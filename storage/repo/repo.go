@@ -452,3 +452,6 @@ func randomBytes(n int) []byte {
 }
 
 func randomHex(n int) string { return hex.EncodeToString(randomBytes(n)) }
+
+// Prefix is where the repository lives in its storage.
+func (r *Repo) Prefix() string { return r.opts.Prefix }

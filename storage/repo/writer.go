@@ -299,3 +299,30 @@ func (w *Writer) Stats() Stats {
 	defer w.mu.Unlock()
 	return w.stats
 }
+
+// Reusable reports whether every one of refs, chunks an earlier writer stored, may be referenced
+// again without writing their data (an unchanged file of an incremental backup): whether each is
+// in the index and in no condemned pack, as a deduplicated chunk must be. Call it after
+// NewWriter, which loads the condemned packs, so that a prune keeps them.
+func (w *Writer) Reusable(refs []ChunkRef) bool {
+	for _, ref := range refs {
+		if !w.r.dedupable(ref.ID) {
+			return false
+		}
+	}
+	return true
+}
+
+// Reuse is Reusable, counting the chunks in the writer's Stats when they are.
+func (w *Writer) Reuse(refs []ChunkRef) bool {
+	if !w.Reusable(refs) {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ref := range refs {
+		w.stats.Chunks++
+		w.stats.Bytes += int64(ref.Size)
+	}
+	return true
+}

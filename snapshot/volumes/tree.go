@@ -1,0 +1,355 @@
+package volumes
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
+	"github.com/ferrykube/ferry/storage/repo"
+	"github.com/klauspost/compress/zstd"
+)
+
+// A chunked volume (snapshot.FormatChunks) keeps Pack's tar stream cut at its entries: each
+// entry's header blocks as they were written, and its data (a regular file's contents, or of a
+// sparse file its data ranges) as chunks of the repository. The tree stream lists the entries in
+// order, one JSON treeEntry a line, zstd-compressed (and encrypted when the backup is); the last
+// line holds the archive's end marker. Writing each entry's header, then its data, then zeros to
+// the next 512-byte block gives back the archive byte for byte, which restore stages and checks
+// as it does a stored tar.
+
+// treeEntry is one line of a volume's tree stream.
+type treeEntry struct {
+	// Head is the entry's header blocks (PAX records and, of a sparse file, its map), or of the
+	// last line the archive's end marker.
+	Head []byte `json:"head"`
+	// Data are the chunks of what follows the header; DataBytes their size.
+	Data      []repo.ChunkRef `json:"data,omitempty"`
+	DataBytes int64           `json:"dataBytes,omitempty"`
+	// Path, Stat, Size and SHA256 are a regular file's: its name, StatRecord, size and the
+	// SHA-256 of its contents. The next backup takes an unchanged file's entry from here.
+	Path   snapshot.Name `json:"path,omitempty"`
+	Stat   string        `json:"stat,omitempty"`
+	Size   int64         `json:"size,omitempty"`
+	SHA256 string        `json:"sha256,omitempty"`
+}
+
+// TreeFile is the stream of a claim's tree, before the encrypted suffix.
+func TreeFile(namespace, claim string) string {
+	return "volumes/" + namespace + "/" + claim + ".tree.jsonl.zst"
+}
+
+// treeEnd is the line after the last of the previous stats Pack reads on stdin: the exec stream
+// may never end stdin (see kube.NewStdin), so the list says where it ends.
+const treeEnd = "end"
+
+// prevStat is a line of the previous backup's stats that ferry hands `ferry mover pack --tree`.
+type prevStat struct {
+	Path snapshot.Name `json:"path"`
+	Stat string        `json:"stat"`
+}
+
+// PackTree is Pack for a chunked backup: it reads the previous backup's stats from in (JSON lines
+// of path and StatRecord, then a line "end"), and writes the tar stream to w with a StatRecord on
+// each regular file and, of a file whose record is unchanged, an UnchangedRecord entry of no
+// contents instead of its data.
+func PackTree(dir string, in io.Reader, w io.Writer) error {
+	prev := map[string]string{}
+	lines := bufio.NewScanner(in)
+	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for lines.Scan() {
+		if string(lines.Bytes()) == treeEnd {
+			return (&packer{stat: true, prev: prev}).pack(dir, w)
+		}
+		var s prevStat
+		if err := json.Unmarshal(lines.Bytes(), &s); err != nil {
+			return fmt.Errorf("previous stats: line %d: %w", len(prev)+1, err)
+		}
+		prev[string(s.Path)] = s.Stat
+	}
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("previous stats: %w", err)
+	}
+	return fmt.Errorf("previous stats: no %q line: %w", treeEnd, io.ErrUnexpectedEOF)
+}
+
+// writePrevStats writes the previous tree's stats as PackTree reads them.
+func writePrevStats(w io.Writer, prev map[string]treeEntry) error {
+	bw := bufio.NewWriter(w)
+	for _, e := range prev {
+		line, err := json.Marshal(prevStat{Path: e.Path, Stat: e.Stat})
+		if err != nil {
+			return err
+		}
+		bw.Write(append(line, '\n'))
+	}
+	bw.WriteString(treeEnd + "\n")
+	return bw.Flush()
+}
+
+// segmenter is the reader under the tar reader of chunkTar: it keeps what the tar reader reads
+// as headers, and hands what it reads as an entry's data to the chunk writer.
+type segmenter struct {
+	r    io.Reader
+	pos  int64
+	meta []byte
+	data bool
+	raw  []byte
+}
+
+func (s *segmenter) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.pos += int64(n)
+	if s.data {
+		s.raw = append(s.raw, p[:n]...)
+	} else {
+		s.meta = append(s.meta, p[:n]...)
+	}
+	return n, err
+}
+
+// dataReader reads an entry's data as stored (of a sparse file only its data ranges), driving
+// the tar reader, and hashes the contents the tar reader gives (holes as zeros).
+type dataReader struct {
+	tr    *archiveReader
+	seg   *segmenter
+	sum   hash.Hash
+	buf   []byte
+	n     int64
+	off   int
+	ended bool
+}
+
+func (d *dataReader) Read(p []byte) (int, error) {
+	for d.off == len(d.seg.raw) {
+		d.seg.raw, d.off = d.seg.raw[:0], 0
+		if d.ended {
+			return 0, io.EOF
+		}
+		n, err := d.tr.Read(d.buf)
+		d.sum.Write(d.buf[:n])
+		if err == io.EOF {
+			d.ended = true
+		} else if err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, d.seg.raw[d.off:])
+	d.off += n
+	d.n += int64(n)
+	return n, nil
+}
+
+// chunkTar reads a tar stream as PackTree writes it, writes each entry's data through cw, and
+// hands each entry to emit in order, the end marker last. An UnchangedRecord entry becomes the
+// previous backup's entry of its path, which must have the same StatRecord.
+func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev map[string]treeEntry, emit func(treeEntry) error) error {
+	seg := &segmenter{r: r}
+	tr := newArchiveReader(seg)
+	buf := make([]byte, 1<<20)
+	for {
+		start := seg.pos
+		seg.meta = seg.meta[:0]
+		h, err := tr.Next()
+		// What the reader read first is the padding of the last entry's data.
+		pad := int(-start & 511)
+		if err == io.EOF {
+			return emit(treeEntry{Head: append([]byte(nil), seg.meta[min(pad, len(seg.meta)):]...)})
+		}
+		if err != nil {
+			return err
+		}
+		e := treeEntry{Head: append([]byte(nil), seg.meta[pad:]...)}
+		if h.Typeflag == tar.TypeReg {
+			// A SkippedRecord entry has a path and no stat: it hides an earlier entry of its name
+			// from the next backup.
+			e.Path, e.Stat = snapshot.Name(h.Name), h.PAXRecords[StatRecord]
+			if h.PAXRecords[SkippedRecord] != "" {
+				e.Stat = ""
+			} else if h.PAXRecords[UnchangedRecord] != "" {
+				p, ok := prev[h.Name]
+				if !ok || p.Stat != e.Stat {
+					return fmt.Errorf("%s: the mover found it unchanged, but the previous backup has no such entry", h.Name)
+				}
+				if !cw.Reuse(p.Data) {
+					return fmt.Errorf("%s: the previous backup's chunks of it are no longer in the repository", h.Name)
+				}
+				e = p
+			} else {
+				d := &dataReader{tr: tr, seg: seg, sum: sha256.New(), buf: buf}
+				seg.data = true
+				refs, err := cw.Write(ctx, d)
+				seg.data, seg.raw = false, seg.raw[:0]
+				if err != nil {
+					return fmt.Errorf("%s: %w", h.Name, err)
+				}
+				e.Data, e.DataBytes, e.Size, e.SHA256 = refs, d.n, h.Size, hex.EncodeToString(d.sum.Sum(nil))
+			}
+		}
+		if err := emit(e); err != nil {
+			return err
+		}
+	}
+}
+
+// writeTree writes a tree stream's lines, zstd-compressed, to w.
+type treeWriter struct {
+	enc *zstd.Encoder
+	buf *bufio.Writer
+}
+
+func newTreeWriter(w io.Writer) (*treeWriter, error) {
+	enc, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	return &treeWriter{enc: enc, buf: bufio.NewWriterSize(enc, 64<<10)}, nil
+}
+
+func (t *treeWriter) add(e treeEntry) error {
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = t.buf.Write(append(line, '\n'))
+	return err
+}
+
+func (t *treeWriter) close() error {
+	err := t.buf.Flush()
+	if cerr := t.enc.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readTree calls fn for each line of a tree stream (decompressed), in order.
+func readTree(r io.Reader, fn func(treeEntry) error) error {
+	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20))
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	lines := bufio.NewScanner(dec)
+	lines.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	n := 0
+	for lines.Scan() {
+		n++
+		var e treeEntry
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			return fmt.Errorf("tree entry %d: %v: %w", n, err, snapshot.ErrCorrupt)
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("tree: %w", err)
+	}
+	return nil
+}
+
+// chunkReader reads chunks back, verifying each (repo.Repo's Read).
+type chunkReader interface {
+	Read(ctx context.Context, refs []repo.ChunkRef, w io.Writer) error
+}
+
+// untree writes the archive a tree stream stands for to w: each entry's header, its data read
+// back from the repository (every chunk checked before its bytes are written) and its padding.
+// verify runs after the last entry is read and before the end marker is written. On an error of
+// the tree or of a chunk, untree ends what it wrote with a block no tar reader takes for a
+// header (see poison) and returns the error: the mover staging it fails and removes what it
+// staged, as it does for a corrupt stored archive, even where the exec's stdin never ends.
+func untree(ctx context.Context, tree io.Reader, chunks chunkReader, w io.Writer, verify func() error) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	cw := &archiveCounter{w: bw}
+	var last *treeEntry
+	var entryEnd int64 // where the entry being written ends in the archive
+	err := readTree(tree, func(e treeEntry) error {
+		if last != nil {
+			entryEnd = cw.n + int64(len(last.Head)) + last.DataBytes + (-last.DataBytes & 511)
+			if err := writeEntry(ctx, cw, chunks, *last); err != nil {
+				return err
+			}
+		}
+		last = &e
+		return nil
+	})
+	if err == nil {
+		err = verify()
+	}
+	if err == nil && (last == nil || len(last.Data) > 0) {
+		err = fmt.Errorf("the tree stream has no end marker: %w", snapshot.ErrCorrupt)
+	}
+	if err != nil {
+		if cw.err == nil {
+			poison(cw, entryEnd)
+			bw.Flush()
+		}
+		return err
+	}
+	if _, err := cw.Write(last.Head); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// poison fills the entry being written up to end, then writes a block of 0xff, which is no tar
+// header (its checksum field is not a number): a reader of the archive fails there, never
+// taking what came before for a whole archive.
+func poison(w io.Writer, end int64) {
+	cw := w.(*archiveCounter)
+	fill := bytes.Repeat([]byte{0xff}, 512)
+	for cw.n < end {
+		cw.Write(fill[:min(int64(len(fill)), end-cw.n)])
+	}
+	cw.Write(fill)
+}
+
+type archiveCounter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *archiveCounter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+var zeros [512]byte
+
+func writeEntry(ctx context.Context, w io.Writer, chunks chunkReader, e treeEntry) error {
+	if _, err := w.Write(e.Head); err != nil {
+		return err
+	}
+	var n int64
+	for _, c := range e.Data {
+		n += int64(c.Size)
+	}
+	if n != e.DataBytes {
+		return fmt.Errorf("tree entry %s: chunks of %d bytes, %d recorded: %w", e.Path, n, e.DataBytes, snapshot.ErrCorrupt)
+	}
+	if err := chunks.Read(ctx, e.Data, w); err != nil {
+		// A chunk that fails its check, or that the index or storage lacks: the backup is damaged.
+		if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrUnknownChunk) || errors.Is(err, storage.ErrNotExist) {
+			return fmt.Errorf("%s: %w: %w", e.Path, snapshot.ErrCorrupt, err)
+		}
+		return fmt.Errorf("%s: %w", e.Path, err)
+	}
+	_, err := w.Write(zeros[:-n&511])
+	return err
+}

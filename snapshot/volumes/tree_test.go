@@ -1,0 +1,340 @@
+package volumes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
+	"github.com/ferrykube/ferry/storage/repo"
+)
+
+// treeDir makes a volume of every kind of entry Pack writes: files small and large, a sparse
+// file, hard links, a symlink, a FIFO, an empty directory and a non-UTF-8 name.
+func treeDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rng := rand.NewChaCha8([32]byte{7})
+	must(os.MkdirAll(filepath.Join(dir, "data", "empty"), 0o750))
+	for i := range 20 {
+		b := make([]byte, 1000+i*37)
+		rng.Read(b)
+		must(os.WriteFile(filepath.Join(dir, "data", "f"+strings.Repeat("x", i)), b, 0o640))
+	}
+	big := make([]byte, 3<<20+11)
+	rng.Read(big)
+	must(os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o600))
+	must(os.Link(filepath.Join(dir, "big.bin"), filepath.Join(dir, "big-link")))
+	f, err := os.Create(filepath.Join(dir, "sparse.bin"))
+	must(err)
+	_, err = f.WriteAt([]byte("tail"), 5<<20)
+	must(err)
+	must(f.Close())
+	must(os.Symlink("big.bin", filepath.Join(dir, "latest")))
+	must(os.WriteFile(filepath.Join(dir, "caf\xe9"), []byte("latin-1 name"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "zero"), nil, 0o644))
+	return dir
+}
+
+func testRepo(t *testing.T) (*repo.Repo, storage.Backend) {
+	t.Helper()
+	st, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := openRepo(context.Background(), st, repo.Options{Prefix: repo.DefaultPrefix, ChunkAverageBits: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, st
+}
+
+// chunkBackup packs dir as a chunked backup over prev, returning the tree stream and the
+// writer's stats.
+func chunkBackup(t *testing.T, r *repo.Repo, dir string, prev map[string]treeEntry) ([]byte, repo.Stats) {
+	tree, st, _ := chunkBackupArchive(t, r, dir, prev)
+	return tree, st
+}
+
+func chunkBackupArchive(t *testing.T, r *repo.Repo, dir string, prev map[string]treeEntry) ([]byte, repo.Stats, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	cw, err := r.NewWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, e := range prev {
+		if !cw.Reusable(e.Data) {
+			delete(prev, p)
+		}
+	}
+	var stats bytes.Buffer
+	if err := writePrevStats(&stats, prev); err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	if err := PackTree(dir, &stats, &archive); err != nil {
+		t.Fatal(err)
+	}
+	var tree bytes.Buffer
+	tw, _ := newTreeWriter(&tree)
+	packed := bytes.Clone(archive.Bytes())
+	if err := chunkTar(ctx, &archive, cw, prev, tw.add); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return tree.Bytes(), cw.Stats(), packed
+}
+
+func entriesOf(t *testing.T, tree []byte) map[string]treeEntry {
+	t.Helper()
+	m := map[string]treeEntry{}
+	if err := readTree(bytes.NewReader(tree), func(e treeEntry) error {
+		if e.Path != "" {
+			m[string(e.Path)] = e
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func untreeBytes(t *testing.T, r *repo.Repo, tree []byte) ([]byte, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := untree(context.Background(), bytes.NewReader(tree), r, &out, func() error { return nil })
+	return out.Bytes(), err
+}
+
+// TestTreeRegeneratesTheArchive: the archive regenerated from a tree and its chunks is the one
+// the mover wrote, byte for byte, and lists the same entries as Pack's.
+func TestTreeRegeneratesTheArchive(t *testing.T) {
+	dir := treeDir(t)
+	r, _ := testRepo(t)
+	tree, _, packed := chunkBackupArchive(t, r, dir, nil)
+	archive := bytes.NewBuffer(packed)
+	got, err := untreeBytes(t, r, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, archive.Bytes()) {
+		i := 0
+		for i < len(got) && i < archive.Len() && got[i] == archive.Bytes()[i] {
+			i++
+		}
+		t.Fatalf("regenerated archive of %d bytes differs from the mover's %d at %d: %q vs %q", len(got), archive.Len(), i, got[i-100:i+20], archive.Bytes()[i-100:i+20])
+	}
+	var plain bytes.Buffer
+	if err := Pack(dir, &plain); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Index(&plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, err := Index(bytes.NewReader(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(have, want) {
+		t.Errorf("entries of the regenerated archive:\n%+v\nwant Pack's:\n%+v", have, want)
+	}
+}
+
+// TestTreeIncremental: a second backup reads only the changed file, reuses the others' chunks,
+// uploads little, and its archive lists the volume as it is now.
+func TestTreeIncremental(t *testing.T) {
+	dir := treeDir(t)
+	r, _ := testRepo(t)
+	first, st1 := chunkBackup(t, r, dir, nil)
+	if st1.NewBytes == 0 {
+		t.Fatalf("first backup stored nothing: %+v", st1)
+	}
+	changed := filepath.Join(dir, "data", "fxxx")
+	if err := os.WriteFile(changed, []byte("new contents"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	p := &packer{stat: true, prev: map[string]string{}}
+	prev := entriesOf(t, first)
+	for path, e := range prev {
+		p.prev[path] = e.Stat
+	}
+	p.afterRead = func(rel string) { seen = append(seen, rel) }
+	if err := p.pack(dir, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0] != "data/fxxx" {
+		t.Errorf("the mover read %q; want only the changed data/fxxx", seen)
+	}
+
+	second, st2 := chunkBackup(t, r, dir, prev)
+	if st2.NewBytes > 100 || st2.Bytes != st1.Bytes-int64(1000+3*37)+12 || st2.StoredBytes > 200 {
+		t.Errorf("second backup: %+v (first %+v): want only the 12 changed bytes new, every byte counted", st2, st1)
+	}
+	got, err := untreeBytes(t, r, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain bytes.Buffer
+	if err := Pack(dir, &plain); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Index(&plain)
+	have, err := Index(bytes.NewReader(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(have, want) {
+		t.Errorf("entries of the second backup's archive:\n%+v\nwant the volume's now:\n%+v", have, want)
+	}
+}
+
+// TestTreeTamperedChunkRefused: a chunk whose bytes changed in storage fails the regeneration
+// before the end marker, so the mover never sees a whole archive.
+func TestTreeTamperedChunkRefused(t *testing.T) {
+	dir := treeDir(t)
+	r, st := testRepo(t)
+	tree, _ := chunkBackup(t, r, dir, nil)
+	ctx := context.Background()
+	var packs []string
+	st.List(ctx, repo.DefaultPrefix+"packs/", func(o storage.ObjectInfo) error {
+		packs = append(packs, o.Key)
+		return nil
+	})
+	if len(packs) == 0 {
+		t.Fatal("no packs")
+	}
+	for _, key := range packs {
+		rc, err := st.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(rc)
+		rc.Close()
+		data[len(data)/2] ^= 1
+		if err := st.Put(ctx, key, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopened, err := repo.Open(ctx, st, repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := untreeBytes(t, reopened, tree)
+	if !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("untree of tampered chunks: %v; want ErrCorrupt", err)
+	}
+	// The mover staging it fails, and leaves nothing behind.
+	target := t.TempDir()
+	if _, err := Stage(ctx, target, bytes.NewReader(out)); err == nil {
+		t.Errorf("Stage of the archive from tampered chunks succeeded")
+	}
+	if left, _ := os.ReadDir(target); len(left) != 0 {
+		t.Errorf("Stage of the archive from tampered chunks left %v", left)
+	}
+	if _, ierr := Index(bytes.NewReader(out)); ierr == nil || errors.Is(ierr, io.ErrUnexpectedEOF) {
+		t.Errorf("what was written before the error: %v; want a reader to fail on it, not wait for more", ierr)
+	}
+}
+
+// TestTreeUnverifiedEndsWithoutEndMarker: a tree stream that fails its check against the
+// manifest gives no end marker.
+func TestTreeUnverifiedEndsWithoutEndMarker(t *testing.T) {
+	dir := treeDir(t)
+	r, _ := testRepo(t)
+	tree, _ := chunkBackup(t, r, dir, nil)
+	var out bytes.Buffer
+	bad := errors.New("does not match the manifest")
+	err := untree(context.Background(), bytes.NewReader(tree), r, &out, func() error { return bad })
+	if !errors.Is(err, bad) {
+		t.Fatalf("untree: %v", err)
+	}
+	if _, ierr := Index(bytes.NewReader(out.Bytes())); ierr == nil || errors.Is(ierr, io.ErrUnexpectedEOF) {
+		t.Errorf("Index of the output: %v; want it to fail at the block after the last entry, not wait for more", ierr)
+	}
+}
+
+func TestPackTreeNeedsItsEndLine(t *testing.T) {
+	err := PackTree(t.TempDir(), strings.NewReader(`{"path":"a","stat":"1 2 3 4"}`+"\n"), io.Discard)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("PackTree without the end line: %v", err)
+	}
+}
+
+// TestTreeEncrypted: a backup encrypted to recipients writes to the repository of its set, with
+// no identity; reading it back needs the identity, and gives the archive the mover wrote.
+func TestTreeEncrypted(t *testing.T) {
+	ctx := context.Background()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipients := []string{id.Recipient().String()}
+	prefix := RepoPrefix(recipients)
+	if prefix == repo.DefaultPrefix || !strings.HasPrefix(prefix, "metadata/ferry/") {
+		t.Fatalf("RepoPrefix of recipients: %q", prefix)
+	}
+	w, err := openRepo(ctx, st, repo.Options{Prefix: prefix, Recipients: recipients, ChunkAverageBits: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := treeDir(t)
+	tree, _, packed := chunkBackupArchive(t, w, dir, nil)
+	if _, err := untreeBytes(t, w, tree); !errors.Is(err, repo.ErrNoIdentity) {
+		t.Errorf("untree without the identity: %v; want ErrNoIdentity", err)
+	}
+	r, err := repo.Open(ctx, st, repo.Options{Prefix: prefix, Identities: []age.Identity{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := untreeBytes(t, r, tree)
+	if err != nil || !bytes.Equal(got, packed) {
+		t.Fatalf("untree with the identity: %v, %d bytes; want the mover's %d", err, len(got), len(packed))
+	}
+}
+
+// TestTreeMissingPackIsCorrupt: a pack gone from storage fails the archive as a damaged backup.
+func TestTreeMissingPackIsCorrupt(t *testing.T) {
+	r, st := testRepo(t)
+	tree, _ := chunkBackup(t, r, treeDir(t), nil)
+	ctx := context.Background()
+	var packs []string
+	st.List(ctx, repo.DefaultPrefix+"packs/", func(o storage.ObjectInfo) error {
+		packs = append(packs, o.Key)
+		return nil
+	})
+	for _, key := range packs {
+		if err := st.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := untreeBytes(t, r, tree); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("untree without its packs: %v; want ErrCorrupt", err)
+	}
+}
