@@ -152,7 +152,7 @@ databases:
 		t.Fatal(err)
 	}
 	source, dyn, _ := planClients(t, "blue")
-	plan, err := plans.Inventory(ctx, source, plans.Options{Config: cfg, Context: "blue"})
+	plan, err := plans.Inventory(ctx, source, plans.Options{Config: cfg.Merge(testbedConfig(t)), Context: "blue"})
 	if err != nil {
 		t.Fatal(err)
 	}
