@@ -35,9 +35,9 @@ type Copies struct {
 	// Mapping renames namespaces on a restore's target: a store reached through a workload is
 	// found there in the mapped namespace.
 	Mapping snapshot.Mapping
-	// Prune makes a restore delete the target's objects that the backup does not hold, leaving
+	// Exact makes a restore delete the target's objects that the backup does not hold, leaving
 	// each bucket as it was backed up (to carry data back); by default they are left alone.
-	Prune bool
+	Exact bool
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)
 }

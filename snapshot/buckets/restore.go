@@ -64,7 +64,7 @@ func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot
 // bucket when it is missing (implements snapshot.Kind). Each object is checked against the
 // manifest (size and SHA-256) as it streams, and an upload that does not match fails rather than
 // store a wrong object. An object already there with the same size and SHA-256 is left untouched,
-// so a second restore changes nothing. Objects the backup does not hold are left, unless Prune.
+// so a second restore changes nothing. Objects the backup does not hold are left, unless Exact.
 func (c Copies) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	if c.Parallel <= 0 {
 		c.Parallel = 8
@@ -112,7 +112,7 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 	if err != nil {
 		return err
 	}
-	todo := decide(b.Objects, have, c.Prune)
+	todo := decide(b.Objects, have, c.Exact)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for _, o := range todo.put {
@@ -156,7 +156,7 @@ type put struct {
 // work is what restoring a bucket does.
 type work struct {
 	put    []put
-	remove []string // keys of the target's objects the backup does not hold (with Prune)
+	remove []string // keys of the target's objects the backup does not hold (with Exact)
 }
 
 // decide compares the backup's objects with the sizes of the target's objects.

@@ -29,7 +29,7 @@ func TestDecideLeavesOrPrunesTheTargetsOwnObjects(t *testing.T) {
 
 	kept := decide(want, have, false)
 	if len(kept.remove) != 0 {
-		t.Errorf("without Prune, objects to delete: %v", kept.remove)
+		t.Errorf("without Exact, objects to delete: %v", kept.remove)
 	}
 	wantPuts := []put{
 		{BucketObject: want[0]},
@@ -43,7 +43,7 @@ func TestDecideLeavesOrPrunesTheTargetsOwnObjects(t *testing.T) {
 	pruned := decide(want, have, true)
 	slices.Sort(pruned.remove)
 	if !slices.Equal(pruned.remove, []string{"extra/one", "extra/two"}) || !slices.Equal(pruned.put, wantPuts) {
-		t.Errorf("with Prune: remove %v, puts %+v", pruned.remove, pruned.put)
+		t.Errorf("with Exact: remove %v, puts %+v", pruned.remove, pruned.put)
 	}
 }
 

@@ -31,11 +31,11 @@ type Dumps struct {
 	// Mapping renames namespaces on a restore's target: each database is found there in the mapped
 	// namespace of the one it was dumped from.
 	Mapping snapshot.Mapping
-	// Replace makes a restore drop each MySQL schema the dump holds before loading it (once the
+	// Exact makes a restore drop each MySQL schema the dump holds before loading it (once the
 	// whole dump was checked), so that
 	// the target holds exactly the dump (tables dropped since the target's copy are gone too; to
 	// carry data back). PostgreSQL dumps drop and recreate their databases either way.
-	Replace bool
+	Exact bool
 	// Upgrade makes verify hold the target to the rule of a schema upgrade rather than equality
 	// (see upgrade.go): the target's new release has migrated the schemas since the dumps were
 	// loaded, so tables, columns and rows may have been added. Backups without row digests are
@@ -43,7 +43,7 @@ type Dumps struct {
 	Upgrade bool
 	// IntoExistingSchema makes a restore carry a dump taken on green, after an upgrade, back
 	// into blue's existing schemas (see carryback.go): the rows of the tables and columns both
-	// have, blue's schema never dropped or changed, Replace ignored.
+	// have, blue's schema never dropped or changed, Exact ignored.
 	IntoExistingSchema bool
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)

@@ -55,10 +55,10 @@ type Contents struct {
 	Storage storage.Backend
 	// Mapping names the target namespace of each claim on a restore or verify.
 	Mapping snapshot.Mapping
-	// Delete makes a restore also delete what a claim holds that the backup does not, leaving the
+	// Exact makes a restore also delete what a claim holds that the backup does not, leaving the
 	// tree exactly as backed up (to carry data back); by default such files are left alone.
-	Delete bool
-	Log    *slog.Logger
+	Exact bool
+	Log   *slog.Logger
 
 	// movers are the pods this run started, as they were when ferry first saw them running:
 	// ferry execs only into those, and only while they still are (see identity.go).
