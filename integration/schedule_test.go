@@ -169,7 +169,7 @@ func TestScheduleBacksUpAndRecovers(t *testing.T) {
 	}
 	c := pod.Containers[0]
 	image := "ghcr.io/ferrykube/ferry:" + buildinfo.Read().Version
-	wantArgs := []string{"backup", "--storage", url, "--log-format", "json", "--progress", "never", "--schedule", name, "--mover-image", image, "--preset", "kubeflow"}
+	wantArgs := []string{"backup", "--storage", url, "--log-format", "json", "--progress", "never", "--schedule", name, "--mover-image", image, "-f", schedule.ConfigDir + "/" + schedule.ConfigFile}
 	if c.Image != image || !slices.Equal(c.Command, []string{"ferry"}) || !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("the job runs %s %q %q, want %s ferry %q", c.Image, c.Command, c.Args, image, wantArgs)
 	}
