@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,11 +75,11 @@ func TestPlanOfKubeflowOnBlue(t *testing.T) {
 	fixture := applyPlatform(t)
 	cl, dyn, dc := planClients(t, "blue")
 	ctx := context.Background()
-	preset, err := plans.LoadPreset("kubeflow")
+	preset, err := config.LoadPreset("kubeflow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plans.Inventory(ctx, cl, plans.Options{Config: preset.Merge(testbedConfig(t)), Context: "blue"})
+	p, err := plans.Inventory(ctx, cl, plans.Options{Config: preset.Merge(testbedConfig(t)).Planning, Context: "blue"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,9 +330,9 @@ func TestPlanBadInput(t *testing.T) {
 
 // testbedConfig is what every ferry.yaml of the testbed holds (testbed.FerryConfig), for plans
 // made in the test's own process.
-func testbedConfig(t testing.TB) plans.Config {
+func testbedConfig(t testing.TB) config.Config {
 	t.Helper()
-	cfg, err := plans.ParseConfig("testbed", []byte(testbed.FerryConfig))
+	cfg, err := config.ParseConfig("testbed", []byte(testbed.FerryConfig))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 )
@@ -74,7 +75,7 @@ type Run struct {
 	ID        string        `json:"id"`
 	Blue      plans.Cluster `json:"blue"`
 	Green     plans.Cluster `json:"green"`
-	Config    plans.Config  `json:"config"`
+	Config    config.Config `json:"config"`
 	CreatedAt time.Time     `json:"createdAt"`
 	// Backup is the name of the run's backup.
 	Backup string `json:"backup"`

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans/config"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -49,7 +50,7 @@ func TestExclusionReason(t *testing.T) {
 }
 
 func TestSelector(t *testing.T) {
-	cfg := Config{Include: Selection{Namespaces: []string{"kubeflow", "team-a"}, LabelSelector: "app!=cache"}, Exclude: Selection{Resources: []string{"secrets", "profiles.kubeflow.org"}}}
+	cfg := config.Planning{Include: config.Selection{Namespaces: []string{"kubeflow", "team-a"}, LabelSelector: "app!=cache"}, Exclude: config.Selection{Resources: []string{"secrets", "profiles.kubeflow.org"}}}
 	s, err := newSelector(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -116,7 +116,7 @@ func extendConfig(dir, path string) (string, bool, error) {
 		return "", false, nil // ferry names the missing file
 	}
 	// A file ferry refuses is a test of the refusal: ferry is to name it and its lines as written.
-	if _, err := plans.ParseConfig(path, data); err != nil {
+	if _, err := config.ParseConfig(path, data); err != nil {
 		return "", false, nil
 	}
 	var doc map[string]any

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 func TestWithFerryConfig(t *testing.T) {
@@ -54,7 +54,7 @@ func TestWithFerryConfig(t *testing.T) {
 			case i < 0 || got[i+1] == own:
 				t.Fatalf("no new ferry.yaml: %q", got)
 			}
-			cfg, err := plans.LoadConfig(got[i+1], "")
+			cfg, err := config.LoadConfig(got[i+1], "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -29,7 +30,7 @@ const SHA256Metadata = "Ferry-Sha256"
 // the source's: the configured endpoint, or a port-forward to a running pod of the workload in
 // the mapped namespace, with the credentials of the Secret there.
 func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (*minio.Client, func(), error) {
-	var cfg plans.Bucket
+	var cfg config.Bucket
 	found := false
 	if p := r.Manifest.Plan; p != nil {
 		cfg, found = p.Config.BucketNamed(b.Name)

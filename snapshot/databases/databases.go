@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,7 +128,7 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 // capture dumps the schemas of one database (all but the server's own when the configuration
 // names none), compressed into one file of the backup, and counts and checksums its tables and
 // records their columns, keys and row digests.
-func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
+func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg config.Database) (snapshot.Database, error) {
 	entry := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Key: "databases/" + item.Name + ".sql.zst"}
 	eng, err := engineFor(cfg.Engine)
 	if err != nil {
@@ -161,14 +162,14 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 	return entry, nil
 }
 
-func (c Dumps) config(name string) plans.Database {
+func (c Dumps) config(name string) config.Database {
 	d, _ := c.Plan.Config.DatabaseNamed(name)
 	return d
 }
 
 // credentials reads the user and password from the database's Secret in namespace (the configured
 // one, or its mapped namespace on a restore's target).
-func (c Dumps) credentials(ctx context.Context, namespace string, d plans.Database, defaultUser string) (credentials, error) {
+func (c Dumps) credentials(ctx context.Context, namespace string, d config.Database, defaultUser string) (credentials, error) {
 	cred := credentials{user: defaultUser}
 	if d.Secret == nil {
 		return cred, nil

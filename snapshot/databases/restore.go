@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
 	"k8s.io/client-go/dynamic"
@@ -25,7 +26,7 @@ const kind = "databases"
 // target is a backed-up database's server on the target cluster.
 type target struct {
 	item plans.DataItem // in the mapped namespace, with the target's pod
-	cfg  plans.Database
+	cfg  config.Database
 	cred credentials
 	eng  engine
 }
@@ -41,7 +42,7 @@ func (c Dumps) dynamicClient() (dynamic.Interface, error) {
 // source: by the workload the backup's configuration names, in the mapped namespace; the
 // credentials come from the target's Secret (or, without one, the pod's environment).
 func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) (target, error) {
-	var cfg plans.Database
+	var cfg config.Database
 	found := false
 	if p := r.Manifest.Plan; p != nil {
 		cfg, found = p.Config.DatabaseNamed(d.Name)

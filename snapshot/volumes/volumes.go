@@ -20,6 +20,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"golang.org/x/sync/errgroup"
@@ -175,9 +176,9 @@ func podSecurity(restricted bool) *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 }
 
-func (c Contents) mover() plans.Mover {
+func (c Contents) mover() config.Mover {
 	if c.Plan == nil {
-		return plans.Mover{}
+		return config.Mover{}
 	}
 	return c.Plan.Config.Mover
 }
