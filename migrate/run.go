@@ -89,7 +89,7 @@ func Start(ctx context.Context, o Options) (*Runner, error) {
 	}
 	now := time.Now()
 	id := NewID(now)
-	run := Run{ID: id, Blue: blue, Green: green, Config: o.Config, CreatedAt: now.UTC(), Backup: id, Upgrade: o.Upgrade}
+	run := Run{ID: id, Blue: blue, Green: green, Config: o.Config, CreatedAt: now.UTC(), Backup: id, Upgrade: o.Upgrade, Pins: true}
 	lease, err := AcquireLease(ctx, o.Store, run, o.LeaseTTL, o.Log)
 	if err != nil {
 		return nil, err
@@ -398,11 +398,18 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 		case len(m.Skipped) > 0 && !r.o.AllowSkipped:
 			again = fmt.Sprintf("made again, as the one of the interrupted step skipped %d items; ", len(m.Skipped))
 		default:
+			if err := r.pin(ctx, name); err != nil {
+				return nil, "", err
+			}
 			return r.gateSkipped(m, nil, "the backup finished before the run was interrupted: ")
 		}
 		r.o.Log.Info("backing up again", "backup", name, "why", again)
 	}
 	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+		return nil, "", err
+	}
+	// Pinned before it is written, so that it is never complete and unpinned.
+	if err := r.pin(ctx, name); err != nil {
 		return nil, "", err
 	}
 	p, err := plan()
