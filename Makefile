@@ -46,7 +46,7 @@ test-integration: testbed-bin
 test: lint test-fuzz testbed-bin test-integration
 
 # Fuzz targets, as package:target. Each must not panic, and every error must name its input.
-FUZZ_TARGETS := ./snapshot/:FuzzManifest ./migrate/:FuzzJournalEvent ./plans/:FuzzPlanFile ./plans/:FuzzConfig ./snapshot/volumes/:FuzzUnpack
+FUZZ_TARGETS := ./snapshot/:FuzzManifest ./migrate/:FuzzJournalEvent ./plans/:FuzzPlanFile ./plans/config/:FuzzConfig ./snapshot/volumes/:FuzzUnpack
 FUZZTIME ?= 2m
 
 # Runs each fuzz target for $(1), minimizing a new input for at most $(2); an input that fails is

@@ -64,7 +64,7 @@ func BenchmarkBackupVolume(b *testing.B) {
 				if mode == "direct" {
 					args = append(args, "--mover-direct")
 				}
-				cmd := exec.Command(ferryBinary(b), args...)
+				cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 				cmd.Env = append(append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig), minio.Env()...)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					b.Fatalf("ferry backup: %v\n%s", err, out)
@@ -101,7 +101,7 @@ func BenchmarkBackupObjects20k(b *testing.B) {
 		b.Fatal(err)
 	}
 	ferry := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(ferryBinary(b), args...)
+		cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 		return cmd
 	}

@@ -229,7 +229,7 @@ buckets:
 		onlyOne(t, run(t, "verify", copies.Verify), snapshot.StatusDifferent, bucket+"/"+extra, "not in the backup")
 		clean(t, "a restore beside an extra object", run(t, "restore", copies.Restore), map[string]int{snapshot.StatusUnchanged: n})
 		pruning := copies
-		pruning.Prune = true
+		pruning.Exact = true
 		onlyOne(t, run(t, "restore with Prune", pruning.Restore), snapshot.StatusDeleted, bucket+"/"+extra, "not in the backup")
 		sameAsBlue(t, "after pruning")
 

@@ -251,7 +251,7 @@ INSERT INTO public.green_only VALUES (7);`); err != nil {
 			t.Fatal(err)
 		}
 		var report snapshot.Report
-		dumps := databases.Dumps{Config: cfg, Client: greenKC, Mapping: snapshot.Mapping{Namespaces: map[string]string{blueNS: greenNS}}, Replace: true}
+		dumps := databases.Dumps{Config: cfg, Client: greenKC, Mapping: snapshot.Mapping{Namespaces: map[string]string{blueNS: greenNS}}, Exact: true}
 		if err := dumps.Restore(ctx, r, &report); err != nil {
 			t.Fatalf("restore replacing schemas: %v", err)
 		}
@@ -270,7 +270,7 @@ INSERT INTO public.green_only VALUES (7);`); err != nil {
 		t.Fatal(err)
 	}
 	var report snapshot.Report
-	dumps := databases.Dumps{Config: cfg, Client: greenKC, Mapping: snapshot.Mapping{Namespaces: map[string]string{blueNS: greenNS}}, Replace: true}
+	dumps := databases.Dumps{Config: cfg, Client: greenKC, Mapping: snapshot.Mapping{Namespaces: map[string]string{blueNS: greenNS}}, Exact: true}
 	if err := dumps.Restore(ctx, r, &report); err != nil || len(report.Problems()) > 0 {
 		t.Fatalf("restore of the intact backup: %v, %+v", err, report.Problems())
 	}

@@ -86,7 +86,7 @@ type ferryRun struct {
 
 func startFerry(t *testing.T, args ...string) *ferryRun {
 	t.Helper()
-	r := &ferryRun{cmd: exec.Command(ferryBinary(t), args...), done: make(chan struct{})}
+	r := &ferryRun{cmd: exec.Command(ferryBinary(t), ferryArgs(t, args)...), done: make(chan struct{})}
 	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
 	if err := r.cmd.Start(); err != nil {

@@ -230,7 +230,7 @@ func objectsAtScale(b *testing.B, n int) map[string]float64 {
 	}
 	stamp := time.Now().Unix()
 	ferry := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(ferryBinary(b), append([]string{"--storage", url}, args...)...)
+		cmd := exec.Command(ferryBinary(b), ferryArgs(b, append([]string{"--storage", url}, args...))...)
 		cmd.Env = env
 		return cmd
 	}

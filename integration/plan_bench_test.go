@@ -68,7 +68,7 @@ func BenchmarkPlan20k(b *testing.B) {
 		b.ResetTimer()
 		defer b.StopTimer()
 		for range b.N {
-			p, err := plans.Inventory(ctx, cl, plans.Options{})
+			p, err := plans.Inventory(ctx, cl, plans.Options{Config: testbedConfig(b).Planning})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -74,11 +75,11 @@ func TestPlanOfKubeflowOnBlue(t *testing.T) {
 	fixture := applyPlatform(t)
 	cl, dyn, dc := planClients(t, "blue")
 	ctx := context.Background()
-	preset, err := plans.LoadPreset("kubeflow")
+	preset, err := config.LoadPreset("kubeflow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plans.Inventory(ctx, cl, plans.Options{Config: preset, Context: "blue"})
+	p, err := plans.Inventory(ctx, cl, plans.Options{Config: preset.Merge(testbedConfig(t)).Planning, Context: "blue"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,10 +238,21 @@ func ferryBinary(t testing.TB) string {
 	return ferryPath
 }
 
+// ferryArgs adds to ferry's arguments what every ferry.yaml of the testbed excludes (kwok's
+// resources; testbed.WithFerryConfig).
+func ferryArgs(t testing.TB, args []string) []string {
+	t.Helper()
+	out, err := testbed.WithFerryConfig(t.TempDir(), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // runFerry runs the ferry command against the testbed's kubeconfig and returns its exit code and output.
 func runFerry(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(ferryBinary(t), args...)
+	cmd := exec.Command(ferryBinary(t), ferryArgs(t, args)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -314,4 +326,15 @@ func TestPlanBadInput(t *testing.T) {
 			t.Errorf("ferry %v exited %d with %q; want 2 and a message naming %q", tc.args, code, errOut, tc.want)
 		}
 	}
+}
+
+// testbedConfig is what every ferry.yaml of the testbed holds (testbed.FerryConfig), for plans
+// made in the test's own process.
+func testbedConfig(t testing.TB) config.Config {
+	t.Helper()
+	cfg, err := config.ParseConfig("testbed", []byte(testbed.FerryConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrykube/ferry/migrate"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -117,8 +118,8 @@ INSERT INTO shapes_app.orders VALUES (1, 'kettle'), (2, 'lamp'), (3, 'rug');`); 
 INSERT INTO accounts SELECT g, 'acct-' || g FROM generate_series(1, 40) g;`); err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+ns+`]}
+	configFile := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(configFile, []byte(`include: {namespaces: [`+ns+`]}
 databases:
 - name: shop-mariadb
   engine: mysql
@@ -136,7 +137,7 @@ databases:
 		t.Fatal(err)
 	}
 
-	code, out, errOut := runFerry(t, "plan", "--from", "blue", "-f", config)
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "-f", configFile)
 	if code != 0 {
 		t.Fatalf("ferry plan exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
@@ -147,12 +148,12 @@ databases:
 	}
 
 	// The writers a migration of this plan would scale to zero (migrate's quiesce step).
-	cfg, err := plans.LoadConfig(config, "")
+	cfg, err := config.LoadConfig(configFile, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	source, dyn, _ := planClients(t, "blue")
-	plan, err := plans.Inventory(ctx, source, plans.Options{Config: cfg, Context: "blue"})
+	plan, err := plans.Inventory(ctx, source, plans.Options{Config: cfg.Merge(testbedConfig(t)).Planning, Context: "blue"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ databases:
 	}
 
 	storeDir := t.TempDir()
-	code, out, errOut = runFerry(t, "--storage", "file://"+storeDir, "backup", "--from", "blue", "-f", config, "--name", "sts-dbs")
+	code, out, errOut = runFerry(t, "--storage", "file://"+storeDir, "backup", "--from", "blue", "-f", configFile, "--name", "sts-dbs")
 	if code != 0 {
 		t.Fatalf("ferry backup exited %d (want 0: both databases dumped, no claim to copy)\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
@@ -279,11 +280,11 @@ func TestMoversInQuotaNamespaces(t *testing.T) {
 	})
 
 	write := func(namespaces ...string) string {
-		config := filepath.Join(t.TempDir(), "ferry.yaml")
-		if err := os.WriteFile(config, []byte("include: {namespaces: ["+strings.Join(namespaces, ", ")+"]}\n"), 0o644); err != nil {
+		configFile := filepath.Join(t.TempDir(), "ferry.yaml")
+		if err := os.WriteFile(configFile, []byte("include: {namespaces: ["+strings.Join(namespaces, ", ")+"]}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return config
+		return configFile
 	}
 
 	// No room: plan and backup stop on a finding naming the quota and the pods it lacks.

@@ -39,7 +39,7 @@ func BenchmarkRestoreObjects20k(b *testing.B) {
 		b.Fatal(err)
 	}
 	ferry := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(ferryBinary(b), args...)
+		cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 		return cmd
 	}

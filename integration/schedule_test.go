@@ -15,6 +15,7 @@ import (
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/schedule"
 	"github.com/ferrykube/ferry/snapshot"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -58,6 +59,17 @@ func runJob(t *testing.T, kc kubernetes.Interface, cj *batchv1.CronJob, cluster 
 		t.Fatalf("the job runs %q, not ferry", c.Command)
 	}
 	args := append(slices.Clone(c.Command[1:]), c.Args...)
+	// The ferry.yaml the job mounts from its ConfigMap, read here from the ConfigMap.
+	if i := slices.Index(args, schedule.ConfigDir+"/"+schedule.ConfigFile); i >= 0 {
+		cm, err := kc.CoreV1().ConfigMaps(cj.Namespace).Get(context.Background(), schedule.ResourceName(cj.Name), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the job's ferry.yaml: %v", err)
+		}
+		args[i] = filepath.Join(t.TempDir(), schedule.ConfigFile)
+		if err := os.WriteFile(args[i], []byte(cm.Data[schedule.ConfigFile]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	args = append(args, "--kubeconfig", tb.Kubeconfig, "--context", cluster,
 		"--as", "system:serviceaccount:"+cj.Namespace+":"+pod.ServiceAccountName)
 	cmd := exec.Command(ferryBinary(t), args...)
@@ -85,8 +97,13 @@ func TestScheduleBacksUpAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	url := backupMinIO(t, "schedule")
 	const ns, name, secret = "ferry-system", "nightly", "ferry-storage"
+	// The kubeflow preset, and what every ferry.yaml of the testbed excludes (kwok's resources).
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("preset: kubeflow\n"+testbed.FerryConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	create := []string{"--storage", url, "schedule", "create", name, "--cron", "0 2 * * *", "--from", "blue",
-		"--storage-secret", secret, "--preset", "kubeflow"}
+		"--storage-secret", secret, "-f", config}
 	t.Cleanup(func() {
 		runFerry(t, "schedule", "delete", name, "--from", "blue")
 		blue.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
@@ -152,7 +169,7 @@ func TestScheduleBacksUpAndRecovers(t *testing.T) {
 	}
 	c := pod.Containers[0]
 	image := "ghcr.io/ferrykube/ferry:" + buildinfo.Read().Version
-	wantArgs := []string{"backup", "--storage", url, "--log-format", "json", "--progress", "never", "--schedule", name, "--mover-image", image, "--preset", "kubeflow"}
+	wantArgs := []string{"backup", "--storage", url, "--log-format", "json", "--progress", "never", "--schedule", name, "--mover-image", image, "-f", schedule.ConfigDir + "/" + schedule.ConfigFile}
 	if c.Image != image || !slices.Equal(c.Command, []string{"ferry"}) || !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("the job runs %s %q %q, want %s ferry %q", c.Image, c.Command, c.Args, image, wantArgs)
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/migrate/traffic"
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,7 +122,7 @@ func TestTrafficHAProxyShiftsWithoutFailedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Stop() }) // after later cleanups, which may roll back through it
-	sw, err := traffic.New(ctx, plans.Traffic{Type: plans.TrafficHAProxy, HAProxy: &plans.HAProxyTraffic{
+	sw, err := traffic.New(ctx, config.Traffic{Type: config.TrafficHAProxy, HAProxy: &config.HAProxyTraffic{
 		Address: h.Socket, Backend: h.Backend, BlueServer: h.BlueServer, GreenServer: h.GreenServer}}, traffic.Options{PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -199,14 +199,14 @@ func TestTrafficHTTPGateFailsWithinTheBudget(t *testing.T) {
 	// The gate probes green itself, and the front once green takes all the traffic.
 	var gs []gates.Gate
 	for name, url := range map[string]string{"green": green.URL, "front": h.URL} {
-		g, err := gates.New(plans.Gate{Name: name, Type: plans.GateHTTP, HTTP: &plans.HTTPGate{URL: url, Requests: 20,
-			MaxLatencyP99: plans.Duration(time.Second)}}, gates.Options{})
+		g, err := gates.New(config.Gate{Name: name, Type: config.GateHTTP, HTTP: &config.HTTPGate{URL: url, Requests: 20,
+			MaxLatencyP99: config.Duration(time.Second)}}, gates.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		gs = append(gs, g)
 	}
-	sw, err := traffic.New(ctx, plans.Traffic{Type: plans.TrafficHAProxy, HAProxy: &plans.HAProxyTraffic{
+	sw, err := traffic.New(ctx, config.Traffic{Type: config.TrafficHAProxy, HAProxy: &config.HAProxyTraffic{
 		Address: h.Socket, Backend: h.Backend, BlueServer: h.BlueServer, GreenServer: h.GreenServer}}, traffic.Options{PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -315,9 +315,9 @@ func TestTrafficGatewayAPISettlesWhenAccepted(t *testing.T) {
 	})
 	defer func() { stopCtrl(); ctrl.Wait() }()
 
-	sw, err := traffic.New(ctx, plans.Traffic{Type: plans.TrafficGatewayAPI, GatewayAPI: &plans.GatewayAPITraffic{
+	sw, err := traffic.New(ctx, config.Traffic{Type: config.TrafficGatewayAPI, GatewayAPI: &config.GatewayAPITraffic{
 		Context: "green", Namespace: ns, Route: "app",
-		BlueBackend: plans.GatewayBackend{Name: "app-blue", Port: 80}, GreenBackend: plans.GatewayBackend{Name: "app-green"}}},
+		BlueBackend: config.GatewayBackend{Name: "app-blue", Port: 80}, GreenBackend: config.GatewayBackend{Name: "app-green"}}},
 		traffic.Options{PollInterval: 50 * time.Millisecond, RESTConfig: func(string) (*rest.Config, error) { return c.RESTConfig() }})
 	if err != nil {
 		t.Fatal(err)
@@ -440,10 +440,10 @@ func TestTrafficRoute53AgainstMoto(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sw, err := traffic.New(ctx, plans.Traffic{Type: plans.TrafficRoute53, Route53: &plans.Route53Traffic{HostedZoneID: zoneID,
+	sw, err := traffic.New(ctx, config.Traffic{Type: config.TrafficRoute53, Route53: &config.Route53Traffic{HostedZoneID: zoneID,
 		RecordName: "app.example.com", RecordType: "A",
-		Blue:  plans.Route53Target{SetIdentifier: "blue", Values: []string{"192.0.2.10"}},
-		Green: plans.Route53Target{SetIdentifier: "green", Values: []string{"198.51.100.20"}}}},
+		Blue:  config.Route53Target{SetIdentifier: "blue", Values: []string{"192.0.2.10"}},
+		Green: config.Route53Target{SetIdentifier: "green", Values: []string{"198.51.100.20"}}}},
 		traffic.Options{AWSConfig: &awsCfg, PollInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -513,7 +513,7 @@ func TestTrafficKubernetesGateOnGreen(t *testing.T) {
 	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	g, err := gates.New(plans.Gate{Name: "green-workloads", Type: plans.GateKubernetes, Kubernetes: &plans.KubernetesGate{Context: "green", Namespaces: []string{ns}}},
+	g, err := gates.New(config.Gate{Name: "green-workloads", Type: config.GateKubernetes, Kubernetes: &config.KubernetesGate{Context: "green", Namespaces: []string{ns}}},
 		gates.Options{RESTConfig: func(name string) (*rest.Config, error) {
 			if name != "green" {
 				t.Errorf("the gate asked for context %q", name)

@@ -80,7 +80,7 @@ func (s veleroStore) CreateSignedURL(string, string, time.Duration) (string, err
 }
 
 // TestVeleroReadsFerryBackup opens a backup of blue with Velero's persistence and archive packages
-// (velero-format.md §7) and finds every object of ferry's manifest.
+// (docs/format.md, Velero compatibility) and finds every object of ferry's manifest.
 func TestVeleroReadsFerryBackup(t *testing.T) {
 	applyPlatform(t)
 	dir := t.TempDir()

@@ -86,7 +86,7 @@ func BenchmarkBackupVolumeFiles(b *testing.B) {
 			for range b.N {
 				runs++
 				name := fmt.Sprintf("%s-%d", ns, runs)
-				cmd := exec.Command(ferryBinary(b), "--storage", url, "backup", "--from", "blue", "-f", config, "--name", name)
+				cmd := exec.Command(ferryBinary(b), ferryArgs(b, []string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", name})...)
 				cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 				start := time.Now()
 				if out, err := cmd.CombinedOutput(); err != nil {

@@ -47,7 +47,7 @@ func BenchmarkRestoreVolume(b *testing.B) {
 	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(ferryBinary(b), "--storage", url, "backup", "--from", "blue", "-f", config, "--name", "bench-restore")
+	cmd := exec.Command(ferryBinary(b), ferryArgs(b, []string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", "bench-restore"})...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("ferry backup: %v\n%s", err, out)

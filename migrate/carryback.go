@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
@@ -68,7 +69,7 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 		case o.CarryBack || carrying:
 			// Green's names map back to blue's only when no two of blue's namespaces became one;
 			// the maps are checked when given, this holds runs journaled before that.
-			if err := plans.CheckNamespaceMap(kinds.EffectiveMappingOf(r.plan, r.o.Mapping).Namespaces); err != nil {
+			if err := config.CheckNamespaceMap(kinds.EffectiveMappingOf(r.plan, r.o.Mapping).Namespaces); err != nil {
 				return fmt.Errorf("run %s cannot carry green's writes back: %w", r.Journal.Run.ID, err)
 			}
 			if !carrying {
@@ -130,7 +131,7 @@ func (r *Runner) quiesceGreenStep(ctx context.Context) (any, string, error) {
 // greenConfig is the run's configuration in green's names: what it selects, where its databases
 // and buckets run and what its quiesce rules stop, mapped as the restore mapped them; its maps
 // lead back to blue's names.
-func (r *Runner) greenConfig() plans.Config {
+func (r *Runner) greenConfig() config.Planning {
 	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
 	cfg := r.plan.Config
 	mapAll := func(names []string) []string {
@@ -142,15 +143,15 @@ func (r *Runner) greenConfig() plans.Config {
 	}
 	cfg.Include.Namespaces = mapAll(cfg.Include.Namespaces)
 	cfg.Exclude.Namespaces = mapAll(cfg.Exclude.Namespaces)
-	cfg.Databases = append([]plans.Database(nil), cfg.Databases...)
+	cfg.Databases = append([]config.Database(nil), cfg.Databases...)
 	for i := range cfg.Databases {
 		cfg.Databases[i].Namespace = m.Namespace(cfg.Databases[i].Namespace)
 	}
-	cfg.Buckets = append([]plans.Bucket(nil), cfg.Buckets...)
+	cfg.Buckets = append([]config.Bucket(nil), cfg.Buckets...)
 	for i := range cfg.Buckets {
 		cfg.Buckets[i].Namespace = m.Namespace(cfg.Buckets[i].Namespace)
 	}
-	cfg.Quiesce = append([]plans.QuiesceRule(nil), cfg.Quiesce...)
+	cfg.Quiesce = append([]config.QuiesceRule(nil), cfg.Quiesce...)
 	for i := range cfg.Quiesce {
 		cfg.Quiesce[i].Namespace = m.Namespace(cfg.Quiesce[i].Namespace)
 	}

@@ -3,12 +3,14 @@ package migrate
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/migrate/traffic"
+	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -66,9 +68,23 @@ func TestDriveToShifted(t *testing.T) {
 	ctx := context.Background()
 	blue, green := shopBlue(t), newFakeCluster(t, "green")
 	sw := &fakeSwitcher{}
-	r := start(t, runOn(t, fileStore(t), blue, green, sw))
+	store := fileStore(t)
+	r := start(t, runOn(t, store, blue, green, sw))
 	if err := r.Drive(ctx); err != nil {
 		t.Fatalf("drive: %v\njournal: %q", err, states(r.Journal))
+	}
+	// The run pinned its backup, which prune keeps for it; its record needs no reading.
+	entries, err := snapshot.History(ctx, store, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name == r.Journal.Run.Backup && (e.State != snapshot.Complete || !slices.Equal(e.Runs, []string{r.Journal.Run.ID})) {
+			t.Errorf("the run's backup: %s, pinned by %v; want complete, pinned by %s", e.State, e.Runs, r.Journal.Run.ID)
+		}
+	}
+	if unpinned, err := UnpinnedBackups(ctx, store); err != nil || len(unpinned) != 0 {
+		t.Errorf("UnpinnedBackups: %v, %v; want none for a run that pins", unpinned, err)
 	}
 	want := []string{
 		"planned:begin", "planned:done", "preflighted:begin", "preflighted:done", "quiesced:begin", "quiesced:done",

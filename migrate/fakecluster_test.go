@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/migrate/gates"
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -132,11 +132,13 @@ func (c fakeCluster) suspended(t *testing.T, ns, name string) (suspend, marked b
 }
 
 // shopConfig moves namespace shop, whose CronJob writes: the run suspends it.
-func shopConfig() plans.Config {
-	return plans.Config{
-		Include: plans.Selection{Namespaces: []string{"shop"}},
-		Quiesce: []plans.QuiesceRule{{Resource: "cronjobs.batch", Namespace: "shop", Action: Suspend, Why: "writes reports"}},
-		Rollout: &plans.Rollout{Steps: []int{50, 100}, Soak: plans.Duration(1), Interval: plans.Duration(1)},
+func shopConfig() config.Config {
+	return config.Config{
+		Planning: config.Planning{
+			Include: config.Selection{Namespaces: []string{"shop"}},
+			Quiesce: []config.QuiesceRule{{Resource: "cronjobs.batch", Namespace: "shop", Action: Suspend, Why: "writes reports"}},
+		},
+		Rollout: &config.Rollout{Steps: []int{50, 100}, Soak: config.Duration(1), Interval: config.Duration(1)},
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
-	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/storage"
 )
 
@@ -66,21 +66,24 @@ const (
 )
 
 // RunsPrefix is where run journals live in storage, inside Velero's allowed top-level folders;
-// prune keeps every backup a journal there names.
-const RunsPrefix = snapshot.RunsPrefix
+// a run pins the backups it uses under each backup (snapshot.PinBackup).
+const RunsPrefix = "metadata/ferry/runs/"
 
 // Run is what a run is about, written once when it starts.
 type Run struct {
 	ID        string        `json:"id"`
 	Blue      plans.Cluster `json:"blue"`
 	Green     plans.Cluster `json:"green"`
-	Config    plans.Config  `json:"config"`
+	Config    config.Config `json:"config"`
 	CreatedAt time.Time     `json:"createdAt"`
 	// Backup is the name of the run's backup.
 	Backup string `json:"backup"`
 	// Upgrade is set for an upgrade onto a green that runs the platform's new release: only the
 	// state moves (plans.PlanUpgrade), with what --leave-behind keeps on blue.
 	Upgrade *plans.UpgradeOptions `json:"upgrade,omitempty"`
+	// Pins says the run pins the backups it uses (snapshot.PinBackup); runs recorded before runs
+	// did are read by UnpinnedBackups.
+	Pins bool `json:"pins,omitempty"`
 }
 
 // Event is one entry of a run's journal.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/storage"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -74,16 +75,16 @@ func TestQuiescePatchAndUndo(t *testing.T) {
 		"spec":     map[string]any{"replicas": int64(3), "enabled": true, "schedule": map[string]any{"cron": "* * * * *"}},
 	}}
 	for _, tc := range []struct {
-		rule     plans.QuiesceRule
+		rule     config.QuiesceRule
 		patch    string
 		original string
 	}{
-		{plans.QuiesceRule{Action: ScaleToZero}, `{"spec":{"replicas":0}}`, `{"action":"scale-to-zero","replicas":3}`},
-		{plans.QuiesceRule{Action: Suspend}, `{"spec":{"suspend":true}}`, `{"action":"suspend","suspend":false}`},
-		{plans.QuiesceRule{Action: Annotate, Annotations: map[string]string{"kubeflow-resource-stopped": "ferry", "new": "y"}},
+		{config.QuiesceRule{Action: ScaleToZero}, `{"spec":{"replicas":0}}`, `{"action":"scale-to-zero","replicas":3}`},
+		{config.QuiesceRule{Action: Suspend}, `{"spec":{"suspend":true}}`, `{"action":"suspend","suspend":false}`},
+		{config.QuiesceRule{Action: Annotate, Annotations: map[string]string{"kubeflow-resource-stopped": "ferry", "new": "y"}},
 			`{"metadata":{"annotations":{"kubeflow-resource-stopped":"ferry","new":"y"}}}`,
 			`{"action":"annotate","undo":{"metadata":{"annotations":{"kubeflow-resource-stopped":"old","new":null}}}}`},
-		{plans.QuiesceRule{Action: Patch, Patch: `{"spec":{"enabled":false,"added":1}}`}, `{"spec":{"added":1,"enabled":false}}`,
+		{config.QuiesceRule{Action: Patch, Patch: `{"spec":{"enabled":false,"added":1}}`}, `{"spec":{"added":1,"enabled":false}}`,
 			`{"action":"patch","undo":{"spec":{"added":null,"enabled":true}}}`},
 	} {
 		orig, patch, err := quiescePatch(tc.rule, obj)
@@ -97,7 +98,7 @@ func TestQuiescePatchAndUndo(t *testing.T) {
 			t.Errorf("%s: record %s, want %s", tc.rule.Action, got, tc.original)
 		}
 	}
-	if _, _, err := quiescePatch(plans.QuiesceRule{Action: "explode"}, obj); err == nil {
+	if _, _, err := quiescePatch(config.QuiesceRule{Action: "explode"}, obj); err == nil {
 		t.Error("an unknown action must fail")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +46,7 @@ type original struct {
 type Quiescer struct {
 	Dynamic dynamic.Interface
 	Mapper  meta.RESTMapper
-	Rules   []plans.QuiesceRule
+	Rules   []config.QuiesceRule
 	// Mapping renames the rules' namespaces on green.
 	Namespace func(string) string
 	Log       *slog.Logger
@@ -64,7 +65,7 @@ type QuiesceItem struct {
 // already carrying the record is left as it is, so Stop is idempotent (a resumed run repeats it).
 func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
-	err := q.each(ctx, func(rule plans.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	err := q.each(ctx, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
 		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
 			return nil
 		}
@@ -89,7 +90,7 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 // Start undoes Stop on every object that carries the record, and removes the record.
 func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
-	err := q.each(ctx, func(rule plans.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	err := q.each(ctx, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
 		record, ok := obj.GetAnnotations()[QuiescedAnnotation]
 		if !ok {
 			return nil
@@ -140,7 +141,7 @@ func (q Quiescer) forgetOnReplicaSets(ctx context.Context, obj *unstructured.Uns
 
 // each calls fn for every object a rule selects; resource types the cluster does not serve are
 // logged and passed over (a preset names more than every platform runs).
-func (q Quiescer) each(ctx context.Context, fn func(plans.QuiesceRule, dynamic.ResourceInterface, *unstructured.Unstructured) error) error {
+func (q Quiescer) each(ctx context.Context, fn func(config.QuiesceRule, dynamic.ResourceInterface, *unstructured.Unstructured) error) error {
 	for _, rule := range q.Rules {
 		gvr, namespaced, err := q.resolve(rule.Resource)
 		if err != nil {
@@ -194,7 +195,7 @@ func (q Quiescer) resolve(resource string) (schema.GroupVersionResource, bool, e
 }
 
 // quiescePatch is the merge patch that stops obj by the rule, and the record that undoes it.
-func quiescePatch(rule plans.QuiesceRule, obj *unstructured.Unstructured) (original, []byte, error) {
+func quiescePatch(rule config.QuiesceRule, obj *unstructured.Unstructured) (original, []byte, error) {
 	orig := original{Action: rule.Action}
 	var patch map[string]any
 	switch rule.Action {
@@ -334,7 +335,7 @@ func merge(a, b map[string]any) map[string]any {
 // Deployments and StatefulSets whose pods mount a claim whose files move, and suspend every CronJob
 // of the moved namespaces. A configured database's or bucket's workload is never among them: its
 // claims move as a dump or copy made through its running pod.
-func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) ([]plans.QuiesceRule, error) {
+func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) ([]config.QuiesceRule, error) {
 	byWorkload := map[[2]string][]string{} // resource, namespace -> names
 	podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	serving := dataWorkloads(plan.Config)
@@ -360,10 +361,10 @@ func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) (
 			}
 		}
 	}
-	var rules []plans.QuiesceRule
+	var rules []config.QuiesceRule
 	for key, names := range byWorkload {
 		slices.Sort(names)
-		rules = append(rules, plans.QuiesceRule{Resource: key[0], Namespace: key[1], Names: names, Action: ScaleToZero,
+		rules = append(rules, config.QuiesceRule{Resource: key[0], Namespace: key[1], Names: names, Action: ScaleToZero,
 			Why: "writes to a claim whose files move"})
 	}
 	for _, r := range plan.Resources {
@@ -371,11 +372,11 @@ func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) (
 			continue
 		}
 		for ns := range r.Namespaces {
-			rules = append(rules, plans.QuiesceRule{Resource: "cronjobs.batch", Namespace: ns, Action: Suspend,
+			rules = append(rules, config.QuiesceRule{Resource: "cronjobs.batch", Namespace: ns, Action: Suspend,
 				Why: "a scheduled job could write while the data moves"})
 		}
 	}
-	slices.SortFunc(rules, func(a, b plans.QuiesceRule) int {
+	slices.SortFunc(rules, func(a, b config.QuiesceRule) int {
 		return strings.Compare(a.Resource+"/"+a.Namespace, b.Resource+"/"+b.Namespace)
 	})
 	return rules, nil
@@ -383,10 +384,10 @@ func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) (
 
 // dataWorkloads are the workloads (resource, namespace, name) of the configured databases and
 // buckets.
-func dataWorkloads(cfg plans.Config) map[[3]string]bool {
+func dataWorkloads(cfg config.Planning) map[[3]string]bool {
 	out := map[[3]string]bool{}
 	add := func(namespace, workload string) {
-		kind, name, err := plans.ParseWorkload(workload)
+		kind, name, err := config.ParseWorkload(workload)
 		if err == nil {
 			out[[3]string{kind + "s.apps", namespace, name}] = true
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/migrate/traffic"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
@@ -26,7 +27,7 @@ type Options struct {
 	Store                 storage.Backend
 	Blue, Green           kinds.Cluster
 	BlueContext, GreenCtx string
-	Config                plans.Config
+	Config                config.Config
 	Mapping               snapshot.Mapping
 	Parallel              int
 	MoverImage            string
@@ -88,7 +89,7 @@ func Start(ctx context.Context, o Options) (*Runner, error) {
 	}
 	now := time.Now()
 	id := NewID(now)
-	run := Run{ID: id, Blue: blue, Green: green, Config: o.Config, CreatedAt: now.UTC(), Backup: id, Upgrade: o.Upgrade}
+	run := Run{ID: id, Blue: blue, Green: green, Config: o.Config, CreatedAt: now.UTC(), Backup: id, Upgrade: o.Upgrade, Pins: true}
 	lease, err := AcquireLease(ctx, o.Store, run, o.LeaseTTL, o.Log)
 	if err != nil {
 		return nil, err
@@ -279,7 +280,7 @@ func (r *Runner) readSchemas(ctx context.Context, after string) any {
 }
 
 func (r *Runner) planStep(ctx context.Context) (any, string, error) {
-	plan, err := plans.Inventory(ctx, r.o.Blue.Plans(), plans.Options{Config: r.o.Config, Context: r.o.BlueContext, Concurrency: r.o.Parallel, Log: r.o.Log})
+	plan, err := plans.Inventory(ctx, r.o.Blue.Plans(), plans.Options{Config: r.o.Config.Planning, Context: r.o.BlueContext, Concurrency: r.o.Parallel, Log: r.o.Log})
 	if err != nil {
 		return nil, "", fmt.Errorf("plan blue: %w", err)
 	}
@@ -327,15 +328,15 @@ func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
 // quiesceRecord is what the quiesced step journals: the rules it applied (ferry.yaml's and those
 // the plan implies), which green's start and a rollback apply again, and what they stopped.
 type quiesceRecord struct {
-	Rules   []plans.QuiesceRule `json:"rules"`
-	Stopped []QuiesceItem       `json:"stopped"`
+	Rules   []config.QuiesceRule `json:"rules"`
+	Stopped []QuiesceItem        `json:"stopped"`
 	// GreenStopped are green's own writers an upgrade stops before blue's data is loaded: its
 	// release must not write to (or set up) the databases first; they start with the shift.
 	GreenStopped []QuiesceItem `json:"greenStopped,omitempty"`
 }
 
 // rules are the quiesce rules of the run: as journaled once blue was quiesced, else ferry.yaml's.
-func (r *Runner) rules() []plans.QuiesceRule {
+func (r *Runner) rules() []config.QuiesceRule {
 	if e, ok := r.Journal.Last(Quiesced, Done, 0); ok {
 		var rec quiesceRecord
 		if json.Unmarshal(e.Data, &rec) == nil && rec.Rules != nil {
@@ -359,7 +360,7 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 		return nil, "", err
 	}
 	q := r.quiescer(r.o.Blue, false)
-	q.Rules = append(append([]plans.QuiesceRule(nil), r.o.Config.Quiesce...), implied...)
+	q.Rules = append(append([]config.QuiesceRule(nil), r.o.Config.Quiesce...), implied...)
 	items, err := q.Stop(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("quiesce blue: %w", err)
@@ -397,11 +398,18 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 		case len(m.Skipped) > 0 && !r.o.AllowSkipped:
 			again = fmt.Sprintf("made again, as the one of the interrupted step skipped %d items; ", len(m.Skipped))
 		default:
+			if err := r.pin(ctx, name); err != nil {
+				return nil, "", err
+			}
 			return r.gateSkipped(m, nil, "the backup finished before the run was interrupted: ")
 		}
 		r.o.Log.Info("backing up again", "backup", name, "why", again)
 	}
 	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+		return nil, "", err
+	}
+	// Pinned before it is written, so that it is never complete and unpinned.
+	if err := r.pin(ctx, name); err != nil {
 		return nil, "", err
 	}
 	p, err := plan()
@@ -536,7 +544,7 @@ func (r *Runner) shift(ctx context.Context) error {
 	if err := r.saveTraffic(ctx, Shifting); err != nil {
 		return err
 	}
-	rollout := plans.Rollout{}
+	rollout := config.Rollout{}
 	if r.o.Config.Rollout != nil {
 		rollout = *r.o.Config.Rollout
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrykube/ferry/migrate/traffic"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -171,7 +172,7 @@ func TestShiftSoaksEachStepWithoutGates(t *testing.T) {
 	soak := 2 * time.Minute
 	clk := clocktesting.NewFakeClock(time.Now())
 	sw := &fakeSwitcher{}
-	cfg := plans.Config{Rollout: &plans.Rollout{Steps: []int{50, 100}, Soak: plans.Duration(soak)}}
+	cfg := config.Config{Rollout: &config.Rollout{Steps: []int{50, 100}, Soak: config.Duration(soak)}}
 	r := testRunner(t, Options{Switcher: sw, Config: cfg, Clock: clk},
 		append(doneUpTo(Verified), Event{State: Shifting, Phase: Begin}, Event{State: Shifting, Phase: Done})...)
 	done := make(chan error, 1)

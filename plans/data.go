@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrykube/ferry/plans/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,7 +38,7 @@ func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []serv
 		if d.Secret != nil {
 			item.Secret = d.Secret.Name
 		}
-		if err := locate(ctx, dyn, &item, d.Secret, []string{d.Secret.keyOrEmpty("user"), d.Secret.keyOrEmpty("password")}, volumes); err != nil {
+		if err := locate(ctx, dyn, &item, d.Secret, []string{secretKey(d.Secret, "user"), secretKey(d.Secret, "password")}, volumes); err != nil {
 			return err
 		}
 		if !item.Found {
@@ -54,7 +55,7 @@ func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []serv
 		}
 		if b.Workload == "" {
 			item.Found = true // a direct endpoint is reached at backup time
-		} else if err := locate(ctx, dyn, &item, b.Secret, []string{b.Secret.keyOrEmpty("access"), b.Secret.keyOrEmpty("secret")}, volumes); err != nil {
+		} else if err := locate(ctx, dyn, &item, b.Secret, []string{secretKey(b.Secret, "access"), secretKey(b.Secret, "secret")}, volumes); err != nil {
 			return err
 		}
 		if !item.Found {
@@ -119,7 +120,8 @@ func holds(p *Plan, volumes map[string]*Volume, item DataItem, what string) {
 	}
 }
 
-func (s *SecretRef) keyOrEmpty(which string) string {
+// secretKey is the key of s that holds which credential, or "" without s.
+func secretKey(s *config.SecretRef, which string) string {
 	if s == nil {
 		return ""
 	}
@@ -179,7 +181,7 @@ func WaitForWorkloadPod(ctx context.Context, dyn dynamic.Interface, namespace, w
 // workloadPods gets a workload and its pods (by its selector's labels), sorted by name; the
 // workload is nil when it does not exist.
 func workloadPods(ctx context.Context, dyn dynamic.Interface, namespace, workload string) (*unstructured.Unstructured, []unstructured.Unstructured, error) {
-	kind, name, err := ParseWorkload(workload)
+	kind, name, err := config.ParseWorkload(workload)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -271,8 +273,8 @@ func isOrdinal(s string) bool {
 }
 
 // locate finds an item's workload, a running pod of it, the claim holding its data and its Secret.
-func locate(ctx context.Context, dyn dynamic.Interface, item *DataItem, secret *SecretRef, keys []string, volumes map[string]*Volume) error {
-	kind, name, err := ParseWorkload(item.Workload)
+func locate(ctx context.Context, dyn dynamic.Interface, item *DataItem, secret *config.SecretRef, keys []string, volumes map[string]*Volume) error {
+	kind, name, err := config.ParseWorkload(item.Workload)
 	if err != nil {
 		return err
 	}

@@ -25,15 +25,10 @@ var excludedResources = map[string]string{
 	"bindings":                                       "bindings are an action, not stored objects",
 }
 
-// excludedType says why a whole resource type never moves, or "".
+// excludedType says why a whole resource type never moves, or "". Types that belong to one
+// installation's own tooling (a simulator's, an agent's) are for its ferry.yaml to exclude.
 func excludedType(gr string) string {
-	if reason := excludedResources[gr]; reason != "" {
-		return reason
-	}
-	if strings.HasSuffix(gr, ".kwok.x-k8s.io") {
-		return "kwok's configuration of the simulated kubelets belongs to the cluster's own nodes"
-	}
-	return ""
+	return excludedResources[gr]
 }
 
 // systemNamespaces exist on every cluster; their Namespace objects do not move (their contents do).

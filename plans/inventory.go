@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrykube/ferry/plans/config"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,7 +35,7 @@ type Clients struct {
 
 // Options tune planning.
 type Options struct {
-	Config Config
+	Config config.Planning
 	// Context names the source in the plan.
 	Context string
 	// Concurrency is how many resource types are listed at once (default 8).
@@ -225,7 +226,7 @@ type selector struct {
 	labels       labels.Selector
 }
 
-func newSelector(cfg Config) (*selector, error) {
+func newSelector(cfg config.Planning) (*selector, error) {
 	set := func(items []string) map[string]bool {
 		if len(items) == 0 || slices.Contains(items, "*") {
 			return nil
@@ -383,7 +384,7 @@ var alwaysRead = []schema.GroupResource{
 // Readable lists the resource types a backup with cfg lists cluster-wide: every served type that
 // may move (not left out by type nor by cfg's resources), and alwaysRead; sorted. A
 // least-privilege identity for backups (a schedule's) may get and list these and no more.
-func Readable(dc discovery.DiscoveryInterface, cfg Config) ([]schema.GroupResource, error) {
+func Readable(dc discovery.DiscoveryInterface, cfg config.Planning) ([]schema.GroupResource, error) {
 	served, err := discover(dc, &Plan{})
 	if err != nil {
 		return nil, err
@@ -500,7 +501,7 @@ func countCRs(p *Plan) {
 type Filter struct{ sel *selector }
 
 // NewFilter makes the filter of a configuration.
-func NewFilter(cfg Config) (*Filter, error) {
+func NewFilter(cfg config.Planning) (*Filter, error) {
 	sel, err := newSelector(cfg)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans/config"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -146,8 +147,8 @@ func excludedFor(p *Plan, gr, name string) string {
 // configuration names that is not found.
 func TestInventory(t *testing.T) {
 	cl, _ := fakeClients("blue", "v1.37.2", nil, source()...)
-	cfg := Config{Include: Selection{Namespaces: []string{"shop"}},
-		Databases: []Database{{Name: "db", Engine: "mysql", Namespace: "shop", Workload: "statefulset/mariadb"}}}
+	cfg := config.Planning{Include: config.Selection{Namespaces: []string{"shop"}},
+		Databases: []config.Database{{Name: "db", Engine: "mysql", Namespace: "shop", Workload: "statefulset/mariadb"}}}
 	p, err := Inventory(context.Background(), cl, Options{Config: cfg, Context: "blue", PageSize: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +213,7 @@ func TestInventory(t *testing.T) {
 // never namespaces nor CRDs, which carry what the selected objects need.
 func TestInventoryLabelSelector(t *testing.T) {
 	cl, _ := fakeClients("blue", "v1.37.2", nil, source()...)
-	p, err := Inventory(context.Background(), cl, Options{Config: Config{Include: Selection{Namespaces: []string{"shop"}, LabelSelector: "app=shop"}}})
+	p, err := Inventory(context.Background(), cl, Options{Config: config.Planning{Include: config.Selection{Namespaces: []string{"shop"}, LabelSelector: "app=shop"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestInventoryLabelSelector(t *testing.T) {
 			t.Errorf("%s left out by labels", gr)
 		}
 	}
-	if _, err := Inventory(context.Background(), cl, Options{Config: Config{Include: Selection{LabelSelector: "app in (("}}}); err == nil {
+	if _, err := Inventory(context.Background(), cl, Options{Config: config.Planning{Include: config.Selection{LabelSelector: "app in (("}}}); err == nil {
 		t.Error("a bad label selector was taken")
 	}
 }
@@ -269,7 +270,7 @@ func TestInventoryDiscovery(t *testing.T) {
 // TestFilterAgreesWithInventory: the filter a backup applies to live objects leaves out what the
 // plan left out, for the same reasons.
 func TestFilterAgreesWithInventory(t *testing.T) {
-	cfg := Config{Include: Selection{Namespaces: []string{"shop"}}, Exclude: Selection{Resources: []string{"persistentvolumeclaims"}}}
+	cfg := config.Planning{Include: config.Selection{Namespaces: []string{"shop"}}, Exclude: config.Selection{Resources: []string{"persistentvolumeclaims"}}}
 	f, err := NewFilter(cfg)
 	if err != nil {
 		t.Fatal(err)

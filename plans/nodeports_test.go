@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans/config"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,7 +51,7 @@ func TestCheckNodePorts(t *testing.T) {
 		&unstructured.Unstructured{Object: service(t, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"a2"},"spec":{"ports":[{"port":80,"nodePort":30081}]}}`)},
 	}
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{servicesGVR: "ServiceList"}, target...)
-	p := &Plan{Config: Config{NamespaceMap: map[string]string{"a": "a2"}}, NodePorts: []NodePort{
+	p := &Plan{Config: config.Planning{NamespaceMap: map[string]string{"a": "a2"}}, NodePorts: []NodePort{
 		{Namespace: "a", Service: "front", Port: "http", NodePort: 30080}, // held by another service: blocks
 		{Namespace: "a", Service: "web", Port: "http", NodePort: 30081},   // its own, restored before
 		{Namespace: "a", Service: "api", Port: "http", NodePort: 30082},   // free

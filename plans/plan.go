@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans/config"
 	"sigs.k8s.io/yaml"
 )
 
@@ -28,8 +29,10 @@ type Plan struct {
 	CreatedAt  time.Time `json:"createdAt"`
 	Source     Cluster   `json:"source"`
 	Target     *Cluster  `json:"target,omitempty"`
-	// Config is the effective configuration: ferry.yaml merged with its preset and the flags.
-	Config Config `json:"config"`
+	// Config is the effective configuration: ferry.yaml merged with its preset and the flags, all
+	// but the run's traffic and rollout settings, which a plan (and a backup's manifest) does not
+	// hold.
+	Config config.Planning `json:"config"`
 	// Resources are the resource types that move, in restore order.
 	Resources []Resource    `json:"resources"`
 	Waves     []Wave        `json:"waves"`
@@ -262,16 +265,23 @@ func ReadFile(path string) (*Plan, error) {
 	if err != nil {
 		return nil, badinput.Errorf("plan: %w", err)
 	}
-	var p Plan
-	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+	// A plan file an older ferry wrote holds the whole ferry.yaml, traffic and rollout too: read
+	// strictly as such, and kept without them.
+	var file struct {
+		Plan
+		Config config.Config `json:"config"`
+	}
+	if err := yaml.UnmarshalStrict(data, &file); err != nil {
 		return nil, badinput.Errorf("%s: %v", path, err)
 	}
+	p := file.Plan
 	if p.APIVersion != APIVersion || p.Kind != Kind {
 		return nil, badinput.Errorf("%s: not a ferry plan (apiVersion %q, kind %q; want %s %s)", path, p.APIVersion, p.Kind, APIVersion, Kind)
 	}
-	if err := p.Config.Validate(); err != nil {
+	if err := file.Config.Validate(); err != nil {
 		return nil, badinput.Errorf("%s: config.%w", path, err)
 	}
+	p.Config = file.Config.Planning
 	return &p, nil
 }
 

@@ -5,17 +5,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 // seedPlans are plan files as ferry plan writes them (YAML and JSON), of the shipped presets.
 func seedPlans(f *testing.F) [][]byte {
 	var out [][]byte
-	for _, name := range Presets() {
-		cfg, err := LoadPreset(name)
+	for _, name := range config.Presets() {
+		cfg, err := config.LoadPreset(name)
 		if err != nil {
 			f.Fatal(err)
 		}
-		p := &Plan{APIVersion: APIVersion, Kind: Kind, Config: cfg, Source: Cluster{Context: "blue", Server: "https://blue:6443"},
+		p := &Plan{APIVersion: APIVersion, Kind: Kind, Config: cfg.Planning, Source: Cluster{Context: "blue", Server: "https://blue:6443"},
 			Resources: []Resource{{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespaced: true, Count: 2}}}
 		for _, format := range []string{"yaml", "json"} {
 			data, err := p.Marshal(format)
@@ -51,23 +53,6 @@ func FuzzPlanFile(f *testing.F) {
 		p.Blocking()
 		if _, err := p.Marshal("yaml"); err != nil {
 			t.Fatalf("a plan read from a file does not render: %v", err)
-		}
-	})
-}
-
-// FuzzConfig: no ferry.yaml makes ParseConfig panic, and every error names the file.
-func FuzzConfig(f *testing.F) {
-	for _, name := range Presets() {
-		data, err := presetFiles.ReadFile("presets/" + name + ".yaml")
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Add([]byte("databases:\n- name: kfp\n  engine: mysql\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, err := ParseConfig("ferry.yaml", data); err != nil && !strings.Contains(err.Error(), "ferry.yaml") {
-			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
 }

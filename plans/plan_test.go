@@ -7,14 +7,15 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 func TestPlanFileRoundTrip(t *testing.T) {
-	cfg, err := LoadPreset("kubeflow")
+	cfg, err := config.LoadPreset("kubeflow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Plan{APIVersion: APIVersion, Kind: Kind, Config: cfg,
+	p := &Plan{APIVersion: APIVersion, Kind: Kind, Config: cfg.Planning,
 		Resources: []Resource{{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Wave: WaveConfig, Count: 2, Bytes: 100,
 			Namespaces: map[string]Count{"kubeflow": {Count: 2, Bytes: 100}}}},
 		Excluded: []Exclusion{{Resource: "nodes", Count: 2, Reason: "nodes belong to the cluster they run in"}},
@@ -33,7 +34,7 @@ func TestPlanFileRoundTrip(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if got.Resources[0].Namespaces["kubeflow"].Count != 2 || len(got.Config.Databases) != 2 || len(got.Blocking()) != 1 ||
-			!got.Config.Platform.clusterScoped() || len(got.Config.State.Objects) != 2 ||
+			!got.Config.Platform.IsClusterScoped() || len(got.Config.State.Objects) != 2 ||
 			got.Upgrade == nil || len(got.Upgrade.Stranded) != 1 || got.Upgrade.Release.CRDsRemoved[0].StateObjects != 1 {
 			t.Fatalf("%s: read back %+v", name, got)
 		}
@@ -69,5 +70,50 @@ func TestOlder(t *testing.T) {
 		if got := older(tc.a, tc.b); got != tc.want {
 			t.Errorf("older(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// A plan file an older ferry wrote holds the run's traffic and rollout settings in its config: it
+// reads (strictly, its settings checked), and the plan keeps none of them.
+func TestOlderPlanFileWithTrafficAndRollout(t *testing.T) {
+	old := `apiVersion: ferry.dev/v1alpha1
+kind: Plan
+createdAt: "2026-01-05T10:00:00Z"
+source: {context: blue, server: "https://blue:6443", version: v1.35.0}
+config:
+  include: {namespaces: [shop]}
+  traffic:
+    type: haproxy
+    haproxy: {address: "127.0.0.1:9999", backend: web, blueServer: blue, greenServer: green}
+  rollout: {steps: [50, 100], soak: 30s}
+resources: []
+waves: []
+excluded: []
+estimate: {}
+`
+	path := filepath.Join(t.TempDir(), "plan.yaml")
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Config.Include.Namespaces) != 1 || p.Config.Include.Namespaces[0] != "shop" {
+		t.Errorf("config read back as %+v", p.Config)
+	}
+	again, err := p.Marshal("json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(again), "traffic") || strings.Contains(string(again), "rollout") {
+		t.Errorf("the plan keeps the run's settings: %s", again)
+	}
+	bad := strings.Replace(old, "steps: [50, 100]", "steps: [50, 10]", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); !badinput.Is(err) || !strings.Contains(err.Error(), "config.rollout.steps") {
+		t.Errorf("bad rollout steps in an older plan file: %v", err)
 	}
 }

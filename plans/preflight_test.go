@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans/config"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -52,14 +53,14 @@ func TestPreflight(t *testing.T) {
 		{name: "type from a CRD of the plan", leaveOut: []string{"widgets"}, plan: Plan{Resources: []Resource{widgets}, CRDs: []CRD{{Name: "widgets.example.com"}}}},
 		{name: "storage class missing", plan: Plan{Volumes: []Volume{fast}}, objs: []runtime.Object{class("standard", true)},
 			want: []finding{{Blocking, "storageclass fast", "the target has no storage class fast; 1 claim uses it (e.g. shop/data); create it or map it with --storage-class-map fast=OTHER"}}},
-		{name: "storage class mapped", plan: Plan{Volumes: []Volume{fast}, Config: Config{StorageClassMap: map[string]string{"fast": "standard"}}},
+		{name: "storage class mapped", plan: Plan{Volumes: []Volume{fast}, Config: config.Planning{StorageClassMap: map[string]string{"fast": "standard"}}},
 			objs: []runtime.Object{class("standard", false)}},
 		{name: "no default class", plan: Plan{Volumes: []Volume{noClass}}, objs: []runtime.Object{class("standard", false)},
 			want: []finding{{Blocking, "storageclass (default)", "1 claim uses the default storage class, and the target has none"}}},
 		{name: "default class", plan: Plan{Volumes: []Volume{noClass}}, objs: []runtime.Object{class("standard", true)}},
 		{name: "namespace exists", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{object("v1", "Namespace", "", "shop")},
 			want: []finding{{Warning, "namespace shop", "already exists on the target"}}},
-		{name: "mapped namespace exists", plan: Plan{Resources: []Resource{configMaps}, Config: Config{NamespaceMap: map[string]string{"shop": "shop-green"}}},
+		{name: "mapped namespace exists", plan: Plan{Resources: []Resource{configMaps}, Config: config.Planning{NamespaceMap: map[string]string{"shop": "shop-green"}}},
 			objs: []runtime.Object{object("v1", "Namespace", "", "shop"), object("v1", "Namespace", "", "shop-green")},
 			want: []finding{{Warning, "namespace shop-green", "already exists on the target"}}},
 		{name: "webhook fails closed", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{webhook("Fail")},

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferrykube/ferry/plans/config"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -91,7 +92,7 @@ type QuotaCheck struct {
 	Dynamic dynamic.Interface
 	// Cluster names it in findings ("source", "target").
 	Cluster string
-	Mover   Mover
+	Mover   config.Mover
 	// Source, when set, stands in for namespaces the cluster does not have yet (a migration's
 	// restore makes them from the source's objects, quotas included): their quotas and ranges are
 	// read from namespace SourceNamespace(ns) there, with the source's usage, which the restored
@@ -231,7 +232,7 @@ func perMover(name string, pod corev1.ResourceRequirements) (per *resource.Quant
 	case strings.HasPrefix(name, "limits."):
 		list, base = pod.Limits, strings.TrimPrefix(name, "limits.")
 	}
-	if !slices.Contains(moverResourceNames, base) && !strings.HasPrefix(base, "hugepages-") {
+	if !slices.Contains(config.MoverResourceNames, base) && !strings.HasPrefix(base, "hugepages-") {
 		return nil, false
 	}
 	q, ok := list[corev1.ResourceName(base)]

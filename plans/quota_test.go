@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans/config"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,7 +19,7 @@ func TestQuotaShortOfMovers(t *testing.T) {
 		}
 		return out
 	}
-	pod := Mover{}.PodResources(nil) // 100m 128Mi / 1 512Mi
+	pod := config.Mover{}.PodResources(nil) // 100m 128Mi / 1 512Mi
 	defaults := []corev1.LimitRange{{Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, Default: list("ephemeral-storage", "1Gi")}}}}}
 	for _, tc := range []struct {
 		name       string

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,7 +49,7 @@ func TestReadable(t *testing.T) {
 		}
 		return out
 	}
-	got, err := Readable(dc, Config{})
+	got, err := Readable(dc, config.Planning{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestReadable(t *testing.T) {
 			t.Errorf("Readable = %v: %s", names(got), r)
 		}
 	}
-	got, err = Readable(dc, Config{Exclude: Selection{Resources: []string{"widgets.example.com", "deployments"}}})
+	got, err = Readable(dc, config.Planning{Exclude: config.Selection{Resources: []string{"widgets.example.com", "deployments"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestListTypeForbidden(t *testing.T) {
 	dyn.PrependReactor("list", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: a.GetResource().Resource}, "", nil)
 	})
-	sel, err := newSelector(Config{})
+	sel, err := newSelector(config.Planning{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,141 +1,11 @@
 package plans
 
 import (
-	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ferrykube/ferry/plans/config"
 )
-
-// ReleasePart is ferry.yaml's platform or state section, which an upgrade (ferry plan --upgrade)
-// reads: platform is what green's new release installs and ferry leaves as green has it; state is
-// what moves from blue. Tenants (the tenants resource and everything in their namespaces), the
-// databases and buckets with their claims and Secrets are state without being listed.
-type ReleasePart struct {
-	// Namespaces: every object in them, and the Namespace objects themselves.
-	Namespaces []string `yaml:"namespaces,omitempty" json:"namespaces,omitempty"`
-	// Resources: every object of these types, wherever it lives ("profiles.kubeflow.org").
-	Resources []string `yaml:"resources,omitempty" json:"resources,omitempty"`
-	// Objects are single objects: the exceptions inside the other side's namespaces and types
-	// (a database's claim in the platform's namespace).
-	Objects []ObjectNames `yaml:"objects,omitempty" json:"objects,omitempty"`
-	// ClusterScoped claims every cluster-scoped object no rule gives to the other side (a
-	// release's CRDs, cluster roles, webhooks). Unset on both sides, they are state.
-	ClusterScoped *bool `yaml:"clusterScoped,omitempty" json:"clusterScoped,omitempty"`
-}
-
-// ObjectNames names objects of one resource type in one namespace ("" for cluster-scoped ones).
-type ObjectNames struct {
-	Resource  string   `yaml:"resource" json:"resource"`
-	Namespace string   `yaml:"namespace,omitempty" json:"namespace,omitempty"`
-	Names     []string `yaml:"names" json:"names"`
-	Why       string   `yaml:"why,omitempty" json:"why,omitempty"`
-}
-
-// IsZero reports an empty section (so that it is left out of plans and ferry.yaml alike).
-func (r ReleasePart) IsZero() bool {
-	return len(r.Namespaces) == 0 && len(r.Resources) == 0 && len(r.Objects) == 0 && r.ClusterScoped == nil
-}
-
-func (r ReleasePart) merge(over ReleasePart) ReleasePart {
-	out := ReleasePart{
-		Namespaces:    appendNew(r.Namespaces, over.Namespaces),
-		Resources:     appendNew(r.Resources, over.Resources),
-		Objects:       append(append([]ObjectNames(nil), r.Objects...), over.Objects...),
-		ClusterScoped: r.ClusterScoped,
-	}
-	if over.ClusterScoped != nil {
-		out.ClusterScoped = over.ClusterScoped
-	}
-	return out
-}
-
-func appendNew(a, b []string) []string {
-	out := append([]string(nil), a...)
-	for _, s := range b {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func (r ReleasePart) clusterScoped() bool { return r.ClusterScoped != nil && *r.ClusterScoped }
-
-// validateRelease checks the platform and state sections, each alone and against the other: one
-// namespace, type or object on both sides would make the other side's rule meaningless.
-func (c Config) validateRelease(bad func(field, format string, args ...any)) {
-	parts := []struct {
-		field string
-		part  ReleasePart
-	}{{"platform", c.Platform}, {"state", c.State}}
-	for _, p := range parts {
-		for i, ns := range p.part.Namespaces {
-			if !dnsLabel.MatchString(ns) {
-				bad(fmt.Sprintf("%s.namespaces[%d]", p.field, i), "%q is not a namespace name", ns)
-			}
-		}
-		for i, r := range p.part.Resources {
-			if !validResource(r) {
-				bad(fmt.Sprintf("%s.resources[%d]", p.field, i), "%q is not a resource such as configmaps or profiles.kubeflow.org", r)
-			}
-			if c.Tenants != nil && p.field == "platform" && sameResource(r, c.Tenants.Resource) {
-				bad(fmt.Sprintf("%s.resources[%d]", p.field, i), "%q is the tenants resource, which is state", r)
-			}
-		}
-		for i, o := range p.part.Objects {
-			f := fmt.Sprintf("%s.objects[%d]", p.field, i)
-			if !validResource(o.Resource) {
-				bad(f+".resource", "%q is not a resource such as secrets or persistentvolumeclaims", o.Resource)
-			}
-			if o.Namespace != "" && !dnsLabel.MatchString(o.Namespace) {
-				bad(f+".namespace", "%q is not a namespace name", o.Namespace)
-			}
-			if len(o.Names) == 0 {
-				bad(f+".names", "missing")
-			}
-			for j, n := range o.Names {
-				if n == "" || strings.ContainsAny(n, " /") {
-					bad(fmt.Sprintf("%s.names[%d]", f, j), "%q is not an object name", n)
-				}
-			}
-		}
-	}
-	for i, ns := range c.State.Namespaces {
-		if slices.Contains(c.Platform.Namespaces, ns) {
-			bad(fmt.Sprintf("state.namespaces[%d]", i), "%q is in platform.namespaces too", ns)
-		}
-	}
-	for i, r := range c.State.Resources {
-		if slices.ContainsFunc(c.Platform.Resources, func(p string) bool { return sameResource(p, r) }) {
-			bad(fmt.Sprintf("state.resources[%d]", i), "%q is in platform.resources too", r)
-		}
-	}
-	for i, o := range c.State.Objects {
-		for _, n := range o.Names {
-			if slices.ContainsFunc(c.Platform.Objects, func(p ObjectNames) bool {
-				return sameResource(p.Resource, o.Resource) && p.Namespace == o.Namespace && slices.Contains(p.Names, n)
-			}) {
-				bad(fmt.Sprintf("state.objects[%d]", i), "%s %s is in platform.objects too", o.Resource, strings.TrimPrefix(o.Namespace+"/"+n, "/"))
-			}
-		}
-	}
-	if c.State.clusterScoped() && c.Platform.clusterScoped() {
-		bad("state.clusterScoped", "platform.clusterScoped is set too: cluster-scoped objects belong to one side")
-	}
-}
-
-func validResource(r string) bool { return r != "" && !strings.ContainsAny(r, " /") }
-
-// sameResource compares resource names as ferry.yaml writes them: "secrets", "Secrets",
-// "deployments.apps".
-func sameResource(a, b string) bool { return strings.EqualFold(a, b) }
-
-// matchesResource reports whether a resource name of ferry.yaml names the type gr
-// ("deployments.apps"): by its full name, or by its plural alone.
-func matchesResource(rule, gr string) bool {
-	plural, _, _ := strings.Cut(gr, ".")
-	return strings.EqualFold(rule, gr) || strings.EqualFold(rule, plural)
-}
 
 // Side is where an object belongs in an upgrade.
 type Side string
@@ -152,7 +22,7 @@ const (
 // platform and state sections, the tenants and their namespaces, and the data items' claims and
 // Secrets, most specific first.
 type Sides struct {
-	platform, state ReleasePart
+	platform, state config.ReleasePart
 	tenantsResource string
 	// tenants are the tenants' namespaces, by the tenant owning each.
 	tenants map[string]string
@@ -167,7 +37,7 @@ type sideRule struct {
 
 // NewSides makes the sides of cfg for a cluster whose tenants and data items (databases and
 // buckets, found or not) are these.
-func NewSides(cfg Config, tenants []Tenant, data []DataItem) *Sides {
+func NewSides(cfg config.Planning, tenants []Tenant, data []DataItem) *Sides {
 	s := &Sides{platform: cfg.Platform, state: cfg.State, tenants: map[string]string{}}
 	if cfg.Tenants != nil {
 		s.tenantsResource = cfg.Tenants.Resource
@@ -178,7 +48,7 @@ func NewSides(cfg Config, tenants []Tenant, data []DataItem) *Sides {
 	// Listed objects come first: what the user wrote wins over what ferry derives.
 	for _, part := range []struct {
 		side Side
-		p    ReleasePart
+		p    config.ReleasePart
 	}{{State, cfg.State}, {Platform, cfg.Platform}} {
 		for _, o := range part.p.Objects {
 			why := o.Why
@@ -234,7 +104,7 @@ type NamedObject struct {
 // named namespace/name is, and why. namespace is "" for cluster-scoped objects.
 func (s *Sides) Of(gr, namespace, name string) (Side, string) {
 	for _, r := range s.objects {
-		if r.name == name && r.namespace == namespace && matchesResource(r.resource, gr) {
+		if r.name == name && r.namespace == namespace && config.MatchesResource(r.resource, gr) {
 			return r.side, r.why
 		}
 	}
@@ -246,22 +116,22 @@ func (s *Sides) Of(gr, namespace, name string) (Side, string) {
 // names (see Of). byResource is true when the type decided, not the namespace. For "namespaces",
 // namespace is the Namespace object's name.
 func (s *Sides) Cell(gr, namespace string) (side Side, why string, byResource bool) {
-	if s.tenantsResource != "" && matchesResource(s.tenantsResource, gr) {
+	if s.tenantsResource != "" && config.MatchesResource(s.tenantsResource, gr) {
 		return State, "the tenants", true
 	}
 	for _, p := range []struct {
 		side Side
-		p    ReleasePart
+		p    config.ReleasePart
 	}{{State, s.state}, {Platform, s.platform}} {
-		if slices.ContainsFunc(p.p.Resources, func(r string) bool { return matchesResource(r, gr) }) {
+		if slices.ContainsFunc(p.p.Resources, func(r string) bool { return config.MatchesResource(r, gr) }) {
 			return p.side, "listed in " + string(p.side) + ".resources", true
 		}
 	}
 	if namespace == "" {
 		switch {
-		case s.state.clusterScoped():
+		case s.state.IsClusterScoped():
 			return State, "cluster-scoped (state.clusterScoped)", false
-		case s.platform.clusterScoped():
+		case s.platform.IsClusterScoped():
 			return Platform, "cluster-scoped, of the release (platform.clusterScoped)", false
 		}
 		return State, "not part of the release", false

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -221,7 +222,7 @@ func findNamed(ctx context.Context, dyn dynamic.Interface, served []servedResour
 func servedLoosely(served []servedResource, name string) (servedResource, bool) {
 	for _, exact := range []bool{true, false} {
 		for _, r := range served {
-			if (exact && strings.EqualFold(r.groupResource(), name)) || (!exact && matchesResource(name, r.groupResource())) {
+			if (exact && strings.EqualFold(r.groupResource(), name)) || (!exact && config.MatchesResource(name, r.groupResource())) {
 				return r, true
 			}
 		}
@@ -230,7 +231,7 @@ func servedLoosely(served []servedResource, name string) (servedResource, bool) 
 }
 
 // tenantsOf lists the tenants of a cluster (none when it does not serve the tenants resource).
-func tenantsOf(ctx context.Context, cl Clients, cfg Config) ([]Tenant, error) {
+func tenantsOf(ctx context.Context, cl Clients, cfg config.Planning) ([]Tenant, error) {
 	if cfg.Tenants == nil {
 		return nil, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 func TestCompareReleases(t *testing.T) {
@@ -68,11 +70,11 @@ func TestCompareReleases(t *testing.T) {
 }
 
 func TestPlatformOfKeepsTheReleaseOnly(t *testing.T) {
-	cfg, err := LoadPreset("kubeflow")
+	cfg, err := config.LoadPreset("kubeflow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewSides(cfg, []Tenant{{Name: "alice", Namespace: "alice"}}, nil)
+	s := NewSides(cfg.Planning, []Tenant{{Name: "alice", Namespace: "alice"}}, nil)
 	r := s.PlatformOf(Release{
 		Namespaces: []string{"alice", "kubeflow", "default", "kubeflow-system"},
 		CRDs:       []CRD{{Name: "notebooks.kubeflow.org"}},
@@ -87,11 +89,11 @@ func TestPlatformOfKeepsTheReleaseOnly(t *testing.T) {
 }
 
 func TestSideItems(t *testing.T) {
-	cfg, err := LoadPreset("kubeflow")
+	cfg, err := config.LoadPreset("kubeflow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Plan{Config: cfg, Resources: []Resource{
+	p := &Plan{Config: cfg.Planning, Resources: []Resource{
 		{Version: "v1", Resource: "namespaces", Kind: "Namespace", Count: 3},
 		{Version: "v1", Resource: "persistentvolumeclaims", Namespaced: true, Count: 4, Namespaces: map[string]Count{"kubeflow": {Count: 2}, "alice": {Count: 2}}},
 		{Version: "v1", Resource: "secrets", Namespaced: true, Count: 3, Namespaces: map[string]Count{"kubeflow": {Count: 3}}},
@@ -99,7 +101,7 @@ func TestSideItems(t *testing.T) {
 		{Group: "kubeflow.org", Version: "v1", Resource: "profiles", Count: 1},
 		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles", Count: 7},
 	}}
-	s := NewSides(cfg, []Tenant{{Name: "alice", Namespace: "alice"}}, nil)
+	s := NewSides(cfg.Planning, []Tenant{{Name: "alice", Namespace: "alice"}}, nil)
 	named := []NamedObject{
 		{Resource: "persistentvolumeclaims", Namespace: "kubeflow", Name: "mysql-pv-claim", Side: State, Why: "holds database kfp-mysql"},
 		{Resource: "secrets", Namespace: "kubeflow", Name: "mysql-secret", Side: State, Why: "credentials of database kfp-mysql"},
@@ -185,14 +187,14 @@ func TestChooseVersion(t *testing.T) {
 }
 
 func TestPlacement(t *testing.T) {
-	cfg, err := LoadPreset("kubeflow")
+	cfg, err := config.LoadPreset("kubeflow")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if PlacementOf(&Plan{Config: cfg}) != nil {
+	if PlacementOf(&Plan{Config: cfg.Planning}) != nil {
 		t.Error("a plan without an upgrade section has a placement")
 	}
-	p := &Plan{Config: cfg, Tenants: []Tenant{{Name: "alice", Namespace: "alice"}},
+	p := &Plan{Config: cfg.Planning, Tenants: []Tenant{{Name: "alice", Namespace: "alice"}},
 		Databases: []DataItem{{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Volumes: []string{"mysql-pv-claim"}, Secret: "mysql-secret"}},
 		Upgrade:   &Upgrade{LeaveBehind: []string{"pytorchjobs.kubeflow.org"}}}
 	pl := PlacementOf(p)

@@ -3,8 +3,11 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -199,5 +202,35 @@ func TestPutAgainReplacesTheStream(t *testing.T) {
 	}
 	if len(m.Streams) != 1 || m.Streams[0].Bytes != int64(len("the whole stream")) || m.Totals.StoredBytes != m.Streams[0].Bytes {
 		t.Errorf("streams %+v, stored bytes %d: want the last put only", m.Streams, m.Totals.StoredBytes)
+	}
+}
+
+// A manifest written before a plan left the run's traffic and rollout settings out (its plan's
+// config holds them) still reads: its plan keeps what it selected and where its data lives, and
+// none of the run's settings.
+func TestManifestWithTheRunsSettingsReads(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "manifest-v4-traffic.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := DecodeManifest(f, "run-20261101-090000-abc123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := m.Plan.Config
+	if len(cfg.Include.Namespaces) != 1 || len(cfg.Databases) != 1 || cfg.Databases[0].Workload != "statefulset/mariadb" ||
+		cfg.StorageClassMap["gp3"] != "standard" || len(m.Objects) != 1 {
+		t.Fatalf("manifest read back as %+v, plan config %+v", m, cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("its plan's configuration: %v", err)
+	}
+	again, err := json.Marshal(m.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(again), "traffic") || strings.Contains(string(again), "rollout") || strings.Contains(string(again), "LB_TOKEN") {
+		t.Errorf("the plan keeps the run's settings: %s", again)
 	}
 }

@@ -193,7 +193,7 @@ func (m Mapping) StorageClass(class string) string {
 }
 
 // Inverse maps back what m mapped: the target's names to the source's. Namespaces map one to one
-// (plans.CheckNamespaceMap refuses two made one, in flags and ferry.yaml alike); a storage class
+// (config.CheckNamespaceMap refuses two made one, in flags and ferry.yaml alike); a storage class
 // that several classes were mapped to has no single way back and is left as it is.
 func (m Mapping) Inverse() Mapping {
 	out := Mapping{Namespaces: map[string]string{}, StorageClasses: map[string]string{}}

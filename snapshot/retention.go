@@ -1,14 +1,10 @@
 package snapshot
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,7 +82,7 @@ type Entry struct {
 	LastWrite time.Time `json:"lastWrite"`
 	// Running is set for a backup in state Running (its heartbeat is fresh).
 	Running bool `json:"running,omitempty"`
-	// Runs are the migration runs whose journals reference the backup.
+	// Runs are the migration runs that pinned the backup (PinBackup).
 	Runs []string `json:"runs,omitempty"`
 }
 
@@ -220,7 +216,7 @@ func History(ctx context.Context, store storage.Backend, now time.Time) ([]Entry
 	}
 	out := make([]Entry, 0, len(sts))
 	for _, st := range sts {
-		e := Entry{Name: st.Name, State: st.State, Time: st.FirstWrite, LastWrite: st.LastWrite, Running: st.State == Running}
+		e := Entry{Name: st.Name, State: st.State, Time: st.FirstWrite, LastWrite: st.LastWrite, Running: st.State == Running, Runs: st.Pins}
 		switch st.State {
 		case Complete:
 			e.Schedule = st.Head.Schedule
@@ -284,93 +280,4 @@ func Resolve(ctx context.Context, store storage.Backend, ref string) (string, er
 // IsLatestRef reports whether ref is resolved by Resolve rather than a backup name.
 func IsLatestRef(ref string) bool {
 	return ref == LatestRef || strings.HasPrefix(ref, LatestRef+":")
-}
-
-// RunsPrefix is where migration run journals live: metadata/ferry/runs/<id>/.
-const RunsPrefix = "metadata/ferry/runs/"
-
-// Referenced reports whether a file of a run journal references the backup: whether any string
-// value of the JSON document, at any depth, equals the backup's name. A document that is not
-// valid JSON references the backup when it holds the name in double quotes, so that nothing a
-// run may need is taken for unused. Prune keeps what it references; migrate uses the same rule.
-func Referenced(journal []byte, backup string) bool {
-	return slices.Contains(referencedNames(journal, []string{backup}), backup)
-}
-
-func referencedNames(doc []byte, names []string) []string {
-	var v any
-	if err := json.Unmarshal(doc, &v); err != nil {
-		var out []string
-		for _, n := range names {
-			if quoted, _ := json.Marshal(n); bytes.Contains(doc, quoted) {
-				out = append(out, n)
-			}
-		}
-		return out
-	}
-	strs := map[string]bool{}
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case string:
-			strs[v] = true
-		case []any:
-			for _, x := range v {
-				walk(x)
-			}
-		case map[string]any:
-			for _, x := range v {
-				walk(x)
-			}
-		}
-	}
-	walk(v)
-	var out []string
-	for _, n := range names {
-		if strs[n] {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// RunReferences reads every JSON file of every run journal in storage and returns, for each of
-// the backups one references, the ids of the runs that do, sorted.
-func RunReferences(ctx context.Context, store storage.Backend, backups []string) (map[string][]string, error) {
-	refs := map[string][]string{}
-	var keys []string
-	if err := store.List(ctx, RunsPrefix, func(o storage.ObjectInfo) error {
-		if strings.HasSuffix(o.Key, ".json") {
-			keys = append(keys, o.Key)
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("list run journals: %w", err)
-	}
-	for _, key := range keys {
-		run, _, _ := strings.Cut(strings.TrimPrefix(key, RunsPrefix), "/")
-		data, err := readAll(ctx, store, key)
-		if errors.Is(err, storage.ErrNotExist) {
-			continue // removed since the listing
-		}
-		if err != nil {
-			return nil, fmt.Errorf("run journal %s: %w", key, err)
-		}
-		for _, name := range referencedNames(data, backups) {
-			if !slices.Contains(refs[name], run) {
-				refs[name] = append(refs[name], run)
-				slices.Sort(refs[name])
-			}
-		}
-	}
-	return refs, nil
-}
-
-func readAll(ctx context.Context, store storage.Reader, key string) ([]byte, error) {
-	rc, err := store.Get(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return io.ReadAll(rc)
 }

@@ -236,28 +236,7 @@ func TestPolicyCheck(t *testing.T) {
 	}
 }
 
-func TestReferenced(t *testing.T) {
-	journal := []byte(`{"id":"r1","state":"backed-up","steps":[{"name":"backup","backup":"nightly-20260310-020000","n":3}],
-		"note":{"deep":["x","nightly-1"]},"count":20260310}`)
-	for name, want := range map[string]bool{
-		"nightly-20260310-020000": true,
-		"nightly-1":               true,  // in an array in an object
-		"nightly-10":              false, // a prefix of nothing, not a substring match
-		"nightly":                 false,
-		"20260310":                false, // a number, not a string
-		"backed-up":               true,  // any string field counts
-	} {
-		if got := Referenced(journal, name); got != want {
-			t.Errorf("Referenced(%q) = %v, want %v", name, got, want)
-		}
-	}
-	torn := []byte(`{"backup":"nightly-20260310-020000","state":`)
-	if !Referenced(torn, "nightly-20260310-020000") || Referenced(torn, "nightly-2026") {
-		t.Error("a file that is not JSON references the names it holds in quotes, and only those")
-	}
-}
-
-// History, Latest, Resolve and RunReferences read a folder of synthetic backups.
+// History, Latest, Resolve and the runs' pins read a folder of synthetic backups.
 func TestHistoryAndLatest(t *testing.T) {
 	ctx := context.Background()
 	store, err := storage.NewFile(t.TempDir())
@@ -285,9 +264,14 @@ func TestHistoryAndLatest(t *testing.T) {
 	manifest("by-hand", "", at("2026-03-09T04:00"))
 	put(Prefix("nightly-20260310-020000")+ClaimFile, map[string]any{"name": "nightly-20260310-020000"})
 	put(Prefix("old-velero")+VeleroFile, map[string]any{"kind": "Backup"})
-	put(RunsPrefix+"run-1/journal.json", map[string]any{"backup": "nightly-20260308-020000"})
-	put(RunsPrefix+"run-1/notes.txt", "by-hand") // not JSON by name: not read
-	put(RunsPrefix+"run-2/steps/3.json", []any{"by-hand", 1})
+	for _, p := range []struct{ backup, run string }{{"nightly-20260308-020000", "run-1"}, {"by-hand", "run-2"}, {"by-hand", "run-1"}, {"by-hand", "run-2"}} {
+		if err := PinBackup(ctx, store, p.backup, p.run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := PinBackup(ctx, store, "by-hand", "../run-3", time.Now()); err == nil {
+		t.Error("a pin for a run named ../run-3 was written")
+	}
 
 	entries, err := History(ctx, store, time.Now())
 	if err != nil {
@@ -340,12 +324,22 @@ func TestHistoryAndLatest(t *testing.T) {
 		}
 	}
 
-	refs, err := RunReferences(ctx, store, []string{"nightly-20260308-020000", "by-hand", "hourly-20260309-050000"})
+	entries, err = History(ctx, store, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{"nightly-20260308-020000": {"run-1"}, "by-hand": {"run-2"}}
-	if len(refs) != len(want) || !slices.Equal(refs["nightly-20260308-020000"], want["nightly-20260308-020000"]) || !slices.Equal(refs["by-hand"], want["by-hand"]) {
-		t.Errorf("run references: %v, want %v", refs, want)
+	want := map[string][]string{"nightly-20260308-020000": {"run-1"}, "by-hand": {"run-1", "run-2"}}
+	for _, e := range entries {
+		if !slices.Equal(e.Runs, want[e.Name]) {
+			t.Errorf("%s pinned by %v, want %v", e.Name, e.Runs, want[e.Name])
+		}
+	}
+	// A pin is no file of the backup: describe counts none.
+	st, err := Inspect(ctx, store, "by-hand", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != 2 || !slices.Equal(st.Pins, []string{"run-1", "run-2"}) {
+		t.Errorf("by-hand: %d files, pins %v; want its 2 files, pins of run-1 and run-2", st.Files, st.Pins)
 	}
 }

@@ -68,6 +68,9 @@ type Status struct {
 	// LastBeat and Run are the heartbeat's, when there is one.
 	LastBeat time.Time
 	Run      string
+	// Pins are the migration runs that pinned the backup (PinBackup), sorted. A pin counts in
+	// the folder's write times, not in its files and bytes.
+	Pins []string
 }
 
 // folder is what a listing found of one backup.
@@ -81,9 +84,13 @@ func (f *folder) add(file string, o storage.ObjectInfo) {
 	if f.files == nil {
 		f.files = map[string]bool{}
 	}
-	f.files[file] = true
-	f.st.Files++
-	f.st.Bytes += o.Size
+	if run, ok := pinnedBy(file); ok {
+		f.st.Pins = addPin(f.st.Pins, run)
+	} else {
+		f.files[file] = true
+		f.st.Files++
+		f.st.Bytes += o.Size
+	}
 	if f.st.FirstWrite.IsZero() || o.ModTime.Before(f.st.FirstWrite) {
 		f.st.FirstWrite = o.ModTime
 	}

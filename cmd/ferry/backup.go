@@ -12,6 +12,7 @@ import (
 	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/internal/progress"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/schedule"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
@@ -34,7 +35,7 @@ type backupOptions struct {
 
 	// Set by complete: the plan from --plan, else the configuration to plan with.
 	plan   *plans.Plan
-	config plans.Config
+	config config.Config
 }
 
 // Values of --volume-format.
@@ -73,7 +74,7 @@ storage deletes the mover pods it left once its heartbeat is %s old.`,
 	f.StringVar(&o.from, "from", "", "kubeconfig context of the cluster to back up (default: the current context)")
 	f.StringVar(&o.planFile, "plan", "", "a plan written by ferry plan -o FILE (default: plan now)")
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml, when planning now")
-	f.StringVar(&o.preset, "preset", "", "embedded platform preset, when planning now: "+strings.Join(plans.Presets(), ", "))
+	f.StringVar(&o.preset, "preset", "", "embedded platform preset, when planning now: "+strings.Join(config.Presets(), ", "))
 	f.StringVar(&o.name, "name", "", "backup name (default ferry-YYYYMMDD-HHMMSS)")
 	o.selection.addFlags(f)
 	o.parallel.addFlags(f, 8, "resource types listed and bucket objects copied at once")
@@ -152,7 +153,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 	}
 	plan := o.plan
 	if plan == nil {
-		if plan, err = plans.Inventory(ctx, source.Plans(), plans.Options{Config: o.config, Context: o.from, Concurrency: o.parallel.n, Log: o.global.logger}); err != nil {
+		if plan, err = plans.Inventory(ctx, source.Plans(), plans.Options{Config: o.config.Planning, Context: o.from, Concurrency: o.parallel.n, Log: o.global.logger}); err != nil {
 			return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
 		}
 	}

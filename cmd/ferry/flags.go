@@ -11,6 +11,7 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
@@ -42,8 +43,8 @@ func runE(o options) func(*cobra.Command, []string) error {
 
 // flagNames are the flags that give the values the libraries name in their errors.
 var flagNames = map[string]string{
-	plans.NamespaceMapName: "--namespace-map", plans.StorageClassMapName: "--storage-class-map",
-	plans.PresetName: "--preset", plans.LeaveBehindName: "--leave-behind",
+	config.NamespaceMapName: "--namespace-map", config.StorageClassMapName: "--storage-class-map",
+	config.PresetName: "--preset", plans.LeaveBehindName: "--leave-behind",
 	snapshot.IdentityFileName: "--identity", snapshot.RecipientName: "--encrypt-to",
 	"grace": "--grace", "upgrade": "--upgrade",
 	"keep-last": "--keep-last", "keep-hourly": "--keep-hourly", "keep-daily": "--keep-daily",
@@ -54,7 +55,7 @@ var flagNames = map[string]string{
 func flagged(err error) error { return badinput.Flag(err, flagNames) }
 
 // selectionFlags say what moves: plan, backup and restore and verify alike.
-type selectionFlags struct{ include, exclude plans.Selection }
+type selectionFlags struct{ include, exclude config.Selection }
 
 func (s *selectionFlags) addFlags(f *pflag.FlagSet) {
 	f.StringSliceVar(&s.include.Namespaces, "include-namespaces", nil, "only these (source) namespaces (default all)")
@@ -65,8 +66,8 @@ func (s *selectionFlags) addFlags(f *pflag.FlagSet) {
 }
 
 // config is the selection as configuration, to merge over ferry.yaml's.
-func (s *selectionFlags) config() plans.Config {
-	return plans.Config{Include: s.include, Exclude: s.exclude}
+func (s *selectionFlags) config() config.Config {
+	return config.Config{Planning: config.Planning{Include: s.include, Exclude: s.exclude}}
 }
 
 func (s *selectionFlags) isSet() bool {
@@ -93,10 +94,10 @@ func (m *mappingFlags) addFlags(f *pflag.FlagSet) {
 func (m *mappingFlags) mapping() (snapshot.Mapping, error) {
 	var out snapshot.Mapping
 	var err error
-	if out.Namespaces, err = plans.ParseMap(plans.NamespaceMapName, m.namespaces); err != nil {
+	if out.Namespaces, err = config.ParseMap(config.NamespaceMapName, m.namespaces); err != nil {
 		return out, flagged(err)
 	}
-	if out.StorageClasses, err = plans.ParseMap(plans.StorageClassMapName, m.classes); err != nil {
+	if out.StorageClasses, err = config.ParseMap(config.StorageClassMapName, m.classes); err != nil {
 		return out, flagged(err)
 	}
 	return out, checkMapping(out)
@@ -104,10 +105,10 @@ func (m *mappingFlags) mapping() (snapshot.Mapping, error) {
 
 // checkMapping checks a whole mapping: the flags', or ferry.yaml's with the flags' over it.
 func checkMapping(m snapshot.Mapping) error {
-	if err := plans.CheckNamespaceMap(m.Namespaces); err != nil {
+	if err := config.CheckNamespaceMap(m.Namespaces); err != nil {
 		return flagged(err)
 	}
-	return flagged(plans.CheckStorageClassMap(m.StorageClasses))
+	return flagged(config.CheckStorageClassMap(m.StorageClasses))
 }
 
 // moverFlags choose the mover pods that read and write claims.

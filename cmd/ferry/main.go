@@ -16,7 +16,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
-// Exit codes, as design.md fixes them.
+// Exit codes, as README.md documents them.
 const (
 	exitOK         = 0
 	exitFailed     = 1

@@ -184,7 +184,7 @@ func TestBackupSelectionFlags(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
-	filter, err := plans.NewFilter(o.config)
+	filter, err := plans.NewFilter(o.config.Planning)
 	if err != nil {
 		t.Fatal(err)
 	}

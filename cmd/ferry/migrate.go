@@ -17,6 +17,7 @@ import (
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/migrate/traffic"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/storage"
@@ -85,7 +86,7 @@ func (o *runOptions) validate() error {
 }
 
 // options builds the run's options: clusters from the flags, else the journal's contexts.
-func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg plans.Config, mapping snapshot.Mapping, run *migrate.Run) (migrate.Options, error) {
+func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg config.Config, mapping snapshot.Mapping, run *migrate.Run) (migrate.Options, error) {
 	from, to := o.from, o.to
 	if run != nil {
 		if from == "" {
@@ -112,7 +113,7 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg pla
 	if cfg.Traffic != nil {
 		// Secret settings by reference come from ferry's environment or from Secrets on blue, the
 		// source, which stays up for the whole run and its rollback.
-		secrets := plans.Resolver{LookupEnv: os.LookupEnv, Secret: plans.ClusterSecrets(blue.Dynamic), Cluster: orCurrent(from)}
+		secrets := config.Resolver{LookupEnv: os.LookupEnv, Secret: config.ClusterSecrets(blue.Dynamic), Cluster: orCurrent(from)}
 		if mo.Switcher, err = traffic.New(ctx, *cfg.Traffic, traffic.Options{RESTConfig: o.global.restConfig, Logger: o.global.logger,
 			Stdout: o.streams.ErrOut, Stderr: o.streams.ErrOut, Secrets: secrets}); err != nil {
 			return mo, err
@@ -224,7 +225,7 @@ type migrateOptions struct {
 	upgrade            upgradeFlags
 
 	// Set by complete.
-	config      plans.Config
+	config      config.Config
 	flagMapping snapshot.Mapping
 }
 
@@ -251,7 +252,7 @@ Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go o
 	f := cmd.Flags()
 	f.StringVar(&o.resume, "resume", "", "continue the run with this ID")
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml: what moves, quiesce rules, traffic switcher and rollout gates")
-	f.StringVar(&o.preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
+	f.StringVar(&o.preset, "preset", "", "embedded platform preset: "+strings.Join(config.Presets(), ", "))
 	o.addDataFlags(cmd)
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients: encrypt the run's backup (give --identity to restore it)")
 	o.mapping.addFlags(f)
@@ -279,7 +280,7 @@ func (o *migrateOptions) complete([]string) error {
 	if err != nil {
 		return err
 	}
-	o.config = cfg.Merge(plans.Config{NamespaceMap: o.flagMapping.Namespaces, StorageClassMap: o.flagMapping.StorageClasses})
+	o.config = cfg.Merge(config.Config{Planning: config.Planning{NamespaceMap: o.flagMapping.Namespaces, StorageClassMap: o.flagMapping.StorageClasses}})
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -24,7 +25,7 @@ type planOptions struct {
 	concurrency        int
 	upgrade            upgradeFlags
 
-	config plans.Config // set by complete
+	config config.Config // set by complete
 }
 
 func newPlanCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -47,7 +48,7 @@ whose kind green's release removed block, by name, unless --leave-behind names t
 	f.StringVar(&o.from, "from", "", "kubeconfig context of the source cluster (default: the current context)")
 	f.StringVar(&o.to, "to", "", "kubeconfig context of the target cluster, to preflight it")
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml with databases, buckets, selections and mappings")
-	f.StringVar(&o.preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
+	f.StringVar(&o.preset, "preset", "", "embedded platform preset: "+strings.Join(config.Presets(), ", "))
 	o.output.addFlags(f, "yaml or json to print the plan, or a file (.yaml, .yml, .json) to write it to; default: a summary")
 	o.selection.addFlags(f)
 	o.mapping.addFlags(f)
@@ -57,8 +58,8 @@ whose kind green's release removed block, by name, unless --leave-behind names t
 }
 
 // loadConfig reads ferry.yaml and the preset, naming --preset when the flag gave it.
-func loadConfig(configFile, preset string) (plans.Config, error) {
-	cfg, err := plans.LoadConfig(configFile, preset)
+func loadConfig(configFile, preset string) (config.Config, error) {
+	cfg, err := config.LoadConfig(configFile, preset)
 	if err != nil && preset != "" {
 		return cfg, flagged(err)
 	}
@@ -114,7 +115,7 @@ func (u *upgradeFlags) addFlags(f *pflag.FlagSet) {
 func (u *upgradeFlags) isSet() bool { return u.on || len(u.leaveBehind) > 0 }
 
 // validate checks the flags against the configuration, which must say what green's release installs.
-func (u *upgradeFlags) validate(cfg plans.Config) error {
+func (u *upgradeFlags) validate(cfg config.Config) error {
 	upgrade, leaveBehind := u.on, u.leaveBehind
 	if len(leaveBehind) > 0 && !upgrade {
 		return badinput.Errorf("--leave-behind needs --upgrade")
@@ -136,7 +137,7 @@ func (o *planOptions) run(ctx context.Context) error {
 		return badinput.Wrap(err)
 	}
 	o.global.logger.Info("planning", "from", orCurrent(o.from))
-	p, err := plans.Inventory(ctx, source, plans.Options{Config: o.config, Context: o.from, Concurrency: o.concurrency, Log: o.global.logger})
+	p, err := plans.Inventory(ctx, source, plans.Options{Config: o.config.Planning, Context: o.from, Concurrency: o.concurrency, Log: o.global.logger})
 	if err != nil {
 		return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
 	}

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/migrate"
 	"github.com/ferrykube/ferry/schedule"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/volumes"
@@ -53,7 +55,7 @@ func newPruneCommand(global *globalOptions, streams genericiooptions.IOStreams) 
 newest complete backup of each of the last N hours, days, ISO weeks, months or years (in UTC) that
 have one, --keep-last the N newest; -1 keeps every one. A backup kept by any rule is kept; the rest
 are removed. Whatever the rules say, prune never removes the newest complete backup, a complete
-backup that a migration run's journal (metadata/ferry/runs/) references, a backup being written
+backup that a migration run pinned (it uses it), a backup being written
 (state running: a fresh heartbeat), or an incomplete backup written to within --grace. Every other
 incomplete backup goes: one a killed ferry left (its claim without a manifest, whatever else is
 there), one an interrupted delete left, and one a stopped migration run references (resumed, the
@@ -110,16 +112,19 @@ func (o *pruneOptions) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list backups in %s: %w", store, err)
 	}
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.Name
-	}
-	refs, err := snapshot.RunReferences(ctx, store, names)
+	// Runs pin the backups they use (entries' Runs); those of runs recorded before they did
+	// are named by their run records.
+	unpinned, err := migrate.UnpinnedBackups(ctx, store)
 	if err != nil {
 		return err
 	}
 	for i := range entries {
-		entries[i].Runs = refs[entries[i].Name]
+		for _, run := range unpinned[entries[i].Name] {
+			if !slices.Contains(entries[i].Runs, run) {
+				entries[i].Runs = append(entries[i].Runs, run)
+			}
+		}
+		slices.Sort(entries[i].Runs)
 	}
 	rep := pruneReport{Storage: store.String(), Schedule: p.Schedule, DryRun: o.dryRun, Policy: describePolicy(p), Keep: []snapshot.Decision{},
 		Remove: []snapshot.Decision{}, Deleted: []string{}}

@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/migrate"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // TestPruneFileStorage runs ferry prune over a folder of synthetic backups: forty nightly ones, one
-// a migration run references, one made by hand, a stale and a young incomplete one.
+// a migration run pinned, one a run recorded before runs pinned their backups uses, one made by
+// hand, a stale and a young incomplete one.
 func TestPruneFileStorage(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -56,8 +58,14 @@ func TestPruneFileStorage(t *testing.T) {
 		age(name, started.Add(time.Minute))
 	}
 	put(snapshot.Prefix("by-hand")+snapshot.ManifestFile, snapshot.Manifest{FormatVersion: snapshot.FormatVersion, Name: "by-hand", StartedAt: now.Add(-100 * 24 * time.Hour)})
-	referenced := nightly[30]
-	put(snapshot.RunsPrefix+"r-1/journal.json", map[string]any{"state": "restored", "backup": referenced})
+	referenced, older := nightly[30], nightly[25]
+	if err := snapshot.PinBackup(ctx, store, referenced, "r-1", now); err != nil {
+		t.Fatal(err)
+	}
+	// A run of an older ferry: its record names its backup; it pinned none.
+	put(migrate.RunsPrefix+"r-0/run.json", migrate.Run{ID: "r-0", Backup: older})
+	// A run that pins its backups and has not pinned this one does not keep it.
+	put(migrate.RunsPrefix+"r-2/run.json", migrate.Run{ID: "r-2", Backup: nightly[20], Pins: true})
 	stale := snapshot.ScheduledName("nightly", now.Add(-50*time.Hour))
 	put(snapshot.Prefix(stale)+snapshot.ClaimFile, map[string]any{"name": stale})
 	age(stale, now.Add(-49*time.Hour))
@@ -84,9 +92,10 @@ func TestPruneFileStorage(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	wantKeep := append(slices.Clone(nightly[:7]), referenced, young)
+	wantKeep := append(slices.Clone(nightly[:7]), referenced, older, young)
 	slices.Sort(wantKeep)
-	wantRemove := append(slices.Clone(nightly[7:30]), nightly[31:]...)
+	wantRemove := append(slices.Clone(nightly[7:25]), nightly[26:30]...)
+	wantRemove = append(wantRemove, nightly[31:]...)
 	wantRemove = append(wantRemove, stale)
 	slices.Sort(wantRemove)
 
@@ -102,7 +111,7 @@ func TestPruneFileStorage(t *testing.T) {
 	}
 	for _, d := range rep.Keep {
 		want := map[string][]string{nightly[0]: {snapshot.KeepNewest, snapshot.KeepLast, snapshot.KeepDaily}, nightly[2]: {snapshot.KeepDaily},
-			referenced: {snapshot.KeepReferencedPrefix + "r-1"}, young: {snapshot.KeepGrace}}[d.Name]
+			referenced: {snapshot.KeepReferencedPrefix + "r-1"}, older: {snapshot.KeepReferencedPrefix + "r-0"}, young: {snapshot.KeepGrace}}[d.Name]
 		if want != nil && !slices.Equal(d.Reasons, want) {
 			t.Errorf("%s kept for %v, want %v", d.Name, d.Reasons, want)
 		}
@@ -114,7 +123,7 @@ func TestPruneFileStorage(t *testing.T) {
 	// The table for people names each backup with its action and reasons.
 	code, _, out = prune("--keep-last", "2", "--keep-daily", "7", "--schedule", "nightly", "--dry-run")
 	if code != 0 || !strings.Contains(out, "would remove  "+stale) || !strings.Contains(out, "keep          "+referenced) ||
-		!strings.Contains(out, "referenced by run r-1") || !strings.Contains(out, "Dry run: 9 kept, 33 would be removed; nothing was deleted.") {
+		!strings.Contains(out, "referenced by run r-1") || !strings.Contains(out, "Dry run: 10 kept, 32 would be removed; nothing was deleted.") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 

@@ -71,7 +71,7 @@ func (o *targetOptions) complete([]string) error {
 		return err
 	}
 	if o.selection.isSet() {
-		if o.filter, err = plans.NewFilter(o.selection.config()); err != nil {
+		if o.filter, err = plans.NewFilter(o.selection.config().Planning); err != nil {
 			return badinput.Wrap(err)
 		}
 	}

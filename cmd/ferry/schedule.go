@@ -15,6 +15,7 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/buildinfo"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/schedule"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
@@ -61,7 +62,7 @@ type scheduleCreateOptions struct {
 	from, configFile string
 	dryRun           bool
 	output           *outputFlags
-	config           plans.Config // set by complete
+	config           config.Config // set by complete
 }
 
 func newScheduleCreateCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -103,7 +104,7 @@ no Roles.`,
 	f.StringVar(&o.from, "from", "", "kubeconfig context of the cluster to back up, where the CronJob runs (default: the current context)")
 	f.StringVar(&o.opts.Image, "image", schedule.ImageRepository+":"+buildinfo.Read().Version, "the ferry image the job and its mover pods run")
 	f.StringVar(&o.opts.StorageSecret, "storage-secret", "", "Secret in the namespace holding the S3 credentials ("+schedule.AccessKeyKey+", "+schedule.SecretKeyKey+"); omit when the pod gets them another way")
-	f.StringVar(&o.opts.Preset, "preset", "", "embedded platform preset: "+strings.Join(plans.Presets(), ", "))
+	f.StringVar(&o.opts.Preset, "preset", "", "embedded platform preset: "+strings.Join(config.Presets(), ", "))
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml for the backups, kept in a ConfigMap beside the CronJob")
 	f.StringSliceVar(&o.opts.EncryptTo, "encrypt-to", nil, "age recipients (age1...) to encrypt the backups to")
 	f.BoolVar(&o.opts.MoverDirect, "mover-direct", false, "mover pods upload volumes to storage themselves")
@@ -323,16 +324,16 @@ func (o *scheduleDeleteOptions) run(ctx context.Context) error {
 
 // scheduleAccess plans the cluster as the scheduled backup will: the resource types it reads and
 // the namespaces of its claims, databases and buckets, sorted.
-func scheduleAccess(ctx context.Context, global *globalOptions, from string, cfg plans.Config) ([]schema.GroupResource, []string, error) {
+func scheduleAccess(ctx context.Context, global *globalOptions, from string, cfg config.Config) ([]schema.GroupResource, []string, error) {
 	cl, err := global.planClients(from)
 	if err != nil {
 		return nil, nil, badinput.Wrap(err)
 	}
-	reads, err := plans.Readable(cl.Discovery, cfg)
+	reads, err := plans.Readable(cl.Discovery, cfg.Planning)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := plans.Inventory(ctx, cl, plans.Options{Config: cfg, Context: from, Log: global.logger})
+	p, err := plans.Inventory(ctx, cl, plans.Options{Config: cfg.Planning, Context: from, Log: global.logger})
 	if err != nil {
 		return nil, nil, err
 	}

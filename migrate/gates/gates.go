@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 )
@@ -46,23 +46,23 @@ type Options struct {
 }
 
 // New builds the gate cfg describes; it does not measure yet.
-func New(cfg plans.Gate, opts Options) (Gate, error) {
+func New(cfg config.Gate, opts Options) (Gate, error) {
 	cfg = cfg.WithDefaults()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch cfg.Type {
-	case plans.GateHTTP:
+	case config.GateHTTP:
 		if cfg.HTTP == nil {
 			return nil, badinput.Errorf("gate %s: http: missing", cfg.Name)
 		}
 		return newHTTP(cfg.Name, *cfg.HTTP, opts), nil
-	case plans.GatePrometheus:
+	case config.GatePrometheus:
 		if cfg.Prometheus == nil {
 			return nil, badinput.Errorf("gate %s: prometheus: missing", cfg.Name)
 		}
 		return newPrometheus(cfg.Name, *cfg.Prometheus, opts)
-	case plans.GateKubernetes:
+	case config.GateKubernetes:
 		if cfg.Kubernetes == nil {
 			return nil, badinput.Errorf("gate %s: kubernetes: missing", cfg.Name)
 		}
@@ -90,7 +90,7 @@ func Evaluate(ctx context.Context, gs []Gate, soak, interval time.Duration, fail
 
 func evaluate(ctx context.Context, clk clock.Clock, gs []Gate, soak, interval time.Duration, failureBudget int) Verdict {
 	if interval <= 0 {
-		interval = plans.DefaultInterval
+		interval = config.DefaultInterval
 	}
 	var v Verdict
 	failed := 0

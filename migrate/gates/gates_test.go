@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -109,7 +109,7 @@ func TestHTTPGate(t *testing.T) {
 		w.WriteHeader(int(status.Load()))
 	}))
 	defer srv.Close()
-	g, err := New(plans.Gate{Name: "front", Type: plans.GateHTTP, HTTP: &plans.HTTPGate{URL: srv.URL, Requests: 5, MaxLatencyP99: plans.Duration(50 * time.Millisecond)}}, Options{})
+	g, err := New(config.Gate{Name: "front", Type: config.GateHTTP, HTTP: &config.HTTPGate{URL: srv.URL, Requests: 5, MaxLatencyP99: config.Duration(50 * time.Millisecond)}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestHTTPGate(t *testing.T) {
 }
 
 func NewHTTPForTest(t *testing.T, url string, expect []int) Gate {
-	g, err := New(plans.Gate{Name: "only-204", Type: plans.GateHTTP, HTTP: &plans.HTTPGate{URL: url, ExpectStatus: expect, Requests: 1}}, Options{})
+	g, err := New(config.Gate{Name: "only-204", Type: config.GateHTTP, HTTP: &config.HTTPGate{URL: url, ExpectStatus: expect, Requests: 1}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestPrometheusGate(t *testing.T) {
 		return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(rs, ",") + `]}}`
 	}
 	maxErr := 0.5
-	g, err := New(plans.Gate{Name: "errors", Type: plans.GatePrometheus, Prometheus: &plans.PrometheusGate{Address: srv.URL, Query: "sum(rate(http_errors[1m]))", Max: &maxErr}}, Options{})
+	g, err := New(config.Gate{Name: "errors", Type: config.GatePrometheus, Prometheus: &config.PrometheusGate{Address: srv.URL, Query: "sum(rate(http_errors[1m]))", Max: &maxErr}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,15 +207,15 @@ func TestKubernetesGate(t *testing.T) {
 		Spec: appsv1.StatefulSetSpec{Replicas: &two}, Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: 2, ReadyReplicas: 1}}
 	client := fake.NewClientset(ready, db)
 	ctx := context.Background()
-	all := NewKubernetes("green", plans.KubernetesGate{Namespaces: []string{"app"}}, client)
+	all := NewKubernetes("green", config.KubernetesGate{Namespaces: []string{"app"}}, client)
 	if m := all.Measure(ctx); m.OK || m.Inconclusive || m.Value != 0.5 || !strings.Contains(m.Detail, "statefulset app/db (1/2 ready)") {
 		t.Errorf("a statefulset half ready: %+v", m)
 	}
-	front := NewKubernetes("front", plans.KubernetesGate{Namespaces: []string{"app"}, Selector: "tier=front"}, client)
+	front := NewKubernetes("front", config.KubernetesGate{Namespaces: []string{"app"}, Selector: "tier=front"}, client)
 	if m := front.Measure(ctx); !m.OK || !strings.Contains(m.Detail, "1 workloads ready") {
 		t.Errorf("the ready deployment alone: %+v", m)
 	}
-	empty := NewKubernetes("none", plans.KubernetesGate{Namespaces: []string{"other"}}, client)
+	empty := NewKubernetes("none", config.KubernetesGate{Namespaces: []string{"other"}}, client)
 	if m := empty.Measure(ctx); !m.Inconclusive {
 		t.Errorf("no workloads: %+v, want inconclusive", m)
 	}

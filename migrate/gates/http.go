@@ -9,17 +9,17 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 // httpGate probes a URL: Requests GETs per measurement, one after another, as a client would.
 type httpGate struct {
 	name   string
-	cfg    plans.HTTPGate
+	cfg    config.HTTPGate
 	client *http.Client
 }
 
-func newHTTP(name string, cfg plans.HTTPGate, opts Options) *httpGate {
+func newHTTP(name string, cfg config.HTTPGate, opts Options) *httpGate {
 	client := opts.HTTPClient
 	if client == nil {
 		client = &http.Client{}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -17,11 +17,11 @@ import (
 // updated and ready at its current generation.
 type kubernetesGate struct {
 	name   string
-	cfg    plans.KubernetesGate
+	cfg    config.KubernetesGate
 	client kubernetes.Interface
 }
 
-func newKubernetes(name string, cfg plans.KubernetesGate, opts Options) (*kubernetesGate, error) {
+func newKubernetes(name string, cfg config.KubernetesGate, opts Options) (*kubernetesGate, error) {
 	if opts.RESTConfig == nil {
 		return nil, errors.New("gate " + name + ": no kubeconfig to reach the cluster")
 	}
@@ -37,7 +37,7 @@ func newKubernetes(name string, cfg plans.KubernetesGate, opts Options) (*kubern
 }
 
 // NewKubernetes builds a kubernetes gate on a client of the caller's.
-func NewKubernetes(name string, cfg plans.KubernetesGate, client kubernetes.Interface) Gate {
+func NewKubernetes(name string, cfg config.KubernetesGate, client kubernetes.Interface) Gate {
 	return &kubernetesGate{name: name, cfg: cfg, client: client}
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
@@ -17,11 +17,11 @@ import (
 // NaN or an unreachable Prometheus tell nothing about green: the measurement is inconclusive.
 type prometheusGate struct {
 	name string
-	cfg  plans.PrometheusGate
+	cfg  config.PrometheusGate
 	api  promv1.API
 }
 
-func newPrometheus(name string, cfg plans.PrometheusGate, opts Options) (*prometheusGate, error) {
+func newPrometheus(name string, cfg config.PrometheusGate, opts Options) (*prometheusGate, error) {
 	c, err := api.NewClient(api.Config{Address: cfg.Address, Client: opts.HTTPClient})
 	if err != nil {
 		return nil, fmt.Errorf("gate %s: prometheus address %q: %w", name, cfg.Address, err)

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 // pushed is a switcher that only sends splits: a command or a webhook of the user's. It cannot
@@ -66,11 +66,11 @@ func splitJSON(s Split) []byte {
 
 type execSwitcher struct {
 	*pushed
-	cfg  plans.ExecTraffic
+	cfg  config.ExecTraffic
 	opts Options
 }
 
-func newExec(cfg plans.ExecTraffic, opts Options) *execSwitcher {
+func newExec(cfg config.ExecTraffic, opts Options) *execSwitcher {
 	e := &execSwitcher{cfg: cfg, opts: opts}
 	e.pushed = &pushed{name: "exec " + strings.Join(cfg.Command, " "), last: Green(0), send: e.run}
 	return e
@@ -107,14 +107,14 @@ func (e *execSwitcher) run(ctx context.Context, s Split) error {
 
 type webhookSwitcher struct {
 	*pushed
-	cfg     plans.WebhookTraffic
+	cfg     config.WebhookTraffic
 	headers map[string]string // resolved from cfg's references; never logged
 	opts    Options
 }
 
 // newWebhook resolves the headers' references now, so that a missing one stops the run before
 // any traffic moves.
-func newWebhook(ctx context.Context, cfg plans.WebhookTraffic, opts Options) (*webhookSwitcher, error) {
+func newWebhook(ctx context.Context, cfg config.WebhookTraffic, opts Options) (*webhookSwitcher, error) {
 	headers, err := opts.Secrets.ResolveAll(ctx, "traffic.webhook.headers", cfg.Headers)
 	if err != nil {
 		return nil, err

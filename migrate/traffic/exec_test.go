@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/internal/badinput"
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 func TestExecSendsTheSplitInEnvAndStdin(t *testing.T) {
@@ -22,7 +22,7 @@ func TestExecSendsTheSplitInEnvAndStdin(t *testing.T) {
 	script := filepath.Join(dir, "switch.sh")
 	os.WriteFile(script, []byte("#!/bin/sh\nread line\necho \"$FERRY_BLUE_WEIGHT $FERRY_GREEN_WEIGHT $line\" >> "+out+"\n[ \"$FERRY_GREEN_WEIGHT\" != 77 ] || { echo refused >&2; exit 3; }\n"), 0o755)
 	ctx := context.Background()
-	sw, err := New(ctx, plans.Traffic{Type: plans.TrafficExec, Exec: &plans.ExecTraffic{Command: []string{script}}}, Options{})
+	sw, err := New(ctx, config.Traffic{Type: config.TrafficExec, Exec: &config.ExecTraffic{Command: []string{script}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestExecSendsTheSplitInEnvAndStdin(t *testing.T) {
 	if string(calls) != want {
 		t.Errorf("the command saw\n%s\nwant\n%s", calls, want)
 	}
-	missing, _ := New(ctx, plans.Traffic{Type: plans.TrafficExec, Exec: &plans.ExecTraffic{Command: []string{"ferry-no-such-command"}}}, Options{})
+	missing, _ := New(ctx, config.Traffic{Type: config.TrafficExec, Exec: &config.ExecTraffic{Command: []string{"ferry-no-such-command"}}}, Options{})
 	if err := missing.Preflight(ctx); err == nil || !strings.Contains(err.Error(), "ferry-no-such-command") {
 		t.Errorf("missing command: %v", err)
 	}
@@ -77,13 +77,13 @@ func TestWebhookPostsTheSplit(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	cfg := plans.Traffic{Type: plans.TrafficWebhook, Webhook: &plans.WebhookTraffic{URL: srv.URL, Headers: map[string]plans.SecretValue{"Authorization": plans.FromEnv("LB_TOKEN")}}}
+	cfg := config.Traffic{Type: config.TrafficWebhook, Webhook: &config.WebhookTraffic{URL: srv.URL, Headers: map[string]config.SecretValue{"Authorization": config.FromEnv("LB_TOKEN")}}}
 	env := map[string]string{"LB_TOKEN": "Bearer t"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if _, err := New(ctx, cfg, Options{}); !badinput.Is(err) || !strings.Contains(err.Error(), "traffic.webhook.headers.Authorization") || !strings.Contains(err.Error(), "LB_TOKEN") {
 		t.Errorf("a header whose variable is not set: %v; want bad input naming the header and the variable", err)
 	}
-	sw, err := New(ctx, cfg, Options{Secrets: plans.Resolver{LookupEnv: lookup}})
+	sw, err := New(ctx, cfg, Options{Secrets: config.Resolver{LookupEnv: lookup}})
 	if err != nil {
 		t.Fatal(err)
 	}

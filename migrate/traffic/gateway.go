@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,12 +24,12 @@ var httpRoutes = schema.GroupVersionResource{Group: gatewayv1.GroupName, Version
 // both, editing the route as unstructured data so that fields this build does not know survive.
 // A change is in effect when every parent's Accepted condition is True at the route's generation.
 type gateway struct {
-	cfg    plans.GatewayAPITraffic
+	cfg    config.GatewayAPITraffic
 	opts   Options
 	client dynamic.ResourceInterface
 }
 
-func newGateway(cfg plans.GatewayAPITraffic, opts Options) (*gateway, error) {
+func newGateway(cfg config.GatewayAPITraffic, opts Options) (*gateway, error) {
 	if opts.RESTConfig == nil {
 		return nil, errors.New("traffic gateway-api: no kubeconfig to reach the front cluster")
 	}
@@ -44,7 +44,7 @@ func newGateway(cfg plans.GatewayAPITraffic, opts Options) (*gateway, error) {
 	return gatewayOn(dc, cfg, opts), nil
 }
 
-func gatewayOn(dc dynamic.Interface, cfg plans.GatewayAPITraffic, opts Options) *gateway {
+func gatewayOn(dc dynamic.Interface, cfg config.GatewayAPITraffic, opts Options) *gateway {
 	return &gateway{cfg: cfg, opts: opts, client: dc.Resource(httpRoutes).Namespace(cfg.Namespace)}
 }
 
@@ -79,7 +79,7 @@ func (g *gateway) side(ref map[string]any) string {
 	}
 	for _, b := range []struct {
 		side string
-		be   plans.GatewayBackend
+		be   config.GatewayBackend
 	}{{"blue", g.cfg.BlueBackend}, {"green", g.cfg.GreenBackend}} {
 		if name == b.be.Name && (b.be.Port == 0 || hasPort && port == int64(b.be.Port)) {
 			return b.side

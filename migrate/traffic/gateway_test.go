@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,8 +39,8 @@ func ref(name string, weight ...int64) any {
 func fakeGateway(t *testing.T, route *unstructured.Unstructured) (*gateway, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	dc := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{httpRoutes: "HTTPRouteList"}, route)
-	g := gatewayOn(dc, plans.GatewayAPITraffic{Namespace: "front", Route: "app",
-		BlueBackend: plans.GatewayBackend{Name: "blue"}, GreenBackend: plans.GatewayBackend{Name: "green", Port: 80}},
+	g := gatewayOn(dc, config.GatewayAPITraffic{Namespace: "front", Route: "app",
+		BlueBackend: config.GatewayBackend{Name: "blue"}, GreenBackend: config.GatewayBackend{Name: "green", Port: 80}},
 		Options{PollInterval: 10 * time.Millisecond}.withDefaults())
 	return g, dc
 }

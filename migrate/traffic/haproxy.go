@@ -10,18 +10,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 // haproxy drives the weights of a backend's blue and green servers through HAProxy's runtime API.
 // Weights run from 0 to 256; a server at 0 % is also put in drain, so that it takes no new
 // connections at all, and back to ready before it gets traffic again.
 type haproxy struct {
-	cfg  plans.HAProxyTraffic
+	cfg  config.HAProxyTraffic
 	opts Options
 }
 
-func newHAProxy(cfg plans.HAProxyTraffic, opts Options) *haproxy {
+func newHAProxy(cfg config.HAProxyTraffic, opts Options) *haproxy {
 	return &haproxy{cfg: cfg, opts: opts}
 }
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 // fakeHAProxy answers the runtime API commands the switcher sends, on a unix socket, the way
@@ -120,8 +120,8 @@ func (f *fakeHAProxy) log() []string {
 
 func newTestHAProxy(t *testing.T, sock, backend string) Switcher {
 	t.Helper()
-	sw, err := New(context.Background(), plans.Traffic{Type: plans.TrafficHAProxy,
-		HAProxy: &plans.HAProxyTraffic{Address: sock, Backend: backend, BlueServer: "blue", GreenServer: "green"}},
+	sw, err := New(context.Background(), config.Traffic{Type: config.TrafficHAProxy,
+		HAProxy: &config.HAProxyTraffic{Address: sock, Backend: backend, BlueServer: "blue", GreenServer: "green"}},
 		Options{PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestHAProxyPreflightNamesWhatIsWrong(t *testing.T) {
 	if err := newTestHAProxy(t, sock, "web").Preflight(ctx); err == nil || !strings.Contains(err.Error(), "Can't find backend") {
 		t.Errorf("unknown backend: %v", err)
 	}
-	sw, _ := New(ctx, plans.Traffic{Type: plans.TrafficHAProxy, HAProxy: &plans.HAProxyTraffic{Address: sock, Backend: "app", BlueServer: "blue", GreenServer: "green2"}}, Options{})
+	sw, _ := New(ctx, config.Traffic{Type: config.TrafficHAProxy, HAProxy: &config.HAProxyTraffic{Address: sock, Backend: "app", BlueServer: "blue", GreenServer: "green2"}}, Options{})
 	if err := sw.Preflight(ctx); err == nil || !strings.Contains(err.Error(), "no server green2") {
 		t.Errorf("unknown server: %v", err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/route53"
 	"github.com/aws/aws-sdk-go-v2/service/route53/types"
-	"github.com/ferrykube/ferry/plans"
+	ferryconfig "github.com/ferrykube/ferry/plans/config"
 )
 
 // route53Switcher keeps two weighted record sets of one name and type, blue's and green's, and
@@ -21,7 +21,7 @@ import (
 // is taken to be blue's and is converted on the first change (deleted and replaced by the two
 // weighted ones, in the same batch); Restore brings it back.
 type route53Switcher struct {
-	cfg    plans.Route53Traffic
+	cfg    ferryconfig.Route53Traffic
 	opts   Options
 	client *route53.Client
 	// lastChange is the ID of this switcher's last change batch, which WaitSettled waits for.
@@ -29,7 +29,7 @@ type route53Switcher struct {
 	lastTTL    int64
 }
 
-func newRoute53(ctx context.Context, cfg plans.Route53Traffic, opts Options) (*route53Switcher, error) {
+func newRoute53(ctx context.Context, cfg ferryconfig.Route53Traffic, opts Options) (*route53Switcher, error) {
 	var awsCfg aws.Config
 	if opts.AWSConfig != nil {
 		awsCfg = opts.AWSConfig.Copy()
@@ -195,7 +195,7 @@ func (r *route53Switcher) Save(ctx context.Context) (State, error) {
 	return State(data), err
 }
 
-func (r *route53Switcher) weighted(t plans.Route53Target, weight int, ttl int64) types.ResourceRecordSet {
+func (r *route53Switcher) weighted(t ferryconfig.Route53Target, weight int, ttl int64) types.ResourceRecordSet {
 	rec := types.ResourceRecordSet{Name: aws.String(canonical(r.cfg.RecordName)), Type: types.RRType(strings.ToUpper(r.cfg.RecordType)),
 		SetIdentifier: aws.String(t.SetIdentifier), Weight: aws.Int64(int64(weight))}
 	if t.AliasTarget != nil {

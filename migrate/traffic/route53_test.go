@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 // fakeRoute53 speaks the part of Route 53's REST XML API the switcher uses, with its rules:
@@ -215,10 +215,10 @@ func startFakeRoute53(t *testing.T) (*fakeRoute53, *aws.Config) {
 	return f, &cfg
 }
 
-func route53Config(zone string) plans.Traffic {
-	return plans.Traffic{Type: plans.TrafficRoute53, Route53: &plans.Route53Traffic{HostedZoneID: zone, RecordName: "App.example.com", RecordType: "A",
-		Blue:  plans.Route53Target{SetIdentifier: "blue", Values: []string{"192.0.2.10"}},
-		Green: plans.Route53Target{SetIdentifier: "green", Values: []string{"198.51.100.20"}}}}
+func route53Config(zone string) config.Traffic {
+	return config.Traffic{Type: config.TrafficRoute53, Route53: &config.Route53Traffic{HostedZoneID: zone, RecordName: "App.example.com", RecordType: "A",
+		Blue:  config.Route53Target{SetIdentifier: "blue", Values: []string{"192.0.2.10"}},
+		Green: config.Route53Target{SetIdentifier: "green", Values: []string{"198.51.100.20"}}}}
 }
 
 func TestRoute53ConvertsShiftsAndRestores(t *testing.T) {

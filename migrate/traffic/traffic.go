@@ -15,7 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/ferrykube/ferry/internal/badinput"
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"k8s.io/client-go/rest"
 )
 
@@ -84,7 +84,7 @@ type Options struct {
 	// Stdout and Stderr receive the exec switcher's command output; nil discards it.
 	Stdout, Stderr io.Writer
 	// Secrets resolves the references of secret settings (webhook headers).
-	Secrets plans.Resolver
+	Secrets config.Resolver
 }
 
 func (o Options) withDefaults() Options {
@@ -101,30 +101,30 @@ func (o Options) withDefaults() Options {
 }
 
 // New builds the switcher cfg names. It does not reach the front yet: call Preflight.
-func New(ctx context.Context, cfg plans.Traffic, opts Options) (Switcher, error) {
+func New(ctx context.Context, cfg config.Traffic, opts Options) (Switcher, error) {
 	opts = opts.withDefaults()
 	switch cfg.Type {
-	case plans.TrafficHAProxy:
+	case config.TrafficHAProxy:
 		if cfg.HAProxy == nil {
 			return nil, badinput.Errorf("traffic.haproxy: missing")
 		}
 		return newHAProxy(*cfg.HAProxy, opts), nil
-	case plans.TrafficRoute53:
+	case config.TrafficRoute53:
 		if cfg.Route53 == nil {
 			return nil, badinput.Errorf("traffic.route53: missing")
 		}
 		return newRoute53(ctx, *cfg.Route53, opts)
-	case plans.TrafficGatewayAPI:
+	case config.TrafficGatewayAPI:
 		if cfg.GatewayAPI == nil {
 			return nil, badinput.Errorf("traffic.gatewayAPI: missing")
 		}
 		return newGateway(*cfg.GatewayAPI, opts)
-	case plans.TrafficExec:
+	case config.TrafficExec:
 		if cfg.Exec == nil || len(cfg.Exec.Command) == 0 {
 			return nil, badinput.Errorf("traffic.exec.command: missing")
 		}
 		return newExec(*cfg.Exec, opts), nil
-	case plans.TrafficWebhook:
+	case config.TrafficWebhook:
 		if cfg.Webhook == nil {
 			return nil, badinput.Errorf("traffic.webhook: missing")
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/internal/badinput"
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 func TestSplit(t *testing.T) {
@@ -35,12 +35,12 @@ func TestSplit(t *testing.T) {
 }
 
 func TestNewRefusesMissingBlocks(t *testing.T) {
-	for _, cfg := range []plans.Traffic{{Type: "nginx"}, {Type: plans.TrafficHAProxy}, {Type: plans.TrafficExec, Exec: &plans.ExecTraffic{}}} {
+	for _, cfg := range []config.Traffic{{Type: "nginx"}, {Type: config.TrafficHAProxy}, {Type: config.TrafficExec, Exec: &config.ExecTraffic{}}} {
 		if _, err := New(context.Background(), cfg, Options{}); err == nil || !badinput.Is(err) {
 			t.Errorf("New(%+v) = %v, want bad input", cfg, err)
 		}
 	}
-	if _, err := New(context.Background(), plans.Traffic{Type: plans.TrafficGatewayAPI, GatewayAPI: &plans.GatewayAPITraffic{}}, Options{}); err == nil {
+	if _, err := New(context.Background(), config.Traffic{Type: config.TrafficGatewayAPI, GatewayAPI: &config.GatewayAPITraffic{}}, Options{}); err == nil {
 		t.Error("gateway-api without a kubeconfig")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -35,9 +36,9 @@ type Copies struct {
 	// Mapping renames namespaces on a restore's target: a store reached through a workload is
 	// found there in the mapped namespace.
 	Mapping snapshot.Mapping
-	// Prune makes a restore delete the target's objects that the backup does not hold, leaving
+	// Exact makes a restore delete the target's objects that the backup does not hold, leaving
 	// each bucket as it was backed up (to carry data back); by default they are left alone.
-	Prune bool
+	Exact bool
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)
 }
@@ -69,12 +70,12 @@ func (c Copies) Capture(ctx context.Context, w *snapshot.Writer) error {
 	return nil
 }
 
-func (c Copies) config(name string) plans.Bucket {
+func (c Copies) config(name string) config.Bucket {
 	b, _ := c.Plan.Config.BucketNamed(name)
 	return b
 }
 
-func (c Copies) client(ctx context.Context, item plans.DataItem, cfg plans.Bucket) (*minio.Client, func(), error) {
+func (c Copies) client(ctx context.Context, item plans.DataItem, cfg config.Bucket) (*minio.Client, func(), error) {
 	var accessKey, secretKey string
 	if cfg.Secret != nil {
 		s, err := c.Client.CoreV1().Secrets(item.Namespace).Get(ctx, cfg.Secret.Name, metav1.GetOptions{})
@@ -105,7 +106,7 @@ func (c Copies) client(ctx context.Context, item plans.DataItem, cfg plans.Bucke
 	return mc, stop, nil
 }
 
-func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Bucket) (snapshot.Bucket, error) {
+func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg config.Bucket) (snapshot.Bucket, error) {
 	entry := snapshot.Bucket{Name: item.Name, Prefix: "buckets/" + item.Name + "/"}
 	mc, stop, err := c.client(ctx, item, cfg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -29,7 +30,7 @@ const SHA256Metadata = "Ferry-Sha256"
 // the source's: the configured endpoint, or a port-forward to a running pod of the workload in
 // the mapped namespace, with the credentials of the Secret there.
 func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (*minio.Client, func(), error) {
-	var cfg plans.Bucket
+	var cfg config.Bucket
 	found := false
 	if p := r.Manifest.Plan; p != nil {
 		cfg, found = p.Config.BucketNamed(b.Name)
@@ -64,7 +65,7 @@ func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot
 // bucket when it is missing (implements snapshot.Kind). Each object is checked against the
 // manifest (size and SHA-256) as it streams, and an upload that does not match fails rather than
 // store a wrong object. An object already there with the same size and SHA-256 is left untouched,
-// so a second restore changes nothing. Objects the backup does not hold are left, unless Prune.
+// so a second restore changes nothing. Objects the backup does not hold are left, unless Exact.
 func (c Copies) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
 	if c.Parallel <= 0 {
 		c.Parallel = 8
@@ -112,7 +113,7 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 	if err != nil {
 		return err
 	}
-	todo := decide(b.Objects, have, c.Prune)
+	todo := decide(b.Objects, have, c.Exact)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for _, o := range todo.put {
@@ -156,7 +157,7 @@ type put struct {
 // work is what restoring a bucket does.
 type work struct {
 	put    []put
-	remove []string // keys of the target's objects the backup does not hold (with Prune)
+	remove []string // keys of the target's objects the backup does not hold (with Exact)
 }
 
 // decide compares the backup's objects with the sizes of the target's objects.

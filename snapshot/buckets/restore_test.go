@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,7 +30,7 @@ func TestDecideLeavesOrPrunesTheTargetsOwnObjects(t *testing.T) {
 
 	kept := decide(want, have, false)
 	if len(kept.remove) != 0 {
-		t.Errorf("without Prune, objects to delete: %v", kept.remove)
+		t.Errorf("without Exact, objects to delete: %v", kept.remove)
 	}
 	wantPuts := []put{
 		{BucketObject: want[0]},
@@ -43,7 +44,7 @@ func TestDecideLeavesOrPrunesTheTargetsOwnObjects(t *testing.T) {
 	pruned := decide(want, have, true)
 	slices.Sort(pruned.remove)
 	if !slices.Equal(pruned.remove, []string{"extra/one", "extra/two"}) || !slices.Equal(pruned.put, wantPuts) {
-		t.Errorf("with Prune: remove %v, puts %+v", pruned.remove, pruned.put)
+		t.Errorf("with Exact: remove %v, puts %+v", pruned.remove, pruned.put)
 	}
 }
 
@@ -152,9 +153,9 @@ func TestRestoreAndVerifyReportAStoreTheyCannotReach(t *testing.T) {
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		{Version: "v1", Resource: "pods"}: "PodList", {Group: "apps", Version: "v1", Resource: "deployments"}: "DeploymentList",
 	})
-	cfg := plans.Bucket{Name: "mlpipeline", Namespace: "kubeflow", Workload: "deployment/minio", Port: 9000}
+	cfg := config.Bucket{Name: "mlpipeline", Namespace: "kubeflow", Workload: "deployment/minio", Port: 9000}
 	r := &snapshot.Reader{Manifest: &snapshot.Manifest{
-		Plan:    &plans.Plan{Config: plans.Config{Buckets: []plans.Bucket{cfg}}},
+		Plan:    &plans.Plan{Config: config.Planning{Buckets: []config.Bucket{cfg}}},
 		Buckets: []snapshot.Bucket{{Name: "mlpipeline", Objects: []snapshot.BucketObject{objectOf("a", "a"), objectOf("b", "b")}}},
 	}}
 	c := Copies{dyn: dyn, Mapping: snapshot.Mapping{Namespaces: map[string]string{"kubeflow": "kf"}}}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,11 +32,11 @@ type Dumps struct {
 	// Mapping renames namespaces on a restore's target: each database is found there in the mapped
 	// namespace of the one it was dumped from.
 	Mapping snapshot.Mapping
-	// Replace makes a restore drop each MySQL schema the dump holds before loading it (once the
+	// Exact makes a restore drop each MySQL schema the dump holds before loading it (once the
 	// whole dump was checked), so that
 	// the target holds exactly the dump (tables dropped since the target's copy are gone too; to
 	// carry data back). PostgreSQL dumps drop and recreate their databases either way.
-	Replace bool
+	Exact bool
 	// Upgrade makes verify hold the target to the rule of a schema upgrade rather than equality
 	// (see upgrade.go): the target's new release has migrated the schemas since the dumps were
 	// loaded, so tables, columns and rows may have been added. Backups without row digests are
@@ -43,7 +44,7 @@ type Dumps struct {
 	Upgrade bool
 	// IntoExistingSchema makes a restore carry a dump taken on green, after an upgrade, back
 	// into blue's existing schemas (see carryback.go): the rows of the tables and columns both
-	// have, blue's schema never dropped or changed, Replace ignored.
+	// have, blue's schema never dropped or changed, Exact ignored.
 	IntoExistingSchema bool
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)
@@ -127,7 +128,7 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 // capture dumps the schemas of one database (all but the server's own when the configuration
 // names none), compressed into one file of the backup, and counts and checksums its tables and
 // records their columns, keys and row digests.
-func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg plans.Database) (snapshot.Database, error) {
+func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg config.Database) (snapshot.Database, error) {
 	entry := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Key: "databases/" + item.Name + ".sql.zst"}
 	eng, err := engineFor(cfg.Engine)
 	if err != nil {
@@ -161,14 +162,14 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 	return entry, nil
 }
 
-func (c Dumps) config(name string) plans.Database {
+func (c Dumps) config(name string) config.Database {
 	d, _ := c.Plan.Config.DatabaseNamed(name)
 	return d
 }
 
 // credentials reads the user and password from the database's Secret in namespace (the configured
 // one, or its mapped namespace on a restore's target).
-func (c Dumps) credentials(ctx context.Context, namespace string, d plans.Database, defaultUser string) (credentials, error) {
+func (c Dumps) credentials(ctx context.Context, namespace string, d config.Database, defaultUser string) (credentials, error) {
 	cred := credentials{user: defaultUser}
 	if d.Secret == nil {
 		return cred, nil

@@ -153,7 +153,7 @@ func (mysql) digests(ctx context.Context, c Dumps, t target, qs []digestQuery, o
 }
 
 // prepareLoad makes the server take the dump's largest statement (fitPacket), and drops the
-// staging schemas, or with Replace the dumped schemas, before the dump runs.
+// staging schemas, or with Exact the dumped schemas, before the dump runs.
 func (mysql) prepareLoad(ctx context.Context, c Dumps, t target, d snapshot.Database, checked *checkedDump, stage map[string]string) (loading, error) {
 	// The client's own limit (16 MiB by default) would refuse a bigger statement.
 	l := loading{cmd: mysqlShell("mysql", t.cred, "--batch", "--max-allowed-packet="+strconv.Itoa(maxPacket)), end: "\nquit\n"}
@@ -166,7 +166,7 @@ func (mysql) prepareLoad(ctx context.Context, c Dumps, t target, d snapshot.Data
 		for _, schema := range d.Schemas {
 			l.begin += "DROP DATABASE IF EXISTS " + mysqlIdent(stage[schema]) + ";\n"
 		}
-	} else if c.Replace {
+	} else if c.Exact {
 		for _, schema := range d.Schemas {
 			l.begin += "DROP DATABASE IF EXISTS " + mysqlIdent(schema) + ";\n"
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
 	"k8s.io/client-go/dynamic"
@@ -25,7 +26,7 @@ const kind = "databases"
 // target is a backed-up database's server on the target cluster.
 type target struct {
 	item plans.DataItem // in the mapped namespace, with the target's pod
-	cfg  plans.Database
+	cfg  config.Database
 	cred credentials
 	eng  engine
 }
@@ -41,7 +42,7 @@ func (c Dumps) dynamicClient() (dynamic.Interface, error) {
 // source: by the workload the backup's configuration names, in the mapped namespace; the
 // credentials come from the target's Secret (or, without one, the pod's environment).
 func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) (target, error) {
-	var cfg plans.Database
+	var cfg config.Database
 	found := false
 	if p := r.Manifest.Plan; p != nil {
 		cfg, found = p.Config.DatabaseNamed(d.Name)
@@ -131,7 +132,7 @@ func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapsho
 
 // load puts a dump into the database's server on the target, in two reads of the backup. The
 // first runs nothing: it checks the whole dump (checkDump), so that a truncated, damaged or
-// tampered dump fails before any statement, and before the schemas a Replace drops or the
+// tampered dump fails before any statement, and before the schemas Exact drops or the
 // databases a PostgreSQL dump drops are touched. Then the server's max_allowed_packet is made to
 // fit the largest statement (fitPacket), and the second read streams the dump, decompressed, into
 // the client in the pod, each MiB held back until it matches the first read (pinned). What is left:
@@ -144,7 +145,7 @@ func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapsho
 //
 // With stage (MySQL only: dumped schema -> staging schema), the dump goes through a
 // stagingFilter into the staging schemas, which are dropped first; the dumped schemas are not
-// touched, whatever Replace says.
+// touched, whatever Exact says.
 func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database, t target, stage map[string]string) (err error) {
 	checked, err := checkDump(ctx, r, d)
 	if err != nil {

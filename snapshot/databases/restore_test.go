@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -133,9 +134,9 @@ func TestLocateOnTheMappedNamespace(t *testing.T) {
 		{Version: "v1", Resource: "pods"}: "PodList", {Group: "apps", Version: "v1", Resource: "deployments"}: "DeploymentList",
 	}, toUnstructured(t, deploy), toUnstructured(t, pod("mysql-b", corev1.PodPending)), toUnstructured(t, pod("mysql-c", corev1.PodRunning)))
 	c := Dumps{Client: fake.NewClientset(secret), Mapping: snapshot.Mapping{Namespaces: map[string]string{"kubeflow": "kubeflow-green"}}}
-	cfg := plans.Database{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Workload: "deployment/mysql",
-		Secret: &plans.SecretRef{Name: "mysql-secret", UserKey: "username", PasswordKey: "password"}}
-	r := &snapshot.Reader{Manifest: &snapshot.Manifest{Plan: &plans.Plan{Config: plans.Config{Databases: []plans.Database{cfg}}}}}
+	cfg := config.Database{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Workload: "deployment/mysql",
+		Secret: &config.SecretRef{Name: "mysql-secret", UserKey: "username", PasswordKey: "password"}}
+	r := &snapshot.Reader{Manifest: &snapshot.Manifest{Plan: &plans.Plan{Config: config.Planning{Databases: []config.Database{cfg}}}}}
 	got, err := c.locate(context.Background(), dyn, r, snapshot.Database{Name: "kfp-mysql", Engine: "mysql"})
 	if err != nil {
 		t.Fatal(err)
@@ -166,9 +167,9 @@ func TestRestoreAndVerifyReportDatabasesTheyCannotReach(t *testing.T) {
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		{Version: "v1", Resource: "pods"}: "PodList", {Group: "apps", Version: "v1", Resource: "deployments"}: "DeploymentList",
 	})
-	cfg := plans.Database{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Workload: "deployment/mysql"}
+	cfg := config.Database{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Workload: "deployment/mysql"}
 	r := &snapshot.Reader{Manifest: &snapshot.Manifest{
-		Plan: &plans.Plan{Config: plans.Config{Databases: []plans.Database{cfg}}},
+		Plan: &plans.Plan{Config: config.Planning{Databases: []config.Database{cfg}}},
 		Databases: []snapshot.Database{
 			{Name: "kfp-mysql", Engine: "mysql", Schemas: []string{"mlpipeline"}, Tables: []snapshot.Table{{Schema: "mlpipeline", Name: "runs"}, {Schema: "mlpipeline", Name: "jobs"}}},
 			{Name: "unknown", Engine: "postgresql", Schemas: []string{"appdb"}},

@@ -175,14 +175,15 @@ type RestoreOptions struct {
 	// (encrypted ones excepted: ferry decrypts those).
 	Direct      storage.Presigner
 	WaitTimeout time.Duration
-	// Replace makes the target hold exactly the backup: volume trees synced with deletions,
-	// buckets mirrored with deletions, database schemas dropped before their dumps load, existing
-	// objects replaced (to carry data back).
-	Replace bool
+	// Exact makes the target hold exactly the backup (to carry data back): objects on the target
+	// compared for what they hold beyond the backup's, volume trees synced with deletions, buckets
+	// mirrored with deletions, database schemas dropped before their dumps load. Every kind names
+	// this mode Exact.
+	Exact bool
 	// Upgrade: the backup was made for an upgrade (its plan has an upgrade section) and the target
 	// runs another release of the platform than the backup's source (green the new one, blue on a
 	// carry-back the old one). Only the state moves (resources.Objects.Upgrade); verify holds
-	// databases to the rule of a schema upgrade (databases.Dumps.Upgrade), and with Replace (a
+	// databases to the rule of a schema upgrade (databases.Dumps.Upgrade), and with Exact (a
 	// carry-back) databases are loaded into the target's existing schemas instead of replacing
 	// them (databases.Dumps.IntoExistingSchema).
 	Upgrade bool
@@ -202,24 +203,24 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 	o.Mapping = EffectiveMapping(r, o.Mapping)
 	out := []snapshot.Restorer{
 		resources.Objects{Dynamic: target.Dynamic, Plan: plan, Concurrency: 4 * o.Parallel, Mapping: o.Mapping, Existing: o.Existing,
-			SkipOwned: o.SkipOwned, Select: o.Select, Upgrade: o.Upgrade, Mapper: target.Mapper(), WaitTimeout: o.WaitTimeout, Log: o.Log},
+			Exact: o.Exact, SkipOwned: o.SkipOwned, Select: o.Select, Upgrade: o.Upgrade, Mapper: target.Mapper(), WaitTimeout: o.WaitTimeout, Log: o.Log},
 	}
 	if r.Velero {
 		return out // Velero keeps volume data in Kopia, which ferry does not read
 	}
 	return append(out,
-		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Delete: o.Replace, Log: o.Log},
-		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Replace: o.Replace,
-			Upgrade: o.Upgrade, IntoExistingSchema: o.Upgrade && o.Replace},
-		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Prune: o.Replace},
+		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Exact: o.Exact, Log: o.Log},
+		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Exact: o.Exact,
+			Upgrade: o.Upgrade, IntoExistingSchema: o.Upgrade && o.Exact},
+		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Exact: o.Exact},
 	)
 }
 
 // CarryBackRestorers make the target (blue) hold exactly what the backup r (of green) holds:
-// Restorers with Replace, whose objects are those of cb (green's, in blue's names) and whose
+// Restorers with Exact, whose objects are those of cb (green's, in blue's names) and whose
 // restore also deletes the objects green no longer holds.
 func CarryBackRestorers(r *snapshot.Reader, cb *resources.CarryBack, target Cluster, o RestoreOptions) []snapshot.Restorer {
-	o.Replace = true
+	o.Exact = true
 	o.Existing = resources.ExistingReplace
 	out := Restorers(r, target, o)
 	out[0] = resources.Carried{Objects: out[0].(resources.Objects), CarryBack: cb}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/volumes"
 )
@@ -18,7 +19,7 @@ func Selected(r *snapshot.Reader, f *plans.Filter) *snapshot.Reader {
 	if f == nil || r.Manifest == nil {
 		return r
 	}
-	var cfg plans.Config
+	var cfg config.Planning
 	if r.Manifest.Plan != nil {
 		cfg = r.Manifest.Plan.Config
 	}

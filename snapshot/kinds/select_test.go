@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 )
 
 func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 	manifest := &snapshot.Manifest{
-		Plan: &plans.Plan{Config: plans.Config{
-			Databases: []plans.Database{{Name: "kfp-mysql", Namespace: "kubeflow"}, {Name: "team-pg", Namespace: "team"}},
-			Buckets:   []plans.Bucket{{Name: "mlpipeline", Namespace: "kubeflow"}, {Name: "external", Endpoint: "https://s3.example.com"}},
+		Plan: &plans.Plan{Config: config.Planning{
+			Databases: []config.Database{{Name: "kfp-mysql", Namespace: "kubeflow"}, {Name: "team-pg", Namespace: "team"}},
+			Buckets:   []config.Bucket{{Name: "mlpipeline", Namespace: "kubeflow"}, {Name: "external", Endpoint: "https://s3.example.com"}},
 		}},
 		Name:      "b",
 		Volumes:   []snapshot.Volume{{Namespace: "kubeflow", Name: "minio-pvc", Key: "volumes/kubeflow/minio-pvc.tar.zst"}, {Namespace: "team", Name: "workspace", Key: "volumes/team/workspace.tar.zst"}},
@@ -25,19 +26,19 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name                       string
-		selection                  plans.Config
+		selection                  config.Planning
 		volumes, databases, bucket []string
 		skipped, streams           int
 	}{
-		{"everything", plans.Config{},
+		{"everything", config.Planning{},
 			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4, 9},
-		{"one namespace", plans.Config{Include: plans.Selection{Namespaces: []string{"team"}}},
+		{"one namespace", config.Planning{Include: config.Selection{Namespaces: []string{"team"}}},
 			[]string{"team/workspace"}, []string{"team-pg", "unplaced"}, []string{"external"}, 2, 6},
-		{"excluded namespace", plans.Config{Exclude: plans.Selection{Namespaces: []string{"team"}}},
+		{"excluded namespace", config.Planning{Exclude: config.Selection{Namespaces: []string{"team"}}},
 			[]string{"kubeflow/minio-pvc"}, []string{"kfp-mysql", "unplaced"}, []string{"mlpipeline", "external"}, 3, 7},
-		{"no claims", plans.Config{Exclude: plans.Selection{Resources: []string{"persistentvolumeclaims"}}},
+		{"no claims", config.Planning{Exclude: config.Selection{Resources: []string{"persistentvolumeclaims"}}},
 			nil, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 2, 7},
-		{"labels select objects only", plans.Config{Include: plans.Selection{LabelSelector: "app=web"}},
+		{"labels select objects only", config.Planning{Include: config.Selection{LabelSelector: "app=web"}},
 			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

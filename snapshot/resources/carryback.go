@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,7 +57,7 @@ func (cb *CarryBack) Close() error {
 // keeps blue's storage class, which a many-to-one class mapping could not give back. After an
 // upgrade (placement), only the objects it moved are compared: each release's own stay as they are.
 // It holds the objects' keys only; each object is read from its archive when its turn comes.
-func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time, cfg plans.Config, placement *plans.Placement) (*CarryBack, error) {
+func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time, cfg config.Planning, placement *plans.Placement) (*CarryBack, error) {
 	back := m.Inverse()
 	original.index()
 	carried.index()
@@ -231,7 +232,7 @@ func (cb *CarryBack) SureDeletions(green *plans.Plan) []string {
 
 // differences lists how green's object differs from what the restore put there, in either
 // direction, in words of the two (Compare's are of a backup and a target).
-func differences(restored, green map[string]any, sensitive plans.Sensitivity) []string {
+func differences(restored, green map[string]any, sensitive config.Sensitivity) []string {
 	if d := Compare(restored, green, sensitive); len(d) > 0 {
 		return reword(d, strings.NewReplacer("missing on the target (backup: ", "removed on green (was ", "backup ", "restored ", "target ", "green "))
 	}

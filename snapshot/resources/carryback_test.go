@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,7 +58,7 @@ func TestPlanCarryBack(t *testing.T) {
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"greens-own","namespace":"team-green","creationTimestamp":"2026-11-29T11:00:00Z"}}`,
 		`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"team-green"},"spec":{"volumeClaimTemplates":[{"metadata":{"name":"data"},"spec":{"storageClassName":"standard"}}]}}`,
 	)
-	cb, err := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), plans.Config{}, nil)
+	cb, err := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), config.Planning{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestCheckDeletions(t *testing.T) {
 			[]string{"carry.example.com/v1 Widget team/w1", "carry.example.com/v1 Widget team/w2", "v1 ConfigMap team/doomed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cb, err := PlanCarryBack(original, carried, snapshot.Mapping{}, time.Time{}, plans.Config{}, nil)
+			cb, err := PlanCarryBack(original, carried, snapshot.Mapping{}, time.Time{}, config.Planning{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

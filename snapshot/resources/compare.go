@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 )
 
 // Compare lists how actual fails to contain expected: every field of expected must be in actual
@@ -21,9 +21,9 @@ import (
 // names the field and the two lengths. Every difference restore, verify and carry-back report
 // comes from here, so this is the one place that rule lives.
 //
-// Fields ferry.yaml marks sensitive (plans.Config.Sensitivity of the objects' type) are shown the
+// Fields ferry.yaml marks sensitive (config.Planning.Sensitivity of the objects' type) are shown the
 // same way.
-func Compare(expected, actual map[string]any, sensitive ...plans.Sensitivity) []string {
+func Compare(expected, actual map[string]any, sensitive ...config.Sensitivity) []string {
 	c := comparer{secret: isSecret(expected) || isSecret(actual)}
 	c.all = c.secret
 	for _, s := range sensitive {
@@ -107,7 +107,7 @@ var secretClear = []string{"apiVersion", "kind", "type", "immutable", "metadata.
 
 // hidden says whether the value at path may not be shown.
 func (c *comparer) hidden(path string) bool {
-	if plans.CoveredBy(path, c.paths) {
+	if config.CoveredBy(path, c.paths) {
 		return true
 	}
 	if !c.all {

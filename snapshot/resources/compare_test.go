@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -110,25 +111,25 @@ func TestCompareSensitive(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name             string
-		sensitive        plans.Sensitivity
+		sensitive        config.Sensitivity
 		expected, actual string
 		want             []string
 	}{
-		{"a marked key", plans.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"token":"hunter2","mode":"a"}}`, `{` + cm + `"data":{"token":"swordfish","mode":"b"}}`,
+		{"a marked key", config.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"token":"hunter2","mode":"a"}}`, `{` + cm + `"data":{"token":"swordfish","mode":"b"}}`,
 			[]string{`data.mode: backup "a", target "b"`, "data.token: differs (backup 7 bytes, target 9 bytes)"}},
-		{"beneath a marked field", plans.Sensitivity{Paths: []string{"data"}}, `{` + cm + `"data":{"token":"hunter2"}}`, `{` + cm + `"data":{"token":"swordfish"}}`,
+		{"beneath a marked field", config.Sensitivity{Paths: []string{"data"}}, `{` + cm + `"data":{"token":"hunter2"}}`, `{` + cm + `"data":{"token":"swordfish"}}`,
 			[]string{"data.token: differs (backup 7 bytes, target 9 bytes)"}},
-		{"a missing marked key", plans.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"token":"hunter2"}}`, `{` + cm + `"data":{}}`,
+		{"a missing marked key", config.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"token":"hunter2"}}`, `{` + cm + `"data":{}}`,
 			[]string{"data.token: missing on the target (backup: 7 bytes)"}},
-		{"any container's env", plans.Sensitivity{Paths: []string{"spec.template.spec.containers[*].env"}}, env("hunter2"), env("swordfish"),
+		{"any container's env", config.Sensitivity{Paths: []string{"spec.template.spec.containers[*].env"}}, env("hunter2"), env("swordfish"),
 			[]string{"spec.template.spec.containers[0].env[0].value: differs (backup 7 bytes, target 9 bytes)"}},
-		{"kubectl's record repeats the marked fields", plans.Sensitivity{Paths: []string{"data.token"}},
+		{"kubectl's record repeats the marked fields", config.Sensitivity{Paths: []string{"data.token"}},
 			`{` + cm + `"metadata":{"name":"c","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"token\":\"hunter2\"}}"}}}`,
 			`{` + cm + `"metadata":{"name":"c","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{\"token\":\"swordfish\"}}"}}}`,
 			[]string{`metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]: differs (backup 28 bytes, target 30 bytes)`}},
-		{"the whole object", plans.Sensitivity{All: true}, `{` + cm + `"metadata":{"name":"c","labels":{"app":"a"}},"data":{"k":"aHVudGVyMg=="}}`, `{` + cm + `"metadata":{"name":"c","labels":{"app":"b"}},"data":{"k":"c3dvcmRmaXNo"}}`,
+		{"the whole object", config.Sensitivity{All: true}, `{` + cm + `"metadata":{"name":"c","labels":{"app":"a"}},"data":{"k":"aHVudGVyMg=="}}`, `{` + cm + `"metadata":{"name":"c","labels":{"app":"b"}},"data":{"k":"c3dvcmRmaXNo"}}`,
 			[]string{"data.k: differs (backup 12 bytes, target 12 bytes)", `metadata.labels.app: backup "a", target "b"`}},
-		{"unmarked fields show", plans.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"tokens":"a"}}`, `{` + cm + `"data":{"tokens":"b"}}`,
+		{"unmarked fields show", config.Sensitivity{Paths: []string{"data.token"}}, `{` + cm + `"data":{"tokens":"a"}}`, `{` + cm + `"data":{"tokens":"b"}}`,
 			[]string{`data.tokens: backup "a", target "b"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,7 +150,7 @@ func TestSensitiveDifferencesOfEveryCaller(t *testing.T) {
 			"metadata": map[string]any{"name": "c", "namespace": "ns"},
 			"data":     map[string]any{"token": v}}
 	}
-	cfg := plans.Config{Sensitive: []plans.Sensitive{{Resource: "configmaps", Paths: []string{"data.token"}}}}
+	cfg := config.Planning{Sensitive: []config.Sensitive{{Resource: "configmaps", Paths: []string{"data.token"}}}}
 	live := &unstructured.Unstructured{Object: obj(b)}
 	var all []string
 	all = append(all, Objects{Exact: true, Plan: &plans.Plan{Config: cfg}}.compare("configmaps", obj(a), live)...)
@@ -179,8 +180,8 @@ func TestSecretDifferencesOfEveryCaller(t *testing.T) {
 	live := &unstructured.Unstructured{Object: obj(b)}
 	var all []string
 	all = append(all, Objects{Exact: true}.compare("secrets", obj(a), live)...)
-	all = append(all, differences(obj(a), obj(b), plans.Sensitivity{})...)
-	all = append(all, differences(map[string]any{"apiVersion": "v1", "kind": "Secret"}, obj(b), plans.Sensitivity{})...)
+	all = append(all, differences(obj(a), obj(b), config.Sensitivity{})...)
+	all = append(all, differences(map[string]any{"apiVersion": "v1", "kind": "Secret"}, obj(b), config.Sensitivity{})...)
 	if len(all) == 0 {
 		t.Fatal("no differences found")
 	}

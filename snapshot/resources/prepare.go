@@ -115,7 +115,7 @@ func asMap(v any) map[string]any {
 }
 
 // skipReason says why a backed-up object is not created on the target, as Velero's restore
-// decides it (velero-format.md §4.3–4.5), or "".
+// decides it (docs/format.md, Velero compatibility), or "".
 func skipReason(gr string, obj map[string]any) string {
 	u := unstructured.Unstructured{Object: obj}
 	switch gr {

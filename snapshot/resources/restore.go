@@ -12,6 +12,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -501,7 +502,7 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 // what expected holds and, when Exact or replacing, what it holds that expected lacks.
 func (c Objects) compare(gr string, expected map[string]any, live *unstructured.Unstructured) []string {
 	norm := normalizedLive(gr, live)
-	var sensitive plans.Sensitivity
+	var sensitive config.Sensitivity
 	if c.Plan != nil { // the backup's plan says what its ferry.yaml marked sensitive
 		sensitive = c.Plan.Config.Sensitivity(gr)
 	}

@@ -4,13 +4,14 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	corev1 "k8s.io/api/core/v1"
 )
 
 // TestMoverPodShape: requests and limits always (a quota counting cpu or memory refuses pods
 // without them), ferry.yaml's mover section applied, and the restricted level met where enforced.
 func TestMoverPodShape(t *testing.T) {
-	cfg, err := plans.ParseConfig("ferry.yaml", []byte(`
+	cfg, err := config.ParseConfig("ferry.yaml", []byte(`
 mover:
   resources: {limits: {memory: 1Gi}}
   nodeSelector: {pool: data}
@@ -29,8 +30,8 @@ mover:
 		selector   bool
 	}{
 		{name: "defaults", c: Contents{Image: "ferry"}, v: plans.Volume{Namespace: "a", Name: "data"}},
-		{name: "configured", c: Contents{Image: "ferry", Plan: &plans.Plan{Config: cfg}}, v: plans.Volume{Namespace: "a", Name: "data"}, selector: true},
-		{name: "pinned to its node", c: Contents{Image: "ferry", Plan: &plans.Plan{Config: cfg}}, restricted: true,
+		{name: "configured", c: Contents{Image: "ferry", Plan: &plans.Plan{Config: cfg.Planning}}, v: plans.Volume{Namespace: "a", Name: "data"}, selector: true},
+		{name: "pinned to its node", c: Contents{Image: "ferry", Plan: &plans.Plan{Config: cfg.Planning}}, restricted: true,
 			v: plans.Volume{Namespace: "a", Name: "data", AccessModes: []string{"ReadWriteOnce"}, Pods: []plans.PodUse{{Name: "app", Node: "n1"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,7 +39,7 @@ func (Contents) FillsClaims() {}
 // the manifest file by file. Files are counted one by one as restored, updated (metadata only) or unchanged; a file
 // that does not match is failed, named "namespace/claim:path"; a volume that could not be
 // restored at all is failed, named "namespace/claim". Files on the target that the backup lacks
-// are left alone (unless Delete), and so are the files the backup left out (skipped items).
+// are left alone (unless Exact), and so are the files the backup left out (skipped items).
 //
 // A stored stream that does not match the manifest (truncated, tampered with) fails its volume
 // and is also returned, joined with the others, as an error matching what the reader said (for a
@@ -320,7 +320,7 @@ func (c Contents) apply(ctx context.Context, ns, pod string, st Staged) (UnpackR
 		return res, err
 	}
 	cmd := []string{"ferry", "mover", "unpack", "--apply"}
-	if c.Delete {
+	if c.Exact {
 		cmd = append(cmd, "--delete")
 	}
 	var stdout, stderr bytes.Buffer

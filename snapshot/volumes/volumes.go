@@ -23,6 +23,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/repo"
@@ -59,9 +60,9 @@ type Contents struct {
 	Storage storage.Backend
 	// Mapping names the target namespace of each claim on a restore or verify.
 	Mapping snapshot.Mapping
-	// Delete makes a restore also delete what a claim holds that the backup does not, leaving the
+	// Exact makes a restore also delete what a claim holds that the backup does not, leaving the
 	// tree exactly as backed up (to carry data back); by default such files are left alone.
-	Delete bool
+	Exact bool
 	// Chunks stores each volume read through exec (not Direct) as a tree stream over the chunk
 	// repository (see tree.go): content-addressed, deduplicated, and reading only the files
 	// that changed since the claim's previous backup of this format.
@@ -192,9 +193,9 @@ func podSecurity(restricted bool) *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 }
 
-func (c Contents) mover() plans.Mover {
+func (c Contents) mover() config.Mover {
 	if c.Plan == nil {
-		return plans.Mover{}
+		return config.Mover{}
 	}
 	return c.Plan.Config.Mover
 }

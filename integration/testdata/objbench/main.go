@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/resources"
 	"github.com/ferrykube/ferry/storage"
@@ -104,7 +105,7 @@ func run(ctx context.Context, mode, url, original, carried, kubeContext, cpuProf
 			return err
 		}
 		defer after.Close()
-		cb, err := resources.PlanCarryBack(before, after, snapshot.Mapping{Namespaces: m}, time.Time{}, plans.Config{}, nil)
+		cb, err := resources.PlanCarryBack(before, after, snapshot.Mapping{Namespaces: m}, time.Time{}, config.Planning{}, nil)
 		if err != nil {
 			return err
 		}

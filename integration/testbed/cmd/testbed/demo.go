@@ -117,13 +117,14 @@ func demo(ctx context.Context, args []string) error {
 	if zoo != nil {
 		configText += zoo.Config // the zoo's databases and bucket
 	}
+	configText += testbed.FerryConfig // kwok's own resources stay in each cluster
 	if err := os.WriteFile(config, []byte(configText), 0o644); err != nil {
 		return err
 	}
 	global := []string{"--kubeconfig", tb.Kubeconfig, "--storage", storage}
 	migrateArgs := append(append([]string{}, global...), "--progress", "always", "migrate", "--from", "blue", "--to", "green", "-f", config, "--allow-skipped")
 	stage("%s %s", *ferry, shellJoin(migrateArgs))
-	fmt.Printf("    (ferry.yaml: preset kubeflow, classes gp3/nfs-client → standard, HAProxy steps 10/50/100 %% with a 5s soak, an HTTP gate on green)\n")
+	fmt.Printf("    (ferry.yaml: preset kubeflow, classes gp3/nfs-client → standard, HAProxy steps 10/50/100 %% with a 5s soak, an HTTP gate on green, kwok's resources excluded)\n")
 	if zoo != nil {
 		fmt.Printf("    (and the zoo's databases zoo-mariadb and zoo-postgres, in StatefulSets, and its bucket %s)\n", testbed.ZooBucket)
 	}

@@ -117,8 +117,16 @@ func demoUpgrade(ctx context.Context, args []string) error {
 		cmd.Env = append(os.Environ(), backup.Env()...) // the backup MinIO's keys
 		return cmd
 	}
-	upgrade := []string{"--upgrade", "--preset", "kubeflow", "--from", "blue", "--to", "green"}
 	work := filepath.Join(tb.Dir, "data")
+	// The testbed's ferry.yaml: kwok's own resources stay in each cluster.
+	config := filepath.Join(work, "ferry-upgrade.yaml")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(config, []byte(testbed.FerryConfig), 0o644); err != nil {
+		return err
+	}
+	upgrade := []string{"--upgrade", "--preset", "kubeflow", "-f", config, "--from", "blue", "--to", "green"}
 
 	plan := append([]string{"plan"}, upgrade...)
 	stage("%s %s   (what moves, what is left to green's release, the releases' differences)", *ferry, shellJoin(plan))

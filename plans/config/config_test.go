@@ -1,4 +1,4 @@
-package plans
+package config
 
 import (
 	"strings"
@@ -100,6 +100,23 @@ func FuzzParseConfig(f *testing.F) {
 		_, err := ParseConfig("ferry.yaml", []byte(doc))
 		if err != nil && (!badinput.Is(err) || !strings.HasPrefix(err.Error(), "ferry.yaml: ")) {
 			t.Fatalf("error %v does not name the file or is not bad input", err)
+		}
+	})
+}
+
+// FuzzConfig: no ferry.yaml makes ParseConfig panic, and every error names the file.
+func FuzzConfig(f *testing.F) {
+	for _, name := range Presets() {
+		data, err := presetFiles.ReadFile("presets/" + name + ".yaml")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("databases:\n- name: kfp\n  engine: mysql\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := ParseConfig("ferry.yaml", data); err != nil && !strings.Contains(err.Error(), "ferry.yaml") {
+			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
 }

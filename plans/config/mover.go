@@ -1,4 +1,4 @@
-package plans
+package config
 
 import (
 	"fmt"
@@ -52,7 +52,8 @@ var moverDefaults = MoverResources{
 	Limits:   map[string]string{"cpu": "1", "memory": "512Mi"},
 }
 
-var moverResourceNames = []string{"cpu", "memory", "ephemeral-storage"}
+// MoverResourceNames are the resources a mover sets requests and limits of.
+var MoverResourceNames = []string{"cpu", "memory", "ephemeral-storage"}
 
 var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
@@ -64,7 +65,7 @@ func (m Mover) validate(bad func(field, format string, args ...any)) {
 	}{{"requests", m.Resources.Requests}, {"limits", m.Resources.Limits}} {
 		for _, name := range slices.Sorted(maps.Keys(part.m)) {
 			f := "mover.resources." + part.field + "." + name
-			if !slices.Contains(moverResourceNames, name) {
+			if !slices.Contains(MoverResourceNames, name) {
 				bad(f, "unknown resource: want cpu, memory or ephemeral-storage")
 				continue
 			}
@@ -76,7 +77,7 @@ func (m Mover) validate(bad func(field, format string, args ...any)) {
 			parsed[part.field+"."+name] = q
 		}
 	}
-	for _, name := range moverResourceNames {
+	for _, name := range MoverResourceNames {
 		req, okReq := parsed["requests."+name]
 		lim, okLim := parsed["limits."+name]
 		if okReq && okLim && req.Cmp(lim) > 0 {

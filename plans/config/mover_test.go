@@ -1,4 +1,4 @@
-package plans
+package config
 
 import (
 	"strings"
@@ -62,7 +62,7 @@ mover:
 	if (Mover{}).PodTolerations()[0].Operator != corev1.TolerationOpExists {
 		t.Fatal("without tolerations a mover tolerates every taint")
 	}
-	over := Config{}.Merge(cfg).Merge(Config{Mover: Mover{Resources: MoverResources{Limits: map[string]string{"cpu": "2"}}}})
+	over := Config{}.Merge(cfg).Merge(Config{Planning: Planning{Mover: Mover{Resources: MoverResources{Limits: map[string]string{"cpu": "2"}}}}})
 	if over.Mover.Resources.Limits["cpu"] != "2" || over.Mover.Resources.Limits["memory"] != "1Gi" || over.Mover.PriorityClassName != "backup-low" {
 		t.Fatalf("merged mover = %+v", over.Mover)
 	}

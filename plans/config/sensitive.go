@@ -1,4 +1,4 @@
-package plans
+package config
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ type Sensitivity struct {
 }
 
 // Sensitivity is what the configuration marks sensitive in objects of gr ("configmaps").
-func (c Config) Sensitivity(gr string) Sensitivity {
+func (c Planning) Sensitivity(gr string) Sensitivity {
 	var s Sensitivity
 	for _, m := range c.Sensitive {
 		if m.Resource != gr {

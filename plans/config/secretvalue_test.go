@@ -1,4 +1,4 @@
-package plans
+package config
 
 import (
 	"context"
@@ -59,9 +59,10 @@ func TestSecretSettingsAreReferences(t *testing.T) {
 	}
 }
 
-// The plan a backup's manifest and a run's journal store holds the references of secret settings,
-// never their values, even once they were resolved; and it reads back as the same references.
-func TestStoredPlanHoldsNoSecretValue(t *testing.T) {
+// The configuration a run's journal stores holds the references of secret settings, never their
+// values, even once they were resolved; and it reads back as the same references. (A plan, and
+// so a backup's manifest, holds no traffic settings at all.)
+func TestStoredConfigHoldsNoSecretValue(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := ParseConfig("ferry.yaml", []byte(webhookYAML(
 		"      Authorization: {valueFrom: {env: LB_TOKEN}}\n"+
@@ -85,34 +86,36 @@ func TestStoredPlanHoldsNoSecretValue(t *testing.T) {
 		t.Fatalf("resolved %d headers, not to their values", len(headers))
 	}
 
-	stored, err := json.Marshal(&Plan{Config: cfg})
+	stored, err := json.Marshal(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(stored), canary) {
-		t.Errorf("the stored plan holds a secret value: %s", stored)
+		t.Errorf("the stored configuration holds a secret value: %s", stored)
 	}
 	for _, ref := range []string{`"env":"LB_TOKEN"`, `"name":"lb-credentials"`, `"key":"api-key"`} {
 		if !strings.Contains(string(stored), ref) {
-			t.Errorf("the stored plan lacks the reference %s: %s", ref, stored)
+			t.Errorf("the stored configuration lacks the reference %s: %s", ref, stored)
 		}
 	}
-	var back Plan
+	var back Config
 	if err := json.Unmarshal(stored, &back); err != nil {
 		t.Fatal(err)
 	}
-	if err := back.Config.Validate(); err != nil {
-		t.Errorf("the stored plan's configuration read back: %v", err)
+	if err := back.Validate(); err != nil {
+		t.Errorf("the stored configuration read back: %v", err)
 	}
 	if again, _ := json.Marshal(&back); string(again) != string(stored) {
-		t.Errorf("the stored plan changed in a round trip:\n%s\n%s", stored, again)
+		t.Errorf("the stored configuration changed in a round trip:\n%s\n%s", stored, again)
 	}
 }
 
-// A plan or journal of an older ferry holds header values in place: they read, are never written
-// again, and are refused when used.
-func TestOlderPlanWithAHeaderValue(t *testing.T) {
-	var p Plan
+// A journal of an older ferry holds header values in place: they read, are never written again,
+// and are refused when used.
+func TestOlderConfigWithAHeaderValue(t *testing.T) {
+	var p struct {
+		Config Config `json:"config"`
+	}
 	old := `{"config": {"traffic": {"type": "webhook", "webhook": {"url": "https://lb.example/", "headers": {"Authorization": "Bearer ` + canary + `"}}}}}`
 	if err := json.Unmarshal([]byte(old), &p); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,13 @@
-package plans
+// Package config is ferry.yaml's schema: its types, parsing, validation, merging with a preset,
+// and the embedded presets, apart from planning (as Velero keeps its API types apart from its
+// controllers). Beyond the schema it only resolves the Secrets its settings refer to and shapes a
+// mover pod from its settings. plans, snapshot and migrate read their settings from it; the
+// traffic switchers and gates import nothing else of ferry's planning.
+package config
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"errors"
 	"fmt"
@@ -16,8 +22,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Config is ferry.yaml: what flags cannot say well. Presets are Configs too.
+// Config is ferry.yaml: what flags cannot say well. Presets are Configs too. A plan (and so a
+// backup's manifest) records its Planning part; Traffic and Rollout are the blue-green run's
+// alone, which keeps them in its journal.
 type Config struct {
+	Planning `yaml:",inline"`
+	// Traffic and Rollout say how ferry migrate shifts traffic to green (see rollout.go).
+	Traffic *Traffic `yaml:"traffic,omitempty" json:"traffic,omitempty"`
+	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
+}
+
+// Planning is what planning reads of ferry.yaml and a plan records: what moves, where its data
+// lives, how it is quiesced, mapped and moved.
+type Planning struct {
 	// Description says what a preset is for.
 	Description string `yaml:"description,omitempty" json:"description,omitempty"`
 	// Preset names an embedded preset whose settings this file extends.
@@ -34,9 +51,6 @@ type Config struct {
 	StorageClassMap map[string]string `yaml:"storageClassMap,omitempty" json:"storageClassMap,omitempty"`
 	NamespaceMap    map[string]string `yaml:"namespaceMap,omitempty" json:"namespaceMap,omitempty"`
 	Throughput      Throughput        `yaml:"throughput,omitempty" json:"throughput,omitzero"`
-	// Traffic and Rollout say how ferry migrate shifts traffic to green (see rollout.go).
-	Traffic *Traffic `yaml:"traffic,omitempty" json:"traffic,omitempty"`
-	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
 	// Mover shapes the short-lived pods that read and write claims (see mover.go).
 	Mover Mover `yaml:"mover,omitempty" json:"mover,omitzero"`
 	// Sensitive marks fields, beyond a Secret's, whose values differences never show.
@@ -168,7 +182,7 @@ func LoadConfig(path, preset string) (Config, error) {
 	// Each file was checked alone; some rules hold only for the two together (a namespace both
 	// the preset's platform and the file's state).
 	if err := merged.Validate(); err != nil {
-		return Config{}, badinput.Errorf("%s with preset %s: %w", orDefault(path, "flags"), preset, err)
+		return Config{}, badinput.Errorf("%s with preset %s: %w", cmp.Or(path, "flags"), preset, err)
 	}
 	return merged, nil
 }
@@ -204,6 +218,26 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
+	c.Planning.validate(bad)
+	if c.Traffic != nil {
+		c.Traffic.validate(bad)
+	}
+	if c.Rollout != nil {
+		c.Rollout.validate(bad)
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the fields' values; the error names the field.
+func (c Planning) Validate() error {
+	var errs []error
+	c.validate(func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	})
+	return errors.Join(errs...)
+}
+
+func (c Planning) validate(bad func(field, format string, args ...any)) {
 	for i, sf := range c.Sensitive {
 		sf.validate(fmt.Sprintf("sensitive[%d]", i), bad)
 	}
@@ -309,15 +343,8 @@ func (c Config) Validate() error {
 			bad(field, "%v: must not be negative", v)
 		}
 	}
-	if c.Traffic != nil {
-		c.Traffic.validate(bad)
-	}
-	if c.Rollout != nil {
-		c.Rollout.validate(bad)
-	}
 	c.Mover.validate(bad)
 	c.validateRelease(bad)
-	return errors.Join(errs...)
 }
 
 // ParseWorkload splits "deployment/mysql" into kind and name.
@@ -333,6 +360,18 @@ func ParseWorkload(s string) (kind, name string, err error) {
 // Merge returns c extended by over: lists are joined (an entry of over replaces c's entry of the
 // same name), maps merged, and set scalars of over win.
 func (c Config) Merge(over Config) Config {
+	out := Config{Planning: c.Planning.Merge(over.Planning), Traffic: c.Traffic, Rollout: c.Rollout}
+	if over.Traffic != nil {
+		out.Traffic = over.Traffic
+	}
+	if over.Rollout != nil {
+		out.Rollout = over.Rollout
+	}
+	return out
+}
+
+// Merge returns c extended by over, as Config.Merge does.
+func (c Planning) Merge(over Planning) Planning {
 	out := c
 	if over.Description != "" {
 		out.Description = over.Description
@@ -348,12 +387,6 @@ func (c Config) Merge(over Config) Config {
 	out.Sensitive = append(append([]Sensitive(nil), c.Sensitive...), over.Sensitive...)
 	out.StorageClassMap = mergeMaps(c.StorageClassMap, over.StorageClassMap)
 	out.NamespaceMap = mergeMaps(c.NamespaceMap, over.NamespaceMap)
-	if over.Traffic != nil {
-		out.Traffic = over.Traffic
-	}
-	if over.Rollout != nil {
-		out.Rollout = over.Rollout
-	}
 	out.Mover = c.Mover.merge(over.Mover)
 	out.Platform = c.Platform.merge(over.Platform)
 	out.State = c.State.merge(over.State)
@@ -415,7 +448,7 @@ func mergeMaps(a, b map[string]string) map[string]string {
 }
 
 // DatabaseNamed is the configured database of that name, if any.
-func (c Config) DatabaseNamed(name string) (Database, bool) {
+func (c Planning) DatabaseNamed(name string) (Database, bool) {
 	for _, d := range c.Databases {
 		if d.Name == name {
 			return d, true
@@ -425,7 +458,7 @@ func (c Config) DatabaseNamed(name string) (Database, bool) {
 }
 
 // BucketNamed is the configured bucket of that name, if any.
-func (c Config) BucketNamed(name string) (Bucket, bool) {
+func (c Planning) BucketNamed(name string) (Bucket, bool) {
 	for _, b := range c.Buckets {
 		if b.Name == name {
 			return b, true
