@@ -43,19 +43,24 @@ func serveWorkload(t *testing.T, kc kubernetes.Interface, namespace, name, secre
 // returns the name of its running pod.
 func serveDeployment(t *testing.T, kc kubernetes.Interface, namespace, name string) string {
 	t.Helper()
+	createDeployment(t, kc, namespace, name, corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: name}}})
+	return runningPod(t, kc, namespace, "app="+name)
+}
+
+// createDeployment creates in namespace a one-replica Deployment whose pods carry app=name and run spec.
+func createDeployment(t *testing.T, kc kubernetes.Interface, namespace, name string, spec corev1.PodSpec) {
+	t.Helper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: name}}}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 		},
 	}
 	if _, err := kc.AppsV1().Deployments(namespace).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return runningPod(t, kc, namespace, "app="+name)
 }
 
 // serveDatabases runs a MySQL and a PostgreSQL workload in namespace on cluster, their exec mapped

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -324,21 +323,10 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 // mountClaim creates in namespace a one-replica Deployment whose pods mount claim.
 func mountClaim(t *testing.T, kc kubernetes.Interface, namespace, name, claim string) {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: name, Image: name, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
-					Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
-				}},
-		},
-	}
-	if _, err := kc.AppsV1().Deployments(namespace).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDeployment(t, kc, namespace, name, corev1.PodSpec{
+		Containers: []corev1.Container{{Name: name, Image: name, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+		Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+	})
 }
 
 // newestChange is the latest change time (ctime) of dir's entries: when the last of them was written,
@@ -346,22 +334,11 @@ func mountClaim(t *testing.T, kc kubernetes.Interface, namespace, name, claim st
 func newestChange(t *testing.T, dir string) time.Time {
 	t.Helper()
 	var newest time.Time
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil {
-			return err
-		}
+	eachStat(t, dir, func(_ string, st *syscall.Stat_t) {
 		if c := time.Unix(st.Ctim.Sec, st.Ctim.Nsec); c.After(newest) {
 			newest = c
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return newest
 }
 

@@ -389,6 +389,15 @@ func walkTree(t *testing.T, dir string) []string {
 func inodeTimes(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
+	eachStat(t, dir, func(p string, st *syscall.Stat_t) {
+		out = append(out, fmt.Sprintf("%s mtime %d.%09d ctime %d.%09d", p, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec))
+	})
+	return out
+}
+
+// eachStat calls fn with every entry of dir (dir too) and its lstat.
+func eachStat(t *testing.T, dir string, fn func(path string, st *syscall.Stat_t)) {
+	t.Helper()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -397,13 +406,12 @@ func inodeTimes(t *testing.T, dir string) []string {
 		if err := syscall.Lstat(p, &st); err != nil {
 			return err
 		}
-		out = append(out, fmt.Sprintf("%s mtime %d.%09d ctime %d.%09d", p, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec))
+		fn(p, &st)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 func lineDiff(want, got []string) string {
