@@ -25,6 +25,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -93,6 +94,10 @@ func TestRestoreOntoAFreshCluster(t *testing.T) {
 	// A workload that mounts the claim: on the fresh cluster it must not start before the claim's
 	// files are in place (it would start on an empty volume).
 	mountClaim(t, blueKC, "restore-data", "notebook", "workspace")
+	t.Cleanup(func() { // later tests back up blue and restore onto this cluster, and would meet it
+		deleteDeployment(t, blueKC, "restore-data", "notebook")
+		deleteDeployment(t, kc, "restore-data", "notebook")
+	})
 
 	url := backupMinIO(t, "restore")
 	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "whole-blue"); code != 0 && code != 3 {
@@ -327,6 +332,28 @@ func mountClaim(t *testing.T, kc kubernetes.Interface, namespace, name, claim st
 		Containers: []corev1.Container{{Name: name, Image: name, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 		Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
 	})
+}
+
+// deleteDeployment deletes a Deployment with its ReplicaSets and pods, and waits until they are gone.
+func deleteDeployment(t *testing.T, kc kubernetes.Interface, namespace, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	foreground := metav1.DeletePropagationForeground
+	deployments := kc.AppsV1().Deployments(namespace)
+	if err := deployments.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &foreground}); apierrors.IsNotFound(err) {
+		return
+	} else if err != nil {
+		t.Errorf("delete Deployment %s/%s: %v", namespace, name, err)
+		return
+	}
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := deployments.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("Deployment %s/%s is still there: %v", namespace, name, err)
+	}
 }
 
 // newestChange is the latest change time (ctime) of dir's entries: when the last of them was written,
