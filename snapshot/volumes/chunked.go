@@ -161,57 +161,62 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	return entry, skipped, nil
 }
 
-// previousTree is the tree of the claim's newest complete backup in the same repository, by
-// path, without the entries whose chunks cannot be reused (see Writer.Reusable); none for an
-// encrypted backup, whose previous trees ferry cannot read without the identity. A previous tree
-// that cannot be read makes a full backup, never a failed one.
+// previousBackup is a complete, unencrypted backup a chunked capture may continue from.
+type previousBackup struct {
+	name     string
+	manifest *snapshot.Manifest
+}
+
+// recentBackups are the storage's newest complete unencrypted backups but current, newest first
+// (at most maxPrevious), read once per capture: where each claim's previous tree is looked for.
+// A backup that cannot be read is only not a candidate.
+func recentBackups(ctx context.Context, store storage.Backend, current string) []previousBackup {
+	infos, _ := snapshot.List(ctx, store)
+	infos = slices.DeleteFunc(infos, func(i snapshot.Info) bool { return i.State != snapshot.Complete || i.Name == current })
+	sort.SliceStable(infos, func(i, j int) bool { return infos[i].CompletedAt.After(infos[j].CompletedAt) })
+	var out []previousBackup
+	for _, info := range infos[:min(len(infos), maxPrevious)] {
+		m, err := snapshot.ReadManifest(ctx, store, info.Name)
+		if err != nil || m.Encryption != nil {
+			continue
+		}
+		out = append(out, previousBackup{name: info.Name, manifest: m})
+	}
+	return out
+}
+
+// previousTree is the tree of the claim's newest complete backup in the same repository (of
+// c.previous), by path, without the entries whose chunks cannot be reused (see Writer.Reusable);
+// none for an encrypted backup, whose previous trees ferry cannot read without the identity. A
+// previous tree that cannot be read makes a full backup, never a failed one.
 func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.Volume, cw *repo.Writer) (map[string]treeEntry, string) {
 	if w.Encrypted() {
 		return nil, ""
 	}
-	infos, _ := snapshot.List(ctx, c.Storage) // an unreadable backup is only not a candidate
-	infos = slices.DeleteFunc(infos, func(i snapshot.Info) bool { return i.State != snapshot.Complete || i.Name == w.Name() })
-	sort.SliceStable(infos, func(i, j int) bool { return infos[i].CompletedAt.After(infos[j].CompletedAt) })
-	for _, info := range infos[:min(len(infos), maxPrevious)] {
-		m, err := snapshot.ReadManifest(ctx, c.Storage, info.Name)
-		if err != nil || m.Encryption != nil {
-			continue
-		}
-		i := slices.IndexFunc(m.Volumes, func(pv snapshot.Volume) bool {
+	for _, b := range c.previous {
+		i := slices.IndexFunc(b.manifest.Volumes, func(pv snapshot.Volume) bool {
 			return pv.Namespace == v.Namespace && pv.Name == v.Name && pv.Format == snapshot.FormatChunks && pv.Repo == c.repo.Prefix()
 		})
 		if i < 0 {
 			continue
 		}
-		prev, err := readPrevious(ctx, c.Storage, info.Name, m.Volumes[i], cw)
+		prev, err := readPrevious(ctx, c.Storage, b.name, b.manifest.Volumes[i], cw)
 		if err != nil {
-			c.Log.Warn("the claim's previous backup cannot be read: backing up every file", "claim", v.Namespace+"/"+v.Name, "backup", info.Name, "error", err)
+			c.Log.Warn("the claim's previous backup cannot be read: backing up every file", "claim", v.Namespace+"/"+v.Name, "backup", b.name, "error", err)
 			return nil, ""
 		}
-		return prev, info.Name
+		return prev, b.name
 	}
 	return nil, ""
 }
 
 func readPrevious(ctx context.Context, store storage.Backend, name string, v snapshot.Volume, cw *repo.Writer) (map[string]treeEntry, error) {
-	r, err := snapshot.Open(ctx, store, name, nil)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := r.Open(ctx, v.Key)
-	if err != nil {
-		return nil, err
-	}
 	prev := map[string]treeEntry{}
-	err = readTree(rc, func(e treeEntry) error {
+	err := eachTreeEntry(ctx, store, name, v, func(e treeEntry) {
 		if e.Path != "" {
 			prev[string(e.Path)] = e // a later entry of a name replaces the earlier
 		}
-		return nil
 	})
-	if derr := snapshot.Drain(rc); err == nil {
-		err = derr
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +226,27 @@ func readPrevious(ctx context.Context, store storage.Backend, name string, v sna
 		}
 	}
 	return prev, nil
+}
+
+// eachTreeEntry calls fn with every entry of the tree stream of volume v of the unencrypted
+// backup name, read to its end and checked against the manifest.
+func eachTreeEntry(ctx context.Context, store storage.Backend, name string, v snapshot.Volume, fn func(treeEntry)) error {
+	r, err := snapshot.Open(ctx, store, name, nil)
+	if err != nil {
+		return err
+	}
+	rc, err := r.Open(ctx, v.Key)
+	if err != nil {
+		return err
+	}
+	err = readTree(rc, func(e treeEntry) error {
+		fn(e)
+		return nil
+	})
+	if derr := snapshot.Drain(rc); err == nil {
+		err = derr
+	}
+	return err
 }
 
 // openTree opens a chunked volume as the zstd-compressed archive it stands for, as stage reads a
@@ -303,22 +329,7 @@ func ChunkRefs(ctx context.Context, store storage.Backend, prefix string, fn fun
 			if m.Encryption != nil {
 				return fmt.Errorf("backup %s is encrypted: reading its trees needs the identity", info.Name)
 			}
-			r, err := snapshot.Open(ctx, store, info.Name, nil)
-			if err != nil {
-				return err
-			}
-			rc, err := r.Open(ctx, v.Key)
-			if err != nil {
-				return err
-			}
-			err = readTree(rc, func(e treeEntry) error {
-				fn(e.Data)
-				return nil
-			})
-			if derr := snapshot.Drain(rc); err == nil {
-				err = derr
-			}
-			if err != nil {
+			if err := eachTreeEntry(ctx, store, info.Name, v, func(e treeEntry) { fn(e.Data) }); err != nil {
 				return fmt.Errorf("backup %s: %s: %w", info.Name, v.Key, err)
 			}
 		}

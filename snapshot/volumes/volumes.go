@@ -69,8 +69,10 @@ type Contents struct {
 	Chunks bool
 	Log    *slog.Logger
 
-	// repo is the chunk repository a chunked capture writes to.
-	repo *repo.Repo
+	// repo is the chunk repository a chunked capture writes to, and previous the backups it
+	// looks for each claim's previous tree in.
+	repo     *repo.Repo
+	previous []previousBackup
 
 	// movers are the pods this run started, as they were when ferry first saw them running:
 	// ferry execs only into those, and only while they still are (see identity.go).
@@ -88,6 +90,9 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 		var err error
 		if c.repo, err = openRepo(ctx, c.Storage, repo.Options{Prefix: RepoPrefix(w.Recipients()), Recipients: w.Recipients()}); err != nil {
 			return err
+		}
+		if !w.Encrypted() {
+			c.previous = recentBackups(ctx, c.Storage, w.Name())
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
