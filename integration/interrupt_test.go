@@ -274,7 +274,8 @@ func TestBackupStorageFailsMidStream(t *testing.T) {
 			t.Errorf("restart the backup MinIO: %v", err)
 		}
 	})
-	run := startFerry(t, "--storage", url, "backup", "--from", "blue", "-f", cfg, "--name", "outage")
+	// The tar stream is one multipart upload to catch in flight; chunks go up as packs.
+	run := startFerry(t, "--storage", url, "backup", "--from", "blue", "-f", cfg, "--name", "outage", "--volume-format", "tar")
 	key := "volumes/" + interruptNS + "/" + interruptClaim + ".tar.zst"
 	s3c := minio.S3Client()
 	waitForMover(t, kc, run, "outage", "the volume's upload in progress", func(ctx context.Context, _ corev1.Pod) (bool, error) {

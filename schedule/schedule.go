@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/snapshot"
 	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -139,11 +140,8 @@ func (o Options) Check() error {
 	if err := CheckCron(o.Cron); err != nil {
 		return err
 	}
-	switch {
-	case o.VolumeFormat != "" && o.VolumeFormat != "tar" && o.VolumeFormat != "chunks":
-		return badinput.Errorf("--volume-format %.40q: want tar or chunks", o.VolumeFormat)
-	case o.VolumeFormat == "chunks" && o.MoverDirect:
-		return badinput.Errorf("--volume-format chunks reads volumes through exec: drop --mover-direct, whose movers write tar")
+	if _, err := snapshot.ChunkedVolumes(o.VolumeFormat, o.MoverDirect); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(o.Storage, "s3://") {
 		return badinput.Errorf("--storage %q: a schedule needs s3:// storage that the cluster reaches; a folder inside the job's pod is gone when it ends", o.Storage)

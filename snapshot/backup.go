@@ -192,6 +192,32 @@ type Volume struct {
 // FormatChunks is Volume.Format of a volume stored as a tree stream over the chunk repository.
 const FormatChunks = "chunks"
 
+// FormatTar names, as a volume format a backup is asked for, one compressed tar stream per claim;
+// it is Volume.Format "" in a manifest.
+const FormatTar = "tar"
+
+// VolumeFormatName names the volume format a backup is asked for in errors (a command line names
+// its flag instead).
+const VolumeFormatName = "volume format"
+
+// ChunkedVolumes checks format, the volume format a backup is asked for ("" for the default), and
+// says whether the backup stores the volumes it reads through exec in the chunk repository. The
+// default is chunks through exec and tar through direct movers, which write tar themselves.
+func ChunkedVolumes(format string, direct bool) (bool, error) {
+	switch format {
+	case "":
+		return !direct, nil
+	case FormatTar:
+		return false, nil
+	case FormatChunks:
+		if direct {
+			return false, badinput.Value(VolumeFormatName, FormatChunks, "chunks are read through exec: direct movers write tar")
+		}
+		return true, nil
+	}
+	return false, badinput.Value(VolumeFormatName, fmt.Sprintf("%.40q", format), "want %s or %s", FormatTar, FormatChunks)
+}
+
 // File is an entry of a volume. Path, Link and Hardlink are names as the filesystem has them,
 // bytes that need not be UTF-8: see MarshalJSON.
 type File struct {

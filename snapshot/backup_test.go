@@ -234,3 +234,27 @@ func TestManifestWithTheRunsSettingsReads(t *testing.T) {
 		t.Errorf("the plan keeps the run's settings: %s", again)
 	}
 }
+
+func TestChunkedVolumes(t *testing.T) {
+	for _, c := range []struct {
+		format         string
+		direct, chunks bool
+		err            string
+	}{
+		{format: "", chunks: true},
+		{format: "", direct: true, chunks: false},
+		{format: FormatTar, chunks: false},
+		{format: FormatTar, direct: true, chunks: false},
+		{format: FormatChunks, chunks: true},
+		{format: FormatChunks, direct: true, err: "volume format chunks: chunks are read through exec: direct movers write tar"},
+		{format: "zip", err: `volume format "zip": want tar or chunks`},
+	} {
+		chunks, err := ChunkedVolumes(c.format, c.direct)
+		switch {
+		case c.err != "" && (err == nil || err.Error() != c.err || !badinput.Is(err)):
+			t.Errorf("ChunkedVolumes(%q, direct %t): error %v, want bad input %q", c.format, c.direct, err, c.err)
+		case c.err == "" && (err != nil || chunks != c.chunks):
+			t.Errorf("ChunkedVolumes(%q, direct %t) = %t, %v; want %t", c.format, c.direct, chunks, err, c.chunks)
+		}
+	}
+}

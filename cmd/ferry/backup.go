@@ -38,12 +38,6 @@ type backupOptions struct {
 	config config.Config
 }
 
-// Values of --volume-format.
-const (
-	volumeFormatTar    = "tar"
-	volumeFormatChunks = "chunks"
-)
-
 func newBackupCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
 	return (&backupOptions{global: global, streams: streams}).command()
 }
@@ -79,7 +73,7 @@ storage deletes the mover pods it left once its heartbeat is %s old.`,
 	o.selection.addFlags(f)
 	o.parallel.addFlags(f, 8, "resource types listed and bucket objects copied at once")
 	o.movers.addFlags(f, "mover pods upload volumes to the S3 storage themselves, through part URLs ferry presigns for them (valid 15 minutes; no credentials), so data moves from many nodes at once")
-	f.StringVar(&o.volumeFormat, "volume-format", volumeFormatTar, "how volumes read through exec are stored: tar (one compressed tar stream per claim, in full) or chunks (the chunk repository: deduplicated, and only files changed since the claim's previous chunks backup are read); --mover-direct always writes tar")
+	f.StringVar(&o.volumeFormat, "volume-format", "", "how volumes are stored: chunks (the chunk repository: deduplicated, and only files changed since the claim's previous backup are read; the default through exec) or tar (one compressed tar stream per claim, in full; what --mover-direct writes)")
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients (age1...): encrypt every file of the backup to them; the Velero-compatible copy is then not written")
 	// Set by the CronJob of ferry schedule: recorded in the manifest, it names the backup by default.
 	f.StringVar(&o.schedule, "schedule", "", "the schedule making this backup (default name SCHEDULE-YYYYMMDD-HHMMSS)")
@@ -117,11 +111,8 @@ func (o *backupOptions) validate() error {
 	if _, err := snapshot.ParseRecipients(o.encryptTo); err != nil {
 		return flagged(err)
 	}
-	if o.volumeFormat != volumeFormatTar && o.volumeFormat != volumeFormatChunks {
-		return badinput.Errorf("--volume-format %.40q: want %s or %s", o.volumeFormat, volumeFormatTar, volumeFormatChunks)
-	}
-	if o.volumeFormat == volumeFormatChunks && o.movers.direct {
-		return badinput.Errorf("--volume-format chunks reads volumes through exec: drop --mover-direct, whose movers write tar")
+	if _, err := snapshot.ChunkedVolumes(o.volumeFormat, o.movers.direct); err != nil {
+		return flagged(err)
 	}
 	if o.schedule != "" {
 		if err := schedule.CheckName(o.schedule); err != nil {
@@ -175,9 +166,10 @@ func (o *backupOptions) run(ctx context.Context) error {
 	o.global.logger.Info("backing up", "backup", name, "storage", store.String(), "resourceTypes", len(plan.Resources))
 	meter := progress.Start(progress.Options{Mode: progress.ModeFor(o.global.progress, o.global.showProgress), Out: o.streams.ErrOut,
 		Log: o.global.logger, Task: "backup " + name, Objects: plan.Estimate.Objects})
-	o.global.logger = meter.Logger(o.global.logger, o.global.logFormat) // above the bar, not across it
+	o.global.logger = meter.Logger(o.global.logger, o.global.logFormat)   // above the bar, not across it
+	chunks, _ := snapshot.ChunkedVolumes(o.volumeFormat, o.movers.direct) // checked by validate
 	manifest, err := kinds.Backup(ctx, store, source, kinds.BackupOptions{Name: name, Plan: plan, EncryptTo: o.encryptTo, Schedule: o.schedule,
-		Parallel: o.parallel.n, MoverImage: o.movers.image, Direct: direct, Chunks: o.volumeFormat == volumeFormatChunks, Progress: meter, Log: o.global.logger})
+		Parallel: o.parallel.n, MoverImage: o.movers.image, Direct: direct, Chunks: chunks, Progress: meter, Log: o.global.logger})
 	meter.Stop()
 	if errors.Is(err, snapshot.ErrExists) {
 		return badinput.Wrap(err)

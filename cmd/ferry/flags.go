@@ -46,7 +46,8 @@ var flagNames = map[string]string{
 	config.NamespaceMapName: "--namespace-map", config.StorageClassMapName: "--storage-class-map",
 	config.PresetName: "--preset", plans.LeaveBehindName: "--leave-behind",
 	snapshot.IdentityFileName: "--identity", snapshot.RecipientName: "--encrypt-to",
-	"grace": "--grace", "upgrade": "--upgrade",
+	snapshot.VolumeFormatName: "--volume-format",
+	"grace":                   "--grace", "upgrade": "--upgrade",
 	"keep-last": "--keep-last", "keep-hourly": "--keep-hourly", "keep-daily": "--keep-daily",
 	"keep-weekly": "--keep-weekly", "keep-monthly": "--keep-monthly", "keep-yearly": "--keep-yearly",
 }

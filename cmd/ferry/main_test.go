@@ -31,7 +31,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad output", []string{"version", "-o", "toml"}, exitBadInput, `--output "toml"`},
 		{"extra argument", []string{"version", "now"}, exitBadInput, "takes no arguments"},
 		{"unknown volume format", []string{"backup", "--preset", "kubeflow", "--volume-format", "zip"}, exitBadInput, `--volume-format "zip"`},
-		{"chunked volumes through direct movers", []string{"backup", "--preset", "kubeflow", "--volume-format", "chunks", "--mover-direct"}, exitBadInput, "drop --mover-direct"},
+		{"chunked volumes through direct movers", []string{"backup", "--preset", "kubeflow", "--volume-format", "chunks", "--mover-direct"}, exitBadInput, "--volume-format chunks: chunks are read through exec: direct movers write tar"},
 		{"check sample out of range", []string{"check", "--sample", "2"}, exitBadInput, "--sample 2"},
 		{"json logs", []string{"--log-format", "json", "--progress", "never", "version"}, exitOK, ""},
 		{"upgrade without target", []string{"plan", "--from", "blue", "--upgrade", "--preset", "kubeflow"}, exitBadInput, "--upgrade needs --to"},
