@@ -68,8 +68,8 @@ fuzz: check-go
 	$(call run-fuzz,$(FUZZTIME),30s)
 
 bench: testbed-bin
-	@echo "==> benchmarks: storage (ferry's S3 backend beside raw transfers to the same MinIO), planning and backing up 20,000 objects, a volume backup"
-	@$(GO) test -run '^$$' -bench . -benchtime 3x ./storage/ ./integration/
+	@echo "==> benchmarks: storage and the chunk repository beside raw transfers to the same MinIO; objects, volumes and a verified cutover on the testbed"
+	@$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 3h ./storage/ ./storage/repo/ ./integration/
 
 testbed-up: testbed-bin
 	@$(TESTBED) up

@@ -32,7 +32,7 @@ func regexpLine(text, pattern string) bool {
 
 // dataDir is a folder that lives as long as the package's testbed: claims bound to it stay
 // readable for the tests that follow.
-func dataDir(t *testing.T, name string) string {
+func dataDir(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := tb.DataDir(name)
 	if err != nil {
@@ -43,7 +43,7 @@ func dataDir(t *testing.T, name string) string {
 
 // backupMinIO returns the URL of a folder in the testbed's backup MinIO, with its credentials in
 // the AWS environment variables for the rest of the test, as a user would set them.
-func backupMinIO(t *testing.T, folder string) string {
+func backupMinIO(t testing.TB, folder string) string {
 	t.Helper()
 	minio := tb.MinIO["backup"]
 	if err := minio.CreateBucket(context.Background(), "backups"); err != nil {
@@ -89,7 +89,7 @@ func volumeFiles(t *testing.T, store storage.Backend, backup string, v snapshot.
 }
 
 // runningPod waits for a running pod matching the label selector and returns its name.
-func runningPod(t *testing.T, kc kubernetes.Interface, namespace, selector string) string {
+func runningPod(t testing.TB, kc kubernetes.Interface, namespace, selector string) string {
 	t.Helper()
 	var pod string
 	waitUntil(t, "a running pod with "+selector+" in "+namespace, 60*time.Second, func(ctx context.Context) (bool, error) {

@@ -44,7 +44,7 @@ func cutover(t *testing.T) (*testbed.Cluster, kubernetes.Interface) {
 
 // migrateConfig writes a ferry.yaml for a run behind the HAProxy h: steps of 10, 50 and 100 %
 // soaked 3 s, watched every 500 ms by an HTTP gate on green with a failure budget of 1.
-func migrateConfig(t *testing.T, h *testbed.HAProxy, greenURL string) string {
+func migrateConfig(t testing.TB, h *testbed.HAProxy, greenURL string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "ferry.yaml")
 	if err := os.WriteFile(file, []byte(h.MigrateConfig(greenURL, 3*time.Second, 500*time.Millisecond, 1)), 0o644); err != nil {
@@ -55,7 +55,7 @@ func migrateConfig(t *testing.T, h *testbed.HAProxy, greenURL string) string {
 
 var runIDPattern = regexp.MustCompile(`Run (run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})`)
 
-func runID(t *testing.T, stderr string) string {
+func runID(t testing.TB, stderr string) string {
 	t.Helper()
 	m := runIDPattern.FindStringSubmatch(stderr)
 	if m == nil {
@@ -64,7 +64,7 @@ func runID(t *testing.T, stderr string) string {
 	return m[1]
 }
 
-func journal(t *testing.T, url, id string) *migrate.Journal {
+func journal(t testing.TB, url, id string) *migrate.Journal {
 	t.Helper()
 	store, err := storage.Open(context.Background(), url)
 	if err != nil {

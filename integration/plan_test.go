@@ -41,7 +41,7 @@ var platformErr error
 
 // applyPlatform puts the Kubeflow fixture (or, without it, the sample platform) and an admission
 // webhook on blue, once per test run.
-func applyPlatform(t *testing.T) (fixture bool) {
+func applyPlatform(t testing.TB) (fixture bool) {
 	t.Helper()
 	blue := testbed.Require(t, tb).Clusters["blue"]
 	dir, fixture := kubeflowFixture()
@@ -250,7 +250,7 @@ func ferryArgs(t testing.TB, args []string) []string {
 }
 
 // runFerry runs the ferry command against the testbed's kubeconfig and returns its exit code and output.
-func runFerry(t *testing.T, args ...string) (int, string, string) {
+func runFerry(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(ferryBinary(t), ferryArgs(t, args)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)

@@ -17,7 +17,7 @@ var (
 
 // blueMySQL runs the platform's MySQL pod on blue (its exec served by blue's MariaDB) with two
 // schemas: mlpipeline (run_details of 500 rows, empty_table) and cachedb (2 rows).
-func blueMySQL(t *testing.T) {
+func blueMySQL(t testing.TB) {
 	t.Helper()
 	applyPlatform(t)
 	blue, kc := clients(t, "blue")
@@ -32,7 +32,7 @@ func blueMySQL(t *testing.T) {
 
 // blueMinIO runs the platform's MinIO pod on blue (port 9000 served by blue's MinIO) with the
 // mlpipeline bucket holding bucketObjects: nested keys, a 5 MiB object, an empty one, odd names.
-func blueMinIO(t *testing.T) map[string][]byte {
+func blueMinIO(t testing.TB) map[string][]byte {
 	t.Helper()
 	applyPlatform(t)
 	blue, kc := clients(t, "blue")

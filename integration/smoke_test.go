@@ -47,7 +47,7 @@ func clientsB(t testing.TB, cluster string) (*testbed.Cluster, kubernetes.Interf
 	return c, kc
 }
 
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+func waitUntil(t testing.TB, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, cond); err != nil {
 		t.Fatalf("%s: %v", what, err)

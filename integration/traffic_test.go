@@ -34,7 +34,7 @@ import (
 )
 
 // colorServer answers its color, or 503 while failing is set: blue's or green's HTTP endpoint.
-func colorServer(t *testing.T, color string, failing *atomic.Bool) *httptest.Server {
+func colorServer(t testing.TB, color string, failing *atomic.Bool) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if failing != nil && failing.Load() {
 			http.Error(w, color+" is failing", http.StatusServiceUnavailable)
