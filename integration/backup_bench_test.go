@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,15 +16,25 @@ import (
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
+	"github.com/ferrykube/ferry/storage/storagetest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // BenchmarkBackupVolume backs up a claim holding a 1 GiB file and 10,000 small files from blue into
-// the backup MinIO, through the API server (exec) and with --mover-direct, and reports volume
-// MB/s and the ferry process's peak RSS. Compare with BenchmarkS3/upload/raw-multipart. Run:
-// make bench.
+// the backup MinIO and reports volume MB/s and the ferry process's peak RSS, beside the raw
+// reference of the same run:
+//   - raw-multipart: the claim's files read from disk and uploaded as one object by a plain
+//     multipart upload (storagetest.RawUpload) to the same MinIO;
+//   - exec-tar: through the API server (exec), one compressed tar stream (--volume-format tar);
+//   - exec-chunks: through exec into an empty chunk repository (the default format): a first backup;
+//   - exec-chunks-second: after 1 % of the small files changed since the previous backup into the
+//     same repository, which reports the bytes it stored as a share of the first backup's and how
+//     many times faster than it it was;
+//   - direct: with --mover-direct (tar, uploaded by the mover pod itself).
+//
+// Run: make bench.
 func BenchmarkBackupVolume(b *testing.B) {
 	_, kc := clients(b, "blue")
 	blue := tb.Clusters["blue"]
@@ -42,7 +53,8 @@ func BenchmarkBackupVolume(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	size := fillBenchVolume(b, dir, 4, 1<<30, 10000, 100)
+	const small = 10000
+	size := fillBenchVolume(b, dir, 4, 1<<30, small, 100)
 	if err := blue.BindClaim(ctx, ns, claim, dir); err != nil {
 		b.Fatal(err)
 	}
@@ -54,26 +66,123 @@ func BenchmarkBackupVolume(b *testing.B) {
 	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	for _, mode := range []string{"exec", "direct"} {
+	storedBytes := func(prefix string) int64 {
+		store, err := storage.Open(ctx, "s3://backups/"+prefix+"?endpoint="+minio.Endpoint+"&path-style=true")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int64
+		if err := store.List(ctx, "", func(o storage.ObjectInfo) error {
+			n += o.Size
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	var peakRSS int64
+	backup := func(prefix string, flags ...string) time.Duration {
+		b.Helper()
+		args := append([]string{"--storage", "s3://backups/" + prefix + "?endpoint=" + minio.Endpoint + "&path-style=true",
+			"backup", "--from", "blue", "-f", config, "--name", fmt.Sprintf("bench-%d", time.Now().UnixNano())}, flags...)
+		cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
+		cmd.Env = append(append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig), minio.Env()...)
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("ferry backup: %v\n%s", err, out)
+		}
+		peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+		return time.Since(start)
+	}
+	for _, mode := range []string{"raw-multipart", "exec-tar", "exec-chunks", "exec-chunks-second", "direct"} {
 		b.Run(mode, func(b *testing.B) {
 			b.SetBytes(size)
-			var peakRSS int64
-			for i := range b.N {
-				args := []string{"--storage", "s3://backups/bench?endpoint=" + minio.Endpoint + "&path-style=true",
-					"backup", "--from", "blue", "-f", config, "--name", fmt.Sprintf("bench-%s-%d-%d", mode, i, time.Now().UnixNano())}
-				if mode == "direct" {
-					args = append(args, "--mover-direct")
+			peakRSS = 0
+			switch mode {
+			case "raw-multipart":
+				for i := range b.N {
+					if err := storagetest.RawUpload(ctx, minio.S3Client(), "backups", fmt.Sprintf("bench-raw/%d", i), treeReader(b, dir)); err != nil {
+						b.Fatal(err)
+					}
 				}
-				cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
-				cmd.Env = append(append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig), minio.Env()...)
-				if out, err := cmd.CombinedOutput(); err != nil {
-					b.Fatalf("ferry backup: %v\n%s", err, out)
+				return
+			case "exec-tar":
+				for range b.N {
+					backup("bench-tar", "--volume-format", "tar")
 				}
-				peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+			case "exec-chunks":
+				for i := range b.N {
+					backup(fmt.Sprintf("bench-chunks-%d-%d", i, time.Now().UnixNano()))
+				}
+			case "exec-chunks-second":
+				b.StopTimer()
+				prefix := fmt.Sprintf("bench-second-%d", time.Now().UnixNano())
+				first := backup(prefix)
+				firstBytes := storedBytes(prefix)
+				var took time.Duration
+				var added int64
+				for i := range b.N {
+					for j := range small / 100 { // 1 % of the small files
+						n := (i*small/100 + j) * 97 % small
+						p := filepath.Join(dir, "small", fmt.Sprintf("%02d", n%100), fmt.Sprintf("f%05d", n))
+						if err := os.WriteFile(p, []byte(fmt.Sprintf("changed %d in round %d;", n, i)), 0o644); err != nil {
+							b.Fatal(err)
+						}
+					}
+					before := storedBytes(prefix)
+					b.StartTimer()
+					took += backup(prefix)
+					b.StopTimer()
+					added += storedBytes(prefix) - before
+				}
+				b.ReportMetric(100*float64(added)/float64(b.N)/float64(firstBytes), "%-of-first-stored")
+				b.ReportMetric(first.Seconds()/(took.Seconds()/float64(b.N)), "x-faster-than-first")
+			case "direct":
+				for range b.N {
+					backup("bench-direct", "--mover-direct")
+				}
 			}
 			b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
 		})
 	}
+}
+
+// treeReader reads the regular files under dir one after another, as one stream.
+func treeReader(b *testing.B, dir string) io.Reader {
+	var readers []io.Reader
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		readers = append(readers, &lazyFile{path: p})
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return io.MultiReader(readers...)
+}
+
+// lazyFile opens its file at the first read and closes it at its end, so that a stream of
+// thousands of files holds one open at a time.
+type lazyFile struct {
+	path string
+	f    *os.File
+}
+
+func (l *lazyFile) Read(p []byte) (int, error) {
+	if l.f == nil {
+		f, err := os.Open(l.path)
+		if err != nil {
+			return 0, err
+		}
+		l.f = f
+	}
+	n, err := l.f.Read(p)
+	if err == io.EOF {
+		l.f.Close()
+	}
+	return n, err
 }
 
 // BenchmarkBackupObjects20k backs up blue's 20,000 ConfigMaps (those of BenchmarkPlan20k; no
