@@ -160,22 +160,7 @@ func TestScheduledBackupsKeepLast(t *testing.T) {
 	}); !slices.Equal(got, kept) {
 		t.Errorf("the storage holds backups %v, want the %d kept: %v", got, keep, kept)
 	}
-	rp, err := repo.Open(ctx, store, repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	referenced := map[string]bool{}
-	if err := volumes.ChunkRefs(ctx, store, repo.DefaultPrefix, func(refs []repo.ChunkRef) {
-		for _, r := range refs {
-			pack, ok := rp.PackOf(r.ID)
-			if !ok {
-				t.Errorf("chunk %s of a kept backup is not in the index", r.ID)
-			}
-			referenced[pack] = true
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	rp, referenced, _ := referencedPacks(t, store)
 	t.Logf("storage: %d keys, %d packs, %d of them referenced by the kept backups", len(listed), len(packs), len(referenced))
 	for _, p := range packs {
 		if !referenced[p] {

@@ -204,24 +204,7 @@ func TestChunkedVolumeBackups(t *testing.T) {
 		t.Logf("prune: deleted %v, chunks %+v", rep.Deleted, rep.Chunks)
 		deleted += rep.Chunks.Deleted
 	}
-	rp, err := repo.Open(ctx, store, repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kept int64
-	referenced := map[string]bool{}
-	if err := volumes.ChunkRefs(ctx, store, repo.DefaultPrefix, func(refs []repo.ChunkRef) {
-		for _, r := range refs {
-			kept += int64(r.Size)
-			pack, ok := rp.PackOf(r.ID)
-			if !ok {
-				t.Errorf("chunk %s of the kept backup is not in the index", r.ID)
-			}
-			referenced[pack] = true
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	_, referenced, kept := referencedPacks(t, store)
 	var left []string
 	var after int64
 	store.List(ctx, repo.DefaultPrefix+"packs/", func(o storage.ObjectInfo) error {
@@ -248,4 +231,30 @@ func TestChunkedVolumeBackups(t *testing.T) {
 	if got := walkTree(t, dst); !slices.Equal(want2, got) {
 		t.Fatalf("restore of cv-2 after prune differs:\n%s", lineDiff(want2, got))
 	}
+}
+
+// referencedPacks opens the chunk repository of store and reads the chunks its complete backups
+// reference: the packs they are in (by name) and their bytes. A chunk the index lacks is an error.
+func referencedPacks(t *testing.T, store storage.Backend) (*repo.Repo, map[string]bool, int64) {
+	t.Helper()
+	ctx := context.Background()
+	rp, err := repo.Open(ctx, store, repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	referenced := map[string]bool{}
+	if err := volumes.ChunkRefs(ctx, store, repo.DefaultPrefix, func(refs []repo.ChunkRef) {
+		for _, r := range refs {
+			size += int64(r.Size)
+			pack, ok := rp.PackOf(r.ID)
+			if !ok {
+				t.Errorf("chunk %s of a kept backup is not in the index", r.ID)
+			}
+			referenced[pack] = true
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rp, referenced, size
 }
