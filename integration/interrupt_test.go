@@ -20,6 +20,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
+	"github.com/ferrykube/ferry/storage/repo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,10 +170,12 @@ func listBackups(t *testing.T, url string) map[string]snapshot.Info {
 	return byName
 }
 
-// streaming holds once the claim's stream has begun to reach file storage in storeDir, which
-// writes it into a temporary file beside its final name.
+// streaming holds once the claim's stream has begun to reach file storage in storeDir: a tar
+// stream is written into a temporary file beside its final name, chunks into packs of the chunk
+// repository, which the claim's 400 MiB fill many of.
 func streaming(storeDir, backup string) func(context.Context, corev1.Pod) (bool, error) {
 	partial := filepath.Join(storeDir, "backups", backup, "volumes", interruptNS, ".ferry-tmp-*")
+	packs := filepath.Join(storeDir, repo.DefaultPrefix, "packs", "*", "*")
 	return func(context.Context, corev1.Pod) (bool, error) {
 		files, _ := filepath.Glob(partial)
 		for _, f := range files {
@@ -180,7 +183,8 @@ func streaming(storeDir, backup string) func(context.Context, corev1.Pod) (bool,
 				return true, nil
 			}
 		}
-		return false, nil
+		stored, _ := filepath.Glob(packs)
+		return len(stored) > 0, nil
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/plans"
@@ -249,14 +251,29 @@ func ferryArgs(t testing.TB, args []string) []string {
 	return out
 }
 
-// runFerry runs the ferry command against the testbed's kubeconfig and returns its exit code and output.
+// runFerry runs the ferry command against the testbed's kubeconfig and returns its exit code and
+// output. A command still running 2 minutes before the test binary's deadline gets SIGQUIT, so that
+// the test fails with ferry's goroutines in its stderr instead of the binary timing out without them.
 func runFerry(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(ferryBinary(t), ferryArgs(t, args)...)
+	ctx := context.Background()
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline.Add(-2*time.Minute))
+			defer cancel()
+		}
+	}
+	cmd := exec.CommandContext(ctx, ferryBinary(t), ferryArgs(t, args)...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = time.Minute
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("ferry %s ran until 2 minutes before the test's deadline; stopped with SIGQUIT\nstdout: %s\nstderr: %s", strings.Join(args, " "), stdout.String(), stderr.String())
+	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatal(err)
