@@ -6,6 +6,8 @@
 // already has and Velero's actions are keyed by.
 package rules
 
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 // Rule is what ferry does with the objects of one type beyond what it does with every object.
 // Every field but Wave is optional; funcs edit the object they are given in place.
 type Rule struct {
@@ -120,15 +122,11 @@ func Types() []string {
 	return out
 }
 
+// nestedMap is the map at path in m, in place (not a copy), or nil.
 func nestedMap(m map[string]any, path ...string) map[string]any {
-	for _, p := range path {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			return nil
-		}
-		m = next
-	}
-	return m
+	v, _, _ := unstructured.NestedFieldNoCopy(m, path...)
+	out, _ := v.(map[string]any)
+	return out
 }
 
 func asMap(v any) map[string]any {
