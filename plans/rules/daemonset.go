@@ -4,7 +4,8 @@ package rules
 // source's updates.
 func daemonSetRules() map[string]Rule {
 	return map[string]Rule{"daemonsets.apps": {
-		Wave: WaveRest,
+		Wave:           WaveRest,
+		RolloutHistory: &RolloutHistory{Kind: "DaemonSet", In: "controllerrevisions.apps"},
 		Normalize: func(obj map[string]any) {
 			deleteAnnotations(nestedMap(obj, "metadata"), []string{"deprecated.daemonset.template.generation"})
 		},

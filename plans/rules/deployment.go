@@ -7,7 +7,8 @@ import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 // Deployment is healthy once Available.
 func deploymentRules() map[string]Rule {
 	return map[string]Rule{"deployments.apps": {
-		Wave: WaveRest,
+		Wave:           WaveRest,
+		RolloutHistory: &RolloutHistory{Kind: "Deployment", In: "replicasets.apps"},
 		SkipOwned: func(obj map[string]any) {
 			deleteAnnotations(nestedMap(obj, "metadata"), []string{"deployment.kubernetes.io/revision"})
 		},

@@ -47,6 +47,8 @@ type Rule struct {
 	// gives the live one the backup's revision numbering, and strips the numbering from both (the
 	// caller renumbers only when nothing else differs); ok is false when expected has none.
 	Renumber func(want, got map[string]any) (patch map[string]any, ok bool)
+	// RolloutHistory says where a workload keeps its rollout history, which verify compares.
+	RolloutHistory *RolloutHistory
 	// Revision is a history object's revision number.
 	Revision func(obj map[string]any) int64
 	// Health says whether a restored object is healthy, and if not why.
@@ -54,6 +56,13 @@ type Rule struct {
 	// Secret marks content that is secret: a backup records a keyed digest of it, so that the
 	// manifest, which is never encrypted, is no oracle for guessing it.
 	Secret bool
+}
+
+// RolloutHistory is where a workload's rollout history is: what kubectl rollout history lists and
+// kubectl rollout undo goes back to.
+type RolloutHistory struct {
+	Kind string // the workload's kind, as its history objects' owner references name it
+	In   string // the group-resource of its history objects
 }
 
 // The restore waves, in order: their indices (plans.Resource.Wave).

@@ -152,6 +152,15 @@ func TestWaves(t *testing.T) {
 	if len(history) != 2 || !For("replicasets.apps").History || !For("controllerrevisions.apps").History {
 		t.Errorf("history types %v, want ReplicaSets and ControllerRevisions", history)
 	}
+	for gr, want := range map[string]RolloutHistory{
+		"deployments.apps":  {"Deployment", "replicasets.apps"},
+		"daemonsets.apps":   {"DaemonSet", "controllerrevisions.apps"},
+		"statefulsets.apps": {"StatefulSet", "controllerrevisions.apps"},
+	} {
+		if got := For(gr).RolloutHistory; got == nil || *got != want || !For(got.In).History {
+			t.Errorf("%s: rollout history %+v, want %+v (a history type)", gr, got, want)
+		}
+	}
 	if len(Waves()) != WaveWebhooks+1 || Waves()[WaveCRDs].WaitFor != "Established" {
 		t.Errorf("waves %+v", Waves())
 	}

@@ -10,7 +10,8 @@ import (
 // makes the claims from them); a restored one is healthy once its replicas are ready.
 func statefulSetRules() map[string]Rule {
 	return map[string]Rule{"statefulsets.apps": {
-		Wave: WaveRest,
+		Wave:           WaveRest,
+		RolloutHistory: &RolloutHistory{Kind: "StatefulSet", In: "controllerrevisions.apps"},
 		StorageClasses: func(obj map[string]any) []map[string]any {
 			var out []map[string]any
 			for _, t := range claimTemplates(obj) {

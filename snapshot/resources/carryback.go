@@ -312,20 +312,19 @@ func (c Carried) RestoreFilling(ctx context.Context, r *snapshot.Reader, report 
 func (c Carried) settleHistory(ctx context.Context) {
 	c.Objects = c.withDefaults()
 	var history []Entry
-	seen := map[string]bool{}
-	for _, rh := range rolloutHistory {
-		if !seen[rh.history] {
-			seen[rh.history] = true
-			for _, e := range c.CarryBack.Expected.ByResource[rh.history] {
-				// Only rollout history: a few objects per workload, read once.
-				obj, err := c.CarryBack.Expected.Object(e)
-				if err != nil {
-					c.Log.Info("renumbering a revision", "object", e.ID(), "err", err)
-					continue
-				}
-				e.Object = obj
-				history = append(history, e)
+	for _, gr := range slices.Sorted(slices.Values(rules.Types())) {
+		if !rules.For(gr).History {
+			continue
+		}
+		for _, e := range c.CarryBack.Expected.ByResource[gr] {
+			// Only rollout history: a few objects per workload, read once.
+			obj, err := c.CarryBack.Expected.Object(e)
+			if err != nil {
+				c.Log.Info("renumbering a revision", "object", e.ID(), "err", err)
+				continue
 			}
+			e.Object = obj
+			history = append(history, e)
 		}
 	}
 	if len(history) == 0 {

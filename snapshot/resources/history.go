@@ -18,14 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// rolloutHistory names, per workload type, its kind and the type that holds its rollout history:
-// what kubectl rollout history lists and kubectl rollout undo goes back to.
-var rolloutHistory = []struct{ owner, kind, history string }{
-	{"daemonsets.apps", "DaemonSet", "controllerrevisions.apps"},
-	{"deployments.apps", "Deployment", "replicasets.apps"},
-	{"statefulsets.apps", "StatefulSet", "controllerrevisions.apps"},
-}
-
 // revision is one entry of a workload's rollout history.
 type revision struct {
 	number int64
@@ -113,29 +105,33 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 		types[r.GroupResource()] = r
 	}
 	var checks []*historyCheck
-	for _, rh := range rolloutHistory {
-		ownerRes, ok1 := types[rh.owner]
-		histRes, ok2 := types[rh.history]
+	for _, owner := range slices.Sorted(slices.Values(rules.Types())) {
+		rh := rules.For(owner).RolloutHistory
+		if rh == nil {
+			continue
+		}
+		ownerRes, ok1 := types[owner]
+		histRes, ok2 := types[rh.In]
 		if !ok1 || !ok2 {
 			continue
 		}
 		// The history objects' revisions only, by namespace: memory holds no whole object.
 		byNS := map[string][]map[string]any{}
-		for _, e := range archive.ByResource[rh.history] {
+		for _, e := range archive.ByResource[rh.In] {
 			obj, err := archive.Object(e)
 			if err != nil {
 				report.Add("history", snapshot.StatusFailed, e.ID(), err.Error())
 				continue
 			}
 			if e.Object = obj; c.selected(histRes, e) {
-				byNS[e.Namespace] = append(byNS[e.Namespace], revisionForm(rh.history, obj))
+				byNS[e.Namespace] = append(byNS[e.Namespace], revisionForm(rh.In, obj))
 			}
 		}
 		if len(byNS) == 0 {
 			continue
 		}
-		for _, e := range archive.ByResource[rh.owner] {
-			want := historyOf(rh.history, byNS[e.Namespace], rh.kind, e.Name)
+		for _, e := range archive.ByResource[owner] {
+			want := historyOf(rh.In, byNS[e.Namespace], rh.Kind, e.Name)
 			if len(want) == 0 {
 				continue
 			}
@@ -145,12 +141,12 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 				continue
 			}
 			e.Object = obj
-			if why, _ := c.leftOut(rh.owner, e); !c.selected(ownerRes, e) || why != "" {
+			if why, _ := c.leftOut(owner, e); !c.selected(ownerRes, e) || why != "" {
 				continue
 			}
 			ns := c.Mapping.Namespace(e.Namespace)
 			checks = append(checks, &historyCheck{
-				id: objectID(Prepare(rh.owner, obj, c.Mapping), ns), namespace: ns, kind: rh.kind, name: e.Name,
+				id: objectID(Prepare(owner, obj, c.Mapping), ns), namespace: ns, kind: rh.Kind, name: e.Name,
 				gvr: schema.GroupVersionResource{Group: histRes.Group, Version: histRes.Version, Resource: histRes.Resource}, want: want,
 			})
 		}
