@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrykube/ferry/plans/rules"
+
 	"github.com/ferrykube/ferry/plans/config"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -300,7 +302,7 @@ func listType(ctx context.Context, dyn dynamic.Interface, r servedResource, sel 
 		excluded: map[[2]string]*Exclusion{}, owners: map[schema.GroupKind]bool{}, podUses: map[string][]PodUse{},
 	}
 	gr := r.groupResource()
-	typeReason := excludedType(gr)
+	typeReason := rules.For(gr).Never
 	if typeReason == "" {
 		typeReason = sel.resourceReason(r)
 	}
@@ -324,7 +326,7 @@ func listType(ctx context.Context, dyn dynamic.Interface, r servedResource, sel 
 			exclude("", typeReason)
 			return nil
 		}
-		if reason := exclusionReason(gr, obj); reason != "" {
+		if reason := rules.For(gr).ExcludeReason(obj.Object); reason != "" {
 			t.single = append(t.single, Exclusion{Resource: gr, Namespace: obj.GetNamespace(), Name: obj.GetName(), Count: 1, Reason: reason})
 			if gr == "namespaces" {
 				t.names = append(t.names, obj.GetName()) // exists, though it does not move
@@ -398,7 +400,7 @@ func Readable(dc discovery.DiscoveryInterface, cfg config.Planning) ([]schema.Gr
 		seen[gr] = true
 	}
 	for _, r := range served {
-		if excludedType(r.groupResource()) == "" && sel.resourceReason(r) == "" {
+		if rules.For(r.groupResource()).Never == "" && sel.resourceReason(r) == "" {
 			seen[r.gvr.GroupResource()] = true
 		}
 	}
@@ -417,7 +419,7 @@ func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
 	case "persistentvolumeclaims":
 		t.claims = append(t.claims, claimInfo(obj))
 	case "services":
-		t.ports = append(t.ports, ChosenNodePortsOf(obj.Object)...)
+		t.ports = append(t.ports, rules.ChosenNodePortsOf(obj.Object)...)
 	case "pods":
 		node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
 		vols, _, _ := unstructured.NestedSlice(obj.Object, "spec", "volumes")
@@ -526,7 +528,7 @@ func (f *Filter) DataReason(ns string, claim bool) string {
 func (f *Filter) Reason(r Resource, obj *unstructured.Unstructured) string {
 	served := servedResource{gvr: schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}, kind: r.Kind, namespaced: r.Namespaced}
 	gr := served.groupResource()
-	for _, reason := range []string{excludedType(gr), f.sel.resourceReason(served), exclusionReason(gr, obj), f.sel.objectReason(served, obj)} {
+	for _, reason := range []string{rules.For(gr).Never, f.sel.resourceReason(served), rules.For(gr).ExcludeReason(obj.Object), f.sel.objectReason(served, obj)} {
 		if reason != "" {
 			return reason
 		}

@@ -301,3 +301,30 @@ func TestFilterAgreesWithInventory(t *testing.T) {
 		t.Errorf("a database in other: %q", got)
 	}
 }
+
+func TestSelector(t *testing.T) {
+	cfg := config.Planning{Include: config.Selection{Namespaces: []string{"kubeflow", "team-a"}, LabelSelector: "app!=cache"}, Exclude: config.Selection{Resources: []string{"secrets", "profiles.kubeflow.org"}}}
+	s, err := newSelector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := servedResource{kind: "ConfigMap", namespaced: true}
+	cm.gvr.Version, cm.gvr.Resource = "v1", "configmaps"
+	secrets := cm
+	secrets.gvr.Resource, secrets.kind = "secrets", "Secret"
+	if s.resourceReason(cm) != "" || s.resourceReason(secrets) == "" {
+		t.Fatalf("resource reasons: configmaps %q, secrets %q", s.resourceReason(cm), s.resourceReason(secrets))
+	}
+	in := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "kubeflow", "name": "x", "labels": map[string]any{"app": "web"}}}}
+	cache := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "kubeflow", "name": "y", "labels": map[string]any{"app": "cache"}}}}
+	other := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "elsewhere", "name": "z"}}}
+	if r := s.objectReason(cm, in); r != "" {
+		t.Errorf("included object: %q", r)
+	}
+	if r := s.objectReason(cm, cache); !strings.Contains(r, "labels") {
+		t.Errorf("object with app=cache: %q", r)
+	}
+	if r := s.objectReason(cm, other); !strings.Contains(r, "namespace not included") {
+		t.Errorf("object in another namespace: %q", r)
+	}
+}

@@ -22,29 +22,6 @@ func service(t *testing.T, s string) map[string]any {
 	return m
 }
 
-func TestChosenNodePortsOf(t *testing.T) {
-	for _, tc := range []struct {
-		name, svc string
-		want      []NodePort
-	}{
-		{"allocated by the API server", `{"metadata":{"name":"s","namespace":"a"},"spec":{"type":"NodePort","ports":[{"port":80,"nodePort":31234}]}}`, nil},
-		{"kubectl apply, named port", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"ports\":[{\"name\":\"http\",\"port\":80,\"nodePort\":30080}]}}"}},"spec":{"ports":[{"name":"http","port":80,"nodePort":30080},{"name":"metrics","port":9090,"nodePort":31999}]}}`,
-			[]NodePort{{Namespace: "a", Service: "s", Port: "http", NodePort: 30080}}},
-		{"server-side apply, unnamed port", `{"metadata":{"name":"s","namespace":"a","managedFields":[{"manager":"kubectl","operation":"Apply","fieldsV1":{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{"f:nodePort":{}}}}}}]},"spec":{"ports":[{"port":80,"protocol":"TCP","nodePort":30080}]}}`,
-			[]NodePort{{Namespace: "a", Service: "s", Port: "80/TCP", NodePort: 30080}}},
-		{"another manager's fields without the port", `{"metadata":{"name":"s","namespace":"a","managedFields":[{"manager":"kubectl-create","operation":"Update","fieldsV1":{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{"f:port":{}}}}}}]},"spec":{"ports":[{"port":80,"protocol":"TCP","nodePort":30080}]}}`, nil},
-		{"health check port chosen", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"healthCheckNodePort\":32100}}"}},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","healthCheckNodePort":32100,"ports":[{"port":80,"nodePort":31000}]}}`,
-			[]NodePort{{Namespace: "a", Service: "s", Port: "healthCheckNodePort", NodePort: 32100}}},
-		{"last-applied configuration that is not JSON", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{"}},"spec":{"ports":[{"port":80,"nodePort":31000}]}}`, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := ChosenNodePortsOf(service(t, tc.svc)); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("ChosenNodePortsOf = %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestCheckNodePorts(t *testing.T) {
 	target := []runtime.Object{
 		&unstructured.Unstructured{Object: service(t, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"other","namespace":"b"},"spec":{"ports":[{"port":80,"nodePort":30080}]}}`)},

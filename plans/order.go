@@ -1,66 +1,22 @@
 package plans
 
-import "sort"
+import (
+	"sort"
 
-// The restore waves, in order.
-var waveNames = []struct{ name, waitFor string }{
-	{"custom resource definitions", "Established"},
-	{"namespaces", ""},
-	{"storage", ""},
-	{"identity and configuration", ""},
-	{"workloads and everything else", ""},
-	{"admission webhooks", ""},
-}
-
-// The waves' indices (Resource.Wave).
-const (
-	WaveCRDs = iota
-	WaveNamespaces
-	WaveStorage
-	WaveConfig
-	WaveRest
-	WaveWebhooks
+	"github.com/ferrykube/ferry/plans/rules"
 )
-
-// baseWave places a resource type by what it is.
-func baseWave(gr string) int {
-	switch gr {
-	case "customresourcedefinitions.apiextensions.k8s.io":
-		return WaveCRDs
-	case "namespaces":
-		return WaveNamespaces
-	case "storageclasses.storage.k8s.io", "volumesnapshotclasses.snapshot.storage.k8s.io", "persistentvolumes", "persistentvolumeclaims":
-		return WaveStorage
-	case "serviceaccounts", "secrets", "configmaps", "limitranges", "resourcequotas", "priorityclasses.scheduling.k8s.io",
-		"clusterroles.rbac.authorization.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
-		"roles.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io":
-		return WaveConfig
-	case "mutatingwebhookconfigurations.admissionregistration.k8s.io", "validatingwebhookconfigurations.admissionregistration.k8s.io",
-		"validatingadmissionpolicies.admissionregistration.k8s.io", "validatingadmissionpolicybindings.admissionregistration.k8s.io",
-		"mutatingadmissionpolicies.admissionregistration.k8s.io", "mutatingadmissionpolicybindings.admissionregistration.k8s.io":
-		return WaveWebhooks
-	}
-	return WaveRest
-}
-
-// historyTypes hold a controller's rollout history: a Deployment's ReplicaSets (revision
-// annotations), a DaemonSet's or StatefulSet's ControllerRevisions (revision numbers). They are
-// restored before their owners: a controller whose object arrives first makes its own revision 1
-// for the current template, and when it arrives later adopts the orphans that match its selector
-// and keeps their numbers (the current template is renumbered only below the highest old one).
-var historyTypes = map[string]bool{"replicasets.apps": true, "controllerrevisions.apps": true}
 
 // Order sorts resource types into waves so that CRDs come first, then namespaces, storage,
 // identity and configuration, everything else, and admission webhooks last, and so that the types
 // owning others (edges: dependent -> owners) come before them — but for rollout history
-// (historyTypes), which comes before its owners. A dependent moves to a later wave
+// (rules.Rule.History), which comes before its owners. A dependent moves to a later wave
 // when its owner is later, except namespaces, which pull their (cluster-scoped) owners earlier
 // instead, as Kubeflow's Profiles own their namespaces.
 func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resource, []Wave) {
 	edges := restoreEdges(ownership)
 	wave := map[string]int{}
 	for _, r := range resources {
-		wave[r.GroupResource()] = baseWave(r.GroupResource())
+		wave[r.GroupResource()] = rules.For(r.GroupResource()).Wave
 	}
 	for changed := true; changed; {
 		changed = false
@@ -74,8 +30,8 @@ func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resour
 					continue
 				}
 				if dep == "namespaces" {
-					if wave[owner] != WaveNamespaces {
-						wave[owner] = WaveNamespaces
+					if wave[owner] != rules.WaveNamespaces {
+						wave[owner] = rules.WaveNamespaces
 						changed = true
 					}
 				} else if wave[dep] != wo {
@@ -129,8 +85,8 @@ func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resour
 		return a.GroupResource() < b.GroupResource()
 	})
 	var waves []Wave
-	for i, w := range waveNames {
-		wv := Wave{Index: i, Name: w.name, WaitFor: w.waitFor}
+	for i, w := range rules.Waves() {
+		wv := Wave{Index: i, Name: w.Name, WaitFor: w.WaitFor}
 		for _, r := range out {
 			if r.Wave == i {
 				wv.Resources = append(wv.Resources, r.GroupResource())
@@ -155,7 +111,7 @@ func restoreEdges(ownership map[string]map[string]bool) map[string]map[string]bo
 	}
 	for dep, owners := range ownership {
 		for owner := range owners {
-			if historyTypes[dep] {
+			if rules.For(dep).History {
 				add(owner, dep)
 			} else {
 				add(dep, owner)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans/rules"
+
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans/config"
 )
@@ -16,7 +18,7 @@ func TestPlanFileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &Plan{APIVersion: APIVersion, Kind: Kind, Config: cfg.Planning,
-		Resources: []Resource{{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Wave: WaveConfig, Count: 2, Bytes: 100,
+		Resources: []Resource{{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Wave: rules.WaveConfig, Count: 2, Bytes: 100,
 			Namespaces: map[string]Count{"kubeflow": {Count: 2, Bytes: 100}}}},
 		Excluded: []Exclusion{{Resource: "nodes", Count: 2, Reason: "nodes belong to the cluster they run in"}},
 		Findings: []Finding{{Severity: Blocking, Subject: "storageclass gp3", Message: "missing"}},

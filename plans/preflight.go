@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferrykube/ferry/plans/rules"
+
 	"golang.org/x/mod/semver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,7 +170,7 @@ func namespacesOf(p *Plan) []string {
 	seen := map[string]bool{}
 	for _, r := range p.Resources {
 		for ns := range r.Namespaces {
-			if !systemNamespaces[ns] {
+			if !rules.SystemNamespace(ns) {
 				seen[ns] = true
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ferrykube/ferry/plans/rules"
+
 	"github.com/ferrykube/ferry/internal/human"
 )
 
@@ -131,8 +133,8 @@ func (p *Plan) WriteSummary(out io.Writer) error {
 }
 
 func shortWave(i int) string {
-	if i >= 0 && i < len(waveNames) {
-		return strings.Fields(waveNames[i].name)[0]
+	if waves := rules.Waves(); i >= 0 && i < len(waves) {
+		return strings.Fields(waves[i].Name)[0]
 	}
 	return ""
 }

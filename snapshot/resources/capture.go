@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/gzip"
 	velerov1 "github.com/vmware-tanzu/velero/pkg/apis/velero/v1"
@@ -86,7 +87,7 @@ func (c Objects) Capture(ctx context.Context, w *snapshot.Writer) error {
 	}
 	var key []byte
 	for _, r := range c.Plan.Resources {
-		if keyedDigest(r.GroupResource()) {
+		if rules.For(r.GroupResource()).Secret {
 			// Stored before the archive, so that a backup never records a keyed digest without it.
 			if key, err = w.DigestKey(ctx); err != nil {
 				return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,7 +70,7 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 			if err != nil {
 				return nil, err
 			}
-			if skipReason(gr, obj) != "" || recreated(gr, obj, origClaims, origOwners) || !placement.Moves(gr, e.Namespace, e.Name) {
+			if rules.For(gr).SkipReason(obj) != "" || recreated(gr, obj, origClaims, origOwners) || !placement.Moves(gr, e.Namespace, e.Name) {
 				continue
 			}
 			restored[gr+"/"+targetKey(m, gr, e)] = e
@@ -93,7 +94,7 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 				cb.Close()
 				return nil, err
 			}
-			if skipReason(gr, obj) != "" || recreated(gr, obj, claims, owners) {
+			if rules.For(gr).SkipReason(obj) != "" || recreated(gr, obj, claims, owners) {
 				continue
 			}
 			key := gr + "/" + e.Namespace + "/" + e.Name
@@ -249,14 +250,13 @@ func reword(diffs []string, r *strings.Replacer) []string {
 // sameStorageClass gives a claim or volume, or each claim template of a StatefulSet, of resource
 // gr the storage class of ref's, or none when ref's has none.
 func sameStorageClass(gr string, obj, ref map[string]any) {
-	switch gr {
-	case "persistentvolumeclaims", "persistentvolumes":
-		copyStorageClass(nestedMap(obj, "spec"), nestedMap(ref, "spec"))
-	case "statefulsets.apps":
-		objs, refs := claimTemplates(obj), claimTemplates(ref)
-		for i := range min(len(objs), len(refs)) {
-			copyStorageClass(nestedMap(objs[i], "spec"), nestedMap(refs[i], "spec"))
-		}
+	specs := rules.For(gr).StorageClasses
+	if specs == nil {
+		return
+	}
+	objs, refs := specs(obj), specs(ref)
+	for i := range min(len(objs), len(refs)) {
+		copyStorageClass(objs[i], refs[i])
 	}
 }
 
@@ -312,20 +312,19 @@ func (c Carried) RestoreFilling(ctx context.Context, r *snapshot.Reader, report 
 func (c Carried) settleHistory(ctx context.Context) {
 	c.Objects = c.withDefaults()
 	var history []Entry
-	seen := map[string]bool{}
-	for _, rh := range rolloutHistory {
-		if !seen[rh.history] {
-			seen[rh.history] = true
-			for _, e := range c.CarryBack.Expected.ByResource[rh.history] {
-				// Only rollout history: a few objects per workload, read once.
-				obj, err := c.CarryBack.Expected.Object(e)
-				if err != nil {
-					c.Log.Info("renumbering a revision", "object", e.ID(), "err", err)
-					continue
-				}
-				e.Object = obj
-				history = append(history, e)
+	for _, gr := range slices.Sorted(slices.Values(rules.Types())) {
+		if !rules.For(gr).History {
+			continue
+		}
+		for _, e := range c.CarryBack.Expected.ByResource[gr] {
+			// Only rollout history: a few objects per workload, read once.
+			obj, err := c.CarryBack.Expected.Object(e)
+			if err != nil {
+				c.Log.Info("renumbering a revision", "object", e.ID(), "err", err)
+				continue
 			}
+			e.Object = obj
+			history = append(history, e)
 		}
 	}
 	if len(history) == 0 {

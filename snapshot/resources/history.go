@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,14 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
-
-// rolloutHistory names, per workload type, its kind and the type that holds its rollout history:
-// what kubectl rollout history lists and kubectl rollout undo goes back to.
-var rolloutHistory = []struct{ owner, kind, history string }{
-	{"daemonsets.apps", "DaemonSet", "controllerrevisions.apps"},
-	{"deployments.apps", "Deployment", "replicasets.apps"},
-	{"statefulsets.apps", "StatefulSet", "controllerrevisions.apps"},
-}
 
 // revision is one entry of a workload's rollout history.
 type revision struct {
@@ -41,29 +33,13 @@ func (r revision) String() string {
 	return s
 }
 
-// revisionOf reads a history object: a ReplicaSet's revision annotation or a ControllerRevision's
-// revision field, and the change-cause its controller copied from the workload.
+// revisionOf reads a history object: its number (rules.Rule.Revision: a ReplicaSet's revision
+// annotation or a ControllerRevision's revision field), and the change-cause its controller copied from the workload.
 func revisionOf(gr string, obj map[string]any) revision {
 	u := unstructured.Unstructured{Object: obj}
 	r := revision{name: u.GetName(), cause: u.GetAnnotations()["kubernetes.io/change-cause"]}
-	if gr == "replicasets.apps" {
-		r.number, _ = strconv.ParseInt(u.GetAnnotations()["deployment.kubernetes.io/revision"], 10, 64)
-	} else {
-		r.number = int64(number64(obj["revision"]))
-	}
+	r.number = rules.For(gr).Revision(obj)
 	return r
-}
-
-func number64(v any) float64 {
-	switch n := v.(type) {
-	case int64:
-		return float64(n)
-	case float64:
-		return n
-	case int:
-		return float64(n)
-	}
-	return 0
 }
 
 // revisionForm is what historyOf and revisionOf read of a history object: its name, owner
@@ -129,29 +105,33 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 		types[r.GroupResource()] = r
 	}
 	var checks []*historyCheck
-	for _, rh := range rolloutHistory {
-		ownerRes, ok1 := types[rh.owner]
-		histRes, ok2 := types[rh.history]
+	for _, owner := range slices.Sorted(slices.Values(rules.Types())) {
+		rh := rules.For(owner).RolloutHistory
+		if rh == nil {
+			continue
+		}
+		ownerRes, ok1 := types[owner]
+		histRes, ok2 := types[rh.In]
 		if !ok1 || !ok2 {
 			continue
 		}
 		// The history objects' revisions only, by namespace: memory holds no whole object.
 		byNS := map[string][]map[string]any{}
-		for _, e := range archive.ByResource[rh.history] {
+		for _, e := range archive.ByResource[rh.In] {
 			obj, err := archive.Object(e)
 			if err != nil {
 				report.Add("history", snapshot.StatusFailed, e.ID(), err.Error())
 				continue
 			}
 			if e.Object = obj; c.selected(histRes, e) {
-				byNS[e.Namespace] = append(byNS[e.Namespace], revisionForm(rh.history, obj))
+				byNS[e.Namespace] = append(byNS[e.Namespace], revisionForm(rh.In, obj))
 			}
 		}
 		if len(byNS) == 0 {
 			continue
 		}
-		for _, e := range archive.ByResource[rh.owner] {
-			want := historyOf(rh.history, byNS[e.Namespace], rh.kind, e.Name)
+		for _, e := range archive.ByResource[owner] {
+			want := historyOf(rh.In, byNS[e.Namespace], rh.Kind, e.Name)
 			if len(want) == 0 {
 				continue
 			}
@@ -161,12 +141,12 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 				continue
 			}
 			e.Object = obj
-			if why, _ := c.leftOut(rh.owner, e); !c.selected(ownerRes, e) || why != "" {
+			if why, _ := c.leftOut(owner, e); !c.selected(ownerRes, e) || why != "" {
 				continue
 			}
 			ns := c.Mapping.Namespace(e.Namespace)
 			checks = append(checks, &historyCheck{
-				id: objectID(Prepare(rh.owner, obj, c.Mapping), ns), namespace: ns, kind: rh.kind, name: e.Name,
+				id: objectID(Prepare(owner, obj, c.Mapping), ns), namespace: ns, kind: rh.Kind, name: e.Name,
 				gvr: schema.GroupVersionResource{Group: histRes.Group, Version: histRes.Version, Resource: histRes.Resource}, want: want,
 			})
 		}
@@ -219,45 +199,16 @@ func showHistory(revs []revision) string {
 }
 
 // renumber is the merge patch that gives a history object on the target the backup's revision
-// number, when its numbering is all that differs (its controller numbered it first, or again); else
-// nil. A ReplicaSet's numbering is its revision and the revision history its controller appends to
-// as it renumbers.
+// number, when its numbering (rules.Rule.Renumber) is all that differs (its controller numbered
+// it first, or again); else nil.
 func renumber(gr string, expected, live map[string]any) []byte {
-	want, got := runtime.DeepCopyJSON(expected), runtime.DeepCopyJSON(live)
-	patch := map[string]any{}
-	switch gr {
-	case "replicasets.apps":
-		keys := []string{"deployment.kubernetes.io/revision", "deployment.kubernetes.io/revision-history"}
-		wantAnn, gotAnn := nestedMap(want, "metadata", "annotations"), nestedMap(got, "metadata", "annotations")
-		if _, ok := wantAnn[keys[0]]; !ok {
-			return nil
-		}
-		annotations := map[string]any{}
-		for _, key := range keys {
-			if wantAnn[key] != gotAnn[key] {
-				annotations[key] = wantAnn[key] // nil removes it
-			}
-		}
-		for _, m := range []map[string]any{want, got} {
-			deleteAnnotations(nestedMap(m, "metadata"), keys)
-		}
-		if len(annotations) > 0 {
-			patch["metadata"] = map[string]any{"annotations": annotations}
-		}
-	case "controllerrevisions.apps":
-		rev, ok := want["revision"]
-		if !ok {
-			return nil
-		}
-		if number64(rev) != number64(got["revision"]) {
-			patch["revision"] = rev
-		}
-		delete(want, "revision")
-		delete(got, "revision")
-	default:
+	numbering := rules.For(gr).Renumber
+	if numbering == nil {
 		return nil
 	}
-	if len(patch) == 0 || len(Compare(want, got)) > 0 {
+	want, got := runtime.DeepCopyJSON(expected), runtime.DeepCopyJSON(live)
+	patch, ok := numbering(want, got)
+	if !ok || len(patch) == 0 || len(Compare(want, got)) > 0 {
 		return nil
 	}
 	data, err := json.Marshal(patch)

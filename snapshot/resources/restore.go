@@ -13,6 +13,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,10 +108,10 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 	}
 	released := false
 	for _, step := range steps(order) {
-		if step[0].Wave > plans.WaveStorage {
+		if step[0].Wave > rules.WaveStorage {
 			fill.ClaimsExist()
 		}
-		if step[0].Wave >= plans.WaveWebhooks && !released {
+		if step[0].Wave >= rules.WaveWebhooks && !released {
 			if err := release(); err != nil {
 				return err
 			}
@@ -366,7 +367,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		}
 		return "", false
 	}
-	if reason := skipReason(gr, e.Object); reason != "" {
+	if reason := rules.For(gr).SkipReason(e.Object); reason != "" {
 		rs.report.Add("objects", snapshot.StatusSkipped, id, reason)
 		return "", false
 	}
@@ -544,11 +545,12 @@ func replacePatch(live, expected map[string]any, refs []metav1.OwnerReference) (
 }
 
 // normalizedLive is a live object's normalized form with JSON's types, to compare with a backup's;
-// a Service keeps the node ports the target allocated (extra fields do not count as differences).
+// with what the target set that counts as the backup's (rules.Rule.Live: a Service's allocated
+// node ports; extra fields do not count as differences).
 func normalizedLive(gr string, live *unstructured.Unstructured) map[string]any {
 	norm := Normalize(gr, live.Object)
-	if gr == "services" {
-		withAllocatedPorts(norm, live.Object)
+	if withLive := rules.For(gr).Live; withLive != nil {
+		withLive(norm, live.Object)
 	}
 	data, err := json.Marshal(norm)
 	if err != nil {
@@ -581,11 +583,11 @@ func (rs *restorer) remember(group, kind string, live *unstructured.Unstructured
 }
 
 // prepare is the form of a backed-up object restore creates and verify expects (Prepare); with
-// SkipOwned a Deployment's ReplicaSets stay behind, so its revision starts anew on the target.
+// SkipOwned, owned objects stay behind (rules.Rule.SkipOwned: a Deployment's revision starts anew).
 func (c Objects) prepare(gr string, obj map[string]any) map[string]any {
 	out := Prepare(gr, obj, c.Mapping)
-	if c.SkipOwned && gr == "deployments.apps" {
-		deleteAnnotations(nestedMap(out, "metadata"), []string{"deployment.kubernetes.io/revision"})
+	if skipOwned := rules.For(gr).SkipOwned; c.SkipOwned && skipOwned != nil {
+		skipOwned(out)
 	}
 	return out
 }
@@ -767,11 +769,10 @@ func (rs *restorer) waitEstablished(ctx context.Context, gvr schema.GroupVersion
 			if err != nil {
 				continue
 			}
-			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-			if conditionTrue(conds, "Established") && conditionTrue(conds, "NamesAccepted") {
+			if rules.For(crdResource).Ready(crd.Object) {
 				delete(pending, name)
 			} else {
-				pending[name] = conds
+				pending[name], _, _ = unstructured.NestedSlice(crd.Object, "status", "conditions")
 			}
 		}
 		return len(pending) == 0, nil
@@ -780,16 +781,6 @@ func (rs *restorer) waitEstablished(ctx context.Context, gvr schema.GroupVersion
 		rs.report.Addf("objects", snapshot.StatusFailed, "apiextensions.k8s.io/v1 CustomResourceDefinition "+name,
 			"not Established within %s (conditions %s): its custom resources may fail", rs.WaitTimeout, show(conds))
 	}
-}
-
-func conditionTrue(conds []any, typ string) bool {
-	for _, c := range conds {
-		cm := asMap(c)
-		if cm["type"] == typ {
-			return cm["status"] == "True"
-		}
-	}
-	return false
 }
 
 func (c Objects) selected(res plans.Resource, e Entry) bool {
@@ -870,22 +861,12 @@ func ownerKindsOf(a *Archive) map[string]bool {
 }
 
 // recreated reports whether the target makes the object anew by itself once the rest is
-// restored: a volume bound to a restored claim (the provisioner makes a new one), and a pod whose
-// controller is restored (a second copy would only be deleted by that controller).
+// restored (rules.Rule.Recreated: a volume bound to a restored claim, a pod whose controller is
+// restored). claims are the backup's claims, archived its objects (ownerKey).
 func recreated(gr string, obj map[string]any, claims, archived map[string]bool) bool {
-	switch gr {
-	case "persistentvolumes":
-		return reprovisioned(obj, claims)
-	case "pods":
-		u := unstructured.Unstructured{Object: obj}
-		for _, ref := range u.GetOwnerReferences() {
-			if ref.Controller != nil && *ref.Controller {
-				gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-				return archived[ownerKey(gv.Group, ref.Kind, u.GetNamespace(), ref.Name)] || archived[ownerKey(gv.Group, ref.Kind, "", ref.Name)]
-			}
-		}
-	}
-	return false
+	return rules.For(gr).IsRecreated(obj, claims, func(group, kind, namespace, name string) bool {
+		return archived[ownerKey(group, kind, namespace, name)]
+	})
 }
 
 // controlled reports whether an object has a controlling owner reference.

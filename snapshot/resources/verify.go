@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +76,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, claims, archived map[string]bool, report *snapshot.Report) bool {
 	gr := res.GroupResource()
 	e.Object = obj
-	if !c.selected(res, e) || skipReason(gr, obj) != "" {
+	if !c.selected(res, e) || rules.For(gr).SkipReason(obj) != "" {
 		return false // not restored, by design; the restore's report lists them
 	}
 	if why, _ := c.leftOut(gr, e); why != "" {
@@ -132,7 +133,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		} else {
 			report.Count("objects", snapshot.StatusIdentical)
 		}
-		if check, ok := healthCheckFor(gr); ok {
+		if check := rules.For(gr).Health; check != nil {
 			mu.Lock()
 			health = append(health, healthCheck{gvr: gvr, namespace: live.GetNamespace(), name: live.GetName(), id: id, healthy: check})
 			mu.Unlock()
@@ -185,36 +186,6 @@ type healthCheck struct {
 	namespace, name string
 	id              string
 	healthy         func(obj map[string]any) (bool, string)
-}
-
-func healthCheckFor(gr string) (func(map[string]any) (bool, string), bool) {
-	switch gr {
-	case "deployments.apps":
-		return func(obj map[string]any) (bool, string) {
-			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
-			return conditionTrue(conds, "Available"), "not Available"
-		}, true
-	case "statefulsets.apps":
-		return func(obj map[string]any) (bool, string) {
-			want, found, _ := unstructured.NestedInt64(obj, "spec", "replicas")
-			if !found {
-				want = 1
-			}
-			ready, _, _ := unstructured.NestedInt64(obj, "status", "readyReplicas")
-			return ready >= want, fmt.Sprintf("%d of %d replicas ready", ready, want)
-		}, true
-	case "persistentvolumeclaims":
-		return func(obj map[string]any) (bool, string) {
-			phase, _, _ := unstructured.NestedString(obj, "status", "phase")
-			return phase == "Bound", "the claim is " + strings.ToLower(phase)
-		}, true
-	case "jobs.batch":
-		return func(obj map[string]any) (bool, string) {
-			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
-			return !conditionTrue(conds, "Failed"), "the job failed"
-		}, true
-	}
-	return nil, false
 }
 
 // verifyHealth waits up to WaitTimeout for every restored workload to be healthy, then reports

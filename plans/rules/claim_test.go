@@ -1,0 +1,16 @@
+package rules
+
+import "testing"
+
+func TestClaim(t *testing.T) {
+	runCases(t, []ruleCase{
+		{"claim binding", "normalize", "persistentvolumeclaims",
+			`{"metadata":{"name":"p","annotations":{"pv.kubernetes.io/bind-completed":"yes","keep":"me"}},"spec":{"volumeName":"pv-1","storageClassName":"standard"}}`,
+			`{"metadata":{"name":"p","annotations":{"keep":"me"}},"spec":{"storageClassName":"standard"}}`},
+		{"claim: class mapped", "prepare", "persistentvolumeclaims",
+			`{"metadata":{"name":"p","namespace":"team-b"},"spec":{"storageClassName":"gp3"}}`,
+			`{"metadata":{"name":"p","namespace":"team-b"},"spec":{"storageClassName":"standard"}}`},
+		{"a bound claim is healthy", "health", "persistentvolumeclaims", `{"status":{"phase":"Bound"}}`, "ok"},
+		{"a pending claim is not", "health", "persistentvolumeclaims", `{"status":{"phase":"Pending"}}`, "the claim is pending"},
+	})
+}

@@ -1,0 +1,27 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestNever: the types that never move, and some that do.
+func TestNever(t *testing.T) {
+	for gr, want := range map[string]string{
+		"nodes":                              "belong to the cluster",
+		"events":                             "source cluster's past",
+		"endpoints":                          "rebuilt from Services and Pods",
+		"endpointslices.discovery.k8s.io":    "rebuilt from Services and Pods",
+		"apiservices.apiregistration.k8s.io": "registered by the target's API server",
+		"certificatesigningrequests.certificates.k8s.io": "source cluster's signers",
+		"configmaps":            "",
+		"profiles.kubeflow.org": "",
+		// A simulator's resources are its installation's to exclude (the testbed's ferry.yaml does).
+		"execs.kwok.x-k8s.io": "",
+	} {
+		got := For(gr).Never
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("%s: never moves because %q, want %q", gr, got, want)
+		}
+	}
+}

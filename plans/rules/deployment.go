@@ -1,0 +1,20 @@
+package rules
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// Deployments move with their revision (their ReplicaSets, the history, come first); with
+// --skip-owned the ReplicaSets stay behind, so the revision starts anew on the target. A restored
+// Deployment is healthy once Available.
+func deploymentRules() map[string]Rule {
+	return map[string]Rule{"deployments.apps": {
+		Wave:           WaveRest,
+		RolloutHistory: &RolloutHistory{Kind: "Deployment", In: "replicasets.apps"},
+		SkipOwned: func(obj map[string]any) {
+			deleteAnnotations(nestedMap(obj, "metadata"), []string{"deployment.kubernetes.io/revision"})
+		},
+		Health: func(obj map[string]any) (bool, string) {
+			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+			return conditionTrue(conds, "Available"), "not Available"
+		},
+	}}
+}

@@ -1,0 +1,39 @@
+package rules
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// Jobs move without the Job controller's UID labels; finished ones stay; a restored Job is healthy
+// unless it failed.
+func jobRules() map[string]Rule {
+	return map[string]Rule{"jobs.batch": {
+		Wave: WaveRest,
+		Exclude: func(obj map[string]any) string {
+			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+			for _, c := range conds {
+				cm, _ := c.(map[string]any)
+				if (cm["type"] == "Complete" || cm["type"] == "Failed") && cm["status"] == "True" {
+					return "finished job (" + cm["type"].(string) + ")"
+				}
+			}
+			return ""
+		},
+		// The Job controller's UID labels, which the Job's own labels inherit when it has none.
+		Normalize: func(obj map[string]any) {
+			spec := nestedMap(obj, "spec")
+			for _, m := range []map[string]any{nestedMap(spec, "selector", "matchLabels"), nestedMap(spec, "template", "metadata", "labels"), nestedMap(obj, "metadata", "labels")} {
+				delete(m, "controller-uid")
+				delete(m, "batch.kubernetes.io/controller-uid")
+			}
+		},
+		Skip: func(obj map[string]any) string {
+			if t, _, _ := unstructured.NestedString(obj, "status", "completionTime"); t != "" {
+				return "the job has completed"
+			}
+			return ""
+		},
+		Health: func(obj map[string]any) (bool, string) {
+			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+			return !conditionTrue(conds, "Failed"), "the job failed"
+		},
+	}}
+}

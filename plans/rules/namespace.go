@@ -1,0 +1,34 @@
+package rules
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// systemNamespaces exist on every cluster; their Namespace objects do not move (their contents do).
+var systemNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
+
+// SystemNamespace says whether every cluster has the namespace.
+func SystemNamespace(name string) bool { return systemNamespaces[name] }
+
+// Namespaces come before what they hold, the system ones stay, and a mapping renames them.
+func namespaceRules() map[string]Rule {
+	return map[string]Rule{"namespaces": {
+		Wave: WaveNamespaces,
+		Exclude: func(obj map[string]any) string {
+			if systemNamespaces[(&unstructured.Unstructured{Object: obj}).GetName()] {
+				return "every cluster has this namespace"
+			}
+			return ""
+		},
+		Prepare: func(obj map[string]any, namespace func(string) string) {
+			u := unstructured.Unstructured{Object: obj}
+			to := namespace(u.GetName())
+			u.SetName(to)
+			// The API server keeps this label equal to the name.
+			if labels := u.GetLabels(); labels != nil {
+				if _, ok := labels["kubernetes.io/metadata.name"]; ok {
+					labels["kubernetes.io/metadata.name"] = to
+					u.SetLabels(labels)
+				}
+			}
+		},
+	}}
+}

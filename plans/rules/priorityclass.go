@@ -1,0 +1,17 @@
+package rules
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// PriorityClasses come with identity and configuration, before the pods that name them; the
+// built-in ones stay.
+func priorityClassRules() map[string]Rule {
+	return map[string]Rule{"priorityclasses.scheduling.k8s.io": {
+		Wave: WaveConfig,
+		Exclude: func(obj map[string]any) string {
+			if name := (&unstructured.Unstructured{Object: obj}).GetName(); name == "system-cluster-critical" || name == "system-node-critical" {
+				return "built into every cluster"
+			}
+			return ""
+		},
+	}}
+}

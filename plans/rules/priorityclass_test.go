@@ -1,0 +1,10 @@
+package rules
+
+import "testing"
+
+func TestPriorityClass(t *testing.T) {
+	runCases(t, []ruleCase{
+		{"built in", "exclude", "priorityclasses.scheduling.k8s.io", `{"metadata":{"name":"system-node-critical"}}`, "built into every cluster"},
+		{"a user's", "exclude", "priorityclasses.scheduling.k8s.io", `{"metadata":{"name":"batch-low"}}`, ""},
+	})
+}

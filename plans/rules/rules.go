@@ -1,0 +1,204 @@
+// Package rules holds what ferry does with each kind of object beyond what it does with every
+// object, one file per kind (as Velero's restore item actions): whether and when it moves, what of
+// it the source cluster set by itself, how a mapping changes it, when a restore leaves it out, how
+// an existing copy is brought in line, and when it is healthy. The machinery that plans, captures,
+// restores and verifies looks the rules up by group-resource ("jobs.batch"), the key every caller
+// already has and Velero's actions are keyed by.
+package rules
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// Rule is what ferry does with the objects of one type beyond what it does with every object.
+// Every field but Wave is optional; funcs edit the object they are given in place.
+type Rule struct {
+	// Wave is the restore wave of the type (WaveCRDs … WaveWebhooks).
+	Wave int
+	// History marks rollout history, restored before the controllers that own it (plans.Order).
+	History bool
+	// Never says why no object of the type ever moves.
+	Never string
+	// Exclude says why one object does not move, or "" (planning and capture).
+	Exclude func(obj map[string]any) string
+
+	// Normalize drops what the source cluster set in the object by itself. It runs before the
+	// server-set metadata every object loses is dropped (a Service reads its managed fields).
+	Normalize func(obj map[string]any)
+	// StorageClasses are the specs, in place, that name a storage class a mapping changes.
+	StorageClasses func(obj map[string]any) []map[string]any
+	// Prepare maps the namespaces the object names in its content (namespace maps one).
+	Prepare func(obj map[string]any, namespace func(string) string)
+	// SkipOwned edits the prepared form when a restore leaves owned objects behind (--skip-owned).
+	SkipOwned func(obj map[string]any)
+
+	// Skip says why a restore does not create a backed-up object, as Velero's restore decides it
+	// (docs/format.md, Velero compatibility), or "".
+	Skip func(obj map[string]any) string
+	// Recreated says whether the target makes the object anew by itself once the rest is restored.
+	// claims are the backup's claims (namespace/name); holds says whether the backup holds an object.
+	Recreated func(obj map[string]any, claims map[string]bool, holds func(group, kind, namespace, name string) bool) bool
+	// Ready says whether the target is ready for what depends on the object (a CRD: its custom
+	// resources); a restore waits for it.
+	Ready func(obj map[string]any) bool
+
+	// Live puts into a live object's normalized form (norm) what the target set that counts as
+	// the backup's, so that it is not taken for a difference.
+	Live func(norm, live map[string]any)
+	// Renumber, given copies of the expected and the live object, returns the merge patch that
+	// gives the live one the backup's revision numbering, and strips the numbering from both (the
+	// caller renumbers only when nothing else differs); ok is false when expected has none.
+	Renumber func(want, got map[string]any) (patch map[string]any, ok bool)
+	// RolloutHistory says where a workload keeps its rollout history, which verify compares.
+	RolloutHistory *RolloutHistory
+	// Revision is a history object's revision number.
+	Revision func(obj map[string]any) int64
+	// Health says whether a restored object is healthy, and if not why.
+	Health func(obj map[string]any) (ok bool, why string)
+	// Secret marks content that is secret: a backup records a keyed digest of it, so that the
+	// manifest, which is never encrypted, is no oracle for guessing it.
+	Secret bool
+}
+
+// RolloutHistory is where a workload's rollout history is: what kubectl rollout history lists and
+// kubectl rollout undo goes back to.
+type RolloutHistory struct {
+	Kind string // the workload's kind, as its history objects' owner references name it
+	In   string // the group-resource of its history objects
+}
+
+// The restore waves, in order: their indices (plans.Resource.Wave).
+const (
+	WaveCRDs = iota
+	WaveNamespaces
+	WaveStorage
+	WaveConfig
+	WaveRest
+	WaveWebhooks
+)
+
+// WaveName is a wave's name and the condition its objects are waited on for, if any.
+type WaveName struct{ Name, WaitFor string }
+
+// Waves names the restore waves, by index.
+func Waves() []WaveName {
+	return []WaveName{
+		WaveCRDs:       {"custom resource definitions", "Established"},
+		WaveNamespaces: {"namespaces", ""},
+		WaveStorage:    {"storage", ""},
+		WaveConfig:     {"identity and configuration", ""},
+		WaveRest:       {"workloads and everything else", ""},
+		WaveWebhooks:   {"admission webhooks", ""},
+	}
+}
+
+// table is the read-only table of every kind's rules, built once by build.
+var table = build()
+
+// build gathers the rules of each kind's file, keyed by group-resource.
+func build() map[string]Rule {
+	out := map[string]Rule{}
+	for _, set := range []map[string]Rule{
+		crdRules(), namespaceRules(), storageClassRules(), claimRules(), volumeRules(),
+		serviceAccountRules(), secretRules(), configMapRules(), rbacRules(), policyRules(), priorityClassRules(),
+		serviceRules(), endpointsRules(), podRules(), jobRules(), deploymentRules(), replicaSetRules(),
+		controllerRevisionRules(), statefulSetRules(), daemonSetRules(),
+		webhookRules(), apiServiceRules(), certificateRules(), flowControlRules(), clusterRules(),
+	} {
+		for gr, r := range set {
+			if _, dup := out[gr]; dup {
+				panic("rules: two rules for " + gr)
+			}
+			out[gr] = r
+		}
+	}
+	return out
+}
+
+// For is the rule of a group-resource ("configmaps", "jobs.batch"); a type without one is restored
+// with everything else (WaveRest) and has no quirks.
+func For(gr string) Rule {
+	if r, ok := table[gr]; ok {
+		return r
+	}
+	return Rule{Wave: WaveRest}
+}
+
+// Types lists the group-resources that have a rule (for tests and documentation).
+func Types() []string {
+	out := make([]string, 0, len(table))
+	for gr := range table {
+		out = append(out, gr)
+	}
+	return out
+}
+
+// nestedMap is the map at path in m, in place (not a copy), or nil.
+func nestedMap(m map[string]any, path ...string) map[string]any {
+	v, _, _ := unstructured.NestedFieldNoCopy(m, path...)
+	out, _ := v.(map[string]any)
+	return out
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func deleteAnnotations(meta map[string]any, keys []string) {
+	ann, ok := meta["annotations"].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range keys {
+		delete(ann, k)
+	}
+	if len(ann) == 0 {
+		delete(meta, "annotations")
+	}
+}
+
+func conditionTrue(conds []any, typ string) bool {
+	for _, c := range conds {
+		cm := asMap(c)
+		if cm["type"] == typ {
+			return cm["status"] == "True"
+		}
+	}
+	return false
+}
+
+// mapServiceNamespace maps the namespace of a service reference ({name, namespace}).
+func mapServiceNamespace(svc map[string]any, namespace func(string) string) {
+	if ns, ok := svc["namespace"].(string); ok {
+		svc["namespace"] = namespace(ns)
+	}
+}
+
+// same gives several group-resources one rule.
+func same(r Rule, grs ...string) map[string]Rule {
+	out := make(map[string]Rule, len(grs))
+	for _, gr := range grs {
+		out[gr] = r
+	}
+	return out
+}
+
+// ExcludeReason is Exclude's reason, or "" when the rule has none.
+func (r Rule) ExcludeReason(obj map[string]any) string {
+	if r.Exclude == nil {
+		return ""
+	}
+	return r.Exclude(obj)
+}
+
+// SkipReason is Skip's reason, or "" when the rule has none.
+func (r Rule) SkipReason(obj map[string]any) string {
+	if r.Skip == nil {
+		return ""
+	}
+	return r.Skip(obj)
+}
+
+// IsRecreated is Recreated's answer, false when the rule has none.
+func (r Rule) IsRecreated(obj map[string]any, claims map[string]bool, holds func(group, kind, namespace, name string) bool) bool {
+	return r.Recreated != nil && r.Recreated(obj, claims, holds)
+}

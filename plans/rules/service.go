@@ -1,0 +1,232 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Services move without what the source's API server allocated: cluster IPs (but "None", which
+// makes one headless) and the node ports no user chose (ChosenNodePorts, Velero's rule). Chosen
+// node ports, loadBalancerIP, externalIPs and loadBalancerSourceRanges are the user's and move.
+// The default namespace's "kubernetes" stays: the target's API server publishes its own.
+func serviceRules() map[string]Rule {
+	return map[string]Rule{"services": {
+		Wave: WaveRest,
+		Exclude: func(obj map[string]any) string {
+			if u := (unstructured.Unstructured{Object: obj}); u.GetNamespace() == "default" && u.GetName() == "kubernetes" {
+				return "the target's API server publishes its own"
+			}
+			return ""
+		},
+		Normalize: normalizeService,
+		Live:      withAllocatedPorts,
+	}}
+}
+
+// normalizeService drops a Service's cluster IPs and the node ports no user chose; it reads the
+// managed fields and the last-applied configuration, so it runs before those are dropped.
+func normalizeService(obj map[string]any) {
+	spec := nestedMap(obj, "spec")
+	if spec == nil {
+		return
+	}
+	if spec["clusterIP"] != "None" {
+		delete(spec, "clusterIP")
+		delete(spec, "clusterIPs")
+	}
+	chosen, health := ChosenNodePorts(obj)
+	ports, _ := spec["ports"].([]any)
+	for i, p := range ports {
+		if pm, ok := p.(map[string]any); ok && !chosen[i] {
+			delete(pm, "nodePort")
+		}
+	}
+	if !health {
+		delete(spec, "healthCheckNodePort")
+	}
+}
+
+// withAllocatedPorts puts back into a live Service's normalized form the node ports the target
+// allocated, so that a chosen port that changed is named with both values.
+func withAllocatedPorts(norm, live map[string]any) {
+	spec, liveSpec := nestedMap(norm, "spec"), nestedMap(live, "spec")
+	if spec == nil || liveSpec == nil {
+		return
+	}
+	ports, _ := spec["ports"].([]any)
+	livePorts, _ := liveSpec["ports"].([]any)
+	for i, p := range ports {
+		if pm, ok := p.(map[string]any); ok && i < len(livePorts) {
+			if n, ok := asMap(livePorts[i])["nodePort"]; ok {
+				pm["nodePort"] = n
+			}
+		}
+	}
+	if n, ok := liveSpec["healthCheckNodePort"]; ok {
+		spec["healthCheckNodePort"] = n
+	}
+}
+
+// lastApplied is the annotation kubectl apply (client-side) keeps the applied object in.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// NodePort is a node port a user chose for a Service: it moves as it is, so it must be free on the
+// target (load balancers and firewalls outside the cluster point at it).
+type NodePort struct {
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	// Port names the service port ("http", or "8080/TCP"); "healthCheckNodePort" for that field.
+	Port     string `json:"port"`
+	NodePort int64  `json:"nodePort"`
+}
+
+// ChosenNodePorts says which node ports of a Service (an object as the API serves it, with its
+// managed fields) a user chose, by Velero's rule: those the last-applied configuration holds
+// (kubectl apply) or some field manager set (server-side apply, create or update with the port);
+// the API server's allocation is in no manager's fields. ports[i] is spec.ports[i]'s.
+func ChosenNodePorts(svc map[string]any) (ports []bool, healthCheck bool) {
+	specPorts, _, _ := unstructured.NestedSlice(svc, "spec", "ports")
+	ports = make([]bool, len(specPorts))
+	named, unnamed := map[string]bool{}, map[int64]bool{}
+	keys := map[string]bool{} // managed-fields keys of ports whose nodePort a manager set
+	u := unstructured.Unstructured{Object: svc}
+	if cfg := u.GetAnnotations()[lastApplied]; cfg != "" {
+		var applied map[string]any
+		if json.Unmarshal([]byte(cfg), &applied) == nil {
+			list, _, _ := unstructured.NestedSlice(applied, "spec", "ports")
+			for _, p := range list {
+				pm, _ := p.(map[string]any)
+				if n := intOf(pm["nodePort"]); n > 0 {
+					if name, _ := pm["name"].(string); name != "" {
+						named[name] = true
+					} else {
+						unnamed[n] = true
+					}
+				}
+			}
+			healthCheck = intOf(nestedField(applied, "spec", "healthCheckNodePort")) > 0
+		}
+	}
+	for _, entry := range managedFields(svc) {
+		fields, _ := nestedField(entry, "fieldsV1", "f:spec").(map[string]any)
+		if _, ok := fields["f:healthCheckNodePort"]; ok {
+			healthCheck = true
+		}
+		list, _ := fields["f:ports"].(map[string]any)
+		for key, p := range list {
+			if _, ok := asMap(p)["f:nodePort"]; ok {
+				keys[key] = true
+			}
+		}
+	}
+	for i, p := range specPorts {
+		pm, _ := p.(map[string]any)
+		n := intOf(pm["nodePort"])
+		if n == 0 {
+			continue
+		}
+		name, _ := pm["name"].(string)
+		ports[i] = (name != "" && named[name]) || (name == "" && unnamed[n]) || keys[portKey(pm)]
+	}
+	return ports, healthCheck
+}
+
+// ChosenNodePortsOf lists the node ports a user chose for a Service (see ChosenNodePorts).
+func ChosenNodePortsOf(svc map[string]any) []NodePort {
+	u := unstructured.Unstructured{Object: svc}
+	chosen, health := ChosenNodePorts(svc)
+	specPorts, _, _ := unstructured.NestedSlice(svc, "spec", "ports")
+	var out []NodePort
+	for i, p := range specPorts {
+		if chosen[i] {
+			pm, _ := p.(map[string]any)
+			out = append(out, NodePort{Namespace: u.GetNamespace(), Service: u.GetName(), Port: portName(pm), NodePort: intOf(pm["nodePort"])})
+		}
+	}
+	if n := intOf(nestedField(svc, "spec", "healthCheckNodePort")); health && n > 0 {
+		out = append(out, NodePort{Namespace: u.GetNamespace(), Service: u.GetName(), Port: "healthCheckNodePort", NodePort: n})
+	}
+	return out
+}
+
+// HeldNodePorts lists every node port a Service holds, chosen or allocated, health check's too.
+func HeldNodePorts(svc map[string]any) []int64 {
+	var out []int64
+	ports, _, _ := unstructured.NestedSlice(svc, "spec", "ports")
+	for _, port := range ports {
+		if n := intOf(asMap(port)["nodePort"]); n > 0 {
+			out = append(out, n)
+		}
+	}
+	if n := intOf(nestedField(svc, "spec", "healthCheckNodePort")); n > 0 {
+		out = append(out, n)
+	}
+	return out
+}
+
+func managedFields(obj map[string]any) []map[string]any {
+	list, _ := nestedField(obj, "metadata", "managedFields").([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// portKey is a service port's key in managed fields: k:{"port":80,"protocol":"TCP"}.
+func portKey(p map[string]any) string {
+	protocol, _ := p["protocol"].(string)
+	if protocol == "" {
+		protocol = "TCP"
+	}
+	return fmt.Sprintf(`k:{"port":%d,"protocol":%q}`, intOf(p["port"]), protocol)
+}
+
+func portName(p map[string]any) string {
+	if name, _ := p["name"].(string); name != "" {
+		return name
+	}
+	protocol, _ := p["protocol"].(string)
+	if protocol == "" {
+		protocol = "TCP"
+	}
+	return strconv.FormatInt(intOf(p["port"]), 10) + "/" + protocol
+}
+
+// intOf reads a JSON number as the API machinery (int64) or encoding/json (float64) decoded it.
+func intOf(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	case int32:
+		return int64(n)
+	case float64:
+		return int64(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return i
+	case string:
+		i, _ := strconv.ParseInt(n, 10, 64)
+		return i
+	}
+	return 0
+}
+
+func nestedField(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}

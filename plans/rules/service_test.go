@@ -1,0 +1,76 @@
+package rules
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestService(t *testing.T) {
+	const mf = `"managedFields":[{"manager":"kubectl","operation":"Apply","fieldsV1":{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{"f:nodePort":{},"f:port":{}},"k:{\"port\":53,\"protocol\":\"UDP\"}":{"f:port":{}}}}}}]`
+	const hc = `"managedFields":[{"manager":"helm","operation":"Update","fieldsV1":{"f:spec":{"f:healthCheckNodePort":{}}}}]`
+	runCases(t, []ruleCase{
+		{"the API server's own", "exclude", "services", `{"metadata":{"namespace":"default","name":"kubernetes"}}`, "publishes its own"},
+		{"a user's service moves", "exclude", "services", `{"metadata":{"namespace":"default","name":"web"}}`, ""},
+		{"service IPs and node ports", "normalize", "services",
+			`{"metadata":{"name":"s"},"spec":{"clusterIP":"10.0.0.1","clusterIPs":["10.0.0.1"],"type":"NodePort","ports":[{"port":80,"nodePort":30080}]}}`,
+			`{"metadata":{"name":"s"},"spec":{"type":"NodePort","ports":[{"port":80}]}}`},
+		{"node ports kubectl apply chose (last-applied configuration) stay, by name or value", "normalize", "services",
+			`{"metadata":{"name":"s","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"type\":\"NodePort\",\"ports\":[{\"name\":\"http\",\"port\":80,\"nodePort\":30080},{\"name\":\"https\",\"port\":443},{\"port\":9000,\"nodePort\":30900}]}}"}},"spec":{"type":"NodePort","ports":[{"name":"http","port":80,"nodePort":30080},{"name":"https","port":443,"nodePort":31443},{"port":9000,"nodePort":30900}]}}`,
+			`{"metadata":{"name":"s","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"type\":\"NodePort\",\"ports\":[{\"name\":\"http\",\"port\":80,\"nodePort\":30080},{\"name\":\"https\",\"port\":443},{\"port\":9000,\"nodePort\":30900}]}}"}},"spec":{"type":"NodePort","ports":[{"name":"http","port":80,"nodePort":30080},{"name":"https","port":443},{"port":9000,"nodePort":30900}]}}`},
+		{"node ports a field manager set stay (server-side apply, create)", "normalize", "services",
+			`{"metadata":{"name":"s",` + mf + `},"spec":{"type":"NodePort","ports":[{"port":80,"protocol":"TCP","nodePort":30080},{"port":53,"protocol":"UDP","nodePort":31053}]}}`,
+			`{"metadata":{"name":"s",` + mf + `},"spec":{"type":"NodePort","ports":[{"port":80,"protocol":"TCP","nodePort":30080},{"port":53,"protocol":"UDP"}]}}`},
+		{"health check node port: allocated dropped", "normalize", "services",
+			`{"metadata":{"name":"s"},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","healthCheckNodePort":32000,"ports":[{"port":80,"nodePort":30001}]}}`,
+			`{"metadata":{"name":"s"},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","ports":[{"port":80}]}}`},
+		{"health check node port: chosen kept, with the load balancer's addresses", "normalize", "services",
+			`{"metadata":{"name":"s",` + hc + `},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","healthCheckNodePort":32000,"loadBalancerIP":"198.51.100.7","externalIPs":["198.51.100.8"],"loadBalancerSourceRanges":["203.0.113.0/24"],"ports":[{"port":80,"nodePort":30001}]}}`,
+			`{"metadata":{"name":"s",` + hc + `},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","healthCheckNodePort":32000,"loadBalancerIP":"198.51.100.7","externalIPs":["198.51.100.8"],"loadBalancerSourceRanges":["203.0.113.0/24"],"ports":[{"port":80}]}}`},
+		{"external name", "normalize", "services",
+			`{"metadata":{"name":"s"},"spec":{"type":"ExternalName","externalName":"db.example.com"}}`,
+			`{"metadata":{"name":"s"},"spec":{"type":"ExternalName","externalName":"db.example.com"}}`},
+		{"headless service keeps None", "normalize", "services",
+			`{"metadata":{"name":"s"},"spec":{"clusterIP":"None","clusterIPs":["None"]}}`,
+			`{"metadata":{"name":"s"},"spec":{"clusterIP":"None","clusterIPs":["None"]}}`},
+	})
+}
+
+// TestServiceLive: a live Service's normalized form gets the node ports the target allocated back.
+func TestServiceLive(t *testing.T) {
+	norm := decode(t, `{"spec":{"ports":[{"port":80},{"port":443}]}}`)
+	live := decode(t, `{"spec":{"ports":[{"port":80,"nodePort":30080},{"port":443}],"healthCheckNodePort":32000}}`)
+	For("services").Live(norm, live)
+	if want := decode(t, `{"spec":{"ports":[{"port":80,"nodePort":30080},{"port":443}],"healthCheckNodePort":32000}}`); !reflect.DeepEqual(norm, want) {
+		t.Errorf("live form %v, want %v", norm, want)
+	}
+}
+
+func TestHeldNodePorts(t *testing.T) {
+	svc := decode(t, `{"spec":{"ports":[{"port":80,"nodePort":30080},{"port":443}],"healthCheckNodePort":32000}}`)
+	if got := HeldNodePorts(svc); !reflect.DeepEqual(got, []int64{30080, 32000}) {
+		t.Errorf("HeldNodePorts = %v", got)
+	}
+}
+
+func TestChosenNodePortsOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, svc string
+		want      []NodePort
+	}{
+		{"allocated by the API server", `{"metadata":{"name":"s","namespace":"a"},"spec":{"type":"NodePort","ports":[{"port":80,"nodePort":31234}]}}`, nil},
+		{"kubectl apply, named port", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"ports\":[{\"name\":\"http\",\"port\":80,\"nodePort\":30080}]}}"}},"spec":{"ports":[{"name":"http","port":80,"nodePort":30080},{"name":"metrics","port":9090,"nodePort":31999}]}}`,
+			[]NodePort{{Namespace: "a", Service: "s", Port: "http", NodePort: 30080}}},
+		{"server-side apply, unnamed port", `{"metadata":{"name":"s","namespace":"a","managedFields":[{"manager":"kubectl","operation":"Apply","fieldsV1":{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{"f:nodePort":{}}}}}}]},"spec":{"ports":[{"port":80,"protocol":"TCP","nodePort":30080}]}}`,
+			[]NodePort{{Namespace: "a", Service: "s", Port: "80/TCP", NodePort: 30080}}},
+		{"another manager's fields without the port", `{"metadata":{"name":"s","namespace":"a","managedFields":[{"manager":"kubectl-create","operation":"Update","fieldsV1":{"f:spec":{"f:ports":{"k:{\"port\":80,\"protocol\":\"TCP\"}":{"f:port":{}}}}}}]},"spec":{"ports":[{"port":80,"protocol":"TCP","nodePort":30080}]}}`, nil},
+		{"health check port chosen", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"healthCheckNodePort\":32100}}"}},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","healthCheckNodePort":32100,"ports":[{"port":80,"nodePort":31000}]}}`,
+			[]NodePort{{Namespace: "a", Service: "s", Port: "healthCheckNodePort", NodePort: 32100}}},
+		{"last-applied configuration that is not JSON", `{"metadata":{"name":"s","namespace":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{"}},"spec":{"ports":[{"port":80,"nodePort":31000}]}}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChosenNodePortsOf(decode(t, tc.svc)); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ChosenNodePortsOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

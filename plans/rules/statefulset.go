@@ -1,0 +1,43 @@
+package rules
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// StatefulSets move with their claim templates' storage classes mapped (the target's controller
+// makes the claims from them); a restored one is healthy once its replicas are ready.
+func statefulSetRules() map[string]Rule {
+	return map[string]Rule{"statefulsets.apps": {
+		Wave:           WaveRest,
+		RolloutHistory: &RolloutHistory{Kind: "StatefulSet", In: "controllerrevisions.apps"},
+		StorageClasses: func(obj map[string]any) []map[string]any {
+			var out []map[string]any
+			for _, t := range claimTemplates(obj) {
+				out = append(out, nestedMap(t, "spec"))
+			}
+			return out
+		},
+		Health: func(obj map[string]any) (bool, string) {
+			want, found, _ := unstructured.NestedInt64(obj, "spec", "replicas")
+			if !found {
+				want = 1
+			}
+			ready, _, _ := unstructured.NestedInt64(obj, "status", "readyReplicas")
+			return ready >= want, fmt.Sprintf("%d of %d replicas ready", ready, want)
+		},
+	}}
+}
+
+// claimTemplates are a StatefulSet's volumeClaimTemplates, in place (not copies).
+func claimTemplates(sts map[string]any) []map[string]any {
+	list, _ := nestedMap(sts, "spec")["volumeClaimTemplates"].([]any)
+	var out []map[string]any
+	for _, t := range list {
+		if tm := asMap(t); tm != nil {
+			out = append(out, tm)
+		}
+	}
+	return out
+}

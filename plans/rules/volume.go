@@ -1,0 +1,39 @@
+package rules
+
+import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+// PersistentVolumes come with the storage, lose their binding, have their storage class and their
+// claim's namespace mapped, and are left for the target to provision anew when bound to a claim
+// the backup restores (reprovisioned).
+func volumeRules() map[string]Rule {
+	return map[string]Rule{"persistentvolumes": {
+		Wave: WaveStorage,
+		Normalize: func(obj map[string]any) {
+			deleteAnnotations(nestedMap(obj, "metadata"), bindingAnnotations)
+			if ref := nestedMap(obj, "spec", "claimRef"); ref != nil {
+				delete(ref, "uid")
+				delete(ref, "resourceVersion")
+			}
+		},
+		StorageClasses: func(obj map[string]any) []map[string]any { return []map[string]any{nestedMap(obj, "spec")} },
+		Prepare: func(obj map[string]any, namespace func(string) string) {
+			if ref := nestedMap(obj, "spec", "claimRef"); ref != nil {
+				if ns, ok := ref["namespace"].(string); ok {
+					ref["namespace"] = namespace(ns)
+				}
+			}
+		},
+		Recreated: func(obj map[string]any, claims map[string]bool, _ func(group, kind, namespace, name string) bool) bool {
+			return reprovisioned(obj, claims)
+		},
+	}}
+}
+
+// reprovisioned reports whether a PersistentVolume is left for the target to provision anew: it is
+// bound to a claim that the backup restores (the claim's contents move as files, and the source's
+// volume, a path or disk of the source cluster, must never be reused by the target).
+func reprovisioned(obj map[string]any, claims map[string]bool) bool {
+	ns, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "namespace")
+	name, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "name")
+	return name != "" && claims[ns+"/"+name]
+}

@@ -1,0 +1,17 @@
+package rules
+
+import "testing"
+
+func TestVolume(t *testing.T) {
+	runCases(t, []ruleCase{
+		{"volume binding", "normalize", "persistentvolumes",
+			`{"metadata":{"name":"pv","annotations":{"pv.kubernetes.io/bound-by-controller":"yes"}},"spec":{"claimRef":{"namespace":"team-a","name":"p","uid":"u","resourceVersion":"1"}}}`,
+			`{"metadata":{"name":"pv"},"spec":{"claimRef":{"namespace":"team-a","name":"p"}}}`},
+		{"volume class and claimRef follow", "prepare", "persistentvolumes",
+			`{"metadata":{"name":"pv"},"spec":{"storageClassName":"gp3","claimRef":{"namespace":"team-a","name":"p"}}}`,
+			`{"metadata":{"name":"pv"},"spec":{"storageClassName":"standard","claimRef":{"namespace":"team-b","name":"p"}}}`},
+		{"bound to a restored claim: provisioned anew", "recreated", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"data"}}}`, "true"},
+		{"bound to another claim", "recreated", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"other"}}}`, "false"},
+		{"unbound", "recreated", "persistentvolumes", `{"spec":{}}`, "false"},
+	})
+}

@@ -1,0 +1,14 @@
+package rules
+
+import "testing"
+
+func TestWebhook(t *testing.T) {
+	runCases(t, []ruleCase{
+		{"webhook service follows", "prepare", "validatingwebhookconfigurations.admissionregistration.k8s.io",
+			`{"metadata":{"name":"w"},"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-a"}}},{"name":"b","clientConfig":{"url":"https://x"}}]}`,
+			`{"metadata":{"name":"w"},"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-b"}}},{"name":"b","clientConfig":{"url":"https://x"}}]}`},
+		{"mutating webhook service follows", "prepare", "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+			`{"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-a"}}}]}`,
+			`{"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-b"}}}]}`},
+	})
+}
