@@ -48,6 +48,7 @@ type Writer struct {
 	flushed bool
 	closed  bool
 	buf     []byte
+	chunker *chunker.Chunker // kept across Writes: each new one allocates a 512 KiB buffer
 }
 
 type job struct {
@@ -169,7 +170,13 @@ func (w *Writer) Write(ctx context.Context, rd io.Reader) ([]ChunkRef, error) {
 	if w.flushed {
 		return nil, errors.New("write after flush")
 	}
-	c := chunker.NewWithBoundaries(rd, w.r.cfg.Polynomial, w.r.cfg.MinSize, w.r.cfg.MaxSize)
+	c := w.chunker
+	if c == nil {
+		c = chunker.NewWithBoundaries(rd, w.r.cfg.Polynomial, w.r.cfg.MinSize, w.r.cfg.MaxSize)
+		w.chunker = c
+	} else {
+		c.ResetWithBoundaries(rd, w.r.cfg.Polynomial, w.r.cfg.MinSize, w.r.cfg.MaxSize)
+	}
 	c.SetAverageBits(w.r.cfg.AverageBits)
 	var refs []ChunkRef
 	for {
