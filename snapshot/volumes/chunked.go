@@ -8,10 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 
+	"filippo.io/age"
+
+	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
@@ -292,7 +296,7 @@ func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.
 			continue
 		}
 		p := &prevTree{store: c.Storage, backup: b.name, volume: b.manifest.Volumes[i]}
-		if err := eachTreeEntry(ctx, c.Storage, b.name, p.volume, func(treeEntry) {}); err != nil {
+		if err := eachTreeEntry(ctx, c.Storage, b.name, p.volume, nil, func(treeEntry) {}); err != nil {
 			c.Log.Warn("the claim's previous backup cannot be read: backing up every file", "claim", v.Namespace+"/"+v.Name, "backup", b.name, "error", err)
 			return nil
 		}
@@ -301,10 +305,10 @@ func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.
 	return nil
 }
 
-// eachTreeEntry calls fn with every entry of the tree stream of volume v of the unencrypted
-// backup name, read to its end and checked against the manifest.
-func eachTreeEntry(ctx context.Context, store storage.Backend, name string, v snapshot.Volume, fn func(treeEntry)) error {
-	r, err := snapshot.Open(ctx, store, name, nil)
+// eachTreeEntry calls fn with every entry of the tree stream of volume v of backup name (read
+// with ids when it is encrypted), read to its end and checked against the manifest.
+func eachTreeEntry(ctx context.Context, store storage.Backend, name string, v snapshot.Volume, ids []age.Identity, fn func(treeEntry)) error {
+	r, err := snapshot.Open(ctx, store, name, ids)
 	if err != nil {
 		return err
 	}
@@ -380,9 +384,15 @@ func (t *treeStream) Close() error {
 }
 
 // ChunkRefs calls fn with the chunks of every chunked volume of the complete backups in store
-// whose repository is at prefix: what a prune of that repository keeps. A backup it cannot read
-// is an error: nothing may be pruned then.
+// whose repository is at prefix, a tree entry's at a time: what a prune of that repository keeps.
+// A backup it cannot read is an error: nothing may be pruned then; so is an encrypted one (see
+// EncryptedChunkRefs).
 func ChunkRefs(ctx context.Context, store storage.Backend, prefix string, fn func([]repo.ChunkRef)) error {
+	return EncryptedChunkRefs(ctx, store, prefix, nil, fn)
+}
+
+// EncryptedChunkRefs is ChunkRefs reading the trees of encrypted backups with ids.
+func EncryptedChunkRefs(ctx context.Context, store storage.Backend, prefix string, ids []age.Identity, fn func([]repo.ChunkRef)) error {
 	infos, err := snapshot.List(ctx, store)
 	if err != nil {
 		return err
@@ -399,10 +409,10 @@ func ChunkRefs(ctx context.Context, store storage.Backend, prefix string, fn fun
 			if v.Format != snapshot.FormatChunks || v.Repo != prefix {
 				continue
 			}
-			if m.Encryption != nil {
-				return fmt.Errorf("backup %s is encrypted: reading its trees needs the identity", info.Name)
+			if m.Encryption != nil && len(ids) == 0 {
+				return fmt.Errorf("backup %s is encrypted: reading its trees %w", info.Name, errNeedsIdentity)
 			}
-			if err := eachTreeEntry(ctx, store, info.Name, v, func(e treeEntry) { fn(e.Data) }); err != nil {
+			if err := eachTreeEntry(ctx, store, info.Name, v, ids, func(e treeEntry) { fn(e.Data) }); err != nil {
 				return fmt.Errorf("backup %s: %s: %w", info.Name, v.Key, err)
 			}
 		}
@@ -410,24 +420,81 @@ func ChunkRefs(ctx context.Context, store storage.Backend, prefix string, fn fun
 	return nil
 }
 
-// PruneChunks removes the chunks of the unencrypted chunk repository that no complete backup in
-// store references (repo.Prune); nil without a repository. An encrypted repository needs the
-// identity and is left alone.
-func PruneChunks(ctx context.Context, store storage.Backend) (*repo.PruneResult, error) {
-	rp, err := repo.Open(ctx, store, repo.Options{})
-	if errors.Is(err, repo.ErrNotRepo) {
-		return nil, nil
-	}
-	if err != nil {
+// errNeedsIdentity ends the errors of reads of encrypted trees without an identity.
+var errNeedsIdentity = badinput.Errorf("needs the age identity (--identity)")
+
+// ChunkRepos lists the chunk repositories in store: the unencrypted one (repo.DefaultPrefix),
+// when there is one, and one per set of recipients backups were encrypted to (RepoPrefix), by
+// prefix, with whether each is encrypted.
+func ChunkRepos(ctx context.Context, store storage.Backend) (map[string]bool, error) {
+	out := map[string]bool{}
+	if _, err := store.Stat(ctx, repo.DefaultPrefix+"config"); err == nil {
+		out[repo.DefaultPrefix] = false
+	} else if !errors.Is(err, storage.ErrNotExist) {
 		return nil, fmt.Errorf("chunk repository %s: %w", repo.DefaultPrefix, err)
 	}
-	res, err := rp.Prune(ctx, func(ctx context.Context) ([]repo.ChunkRef, error) {
-		var refs []repo.ChunkRef
-		err := ChunkRefs(ctx, store, rp.Prefix(), func(r []repo.ChunkRef) { refs = append(refs, r...) })
-		return refs, err
+	age := RepoPrefix([]string{"x"})
+	age = age[:strings.LastIndex(age, "-")+1] // the prefix before the recipients' hash
+	err := store.List(ctx, age, func(o storage.ObjectInfo) error {
+		if rest, ok := strings.CutPrefix(o.Key, age); ok {
+			if hash, file, ok := strings.Cut(rest, "/"); ok && file == "config" {
+				out[age+hash+"/"] = true
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("prune the chunk repository %s: %w", repo.DefaultPrefix, err)
+		return nil, fmt.Errorf("list the chunk repositories: %w", err)
 	}
-	return &res, nil
+	return out, nil
+}
+
+// PruneChunks removes the chunks of every chunk repository in store (ChunkRepos) that no complete
+// backup in store references (repo.Prune), and returns what it did in all; nil without a
+// repository. An encrypted repository's prune reads its keys and the kept backups' trees with ids:
+// without them it is an error matching badinput, and no repository is pruned.
+func PruneChunks(ctx context.Context, store storage.Backend, ids []age.Identity) (*repo.PruneResult, error) {
+	repos, err := ChunkRepos(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	if len(repos) == 0 {
+		return nil, nil
+	}
+	prefixes := slices.Sorted(maps.Keys(repos))
+	var encrypted int
+	for _, p := range prefixes {
+		if repos[p] {
+			encrypted++
+		}
+	}
+	if encrypted > 0 && len(ids) == 0 {
+		return nil, fmt.Errorf("%d encrypted chunk repositories: pruning them %w", encrypted, errNeedsIdentity)
+	}
+	var total repo.PruneResult
+	for _, prefix := range prefixes {
+		opts := repo.Options{Prefix: prefix}
+		if repos[prefix] {
+			opts.Identities = ids
+		}
+		rp, err := repo.Open(ctx, store, opts)
+		if err != nil {
+			return &total, fmt.Errorf("chunk repository %s: %w", prefix, err)
+		}
+		res, err := rp.Prune(ctx, func(ctx context.Context, keep func([]repo.ChunkRef)) error {
+			return EncryptedChunkRefs(ctx, store, rp.Prefix(), ids, keep)
+		})
+		total.Packs += res.Packs
+		total.KeptChunks += res.KeptChunks
+		total.Repacked += res.Repacked
+		total.Condemned += res.Condemned
+		total.Waiting += res.Waiting
+		total.Deleted += res.Deleted
+		total.DeletedBytes += res.DeletedBytes
+		total.DeletedUnindexed += res.DeletedUnindexed
+		if err != nil {
+			return &total, fmt.Errorf("prune the chunk repository %s: %w", prefix, err)
+		}
+	}
+	return &total, nil
 }

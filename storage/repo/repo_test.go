@@ -378,7 +378,10 @@ func keepRefs(sets ...[]ChunkRef) KeepFunc {
 	for _, s := range sets {
 		all = append(all, s...)
 	}
-	return func(context.Context) ([]ChunkRef, error) { return all, nil }
+	return func(_ context.Context, keep func([]ChunkRef)) error {
+		keep(all)
+		return nil
+	}
 }
 
 // packsOf lists the stored packs and the packs the refs are read from.
