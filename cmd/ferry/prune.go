@@ -66,7 +66,10 @@ incomplete backup goes: one a killed ferry left (its claim without a manifest, w
 there), one an interrupted delete left, and one a stopped migration run references (resumed, the
 run makes it again). Backups Velero wrote are left to Velero. A backup whose manifest cannot be
 read stops prune before it removes anything, naming it. With --schedule only that schedule's backups
-are considered. Each backup is listed with what keeps it or why it goes.
+are considered. Each backup is listed with what keeps it or why it goes. Then the chunk
+repositories lose the chunks no remaining backup uses; those of encrypted backups are found by
+reading their trees, which needs --identity: without it, a storage that holds encrypted chunked
+backups makes prune exit 2 before it removes anything.
 Exit codes: 0 done, 2 bad flags, 3 some backups could not be removed (listed).`,
 		Args: noArgs,
 		RunE: runE(o),

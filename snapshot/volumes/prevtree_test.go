@@ -10,7 +10,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
+
+	"filippo.io/age"
+	"github.com/ferrykube/ferry/internal/badinput"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage/repo"
@@ -192,5 +196,32 @@ func TestIncrementalHeapDoesNotGrowWithFiles(t *testing.T) {
 	t.Logf("heap held by an incremental backup: %d KiB at %d files, %d KiB at %d files: %.0f bytes a file", a>>10, small, b>>10, large, perFile)
 	if perFile > 100 {
 		t.Errorf("the heap grows by %.0f bytes a file of the previous tree; want it streamed", perFile)
+	}
+}
+
+// TestPruneChunksNeedsTheIdentityOfEncryptedRepos: the storage's repositories are found by
+// listing, the encrypted ones too, and a prune without an identity refuses them as bad input
+// before it prunes any.
+func TestPruneChunksNeedsTheIdentityOfEncryptedRepos(t *testing.T) {
+	ctx := context.Background()
+	_, st := testRepo(t)
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipients := []string{id.Recipient().String()}
+	if _, err := repo.Init(ctx, st, repo.Options{Prefix: RepoPrefix(recipients), Recipients: recipients}); err != nil {
+		t.Fatal(err)
+	}
+	repos, err := ChunkRepos(ctx, st)
+	if err != nil || len(repos) != 2 || repos[repo.DefaultPrefix] || !repos[RepoPrefix(recipients)] {
+		t.Fatalf("ChunkRepos: %v, %v; want %s unencrypted and %s encrypted", repos, err, repo.DefaultPrefix, RepoPrefix(recipients))
+	}
+	if _, err := PruneChunks(ctx, st, nil); !badinput.Is(err) || !strings.Contains(err.Error(), "--identity") {
+		t.Errorf("PruneChunks without an identity: %v; want bad input naming --identity", err)
+	}
+	res, err := PruneChunks(ctx, st, []age.Identity{id})
+	if err != nil || res == nil {
+		t.Errorf("PruneChunks with the identity: %+v, %v", res, err)
 	}
 }
