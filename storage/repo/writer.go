@@ -42,8 +42,9 @@ type Writer struct {
 	stopped sync.WaitGroup
 
 	mu      sync.Mutex
-	pending map[ID]bool
-	packs   []indexPack
+	pending map[ID]bool // new chunks taken and not indexed yet
+	packs   []indexPack // uploaded and not indexed yet
+	blobs   int         // in packs
 	stats   Stats
 	flushed bool
 	closed  bool
@@ -150,11 +151,44 @@ func (w *Writer) upload(p *packer) {
 		w.r.packBufs.Put(p.buf)
 	}()
 	ip := indexPack{Pack: name, Blobs: p.blobs}
+	var full []indexPack
 	w.mu.Lock()
 	w.packs = append(w.packs, ip)
+	w.blobs += len(ip.Blobs)
 	w.stats.Packs++
 	w.stats.StoredBytes += int64(len(data))
+	if w.blobs >= indexEvery {
+		full, w.packs, w.blobs = w.packs, nil, 0
+	}
 	w.mu.Unlock()
+	if full != nil {
+		if err := w.index(w.ctx, full); err != nil {
+			w.cancel(err)
+		}
+	}
+}
+
+// indexEvery is how many chunks a writer indexes at once: a writer of many small files
+// (a chunk each) then never holds, nor marshals, the index of all it wrote.
+const indexEvery = 1 << 16
+
+// index writes an index object of packs, adds them to the loaded index, and forgets their chunks
+// as pending: they dedupe through the index from now on.
+func (w *Writer) index(ctx context.Context, packs []indexPack) error {
+	if _, err := w.r.writeIndex(ctx, w.key, packs); err != nil {
+		return err
+	}
+	for _, p := range packs {
+		w.r.addEntries(w.r.keyName(w.key), p)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range packs {
+		for _, b := range p.Blobs {
+			delete(w.pending, b.ID)
+		}
+	}
+	return nil
 }
 
 func (w *Writer) err() error {
@@ -249,8 +283,8 @@ func (w *Writer) add(ctx context.Context, id ID, data []byte) error {
 	return w.queue(ctx, job{id: id, data: data})
 }
 
-// Flush uploads the packs still being built and writes one index object for every pack this
-// writer uploaded. Nothing can be written after it; the refs returned by Write are readable once
+// Flush uploads the packs still being built and writes an index object of the packs this writer
+// uploaded that are not indexed yet (every indexEvery chunks, upload indexes them as it goes). Nothing can be written after it; the refs returned by Write are readable once
 // it returns nil.
 func (w *Writer) Flush(ctx context.Context) error {
 	if w.flushed {
@@ -272,13 +306,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 	if len(w.packs) == 0 {
 		return nil
 	}
-	if _, err := w.r.writeIndex(ctx, w.key, w.packs); err != nil {
-		return err
-	}
-	for _, p := range w.packs {
-		w.r.addEntries(w.r.keyName(w.key), p)
-	}
-	return nil
+	packs := w.packs
+	w.packs, w.blobs = nil, 0
+	return w.index(ctx, packs)
 }
 
 // Close flushes when Flush was not called, then releases the writer's lock. Call it after the
