@@ -157,7 +157,7 @@ func (w *Writer) upload(p *packer) {
 	w.blobs += len(ip.Blobs)
 	w.stats.Packs++
 	w.stats.StoredBytes += int64(len(data))
-	if w.blobs >= indexEvery {
+	if w.blobs >= w.r.opts.IndexEvery {
 		full, w.packs, w.blobs = w.packs, nil, 0
 	}
 	w.mu.Unlock()
@@ -167,10 +167,6 @@ func (w *Writer) upload(p *packer) {
 		}
 	}
 }
-
-// indexEvery is how many chunks a writer indexes at once: a writer of many small files
-// (a chunk each) then never holds, nor marshals, the index of all it wrote.
-const indexEvery = 1 << 16
 
 // index writes an index object of packs, adds them to the loaded index, and forgets their chunks
 // as pending: they dedupe through the index from now on.
@@ -284,7 +280,7 @@ func (w *Writer) add(ctx context.Context, id ID, data []byte) error {
 }
 
 // Flush uploads the packs still being built and writes an index object of the packs this writer
-// uploaded that are not indexed yet (every indexEvery chunks, upload indexes them as it goes). Nothing can be written after it; the refs returned by Write are readable once
+// uploaded that are not indexed yet (every Options.IndexEvery chunks, upload indexes them as it goes). Nothing can be written after it; the refs returned by Write are readable once
 // it returns nil.
 func (w *Writer) Flush(ctx context.Context) error {
 	if w.flushed {
