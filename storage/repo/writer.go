@@ -280,7 +280,8 @@ func (w *Writer) add(ctx context.Context, id ID, data []byte) error {
 }
 
 // Flush uploads the packs still being built and writes an index object of the packs this writer
-// uploaded that are not indexed yet (every Options.IndexEvery chunks, upload indexes them as it goes). Nothing can be written after it; the refs returned by Write are readable once
+// uploaded that are not indexed yet (every Options.IndexEvery chunks, upload indexes them as it
+// goes). Nothing can be written after it; the refs returned by Write are readable once
 // it returns nil.
 func (w *Writer) Flush(ctx context.Context) error {
 	if w.flushed {
