@@ -117,7 +117,10 @@ func (w *Writer) worker() {
 	var p *packer
 	var scratch [2][]byte
 	for batch := range w.batches {
-		for _, j := range batch {
+		for i, j := range batch {
+			// The batch lets go of each chunk as it is packed: 4 workers' batches of a pack's worth
+			// of plain bytes each would otherwise stay whole until their last chunk.
+			batch[i] = job{}
 			if w.ctx.Err() != nil {
 				break // drain after a failure
 			}
