@@ -187,6 +187,9 @@ type Volume struct {
 	Format string `json:"format,omitempty"`
 	// Repo is the prefix in the storage of the chunk repository a chunked volume's data is in.
 	Repo string `json:"repo,omitempty"`
+	// NewPackBytes are the bytes of the packs a chunked volume's backup uploaded to Repo: what
+	// it stored beyond the chunks earlier backups had stored.
+	NewPackBytes int64 `json:"newPackBytes,omitempty"`
 }
 
 // FormatChunks is Volume.Format of a volume stored as a tree stream over the chunk repository.

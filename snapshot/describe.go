@@ -103,6 +103,10 @@ type VolumeSummary struct {
 	Files       int    `json:"files"` // regular files; directories and symlinks are not counted
 	Bytes       int64  `json:"bytes"` // of the files' contents
 	StoredBytes int64  `json:"storedBytes"`
+	// Format is the volume's (snapshot.Volume.Format); of a chunked volume StoredBytes are its
+	// tree and file list, and NewPackBytes what it added to the chunk repository.
+	Format       string `json:"format,omitempty"`
+	NewPackBytes int64  `json:"newPackBytes,omitempty"`
 }
 
 // DatabaseSummary is a database's dump in a backup.
@@ -173,7 +177,7 @@ func Summarize(m *Manifest) Summary {
 	})
 
 	for _, v := range m.Volumes {
-		vs := VolumeSummary{Namespace: v.Namespace, Name: v.Name, StoredBytes: stored[v.Key]}
+		vs := VolumeSummary{Namespace: v.Namespace, Name: v.Name, StoredBytes: stored[v.Key], Format: v.Format, NewPackBytes: v.NewPackBytes}
 		if v.List != nil {
 			vs.Files, vs.Bytes = int(v.List.Files), v.List.FileBytes
 			vs.StoredBytes += stored[v.List.Key]

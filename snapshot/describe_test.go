@@ -57,6 +57,16 @@ func TestSummarize(t *testing.T) {
 			Buckets:   []BucketSummary{{Name: "mlpipeline", Objects: 2, Bytes: 12, StoredBytes: 12}, {Name: "empty"}},
 		},
 	}, {
+		name: "a chunked volume: its tree and file list stored, and the packs it added",
+		m: Manifest{
+			Volumes: []Volume{{Namespace: "alice", Name: "ws", Key: "volumes/alice/ws.tree.jsonl.zst", Format: FormatChunks, Repo: "metadata/ferry/repo/",
+				NewPackBytes: 4000, List: &FileList{Key: "volume-files/alice/ws.jsonl.zst", Files: 2, FileBytes: 9000}}},
+			Streams: []Stream{{Key: "volumes/alice/ws.tree.jsonl.zst", Bytes: 300}, {Key: "volume-files/alice/ws.jsonl.zst", Bytes: 200}},
+		},
+		want: Summary{Kinds: []KindCount{}, Skipped: []Skipped{}, Databases: []DatabaseSummary{}, Buckets: []BucketSummary{},
+			Volumes: []VolumeSummary{{Namespace: "alice", Name: "ws", Files: 2, Bytes: 9000, StoredBytes: 500, Format: FormatChunks, NewPackBytes: 4000}},
+		},
+	}, {
 		name: "encrypted, skipped items, source and tool",
 		m: Manifest{
 			Source: plans.Cluster{Context: "blue", Server: "https://blue"}, Encryption: &Encryption{Format: "age", Recipients: []string{"age1x"}},

@@ -230,9 +230,15 @@ func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
 	}
 	fmt.Fprintf(w, "\nVOLUMES  %d\n", len(s.Volumes))
 	if len(s.Volumes) > 0 {
-		fmt.Fprintf(w, "  CLAIM\tFILES\tSIZE\tSTORED\n")
+		fmt.Fprintf(w, "  CLAIM\tFILES\tSIZE\tSTORED\tNEW PACKS\n")
 		for _, v := range s.Volumes {
-			fmt.Fprintf(w, "  %s/%s\t%d\t%s\t%s\n", v.Namespace, v.Name, v.Files, human.Bytes(v.Bytes), human.Bytes(v.StoredBytes))
+			// A chunked volume stores a tree and a file list, and its data as chunks in packs
+			// shared with other backups: the packs it added are what it cost.
+			packs := "-"
+			if v.Format == snapshot.FormatChunks {
+				packs = human.Bytes(v.NewPackBytes)
+			}
+			fmt.Fprintf(w, "  %s/%s\t%d\t%s\t%s\t%s\n", v.Namespace, v.Name, v.Files, human.Bytes(v.Bytes), human.Bytes(v.StoredBytes), packs)
 		}
 	}
 	fmt.Fprintf(w, "\nDATABASES  %d\n", len(s.Databases))

@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"filippo.io/age"
+
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/migrate"
 	"github.com/ferrykube/ferry/schedule"
@@ -43,6 +45,9 @@ type pruneOptions struct {
 	policy  snapshot.Policy
 	dryRun  bool
 	output  *outputFlags
+	// identities read the trees of encrypted chunked backups, and the keys of their repositories.
+	identities []string
+	ids        []age.Identity
 }
 
 func newPruneCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -61,7 +66,10 @@ incomplete backup goes: one a killed ferry left (its claim without a manifest, w
 there), one an interrupted delete left, and one a stopped migration run references (resumed, the
 run makes it again). Backups Velero wrote are left to Velero. A backup whose manifest cannot be
 read stops prune before it removes anything, naming it. With --schedule only that schedule's backups
-are considered. Each backup is listed with what keeps it or why it goes.
+are considered. Each backup is listed with what keeps it or why it goes. Then the chunk
+repositories lose the chunks no remaining backup uses; those of encrypted backups are found by
+reading their trees, which needs --identity: without it, a storage that holds encrypted chunked
+backups makes prune exit 2 before it removes anything.
 Exit codes: 0 done, 2 bad flags, 3 some backups could not be removed (listed).`,
 		Args: noArgs,
 		RunE: runE(o),
@@ -76,11 +84,18 @@ Exit codes: 0 done, 2 bad flags, 3 some backups could not be removed (listed).`,
 	f.StringVar(&p.Schedule, "schedule", "", "consider only the backups of this schedule")
 	f.DurationVar(&p.Grace, "grace", 24*time.Hour, "keep an incomplete backup this long after its last write: it may still be running")
 	f.BoolVar(&o.dryRun, "dry-run", false, "show what would be kept and removed; remove nothing")
+	f.StringSliceVar(&o.identities, "identity", nil, "age identity file: needed when the storage holds encrypted chunked backups, whose unused chunks prune removes too")
 	o.output.addFlags(f, "json for machine-readable output")
 	return cmd
 }
 
-func (o *pruneOptions) complete([]string) error { return nil }
+func (o *pruneOptions) complete([]string) error {
+	var err error
+	if o.ids, err = snapshot.ParseIdentities(o.identities); err != nil {
+		return flagged(err)
+	}
+	return nil
+}
 
 func (o *pruneOptions) validate() error {
 	if err := o.output.validate(); err != nil {
@@ -126,6 +141,19 @@ func (o *pruneOptions) run(ctx context.Context) error {
 		}
 		slices.Sort(entries[i].Runs)
 	}
+	if !o.dryRun && len(o.ids) == 0 {
+		// Checked before anything is removed: the chunks of encrypted backups are found only
+		// by reading their trees.
+		repos, err := volumes.ChunkRepos(ctx, store)
+		if err != nil {
+			return err
+		}
+		for prefix, encrypted := range repos {
+			if encrypted {
+				return badinput.Errorf("the storage holds an encrypted chunk repository (%s): prune reads the kept backups' trees to find the chunks they use, which needs --identity", prefix)
+			}
+		}
+	}
 	rep := pruneReport{Storage: store.String(), Schedule: p.Schedule, DryRun: o.dryRun, Policy: describePolicy(p), Keep: []snapshot.Decision{},
 		Remove: []snapshot.Decision{}, Deleted: []string{}}
 	for _, d := range p.Apply(entries, now) {
@@ -148,7 +176,7 @@ func (o *pruneOptions) run(ctx context.Context) error {
 			rep.Deleted = append(rep.Deleted, d.Name)
 		}
 		// The chunks no remaining backup references go too; a backup that cannot be read stops it.
-		if rep.Chunks, err = volumes.PruneChunks(ctx, store); err != nil {
+		if rep.Chunks, err = volumes.PruneChunks(ctx, store, o.ids); err != nil {
 			rep.ChunksError = err.Error()
 			o.global.logger.Error("chunk repository not pruned", "error", err)
 		}

@@ -8,10 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 
+	"filippo.io/age"
+
+	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
@@ -56,19 +60,30 @@ const maxPrevious = 10
 // streamTree runs `ferry mover pack --tree` in the pod with the previous tree's stats on stdin,
 // writes each file's data through a writer of the chunk repository (reusing the previous tree's
 // entries of unchanged files), and stores the volume's tree stream and its file list. The writer
-// is released once the backup is recorded (snapshot.Writer.Hold).
+// is released once the backup is recorded (snapshot.Writer.Hold). The previous tree is streamed,
+// never held (see prevtree.go).
 func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod string, entry snapshot.Volume) (snapshot.Volume, []SkippedFile, error) {
 	cw, err := c.repo.NewWriter(ctx)
 	if err != nil {
 		return entry, nil, fmt.Errorf("chunk repository: %w", err)
 	}
 	w.Hold(cw.Close)
-	// Read after the writer's lock is taken: the previous entries reused are then checked
+	// Opened after the writer's lock is taken: the previous entries reused are then checked
 	// against the packs a prune condemned since (Writer.Reusable).
-	prev, from := c.previousTree(ctx, w, v, cw)
-	var stdin bytes.Buffer
-	if err := writePrevStats(&stdin, prev); err != nil {
-		return entry, nil, err
+	prev := c.previousTree(ctx, w, v)
+	var feed, take *prevIter
+	if prev != nil {
+		var err error
+		if feed, err = prev.open(ctx); err == nil {
+			defer feed.lines.close()
+			take, err = prev.open(ctx)
+		}
+		if err != nil {
+			c.Log.Warn("the claim's previous backup cannot be read: backing up every file", "claim", v.Namespace+"/"+v.Name, "backup", prev.backup, "error", err)
+			prev, feed = nil, nil
+		} else {
+			defer take.lines.close()
+		}
 	}
 	list, err := w.NewFileList(ctx, v.Namespace, v.Name)
 	if err != nil {
@@ -98,45 +113,21 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 		return entry, nil, err
 	}
 
-	tarOut, tarIn := io.Pipe()
 	var stderr bytes.Buffer
-	go func() {
+	pack := func(stdin io.Reader, stdout io.Writer) error {
 		err := c.exec(ctx, kube.ExecRequest{Namespace: v.Namespace, Pod: pod, Container: "mover",
-			Command: []string{"ferry", "mover", "pack", "--tree"}, Stdin: &stdin, Stdout: tarIn, Stderr: &stderr})
+			Command: []string{"ferry", "mover", "pack", "--tree"}, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
 		if err != nil {
 			err = fmt.Errorf("ferry mover pack --tree: %w%s", err, moverStderr(stderr.String()))
 		}
-		tarIn.CloseWithError(err)
-	}()
-	files := fileCounter{list: list}
-	unchanged := func(name string) (int64, string, bool) {
-		e, ok := prev[name]
-		return e.Size, e.SHA256, ok
-	}
-	indexOut, indexIn := io.Pipe()
-	var skipped []SkippedFile
-	var g errgroup.Group
-	g.Go(func() error {
-		var err error
-		skipped, err = indexEach(indexOut, files.add, unchanged)
-		if err != nil {
-			indexOut.CloseWithError(err)
-			return err
-		}
-		io.Copy(io.Discard, indexOut)
-		return nil
-	})
-	g.Go(func() error {
-		in := io.TeeReader(tarOut, indexIn)
-		err := chunkTar(ctx, in, cw, prev, tree.add)
-		if err == nil {
-			_, err = io.Copy(io.Discard, in) // whatever follows the end marker
-		}
-		tarOut.CloseWithError(err)
-		indexIn.CloseWithError(err)
 		return err
-	})
-	if err := g.Wait(); err != nil {
+	}
+	files := fileCounter{list: list}
+	skipped, reused, err := packChunks(ctx, cw, feed, take, pack, tree.add, files.add)
+	if err != nil {
+		if prev != nil {
+			err = fmt.Errorf("%w (continuing from backup %s)", err, prev.backup)
+		}
 		return fail(err)
 	}
 	if err := cw.Flush(ctx); err != nil {
@@ -155,10 +146,86 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 		return entry, nil, err
 	}
 	st := cw.Stats()
+	from := ""
+	if prev != nil {
+		from = prev.backup
+		if feed.OutOfOrder != "" {
+			c.Log.Warn("the previous tree is not in the order of the volume's walk from an entry on: the files after it were read", "claim", v.Namespace+"/"+v.Name, "backup", from)
+		}
+	}
 	c.Log.Info("volume stored in the chunk repository", "claim", v.Namespace+"/"+v.Name, "previous", from,
-		"unchanged", len(prev) > 0, "bytes", st.Bytes, "newBytes", st.NewBytes, "uploaded", st.StoredBytes, "packs", st.Packs)
+		"unchanged", reused, "bytes", st.Bytes, "newBytes", st.NewBytes, "uploaded", st.StoredBytes, "packs", st.Packs)
 	entry.Format, entry.Repo, entry.List, entry.Bytes = snapshot.FormatChunks, c.repo.Prefix(), &fl, files.bytes
+	entry.NewPackBytes = st.StoredBytes
 	return entry, skipped, nil
+}
+
+// packChunks runs pack, the mover's `pack --tree` (stdin the previous stats, stdout its tar
+// stream), feeding it the stats of feed as it reads them; writes each entry's data through cw
+// and the entry to emit, taking unchanged files' entries from take (a second read of the same
+// previous tree); and hands the files to list. feed and take are nil without a previous tree.
+// It returns the files the mover left out, and how many it found unchanged.
+func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack func(stdin io.Reader, stdout io.Writer) error,
+	emit func(treeEntry) error, list func(snapshot.File) error) ([]SkippedFile, int, error) {
+	// The stats go to the mover as it reads them; once it is gone, what it did not read is dropped.
+	stdinOut, stdinIn := io.Pipe()
+	fed := make(chan error, 1)
+	go func() {
+		var err error
+		if feed != nil {
+			err = writePrevStats(stdinIn, feed, func(e treeEntry) bool { return cw.Reusable(e.Data) })
+		} else {
+			io.WriteString(stdinIn, treeEnd+"\n")
+		}
+		stdinIn.Close()
+		fed <- err
+	}()
+	tarOut, tarIn := io.Pipe()
+	go func() {
+		err := pack(stdinOut, tarIn)
+		stdinOut.CloseWithError(io.ErrClosedPipe)
+		tarIn.CloseWithError(err)
+	}()
+	var find prevFinder
+	reused := 0
+	if take != nil {
+		taken := take.finder()
+		find = func(name string) (treeEntry, bool, error) {
+			e, ok, err := taken(name)
+			if ok {
+				reused++
+			}
+			return e, ok, err
+		}
+	}
+	indexOut, indexIn := io.Pipe()
+	var skipped []SkippedFile
+	var g errgroup.Group
+	g.Go(func() error {
+		var err error
+		skipped, err = IndexEach(indexOut, list)
+		if err != nil {
+			indexOut.CloseWithError(err)
+			return err
+		}
+		io.Copy(io.Discard, indexOut)
+		return nil
+	})
+	g.Go(func() error {
+		in := io.TeeReader(tarOut, indexIn)
+		err := chunkTar(ctx, in, cw, find, emit)
+		if err == nil {
+			_, err = io.Copy(io.Discard, in) // whatever follows the end marker
+		}
+		tarOut.CloseWithError(err)
+		indexIn.CloseWithError(err)
+		return err
+	})
+	err := g.Wait()
+	if ferr := <-fed; err == nil && ferr != nil {
+		err = fmt.Errorf("the previous tree: %w", ferr)
+	}
+	return skipped, reused, err
 }
 
 // previousBackup is a complete, unencrypted backup a chunked capture may continue from.
@@ -185,13 +252,42 @@ func recentBackups(ctx context.Context, store storage.Backend, current string) [
 	return out
 }
 
+// prevTree is the tree stream of a claim in a previous backup.
+type prevTree struct {
+	store  storage.Backend
+	backup string
+	volume snapshot.Volume
+}
+
+// open reads the tree afresh, through prevIter.
+func (p *prevTree) open(ctx context.Context) (*prevIter, error) {
+	r, err := snapshot.Open(ctx, p.store, p.backup, nil)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := r.Open(ctx, p.volume.Key)
+	if err != nil {
+		return nil, err
+	}
+	lines, err := newTreeLines(rc)
+	if err != nil {
+		rc.Close()
+		return nil, err
+	}
+	// Closing the lines closes the stream too.
+	lines.closer = rc
+	return &prevIter{lines: lines}, nil
+}
+
 // previousTree is the tree of the claim's newest complete backup in the same repository (of
-// c.previous), by path, without the entries whose chunks cannot be reused (see Writer.Reusable);
-// none for an encrypted backup, whose previous trees ferry cannot read without the identity. A
-// previous tree that cannot be read makes a full backup, never a failed one.
-func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.Volume, cw *repo.Writer) (map[string]treeEntry, string) {
+// c.previous), read once to its end and checked against its manifest; nil for an encrypted
+// backup, whose previous trees ferry cannot read without the identity (docs/format.md,
+// "Incremental backups"). A previous tree that cannot be read makes a full backup, never a
+// failed one.
+func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.Volume) *prevTree {
 	if w.Encrypted() {
-		return nil, ""
+		c.Log.Info("an encrypted backup reads every file: the previous trees are encrypted to the recipients, and ferry writes without the identity", "claim", v.Namespace+"/"+v.Name)
+		return nil
 	}
 	for _, b := range c.previous {
 		i := slices.IndexFunc(b.manifest.Volumes, func(pv snapshot.Volume) bool {
@@ -200,38 +296,20 @@ func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.
 		if i < 0 {
 			continue
 		}
-		prev, err := readPrevious(ctx, c.Storage, b.name, b.manifest.Volumes[i], cw)
-		if err != nil {
+		p := &prevTree{store: c.Storage, backup: b.name, volume: b.manifest.Volumes[i]}
+		if err := eachTreeEntry(ctx, c.Storage, b.name, p.volume, nil, func(treeEntry) {}); err != nil {
 			c.Log.Warn("the claim's previous backup cannot be read: backing up every file", "claim", v.Namespace+"/"+v.Name, "backup", b.name, "error", err)
-			return nil, ""
+			return nil
 		}
-		return prev, b.name
+		return p
 	}
-	return nil, ""
+	return nil
 }
 
-func readPrevious(ctx context.Context, store storage.Backend, name string, v snapshot.Volume, cw *repo.Writer) (map[string]treeEntry, error) {
-	prev := map[string]treeEntry{}
-	err := eachTreeEntry(ctx, store, name, v, func(e treeEntry) {
-		if e.Path != "" {
-			prev[string(e.Path)] = e // a later entry of a name replaces the earlier
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	for p, e := range prev {
-		if e.Stat == "" || !cw.Reusable(e.Data) {
-			delete(prev, p)
-		}
-	}
-	return prev, nil
-}
-
-// eachTreeEntry calls fn with every entry of the tree stream of volume v of the unencrypted
-// backup name, read to its end and checked against the manifest.
-func eachTreeEntry(ctx context.Context, store storage.Backend, name string, v snapshot.Volume, fn func(treeEntry)) error {
-	r, err := snapshot.Open(ctx, store, name, nil)
+// eachTreeEntry calls fn with every entry of the tree stream of volume v of backup name (read
+// with ids when it is encrypted), read to its end and checked against the manifest.
+func eachTreeEntry(ctx context.Context, store storage.Backend, name string, v snapshot.Volume, ids []age.Identity, fn func(treeEntry)) error {
+	r, err := snapshot.Open(ctx, store, name, ids)
 	if err != nil {
 		return err
 	}
@@ -307,9 +385,15 @@ func (t *treeStream) Close() error {
 }
 
 // ChunkRefs calls fn with the chunks of every chunked volume of the complete backups in store
-// whose repository is at prefix: what a prune of that repository keeps. A backup it cannot read
-// is an error: nothing may be pruned then.
+// whose repository is at prefix, a tree entry's at a time: what a prune of that repository keeps.
+// A backup it cannot read is an error: nothing may be pruned then; so is an encrypted one (see
+// EncryptedChunkRefs).
 func ChunkRefs(ctx context.Context, store storage.Backend, prefix string, fn func([]repo.ChunkRef)) error {
+	return EncryptedChunkRefs(ctx, store, prefix, nil, fn)
+}
+
+// EncryptedChunkRefs is ChunkRefs reading the trees of encrypted backups with ids.
+func EncryptedChunkRefs(ctx context.Context, store storage.Backend, prefix string, ids []age.Identity, fn func([]repo.ChunkRef)) error {
 	infos, err := snapshot.List(ctx, store)
 	if err != nil {
 		return err
@@ -326,10 +410,10 @@ func ChunkRefs(ctx context.Context, store storage.Backend, prefix string, fn fun
 			if v.Format != snapshot.FormatChunks || v.Repo != prefix {
 				continue
 			}
-			if m.Encryption != nil {
-				return fmt.Errorf("backup %s is encrypted: reading its trees needs the identity", info.Name)
+			if m.Encryption != nil && len(ids) == 0 {
+				return fmt.Errorf("backup %s is encrypted: reading its trees %w", info.Name, errNeedsIdentity)
 			}
-			if err := eachTreeEntry(ctx, store, info.Name, v, func(e treeEntry) { fn(e.Data) }); err != nil {
+			if err := eachTreeEntry(ctx, store, info.Name, v, ids, func(e treeEntry) { fn(e.Data) }); err != nil {
 				return fmt.Errorf("backup %s: %s: %w", info.Name, v.Key, err)
 			}
 		}
@@ -337,24 +421,81 @@ func ChunkRefs(ctx context.Context, store storage.Backend, prefix string, fn fun
 	return nil
 }
 
-// PruneChunks removes the chunks of the unencrypted chunk repository that no complete backup in
-// store references (repo.Prune); nil without a repository. An encrypted repository needs the
-// identity and is left alone.
-func PruneChunks(ctx context.Context, store storage.Backend) (*repo.PruneResult, error) {
-	rp, err := repo.Open(ctx, store, repo.Options{})
-	if errors.Is(err, repo.ErrNotRepo) {
-		return nil, nil
-	}
-	if err != nil {
+// errNeedsIdentity ends the errors of reads of encrypted trees without an identity.
+var errNeedsIdentity = badinput.Errorf("needs the age identity (--identity)")
+
+// ChunkRepos lists the chunk repositories in store: the unencrypted one (repo.DefaultPrefix),
+// when there is one, and one per set of recipients backups were encrypted to (RepoPrefix), by
+// prefix, with whether each is encrypted.
+func ChunkRepos(ctx context.Context, store storage.Backend) (map[string]bool, error) {
+	out := map[string]bool{}
+	if _, err := store.Stat(ctx, repo.DefaultPrefix+"config"); err == nil {
+		out[repo.DefaultPrefix] = false
+	} else if !errors.Is(err, storage.ErrNotExist) {
 		return nil, fmt.Errorf("chunk repository %s: %w", repo.DefaultPrefix, err)
 	}
-	res, err := rp.Prune(ctx, func(ctx context.Context) ([]repo.ChunkRef, error) {
-		var refs []repo.ChunkRef
-		err := ChunkRefs(ctx, store, rp.Prefix(), func(r []repo.ChunkRef) { refs = append(refs, r...) })
-		return refs, err
+	age := RepoPrefix([]string{"x"})
+	age = age[:strings.LastIndex(age, "-")+1] // the prefix before the recipients' hash
+	err := store.List(ctx, age, func(o storage.ObjectInfo) error {
+		if rest, ok := strings.CutPrefix(o.Key, age); ok {
+			if hash, file, ok := strings.Cut(rest, "/"); ok && file == "config" {
+				out[age+hash+"/"] = true
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("prune the chunk repository %s: %w", repo.DefaultPrefix, err)
+		return nil, fmt.Errorf("list the chunk repositories: %w", err)
 	}
-	return &res, nil
+	return out, nil
+}
+
+// PruneChunks removes the chunks of every chunk repository in store (ChunkRepos) that no complete
+// backup in store references (repo.Prune), and returns what it did in all; nil without a
+// repository. An encrypted repository's prune reads its keys and the kept backups' trees with ids:
+// without them it is an error matching badinput, and no repository is pruned.
+func PruneChunks(ctx context.Context, store storage.Backend, ids []age.Identity) (*repo.PruneResult, error) {
+	repos, err := ChunkRepos(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	if len(repos) == 0 {
+		return nil, nil
+	}
+	prefixes := slices.Sorted(maps.Keys(repos))
+	var encrypted int
+	for _, p := range prefixes {
+		if repos[p] {
+			encrypted++
+		}
+	}
+	if encrypted > 0 && len(ids) == 0 {
+		return nil, fmt.Errorf("%d encrypted chunk repositories: pruning them %w", encrypted, errNeedsIdentity)
+	}
+	var total repo.PruneResult
+	for _, prefix := range prefixes {
+		opts := repo.Options{Prefix: prefix}
+		if repos[prefix] {
+			opts.Identities = ids
+		}
+		rp, err := repo.Open(ctx, store, opts)
+		if err != nil {
+			return &total, fmt.Errorf("chunk repository %s: %w", prefix, err)
+		}
+		res, err := rp.Prune(ctx, func(ctx context.Context, keep func([]repo.ChunkRef)) error {
+			return EncryptedChunkRefs(ctx, store, rp.Prefix(), ids, keep)
+		})
+		total.Packs += res.Packs
+		total.KeptChunks += res.KeptChunks
+		total.Repacked += res.Repacked
+		total.Condemned += res.Condemned
+		total.Waiting += res.Waiting
+		total.Deleted += res.Deleted
+		total.DeletedBytes += res.DeletedBytes
+		total.DeletedUnindexed += res.DeletedUnindexed
+		if err != nil {
+			return &total, fmt.Errorf("prune the chunk repository %s: %w", prefix, err)
+		}
+	}
+	return &total, nil
 }

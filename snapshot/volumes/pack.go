@@ -39,7 +39,8 @@ const SkippedRecord = "FERRY.skipped"
 const StatRecord = "FERRY.stat"
 
 // UnchangedRecord is the PAX record of an entry of no contents that stands for a file whose
-// StatRecord is the previous backup's: its data is the previous backup's entry.
+// StatRecord is the previous backup's: its data is the previous backup's entry, and the record's
+// value that entry's size and SHA-256 ("size sha256").
 const UnchangedRecord = "FERRY.unchanged"
 
 func statKey(st *syscall.Stat_t) string {
@@ -142,7 +143,7 @@ type packer struct {
 	// for the next one); prev are the previous backup's by path: a file whose StatRecord is the
 	// same is not read, and its entry is an UnchangedRecord.
 	stat bool
-	prev map[string]string
+	prev func(rel string) (prevStat, bool, error)
 }
 
 // inode identifies a file on the volume.
@@ -243,8 +244,15 @@ func (p *packer) file(path, rel string) (string, error) {
 				h.PAXRecords = map[string]string{}
 			}
 			h.PAXRecords[StatRecord] = key
-			if p.prev[rel] == key {
-				h.PAXRecords[UnchangedRecord] = "1"
+			var prev prevStat
+			found := false
+			if p.prev != nil {
+				if prev, found, err = p.prev(rel); err != nil {
+					return "", err
+				}
+			}
+			if found && prev.Stat == key {
+				h.PAXRecords[UnchangedRecord] = unchangedValue(prev)
 				h.Size = 0
 				if err := p.tw.WriteHeader(h); err != nil {
 					return "", fmt.Errorf("%s: %w", rel, err)
@@ -380,14 +388,10 @@ const LinksRecord = "FERRY.links"
 // entries of the same name, which Pack writes one after the other (a file read again, or left
 // out), the last counts. A stream that ends without tar's end marker is an error matching
 // io.ErrUnexpectedEOF.
+// Of PackTree's stream, an UnchangedRecord entry's size and SHA-256 are its record's.
 func IndexEach(r io.Reader, emit func(snapshot.File) error) ([]SkippedFile, error) {
-	return indexEach(r, emit, nil)
-}
-
-// indexEach is IndexEach of PackTree's stream: unchanged gives an UnchangedRecord entry's size
-// and SHA-256 from the previous backup.
-func indexEach(r io.Reader, emit func(snapshot.File) error, unchanged func(name string) (int64, string, bool)) ([]SkippedFile, error) {
 	tr := newArchiveReader(r)
+	buf := make([]byte, 64<<10) // not io.Copy's 32 KiB a file
 	var skipped []SkippedFile
 	var pending *snapshot.File // the last entry, held until one of another name follows
 	type contents struct {
@@ -434,12 +438,9 @@ func indexEach(r io.Reader, emit func(snapshot.File) error, unchanged func(name 
 			}
 			f.Type, f.Hardlink, f.Size, f.SHA256 = "file", h.Linkname, first.size, first.sum
 		case h.Typeflag == tar.TypeReg && h.PAXRecords[UnchangedRecord] != "":
-			var ok bool
-			if unchanged != nil {
-				f.Size, f.SHA256, ok = unchanged(h.Name)
-			}
-			if !ok {
-				return skipped, fmt.Errorf("%s: an entry of a file unchanged since a previous backup that is not at hand", h.Name)
+			var err error
+			if f.Size, f.SHA256, err = parseUnchanged(h.PAXRecords[UnchangedRecord]); err != nil {
+				return skipped, fmt.Errorf("%s: %w", h.Name, err)
 			}
 			f.Type = "file"
 			if h.PAXRecords[LinksRecord] != "" {
@@ -450,7 +451,7 @@ func indexEach(r io.Reader, emit func(snapshot.File) error, unchanged func(name 
 		case h.Typeflag == tar.TypeReg:
 			f.Type, f.Size = "file", h.Size
 			sum := sha256.New()
-			if _, err := io.Copy(sum, tr); err != nil {
+			if _, err := io.CopyBuffer(sum, tr, buf); err != nil {
 				return skipped, fmt.Errorf("%s: %w", h.Name, err)
 			}
 			f.SHA256 = hex.EncodeToString(sum.Sum(nil))

@@ -52,48 +52,18 @@ func TreeFile(namespace, claim string) string {
 // may never end stdin (see kube.NewStdin), so the list says where it ends.
 const treeEnd = "end"
 
-// prevStat is a line of the previous backup's stats that ferry hands `ferry mover pack --tree`.
-type prevStat struct {
-	Path snapshot.Name `json:"path"`
-	Stat string        `json:"stat"`
-}
-
 // PackTree is Pack for a chunked backup: it reads the previous backup's stats from in (JSON lines
-// of path and StatRecord, then a line "end"), and writes the tar stream to w with a StatRecord on
+// of prevStat in walk order, then a line "end"), and writes the tar stream to w with a StatRecord on
 // each regular file and, of a file whose record is unchanged, an UnchangedRecord entry of no
-// contents instead of its data.
+// contents instead of its data. It reads the stats as it walks (see prevtree.go), then the rest
+// up to the end line.
 func PackTree(dir string, in io.Reader, w io.Writer) error {
-	prev := map[string]string{}
-	lines := bufio.NewScanner(in)
-	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for lines.Scan() {
-		if string(lines.Bytes()) == treeEnd {
-			return (&packer{stat: true, prev: prev}).pack(dir, w)
-		}
-		var s prevStat
-		if err := json.Unmarshal(lines.Bytes(), &s); err != nil {
-			return fmt.Errorf("previous stats: line %d: %w", len(prev)+1, err)
-		}
-		prev[string(s.Path)] = s.Stat
+	stats := newStatReader(in)
+	p := &packer{stat: true, prev: stats.cursor.find}
+	if err := p.pack(dir, w); err != nil {
+		return err
 	}
-	if err := lines.Err(); err != nil {
-		return fmt.Errorf("previous stats: %w", err)
-	}
-	return fmt.Errorf("previous stats: no %q line: %w", treeEnd, io.ErrUnexpectedEOF)
-}
-
-// writePrevStats writes the previous tree's stats as PackTree reads them.
-func writePrevStats(w io.Writer, prev map[string]treeEntry) error {
-	bw := bufio.NewWriter(w)
-	for _, e := range prev {
-		line, err := json.Marshal(prevStat{Path: e.Path, Stat: e.Stat})
-		if err != nil {
-			return err
-		}
-		bw.Write(append(line, '\n'))
-	}
-	bw.WriteString(treeEnd + "\n")
-	return bw.Flush()
+	return stats.drain()
 }
 
 // segmenter is the reader under the tar reader of chunkTar: it keeps what the tar reader reads
@@ -149,10 +119,14 @@ func (d *dataReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// prevFinder finds the previous backup's entry of a path; paths are asked in walk order.
+type prevFinder func(name string) (treeEntry, bool, error)
+
 // chunkTar reads a tar stream as PackTree writes it, writes each entry's data through cw, and
 // hands each entry to emit in order, the end marker last. An UnchangedRecord entry becomes the
-// previous backup's entry of its path, which must have the same StatRecord.
-func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev map[string]treeEntry, emit func(treeEntry) error) error {
+// previous backup's entry of its path (found by prev), which must have the same StatRecord, size
+// and SHA-256.
+func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev prevFinder, emit func(treeEntry) error) error {
 	seg := &segmenter{r: r}
 	tr := newArchiveReader(seg)
 	buf := make([]byte, 1<<20)
@@ -175,9 +149,19 @@ func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev map[string
 			e.Path, e.Stat = snapshot.Name(h.Name), h.PAXRecords[StatRecord]
 			if h.PAXRecords[SkippedRecord] != "" {
 				e.Stat = ""
-			} else if h.PAXRecords[UnchangedRecord] != "" {
-				p, ok := prev[h.Name]
-				if !ok || p.Stat != e.Stat {
+			} else if v := h.PAXRecords[UnchangedRecord]; v != "" {
+				size, sum, err := parseUnchanged(v)
+				if err != nil {
+					return fmt.Errorf("%s: %w", h.Name, err)
+				}
+				var p treeEntry
+				ok := false
+				if prev != nil {
+					if p, ok, err = prev(h.Name); err != nil {
+						return fmt.Errorf("the previous tree: %w", err)
+					}
+				}
+				if !ok || p.Stat != e.Stat || p.Size != size || p.SHA256 != sum {
 					return fmt.Errorf("%s: the mover found it unchanged, but the previous backup has no such entry", h.Name)
 				}
 				if !cw.Reuse(p.Data) {
@@ -208,7 +192,9 @@ type treeWriter struct {
 }
 
 func newTreeWriter(w io.Writer) (*treeWriter, error) {
-	enc, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+	// A small window: the encoder's history is several times it, for each claim stored at once,
+	// and lines of a tree compress about as well with 1 MiB of it as with the default 8.
+	enc, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
 	if err != nil {
 		return nil, err
 	}
@@ -234,28 +220,20 @@ func (t *treeWriter) close() error {
 
 // readTree calls fn for each line of a tree stream (decompressed), in order.
 func readTree(r io.Reader, fn func(treeEntry) error) error {
-	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20))
+	lines, err := newTreeLines(r)
 	if err != nil {
 		return err
 	}
-	defer dec.Close()
-	lines := bufio.NewScanner(dec)
-	lines.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	n := 0
-	for lines.Scan() {
-		n++
-		var e treeEntry
-		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
-			return fmt.Errorf("tree entry %d: %v: %w", n, err, snapshot.ErrCorrupt)
+	defer lines.close()
+	for {
+		e, ok, err := lines.next()
+		if err != nil || !ok {
+			return err
 		}
 		if err := fn(e); err != nil {
 			return err
 		}
 	}
-	if err := lines.Err(); err != nil {
-		return fmt.Errorf("tree: %w", err)
-	}
-	return nil
 }
 
 // chunkReader reads chunks back, verifying each (repo.Repo's Read).

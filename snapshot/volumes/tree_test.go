@@ -66,26 +66,27 @@ func testRepo(t *testing.T) (*repo.Repo, storage.Backend) {
 
 // chunkBackup packs dir as a chunked backup over prev, returning the tree stream and the
 // writer's stats.
-func chunkBackup(t *testing.T, r *repo.Repo, dir string, prev map[string]treeEntry) ([]byte, repo.Stats) {
+func chunkBackup(t *testing.T, r *repo.Repo, dir string, prev []byte) ([]byte, repo.Stats) {
 	tree, st, _ := chunkBackupArchive(t, r, dir, prev)
 	return tree, st
 }
 
-func chunkBackupArchive(t *testing.T, r *repo.Repo, dir string, prev map[string]treeEntry) ([]byte, repo.Stats, []byte) {
+func chunkBackupArchive(t *testing.T, r *repo.Repo, dir string, prev []byte) ([]byte, repo.Stats, []byte) {
 	t.Helper()
 	ctx := context.Background()
 	cw, err := r.NewWriter(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p, e := range prev {
-		if !cw.Reusable(e.Data) {
-			delete(prev, p)
-		}
-	}
 	var stats bytes.Buffer
-	if err := writePrevStats(&stats, prev); err != nil {
-		t.Fatal(err)
+	var find prevFinder
+	if prev == nil {
+		stats.WriteString(treeEnd + "\n")
+	} else {
+		if err := writePrevStats(&stats, prevIterOf(t, prev), func(e treeEntry) bool { return cw.Reusable(e.Data) }); err != nil {
+			t.Fatal(err)
+		}
+		find = prevIterOf(t, prev).finder()
 	}
 	var archive bytes.Buffer
 	if err := PackTree(dir, &stats, &archive); err != nil {
@@ -94,7 +95,7 @@ func chunkBackupArchive(t *testing.T, r *repo.Repo, dir string, prev map[string]
 	var tree bytes.Buffer
 	tw, _ := newTreeWriter(&tree)
 	packed := bytes.Clone(archive.Bytes())
-	if err := chunkTar(ctx, &archive, cw, prev, tw.add); err != nil {
+	if err := chunkTar(ctx, &archive, cw, find, tw.add); err != nil {
 		t.Fatal(err)
 	}
 	if err := tw.close(); err != nil {
@@ -104,6 +105,16 @@ func chunkBackupArchive(t *testing.T, r *repo.Repo, dir string, prev map[string]
 		t.Fatal(err)
 	}
 	return tree.Bytes(), cw.Stats(), packed
+}
+
+func prevIterOf(t testing.TB, tree []byte) *prevIter {
+	t.Helper()
+	lines, err := newTreeLines(bytes.NewReader(tree))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lines.close)
+	return &prevIter{lines: lines}
 }
 
 func entriesOf(t *testing.T, tree []byte) map[string]treeEntry {
@@ -176,11 +187,11 @@ func TestTreeIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []string
-	p := &packer{stat: true, prev: map[string]string{}}
-	prev := entriesOf(t, first)
-	for path, e := range prev {
-		p.prev[path] = e.Stat
+	var stats bytes.Buffer
+	if err := writePrevStats(&stats, prevIterOf(t, first), func(treeEntry) bool { return true }); err != nil {
+		t.Fatal(err)
 	}
+	p := &packer{stat: true, prev: newStatReader(&stats).cursor.find}
 	p.afterRead = func(rel string) { seen = append(seen, rel) }
 	if err := p.pack(dir, io.Discard); err != nil {
 		t.Fatal(err)
@@ -189,7 +200,7 @@ func TestTreeIncremental(t *testing.T) {
 		t.Errorf("the mover read %q; want only the changed data/fxxx", seen)
 	}
 
-	second, st2 := chunkBackup(t, r, dir, prev)
+	second, st2 := chunkBackup(t, r, dir, first)
 	if st2.NewBytes > 100 || st2.Bytes != st1.Bytes-int64(1000+3*37)+12 || st2.StoredBytes > 200 {
 		t.Errorf("second backup: %+v (first %+v): want only the 12 changed bytes new, every byte counted", st2, st1)
 	}

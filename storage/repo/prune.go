@@ -49,10 +49,11 @@ func (r *Repo) readCondemned(ctx context.Context) ([]condemnedRecord, error) {
 	return out, nil
 }
 
-// KeepFunc returns the chunks of every backup that is kept. Prune calls it after it listed the
-// writers' locks, so that every backup written by a writer that had released its lock by then is
-// in it.
-type KeepFunc func(ctx context.Context) ([]ChunkRef, error)
+// KeepFunc hands keep the chunks of every backup that is kept, a stream's at a time (a chunk
+// may come more than once): Prune holds each distinct chunk once, never every backup's list. Prune
+// calls it after it listed the writers' locks, so that every backup written by a writer that had
+// released its lock by then is in it.
+type KeepFunc func(ctx context.Context, keep func([]ChunkRef)) error
 
 // PruneResult is what Prune found and did.
 type PruneResult struct {
@@ -94,8 +95,12 @@ func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 	if err != nil {
 		return res, err
 	}
-	refs, err := keep(ctx)
-	if err != nil {
+	kept := map[ID]bool{}
+	if err := keep(ctx, func(refs []ChunkRef) {
+		for _, ref := range refs {
+			kept[ref.ID] = true
+		}
+	}); err != nil {
 		return res, fmt.Errorf("prune: the kept backups' chunks: %w", err)
 	}
 	if r.cfg.Encrypted {
@@ -128,14 +133,9 @@ func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 		}
 	}
 
-	kept := map[ID]bool{}
 	missing := 0
-	for _, ref := range refs {
-		if kept[ref.ID] {
-			continue
-		}
-		kept[ref.ID] = true
-		if e, ok := r.lookup(ref.ID); !ok || stored[e.pack].Key == "" {
+	for id := range kept {
+		if e, ok := r.lookup(id); !ok || stored[e.pack].Key == "" {
 			missing++
 		}
 	}

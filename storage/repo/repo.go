@@ -115,6 +115,9 @@ type Options struct {
 	PackSize int
 	// Uploads bounds the packs built and uploaded at the same time; 4 when zero.
 	Uploads int
+	// IndexEvery is how many chunks a writer indexes at once, as it uploads their packs (an index
+	// object each time); 65,536 when zero. A writer then never holds the index of all it wrote.
+	IndexEvery int
 	// Now is the clock of locks and prune; time.Now when nil.
 	Now func() time.Time
 	// RefreshEvery is how often a writer renews its lock; 5 minutes when zero.
@@ -139,6 +142,9 @@ func (o *Options) defaults() {
 	}
 	if o.Uploads <= 0 {
 		o.Uploads = defaultUploads
+	}
+	if o.IndexEvery <= 0 {
+		o.IndexEvery = 1 << 16
 	}
 	if o.Now == nil {
 		o.Now = time.Now

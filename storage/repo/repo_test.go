@@ -378,7 +378,10 @@ func keepRefs(sets ...[]ChunkRef) KeepFunc {
 	for _, s := range sets {
 		all = append(all, s...)
 	}
-	return func(context.Context) ([]ChunkRef, error) { return all, nil }
+	return func(_ context.Context, keep func([]ChunkRef)) error {
+		keep(all)
+		return nil
+	}
 }
 
 // packsOf lists the stored packs and the packs the refs are read from.
@@ -634,5 +637,56 @@ func TestOpenErrors(t *testing.T) {
 	// Prune without the identity is refused.
 	if _, err := f.open(t, f.opts(false)).Prune(ctx, keepRefs()); !errors.Is(err, ErrNoIdentity) {
 		t.Errorf("prune without identity: %v", err)
+	}
+}
+
+// TestWriterIndexesAsItGoes: a writer indexes its packs every IndexEvery chunks while it writes,
+// not all at its end, and forgets them as pending; what it wrote reads back, and a second write
+// of the same data dedupes against every part of it.
+func TestWriterIndexesAsItGoes(t *testing.T) {
+	for _, encrypted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("encrypted=%v", encrypted), func(t *testing.T) {
+			f := newFixture(t, encrypted)
+			f.chunkBits, f.packSize = 12, 32<<10
+			f.init(t)
+			o := f.opts(true)
+			o.IndexEvery = 8
+			r := f.open(t, o)
+			data := randomData(5, 1<<20)
+			ctx := context.Background()
+			w, err := r.NewWriter(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs, err := w.Write(ctx, bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Before Flush: whatever is not in the last batches of packs is indexed already.
+			objects := func() int {
+				n := 0
+				f.store.List(ctx, r.Prefix()+indexDir, func(storage.ObjectInfo) error { n++; return nil })
+				return n
+			}
+			for deadline := time.Now().Add(10 * time.Second); objects() == 0 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if objects() == 0 {
+				t.Fatalf("no index object while %d chunks were written", len(refs))
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(refs) < 4*o.IndexEvery || objects() < 2 || len(w.pending) != 0 {
+				t.Fatalf("%d chunks in %d index objects, %d still pending; want several objects, none pending", len(refs), objects(), len(w.pending))
+			}
+			reader := f.open(t, f.opts(true))
+			if got := readAll(t, reader, refs); !bytes.Equal(got, data) {
+				t.Fatal("the write does not read back")
+			}
+			if _, st := write(t, reader, data); st.NewBytes != 0 {
+				t.Errorf("the same data again: %d new bytes, want none", st.NewBytes)
+			}
+		})
 	}
 }

@@ -42,12 +42,14 @@ type Writer struct {
 	stopped sync.WaitGroup
 
 	mu      sync.Mutex
-	pending map[ID]bool
-	packs   []indexPack
+	pending map[ID]bool // new chunks taken and not indexed yet
+	packs   []indexPack // uploaded and not indexed yet
+	blobs   int         // in packs
 	stats   Stats
 	flushed bool
 	closed  bool
 	buf     []byte
+	chunker *chunker.Chunker // kept across Writes: each new one allocates a 512 KiB buffer
 }
 
 type job struct {
@@ -115,7 +117,10 @@ func (w *Writer) worker() {
 	var p *packer
 	var scratch [2][]byte
 	for batch := range w.batches {
-		for _, j := range batch {
+		for i, j := range batch {
+			// The batch lets go of each chunk as it is packed: 4 workers' batches of a pack's worth
+			// of plain bytes each would otherwise stay whole until their last chunk.
+			batch[i] = job{}
 			if w.ctx.Err() != nil {
 				break // drain after a failure
 			}
@@ -149,11 +154,40 @@ func (w *Writer) upload(p *packer) {
 		w.r.packBufs.Put(p.buf)
 	}()
 	ip := indexPack{Pack: name, Blobs: p.blobs}
+	var full []indexPack
 	w.mu.Lock()
 	w.packs = append(w.packs, ip)
+	w.blobs += len(ip.Blobs)
 	w.stats.Packs++
 	w.stats.StoredBytes += int64(len(data))
+	if w.blobs >= w.r.opts.IndexEvery {
+		full, w.packs, w.blobs = w.packs, nil, 0
+	}
 	w.mu.Unlock()
+	if full != nil {
+		if err := w.index(w.ctx, full); err != nil {
+			w.cancel(err)
+		}
+	}
+}
+
+// index writes an index object of packs, adds them to the loaded index, and forgets their chunks
+// as pending: they dedupe through the index from now on.
+func (w *Writer) index(ctx context.Context, packs []indexPack) error {
+	if _, err := w.r.writeIndex(ctx, w.key, packs); err != nil {
+		return err
+	}
+	for _, p := range packs {
+		w.r.addEntries(w.r.keyName(w.key), p)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range packs {
+		for _, b := range p.Blobs {
+			delete(w.pending, b.ID)
+		}
+	}
+	return nil
 }
 
 func (w *Writer) err() error {
@@ -169,7 +203,13 @@ func (w *Writer) Write(ctx context.Context, rd io.Reader) ([]ChunkRef, error) {
 	if w.flushed {
 		return nil, errors.New("write after flush")
 	}
-	c := chunker.NewWithBoundaries(rd, w.r.cfg.Polynomial, w.r.cfg.MinSize, w.r.cfg.MaxSize)
+	c := w.chunker
+	if c == nil {
+		c = chunker.NewWithBoundaries(rd, w.r.cfg.Polynomial, w.r.cfg.MinSize, w.r.cfg.MaxSize)
+		w.chunker = c
+	} else {
+		c.ResetWithBoundaries(rd, w.r.cfg.Polynomial, w.r.cfg.MinSize, w.r.cfg.MaxSize)
+	}
 	c.SetAverageBits(w.r.cfg.AverageBits)
 	var refs []ChunkRef
 	for {
@@ -242,8 +282,9 @@ func (w *Writer) add(ctx context.Context, id ID, data []byte) error {
 	return w.queue(ctx, job{id: id, data: data})
 }
 
-// Flush uploads the packs still being built and writes one index object for every pack this
-// writer uploaded. Nothing can be written after it; the refs returned by Write are readable once
+// Flush uploads the packs still being built and writes an index object of the packs this writer
+// uploaded that are not indexed yet (every Options.IndexEvery chunks, upload indexes them as it
+// goes). Nothing can be written after it; the refs returned by Write are readable once
 // it returns nil.
 func (w *Writer) Flush(ctx context.Context) error {
 	if w.flushed {
@@ -265,13 +306,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 	if len(w.packs) == 0 {
 		return nil
 	}
-	if _, err := w.r.writeIndex(ctx, w.key, w.packs); err != nil {
-		return err
-	}
-	for _, p := range w.packs {
-		w.r.addEntries(w.r.keyName(w.key), p)
-	}
-	return nil
+	packs := w.packs
+	w.packs, w.blobs = nil, 0
+	return w.index(ctx, packs)
 }
 
 // Close flushes when Flush was not called, then releases the writer's lock. Call it after the

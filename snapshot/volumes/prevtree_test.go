@@ -1,0 +1,227 @@
+package volumes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+	"github.com/ferrykube/ferry/internal/badinput"
+
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage/repo"
+)
+
+// TestWalkCompareIsWalkOrder: walkCompare orders paths as filepath.WalkDir visits them, which is
+// not the order of the bytes ("a.txt" sorts before "a/b", and is walked after it).
+func TestWalkCompareIsWalkOrder(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"a/b", "a/b.c/d", "a/b-c", "a.txt", "a-b", "a b", "ab/c", "a/bc", "b", "a0/x", "\xff"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var walked []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if rel, _ := filepath.Rel(dir, path); rel != "." {
+			walked = append(walked, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	sorted := slices.Clone(walked)
+	slices.Reverse(sorted)
+	slices.SortFunc(sorted, walkCompare)
+	if !slices.Equal(sorted, walked) {
+		t.Errorf("sorted by walkCompare:\n%q\nwalked:\n%q", sorted, walked)
+	}
+}
+
+// treeOf writes entries as a tree stream.
+func treeOf(t *testing.T, entries ...treeEntry) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw, _ := newTreeWriter(&b)
+	for _, e := range entries {
+		tw.add(e)
+	}
+	if err := tw.close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestPrevIterTakesTheLastOfANameAndStopsOutOfOrder: of consecutive entries of a path the last
+// counts (a SkippedRecord entry, of no stat, hides the file), and a path out of walk order ends
+// what is taken, in the mover's list and in ferry's lookups alike.
+func TestPrevIterTakesTheLastOfANameAndStopsOutOfOrder(t *testing.T) {
+	tree := treeOf(t,
+		treeEntry{Path: "a/x", Stat: "1", Size: 1, SHA256: "a1"},
+		treeEntry{Path: "a/x", Stat: "2", Size: 2, SHA256: "a2"},
+		treeEntry{Head: []byte("dir")},
+		treeEntry{Path: "a.txt", Stat: "3", SHA256: "t"},
+		treeEntry{Path: "b", Stat: "4", SHA256: "b"},
+		treeEntry{Path: "b", Stat: ""},
+		treeEntry{Path: "c", Stat: "5", SHA256: "c"},
+		treeEntry{Path: "bb", Stat: "6", SHA256: "bb"}, // out of order
+		treeEntry{Path: "d", Stat: "7", SHA256: "d"},
+		treeEntry{Head: []byte("end")},
+	)
+	var stats bytes.Buffer
+	if err := writePrevStats(&stats, prevIterOf(t, tree), func(treeEntry) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"path":"a/x","stat":"2","size":2,"sha256":"a2"}
+{"path":"a.txt","stat":"3","size":0,"sha256":"t"}
+{"path":"c","stat":"5","size":0,"sha256":"c"}
+end
+`
+	if stats.String() != want {
+		t.Errorf("stats:\n%s\nwant:\n%s", stats.String(), want)
+	}
+	find := prevIterOf(t, tree).finder()
+	for _, tc := range []struct {
+		name, stat string
+		ok         bool
+	}{{"a/x", "2", true}, {"a/x", "2", true}, {"a.txt", "3", true}, {"b", "", true}, {"bb", "", false}, {"c", "5", true}, {"d", "", false}} {
+		e, ok, err := find(tc.name)
+		if err != nil || ok != tc.ok || e.Stat != tc.stat {
+			t.Errorf("find(%q) = %+v, %v, %v; want stat %q, %v", tc.name, e, ok, err, tc.stat, tc.ok)
+		}
+	}
+	// Asked out of walk order: not found, and the cursor stays where it was.
+	find = prevIterOf(t, tree).finder()
+	if _, ok, _ := find("c"); !ok {
+		t.Fatal("c not found")
+	}
+	if _, ok, _ := find("a/x"); ok {
+		t.Error("a/x found after c")
+	}
+}
+
+// incremental backs dir up with packChunks over the previous tree prev, as streamTree does with
+// the mover in the pod, writes the new tree stream to out and returns how many files it took from
+// the previous tree.
+func incremental(t testing.TB, cw *repo.Writer, dir string, prev []byte, out io.Writer, list func(snapshot.File) error) int {
+	t.Helper()
+	tw, _ := newTreeWriter(out)
+	var feed, take *prevIter
+	if prev != nil {
+		feed, take = prevIterOf(t, prev), prevIterOf(t, prev)
+	}
+	pack := func(stdin io.Reader, stdout io.Writer) error { return PackTree(dir, stdin, stdout) }
+	_, reused, err := packChunks(context.Background(), cw, feed, take, pack, tw.add, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.close(); err != nil {
+		t.Fatal(err)
+	}
+	return reused
+}
+
+func smallFiles(t testing.TB, dir string, n int) {
+	t.Helper()
+	b := make([]byte, 1024)
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("d%03d", i/1000))
+		if i%1000 == 0 {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		copy(b, fmt.Sprintf("file %d", i))
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d", i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestIncrementalHeapDoesNotGrowWithFiles: the heap an incremental backup holds (ferry's side
+// and the mover's, both here), measured after a collection as the last file is listed, grows by
+// far less than an entry per file of the previous tree: it is streamed, not held. Holding it
+// took about 3 KiB a file.
+func TestIncrementalHeapDoesNotGrowWithFiles(t *testing.T) {
+	small, large := 1500, 4500
+	if !testing.Short() {
+		small, large = 5000, 50000
+	}
+	live := func(n int) int64 {
+		dir := t.TempDir()
+		smallFiles(t, dir, n)
+		r, _ := testRepo(t)
+		ctx := context.Background()
+		cw, err := r.NewWriter(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first bytes.Buffer
+		incremental(t, cw, dir, nil, &first, func(snapshot.File) error { return nil })
+		if err := cw.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if cw, err = r.NewWriter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer cw.Close(ctx)
+		var base, held runtime.MemStats
+		runtime.GC()
+		runtime.GC() // and the pools the first backup left
+		runtime.ReadMemStats(&base)
+		files := 0
+		reused := incremental(t, cw, dir, first.Bytes(), io.Discard, func(f snapshot.File) error {
+			if files++; files == n {
+				runtime.GC()
+				runtime.ReadMemStats(&held)
+			}
+			return nil
+		})
+		if reused != n {
+			t.Fatalf("%d files unchanged, %d taken from the previous tree", n, reused)
+		}
+		return int64(held.HeapAlloc) - int64(base.HeapAlloc)
+	}
+	a, b := live(small), live(large)
+	perFile := (float64(b) - float64(a)) / float64(large-small)
+	t.Logf("heap held by an incremental backup: %d KiB at %d files, %d KiB at %d files: %.0f bytes a file", a>>10, small, b>>10, large, perFile)
+	if perFile > 100 {
+		t.Errorf("the heap grows by %.0f bytes a file of the previous tree; want it streamed", perFile)
+	}
+}
+
+// TestPruneChunksNeedsTheIdentityOfEncryptedRepos: the storage's repositories are found by
+// listing, the encrypted ones too, and a prune without an identity refuses them as bad input
+// before it prunes any.
+func TestPruneChunksNeedsTheIdentityOfEncryptedRepos(t *testing.T) {
+	ctx := context.Background()
+	_, st := testRepo(t)
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipients := []string{id.Recipient().String()}
+	if _, err := repo.Init(ctx, st, repo.Options{Prefix: RepoPrefix(recipients), Recipients: recipients}); err != nil {
+		t.Fatal(err)
+	}
+	repos, err := ChunkRepos(ctx, st)
+	if err != nil || len(repos) != 2 || repos[repo.DefaultPrefix] || !repos[RepoPrefix(recipients)] {
+		t.Fatalf("ChunkRepos: %v, %v; want %s unencrypted and %s encrypted", repos, err, repo.DefaultPrefix, RepoPrefix(recipients))
+	}
+	if _, err := PruneChunks(ctx, st, nil); !badinput.Is(err) || !strings.Contains(err.Error(), "--identity") {
+		t.Errorf("PruneChunks without an identity: %v; want bad input naming --identity", err)
+	}
+	res, err := PruneChunks(ctx, st, []age.Identity{id})
+	if err != nil || res == nil {
+		t.Errorf("PruneChunks with the identity: %+v, %v", res, err)
+	}
+}
