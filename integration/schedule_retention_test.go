@@ -57,12 +57,11 @@ func TestScheduledBackupsKeepLast(t *testing.T) {
 	if err := os.WriteFile(config, []byte("include:\n  namespaces: ["+srcNS+"]\n"+testbed.FerryConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		runFerry(t, "schedule", "delete", name, "--from", "blue", "-n", schedNS)
-		bkc.CoreV1().Namespaces().Delete(context.Background(), schedNS, metav1.DeleteOptions{})
-		bkc.CoreV1().Namespaces().Delete(context.Background(), srcNS, metav1.DeleteOptions{})
-		bkc.CoreV1().PersistentVolumes().Delete(context.Background(), "pv-"+srcNS+"-"+claim, metav1.DeleteOptions{})
-	})
+	// Gone, and waited for, before the next test backs blue up: a namespace still terminating
+	// refuses what a later schedule makes in it.
+	removeAfter(t, srcNS, bkc)
+	removeAfter(t, schedNS, bkc)
+	t.Cleanup(func() { runFerry(t, "schedule", "delete", name, "--from", "blue", "-n", schedNS) })
 	if code, out, errOut := runFerry(t, "--storage", url, "schedule", "create", name, "--cron", "@hourly", "--from", "blue", "-n", schedNS,
 		"--storage-secret", secret, "-f", config); code != 0 {
 		t.Fatalf("schedule create: exit %d\n%s%s", code, out, errOut)
@@ -185,7 +184,7 @@ func TestScheduledBackupsKeepLast(t *testing.T) {
 	restoreTo := func(backup, dstNS string) ([]string, *snapshot.Report, error) {
 		t.Helper()
 		createClaim(t, gkc, dstNS, claim, ptr.To("standard"))
-		t.Cleanup(func() { gkc.CoreV1().Namespaces().Delete(context.Background(), dstNS, metav1.DeleteOptions{}) })
+		removeAfter(t, dstNS, gkc)
 		r, err := snapshot.Open(ctx, store, backup, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -471,7 +471,8 @@ func verifyClean(t *testing.T, c volumes.Contents, r *snapshot.Reader, files int
 // noMovers fails if mover pods are left in the namespace.
 func noMovers(t *testing.T, kc kubernetes.Interface, ns string) {
 	t.Helper()
-	waitUntil(t, "mover pods gone from "+ns, 30*time.Second, func(ctx context.Context) (bool, error) {
+	// kwok removes a deleted pod bound to a node: on a loaded machine that can take a while.
+	waitUntil(t, "mover pods gone from "+ns, 90*time.Second, func(ctx context.Context) (bool, error) {
 		pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: volumes.MoverLabel + "=ferry-mover"})
 		return err == nil && len(pods.Items) == 0, err
 	})

@@ -56,7 +56,8 @@ func TestBackupReadsVolumes(t *testing.T) {
 	}
 
 	storeDir := t.TempDir()
-	code, out, errOut := runFerry(t, "--storage", "file://"+storeDir, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "with-volume")
+	// Tar, whose stored stream this test reads (chunked volumes: TestChunkedVolumeBackups).
+	code, out, errOut := runFerry(t, "--storage", "file://"+storeDir, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "with-volume", "--volume-format", "tar")
 	if code != 3 || strings.Contains(out, "volume "+ns+"/"+claim) || !strings.Contains(out, "the claim is pending") {
 		t.Fatalf("ferry backup exited %d (want 3: unbound claims are skipped, %s/%s is not)\nstdout: %s\nstderr: %s", code, ns, claim, out, errOut)
 	}
