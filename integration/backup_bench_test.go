@@ -28,7 +28,7 @@ import (
 //   - raw-multipart: the claim's files read from disk and uploaded as one object by a plain
 //     multipart upload (storagetest.RawUpload) to the same MinIO;
 //   - exec-tar: through the API server (exec), one compressed tar stream (--volume-format tar);
-//   - exec-chunks: through exec into an empty chunk repository (the default format): a first backup;
+//   - exec-chunks: through exec into an empty chunk repository (--volume-format chunks): a first backup;
 //   - exec-chunks-second: after 1 % of the small files changed since the previous backup into the
 //     same repository, which reports the bytes it stored as a share of the first backup's and how
 //     many times faster than it it was;
@@ -108,16 +108,16 @@ func BenchmarkBackupVolume(b *testing.B) {
 				return
 			case "exec-tar":
 				for range b.N {
-					backup("bench-tar", "--volume-format", "tar")
+					backup("bench-tar")
 				}
 			case "exec-chunks":
 				for i := range b.N {
-					backup(fmt.Sprintf("bench-chunks-%d-%d", i, time.Now().UnixNano()))
+					backup(fmt.Sprintf("bench-chunks-%d-%d", i, time.Now().UnixNano()), "--volume-format", "chunks")
 				}
 			case "exec-chunks-second":
 				b.StopTimer()
 				prefix := fmt.Sprintf("bench-second-%d", time.Now().UnixNano())
-				first := backup(prefix)
+				first := backup(prefix, "--volume-format", "chunks")
 				firstBytes := storedBytes(prefix)
 				var took time.Duration
 				var added int64
@@ -131,7 +131,7 @@ func BenchmarkBackupVolume(b *testing.B) {
 					}
 					before := storedBytes(prefix)
 					b.StartTimer()
-					took += backup(prefix)
+					took += backup(prefix, "--volume-format", "chunks")
 					b.StopTimer()
 					added += storedBytes(prefix) - before
 				}

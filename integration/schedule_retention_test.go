@@ -28,7 +28,7 @@ import (
 )
 
 // TestScheduledBackupsKeepLast runs a schedule's job 30 times over a claim that changes between
-// runs (chunked volumes, the default), each run followed by ferry prune --keep-last 5, as an
+// runs (chunked volumes), each run followed by ferry prune --keep-last 5, as an
 // operator's retention would: in the end the storage lists the 5 kept backups and only packs they
 // reference, each kept backup restores to exactly the tree it was taken of (walked and hashed
 // here), and ferry check --read-data passes. A tampered pack is then reported by check and
@@ -52,7 +52,7 @@ func TestScheduledBackupsKeepLast(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The schedule backs up only the lab's namespace; its volume format is the default.
+	// The schedule backs up only the lab's namespace, its volumes in chunks.
 	config := filepath.Join(t.TempDir(), "ferry.yaml")
 	if err := os.WriteFile(config, []byte("include:\n  namespaces: ["+srcNS+"]\n"+testbed.FerryConfig), 0o644); err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestScheduledBackupsKeepLast(t *testing.T) {
 	removeAfter(t, schedNS, bkc)
 	t.Cleanup(func() { runFerry(t, "schedule", "delete", name, "--from", "blue", "-n", schedNS) })
 	if code, out, errOut := runFerry(t, "--storage", url, "schedule", "create", name, "--cron", "@hourly", "--from", "blue", "-n", schedNS,
-		"--storage-secret", secret, "-f", config); code != 0 {
+		"--storage-secret", secret, "-f", config, "--volume-format", "chunks"); code != 0 {
 		t.Fatalf("schedule create: exit %d\n%s%s", code, out, errOut)
 	}
 	creds := map[string][]byte{}
@@ -126,7 +126,7 @@ func TestScheduledBackupsKeepLast(t *testing.T) {
 	kept := backups[runs-keep:]
 	_, m := readManifest(t, url, kept[keep-1])
 	if len(m.Volumes) != 1 || m.Volumes[0].Format != snapshot.FormatChunks {
-		t.Fatalf("the schedule's backup holds volumes %+v: want %s/%s in chunks, the default", m.Volumes, srcNS, claim)
+		t.Fatalf("the schedule's backup holds volumes %+v: want %s/%s in chunks", m.Volumes, srcNS, claim)
 	}
 
 	// The storage lists the kept backups and only packs they reference.
