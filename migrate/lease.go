@@ -198,35 +198,43 @@ func (l *Lease) refresh(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("lease %s was released: %w", l.key, ErrLeaseLost)
 	}
-	for attempt := 0; ; attempt++ {
-		now := l.clock.Now()
-		info := l.info
-		info.Expires = now.Add(l.ttl).UTC()
-		data, _ := json.Marshal(info)
-		// A write that hangs must not outlast the lease.
-		wctx, cancel := context.WithTimeout(ctx, l.ttl/3)
-		version, err := l.store.Swap(wctx, l.key, l.version, data)
-		cancel()
-		if err == nil {
-			l.info, l.version, l.renewed = info, version, now
-			return nil
-		}
-		if !errors.Is(err, storage.ErrChanged) {
-			return err
-		}
-		current, cversion, rerr := l.readHeld(ctx)
-		if rerr == nil && attempt == 0 && current.Holder == l.info.Holder && current.Generation == l.info.Generation && !current.Released {
-			// Our own earlier write, whose answer was lost (a timeout): go on from it.
-			l.version = cversion
-			continue
-		}
-		who := "another process"
-		if rerr == nil {
-			who = current.String()
-		}
-		l.loseLocked(fmt.Errorf("%s took the lease of these clusters over (%s): %w", who, l.key, ErrLeaseLost))
-		return context.Cause(l.lostCtx)
+	now := l.clock.Now()
+	info := l.info
+	info.Expires = now.Add(l.ttl).UTC()
+	data, _ := json.Marshal(info)
+	// A write that hangs must not outlast the lease.
+	wctx, cancel := context.WithTimeout(ctx, l.ttl/3)
+	version, err := l.writeOwn(wctx, data)
+	cancel()
+	if err == nil {
+		l.info, l.version, l.renewed = info, version, now
+		return nil
 	}
+	if !errors.Is(err, storage.ErrChanged) {
+		return err
+	}
+	who := "another process"
+	if current, _, rerr := l.readHeld(ctx); rerr == nil {
+		who = current.String()
+	}
+	l.loseLocked(fmt.Errorf("%s took the lease of these clusters over (%s): %w", who, l.key, ErrLeaseLost))
+	return context.Cause(l.lostCtx)
+}
+
+// writeOwn writes the lease over the version this holder wrote last. An earlier write whose
+// answer was lost (a timeout) may have landed all the same: a lease that is still this holder's
+// own is written over from the version found.
+func (l *Lease) writeOwn(ctx context.Context, data []byte) (string, error) {
+	version, err := l.store.Swap(ctx, l.key, l.version, data)
+	if !errors.Is(err, storage.ErrChanged) {
+		return version, err
+	}
+	current, cversion, rerr := l.readHeld(ctx)
+	if rerr != nil || current.Holder != l.info.Holder || current.Generation != l.info.Generation || current.Released {
+		return "", err
+	}
+	l.version = cversion
+	return l.store.Swap(ctx, l.key, cversion, data)
 }
 
 func (l *Lease) readHeld(ctx context.Context) (LeaseInfo, string, error) {
@@ -297,7 +305,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	info := l.info
 	info.Released, info.Expires = true, l.clock.Now().UTC()
 	data, _ := json.Marshal(info)
-	if _, err := l.store.Swap(ctx, l.key, l.version, data); err != nil && !errors.Is(err, storage.ErrChanged) {
+	if _, err := l.writeOwn(ctx, data); err != nil && !errors.Is(err, storage.ErrChanged) {
 		return fmt.Errorf("release the lease %s: %w", l.key, err)
 	}
 	return nil // a changed lease was taken over after it expired: not ours to touch

@@ -243,3 +243,51 @@ func TestLeaseUnrenewableStopsTheRunBeforeItExpires(t *testing.T) {
 		t.Fatalf("the run stopped %s after the last renewal, not before the lease expired", clk.Since(l.renewed))
 	}
 }
+
+// lostAnswers is file storage whose next Swap is written but answered with an error, as a write
+// whose reply timed out.
+type lostAnswers struct {
+	*storage.File
+	mu   sync.Mutex
+	lose int
+}
+
+func (f *lostAnswers) Swap(ctx context.Context, key, version string, data []byte) (string, error) {
+	v, err := f.File.Swap(ctx, key, version, data)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil && f.lose > 0 {
+		f.lose--
+		return "", context.DeadlineExceeded
+	}
+	return v, err
+}
+
+// A renewal whose answer was lost leaves the holder with an old version; releasing after it must
+// still release (a run that ended must not keep the next command off until the TTL runs out).
+func TestLeaseReleasedAfterARenewalsAnswerWasLost(t *testing.T) {
+	ctx := context.Background()
+	file, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &lostAnswers{File: file}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l, err := acquireLease(ctx, store, pairA, testTTL, clk, discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	store.lose = 1
+	store.mu.Unlock()
+	clk.Step(time.Second) // a renewal writes a later expiry
+	if err := l.refresh(ctx); err == nil {
+		t.Fatal("the renewal whose answer was lost reported success")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acquireLease(ctx, store, onPair("run-b"), testTTL, clk, discard); err != nil {
+		t.Fatalf("a run right after the release: %v, want the lease", err)
+	}
+}

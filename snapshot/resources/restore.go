@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/plans/rules"
@@ -410,6 +412,12 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.report.Count("objects", snapshot.StatusLeft) // green's release's own: never changed
 		return "", false
 	}
+	if gr == "pods" {
+		if err := rs.waitServiceAccount(ctx, obj); err != nil {
+			rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
+			return "", false
+		}
+	}
 	var live *unstructured.Unstructured
 	err := retry.OnError(retry.DefaultBackoff, transient, func() error {
 		var err error
@@ -754,6 +762,18 @@ func (rs *restorer) ensureNamespace(ctx context.Context, ns string) error {
 	}
 	rs.remember("", "Namespace", live)
 	return nil
+}
+
+// waitServiceAccount waits for the account a pod runs as: a namespace restored a moment ago may
+// not have its default one yet, and the API server refuses the pod until it does.
+func (rs *restorer) waitServiceAccount(ctx context.Context, pod *unstructured.Unstructured) error {
+	account, _, _ := unstructured.NestedString(pod.Object, "spec", "serviceAccountName")
+	account = cmp.Or(account, "default")
+	accounts := rs.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).Namespace(pod.GetNamespace())
+	return kube.WaitServiceAccount(ctx, pod.GetNamespace(), account, kube.ServiceAccountWait, func(ctx context.Context) error {
+		_, err := accounts.Get(ctx, account, metav1.GetOptions{})
+		return err
+	})
 }
 
 // waitEstablished waits until every CRD is Established with its names accepted, so that its

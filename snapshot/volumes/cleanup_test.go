@@ -3,7 +3,9 @@ package volumes
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +13,9 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -139,5 +143,30 @@ func TestWhileMoverLivesEndsWhenThePodIsDeleted(t *testing.T) {
 	}
 	if err := moverFailed(ctx, client, "team", "ferry-mover-x", errors.New("stream reset")); err.Error() != "stream reset" {
 		t.Fatalf("with the pod alive the error is %v", err)
+	}
+}
+
+// A namespace just restored has no default service account until the controller manager makes
+// it, and the API server refuses pods that run as it until then: the mover waits for it, not fails.
+func TestMoverWaitsForTheNamespacesServiceAccount(t *testing.T) {
+	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}})
+	refused := 0
+	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if _, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("serviceaccounts"), "team", "default"); err != nil {
+			refused++
+			return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("error looking up service account team/default: serviceaccount \"default\" not found"))
+		}
+		return false, nil, nil
+	})
+	go func() {
+		time.Sleep(500 * time.Millisecond) // the controller manager, a moment later
+		client.Tracker().Add(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team"}})
+	}()
+	c := Contents{Image: "ferry", Client: client, Log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, _, err := c.startMover(ctx, c.moverPod(plans.Volume{Namespace: "team", Name: "data"}, false))
+	if refused > 0 || err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Fatalf("pod creations refused: %d; startMover: %v; want none refused, and the wait for the (fake, never running) pod to end", refused, err)
 	}
 }

@@ -11,6 +11,7 @@ package volumes
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -236,6 +237,14 @@ func (c Contents) restricted(ctx context.Context, namespace string) (bool, error
 func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, func(), error) {
 	if err := c.fitResources(ctx, spec); err != nil {
 		return "", nil, err
+	}
+	account := cmp.Or(spec.Spec.ServiceAccountName, "default")
+	err := kube.WaitServiceAccount(ctx, spec.Namespace, account, kube.ServiceAccountWait, func(ctx context.Context) error {
+		_, err := c.Client.CoreV1().ServiceAccounts(spec.Namespace).Get(ctx, account, metav1.GetOptions{})
+		return err
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("mover pod in %s: %w", spec.Namespace, err)
 	}
 	pods := c.Client.CoreV1().Pods(spec.Namespace)
 	pod, err := pods.Create(ctx, spec, metav1.CreateOptions{})
