@@ -411,7 +411,7 @@ func EncryptedChunkRefs(ctx context.Context, store storage.Backend, prefix strin
 				continue
 			}
 			if m.Encryption != nil && len(ids) == 0 {
-				return fmt.Errorf("backup %s is encrypted: reading its trees %w", info.Name, errNeedsIdentity)
+				return badinput.Errorf("backup %s is encrypted: reading its trees: %w", info.Name, snapshot.ErrNoIdentity)
 			}
 			if err := eachTreeEntry(ctx, store, info.Name, v, ids, func(e treeEntry) { fn(e.Data) }); err != nil {
 				return fmt.Errorf("backup %s: %s: %w", info.Name, v.Key, err)
@@ -420,9 +420,6 @@ func EncryptedChunkRefs(ctx context.Context, store storage.Backend, prefix strin
 	}
 	return nil
 }
-
-// errNeedsIdentity ends the errors of reads of encrypted trees without an identity.
-var errNeedsIdentity = badinput.Errorf("needs the age identity (--identity)")
 
 // ChunkRepos lists the chunk repositories in store: the unencrypted one (repo.DefaultPrefix),
 // when there is one, and one per set of recipients backups were encrypted to (RepoPrefix), by
@@ -470,7 +467,7 @@ func PruneChunks(ctx context.Context, store storage.Backend, ids []age.Identity)
 		}
 	}
 	if encrypted > 0 && len(ids) == 0 {
-		return nil, fmt.Errorf("%d encrypted chunk repositories: pruning them %w", encrypted, errNeedsIdentity)
+		return nil, badinput.Errorf("%d encrypted chunk repositories: pruning them reads the kept backups' trees: %w", encrypted, snapshot.ErrNoIdentity)
 	}
 	var total repo.PruneResult
 	for _, prefix := range prefixes {
