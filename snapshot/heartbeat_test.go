@@ -20,13 +20,15 @@ func TestHeartbeatTellsLiveFromDeadRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const interval = 20 * time.Millisecond
+	// Long enough that a loaded machine still writes each beat before StaleBeats of them pass.
+	const interval = 250 * time.Millisecond
 	beat, err := StartHeartbeat(ctx, store, "b1", interval, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { beat.Stop(ctx) }) // a failure must not leave it writing into the test's folder
 	first := readBeat(t, store, "b1")
-	if first.Backup != "b1" || first.Run != beat.Run() || first.Interval != "20ms" || len(first.Run) != 16 {
+	if first.Backup != "b1" || first.Run != beat.Run() || first.Interval != "250ms" || len(first.Run) != 16 {
 		t.Fatalf("heartbeat %+v", first)
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -47,6 +47,11 @@ type Rule struct {
 	// gives the live one the backup's revision numbering, and strips the numbering from both (the
 	// caller renumbers only when nothing else differs); ok is false when expected has none.
 	Renumber func(want, got map[string]any) (patch map[string]any, ok bool)
+	// Merge, for an object the target makes by itself that the backup holds settings of (a
+	// namespace's default ServiceAccount), returns the merge patch that adds the backup's
+	// settings (want) to the target's object (live), or nil when it has them. It is applied
+	// whatever the existing-object policy: the target's object holds nothing of its users.
+	Merge func(want, live map[string]any) map[string]any
 	// RolloutHistory says where a workload keeps its rollout history, which verify compares.
 	RolloutHistory *RolloutHistory
 	// Revision is a history object's revision number.

@@ -58,6 +58,10 @@ func runCases(t *testing.T, cases []ruleCase) {
 				}
 			case "skipowned":
 				rule.SkipOwned(obj)
+			case "merge": // in: {"want": the backup's prepared object, "live": the target's}
+				patch := rule.Merge(asMap(obj["want"]), asMap(obj["live"]))
+				g, _ := json.Marshal(patch)
+				got = string(g)
 			case "health":
 				ok, why := rule.Health(obj)
 				if got = why; ok {
@@ -78,6 +82,10 @@ func runCases(t *testing.T, cases []ruleCase) {
 				if want := decode(t, tc.want); !reflect.DeepEqual(obj, want) {
 					g, _ := json.Marshal(obj)
 					t.Errorf("%s =\n%s\nwant\n%s", tc.step, g, tc.want)
+				}
+			case "merge":
+				if want := decode(t, tc.want); !reflect.DeepEqual(decode(t, got), want) {
+					t.Errorf("merge patch =\n%s\nwant\n%s", got, tc.want)
 				}
 			case "health", "recreated":
 				if got != tc.want && (tc.want == "ok" || !strings.Contains(got, tc.want)) {

@@ -1,18 +1,23 @@
 package rules
 
 import (
+	"maps"
+	"reflect"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// ServiceAccounts come with identity and configuration; the default one stays (the target makes
-// its own), and references to token Secrets go (the target makes those for its own accounts).
+// ServiceAccounts come with identity and configuration; references to token Secrets go (the
+// target makes those for its own accounts). A namespace's default account is made by the
+// target's controller manager: it moves only when someone gave it settings of its own (pull
+// secrets, annotations such as a workload identity, labels, token mounting), which a restore then
+// merges into the target's.
 func serviceAccountRules() map[string]Rule {
 	return map[string]Rule{"serviceaccounts": {
 		Wave: WaveConfig,
 		Exclude: func(obj map[string]any) string {
-			if (&unstructured.Unstructured{Object: obj}).GetName() == "default" {
+			if isDefaultAccount(obj) && len(accountSettings(obj)) == 0 {
 				return "the target's controller manager creates it in every namespace"
 			}
 			return ""
@@ -25,12 +30,9 @@ func serviceAccountRules() map[string]Rule {
 			name := (&unstructured.Unstructured{Object: obj}).GetName()
 			kept := secrets[:0]
 			for _, s := range secrets {
-				if sm, ok := s.(map[string]any); ok {
-					if ref, _ := sm["name"].(string); strings.HasPrefix(ref, name+"-token-") {
-						continue
-					}
+				if !isTokenRef(name, s) {
+					kept = append(kept, s)
 				}
-				kept = append(kept, s)
 			}
 			if len(kept) == 0 {
 				delete(obj, "secrets")
@@ -38,5 +40,94 @@ func serviceAccountRules() map[string]Rule {
 				obj["secrets"] = kept
 			}
 		},
+		Merge: func(want, live map[string]any) map[string]any {
+			if !isDefaultAccount(want) {
+				return nil
+			}
+			patch := map[string]any{}
+			meta := map[string]any{}
+			for _, field := range []string{"labels", "annotations"} {
+				have := nestedMap(live, "metadata", field)
+				add := map[string]any{}
+				for k, v := range nestedMap(want, "metadata", field) {
+					if have[k] != v {
+						add[k] = v
+					}
+				}
+				if len(add) > 0 {
+					meta[field] = add
+				}
+			}
+			if len(meta) > 0 {
+				patch["metadata"] = meta
+			}
+			for _, field := range []string{"imagePullSecrets", "secrets"} {
+				if union, grew := unionByName(live[field], want[field]); grew {
+					patch[field] = union
+				}
+			}
+			if v, ok := want["automountServiceAccountToken"]; ok && !reflect.DeepEqual(live["automountServiceAccountToken"], v) {
+				patch["automountServiceAccountToken"] = v
+			}
+			if len(patch) == 0 {
+				return nil
+			}
+			return patch
+		},
 	}}
+}
+
+func isDefaultAccount(obj map[string]any) bool {
+	return (&unstructured.Unstructured{Object: obj}).GetName() == "default"
+}
+
+// accountSettings are the settings someone gave a service account beyond what its controller
+// made: labels, annotations, pull secrets, secrets other than its tokens, token mounting.
+func accountSettings(obj map[string]any) []string {
+	u := unstructured.Unstructured{Object: obj}
+	var set []string
+	if len(u.GetLabels()) > 0 {
+		set = append(set, "labels")
+	}
+	if len(u.GetAnnotations()) > 0 {
+		set = append(set, "annotations")
+	}
+	if pull, _ := obj["imagePullSecrets"].([]any); len(pull) > 0 {
+		set = append(set, "imagePullSecrets")
+	}
+	if _, ok := obj["automountServiceAccountToken"]; ok {
+		set = append(set, "automountServiceAccountToken")
+	}
+	secrets, _ := obj["secrets"].([]any)
+	for _, s := range secrets {
+		if !isTokenRef(u.GetName(), s) {
+			set = append(set, "secrets")
+			break
+		}
+	}
+	return set
+}
+
+// isTokenRef says whether an entry of a service account's secrets names one of its token Secrets.
+func isTokenRef(account string, ref any) bool {
+	name, _ := asMap(ref)["name"].(string)
+	return strings.HasPrefix(name, account+"-token-")
+}
+
+// unionByName is have's references followed by those of add it lacks, and whether it grew.
+func unionByName(have, add any) ([]any, bool) {
+	haveList, _ := have.([]any)
+	addList, _ := add.([]any)
+	union := append([]any(nil), haveList...)
+	seen := map[any]bool{}
+	for _, r := range haveList {
+		seen[asMap(r)["name"]] = true
+	}
+	for _, r := range addList {
+		if name := asMap(r)["name"]; !seen[name] {
+			seen[name] = true
+			union = append(union, maps.Clone(asMap(r)))
+		}
+	}
+	return union, len(union) > len(haveList)
 }

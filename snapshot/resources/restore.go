@@ -458,6 +458,25 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		rs.report.Count("objects", snapshot.StatusUnchanged)
 		return live.GetName(), true
 	}
+	if merge := rules.For(gr).Merge; merge != nil {
+		// The target made it by itself (a namespace's default ServiceAccount): the backup's
+		// settings are added to it, whatever the existing-object policy.
+		if patch := merge(expected, live.Object); patch != nil {
+			data, err := json.Marshal(patch)
+			if err == nil {
+				err = retry.OnError(retry.DefaultBackoff, transient, func() error {
+					_, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+					return err
+				})
+			}
+			if err != nil {
+				rs.report.Add("objects", snapshot.StatusFailed, id, "made by the target; adding the backup's settings to it failed: "+err.Error())
+				return "", false
+			}
+			rs.report.Count("objects", snapshot.StatusUpdated)
+			return live.GetName(), true
+		}
+	}
 	if patch := renumber(gr, expected, normalizedLive(gr, live)); patch != nil && rs.Existing != ExistingFail {
 		// The workload's controller made this revision of the same template first, under its own
 		// number: the backup's number is the history's.
