@@ -245,6 +245,19 @@ func (j *Journal) IsDone(state State, step int) bool {
 	return ok
 }
 
+// IsDoneExactly reports whether the step of that number finished: step 0 is a step of its own,
+// not any step (a warm run's staged state ends with step 0 after its rounds 1, 2, ...).
+func (j *Journal) IsDoneExactly(state State, step int) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range j.events {
+		if e.State == state && e.Phase == Done && e.Step == step {
+			return true
+		}
+	}
+	return false
+}
+
 // Current is the run's state: the last finished step, or RolledBack.
 func (j *Journal) Current() State {
 	j.mu.Lock()

@@ -189,7 +189,7 @@ func (r *Runner) record(ctx context.Context, e Event) error {
 // step runs a step unless the journal says it is done: begin is written before it is acted on,
 // done (with what it produced) after.
 func (r *Runner) step(ctx context.Context, state State, step int, fn func() (data any, detail string, err error)) error {
-	if r.Journal.IsDone(state, step) {
+	if r.Journal.IsDoneExactly(state, step) {
 		return nil
 	}
 	if err := r.record(ctx, Event{State: state, Phase: Begin, Step: step}); err != nil {

@@ -55,7 +55,7 @@ func (r *Runner) warm() *Warm { return r.Journal.Run.Warm }
 // always (restoring twice changes nothing).
 func (r *Runner) stage(ctx context.Context) error {
 	w := r.warm()
-	if w == nil || r.Journal.IsDone(Staged, 0) {
+	if w == nil || r.Journal.IsDoneExactly(Staged, 0) {
 		return nil
 	}
 	var rounds []Round
