@@ -94,6 +94,10 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 		return nil, "", err
 	}
 	rd := Round{Round: k, Backup: name, Volumes: len(m.Volumes), Skipped: m.Skipped, BackupSeconds: time.Since(started).Seconds()}
+	if !m.StartedAt.IsZero() && m.CompletedAt.After(m.StartedAt) {
+		// The backup's own time: a resumed round may reuse the backup a killed run completed.
+		rd.BackupSeconds = m.CompletedAt.Sub(m.StartedAt).Seconds()
+	}
 	for _, v := range m.Volumes {
 		rd.Bytes += v.Bytes
 		rd.UploadedBytes += v.NewPackBytes
