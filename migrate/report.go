@@ -328,9 +328,10 @@ func (rep Report) Print(w io.Writer) error {
 	if len(rep.Rounds) > 0 && rep.Warm != nil {
 		fmt.Fprintf(w, "\nPre-copy rounds (blue live; at most %d, ending at a delta of at most %s):\n", rep.Warm.Rounds, bytesIEC(rep.Warm.DeltaBytes))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ROUND\tBACKUP\tVOLUMES\tFILES\tBYTES\tDELTA (UPLOADED)\tBACKUP TIME\tRESTORE TIME")
+		fmt.Fprintln(tw, "  ROUND\tBACKUP\tVOLUMES\tFILES\tBYTES\tREAD\tDELTA (UPLOADED)\tBACKUP TIME\tRESTORE TIME")
 		for _, rd := range rep.Rounds {
-			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, bytesIEC(rd.Bytes), bytesIEC(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d files, %s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, bytesIEC(rd.Bytes),
+				rd.ReadFiles, bytesIEC(rd.ReadBytes), bytesIEC(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

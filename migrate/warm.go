@@ -32,6 +32,10 @@ type Round struct {
 	Volumes int   `json:"volumes"`
 	Files   int64 `json:"files"`
 	Bytes   int64 `json:"bytes"`
+	// ReadFiles and ReadBytes are what the round's backup read: the files changed since the
+	// round before (all of them in the first round).
+	ReadFiles int64 `json:"readFiles"`
+	ReadBytes int64 `json:"readBytes"`
 	// UploadedBytes are the bytes of new packs the round stored: what changed since the round
 	// before (all of it in the first round). The rounds end once it is at most the run's delta.
 	UploadedBytes  int64   `json:"uploadedBytes"`
@@ -101,8 +105,10 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 	for _, v := range m.Volumes {
 		rd.Bytes += v.Bytes
 		rd.UploadedBytes += v.NewPackBytes
+		rd.ReadBytes += v.ReadBytes
 		if v.List != nil {
 			rd.Files += v.List.Files
+			rd.ReadFiles += max(v.List.Files-v.UnchangedFiles, 0)
 		}
 	}
 	restoring := time.Now()
@@ -124,8 +130,8 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 	if r.o.roundDone != nil {
 		r.o.roundDone(&rd)
 	}
-	detail := fmt.Sprintf("round %d (backup %s): %d volumes, %d files, %s; uploaded %s; backup %s, restore %s",
-		k, name, rd.Volumes, rd.Files, bytesIEC(rd.Bytes), bytesIEC(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+	detail := fmt.Sprintf("round %d (backup %s): %d volumes, %d files, %s; read %d files, %s; uploaded %s; backup %s, restore %s",
+		k, name, rd.Volumes, rd.Files, bytesIEC(rd.Bytes), rd.ReadFiles, bytesIEC(rd.ReadBytes), bytesIEC(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
 	if len(rd.Skipped) > 0 {
 		detail += fmt.Sprintf("; %d items skipped (the final backup decides on them)", len(rd.Skipped))
 	}

@@ -156,7 +156,7 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	c.Log.Info("volume stored in the chunk repository", "claim", v.Namespace+"/"+v.Name, "previous", from,
 		"unchanged", reused, "bytes", st.Bytes, "newBytes", st.NewBytes, "uploaded", st.StoredBytes, "packs", st.Packs)
 	entry.Format, entry.Repo, entry.List, entry.Bytes = snapshot.FormatChunks, c.repo.Prefix(), &fl, files.bytes
-	entry.NewPackBytes = st.StoredBytes
+	entry.NewPackBytes, entry.ReadBytes, entry.UnchangedFiles = st.StoredBytes, st.Bytes, int64(reused)
 	return entry, skipped, nil
 }
 
