@@ -116,9 +116,20 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 	if err != nil {
 		return rd, "", err
 	}
-	restorers := kinds.Restorers(rdr, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip, ExactData: true,
+	// Green holds the round before's trees: the claims whose tree is the same are left alone.
+	var same map[string]bool
+	if k > 1 {
+		if prev, err := snapshot.ReadManifest(ctx, r.o.Store, StageName(r.Journal.Run.Backup, k-1)); err == nil {
+			same = sameTrees(m, prev)
+		}
+	}
+	sub := withoutVolumes(rdr, same)
+	restorers := kinds.Restorers(sub, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip, ExactData: true,
 		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Log: r.o.Log})
-	rep, err := kinds.Run(ctx, kinds.Restore, rdr, restorers, r.o.Log)
+	rep, err := kinds.Run(ctx, kinds.Restore, sub, restorers, r.o.Log)
+	if rep != nil {
+		countUnchanged(rep, m, same)
+	}
 	rd.RestoreSeconds = time.Since(restoring).Seconds()
 	if err != nil {
 		return rd, "", fmt.Errorf("round %d: restore %s onto green: %w", k, name, err)
@@ -212,4 +223,83 @@ func (o Options) checkWarm() error {
 		return badinput.Errorf("--warm with --encrypt-to: encrypted backups are not incremental, so no round would copy less than the one before")
 	}
 	return nil
+}
+
+// sameTrees names ("namespace/claim") the chunked volumes of m whose tree stream is, byte for
+// byte, the one of the same claim in prev, in the same repository: nothing of them changed
+// since prev, so a target that holds prev's tree need not be restored again (a restore would
+// still rebuild and stream the whole volume). A different digest only costs a restore.
+func sameTrees(m, prev *snapshot.Manifest) map[string]bool {
+	if m == nil || prev == nil || m.Encryption != nil || prev.Encryption != nil {
+		return nil
+	}
+	digest := func(man *snapshot.Manifest, key string) string {
+		for _, s := range man.Streams {
+			if s.Key == key {
+				return s.SHA256
+			}
+		}
+		return ""
+	}
+	out := map[string]bool{}
+	for _, v := range m.Volumes {
+		i := slices.IndexFunc(prev.Volumes, func(p snapshot.Volume) bool { return p.Namespace == v.Namespace && p.Name == v.Name })
+		if v.Format != snapshot.FormatChunks || i < 0 {
+			continue
+		}
+		p := prev.Volumes[i]
+		if d := digest(m, v.Key); p.Format == v.Format && p.Repo == v.Repo && d != "" && d == digest(prev, p.Key) {
+			out[v.Namespace+"/"+v.Name] = true
+		}
+	}
+	return out
+}
+
+// withoutVolumes is r without the volumes named (with their streams): the restore leaves them
+// as they are (countUnchanged then reports them).
+func withoutVolumes(r *snapshot.Reader, names map[string]bool) *snapshot.Reader {
+	if len(names) == 0 {
+		return r
+	}
+	m := *r.Manifest
+	m.Volumes = slices.DeleteFunc(slices.Clone(m.Volumes), func(v snapshot.Volume) bool { return names[v.Namespace+"/"+v.Name] })
+	m.Streams = slices.DeleteFunc(slices.Clone(m.Streams), func(s snapshot.Stream) bool {
+		kind, name := r.Manifest.ItemOf(s.Key)
+		return kind == "volumes" && names[name]
+	})
+	out := *r
+	out.Manifest = &m
+	return &out
+}
+
+// countUnchanged counts the entries of the volumes of m named unchanged in rep, as a restore
+// counts a volume's entries it found right.
+func countUnchanged(rep *snapshot.Report, m *snapshot.Manifest, names map[string]bool) {
+	for _, v := range m.Volumes {
+		if names[v.Namespace+"/"+v.Name] {
+			n := 1
+			if v.List != nil {
+				n = int(v.List.Entries)
+			}
+			rep.CountN("volumes", snapshot.StatusUnchanged, n)
+		}
+	}
+}
+
+// lastRound is the manifest of a warm run's last pre-copy round, if the rounds are over and it
+// can be read.
+func (r *Runner) lastRound(ctx context.Context) *snapshot.Manifest {
+	e, ok := r.Journal.Last(Staged, Done, 0)
+	if !ok || e.Step != 0 {
+		return nil
+	}
+	var rounds []Round
+	if json.Unmarshal(e.Data, &rounds) != nil || len(rounds) == 0 {
+		return nil
+	}
+	m, err := snapshot.ReadManifest(ctx, r.o.Store, rounds[len(rounds)-1].Backup)
+	if err != nil {
+		return nil
+	}
+	return m
 }

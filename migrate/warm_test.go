@@ -210,3 +210,44 @@ func TestWarmRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestSameTrees: a claim is left alone only when its chunked tree stream has the same digest as
+// the same claim's in the round before, in the same repository; withoutVolumes then drops it and
+// its streams from what the restore reads, and countUnchanged reports its entries.
+func TestSameTrees(t *testing.T) {
+	vol := func(name, format, repo string) snapshot.Volume {
+		return snapshot.Volume{Namespace: "lab", Name: name, Key: "volumes/lab/" + name + ".tree.jsonl.zst", Format: format, Repo: repo,
+			List: &snapshot.FileList{Key: "volume-files/lab/" + name + ".jsonl.zst", Entries: 7}}
+	}
+	man := func(digests map[string]string, vols ...snapshot.Volume) *snapshot.Manifest {
+		m := &snapshot.Manifest{Volumes: vols}
+		for _, v := range vols {
+			m.Streams = append(m.Streams, snapshot.Stream{Key: v.Key, SHA256: digests[v.Name]}, snapshot.Stream{Key: v.List.Key, SHA256: "list"})
+		}
+		return m
+	}
+	chunks := snapshot.FormatChunks
+	prev := man(map[string]string{"same": "a", "changed": "b", "other-repo": "c", "tar": "d"},
+		vol("same", chunks, "r"), vol("changed", chunks, "r"), vol("other-repo", chunks, "r"), vol("tar", "", ""))
+	cur := man(map[string]string{"same": "a", "changed": "B", "other-repo": "c", "tar": "d", "new": "e"},
+		vol("same", chunks, "r"), vol("changed", chunks, "r"), vol("other-repo", chunks, "r2"), vol("tar", "", ""), vol("new", chunks, "r"))
+	got := sameTrees(cur, prev)
+	if len(got) != 1 || !got["lab/same"] {
+		t.Fatalf("sameTrees: %v, want lab/same alone", got)
+	}
+	if sameTrees(cur, nil) != nil {
+		t.Error("without a round before, nothing is the same")
+	}
+	r := withoutVolumes(&snapshot.Reader{Manifest: cur}, got)
+	if len(r.Manifest.Volumes) != 4 || slices.ContainsFunc(r.Manifest.Volumes, func(v snapshot.Volume) bool { return v.Name == "same" }) {
+		t.Errorf("volumes left: %+v", r.Manifest.Volumes)
+	}
+	if len(r.Manifest.Streams) != 8 || len(cur.Streams) != 10 {
+		t.Errorf("streams: %d left of %d, want the two of lab/same dropped, the original untouched", len(r.Manifest.Streams), len(cur.Streams))
+	}
+	rep := &snapshot.Report{}
+	countUnchanged(rep, cur, got)
+	if rep.Counts["volumes"][snapshot.StatusUnchanged] != 7 {
+		t.Errorf("counts %v, want lab/same's 7 entries unchanged", rep.Counts)
+	}
+}
