@@ -251,3 +251,24 @@ func TestSameTrees(t *testing.T) {
 		t.Errorf("counts %v, want lab/same's 7 entries unchanged", rep.Counts)
 	}
 }
+
+// TestColdRunReportsDowntime: a run that is not warm has no rounds, and its report shows the
+// downtime (quiesce to shifted) beside the total all the same.
+func TestColdRunReportsDowntime(t *testing.T) {
+	store, blue, green := fileStore(t), shopBlue(t), newFakeCluster(t, "green")
+	r := start(t, runOn(t, store, blue, green, &fakeSwitcher{}))
+	if err := r.Drive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rep := BuildReport(r.Journal)
+	if len(rep.Rounds) != 0 || rep.Warm != nil || rep.DowntimeSeconds <= 0 || rep.DowntimeSeconds > rep.VerifiedCutoverSeconds {
+		t.Errorf("rounds %v, warm %v, downtime %v of %v: want no rounds and 0 < downtime <= total", rep.Rounds, rep.Warm, rep.DowntimeSeconds, rep.VerifiedCutoverSeconds)
+	}
+	var out bytes.Buffer
+	if err := rep.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Downtime: ") || strings.Contains(out.String(), "Pre-copy rounds") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
