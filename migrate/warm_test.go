@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -270,5 +271,26 @@ func TestColdRunReportsDowntime(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Downtime: ") || strings.Contains(out.String(), "Pre-copy rounds") {
 		t.Errorf("report:\n%s", out.String())
+	}
+}
+
+// TestWarmRollbackBeforeQuiesce: a warm run stopped in its pre-copy has nothing to roll back on
+// blue, and the refusal says that green holds the pre-copied claims.
+func TestWarmRollbackBeforeQuiesce(t *testing.T) {
+	ctx := context.Background()
+	store, blue, green := fileStore(t), shopBlue(t), newFakeCluster(t, "green")
+	// Killed once round 1 is done: planned and preflighted begin and done, round 1 begin and done.
+	first, crashed := driveUntilCrash(t, warmOn(runOn(t, store, blue, green, nil), 3, 0, 1<<30), 6)
+	if !crashed {
+		t.Fatal("the run was not killed")
+	}
+	r, err := Resume(ctx, runOn(t, store, blue, green, nil), first.Journal.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	err = r.Rollback(ctx, RollbackOptions{})
+	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "never quiesced") || !strings.Contains(err.Error(), "pre-copy") {
+		t.Errorf("rollback in the pre-copy: %v, want it refused, saying green holds the pre-copied claims", err)
 	}
 }
