@@ -50,7 +50,12 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 	defer stop()
 	switch {
 	case !r.Journal.IsDone(Quiesced, 0):
-		return fmt.Errorf("run %s never quiesced blue: nothing to roll back (state %q): %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
+		note := ""
+		if r.Journal.IsDone(Staged, 0) || r.Journal.Current() == Staged {
+			// Blue never stopped, but green is not as it was: say so.
+			note = "; its pre-copy left blue's claims, with their namespaces, on green (ferry never deletes them)"
+		}
+		return fmt.Errorf("run %s never quiesced blue: nothing to roll back (state %q)%s: %w", r.Journal.Run.ID, r.Journal.Current(), note, ErrStopped)
 	case r.Journal.Current() == Finalized:
 		return fmt.Errorf("run %s is finalized: %w", r.Journal.Run.ID, ErrStopped)
 	case o.CarryBack && o.DiscardGreenWrites:

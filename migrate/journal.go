@@ -30,14 +30,17 @@ type State string
 const (
 	Planned     State = "planned"
 	Preflighted State = "preflighted"
-	Quiesced    State = "quiesced"
-	BackedUp    State = "backed-up"
-	Restored    State = "restored"
-	Verified    State = "verified"
-	Shifting    State = "shifting"
-	Shifted     State = "shifted"
-	Finalized   State = "finalized"
-	RolledBack  State = "rolled-back"
+	// Staged is a warm run's pre-copy while blue is live: each round is a step (Event.Step is the
+	// round), and step 0 ends the state once a round's delta was small enough or the rounds ran out.
+	Staged     State = "staged"
+	Quiesced   State = "quiesced"
+	BackedUp   State = "backed-up"
+	Restored   State = "restored"
+	Verified   State = "verified"
+	Shifting   State = "shifting"
+	Shifted    State = "shifted"
+	Finalized  State = "finalized"
+	RolledBack State = "rolled-back"
 )
 
 // The states of a carry-back (ferry rollback --carry-back), between the forward run's last state
@@ -51,7 +54,7 @@ const (
 )
 
 // Forward is the order of the forward run.
-var Forward = []State{Planned, Preflighted, Quiesced, BackedUp, Restored, Verified, Shifting, Shifted, Finalized}
+var Forward = []State{Planned, Preflighted, Staged, Quiesced, BackedUp, Restored, Verified, Shifting, Shifted, Finalized}
 
 // CarryBackStates are the steps of a carry-back, in order; RolledBack ends it.
 var CarryBackStates = []State{GreenQuiesced, GreenBackedUp, CarriedBack, BlueVerified}
@@ -84,6 +87,16 @@ type Run struct {
 	// Pins says the run pins the backups it uses (snapshot.PinBackup); runs recorded before runs
 	// did are read by UnpinnedBackups.
 	Pins bool `json:"pins,omitempty"`
+	// Warm is set for a warm run: volumes are copied to green while blue is live, in rounds,
+	// before the quiesce (see Warm). Kept here so that a resumed run stays warm.
+	Warm *Warm `json:"warm,omitempty"`
+}
+
+// Warm says how a warm run pre-copies: at most Rounds rounds, ending early after a round that
+// uploaded at most DeltaBytes.
+type Warm struct {
+	Rounds     int   `json:"rounds"`
+	DeltaBytes int64 `json:"deltaBytes"`
 }
 
 // Event is one entry of a run's journal.
@@ -92,7 +105,7 @@ type Event struct {
 	At     time.Time       `json:"at"`
 	State  State           `json:"state"`
 	Phase  string          `json:"phase"`
-	Step   int             `json:"step,omitempty"` // the traffic step (percent to green) while shifting
+	Step   int             `json:"step,omitempty"` // the traffic step (percent to green) while shifting; the round while staged
 	Detail string          `json:"detail,omitempty"`
 	Data   json.RawMessage `json:"data,omitempty"`
 	// Lease is the generation of the lease the event was written under (the fencing token).
@@ -230,6 +243,19 @@ func (j *Journal) Last(state State, phase string, step int) (Event, bool) {
 func (j *Journal) IsDone(state State, step int) bool {
 	_, ok := j.Last(state, Done, step)
 	return ok
+}
+
+// IsDoneExactly reports whether the step of that number finished: step 0 is a step of its own,
+// not any step (a warm run's staged state ends with step 0 after its rounds 1, 2, ...).
+func (j *Journal) IsDoneExactly(state State, step int) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range j.events {
+		if e.State == state && e.Phase == Done && e.Step == step {
+			return true
+		}
+	}
+	return false
 }
 
 // Current is the run's state: the last finished step, or RolledBack.

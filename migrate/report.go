@@ -28,12 +28,18 @@ type Report struct {
 	StartedAt time.Time     `json:"startedAt"`
 	Phases    []Phase       `json:"phases"`
 	// VerifiedCutoverSeconds is from the run's start to green serving all traffic, verified.
-	VerifiedCutoverSeconds float64           `json:"verifiedCutoverSeconds,omitempty"`
-	Verification           *Summary          `json:"verification,omitempty"`
-	TrafficSteps           []TrafficStep     `json:"trafficSteps,omitempty"`
-	GreenMayTakeWritesAt   time.Time         `json:"greenMayTakeWritesAt,omitzero"`
-	Rollback               *RollbackSummary  `json:"rollback,omitempty"`
-	CarryBack              *CarryBackSummary `json:"carryBack,omitempty"`
+	VerifiedCutoverSeconds float64 `json:"verifiedCutoverSeconds,omitempty"`
+	// DowntimeSeconds is from the start of blue's quiesce to green serving all traffic (the end
+	// of the shift): the time writes were stopped. Set once the run shifted.
+	DowntimeSeconds float64 `json:"downtimeSeconds,omitempty"`
+	// Warm is a warm run's pre-copy settings, and Rounds its rounds, each with its delta.
+	Warm                 *Warm             `json:"warm,omitempty"`
+	Rounds               []Round           `json:"rounds,omitempty"`
+	Verification         *Summary          `json:"verification,omitempty"`
+	TrafficSteps         []TrafficStep     `json:"trafficSteps,omitempty"`
+	GreenMayTakeWritesAt time.Time         `json:"greenMayTakeWritesAt,omitzero"`
+	Rollback             *RollbackSummary  `json:"rollback,omitempty"`
+	CarryBack            *CarryBackSummary `json:"carryBack,omitempty"`
 	// Problem is why the run stopped, when it did.
 	Problem string `json:"problem,omitempty"`
 	// Protection says what of the run's journal and backups is encrypted (see ReadReport).
@@ -165,13 +171,17 @@ type ObjectChanges struct {
 
 // BuildReport reads a run's report from its journal.
 func BuildReport(j *Journal) Report {
-	rep := Report{Run: j.Run.ID, State: j.Current(), Blue: j.Run.Blue, Green: j.Run.Green, Backup: j.Run.Backup, StartedAt: j.Run.CreatedAt}
+	rep := Report{Run: j.Run.ID, State: j.Current(), Blue: j.Run.Blue, Green: j.Run.Green, Backup: j.Run.Backup, StartedAt: j.Run.CreatedAt, Warm: j.Run.Warm}
+	var quiesceBegan time.Time
 	open := map[[2]any]Event{}
 	for _, e := range j.Events() {
 		key := [2]any{e.State, e.Step}
 		switch e.Phase {
 		case Begin:
 			open[key] = e
+			if e.State == Quiesced && quiesceBegan.IsZero() {
+				quiesceBegan = e.At
+			}
 			if cb := rep.CarryBack; cb != nil && e.State == GreenQuiesced && cb.started.IsZero() {
 				cb.started = e.At
 			}
@@ -203,8 +213,16 @@ func BuildReport(j *Journal) Report {
 				}
 			case e.State == Shifting && e.Step > 0:
 				rep.TrafficSteps = append(rep.TrafficSteps, TrafficStep{Percent: e.Step, Result: e.Phase, Seconds: p.Seconds, Gates: e.Data})
+			case e.State == Staged && e.Step > 0 && e.Phase == Done:
+				var rd Round
+				if json.Unmarshal(e.Data, &rd) == nil {
+					rep.Rounds = append(rep.Rounds, rd)
+				}
 			case e.State == Shifted && e.Phase == Done:
 				rep.VerifiedCutoverSeconds = e.At.Sub(j.Run.CreatedAt).Seconds()
+				if !quiesceBegan.IsZero() {
+					rep.DowntimeSeconds = e.At.Sub(quiesceBegan).Seconds()
+				}
 				rep.addSchemas(e.Data)
 			case e.State == Finalized && e.Phase == Done:
 				rep.addSchemas(e.Data)
@@ -296,13 +314,28 @@ func (rep Report) Print(w io.Writer) error {
 	fmt.Fprintln(tw, "PHASE\tSTEP\tRESULT\tTIME\tDETAIL")
 	for _, p := range rep.Phases {
 		step := ""
-		if p.Step > 0 {
+		switch {
+		case p.Step > 0 && p.State == Staged:
+			step = fmt.Sprintf("round %d", p.Step)
+		case p.Step > 0:
 			step = fmt.Sprintf("%d %%", p.Step)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.State, step, p.Result, seconds(p.Seconds), oneLine(p.Detail))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(rep.Rounds) > 0 && rep.Warm != nil {
+		fmt.Fprintf(w, "\nPre-copy rounds (blue live; at most %d, ending at a delta of at most %s):\n", rep.Warm.Rounds, bytesIEC(rep.Warm.DeltaBytes))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ROUND\tBACKUP\tVOLUMES\tFILES\tBYTES\tREAD\tDELTA (UPLOADED)\tBACKUP TIME\tRESTORE TIME")
+		for _, rd := range rep.Rounds {
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d files, %s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, bytesIEC(rd.Bytes),
+				rd.ReadFiles, bytesIEC(rd.ReadBytes), bytesIEC(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	if v := rep.Verification; v != nil {
 		fmt.Fprintf(w, "\nVerification: %s\n", countsLine(v.Counts))
@@ -323,6 +356,9 @@ func (rep Report) Print(w io.Writer) error {
 	}
 	if rep.VerifiedCutoverSeconds > 0 {
 		fmt.Fprintf(w, "Time to a verified cutover: %s.\n", seconds(rep.VerifiedCutoverSeconds))
+	}
+	if rep.DowntimeSeconds > 0 {
+		fmt.Fprintf(w, "Downtime: %s (quiesce to green serving); total %s\n", seconds(rep.DowntimeSeconds), seconds(rep.VerifiedCutoverSeconds))
 	}
 	if cb := rep.CarryBack; cb != nil {
 		cb.print(w)

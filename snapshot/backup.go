@@ -190,6 +190,11 @@ type Volume struct {
 	// NewPackBytes are the bytes of the packs a chunked volume's backup uploaded to Repo: what
 	// it stored beyond the chunks earlier backups had stored.
 	NewPackBytes int64 `json:"newPackBytes,omitempty"`
+	// ReadBytes are the bytes of the files a chunked volume's backup read, and UnchangedFiles the
+	// files it did not read, as unchanged since the claim's previous tree: an incremental
+	// backup's work beside the volume's size.
+	ReadBytes      int64 `json:"readBytes,omitempty"`
+	UnchangedFiles int64 `json:"unchangedFiles,omitempty"`
 }
 
 // FormatChunks is Volume.Format of a volume stored as a tree stream over the chunk repository.

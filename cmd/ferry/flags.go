@@ -10,12 +10,14 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/buildinfo"
+	"github.com/ferrykube/ferry/migrate"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 )
 
@@ -227,4 +229,42 @@ func oneArg(command, what, see string) cobra.PositionalArgs {
 		}
 		return badinput.Errorf("ferry %s takes one %s, got %d arguments%s", command, what, len(args), see)
 	}
+}
+
+// warmFlags are ferry migrate's --warm, --warm-rounds and --warm-delta.
+type warmFlags struct {
+	on     bool
+	rounds int
+	delta  string
+}
+
+func (w *warmFlags) addFlags(f *pflag.FlagSet) {
+	f.BoolVar(&w.on, "warm", false, "copy the volumes to green while blue is live, in rounds, then quiesce blue and copy the last delta: writes stop only for that delta, the databases, buckets, objects, verify and shift")
+	f.IntVar(&w.rounds, "warm-rounds", migrate.DefaultWarmRounds, "with --warm, the most pre-copy rounds before blue is quiesced")
+	f.StringVar(&w.delta, "warm-delta", "64Mi", "with --warm, the rounds end after one that uploaded at most this much (a size: 64Mi, 1Gi, 500M, 0)")
+}
+
+// isSet says whether any of the flags was given.
+func (w *warmFlags) isSet(f *pflag.FlagSet) bool {
+	return w.on || f.Changed("warm-rounds") || f.Changed("warm-delta")
+}
+
+// warm checks the flags and returns the run's warm settings; nil without --warm.
+func (w *warmFlags) warm(f *pflag.FlagSet) (*migrate.Warm, error) {
+	if !w.on {
+		for _, name := range []string{"warm-rounds", "warm-delta"} {
+			if f.Changed(name) {
+				return nil, badinput.Errorf("--%s needs --warm", name)
+			}
+		}
+		return nil, nil
+	}
+	if w.rounds < 1 {
+		return nil, badinput.Errorf("--warm-rounds %d: want 1 or more", w.rounds)
+	}
+	q, err := resource.ParseQuantity(w.delta)
+	if err != nil || q.Sign() < 0 {
+		return nil, badinput.Errorf("--warm-delta %q: want a size of 0 or more, such as 64Mi or 1Gi", w.delta)
+	}
+	return &migrate.Warm{Rounds: w.rounds, DeltaBytes: q.Value()}, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -223,10 +224,13 @@ type migrateOptions struct {
 	configFile, preset string
 	mapping            mappingFlags
 	upgrade            upgradeFlags
+	warmFlags          warmFlags
+	flags              *pflag.FlagSet // to tell the flags given from their defaults
 
-	// Set by complete.
+	// Set by complete and validate.
 	config      config.Config
 	flagMapping snapshot.Mapping
+	warm        *migrate.Warm
 }
 
 func newMigrateCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
@@ -244,6 +248,11 @@ namespaces, the databases, buckets and their claims), green's release is left as
 are never changed), custom resources move in a version both serve, and green's own writers stay
 stopped from before blue's data is loaded until the shift. Objects whose kind green's release
 removed stop the run, by name, unless --leave-behind names their CRD (they then stay on blue).
+With --warm, the claims' files are copied to green while blue is live (state staged), in rounds of
+incremental backups (RUN-stage-K) each restored onto green, until a round uploads at most
+--warm-delta or --warm-rounds ran; blue is then quiesced and only the last delta is copied (the
+run's backup stores volumes in chunks). The report shows each round and the downtime beside the
+total time. Databases and buckets are copied once blue is quiesced, as in a cold run.
 Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go on), 1 failed, 2 bad input.`,
 		Args: noArgs,
 		RunE: runE(o),
@@ -258,6 +267,8 @@ Exit codes: 0 shifted, 3 stopped or paused (the report says why, and how to go o
 	o.mapping.addFlags(f)
 	o.output.addFlags(f, "json or yaml: the run's report for automation")
 	o.upgrade.addFlags(f)
+	o.warmFlags.addFlags(f)
+	o.flags = f
 	cmd.AddCommand(newMigrateStatusCommand(global, streams), newMigrateFinalizeCommand(global, streams), newMigrateListCommand(global, streams))
 	return cmd
 }
@@ -292,8 +303,8 @@ func (o *migrateOptions) validate() error {
 		return flagged(err)
 	}
 	if o.resume != "" {
-		if o.configFile != "" || o.preset != "" || o.upgrade.isSet() {
-			return badinput.Errorf("--resume continues a run with its own configuration: drop -f/--preset/--upgrade/--leave-behind")
+		if o.configFile != "" || o.preset != "" || o.upgrade.isSet() || o.warmFlags.isSet(o.flags) {
+			return badinput.Errorf("--resume continues a run with its own configuration: drop -f/--preset/--upgrade/--leave-behind/--warm")
 		}
 		return nil // the journal names the clusters, checked when it is read
 	}
@@ -303,6 +314,20 @@ func (o *migrateOptions) validate() error {
 	}
 	if err := o.upgrade.validate(o.config); err != nil {
 		return err
+	}
+	var err error
+	if o.warm, err = o.warmFlags.warm(o.flags); err != nil {
+		return err
+	}
+	if o.warm != nil {
+		switch {
+		case o.upgrade.on:
+			// The rounds would write green's claims while green's release runs, its writers not yet
+			// stopped; and an upgrade leaves green's own copies of state as they are.
+			return badinput.Errorf("--warm with --upgrade: green's release runs during the pre-copy, and its state is never written by ferry; migrate the upgrade without --warm")
+		case len(o.encryptTo) > 0:
+			return badinput.Errorf("--warm with --encrypt-to: encrypted backups are not incremental (each would read and upload every file), so the rounds would shorten nothing")
+		}
 	}
 	return checkClusters(o.from, o.to)
 }
@@ -348,6 +373,7 @@ func (o *migrateOptions) start(ctx context.Context) (*migrate.Runner, error) {
 	if o.upgrade.on {
 		mo.Upgrade = &plans.UpgradeOptions{LeaveBehind: o.upgrade.leaveBehind}
 	}
+	mo.Warm = o.warm
 	if mo.Switcher != nil {
 		if err := mo.Switcher.Preflight(ctx); err != nil {
 			return nil, fmt.Errorf("traffic switcher %s: %w", mo.Switcher.Name(), err)

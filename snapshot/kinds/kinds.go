@@ -180,6 +180,10 @@ type RestoreOptions struct {
 	// mirrored with deletions, database schemas dropped before their dumps load. Every kind names
 	// this mode Exact.
 	Exact bool
+	// ExactData makes only the volumes and buckets exact (synced with deletions), not the objects
+	// nor the databases: a warm migration's restores onto green, whose earlier pre-copy may hold
+	// files and objects blue has deleted since.
+	ExactData bool
 	// Upgrade: the backup was made for an upgrade (its plan has an upgrade section) and the target
 	// runs another release of the platform than the backup's source (green the new one, blue on a
 	// carry-back the old one). Only the state moves (resources.Objects.Upgrade); verify holds
@@ -209,10 +213,10 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 		return out // Velero keeps volume data in Kopia, which ferry does not read
 	}
 	return append(out,
-		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Exact: o.Exact, Log: o.Log},
+		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Exact: o.Exact || o.ExactData, Log: o.Log},
 		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Exact: o.Exact,
 			Upgrade: o.Upgrade, IntoExistingSchema: o.Upgrade && o.Exact},
-		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Exact: o.Exact},
+		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Exact: o.Exact || o.ExactData},
 	)
 }
 

@@ -154,19 +154,26 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 		}
 	}
 	c.Log.Info("volume stored in the chunk repository", "claim", v.Namespace+"/"+v.Name, "previous", from,
-		"unchanged", reused, "bytes", st.Bytes, "newBytes", st.NewBytes, "uploaded", st.StoredBytes, "packs", st.Packs)
+		"unchanged", reused.files, "bytes", st.Bytes, "newBytes", st.NewBytes, "uploaded", st.StoredBytes, "packs", st.Packs)
 	entry.Format, entry.Repo, entry.List, entry.Bytes = snapshot.FormatChunks, c.repo.Prefix(), &fl, files.bytes
-	entry.NewPackBytes = st.StoredBytes
+	// What was read: the writer's bytes count the chunks of unchanged files too.
+	entry.NewPackBytes, entry.ReadBytes, entry.UnchangedFiles = st.StoredBytes, max(st.Bytes-reused.bytes, 0), int64(reused.files)
 	return entry, skipped, nil
+}
+
+// unread counts the files a chunked backup took unchanged from the previous tree, and their bytes.
+type unread struct {
+	files int
+	bytes int64
 }
 
 // packChunks runs pack, the mover's `pack --tree` (stdin the previous stats, stdout its tar
 // stream), feeding it the stats of feed as it reads them; writes each entry's data through cw
 // and the entry to emit, taking unchanged files' entries from take (a second read of the same
 // previous tree); and hands the files to list. feed and take are nil without a previous tree.
-// It returns the files the mover left out, and how many it found unchanged.
+// It returns the files the mover left out, and the files it found unchanged (not read).
 func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack func(stdin io.Reader, stdout io.Writer) error,
-	emit func(treeEntry) error, list func(snapshot.File) error) ([]SkippedFile, int, error) {
+	emit func(treeEntry) error, list func(snapshot.File) error) ([]SkippedFile, unread, error) {
 	// The stats go to the mover as it reads them; once it is gone, what it did not read is dropped.
 	stdinOut, stdinIn := io.Pipe()
 	fed := make(chan error, 1)
@@ -187,13 +194,14 @@ func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack
 		tarIn.CloseWithError(err)
 	}()
 	var find prevFinder
-	reused := 0
+	var reused unread
 	if take != nil {
 		taken := take.finder()
 		find = func(name string) (treeEntry, bool, error) {
 			e, ok, err := taken(name)
 			if ok {
-				reused++
+				reused.files++
+				reused.bytes += e.DataBytes
 			}
 			return e, ok, err
 		}

@@ -127,7 +127,7 @@ func incremental(t testing.TB, cw *repo.Writer, dir string, prev []byte, out io.
 	if err := tw.close(); err != nil {
 		t.Fatal(err)
 	}
-	return reused
+	return reused.files
 }
 
 func smallFiles(t testing.TB, dir string, n int) {

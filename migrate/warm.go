@@ -1,0 +1,305 @@
+package migrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/kinds"
+	"github.com/ferrykube/ferry/snapshot/resources"
+	"github.com/ferrykube/ferry/storage"
+)
+
+// Defaults of a warm run (ferry migrate --warm).
+const (
+	DefaultWarmRounds     = 3
+	DefaultWarmDeltaBytes = 64 << 20
+)
+
+// Round is what one pre-copy round of a warm run did: its backup of blue's volumes (incremental
+// against the round before), and its restore onto green.
+type Round struct {
+	Round  int    `json:"round"`
+	Backup string `json:"backup"`
+	// Volumes, Files and Bytes are the claims backed up and the files and bytes they hold.
+	Volumes int   `json:"volumes"`
+	Files   int64 `json:"files"`
+	Bytes   int64 `json:"bytes"`
+	// ReadFiles and ReadBytes are what the round's backup read: the files changed since the
+	// round before (all of them in the first round).
+	ReadFiles int64 `json:"readFiles"`
+	ReadBytes int64 `json:"readBytes"`
+	// UploadedBytes are the bytes of new packs the round stored: what changed since the round
+	// before (all of it in the first round). The rounds end once it is at most the run's delta.
+	UploadedBytes  int64   `json:"uploadedBytes"`
+	BackupSeconds  float64 `json:"backupSeconds"`
+	RestoreSeconds float64 `json:"restoreSeconds"`
+	// Restored counts the restore's items by status (volumes restored or unchanged, ...).
+	Restored string `json:"restored,omitempty"`
+	// Skipped are the items the round's backup skipped: the final backup decides on them.
+	Skipped []snapshot.Skipped `json:"skipped,omitempty"`
+}
+
+// StageName is the name of the backup of a warm run's pre-copy round k.
+func StageName(backup string, k int) string { return fmt.Sprintf("%s-stage-%d", backup, k) }
+
+// warm is the run's pre-copy settings; nil for a run that is not warm.
+func (r *Runner) warm() *Warm { return r.Journal.Run.Warm }
+
+// stage runs a warm run's pre-copy rounds while blue is live, each a journaled step of Staged,
+// until a round uploaded at most the run's delta or the rounds ran out; step 0 then ends the
+// state. A round cut short is made again on resume: its backup unless complete, its restore
+// always (restoring twice changes nothing).
+func (r *Runner) stage(ctx context.Context) error {
+	w := r.warm()
+	if w == nil || r.Journal.IsDoneExactly(Staged, 0) {
+		return nil
+	}
+	var rounds []Round
+	for k := 1; k <= w.Rounds; k++ {
+		if err := r.step(ctx, Staged, k, func() (any, string, error) { return r.round(ctx, k) }); err != nil {
+			return err
+		}
+		e, _ := r.Journal.Last(Staged, Done, k)
+		var rd Round
+		if err := json.Unmarshal(e.Data, &rd); err != nil {
+			return fmt.Errorf("run %s: the journal's round %d: %w", r.Journal.Run.ID, k, err)
+		}
+		rounds = append(rounds, rd)
+		if rd.UploadedBytes <= w.DeltaBytes {
+			break
+		}
+	}
+	return r.step(ctx, Staged, 0, func() (any, string, error) {
+		last := rounds[len(rounds)-1]
+		why := fmt.Sprintf("its delta %s is at most %s", bytesIEC(last.UploadedBytes), bytesIEC(w.DeltaBytes))
+		if last.UploadedBytes > w.DeltaBytes {
+			why = fmt.Sprintf("the rounds ran out (%d); its delta was %s", w.Rounds, bytesIEC(last.UploadedBytes))
+		}
+		return rounds, fmt.Sprintf("%d pre-copy rounds; the last, as %s: blue is quiesced next", len(rounds), why), nil
+	})
+}
+
+// round k: back up blue's volumes (with the namespaces and claims green needs for them) in
+// chunks, incremental against the round before, and restore them onto green, the volumes exact
+// so that what blue deleted goes from green too.
+func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
+	name := StageName(r.Journal.Run.Backup, k)
+	started := time.Now()
+	m, err := r.stageBackup(ctx, name)
+	if err != nil {
+		return nil, "", err
+	}
+	rd := Round{Round: k, Backup: name, Volumes: len(m.Volumes), Skipped: m.Skipped, BackupSeconds: time.Since(started).Seconds()}
+	if !m.StartedAt.IsZero() && m.CompletedAt.After(m.StartedAt) {
+		// The backup's own time: a resumed round may reuse the backup a killed run completed.
+		rd.BackupSeconds = m.CompletedAt.Sub(m.StartedAt).Seconds()
+	}
+	for _, v := range m.Volumes {
+		rd.Bytes += v.Bytes
+		rd.UploadedBytes += v.NewPackBytes
+		rd.ReadBytes += v.ReadBytes
+		if v.List != nil {
+			rd.Files += v.List.Files
+			rd.ReadFiles += max(v.List.Files-v.UnchangedFiles, 0)
+		}
+	}
+	restoring := time.Now()
+	rdr, err := snapshot.Open(ctx, r.o.Store, name, r.o.Identities)
+	if err != nil {
+		return rd, "", err
+	}
+	// Green holds the round before's trees: the claims whose tree is the same are left alone.
+	var same map[string]bool
+	if k > 1 {
+		if prev, err := snapshot.ReadManifest(ctx, r.o.Store, StageName(r.Journal.Run.Backup, k-1)); err == nil {
+			same = sameTrees(m, prev)
+		}
+	}
+	sub := withoutVolumes(rdr, same)
+	restorers := kinds.Restorers(sub, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip, ExactData: true,
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Log: r.o.Log})
+	rep, err := kinds.Run(ctx, kinds.Restore, sub, restorers, r.o.Log)
+	if rep != nil {
+		countUnchanged(rep, m, same)
+	}
+	rd.RestoreSeconds = time.Since(restoring).Seconds()
+	if err != nil {
+		return rd, "", fmt.Errorf("round %d: restore %s onto green: %w", k, name, err)
+	}
+	rd.Restored = countLine(rep, snapshot.StatusRestored, snapshot.StatusUnchanged, snapshot.StatusUpdated)
+	if failed := rep.Problems(snapshot.StatusFailed); len(failed) > 0 {
+		return rd, "", fmt.Errorf("round %d: %d items failed to restore on green, e.g. %s %s: %s: %w", k, len(failed), failed[0].Kind, failed[0].Name, failed[0].Detail, ErrStopped)
+	}
+	if r.o.roundDone != nil {
+		r.o.roundDone(&rd)
+	}
+	detail := fmt.Sprintf("round %d (backup %s): %d volumes, %d files, %s; read %d files, %s; uploaded %s; backup %s, restore %s",
+		k, name, rd.Volumes, rd.Files, bytesIEC(rd.Bytes), rd.ReadFiles, bytesIEC(rd.ReadBytes), bytesIEC(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+	if len(rd.Skipped) > 0 {
+		detail += fmt.Sprintf("; %d items skipped (the final backup decides on them)", len(rd.Skipped))
+	}
+	return rd, detail, nil
+}
+
+// stageBackup makes a round's backup, pinned by the run, unless a killed run made it complete
+// already; an incomplete one is removed and made again. Skipped items do not stop a round: the
+// final backup, taken with blue quiesced, is the one the run's gate applies to.
+func (r *Runner) stageBackup(ctx context.Context, name string) (*snapshot.Manifest, error) {
+	if m, err := snapshot.ReadManifest(ctx, r.o.Store, name); err == nil {
+		return m, r.pin(ctx, name)
+	}
+	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+		return nil, err
+	}
+	if err := r.pin(ctx, name); err != nil {
+		return nil, err
+	}
+	return kinds.Backup(ctx, r.o.Store, r.o.Blue, kinds.BackupOptions{Name: name, Plan: stagePlan(r.plan), Chunks: true,
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Log: r.o.Log})
+}
+
+// stagePlan is the part of the run's plan a pre-copy round moves: the claims' files, and of the
+// objects only the namespaces and claims the volumes' restore needs on green. The final restore
+// finds them there, unchanged. Databases and buckets are left to the final backup: a bucket's
+// restore needs its server running on green, which the pre-copy does not start, and neither is
+// read incrementally.
+func stagePlan(p *plans.Plan) *plans.Plan {
+	out := *p
+	keep := func(group, resource string) bool {
+		return group == "" && (resource == "namespaces" || resource == "persistentvolumeclaims")
+	}
+	out.Resources = slices.DeleteFunc(slices.Clone(p.Resources), func(res plans.Resource) bool { return !keep(res.Group, res.Resource) })
+	out.Waves = nil
+	for _, w := range p.Waves {
+		w.Resources = slices.DeleteFunc(slices.Clone(w.Resources), func(gr string) bool { return gr != "namespaces" && gr != "persistentvolumeclaims" })
+		if len(w.Resources) > 0 {
+			out.Waves = append(out.Waves, w)
+		}
+	}
+	out.Volumes = slices.DeleteFunc(slices.Clone(p.Volumes), func(v plans.Volume) bool { return v.Holds != "" })
+	out.CRDs, out.Databases, out.Buckets, out.Quiesce, out.NodePorts, out.Upgrade = nil, nil, nil, nil, nil, nil
+	return &out
+}
+
+// bytesIEC writes n bytes for people: 1.5 GiB, 64 MiB, 12 KiB, 100 B.
+func bytesIEC(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// checkWarm refuses a warm run that cannot work (bad input, exit 2).
+func (o Options) checkWarm() error {
+	w := o.Warm
+	switch {
+	case w == nil:
+		return nil
+	case w.Rounds < 1:
+		return badinput.Errorf("--warm-rounds %d: want 1 or more", w.Rounds)
+	case w.DeltaBytes < 0:
+		return badinput.Errorf("--warm-delta %d: want 0 or more bytes", w.DeltaBytes)
+	case o.Upgrade != nil:
+		// Green's release runs, its writers not yet stopped, while the rounds would write its
+		// claims; and an upgrade leaves green's own copies of state as they are.
+		return badinput.Errorf("--warm with --upgrade: green's release runs during the pre-copy and its state is never written by ferry; migrate the upgrade cold")
+	case len(o.EncryptTo) > 0:
+		// An encrypted backup reads every file (its previous trees are encrypted to the recipients):
+		// every round would copy everything again.
+		return badinput.Errorf("--warm with --encrypt-to: encrypted backups are not incremental, so no round would copy less than the one before")
+	}
+	return nil
+}
+
+// sameTrees names ("namespace/claim") the chunked volumes of m whose tree stream is, byte for
+// byte, the one of the same claim in prev, in the same repository: nothing of them changed
+// since prev, so a target that holds prev's tree need not be restored again (a restore would
+// still rebuild and stream the whole volume). A different digest only costs a restore.
+func sameTrees(m, prev *snapshot.Manifest) map[string]bool {
+	if m == nil || prev == nil || m.Encryption != nil || prev.Encryption != nil {
+		return nil
+	}
+	digest := func(man *snapshot.Manifest, key string) string {
+		for _, s := range man.Streams {
+			if s.Key == key {
+				return s.SHA256
+			}
+		}
+		return ""
+	}
+	out := map[string]bool{}
+	for _, v := range m.Volumes {
+		i := slices.IndexFunc(prev.Volumes, func(p snapshot.Volume) bool { return p.Namespace == v.Namespace && p.Name == v.Name })
+		if v.Format != snapshot.FormatChunks || i < 0 {
+			continue
+		}
+		p := prev.Volumes[i]
+		if d := digest(m, v.Key); p.Format == v.Format && p.Repo == v.Repo && d != "" && d == digest(prev, p.Key) {
+			out[v.Namespace+"/"+v.Name] = true
+		}
+	}
+	return out
+}
+
+// withoutVolumes is r without the volumes named (with their streams): the restore leaves them
+// as they are (countUnchanged then reports them).
+func withoutVolumes(r *snapshot.Reader, names map[string]bool) *snapshot.Reader {
+	if len(names) == 0 {
+		return r
+	}
+	m := *r.Manifest
+	m.Volumes = slices.DeleteFunc(slices.Clone(m.Volumes), func(v snapshot.Volume) bool { return names[v.Namespace+"/"+v.Name] })
+	m.Streams = slices.DeleteFunc(slices.Clone(m.Streams), func(s snapshot.Stream) bool {
+		kind, name := r.Manifest.ItemOf(s.Key)
+		return kind == "volumes" && names[name]
+	})
+	out := *r
+	out.Manifest = &m
+	return &out
+}
+
+// countUnchanged counts the entries of the volumes of m named unchanged in rep, as a restore
+// counts a volume's entries it found right.
+func countUnchanged(rep *snapshot.Report, m *snapshot.Manifest, names map[string]bool) {
+	for _, v := range m.Volumes {
+		if names[v.Namespace+"/"+v.Name] {
+			n := 1
+			if v.List != nil {
+				n = int(v.List.Entries)
+			}
+			rep.CountN("volumes", snapshot.StatusUnchanged, n)
+		}
+	}
+}
+
+// lastRound is the manifest of a warm run's last pre-copy round, if the rounds are over and it
+// can be read.
+func (r *Runner) lastRound(ctx context.Context) *snapshot.Manifest {
+	e, ok := r.Journal.Last(Staged, Done, 0)
+	if !ok || e.Step != 0 {
+		return nil
+	}
+	var rounds []Round
+	if json.Unmarshal(e.Data, &rounds) != nil || len(rounds) == 0 {
+		return nil
+	}
+	m, err := snapshot.ReadManifest(ctx, r.o.Store, rounds[len(rounds)-1].Backup)
+	if err != nil {
+		return nil
+	}
+	return m
+}
