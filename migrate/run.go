@@ -94,7 +94,7 @@ func Start(ctx context.Context, o Options) (*Runner, error) {
 	if blue.UID != "" && blue.UID == green.UID {
 		return nil, fmt.Errorf("blue and green are the same cluster (%s): %w", blue.Server, ErrStopped)
 	}
-	if err := o.checkWarm(); err != nil {
+	if err := CheckWarm(o.Warm, o.Upgrade != nil, len(o.EncryptTo) > 0); err != nil {
 		return nil, err
 	}
 	now := time.Now()

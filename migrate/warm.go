@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -203,24 +204,31 @@ func bytesIEC(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
-// checkWarm refuses a warm run that cannot work (bad input, exit 2).
-func (o Options) checkWarm() error {
-	w := o.Warm
+// The values of a warm run, as its errors name them (a command line names its flags instead).
+const (
+	WarmName       = "warm run"
+	WarmRoundsName = "warm rounds"
+	WarmDeltaName  = "warm delta"
+)
+
+// CheckWarm refuses warm settings that cannot work, as bad input naming the value: no round, a
+// negative delta, an upgrade or encrypted backups. nil passes.
+func CheckWarm(w *Warm, upgrade, encrypted bool) error {
 	switch {
 	case w == nil:
 		return nil
 	case w.Rounds < 1:
-		return badinput.Errorf("--warm-rounds %d: want 1 or more", w.Rounds)
+		return badinput.Value(WarmRoundsName, strconv.Itoa(w.Rounds), "want 1 or more")
 	case w.DeltaBytes < 0:
-		return badinput.Errorf("--warm-delta %d: want 0 or more bytes", w.DeltaBytes)
-	case o.Upgrade != nil:
+		return badinput.Value(WarmDeltaName, strconv.FormatInt(w.DeltaBytes, 10), "want 0 or more bytes")
+	case upgrade:
 		// Green's release runs, its writers not yet stopped, while the rounds would write its
 		// claims; and an upgrade leaves green's own copies of state as they are.
-		return badinput.Errorf("--warm with --upgrade: green's release runs during the pre-copy and its state is never written by ferry; migrate the upgrade cold")
-	case len(o.EncryptTo) > 0:
+		return badinput.Value(WarmName, "", "not of an upgrade: green's release runs during the pre-copy, and ferry never writes its state; migrate the upgrade cold")
+	case encrypted:
 		// An encrypted backup reads every file (its previous trees are encrypted to the recipients):
 		// every round would copy everything again.
-		return badinput.Errorf("--warm with --encrypt-to: encrypted backups are not incremental, so no round would copy less than the one before")
+		return badinput.Value(WarmName, "", "not encrypted: encrypted backups are not incremental, so no round would copy less than the one before")
 	}
 	return nil
 }

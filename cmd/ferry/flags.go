@@ -48,6 +48,7 @@ var flagNames = map[string]string{
 	config.NamespaceMapName: "--namespace-map", config.StorageClassMapName: "--storage-class-map",
 	config.PresetName: "--preset", plans.LeaveBehindName: "--leave-behind",
 	snapshot.IdentityFileName: "--identity", snapshot.RecipientName: "--encrypt-to",
+	migrate.WarmName: "--warm", migrate.WarmRoundsName: "--warm-rounds", migrate.WarmDeltaName: "--warm-delta",
 	snapshot.VolumeFormatName: "--volume-format",
 	"grace":                   "--grace", "upgrade": "--upgrade",
 	"keep-last": "--keep-last", "keep-hourly": "--keep-hourly", "keep-daily": "--keep-daily",
@@ -258,9 +259,6 @@ func (w *warmFlags) warm(f *pflag.FlagSet) (*migrate.Warm, error) {
 			}
 		}
 		return nil, nil
-	}
-	if w.rounds < 1 {
-		return nil, badinput.Errorf("--warm-rounds %d: want 1 or more", w.rounds)
 	}
 	q, err := resource.ParseQuantity(w.delta)
 	if err != nil || q.Sign() < 0 {

@@ -319,15 +319,8 @@ func (o *migrateOptions) validate() error {
 	if o.warm, err = o.warmFlags.warm(o.flags); err != nil {
 		return err
 	}
-	if o.warm != nil {
-		switch {
-		case o.upgrade.on:
-			// The rounds would write green's claims while green's release runs, its writers not yet
-			// stopped; and an upgrade leaves green's own copies of state as they are.
-			return badinput.Errorf("--warm with --upgrade: green's release runs during the pre-copy, and its state is never written by ferry; migrate the upgrade without --warm")
-		case len(o.encryptTo) > 0:
-			return badinput.Errorf("--warm with --encrypt-to: encrypted backups are not incremental (each would read and upload every file), so the rounds would shorten nothing")
-		}
+	if err := migrate.CheckWarm(o.warm, o.upgrade.on, len(o.encryptTo) > 0); err != nil {
+		return flagged(err)
 	}
 	return checkClusters(o.from, o.to)
 }
