@@ -62,10 +62,7 @@ func BenchmarkBackupVolume(b *testing.B) {
 	if err := minio.CreateBucket(ctx, "backups"); err != nil {
 		b.Fatal(err)
 	}
-	config := filepath.Join(b.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	config := namespacesConfig(b, ns)
 	storedBytes := func(prefix string) int64 {
 		store, err := storage.Open(ctx, "s3://backups/"+prefix+"?endpoint="+minio.Endpoint+"&path-style=true")
 		if err != nil {

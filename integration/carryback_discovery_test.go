@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,10 +67,7 @@ func TestCarryBackKeepsWhatGreenDidNotList(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+undiscoveredNS+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := namespacesConfig(t, undiscoveredNS)
 	url := backupMinIO(t, "carry-back-undiscovered")
 	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
 	if code != 0 || !strings.Contains(out, "shifted") {

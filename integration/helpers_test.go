@@ -4,6 +4,8 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -180,4 +182,14 @@ func removeNamespace(t *testing.T, namespace string, kcs ...kubernetes.Interface
 // removeAfter removes namespace from each cluster (removeNamespace) when the test ends.
 func removeAfter(t *testing.T, namespace string, kcs ...kubernetes.Interface) {
 	t.Cleanup(func() { removeNamespace(t, namespace, kcs...) })
+}
+
+// namespacesConfig writes a ferry.yaml that includes only the namespaces given, and returns its path.
+func namespacesConfig(t testing.TB, namespaces ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(path, []byte("include: {namespaces: ["+strings.Join(namespaces, ", ")+"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

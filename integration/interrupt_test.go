@@ -71,10 +71,7 @@ func interruptConfig(t *testing.T) string {
 	if err := blue.BindClaim(ctx, interruptNS, interruptClaim, dir); err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(cfg, []byte("include: {namespaces: ["+interruptNS+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := namespacesConfig(t, interruptNS)
 	return cfg
 }
 

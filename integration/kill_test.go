@@ -99,10 +99,7 @@ func TestKilledAtEveryFileOfABackupAndItsDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(cfg, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := namespacesConfig(t, ns)
 	dir := t.TempDir()
 	url := "file://" + dir
 

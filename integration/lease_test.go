@@ -64,10 +64,7 @@ func TestMigrateTwoRunsAtOnce(t *testing.T) {
 	if _, err := blueKC.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(cfg, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := namespacesConfig(t, ns)
 	url := backupMinIO(t, "lease-race")
 	store, err := storage.Open(ctx, url)
 	if err != nil {

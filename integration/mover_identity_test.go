@@ -55,10 +55,7 @@ func TestVolumeMoverImageChangedIsRefused(t *testing.T) {
 	}
 	storeDir := t.TempDir()
 	url := "file://" + storeDir
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := namespacesConfig(t, ns)
 	ferryBinary(t) // built before the clock starts
 	start := time.Now()
 	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", backup); code != 0 {

@@ -280,10 +280,7 @@ func TestMoversInQuotaNamespaces(t *testing.T) {
 	})
 
 	write := func(namespaces ...string) string {
-		configFile := filepath.Join(t.TempDir(), "ferry.yaml")
-		if err := os.WriteFile(configFile, []byte("include: {namespaces: ["+strings.Join(namespaces, ", ")+"]}\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		configFile := namespacesConfig(t, namespaces...)
 		return configFile
 	}
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,10 +33,7 @@ func BenchmarkRestoreObjects20k(b *testing.B) {
 		b.Setenv(k, v)
 	}
 	url := "s3://backups/bench-restore?endpoint=" + minio.Endpoint + "&path-style=true"
-	config := filepath.Join(b.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+strings.Join(namespaces, ", ")+"]}\n"), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	config := namespacesConfig(b, namespaces...)
 	ferry := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)

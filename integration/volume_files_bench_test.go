@@ -75,10 +75,7 @@ func BenchmarkBackupVolumeFiles(b *testing.B) {
 		if err := blue.BindClaim(ctx, ns, "data", dir); err != nil {
 			b.Fatal(err)
 		}
-		config := filepath.Join(b.TempDir(), "ferry.yaml")
-		if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
-			b.Fatal(err)
-		}
+		config := namespacesConfig(b, ns)
 		runs, last := 0, ""
 		b.Run(fmt.Sprintf("backup/files=%d", n), func(b *testing.B) {
 			var peakRSS int64

@@ -50,10 +50,7 @@ func TestVolumeRestoreOfAFlippedStreamLeavesTheClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := backupMinIO(t, "volume-integrity")
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := namespacesConfig(t, ns)
 	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", backup); code != 0 {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}

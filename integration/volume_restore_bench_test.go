@@ -43,10 +43,7 @@ func BenchmarkRestoreVolume(b *testing.B) {
 		b.Setenv(k, v) // for storage.Open here, as for the ferry command
 	}
 	url := "s3://backups/bench-restore?endpoint=" + minio.Endpoint + "&path-style=true"
-	config := filepath.Join(b.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	config := namespacesConfig(b, ns)
 	cmd := exec.Command(ferryBinary(b), ferryArgs(b, []string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", "bench-restore"})...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 	if out, err := cmd.CombinedOutput(); err != nil {
