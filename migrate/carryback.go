@@ -51,8 +51,8 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 	switch {
 	case !r.Journal.IsDone(Quiesced, 0):
 		note := ""
-		if r.Journal.IsDone(Staged, 0) || r.Journal.Current() == Staged {
-			// Blue never stopped, but green is not as it was: say so.
+		if _, began := r.Journal.Last(Staged, Begin, 0); began {
+			// Blue never stopped, but a round may have written green: say so.
 			note = "; its pre-copy left blue's claims, with their namespaces, on green (ferry never deletes them)"
 		}
 		return fmt.Errorf("run %s never quiesced blue: nothing to roll back (state %q)%s: %w", r.Journal.Run.ID, r.Journal.Current(), note, ErrStopped)

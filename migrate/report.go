@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
@@ -313,25 +314,18 @@ func (rep Report) Print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PHASE\tSTEP\tRESULT\tTIME\tDETAIL")
 	for _, p := range rep.Phases {
-		step := ""
-		switch {
-		case p.Step > 0 && p.State == Staged:
-			step = fmt.Sprintf("round %d", p.Step)
-		case p.Step > 0:
-			step = fmt.Sprintf("%d %%", p.Step)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.State, step, p.Result, seconds(p.Seconds), oneLine(p.Detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.State, stepLabel(p.State, p.Step), p.Result, seconds(p.Seconds), oneLine(p.Detail))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(rep.Rounds) > 0 && rep.Warm != nil {
-		fmt.Fprintf(w, "\nPre-copy rounds (blue live; at most %d, ending at a delta of at most %s):\n", rep.Warm.Rounds, bytesIEC(rep.Warm.DeltaBytes))
+		fmt.Fprintf(w, "\nPre-copy rounds (blue live; at most %d, ending at a delta of at most %s):\n", rep.Warm.Rounds, human.Bytes(rep.Warm.DeltaBytes))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ROUND\tBACKUP\tVOLUMES\tFILES\tBYTES\tREAD\tDELTA (UPLOADED)\tBACKUP TIME\tRESTORE TIME")
 		for _, rd := range rep.Rounds {
-			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d files, %s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, bytesIEC(rd.Bytes),
-				rd.ReadFiles, bytesIEC(rd.ReadBytes), bytesIEC(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d files, %s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, human.Bytes(rd.Bytes),
+				rd.ReadFiles, human.Bytes(rd.ReadBytes), human.Bytes(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -435,6 +429,18 @@ func countsLine(counts map[string]map[string]int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// stepLabel names a step of a state for people: a warm run's round, or a traffic step's percent.
+func stepLabel(state State, step int) string {
+	switch {
+	case step <= 0:
+		return ""
+	case state == Staged:
+		return fmt.Sprintf("round %d", step)
+	default:
+		return fmt.Sprintf("%d %%", step)
+	}
 }
 
 func seconds(s float64) string {

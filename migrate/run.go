@@ -170,11 +170,8 @@ func (r *Runner) record(ctx context.Context, e Event) error {
 		return err
 	}
 	line := fmt.Sprintf("%s %-11s %-6s", e.At.Local().Format("15:04:05"), e.State, e.Phase)
-	switch {
-	case e.Step > 0 && e.State == Staged:
-		line += fmt.Sprintf(" round %d", e.Step)
-	case e.Step > 0:
-		line += fmt.Sprintf(" %3d %%", e.Step)
+	if step := stepLabel(e.State, e.Step); step != "" {
+		line += fmt.Sprintf(" %5s", step)
 	}
 	if e.Detail != "" {
 		line += "  " + e.Detail

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
@@ -80,9 +81,9 @@ func (r *Runner) stage(ctx context.Context) error {
 	}
 	return r.step(ctx, Staged, 0, func() (any, string, error) {
 		last := rounds[len(rounds)-1]
-		why := fmt.Sprintf("its delta %s is at most %s", bytesIEC(last.UploadedBytes), bytesIEC(w.DeltaBytes))
+		why := fmt.Sprintf("its delta %s is at most %s", human.Bytes(last.UploadedBytes), human.Bytes(w.DeltaBytes))
 		if last.UploadedBytes > w.DeltaBytes {
-			why = fmt.Sprintf("the rounds ran out (%d); its delta was %s", w.Rounds, bytesIEC(last.UploadedBytes))
+			why = fmt.Sprintf("the rounds ran out (%d); its delta was %s", w.Rounds, human.Bytes(last.UploadedBytes))
 		}
 		return rounds, fmt.Sprintf("%d pre-copy rounds; the last, as %s: blue is quiesced next", len(rounds), why), nil
 	})
@@ -143,7 +144,7 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 		r.o.roundDone(&rd)
 	}
 	detail := fmt.Sprintf("round %d (backup %s): %d volumes, %d files, %s; read %d files, %s; uploaded %s; backup %s, restore %s",
-		k, name, rd.Volumes, rd.Files, bytesIEC(rd.Bytes), rd.ReadFiles, bytesIEC(rd.ReadBytes), bytesIEC(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+		k, name, rd.Volumes, rd.Files, human.Bytes(rd.Bytes), rd.ReadFiles, human.Bytes(rd.ReadBytes), human.Bytes(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
 	if len(rd.Skipped) > 0 {
 		detail += fmt.Sprintf("; %d items skipped (the final backup decides on them)", len(rd.Skipped))
 	}
@@ -188,20 +189,6 @@ func stagePlan(p *plans.Plan) *plans.Plan {
 	out.Volumes = slices.DeleteFunc(slices.Clone(p.Volumes), func(v plans.Volume) bool { return v.Holds != "" })
 	out.CRDs, out.Databases, out.Buckets, out.Quiesce, out.NodePorts, out.Upgrade = nil, nil, nil, nil, nil, nil
 	return &out
-}
-
-// bytesIEC writes n bytes for people: 1.5 GiB, 64 MiB, 12 KiB, 100 B.
-func bytesIEC(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 // The values of a warm run, as its errors name them (a command line names its flags instead).
