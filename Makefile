@@ -3,6 +3,7 @@
 #   make demo-upgrade  ferry migrate --upgrade: the sample platform's release 1 on blue, its state onto release 2 on green
 #   make test    all tests: unit, a few seconds of each fuzz target, and integration against the real testbed
 #   make fuzz    each fuzz target for longer (FUZZTIME, 2m by default)
+#   make test-kubeflow  the integration tests on the Kubeflow fixtures beside the checkout
 
 SHELL := /bin/bash
 GO ?= go
@@ -11,7 +12,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/ferrykube/ferry/internal/buildinfo.version=$(VERSION)
 FIXTURES ?= ../shared/fixtures/kubeflow
 
-.PHONY: all build test test-short test-integration test-fuzz fuzz lint bench testbed-bin testbed-up testbed-down demo demo-upgrade check-go clean
+.PHONY: all build test test-short test-integration test-kubeflow test-fuzz fuzz lint bench testbed-bin testbed-up testbed-down demo demo-upgrade check-go clean
 
 all: build
 
@@ -41,9 +42,16 @@ testbed-bin: check-go
 
 test-integration: testbed-bin
 	@echo "==> all tests, integration included, against the testbed"
-	@$(GO) test -count=1 -timeout 60m ./...
+	@$(GO) test -count=1 -timeout 80m ./...
 
 test: lint test-fuzz testbed-bin test-integration
+
+# The integration tests with the Kubeflow fixtures (v1.10.2 and v1.11.0, beside $(FIXTURES)) in place
+# of the sample platform: every platform test on Kubeflow's manifests, and the Kubeflow upgrade.
+test-kubeflow: testbed-bin
+	@test -f $(FIXTURES)/platform.yaml || { echo "no Kubeflow fixture at $(FIXTURES) (set FIXTURES)"; exit 2; }
+	@echo "==> integration tests on the Kubeflow fixtures in $(abspath $(dir $(FIXTURES)))"
+	@FERRY_FIXTURES=$(abspath $(dir $(FIXTURES))) $(GO) test -count=1 -timeout 90m ./integration/
 
 # Fuzz targets, as package:target. Each must not panic, and every error must name its input.
 FUZZ_TARGETS := ./snapshot/:FuzzManifest ./migrate/:FuzzJournalEvent ./plans/:FuzzPlanFile ./plans/config/:FuzzConfig ./snapshot/volumes/:FuzzUnpack

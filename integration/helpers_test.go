@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,33 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
+
+// envCount is a positive whole number from the environment variable name, else def: the size a
+// test runs at in `make test`, which the issue's full figure (given in README.md) can replace.
+func envCount(t testing.TB, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a whole number above 0", name, s)
+	}
+	return n
+}
+
+// removeClustersAfter removes the clusters named, when they run, once t and its subtests end: the
+// clusters a test added for itself alone (testbed.RemoveCluster says why).
+func removeClustersAfter(t testing.TB, names ...string) {
+	t.Cleanup(func() {
+		for _, name := range names {
+			if err := tb.RemoveCluster(context.Background(), name); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
 
 // testLeaseTTL is the lease of the runs tests start and kill: short, so a killed run's lease expires
 // soon, and long enough that a loaded machine's slow renewal does not cost a live run its lease

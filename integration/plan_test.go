@@ -31,11 +31,37 @@ func repoDir() string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-// kubeflowFixture is the shared Kubeflow fixture beside the checkout, when it is there.
+// fixturesEnv names the folder of the Kubeflow fixtures (kubeflow, kubeflow-1.10) the tests use
+// instead of the sample platform. Unset, as in `make test`, the tests run on the repository's
+// samples alone, so that a run takes the same time wherever the checkout sits; `make
+// test-kubeflow` sets it.
+const fixturesEnv = "FERRY_FIXTURES"
+
+// kubeflowFixtures returns the fixtures' release folders named, when FERRY_FIXTURES is set and each
+// holds a platform.yaml.
+func kubeflowFixtures(releases ...string) ([]string, bool) {
+	root := os.Getenv(fixturesEnv)
+	if root == "" {
+		return nil, false
+	}
+	var dirs []string
+	for _, release := range releases {
+		dir := filepath.Join(root, release)
+		if _, err := os.Stat(filepath.Join(dir, "platform.yaml")); err != nil {
+			return nil, false
+		}
+		dirs = append(dirs, dir)
+	}
+	return dirs, true
+}
+
+// kubeflowFixture is the Kubeflow v1.11.0 fixture, when FERRY_FIXTURES names it.
 func kubeflowFixture() (string, bool) {
-	dir := filepath.Join(repoDir(), "..", "shared", "fixtures", "kubeflow")
-	_, err := os.Stat(filepath.Join(dir, "platform.yaml"))
-	return dir, err == nil
+	dirs, ok := kubeflowFixtures("kubeflow")
+	if !ok {
+		return "", false
+	}
+	return dirs[0], true
 }
 
 var platformOnce sync.Once
@@ -284,7 +310,7 @@ func runFerry(t testing.TB, args ...string) (int, string, string) {
 func TestPlanPreflightOnEmptyGreen(t *testing.T) {
 	fixture := applyPlatform(t)
 	if !fixture {
-		t.Skip("the storage classes checked here are the Kubeflow fixture's, which this checkout does not sit beside (README.md, Notes on the testbed)")
+		t.Skip("the storage classes checked here are the Kubeflow fixture's; FERRY_FIXTURES does not name it (make test-kubeflow; README.md, Notes on the testbed)")
 	}
 	green := tb.Clusters["green"]
 	if err := green.Apply(context.Background(), io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {

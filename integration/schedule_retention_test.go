@@ -27,7 +27,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestScheduledBackupsKeepLast runs a schedule's job 30 times over a claim that changes between
+// TestScheduledBackupsKeepLast runs a schedule's job 12 times (FERRY_KEEP_RUNS, 30 for the
+// issue's figure) over a claim that changes between
 // runs (chunked volumes), each run followed by ferry prune --keep-last 5, as an
 // operator's retention would: in the end the storage lists the 5 kept backups and only packs they
 // reference, each kept backup restores to exactly the tree it was taken of (walked and hashed
@@ -38,7 +39,8 @@ func TestScheduledBackupsKeepLast(t *testing.T) {
 	_, bkc := clients(t, "blue")
 	green, gkc := clients(t, "green")
 	ctx := context.Background()
-	const srcNS, claim, name, schedNS, secret, runs, keep = "keep-lab", "notebook-data", "hourly", "ferry-keep", "ferry-storage", 30, 5
+	const srcNS, claim, name, schedNS, secret, keep = "keep-lab", "notebook-data", "hourly", "ferry-keep", "ferry-storage", 5
+	runs := envCount(t, "FERRY_KEEP_RUNS", 12)
 	blue := testbed.Require(t, tb).Clusters["blue"]
 	createClaim(t, bkc, srcNS, claim, nil)
 	src := dataDir(t, claim+"-keep")

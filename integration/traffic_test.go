@@ -46,8 +46,10 @@ func colorServer(t testing.TB, color string, failing *atomic.Bool) *httptest.Ser
 	return srv
 }
 
-// trafficClient sends requests to url without pause from two goroutines, as users would, and
-// counts the answers under the phase in force when each request started.
+// trafficClient sends requests to url from two goroutines, each pausing trafficPause between its
+// requests, as users would, and counts the answers under the phase in force when each request
+// started. Without the pause the client and HAProxy took a whole core of the machine's two, and
+// every other test step ran at half speed.
 type trafficClient struct {
 	phase  atomic.Value // string
 	mu     sync.Mutex
@@ -91,11 +93,19 @@ func startTrafficClient(t *testing.T, url string) *trafficClient {
 					c.counts[phase][answer]++
 				}
 				c.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-time.After(trafficPause):
+				}
 			}
 		})
 	}
 	return c
 }
+
+// trafficPause keeps the client near 400 requests a second: every switch of the traffic still meets
+// hundreds of requests.
+const trafficPause = 5 * time.Millisecond
 
 // share waits until n requests of phase were answered and returns green's share in percent.
 func (c *trafficClient) share(t *testing.T, phase string, n int) float64 {

@@ -15,17 +15,14 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// kubeflowPair is the shared fixtures' two Kubeflow releases beside the checkout, when they are
-// there: v1.10.2 (blue) and v1.11.0 (green).
+// kubeflowPair is the fixtures' two Kubeflow releases, when FERRY_FIXTURES names them: v1.10.2
+// (blue) and v1.11.0 (green).
 func kubeflowPair() (older, newer string, ok bool) {
-	fixtures := filepath.Join(repoDir(), "..", "shared", "fixtures")
-	older, newer = filepath.Join(fixtures, "kubeflow-1.10"), filepath.Join(fixtures, "kubeflow")
-	for _, dir := range []string{older, newer} {
-		if _, err := os.Stat(filepath.Join(dir, "platform.yaml")); err != nil {
-			return "", "", false
-		}
+	dirs, ok := kubeflowFixtures("kubeflow-1.10", "kubeflow")
+	if !ok {
+		return "", "", false
 	}
-	return older, newer, true
+	return dirs[0], dirs[1], true
 }
 
 // upgradeCluster is a cluster of its own for a test, made once per test run: an upgrade needs a
@@ -247,7 +244,7 @@ func TestPlanUpgrade(t *testing.T) {
 	t.Run("kubeflow", func(t *testing.T) {
 		older, newer, ok := kubeflowPair()
 		if !ok {
-			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0 are not beside this checkout (README.md, Notes on the testbed)")
+			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0: FERRY_FIXTURES does not name them (make test-kubeflow; README.md, Notes on the testbed)")
 		}
 		ctx := context.Background()
 		blue, green := upgradeCluster(t, "kf110-blue"), upgradeCluster(t, "kf111-green")

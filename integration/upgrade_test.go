@@ -149,6 +149,9 @@ type upgradeCase struct {
 // releases (examples/platform, platform-v2), then, when the checkout sits beside the Kubeflow
 // fixtures (README.md, Notes on the testbed), with Kubeflow v1.10.2 and v1.11.0.
 func TestMigrateUpgrade(t *testing.T) {
+	testbed.Require(t, tb)
+	// The last test of the upgrade clusters (TestPlanUpgrade runs before it).
+	removeClustersAfter(t, "upgrade-blue", "upgrade-green", "kf110-blue", "kf111-green")
 	t.Run("sample", func(t *testing.T) {
 		v1, v2 := filepath.Join(repoDir(), "examples", "platform"), filepath.Join(repoDir(), "examples", "platform-v2")
 		claims, job := [][2]string{{"alice", "workspace-alice-nb"}, {"bob", "workspace-bob-nb"}}, [2]string{"alice", "train"}
@@ -163,7 +166,7 @@ func TestMigrateUpgrade(t *testing.T) {
 	t.Run("kubeflow", func(t *testing.T) {
 		older, newer, ok := kubeflowPair()
 		if !ok {
-			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0 are not beside this checkout (README.md, Notes on the testbed)")
+			t.Skip("the Kubeflow fixtures v1.10.2 and v1.11.0: FERRY_FIXTURES does not name them (make test-kubeflow; README.md, Notes on the testbed)")
 		}
 		claims, job := [][2]string{{"kubeflow-user-example-com", "test-workspace"}}, [2]string{"ml-team-vision", "resnet-ddp"}
 		blue, green := upgradePair(t, "kf110-blue", "kf111-green",

@@ -72,7 +72,7 @@ func TestChunkedEncryptedPrune(t *testing.T) {
 	}
 	backup := func(name string) string {
 		t.Helper()
-		code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", name,
+		code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--include-namespaces", srcNS, "--name", name,
 			"--volume-format", "chunks", "--encrypt-to", id.Recipient().String())
 		if (code != 0 && code != 3) || strings.Contains(out, "volume "+srcNS+"/"+claim) {
 			t.Fatalf("ferry backup %s exited %d\nstdout: %s\nstderr: %s", name, code, out, errOut)

@@ -71,7 +71,7 @@ func TestChunkedVolumeBackups(t *testing.T) {
 	}
 	backup := func(name string) {
 		t.Helper()
-		code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", name, "--volume-format", "chunks")
+		code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--include-namespaces", srcNS, "--name", name, "--volume-format", "chunks")
 		if (code != 0 && code != 3) || strings.Contains(out, "volume "+srcNS+"/"+claim) {
 			t.Fatalf("ferry backup %s exited %d\nstdout: %s\nstderr: %s", name, code, out, errOut)
 		}

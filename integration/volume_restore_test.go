@@ -62,7 +62,7 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--name", "vr-plain"}, {"--name", "vr-encrypted", "--encrypt-to", id.Recipient().String()}} {
 		start := time.Now()
-		code, out, errOut := runFerry(t, append([]string{"--storage", url, "backup", "--from", "blue", "--preset", "kubeflow"}, args...)...)
+		code, out, errOut := runFerry(t, append([]string{"--storage", url, "backup", "--from", "blue", "--include-namespaces", srcNS}, args...)...)
 		if (code != 0 && code != 3) || strings.Contains(out, "volume "+srcNS+"/"+claim) {
 			t.Fatalf("ferry backup %v exited %d\nstdout: %s\nstderr: %s", args, code, out, errOut)
 		}

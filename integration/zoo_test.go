@@ -55,6 +55,7 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	blueMinIO(t)
 	blue, blueKC := clients(t, "blue")
 	green := zooGreen(t)
+	removeClustersAfter(t, green.Name)
 	greenKC, _, err := green.Clients()
 	if err != nil {
 		t.Fatal(err)

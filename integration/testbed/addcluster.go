@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +44,7 @@ func (tb *Testbed) AddCluster(ctx context.Context, name string) (*Cluster, error
 		}
 		return nil, fmt.Errorf("testbed: add cluster %s: %w", name, err)
 	}
-	watchCtx := tb.watchContext()
+	watchCtx := tb.watchContext(c)
 	if err := c.mapMovers(watchCtx); err != nil {
 		return nil, err
 	}
@@ -53,24 +54,58 @@ func (tb *Testbed) AddCluster(ctx context.Context, name string) (*Cluster, error
 	return c, nil
 }
 
-// watchContext is a context for watchers started after Start, cancelled by Stop.
-func (tb *Testbed) watchContext() context.Context {
+// watchContext is a context for watchers of c started after Start, cancelled by Stop or by
+// RemoveCluster of c.
+func (tb *Testbed) watchContext(c *Cluster) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
-	previous := tb.stopWatchers
-	tb.stopWatchers = func() {
-		cancel()
-		if previous != nil {
-			previous()
+	chain := func(previous context.CancelFunc) context.CancelFunc {
+		return func() {
+			cancel()
+			if previous != nil {
+				previous()
+			}
 		}
 	}
+	tb.stopWatchers, c.stopWatchers = chain(tb.stopWatchers), chain(c.stopWatchers)
 	return ctx
+}
+
+// RemoveCluster ends a cluster added with AddCluster, its watchers, and the servers of its name
+// (AddServers): an idle kwok cluster still takes a tenth of a core, and late in a test run the
+// clusters of finished tests slowed every later one.
+func (tb *Testbed) RemoveCluster(ctx context.Context, name string) error {
+	c, ok := tb.Clusters[name]
+	if !ok {
+		return nil
+	}
+	if c.stopWatchers != nil {
+		c.stopWatchers()
+	}
+	var errs []error
+	if err := c.delete(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	delete(tb.Clusters, name)
+	if m := tb.MinIO[name]; m != nil {
+		errs = append(errs, m.Process.stop(10*time.Second))
+		delete(tb.MinIO, name)
+	}
+	if d := tb.MariaDB[name]; d != nil {
+		errs = append(errs, d.Process.stop(30*time.Second))
+		delete(tb.MariaDB, name)
+	}
+	errs = append(errs, tb.writeKubeconfig(), tb.save())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("testbed: remove cluster %s: %w", name, err)
+	}
+	return nil
 }
 
 // ServeExec maps the exec of every pod of the cluster that matches the label selector in the
 // namespace, now and later, to a local folder and environment — as if the pod ran there: the
 // platform's database pods, on any cluster, are then served by a testbed server. It lasts until Stop.
 func (tb *Testbed) ServeExec(c *Cluster, namespace, selector, workDir string, env map[string]string) error {
-	ctx := tb.watchContext()
+	ctx := tb.watchContext(c)
 	return c.onPods(ctx, namespace, selector, func(pod *corev1.Pod) {
 		c.MapExec(ctx, pod.Namespace, pod.Name, workDir, env)
 	})
@@ -79,7 +114,7 @@ func (tb *Testbed) ServeExec(c *Cluster, namespace, selector, workDir string, en
 // ServePortForward forwards podPort of every pod that matches, now and later, to host:port: the
 // platform's MinIO pods served by a testbed MinIO. It lasts until Stop.
 func (tb *Testbed) ServePortForward(c *Cluster, namespace, selector string, podPort int, host string, port int) error {
-	ctx := tb.watchContext()
+	ctx := tb.watchContext(c)
 	return c.onPods(ctx, namespace, selector, func(pod *corev1.Pod) {
 		c.MapPortForward(ctx, pod.Namespace, pod.Name, podPort, host, port)
 	})

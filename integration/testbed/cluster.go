@@ -42,6 +42,8 @@ type Cluster struct {
 
 	bins    Binaries
 	execBin string
+	// stopWatchers ends the watchers started for this cluster after Start (RemoveCluster).
+	stopWatchers context.CancelFunc
 }
 
 var (

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Main runs a test package's tests against one shared testbed, started before the first test and
@@ -20,6 +21,7 @@ func Main(m *testing.M, opts Options, tb **Testbed) int {
 	if testing.Short() {
 		return m.Run()
 	}
+	near := nearTimeout()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started, err := Start(ctx, opts)
@@ -27,19 +29,27 @@ func Main(m *testing.M, opts Options, tb **Testbed) int {
 		fmt.Fprintf(os.Stderr, "testbed: %v\n", err)
 		return 1
 	}
+	started.clock = newTestClock()
 	*tb = started
 	finished := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(os.Stderr, "testbed: interrupted; stopping")
-			started.Stop(context.Background())
-			os.Exit(1)
+		case <-near:
+			fmt.Fprintln(os.Stderr, "testbed: go test's -timeout is near; stopping the testbed before it ends the run")
 		case <-finished:
+			return
 		}
+		started.clock.report(os.Stderr, 10)
+		started.Stop(context.Background())
+		os.Exit(1)
 	}()
 	code := m.Run()
 	close(finished)
+	if code != 0 {
+		started.clock.report(os.Stderr, 10)
+	}
 	if err := started.Stop(context.Background()); err != nil {
 		fmt.Fprintf(os.Stderr, "testbed: %v\n", err)
 		if code == 0 {
@@ -47,6 +57,20 @@ func Main(m *testing.M, opts Options, tb **Testbed) int {
 		}
 	}
 	return code
+}
+
+// nearTimeout fires two minutes before go test's -timeout ends the binary with a panic, so that the
+// testbed's processes are stopped and the running tests named (nil, never firing, without a timeout).
+func nearTimeout() <-chan time.Time {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return nil
+	}
+	timeout, err := time.ParseDuration(f.Value.String())
+	if err != nil || timeout <= 0 {
+		return nil
+	}
+	return time.After(max(timeout-2*time.Minute, timeout*9/10))
 }
 
 // Require skips a test in -short mode, where no testbed runs, and returns the shared testbed.
@@ -57,6 +81,9 @@ func Require(t testing.TB, tb *Testbed) *Testbed {
 			t.Skip("needs the testbed; runs without -short")
 		}
 		t.Fatal("the testbed is not running: start it with testbed.Main in TestMain")
+	}
+	if tb.clock != nil {
+		tb.clock.begin(t)
 	}
 	return tb
 }

@@ -81,6 +81,7 @@ type Testbed struct {
 
 	stopWatchers context.CancelFunc
 	haproxyMu    sync.Mutex
+	clock        *testClock
 }
 
 const stateFile = "testbed.json"
