@@ -72,6 +72,13 @@ func (c *Cluster) kwokctl(ctx context.Context, out io.Writer, args ...string) er
 	return nil
 }
 
+// kwokctlConfig is the configuration kwokctl creates each cluster with.
+const kwokctlConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  bindAddress: 127.0.0.1
+`
+
 func createCluster(ctx context.Context, bins Binaries, dir, name string, nodes int, execBin string) (*Cluster, error) {
 	c := &Cluster{Name: name, WorkDir: filepath.Join(dir, "kwok-"+name), bins: bins, execBin: execBin, Kubeconfig: filepath.Join(dir, name+".kubeconfig")}
 	if err := os.MkdirAll(c.WorkDir, 0o755); err != nil {
@@ -87,7 +94,14 @@ func createCluster(ctx context.Context, bins Binaries, dir, name string, nodes i
 	if err != nil {
 		return nil, err
 	}
-	err = c.kwokctl(ctx, nil, "create", "cluster", "--runtime", "binary",
+	// Every component binds loopback only (kwokctl's default is 0.0.0.0), which only its
+	// configuration file sets.
+	config := filepath.Join(c.WorkDir, "kwokctl.yaml")
+	if err := os.WriteFile(config, []byte(kwokctlConfig), 0o644); err != nil {
+		unlock()
+		return nil, err
+	}
+	err = c.kwokctl(ctx, nil, "--config", config, "create", "cluster", "--runtime", "binary",
 		"--kubeconfig", filepath.Join(c.WorkDir, "kubeconfig"), // kwokctl adds a context here; never the user's
 		"--kube-apiserver-binary", bins["kube-apiserver"],
 		"--kube-controller-manager-binary", bins["kube-controller-manager"],
