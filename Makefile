@@ -77,7 +77,8 @@ fuzz: check-go
 
 bench: testbed-bin
 	@echo "==> benchmarks: storage and the chunk repository beside raw transfers to the same MinIO; objects, volumes and a verified cutover on the testbed"
-	@$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 3h ./storage/ ./storage/repo/ ./integration/
+	@FERRY_FIXTURES=$(if $(wildcard $(FIXTURES)/platform.yaml),$(abspath $(dir $(FIXTURES)))) \
+	  $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 3h ./storage/ ./storage/repo/ ./integration/
 
 testbed-up: testbed-bin
 	@$(TESTBED) up

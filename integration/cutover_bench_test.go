@@ -16,9 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// BenchmarkVerifiedCutover migrates blue (the Kubeflow fixture when it is beside the checkout, see
-// README.md's notes on the testbed; else the sample platform, with its database, its bucket and a
-// claim of 256 MiB and 2,000 files) onto a new cluster with ferry migrate behind HAProxy, and reports the time from the run's start to green
+// BenchmarkVerifiedCutover migrates blue (the Kubeflow fixture when FERRY_FIXTURES names it, as
+// make bench does when the fixture is beside the checkout, see README.md's notes on the testbed;
+// else the sample platform, with its database, its bucket and a claim of 256 MiB and 2,000 files)
+// onto a new cluster with ferry migrate behind HAProxy, and reports the time from the run's start to green
 // serving all traffic, verified. Beside each phase (backup, restore, verify) it prints, from
 // ferry's own log of the same run, each kind's time, their sum (the phase's time if the kinds ran
 // one after another) and the longest: a phase that runs its kinds at the same time takes about the
