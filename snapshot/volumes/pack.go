@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ferrykube/ferry/snapshot"
@@ -163,6 +164,10 @@ func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
 		h.Uid, h.Gid = int(st.Uid), int(st.Gid)
 	}
 	h.Uname, h.Gname = "", ""
+	// Left out: reading a file or folder changes its access time (a backup's own walk does), and
+	// neither time is restored (Unpack sets the modification time). With them an unchanged volume's
+	// tree differed from one backup to the next, and a warm round restored it again in full.
+	h.AccessTime, h.ChangeTime = time.Time{}, time.Time{}
 	if !utf8.ValidString(h.Name) || !utf8.ValidString(h.Linkname) {
 		// PAX names are UTF-8 unless the entry says otherwise; these are bytes, kept as they are.
 		h.PAXRecords = map[string]string{"hdrcharset": "BINARY"}

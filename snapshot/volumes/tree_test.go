@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -220,6 +221,38 @@ func TestTreeIncremental(t *testing.T) {
 	if !reflect.DeepEqual(have, want) {
 		t.Errorf("entries of the second backup's archive:\n%+v\nwant the volume's now:\n%+v", have, want)
 	}
+}
+
+// TestTreeOfAnUnchangedVolumeIsTheSame: reading a volume changes its access times (a backup's own
+// walk does, on the usual relatime mounts), and nothing else; the next backup's tree must be the
+// same, byte for byte, or a warm migration restores an unchanged claim again in full.
+func TestTreeOfAnUnchangedVolumeIsTheSame(t *testing.T) {
+	dir := treeDir(t)
+	r, _ := testRepo(t)
+	first, _ := chunkBackup(t, r, dir, nil)
+	second, _ := chunkBackup(t, r, dir, first)
+	if !bytes.Equal(first, second) {
+		a, b := entryLines(t, first), entryLines(t, second)
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Fatalf("the trees of two backups of an unchanged volume differ, first at line %d:\n%s\n%s", i, a[i], b[i])
+			}
+		}
+		t.Fatalf("the trees of two backups of an unchanged volume differ: %d and %d lines", len(a), len(b))
+	}
+}
+
+// entryLines are a tree's entries with their headers' PAX records in plain text.
+func entryLines(t *testing.T, tree []byte) []string {
+	t.Helper()
+	var out []string
+	if err := readTree(bytes.NewReader(tree), func(e treeEntry) error {
+		out = append(out, fmt.Sprintf("%s stat %q sha256 %s head %q", e.Path, e.Stat, e.SHA256, bytes.ReplaceAll(e.Head, []byte{0}, nil)))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestTreeTamperedChunkRefused: a chunk whose bytes changed in storage fails the regeneration
