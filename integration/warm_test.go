@@ -219,8 +219,10 @@ func TestWarmMigration(t *testing.T) {
 		t.Logf("round %d (%s): %d files, %d bytes, uploaded %d bytes; backup %.1fs, restore %.1fs",
 			rd.Round, rd.Backup, rd.Files, rd.Bytes, rd.UploadedBytes, rd.BackupSeconds, rd.RestoreSeconds)
 	}
-	if got := rep.Rounds[0].UploadedBytes; got < int64(size)<<20*9/10 {
-		t.Errorf("round 1 uploaded %d bytes, want about the volume's %d MiB", got, size)
+	// Round 1 copies the whole volume as it found it (the writer deletes files while it runs, a
+	// larger share of a small volume).
+	if first := rep.Rounds[0]; first.UploadedBytes < first.Bytes*9/10 {
+		t.Errorf("round 1 uploaded %d bytes of the volume's %d", first.UploadedBytes, first.Bytes)
 	}
 	if last := rep.Rounds[len(rep.Rounds)-1]; last.UploadedBytes > 1<<20 && len(rep.Rounds) < 3 {
 		t.Errorf("the rounds ended at round %d, which uploaded %d bytes: neither under --warm-delta nor at --warm-rounds", last.Round, last.UploadedBytes)
