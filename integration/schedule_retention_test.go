@@ -27,14 +27,13 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestScheduledBackupsKeepLast runs a schedule's job 12 times (FERRY_KEEP_RUNS, 30 for the
-// issue's figure) over a claim that changes between
-// runs (chunked volumes), each run followed by ferry prune --keep-last 5, as an
-// operator's retention would: in the end the storage lists the 5 kept backups and only packs they
-// reference, each kept backup restores to exactly the tree it was taken of (walked and hashed
-// here), and ferry check --read-data passes. A tampered pack is then reported by check and
-// refused by the restore of the backup that needs it, with nothing applied, while an older kept
-// backup that does not need it still restores exactly.
+// TestScheduledBackupsKeepLast runs a schedule's job 12 times (FERRY_KEEP_RUNS, 30 for the issue's
+// figure) over a claim that changes between runs (chunked volumes), each run followed by ferry
+// prune --keep-last 5, as an operator's retention would: in the end the storage lists the 5 kept
+// backups and only packs they reference, each kept backup restores to exactly the tree it was taken
+// of (walked and hashed here), and ferry check --read-data passes. A tampered pack is then reported
+// by check and refused by the restore of the backup that needs it, with nothing applied, while an
+// older kept backup that does not need it still restores exactly.
 func TestScheduledBackupsKeepLast(t *testing.T) {
 	_, bkc := clients(t, "blue")
 	green, gkc := clients(t, "green")

@@ -148,8 +148,8 @@ func addPyTorchJob(t *testing.T, c *testbed.Cluster, namespace, name string) {
 // component and namespace, the changed images. A custom resource of the removed kind in a tenant's
 // namespace blocks it (exit 3), named, until --leave-behind names its CRD; one in the release's
 // namespace does not. First with the sample's two releases (examples/platform, platform-v2),
-// then, when the checkout sits beside the Kubeflow fixtures (README.md, Notes on the testbed),
-// with Kubeflow v1.10.2 and v1.11.0.
+// then, when FERRY_FIXTURES names the Kubeflow fixtures (make test-kubeflow; README.md, Notes on
+// the testbed), with Kubeflow v1.10.2 and v1.11.0.
 func TestPlanUpgrade(t *testing.T) {
 	t.Run("sample", func(t *testing.T) {
 		ctx := context.Background()

@@ -146,8 +146,8 @@ type upgradeCase struct {
 // (nothing of blue's leaked: no Training Operator, no PyTorchJob CRD, CRDs as green stores them),
 // and the tenants' objects, their volumes' files, the database's rows and the bucket are on green,
 // by the independent checker; the report has the upgrade's section. First with the sample's two
-// releases (examples/platform, platform-v2), then, when the checkout sits beside the Kubeflow
-// fixtures (README.md, Notes on the testbed), with Kubeflow v1.10.2 and v1.11.0.
+// releases (examples/platform, platform-v2), then, when FERRY_FIXTURES names the Kubeflow
+// fixtures (make test-kubeflow; README.md, Notes on the testbed), with Kubeflow v1.10.2 and v1.11.0.
 func TestMigrateUpgrade(t *testing.T) {
 	testbed.Require(t, tb)
 	// The last test of the upgrade clusters (TestPlanUpgrade runs before it).

@@ -57,12 +57,12 @@ func repoPackBytes(dir string) int64 {
 }
 
 // TestWarmMigration: ferry migrate --warm of a claim of 256 MiB (FERRY_WARM_MIB, 1024 for the
-// issue's figure) that a writer
-// changes (new files, rewritten files, deleted files) while the first pre-copy round runs. ferry
-// is SIGKILLed during each pre-copy round — in round 1 while its backup uploads, in later rounds
-// while their restore runs — and each --resume goes on from the journal; the run ends shifted,
-// the report shows the rounds (the first the whole volume, the last at most the delta) and the
-// downtime beside the total, and the independent checker finds green's claim exactly blue's.
+// issue's figure) that a writer changes (new files, rewritten files, deleted files) while the first
+// pre-copy round runs. ferry is SIGKILLed during each pre-copy round — in round 1 while its backup
+// uploads, in later rounds while their restore runs — and each --resume goes on from the journal;
+// the run ends shifted, the report shows the rounds (the first the whole volume, the last at most
+// the delta) and the downtime beside the total, and the independent checker finds green's claim
+// exactly blue's.
 func TestWarmMigration(t *testing.T) {
 	blue, bkc := clients(t, "blue")
 	green, gkc := clients(t, "green")
