@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +15,17 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
+	"github.com/ferrykube/ferry/storage/storagetest"
 	"k8s.io/utils/ptr"
 )
 
 // BenchmarkRestoreVolume restores a claim holding a 256 MiB file and 2,000 small files from the
-// backup MinIO onto a new claim on green, through the API server (exec) and with the mover
-// reading storage itself (direct), and reports volume MB/s and ferry's peak heap.
+// backup MinIO onto a new claim on green: from a tar stream through the API server (exec) and with
+// the mover reading storage itself (direct), and from the chunk repository through the API server
+// (exec-chunks). It reports volume MB/s and ferry's peak heap, and beside them the raw references
+// of the same run: a ranged download of the claim's bytes from the same MinIO (raw-download) and a
+// copy of its files to a new folder of the same disk (disk-write). Issue 17's goal: 80 % of the
+// lower of the two.
 func BenchmarkRestoreVolume(b *testing.B) {
 	blue, bkc := clientsB(b, "blue")
 	green, gkc := clientsB(b, "green")
@@ -44,17 +50,25 @@ func BenchmarkRestoreVolume(b *testing.B) {
 	}
 	url := "s3://backups/bench-restore?endpoint=" + minio.Endpoint + "&path-style=true"
 	config := namespacesConfig(b, ns)
-	cmd := exec.Command(ferryBinary(b), ferryArgs(b, []string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", "bench-restore"})...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("ferry backup: %v\n%s", err, out)
-	}
 	store, err := storage.Open(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := snapshot.Open(ctx, store, "bench-restore", nil)
-	if err != nil {
+	backup := func(name string, flags ...string) *snapshot.Reader {
+		b.Helper()
+		cmd := exec.Command(ferryBinary(b), ferryArgs(b, append([]string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", name}, flags...))...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("ferry backup: %v\n%s", err, out)
+		}
+		r, err := snapshot.Open(ctx, store, name, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	tarBackup, chunksBackup := backup("bench-restore"), backup("bench-restore-chunks", "--volume-format", "chunks")
+	if err := storagetest.RawUpload(ctx, minio.S3Client(), "backups", "bench-restore-raw", treeReader(b, dir)); err != nil {
 		b.Fatal(err)
 	}
 	presigner := store.(storage.Presigner)
@@ -66,9 +80,36 @@ func BenchmarkRestoreVolume(b *testing.B) {
 		b.Fatal(err)
 	}
 	restores := 0 // the benchmark function runs more than once: every restore gets a new claim
-	for _, mode := range []string{"exec", "direct"} {
+	for _, mode := range []string{"raw-download", "disk-write", "exec", "exec-chunks", "direct"} {
 		b.Run(mode, func(b *testing.B) {
 			b.SetBytes(size)
+			switch mode {
+			case "raw-download":
+				for range b.N {
+					if err := storagetest.RawDownload(ctx, minio.S3Client(), "backups", "bench-restore-raw", size); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			case "disk-write":
+				for i := range b.N {
+					b.StopTimer()
+					to, err := tb.DataDir(fmt.Sprintf("bench-restore-copy-%d", i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					copyTree(b, dir, to)
+					b.StopTimer()
+					os.RemoveAll(to)
+					b.StartTimer()
+				}
+				return
+			}
+			r := tarBackup
+			if mode == "exec-chunks" {
+				r = chunksBackup
+			}
 			var peak uint64
 			for range b.N {
 				b.StopTimer()
@@ -88,5 +129,37 @@ func BenchmarkRestoreVolume(b *testing.B) {
 			}
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		})
+	}
+}
+
+// copyTree copies the folders and regular files under src to dst, as the disk's raw reference.
+func copyTree(b *testing.B, src, dst string) {
+	b.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(to)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 }

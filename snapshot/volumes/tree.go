@@ -236,10 +236,6 @@ func readTree(r io.Reader, fn func(treeEntry) error) error {
 	}
 }
 
-// chunkReader reads chunks back, verifying each (repo.Repo's Read).
-type chunkReader interface {
-	Read(ctx context.Context, refs []repo.ChunkRef, w io.Writer) error
-}
 
 // untree writes the archive a tree stream stands for to w: each entry's header, its data read
 // back from the repository (every chunk checked before its bytes are written) and its padding.
@@ -247,7 +243,9 @@ type chunkReader interface {
 // the tree or of a chunk, untree ends what it wrote with a block no tar reader takes for a
 // header (see poison) and returns the error: the mover staging it fails and removes what it
 // staged, as it does for a corrupt stored archive, even where the exec's stdin never ends.
-func untree(ctx context.Context, tree io.Reader, chunks chunkReader, w io.Writer, verify func() error) error {
+func untree(ctx context.Context, tree io.Reader, rp *repo.Repo, w io.Writer, verify func() error) error {
+	chunks := rp.NewReader() // one for the whole archive: small files share packs
+	defer chunks.Close()
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cw := &archiveCounter{w: bw}
 	var last *treeEntry
@@ -310,7 +308,7 @@ func (c *archiveCounter) Write(p []byte) (int, error) {
 
 var zeros [512]byte
 
-func writeEntry(ctx context.Context, w io.Writer, chunks chunkReader, e treeEntry) error {
+func writeEntry(ctx context.Context, w io.Writer, chunks *repo.Reader, e treeEntry) error {
 	if _, err := w.Write(e.Head); err != nil {
 		return err
 	}

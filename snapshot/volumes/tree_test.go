@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"filippo.io/age"
@@ -380,5 +381,69 @@ func TestTreeMissingPackIsCorrupt(t *testing.T) {
 	}
 	if _, err := untreeBytes(t, r, tree); !errors.Is(err, snapshot.ErrCorrupt) {
 		t.Fatalf("untree without its packs: %v; want ErrCorrupt", err)
+	}
+}
+
+// countingStore counts the objects a reader opens under packs/ and the bytes it reads of them.
+type countingStore struct {
+	storage.Backend
+	gets, bytes atomic.Int64
+}
+
+func (c *countingStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := c.Backend.Get(ctx, key)
+	if err != nil || !strings.Contains(key, "/packs/") {
+		return rc, err
+	}
+	c.gets.Add(1)
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(rc, addWriter{&c.bytes}), rc}, nil
+}
+
+type addWriter struct{ n *atomic.Int64 }
+
+func (w addWriter) Write(p []byte) (int, error) { w.n.Add(int64(len(p))); return len(p), nil }
+
+// TestTreeReadsEachPackOnce: a volume of many small files, whose chunks share a few packs, is
+// regenerated with each pack read once, front to back: a restore's requests and bytes from the
+// storage are those of the packs, not one request (and a pack's head) per file.
+func TestTreeReadsEachPackOnce(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.NewChaCha8([32]byte{9})
+	for i := range 2000 {
+		b := make([]byte, 1024)
+		rng.Read(b)
+		sub := filepath.Join(dir, fmt.Sprintf("%02d", i%20))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("%04d", i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, st := testRepo(t)
+	tree, _ := chunkBackup(t, r, dir, nil)
+
+	counted := &countingStore{Backend: st}
+	reopened, err := repo.Open(context.Background(), counted, repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := untreeBytes(t, reopened, tree); err != nil {
+		t.Fatal(err)
+	}
+	var packs, packBytes int64
+	st.List(context.Background(), repo.DefaultPrefix+"packs/", func(o storage.ObjectInfo) error {
+		packs++
+		packBytes += o.Size
+		return nil
+	})
+	if got := counted.gets.Load(); got > packs {
+		t.Errorf("regenerating 2,000 files opened packs %d times; want each of the %d packs once", got, packs)
+	}
+	if got := counted.bytes.Load(); got > packBytes {
+		t.Errorf("regenerating 2,000 files read %d bytes of packs; want at most their %d", got, packBytes)
 	}
 }

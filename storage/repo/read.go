@@ -21,17 +21,37 @@ import (
 // ID recomputed before any of its bytes reach w: a tampered or misplaced chunk is refused with an
 // error naming it and its pack, and w has then received only the verified chunks before it. A
 // caller that must check a whole file before applying any of it calls Verify first, or writes to
-// a staging file it renames only when Read returns nil.
+// a staging file it renames only when Read returns nil. A caller that reads many files one after
+// another uses a Reader, which keeps the packs open between them.
 func (r *Repo) Read(ctx context.Context, refs []ChunkRef, w io.Writer) error {
+	rd := r.NewReader()
+	defer rd.Close()
+	return rd.Read(ctx, refs, w)
+}
+
+// maxOpenPacks bounds the packs a Reader keeps open: the packs of new chunks and those of the
+// unchanged files an incremental backup reuses alternate in a volume's walk order. Each may hold
+// some of its object in memory (storage.S3 fetches ranges ahead).
+const maxOpenPacks = 4
+
+// Reader reads chunks as Repo.Read does, over many calls: the packs it opened stay open (up to
+// maxOpenPacks, the least recently used closed first), so that the small files whose chunks share a
+// pack are read with one request, front to back, not one request and the pack's head per file.
+// A Reader is not safe for concurrent use; Close releases its packs.
+type Reader struct {
+	r    *Repo
+	open []*packReader // least recently used first
+}
+
+// NewReader returns a Reader of the repository's chunks.
+func (r *Repo) NewReader() *Reader { return &Reader{r: r} }
+
+// Read writes the chunks' bytes to w, in order, each checked first (see Repo.Read).
+func (rd *Reader) Read(ctx context.Context, refs []ChunkRef, w io.Writer) error {
+	r := rd.r
 	if r.cfg.Encrypted && len(r.opts.Identities) == 0 {
 		return fmt.Errorf("read: %w", ErrNoIdentity)
 	}
-	var pr *packReader
-	defer func() {
-		if pr != nil {
-			pr.rc.Close()
-		}
-	}()
 	for _, ref := range refs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -43,24 +63,61 @@ func (r *Repo) Read(ctx context.Context, refs []ChunkRef, w io.Writer) error {
 		if e.size != ref.Size {
 			return fmt.Errorf("chunk %s: the index has %d bytes, the ref %d: %w", ref.ID, e.size, ref.Size, ErrCorrupt)
 		}
-		if pr == nil || pr.name != e.pack || e.off < pr.pos+4 {
-			if pr != nil {
-				pr.rc.Close()
-				pr = nil
-			}
-			var err error
-			if pr, err = r.openPack(ctx, e.pack); err != nil {
-				return err
-			}
+		pr, err := rd.pack(ctx, e)
+		if err != nil {
+			return err
 		}
 		data, err := r.blob(pr, ref.ID, e)
 		if err != nil {
+			rd.drop(pr) // its position is no longer known
 			return err
 		}
 		if _, err := w.Write(data); err != nil {
 			return fmt.Errorf("write chunk %s: %w", ref.ID, err)
 		}
 	}
+	return nil
+}
+
+// pack returns an open reader of e's pack that is not past e, opening the pack (again) when none is.
+func (rd *Reader) pack(ctx context.Context, e entry) (*packReader, error) {
+	for i, pr := range rd.open {
+		if pr.name != e.pack {
+			continue
+		}
+		rd.open = append(rd.open[:i], rd.open[i+1:]...)
+		if e.off >= pr.pos+4 {
+			rd.open = append(rd.open, pr)
+			return pr, nil
+		}
+		pr.rc.Close() // forward only: a chunk behind the reader needs the pack from its start
+		break
+	}
+	if len(rd.open) == maxOpenPacks {
+		rd.open[0].rc.Close()
+		rd.open = rd.open[1:]
+	}
+	pr, err := rd.r.openPack(ctx, e.pack)
+	if err != nil {
+		return nil, err
+	}
+	rd.open = append(rd.open, pr)
+	return pr, nil
+}
+
+func (rd *Reader) drop(pr *packReader) {
+	if i := slices.Index(rd.open, pr); i >= 0 {
+		rd.open = slices.Delete(rd.open, i, i+1)
+	}
+	pr.rc.Close()
+}
+
+// Close closes the packs the reader holds open.
+func (rd *Reader) Close() error {
+	for _, pr := range rd.open {
+		pr.rc.Close()
+	}
+	rd.open = nil
 	return nil
 }
 

@@ -690,3 +690,36 @@ func TestWriterIndexesAsItGoes(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderAcrossCalls: one Reader reads streams of many packs in any order, again and again,
+// each checked: packs beyond what it keeps open are closed, a chunk behind a pack's reader opens
+// the pack again.
+func TestReaderAcrossCalls(t *testing.T) {
+	for _, enc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("encrypted=%v", enc), func(t *testing.T) {
+			f := newFixture(t, enc)
+			r := f.init(t)
+			var data [][]byte
+			var refs [][]ChunkRef
+			for i := range maxOpenPacks + 2 { // a writer each: each stream in packs of its own
+				d := randomData(uint64(100+i), 300<<10)
+				rs, _ := write(t, r, d)
+				data, refs = append(data, d), append(refs, rs)
+			}
+			rd := f.open(t, f.opts(true)).NewReader()
+			defer rd.Close()
+			for _, i := range []int{0, 1, 0, 2, 3, 4, 5, 0, 5, 5, 1} {
+				var b bytes.Buffer
+				if err := rd.Read(context.Background(), refs[i], &b); err != nil {
+					t.Fatalf("stream %d: %v", i, err)
+				}
+				if !bytes.Equal(b.Bytes(), data[i]) {
+					t.Fatalf("stream %d: read %d bytes, want %d equal ones", i, b.Len(), len(data[i]))
+				}
+				if len(rd.open) > maxOpenPacks {
+					t.Fatalf("%d packs open, want at most %d", len(rd.open), maxOpenPacks)
+				}
+			}
+		})
+	}
+}
