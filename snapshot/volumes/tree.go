@@ -236,7 +236,6 @@ func readTree(r io.Reader, fn func(treeEntry) error) error {
 	}
 }
 
-
 // untree writes the archive a tree stream stands for to w: each entry's header, its data read
 // back from the repository (every chunk checked before its bytes are written) and its padding.
 // verify runs after the last entry is read and before the end marker is written. On an error of
