@@ -45,9 +45,13 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
-	cmd := newRootCommand(streams)
+	global := newGlobalOptions()
+	cmd := newRootCommand(global, streams)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
+	if perr := global.profile.finish(); err == nil {
+		err = perr
+	}
 	if err == nil {
 		return exitOK
 	}

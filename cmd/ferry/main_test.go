@@ -1,9 +1,11 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -28,6 +30,8 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, exitBadInput, `unknown command "frobnicate"`},
 		{"bad log format", []string{"--log-format", "xml", "version"}, exitBadInput, `--log-format "xml"`},
 		{"bad progress", []string{"--progress", "sometimes", "version"}, exitBadInput, `--progress "sometimes"`},
+		{"bad profile", []string{"--profile", "trace", "version"}, exitBadInput, `--profile "trace"`},
+		{"profile to a folder that is not there", []string{"--profile", "cpu", "--profile-output", "/nonexistent/cpu.pprof", "version"}, exitFailed, "--profile-output"},
 		{"bad output", []string{"version", "-o", "toml"}, exitBadInput, `--output "toml"`},
 		{"extra argument", []string{"version", "now"}, exitBadInput, "takes no arguments"},
 		{"unknown volume format", []string{"backup", "--preset", "kubeflow", "--volume-format", "zip"}, exitBadInput, `--volume-format "zip"`},
@@ -49,6 +53,29 @@ func TestExitCodes(t *testing.T) {
 				t.Fatalf("ferry %v: stderr %q does not name %q", tc.args, errOut, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestProfile: --profile writes a profile pprof reads, as kubectl's does.
+func TestProfile(t *testing.T) {
+	for _, name := range []string{"cpu", "heap"} {
+		out := t.TempDir() + "/" + name + ".pprof"
+		streams, _, _, errOut := genericiooptions.NewTestIOStreams()
+		if code := run(context.Background(), []string{"--profile", name, "--profile-output", out, "version"}, streams); code != exitOK {
+			t.Fatalf("--profile %s: exit %d: %s", name, code, errOut)
+		}
+		f, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f) // pprof's format: a gzipped protocol buffer
+		if err == nil {
+			_, err = io.Copy(io.Discard, zr)
+		}
+		f.Close()
+		if err != nil {
+			t.Errorf("--profile %s wrote no profile: %v", name, err)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ type globalOptions struct {
 	storageURL string
 	logFormat  string
 	progress   string
+	profile    profileOptions
 
 	// Set by complete.
 	logger       *slog.Logger
@@ -40,6 +41,7 @@ func (o *globalOptions) addFlags(cmd *cobra.Command) {
 	flags.StringVar(&o.storageURL, "storage", o.storageURL, "where backups live: file://PATH or s3://BUCKET/PREFIX?endpoint=URL&region=R&path-style=true")
 	flags.StringVar(&o.logFormat, "log-format", o.logFormat, "log format: text or json")
 	flags.StringVar(&o.progress, "progress", o.progress, "progress bars: auto (when stderr is a terminal), always or never")
+	o.profile.addFlags(flags)
 }
 
 // complete checks the shared flags and builds the logger.
@@ -65,12 +67,11 @@ func (o *globalOptions) complete(errOut io.Writer) error {
 		return badinput.Errorf("--progress %q: want auto, always or never", o.progress)
 	}
 	o.logger = slog.New(handler)
-	return nil
+	return o.profile.start()
 }
 
-func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
+func newRootCommand(global *globalOptions, streams genericiooptions.IOStreams) *cobra.Command {
 	streams.Out, streams.ErrOut = discardIfNil(streams.Out), discardIfNil(streams.ErrOut)
-	global := newGlobalOptions()
 	cmd := &cobra.Command{
 		Use:   "ferry",
 		Short: "Blue-green migration, backup and restore of Kubernetes platforms",
