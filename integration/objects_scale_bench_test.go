@@ -28,7 +28,8 @@ import (
 // a raw reference measured in the same run against the same API server: creates from client-go
 // at ferry's concurrency (restore), paged LIST and JSON (backup, verify). The carry-back's
 // comparison (reading the run's backup and green's, then comparing) runs in objbench, a small
-// program on the same code. Run: make bench (or -bench ObjectsAtScale).
+// program on the same code. FERRY_BENCH_PROFILE names a folder for a CPU profile of each step.
+// Run: make bench (or -bench ObjectsAtScale).
 func BenchmarkObjectsAtScale(b *testing.B) {
 	sizes := os.Getenv("FERRY_BENCH_OBJECTS")
 	if sizes == "" {
@@ -229,8 +230,14 @@ func objectsAtScale(b *testing.B, n int) map[string]float64 {
 		b.Fatal(err)
 	}
 	stamp := time.Now().Unix()
+	// FERRY_BENCH_PROFILE names a folder for a CPU profile of each step (ferry's --profile).
+	profiles := os.Getenv("FERRY_BENCH_PROFILE")
 	ferry := func(args ...string) *exec.Cmd {
-		cmd := exec.Command(ferryBinary(b), ferryArgs(b, append([]string{"--storage", url}, args...))...)
+		global := []string{"--storage", url}
+		if profiles != "" {
+			global = append(global, "--profile", "cpu", "--profile-output", filepath.Join(profiles, fmt.Sprintf("%d-%s.pprof", n, args[0])))
+		}
+		cmd := exec.Command(ferryBinary(b), ferryArgs(b, append(global, args...))...)
 		cmd.Env = env
 		return cmd
 	}
@@ -305,13 +312,13 @@ func objectsAtScale(b *testing.B, n int) map[string]float64 {
 	metrics := map[string]float64{"objects": float64(n), "restore-objects/s": float64(n) / rs.seconds, "restore-peak-RSS-MiB": rs.rssMiB,
 		"verify-objects/s": float64(n) / vf.seconds, "verify-peak-RSS-MiB": vf.rssMiB, "compare-peak-RSS-MiB": cr.rssMiB}
 
-	if profile := os.Getenv("FERRY_BENCH_PROFILE"); profile != "" {
+	if profiles != "" {
 		// The restore again, into other namespaces, with a CPU profile.
 		var again []string
 		for _, ns := range namespaces {
 			again = append(again, "-map", ns+"="+ns+"-p")
 		}
-		pr := exec.Command(objbench, append([]string{"-mode", "restore", "-storage", url, "-original", backupName, "-context", targetName, "-cpuprofile", profile}, again...)...)
+		pr := exec.Command(objbench, append([]string{"-mode", "restore", "-storage", url, "-original", backupName, "-context", targetName, "-cpuprofile", filepath.Join(profiles, fmt.Sprintf("%d-restore-objbench.pprof", n))}, again...)...)
 		pr.Env = env
 		p := runMeasured(b, pr)
 		b.Logf("profiled restore: %s", p.out)
