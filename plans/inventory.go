@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans/rules"
 
 	"github.com/ferrykube/ferry/plans/config"
@@ -22,11 +23,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/pager"
 )
 
 // Clients reach the cluster being planned.
@@ -313,15 +312,7 @@ func listType(ctx context.Context, dyn dynamic.Interface, r servedResource, sel 
 		}
 		t.excluded[key].Count++
 	}
-	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return dyn.Resource(r.gvr).List(ctx, o)
-	})
-	lister.PageSize = opts.PageSize
-	err := lister.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		obj, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("unexpected %T", o)
-		}
+	err := kube.EachObject(ctx, dyn, r.gvr, "", opts.PageSize, func(obj *unstructured.Unstructured) error {
 		if typeReason != "" {
 			exclude("", typeReason)
 			return nil
@@ -522,6 +513,24 @@ func (f *Filter) DataReason(ns string, claim bool) string {
 		}
 	}
 	return f.sel.namespaceReason(ns)
+}
+
+// Namespaces are the namespaces the selection names, less the excluded ones, sorted; nil when it
+// names none (it then selects every namespace but the excluded ones). A lister of a namespaced type
+// lists these one by one: the cluster's whole list of the type, which the filter would mostly drop,
+// can be many times larger.
+func (f *Filter) Namespaces() []string {
+	if f.sel.inNS == nil {
+		return nil
+	}
+	names := []string{}
+	for ns := range f.sel.inNS {
+		if !f.sel.exNS[ns] {
+			names = append(names, ns)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Reason says why obj, of resource type r, does not move, or "" when it does.

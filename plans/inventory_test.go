@@ -300,6 +300,23 @@ func TestFilterAgreesWithInventory(t *testing.T) {
 	if got := f.DataReason("other", false); got != "namespace not included" {
 		t.Errorf("a database in other: %q", got)
 	}
+	for _, c := range []struct {
+		cfg  config.Planning
+		want []string
+	}{
+		{cfg, []string{"shop"}},
+		{config.Planning{Include: config.Selection{Namespaces: []string{"b", "a", "c"}}, Exclude: config.Selection{Namespaces: []string{"c"}}}, []string{"a", "b"}},
+		{config.Planning{Include: config.Selection{Namespaces: []string{"*"}}}, nil},
+		{config.Planning{Exclude: config.Selection{Namespaces: []string{"c"}}}, nil},
+	} {
+		f, err := NewFilter(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Namespaces(); !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("namespaces to list of %+v: %q, want %q", c.cfg, got, c.want)
+		}
+	}
 }
 
 func TestSelector(t *testing.T) {

@@ -7,14 +7,13 @@ import (
 	"strings"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/pager"
 )
 
 var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -163,14 +162,7 @@ func componentOf(kind string, obj *unstructured.Unstructured) Component {
 
 // eachItem lists a resource type page by page.
 func eachItem(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, fn func(*unstructured.Unstructured)) error {
-	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return dyn.Resource(gvr).List(ctx, o)
-	})
-	err := lister.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		obj, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("unexpected %T", o)
-		}
+	err := kube.EachObject(ctx, dyn, gvr, "", 0, func(obj *unstructured.Unstructured) error {
 		fn(obj)
 		return nil
 	})

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
@@ -21,10 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/pager"
 )
 
 // FormatVersion is the Velero archive format ferry writes.
@@ -155,15 +154,18 @@ func (c Objects) listDefaults() Objects {
 	return c
 }
 
-// listAll lists the plan's resource types, Concurrency at once, into items, which it closes when
-// all are listed; the channel it returns then yields the first error.
+// listAll lists the plan's resource types, Concurrency lists at once, into items, which it closes
+// when all are listed; the channel it returns then yields the first error. A namespaced type is
+// listed in each namespace the selection names, when it names them (plans.Filter.Namespaces).
 func (c Objects) listAll(ctx context.Context, filter *plans.Filter, items chan<- item) <-chan error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Concurrency)
 	listed := make(chan error, 1)
 	go func() {
 		for _, r := range c.Plan.Resources {
-			g.Go(func() error { return c.listResource(gctx, filter, r, items) })
+			for _, ns := range listScopes(r, filter) {
+				g.Go(func() error { return c.listResource(gctx, filter, r, ns, items) })
+			}
 		}
 		listed <- g.Wait()
 		close(items)
@@ -171,15 +173,19 @@ func (c Objects) listAll(ctx context.Context, filter *plans.Filter, items chan<-
 	return listed
 }
 
-func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans.Resource, items chan<- item) error {
+// listScopes are the namespaces to list a type in: "" (the whole cluster) for a cluster-scoped
+// type or a selection that names no namespace.
+func listScopes(r plans.Resource, filter *plans.Filter) []string {
+	if names := filter.Namespaces(); r.Namespaced && names != nil {
+		return names
+	}
+	return []string{""}
+}
+
+func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans.Resource, namespace string, items chan<- item) error {
 	gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
 	gr := r.GroupResource()
-	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return c.Dynamic.Resource(gvr).List(ctx, o)
-	})
-	lister.PageSize = c.PageSize
-	err := lister.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		obj := o.(*unstructured.Unstructured)
+	err := kube.EachObject(ctx, c.Dynamic, gvr, namespace, c.PageSize, func(obj *unstructured.Unstructured) error {
 		if filter.Reason(r, obj) != "" {
 			return nil
 		}
@@ -216,7 +222,9 @@ func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans
 			return ctx.Err()
 		}
 	})
-	if err != nil {
+	if err != nil && namespace != "" {
+		return fmt.Errorf("list %s in namespace %s: %w", gr, namespace, err)
+	} else if err != nil {
 		return fmt.Errorf("list %s: %w", gr, err)
 	}
 	return nil

@@ -3,20 +3,21 @@ package resources
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/pager"
 )
 
 // Verify implements snapshot.Kind: every object of the backup that a restore creates must be on the
@@ -140,21 +141,25 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		}
 		return nil
 	}
-	lister := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return c.Dynamic.Resource(gvr).List(ctx, o)
-	})
-	lister.PageSize = c.PageSize
-	err := lister.EachListItem(gctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		live := o.(*unstructured.Unstructured)
-		key := live.GetNamespace() + "/" + live.GetName()
-		i, ok := want[key]
-		if !ok {
-			return nil
-		}
-		delete(want, key)
-		g.Go(func() error { return compare(entries[i], live) })
-		return nil
-	})
+	var listMu sync.Mutex
+	lists, lctx := errgroup.WithContext(gctx)
+	lists.SetLimit(c.Concurrency)
+	for _, ns := range verifyScopes(res, want) {
+		lists.Go(func() error {
+			return kube.EachObject(lctx, c.Dynamic, gvr, ns, c.PageSize, func(live *unstructured.Unstructured) error {
+				key := live.GetNamespace() + "/" + live.GetName()
+				listMu.Lock()
+				i, ok := want[key]
+				delete(want, key)
+				listMu.Unlock()
+				if ok {
+					g.Go(func() error { return compare(entries[i], live) })
+				}
+				return nil
+			})
+		})
+	}
+	err := lists.Wait()
 	if werr := g.Wait(); err == nil && werr != nil {
 		return nil, werr
 	}
@@ -180,6 +185,28 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 	}
 	return health, nil
 }
+
+// verifyScopes are the namespaces verify lists a type's live objects in, given want's keys
+// (target namespace/name): each namespace of them when they are few, or hold many objects each
+// (their lists then run at once, and the target's other namespaces are not read); else the
+// whole cluster ("") in one list.
+func verifyScopes(res plans.Resource, want map[string]int) []string {
+	if !res.Namespaced {
+		return []string{""}
+	}
+	seen := map[string]bool{}
+	for key := range want {
+		ns, _, _ := strings.Cut(key, "/")
+		seen[ns] = true
+	}
+	if len(seen) > fewNamespaces && len(want) < manyObjects*len(seen) {
+		return []string{""}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// fewNamespaces and manyObjects decide between lists of each namespace and one of the cluster.
+const fewNamespaces, manyObjects = 16, 100
 
 type healthCheck struct {
 	gvr             schema.GroupVersionResource
