@@ -143,7 +143,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 	}
 	var listMu sync.Mutex
 	lists, lctx := errgroup.WithContext(gctx)
-	lists.SetLimit(c.Concurrency)
+	lists.SetLimit(listsAtOnce)
 	for _, ns := range verifyScopes(res, want) {
 		lists.Go(func() error {
 			return kube.EachObject(lctx, c.Dynamic, gvr, ns, c.PageSize, func(live *unstructured.Unstructured) error {
@@ -207,6 +207,10 @@ func verifyScopes(res plans.Resource, want map[string]int) []string {
 
 // fewNamespaces and manyObjects decide between lists of each namespace and one of the cluster.
 const fewNamespaces, manyObjects = 16, 100
+
+// listsAtOnce bounds verify's lists of namespaces: each holds pages ahead of the comparisons, and
+// 32 of them (the objects' concurrency) held 312 MiB at 50,000 objects where one list held 173.
+const listsAtOnce = 4
 
 type healthCheck struct {
 	gvr             schema.GroupVersionResource
