@@ -197,7 +197,7 @@ func (r *Repo) load(ctx context.Context) (*loaded, error) {
 		return nil, fmt.Errorf("list index: %w", err)
 	}
 	l := &loaded{objects: map[string][]string{}, packs: map[string][]packBlob{}}
-	index := map[ID]entry{}
+	index, ends := map[ID]entry{}, map[string]int64{}
 	for _, name := range names {
 		ns, _, _ := strings.Cut(strings.TrimPrefix(name, r.opts.Prefix+indexDir), "/")
 		var k *nsKey
@@ -222,6 +222,7 @@ func (r *Repo) load(ctx context.Context) (*loaded, error) {
 			for _, b := range p.Blobs {
 				e := entry{pack: p.Pack, off: b.Offset, length: b.Length, size: b.Size, key: ns}
 				l.packs[p.Pack] = append(l.packs[p.Pack], packBlob{b.ID, e})
+				ends[p.Pack] = max(ends[p.Pack], b.Offset+int64(b.Length))
 				if old, ok := index[b.ID]; !ok || (condemned[old.pack] && !condemned[e.pack]) {
 					index[b.ID] = e
 				}
@@ -229,7 +230,7 @@ func (r *Repo) load(ctx context.Context) (*loaded, error) {
 		}
 	}
 	r.mu.Lock()
-	r.index, r.condemned = index, condemned
+	r.index, r.packEnds, r.condemned = index, ends, condemned
 	r.mu.Unlock()
 	return l, nil
 }
@@ -275,7 +276,15 @@ func (r *Repo) addEntries(ns string, p indexPack) {
 	defer r.mu.Unlock()
 	for _, b := range p.Blobs {
 		r.index[b.ID] = entry{pack: p.Pack, off: b.Offset, length: b.Length, size: b.Size, key: ns}
+		r.packEnds[p.Pack] = max(r.packEnds[p.Pack], b.Offset+int64(b.Length))
 	}
+}
+
+// packEnd is where the last blob the index holds of a pack ends.
+func (r *Repo) packEnd(pack string) int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.packEnds[pack]
 }
 
 // Len is the number of chunks in the loaded index.

@@ -72,6 +72,9 @@ func (rd *Reader) Read(ctx context.Context, refs []ChunkRef, w io.Writer) error 
 			rd.drop(pr) // its position is no longer known
 			return err
 		}
+		if pr.pos >= r.packEnd(pr.name) {
+			rd.drop(pr) // read to its last chunk: its buffers go now, not when three more packs are open
+		}
 		if _, err := w.Write(data); err != nil {
 			return fmt.Errorf("write chunk %s: %w", ref.ID, err)
 		}

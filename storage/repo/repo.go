@@ -179,6 +179,7 @@ type Repo struct {
 	keys      map[string]*nsKey // the keys this process holds, by key ID
 	writeKey  *nsKey            // the namespace new chunks go to; nil until one is needed
 	index     map[ID]entry
+	packEnds  map[string]int64 // where each indexed pack's last blob ends: a Reader past it closes the pack
 	condemned map[string]bool // packs a prune marked for deletion: never deduped against
 }
 
@@ -246,7 +247,7 @@ func newRepo(store storage.Backend, opts Options, recips []age.Recipient) *Repo 
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	dec, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20))
 	return &Repo{store: store, opts: opts, recipients: recips, enc: enc, dec: dec,
-		keys: map[string]*nsKey{}, index: map[ID]entry{}, condemned: map[string]bool{}}
+		keys: map[string]*nsKey{}, index: map[ID]entry{}, packEnds: map[string]int64{}, condemned: map[string]bool{}}
 }
 
 // Open opens an existing repository and loads its index: every index object of the keys it holds.

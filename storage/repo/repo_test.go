@@ -692,8 +692,8 @@ func TestWriterIndexesAsItGoes(t *testing.T) {
 }
 
 // TestReaderAcrossCalls: one Reader reads streams of many packs in any order, again and again,
-// each checked: packs beyond what it keeps open are closed, a chunk behind a pack's reader opens
-// the pack again.
+// each checked: a pack read to its last chunk is closed, a chunk behind a pack's reader opens the
+// pack again.
 func TestReaderAcrossCalls(t *testing.T) {
 	for _, enc := range []bool{false, true} {
 		t.Run(fmt.Sprintf("encrypted=%v", enc), func(t *testing.T) {
@@ -716,8 +716,17 @@ func TestReaderAcrossCalls(t *testing.T) {
 				if !bytes.Equal(b.Bytes(), data[i]) {
 					t.Fatalf("stream %d: read %d bytes, want %d equal ones", i, b.Len(), len(data[i]))
 				}
-				if len(rd.open) > maxOpenPacks {
-					t.Fatalf("%d packs open, want at most %d", len(rd.open), maxOpenPacks)
+				if len(rd.open) != 0 {
+					t.Fatalf("%d packs open after reading every chunk of them, want none", len(rd.open))
+				}
+			}
+			for i := range refs { // each stream's first chunk: its pack stays open, up to maxOpenPacks
+				var b bytes.Buffer
+				if err := rd.Read(context.Background(), refs[i][:1], &b); err != nil || !bytes.Equal(b.Bytes(), data[i][:refs[i][0].Size]) {
+					t.Fatalf("first chunk of stream %d: %v", i, err)
+				}
+				if want := min(i+1, maxOpenPacks); len(rd.open) != want {
+					t.Fatalf("%d packs open, want %d", len(rd.open), want)
 				}
 			}
 		})
