@@ -180,7 +180,7 @@ type Repo struct {
 	writeKey  *nsKey            // the namespace new chunks go to; nil until one is needed
 	index     map[ID]entry
 	packEnds  map[string]int64 // where each indexed pack's last blob ends: a Reader past it closes the pack
-	condemned map[string]bool // packs a prune marked for deletion: never deduped against
+	condemned map[string]bool  // packs a prune marked for deletion: never deduped against
 }
 
 // nsKey is a chunk-ID key and what is derived from it.
