@@ -34,9 +34,10 @@ func (r *Repo) Read(ctx context.Context, refs []ChunkRef, w io.Writer) error {
 // some of its object in memory (storage.S3 fetches ranges ahead).
 const maxOpenPacks = 4
 
-// Reader reads chunks as Repo.Read does, over many calls: the packs it opened stay open (up to
-// maxOpenPacks, the least recently used closed first), so that the small files whose chunks share a
-// pack are read with one request, front to back, not one request and the pack's head per file.
+// Reader reads chunks as Repo.Read does, over many calls: the packs it opened stay open until it
+// has read their last chunk (up to maxOpenPacks, the least recently used closed first), so that the
+// small files whose chunks share a pack are read with one request, front to back, not one request
+// and the pack's head per file.
 // A Reader is not safe for concurrent use; Close releases its packs.
 type Reader struct {
 	r    *Repo
