@@ -79,6 +79,24 @@ func changedTree(t *testing.T, src string) string {
 	return dst
 }
 
+// sameArchive says whether two zstd streams decode to the same bytes.
+func sameArchive(a, b []byte) (bool, error) {
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		return false, err
+	}
+	defer dec.Close()
+	pa, err := dec.DecodeAll(a, nil)
+	if err != nil {
+		return false, err
+	}
+	pb, err := dec.DecodeAll(b, nil)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(pa, pb), nil
+}
+
 // A stored stream with one byte changed, wherever: the target keeps every file as it was.
 func TestUnpackOfAFlippedStreamChangesNothing(t *testing.T) {
 	src := sourceTree(t)
@@ -91,6 +109,11 @@ func TestUnpackOfAFlippedStreamChangesNothing(t *testing.T) {
 			bad[at] ^= 0x01
 			_, err := UnpackCompressed(context.Background(), dst, bytes.NewReader(bad), UnpackOptions{Delete: true})
 			if err == nil {
+				// A bit zstd's decoder ignores (a block's padding): the archive is the same, and so
+				// is what was applied. Any flip that changes the archive must fail.
+				if same, derr := sameArchive(stream, bad); derr == nil && same {
+					t.Skipf("the flip at %d is in a bit the decoder ignores: the archive is unchanged", at)
+				}
 				t.Fatal("a flipped stream unpacked without error")
 			}
 			if after := treeState(t, dst); !slices.Equal(before, after) {
