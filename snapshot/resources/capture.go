@@ -161,9 +161,10 @@ func (c Objects) listAll(ctx context.Context, filter *plans.Filter, items chan<-
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Concurrency)
 	listed := make(chan error, 1)
+	named := filter.Namespaces()
 	go func() {
 		for _, r := range c.Plan.Resources {
-			for _, ns := range listScopes(r, filter) {
+			for _, ns := range listScopes(r, named) {
 				g.Go(func() error { return c.listResource(gctx, filter, r, ns, items) })
 			}
 		}
@@ -173,11 +174,11 @@ func (c Objects) listAll(ctx context.Context, filter *plans.Filter, items chan<-
 	return listed
 }
 
-// listScopes are the namespaces to list a type in: "" (the whole cluster) for a cluster-scoped
-// type or a selection that names no namespace.
-func listScopes(r plans.Resource, filter *plans.Filter) []string {
-	if names := filter.Namespaces(); r.Namespaced && names != nil {
-		return names
+// listScopes are the namespaces to list a type in: the selection's named ones, or "" (the whole
+// cluster) for a cluster-scoped type or a selection that names no namespace (named nil).
+func listScopes(r plans.Resource, named []string) []string {
+	if r.Namespaced && named != nil {
+		return named
 	}
 	return []string{""}
 }
