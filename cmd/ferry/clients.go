@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -46,7 +46,7 @@ func (o *globalOptions) planClients(contextName string) (plans.Clients, error) {
 	if err != nil {
 		return plans.Clients{}, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := kube.NewDynamic(cfg)
 	if err != nil {
 		return plans.Clients{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/buckets"
@@ -44,7 +45,8 @@ func NewCluster(cfg *rest.Config) (Cluster, error) {
 	if c.Client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return c, err
 	}
-	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+	// Lists decoded in one pass: backups and verify list every object.
+	if c.Dynamic, err = kube.NewDynamic(cfg); err != nil {
 		return c, err
 	}
 	c.Discovery, err = discovery.NewDiscoveryClientForConfig(cfg)

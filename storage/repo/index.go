@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/ferrykube/ferry/storage"
@@ -38,6 +39,67 @@ func (id *ID) UnmarshalText(b []byte) error {
 type ChunkRef struct {
 	ID   ID  `json:"id"`
 	Size int `json:"size"`
+}
+
+// slot is where a chunk is stored, as the loaded index keeps it: a backup of a million small files
+// holds a million of them, and with a pack's name and a namespace in each the index was most of
+// its memory. Packs and namespaces are numbers into the repository's tables of their names.
+type slot struct {
+	off    int64
+	pack   uint32
+	length uint32
+	size   uint32
+	key    uint16
+}
+
+// names interns the names of packs or namespaces as numbers.
+type names[N uint16 | uint32] struct {
+	byName map[string]N
+	list   []string
+}
+
+func newNames[N uint16 | uint32]() *names[N] { return &names[N]{byName: map[string]N{}} }
+
+// number of name, added when new; an error when the table is full.
+func (t *names[N]) number(name string) (N, error) {
+	if n, ok := t.byName[name]; ok {
+		return n, nil
+	}
+	n := N(len(t.list))
+	if int(n) != len(t.list) {
+		return 0, fmt.Errorf("more than %d names", len(t.list))
+	}
+	t.byName[name] = n
+	t.list = append(t.list, name)
+	return n, nil
+}
+
+// table is the loaded index with the names its slots number.
+type table struct {
+	slots map[ID]slot
+	packs *names[uint32]
+	keys  *names[uint16]
+}
+
+func newTable() table {
+	return table{slots: map[ID]slot{}, packs: newNames[uint32](), keys: newNames[uint16]()}
+}
+
+// slotOf makes the slot of an entry, naming its pack and namespace in t.
+func (t table) slotOf(e entry) (slot, error) {
+	pack, err := t.packs.number(e.pack)
+	if err != nil {
+		return slot{}, fmt.Errorf("index of packs: %w", err)
+	}
+	key, err := t.keys.number(e.key)
+	if err != nil {
+		return slot{}, fmt.Errorf("index of namespaces: %w", err)
+	}
+	return slot{off: e.off, pack: pack, length: uint32(e.length), size: uint32(e.size), key: key}, nil
+}
+
+func (t table) entryOf(s slot) entry {
+	return entry{pack: t.packs.list[s.pack], off: s.off, length: int(s.length), size: int(s.size), key: t.keys.list[s.key]}
 }
 
 // entry is where a chunk is stored.
@@ -167,11 +229,13 @@ type packBlob struct {
 // in-memory index. The order matters for prune safety: a writer that sees an index entry has also
 // seen whether its pack was condemned before it started.
 func (r *Repo) reload(ctx context.Context) error {
-	_, err := r.load(ctx)
+	_, err := r.load(ctx, false)
 	return err
 }
 
-func (r *Repo) load(ctx context.Context) (*loaded, error) {
+// load is reload, returning what it read; with withPacks, every pack's blobs too (a prune's and a
+// check's: a million chunks' worth that a writer or a reader does not need).
+func (r *Repo) load(ctx context.Context, withPacks bool) (*loaded, error) {
 	cond, err := r.readCondemned(ctx)
 	if err != nil {
 		return nil, err
@@ -197,7 +261,7 @@ func (r *Repo) load(ctx context.Context) (*loaded, error) {
 		return nil, fmt.Errorf("list index: %w", err)
 	}
 	l := &loaded{objects: map[string][]string{}, packs: map[string][]packBlob{}}
-	index, ends := map[ID]entry{}, map[string]int64{}
+	index, ends := newTable(), map[string]int64{}
 	for _, name := range names {
 		ns, _, _ := strings.Cut(strings.TrimPrefix(name, r.opts.Prefix+indexDir), "/")
 		var k *nsKey
@@ -220,11 +284,18 @@ func (r *Repo) load(ctx context.Context) (*loaded, error) {
 		l.objects[ns] = append(l.objects[ns], name)
 		for _, p := range f.Packs {
 			for _, b := range p.Blobs {
+				if b.Offset < 0 || b.Length < 0 || b.Size < 0 || b.Length > math.MaxUint32 || b.Size > math.MaxUint32 {
+					return nil, fmt.Errorf("index %s: chunk %s: offset %d, length %d, size %d: %w", name, b.ID, b.Offset, b.Length, b.Size, ErrCorrupt)
+				}
 				e := entry{pack: p.Pack, off: b.Offset, length: b.Length, size: b.Size, key: ns}
-				l.packs[p.Pack] = append(l.packs[p.Pack], packBlob{b.ID, e})
+				if withPacks {
+					l.packs[p.Pack] = append(l.packs[p.Pack], packBlob{b.ID, e})
+				}
 				ends[p.Pack] = max(ends[p.Pack], b.Offset+int64(b.Length))
-				if old, ok := index[b.ID]; !ok || (condemned[old.pack] && !condemned[e.pack]) {
-					index[b.ID] = e
+				if old, ok := index.slots[b.ID]; !ok || (condemned[index.packs.list[old.pack]] && !condemned[e.pack]) {
+					if index.slots[b.ID], err = index.slotOf(e); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
@@ -252,8 +323,11 @@ func (r *Repo) getAll(ctx context.Context, key string) ([]byte, error) {
 func (r *Repo) lookup(id ID) (entry, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	e, ok := r.index[id]
-	return e, ok
+	s, ok := r.index.slots[id]
+	if !ok {
+		return entry{}, false
+	}
+	return r.index.entryOf(s), true
 }
 
 // PackOf names the pack the loaded index places a chunk in (its name in packs/<hh>/).
@@ -267,17 +341,22 @@ func (r *Repo) PackOf(id ID) (string, bool) {
 func (r *Repo) dedupable(id ID) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	e, ok := r.index[id]
-	return ok && !r.condemned[e.pack]
+	s, ok := r.index.slots[id]
+	return ok && !r.condemned[r.index.packs.list[s.pack]]
 }
 
-func (r *Repo) addEntries(ns string, p indexPack) {
+func (r *Repo) addEntries(ns string, p indexPack) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, b := range p.Blobs {
-		r.index[b.ID] = entry{pack: p.Pack, off: b.Offset, length: b.Length, size: b.Size, key: ns}
+		s, err := r.index.slotOf(entry{pack: p.Pack, off: b.Offset, length: b.Length, size: b.Size, key: ns})
+		if err != nil {
+			return err
+		}
+		r.index.slots[b.ID] = s
 		r.packEnds[p.Pack] = max(r.packEnds[p.Pack], b.Offset+int64(b.Length))
 	}
+	return nil
 }
 
 // packEnd is where the last blob the index holds of a pack ends.
@@ -291,5 +370,5 @@ func (r *Repo) packEnd(pack string) int64 {
 func (r *Repo) Len() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return len(r.index)
+	return len(r.index.slots)
 }

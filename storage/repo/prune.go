@@ -108,7 +108,7 @@ func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 			return res, err
 		}
 	}
-	l, err := r.load(ctx)
+	l, err := r.load(ctx, true)
 	if err != nil {
 		return res, err
 	}

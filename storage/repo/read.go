@@ -154,7 +154,7 @@ type CheckResult struct {
 // it found problems, all of them listed in the result.
 func (r *Repo) Check(ctx context.Context, sample float64) (CheckResult, error) {
 	var res CheckResult
-	l, err := r.load(ctx)
+	l, err := r.load(ctx, true)
 	if err != nil {
 		return res, err
 	}

@@ -270,7 +270,8 @@ func TestEncryptedNamesRevealNothing(t *testing.T) {
 		t.Fatalf("only %d objects stored", n)
 	}
 	// The packs' framing shows no chunk sizes: every blob's length field is masked.
-	for id, e := range r.index {
+	for id, s := range r.index.slots {
+		e := r.index.entryOf(s)
 		b, err := os.ReadFile(filepath.Join(f.dir, filepath.FromSlash(r.packKey(e.pack))))
 		if err != nil {
 			t.Fatal(err)
@@ -730,5 +731,70 @@ func TestReaderAcrossCalls(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPackChunksBoundsPacks: a pack is closed at PackChunks chunks however small they are, so that
+// a writer of a million small files indexes (and forgets as pending) as it goes; what it wrote
+// reads back.
+func TestPackChunksBoundsPacks(t *testing.T) {
+	for _, encrypted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("encrypted=%v", encrypted), func(t *testing.T) {
+			f := newFixture(t, encrypted)
+			f.init(t)
+			o := f.opts(true)
+			o.PackChunks, o.IndexEvery = 50, 200
+			r := f.open(t, o)
+			ctx := context.Background()
+			w, err := r.NewWriter(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var files [][]ChunkRef
+			for i := range 1000 {
+				refs, err := w.Write(ctx, strings.NewReader(fmt.Sprintf("small file %d\n", i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				files = append(files, refs)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st := w.Stats(); st.Packs < 1000/o.PackChunks {
+				t.Errorf("%d packs for 1000 chunks, want at least %d", st.Packs, 1000/o.PackChunks)
+			}
+			l, err := f.open(t, f.opts(true)).load(ctx, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for pack, blobs := range l.packs {
+				if len(blobs) > o.PackChunks {
+					t.Errorf("pack %s holds %d chunks, want at most %d", pack, len(blobs), o.PackChunks)
+				}
+			}
+			for i, refs := range files {
+				if got, want := string(readAll(t, r, refs)), fmt.Sprintf("small file %d\n", i); got != want {
+					t.Fatalf("file %d reads back as %q", i, got)
+				}
+			}
+		})
+	}
+}
+
+// TestIndexRefusesImpossibleBlobs: an index object whose chunk lies outside what a pack can hold
+// is corrupt; the repository does not open on it.
+func TestIndexRefusesImpossibleBlobs(t *testing.T) {
+	for _, blob := range []indexBlob{{Offset: -1, Length: 10, Size: 10}, {Offset: 4, Length: 1 << 33, Size: 10}, {Offset: 4, Length: 10, Size: -5}} {
+		f := newFixture(t, false)
+		r := f.init(t)
+		ctx := context.Background()
+		blob.ID = sha256.Sum256([]byte("x"))
+		if _, err := r.writeIndex(ctx, nil, []indexPack{{Pack: hex.EncodeToString(blob.ID[:]), Blobs: []indexBlob{blob}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(ctx, f.store, f.opts(true)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("offset %d, length %d, size %d: Open: %v, want corrupt", blob.Offset, blob.Length, blob.Size, err)
+		}
 	}
 }

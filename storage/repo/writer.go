@@ -132,7 +132,7 @@ func (w *Writer) worker() {
 				}
 			}
 			w.r.add(p, j.id, j.data, &scratch)
-			if p.buf.Len() >= w.r.opts.PackSize {
+			if p.buf.Len() >= w.r.opts.PackSize || len(p.blobs) >= w.r.opts.PackChunks {
 				w.upload(p)
 				p = nil
 			}
@@ -178,7 +178,9 @@ func (w *Writer) index(ctx context.Context, packs []indexPack) error {
 		return err
 	}
 	for _, p := range packs {
-		w.r.addEntries(w.r.keyName(w.key), p)
+		if err := w.r.addEntries(w.r.keyName(w.key), p); err != nil {
+			return err
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
