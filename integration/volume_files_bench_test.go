@@ -17,6 +17,8 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/ferrykube/ferry/storage"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -76,75 +78,85 @@ func BenchmarkBackupVolumeFiles(b *testing.B) {
 			b.Fatal(err)
 		}
 		config := namespacesConfig(b, ns)
-		runs, last := 0, ""
-		b.Run(fmt.Sprintf("backup/files=%d", n), func(b *testing.B) {
-			var peakRSS int64
-			var took time.Duration
-			for range b.N {
-				runs++
-				name := fmt.Sprintf("%s-%d", ns, runs)
-				cmd := exec.Command(ferryBinary(b), ferryArgs(b, []string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", name})...)
-				cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
-				start := time.Now()
-				if out, err := cmd.CombinedOutput(); err != nil {
-					b.Fatalf("ferry backup: %v\n%s", err, out)
-				}
-				took += time.Since(start)
-				peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
-				b.StopTimer()
-				m, err := snapshot.ReadManifest(ctx, store, name)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if s := snapshot.Summarize(m); len(s.Volumes) != 1 || s.Volumes[0].Files != n {
-					b.Fatalf("backup %s: %+v, want one volume of %d files", name, s.Volumes, n)
-				}
-				last = name
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "files/s")
-			b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
-		})
-		if last == "" {
-			continue
+		runs := 0
+		for _, format := range []string{"tar", "chunks"} {
+			benchVolumeFiles(b, store, url, config, ns, format, n, &runs, greenCfg, gkc)
 		}
-		// The last backup onto green, through the Go API: a restore and a verify, each with the
-		// peak heap of ferry's side.
-		r, err := snapshot.Open(ctx, store, last, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		restores := 0
-		b.Run(fmt.Sprintf("restore/files=%d", n), func(b *testing.B) {
-			var restorePeak, verifyPeak uint64
-			var took time.Duration
-			for range b.N {
-				b.StopTimer()
-				restores++
-				target := fmt.Sprintf("%s-restored-%d", ns, restores)
-				createClaim(b, gkc, target, "data", ptr.To("standard"))
-				c := volumes.Contents{Config: greenCfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{ns: target}}}
-				report := &snapshot.Report{}
-				b.StartTimer()
-				start := time.Now()
-				restorePeak = max(restorePeak, memwatch.Peak(func() { err = c.Restore(ctx, r, report) }))
-				took += time.Since(start)
-				if err != nil || len(report.Items) > 0 || report.Counts["volumes"][snapshot.StatusRestored] < n {
-					b.Fatalf("restore: %v, %v, %+v", err, report.Counts, report.Items)
-				}
-				b.StopTimer()
-				report = &snapshot.Report{}
-				verifyPeak = max(verifyPeak, memwatch.Peak(func() { err = c.Verify(ctx, r, report) }))
-				if err != nil || len(report.Items) > 0 || report.Counts["volumes"][snapshot.StatusIdentical] < n {
-					b.Fatalf("verify: %v, %v, %+v", err, report.Counts, report.Items)
-				}
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "files/s")
-			b.ReportMetric(float64(restorePeak)/(1<<20), "restore-peak-heap-MiB")
-			b.ReportMetric(float64(verifyPeak)/(1<<20), "verify-peak-heap-MiB")
-		})
 	}
+}
+
+// benchVolumeFiles backs up the claim of n files in ns in format, then restores and verifies the
+// last backup onto green.
+func benchVolumeFiles(b *testing.B, store storage.Backend, url, config, ns, format string, n int, runs *int, greenCfg *rest.Config, gkc kubernetes.Interface) {
+	ctx := context.Background()
+	last := ""
+	b.Run(fmt.Sprintf("backup/format=%s/files=%d", format, n), func(b *testing.B) {
+		var peakRSS int64
+		var took time.Duration
+		for range b.N {
+			*runs++
+			name := fmt.Sprintf("%s-%d", ns, *runs)
+			cmd := exec.Command(ferryBinary(b), ferryArgs(b, []string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", name, "--volume-format", format})...)
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("ferry backup: %v\n%s", err, out)
+			}
+			took += time.Since(start)
+			peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+			b.StopTimer()
+			m, err := snapshot.ReadManifest(ctx, store, name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if s := snapshot.Summarize(m); len(s.Volumes) != 1 || s.Volumes[0].Files != n {
+				b.Fatalf("backup %s: %+v, want one volume of %d files", name, s.Volumes, n)
+			}
+			last = name
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "files/s")
+		b.ReportMetric(float64(peakRSS)/1024, "peak-RSS-MiB")
+	})
+	if last == "" {
+		return
+	}
+	// The last backup onto green, through the Go API: a restore and a verify, each with the
+	// peak heap of ferry's side.
+	r, err := snapshot.Open(ctx, store, last, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	restores := 0
+	b.Run(fmt.Sprintf("restore/format=%s/files=%d", format, n), func(b *testing.B) {
+		var restorePeak, verifyPeak uint64
+		var took time.Duration
+		for range b.N {
+			b.StopTimer()
+			restores++
+			target := fmt.Sprintf("%s-%s-restored-%d", ns, format, restores)
+			createClaim(b, gkc, target, "data", ptr.To("standard"))
+			c := volumes.Contents{Config: greenCfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{ns: target}}}
+			report := &snapshot.Report{}
+			b.StartTimer()
+			start := time.Now()
+			restorePeak = max(restorePeak, memwatch.Peak(func() { err = c.Restore(ctx, r, report) }))
+			took += time.Since(start)
+			if err != nil || len(report.Items) > 0 || report.Counts["volumes"][snapshot.StatusRestored] < n {
+				b.Fatalf("restore: %v, %v, %+v", err, report.Counts, report.Items)
+			}
+			b.StopTimer()
+			report = &snapshot.Report{}
+			verifyPeak = max(verifyPeak, memwatch.Peak(func() { err = c.Verify(ctx, r, report) }))
+			if err != nil || len(report.Items) > 0 || report.Counts["volumes"][snapshot.StatusIdentical] < n {
+				b.Fatalf("verify: %v, %v, %+v", err, report.Counts, report.Items)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "files/s")
+		b.ReportMetric(float64(restorePeak)/(1<<20), "restore-peak-heap-MiB")
+		b.ReportMetric(float64(verifyPeak)/(1<<20), "verify-peak-heap-MiB")
+	})
 }
 
 // writeSmallFiles fills dir with n files of 1 KiB, a thousand to a folder, each of its own bytes.
