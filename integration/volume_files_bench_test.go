@@ -26,7 +26,7 @@ import (
 // backup MinIO with ferry backup, and reports files backed up per second of the whole command and
 // the ferry process's peak RSS, which must not grow with the number of files; then it restores
 // the backup onto green and verifies it, reporting files restored per second and the peak heap of
-// each. The sizes are
+// each. FERRY_BENCH_PROFILE names a folder for a heap profile of each backup. The sizes are
 // FERRY_BENCH_VOLUME_FILES, comma-separated (200,000 by default; the goal of issue 15 is
 // 1,000,000). Run: make bench.
 func BenchmarkBackupVolumeFiles(b *testing.B) {
@@ -96,7 +96,12 @@ func benchVolumeFiles(b *testing.B, store storage.Backend, url, config, ns, form
 		for range b.N {
 			*runs++
 			name := fmt.Sprintf("%s-%d", ns, *runs)
-			cmd := exec.Command(ferryBinary(b), ferryArgs(b, []string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", name, "--volume-format", format})...)
+			args := []string{"--storage", url, "backup", "--from", "blue", "-f", config, "--name", name, "--volume-format", format}
+			if dir := os.Getenv("FERRY_BENCH_PROFILE"); dir != "" {
+				// The heap profile at the end also counts every allocation made, by where.
+				args = append(args, "--profile", "heap", "--profile-output", filepath.Join(dir, fmt.Sprintf("files-%d-%s-backup.heap.pprof", n, format)))
+			}
+			cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 			start := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
