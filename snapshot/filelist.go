@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ferrykube/ferry/storage"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -54,7 +55,7 @@ func (w *Writer) NewFileList(ctx context.Context, namespace, claim string) (*Fil
 	l := &FileListWriter{pw: pw, enc: enc, buf: bufio.NewWriterSize(enc, 64<<10), done: make(chan error, 1)}
 	file := FileListFile(namespace, claim)
 	go func() {
-		stored, err := w.Put(ctx, file, pr)
+		stored, err := w.Put(storage.WithSmallParts(ctx), file, pr)
 		if err != nil {
 			err = fmt.Errorf("store the file list %s: %w", file, err)
 		}

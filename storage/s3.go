@@ -254,13 +254,52 @@ func (b *S3) Put(ctx context.Context, key string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.transfer.UploadObject(ctx, &transfermanager.UploadObjectInput{
-		Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k), Body: r,
-	})
-	if err != nil {
+	if err := b.upload(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k), Body: r}); err != nil {
 		return fmt.Errorf("put %s to %s: %w", key, b, err)
 	}
 	return nil
+}
+
+// singlePutMax bounds the bodies of known size that go up in one PUT, read from their own bytes:
+// the chunk repository's packs (16 MiB and a little more), index objects, records.
+const singlePutMax = 64 << 20
+
+// upload stores in.Body. The transfer manager copies every body into buffers of its own (the first
+// 16 MiB, then Concurrency+1 parts of PartSize allocated at once, 160 MiB by default): a body of
+// known size goes up in one PUT instead, and a stream said to be small (WithSmallParts) in parts of
+// the least size.
+func (b *S3) upload(ctx context.Context, in *transfermanager.UploadObjectInput) error {
+	if rs, ok := in.Body.(io.ReadSeeker); ok {
+		if size, err := remaining(rs); err == nil && size <= singlePutMax {
+			_, err := b.client.PutObject(ctx, &s3.PutObjectInput{Bucket: in.Bucket, Key: in.Key, Body: rs,
+				ContentLength: aws.Int64(size), IfNoneMatch: in.IfNoneMatch})
+			return err
+		}
+	}
+	var opts []func(*transfermanager.Options)
+	if small, _ := ctx.Value(smallPartsKey{}).(bool); small {
+		opts = append(opts, func(o *transfermanager.Options) {
+			o.PartSizeBytes, o.MultipartUploadThreshold = MinPartSize, MinPartSize
+		})
+	}
+	_, err := b.transfer.UploadObject(ctx, in, opts...)
+	return err
+}
+
+// remaining is the number of bytes from a seeker's offset to its end; it leaves the offset as it was.
+func remaining(rs io.Seeker) (int64, error) {
+	at, err := rs.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	end, err := rs.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := rs.Seek(at, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return end - at, nil
 }
 
 // Create uploads with If-None-Match: *, so the server decides atomically which writer wins.
@@ -269,9 +308,7 @@ func (b *S3) Create(ctx context.Context, key string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.transfer.UploadObject(ctx, &transfermanager.UploadObjectInput{
-		Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k), Body: r, IfNoneMatch: aws.String("*"),
-	})
+	err = b.upload(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(k), Body: r, IfNoneMatch: aws.String("*")})
 	switch status := httpStatus(err); {
 	case err == nil:
 		return nil
@@ -485,4 +522,14 @@ func (b *S3) CleanPartial(ctx context.Context, prefix string) (int, error) {
 		}
 		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
 	}
+}
+
+type smallPartsKey struct{}
+
+// WithSmallParts returns ctx, telling a backend that uploads a stream in parts (S3) that the
+// streams Put with it are small (a claim's file list or tree: tens of MB for a million files), so
+// that their parts are of the least size S3 takes. A multipart upload holds Concurrency+1 parts
+// in memory from its start.
+func WithSmallParts(ctx context.Context) context.Context {
+	return context.WithValue(ctx, smallPartsKey{}, true)
 }

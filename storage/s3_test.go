@@ -1,17 +1,21 @@
 package storage_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/internal/memwatch"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/storagetest"
 )
@@ -124,5 +128,50 @@ func TestS3AbortsInterruptedUploads(t *testing.T) {
 	}
 	if len(keys) != 1 || keys[0] != "partial/backups/y/other.tar.zst" {
 		t.Errorf("uploads left: %v, want only backups/y's", keys)
+	}
+}
+
+// TestS3PutHoldsLittleMemory: an upload's buffers are bounded by what is uploaded, not by the
+// part size times the parts in flight. The transfer manager's multipart upload allocates
+// Concurrency+1 parts of PartSize up front (5 × 32 MiB) for any object of 16 MiB or more: each
+// pack of the chunk repository (16 MiB and a little more) took 160 MiB while it was uploaded, and
+// each file list or tree of a claim of a million files as much.
+func TestS3PutHoldsLittleMemory(t *testing.T) {
+	b := newS3(t, "memory/")
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("0123456789abcdef"), (17<<20)/16) // a pack's size: above S3's multipart threshold
+	for _, tc := range []struct {
+		name string
+		put  func() error
+		max  uint64
+	}{
+		// Known size: uploaded from the bytes, without a copy.
+		{"bytes", func() error { return b.Put(ctx, "pack", bytes.NewReader(data)) }, 24 << 20},
+		{"create", func() error {
+			return b.Create(ctx, fmt.Sprintf("record-%d", time.Now().UnixNano()), bytes.NewReader(data))
+		}, 24 << 20},
+		// A stream said to be small: parts of the least size S3 takes.
+		{"small stream", func() error {
+			return b.Put(storage.WithSmallParts(ctx), "list", io.MultiReader(bytes.NewReader(data)))
+		}, 64 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			peak := memwatch.Peak(func() { err = tc.put() })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if peak > tc.max {
+				t.Errorf("uploading %d MiB took %d MiB of heap, want at most %d", len(data)>>20, peak>>20, tc.max>>20)
+			}
+		})
+	}
+	rc, err := b.Get(ctx, "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if got, _ := io.ReadAll(rc); !bytes.Equal(got, data) {
+		t.Errorf("the stream uploaded in small parts reads back as %d bytes, want its %d", len(got), len(data))
 	}
 }

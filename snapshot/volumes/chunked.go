@@ -98,7 +98,7 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	stored := make(chan error, 1)
 	file := TreeFile(v.Namespace, v.Name)
 	go func() {
-		key, err := w.Put(ctx, file, treeOut)
+		key, err := w.Put(storage.WithSmallParts(ctx), file, treeOut)
 		if err != nil {
 			err = fmt.Errorf("store the tree %s: %w", file, err)
 		}
