@@ -161,6 +161,7 @@ func TestS3PutHoldsLittleMemory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("uploading %d MiB took %d MiB of heap", len(data)>>20, peak>>20)
 			if peak > tc.max {
 				t.Errorf("uploading %d MiB took %d MiB of heap, want at most %d", len(data)>>20, peak>>20, tc.max>>20)
 			}
