@@ -83,6 +83,20 @@ func (r *Report) Add(kind, status, name, detail string) {
 	r.Items = append(r.Items, ReportItem{Kind: kind, Status: status, Name: name, Detail: detail})
 }
 
+// Merge adds o's counts and items to r's.
+func (r *Report) Merge(o *Report) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for kind, counts := range o.Counts {
+		for status, n := range counts {
+			r.count(kind, status, n)
+		}
+	}
+	r.Items = append(r.Items, o.Items...)
+}
+
 // Addf is Add with a formatted detail.
 func (r *Report) Addf(kind, status, name, format string, args ...any) {
 	r.Add(kind, status, name, fmt.Sprintf(format, args...))

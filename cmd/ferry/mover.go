@@ -101,8 +101,9 @@ type unpackOptions struct {
 // ferry checks the archive between them: --stage reads the zstd-compressed tar stream that pack
 // wrote from stdin, up to the archive's end marker (stdin may never end), or with --direct from
 // storage, and stages it without changing anything else; --apply puts what was staged in place;
-// --abort removes it. --apply and --abort read the staged list that --stage printed from stdin,
-// as one line. Each prints its result as one JSON line.
+// --abort removes it. --stage keeps the staged list on the volume and prints it, a first line
+// that sums it up and a line per entry; --apply and --abort read that first line, as ferry hands
+// it back, from stdin, and --apply prints its result the same way.
 func newUnpackCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &unpackOptions{streams: streams}
 	cmd := &cobra.Command{
@@ -142,7 +143,7 @@ func (o *unpackOptions) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return json.NewEncoder(o.streams.Out).Encode(st)
+		return printStaged(o.streams, &st, &st)
 	}
 	st, err := readStaged(o.streams)
 	if err != nil {
@@ -151,14 +152,31 @@ func (o *unpackOptions) run(ctx context.Context) error {
 	if o.abort {
 		return volumes.Abort(".", st)
 	}
+	if st, err = volumes.LoadStaged(".", st); err != nil {
+		return err
+	}
 	res, err := volumes.Apply(ctx, ".", st, o.opts)
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(o.streams.Out).Encode(res)
+	return volumes.PrintUnpacked(o.streams.Out, res)
 }
 
-// readStaged reads the staged list from stdin's first line: stdin may never end.
+// printStaged saves what was staged on the volume and prints head, which holds it, and the
+// staged list; what cannot be saved is removed.
+func printStaged(streams genericiooptions.IOStreams, head any, st *volumes.Staged) error {
+	if err := volumes.SaveStaged(".", st); err != nil {
+		volumes.Abort(".", *st)
+		return err
+	}
+	out := bufio.NewWriterSize(streams.Out, 1<<16)
+	if err := volumes.PrintStaged(out, ".", head, *st); err != nil {
+		return err
+	}
+	return out.Flush()
+}
+
+// readStaged reads the staged list's summary from stdin's first line: stdin may never end.
 func readStaged(streams genericiooptions.IOStreams) (volumes.Staged, error) {
 	var st volumes.Staged
 	line, err := bufio.NewReader(streams.In).ReadBytes('\n')
@@ -186,11 +204,11 @@ func unpackDirect(ctx context.Context, streams genericiooptions.IOStreams) error
 	if err != nil {
 		return err
 	}
-	if err := json.NewEncoder(streams.Out).Encode(res); err != nil {
-		return err
-	}
 	if res.Error != "" {
+		if err := json.NewEncoder(streams.Out).Encode(res); err != nil {
+			return err
+		}
 		return errors.New(res.Error)
 	}
-	return nil
+	return printStaged(streams, &res, &res.Staged)
 }

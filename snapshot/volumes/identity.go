@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -242,4 +243,23 @@ func (c Contents) exec(ctx context.Context, req kube.ExecRequest) error {
 func isRefused(err error) bool {
 	var changed errMoverChanged
 	return errors.As(err, &changed)
+}
+
+// execReading runs a command in a mover with its stdout handed to read as it prints it; read
+// reads to the end or fails, which stops the command. It returns read's error and the
+// command's.
+func (c Contents) execReading(ctx context.Context, req kube.ExecRequest, read func(io.Reader) error) (readErr, execErr error) {
+	out, in := io.Pipe()
+	req.Stdout = in
+	ran := make(chan error, 1)
+	go func() {
+		err := c.exec(ctx, req)
+		in.CloseWithError(err)
+		ran <- err
+	}()
+	if readErr = read(out); readErr == nil {
+		io.Copy(io.Discard, out) // the last line's end
+	}
+	out.CloseWithError(errors.New("the output was not read on")) // a mover still printing stops there
+	return readErr, <-ran
 }

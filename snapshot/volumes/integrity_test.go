@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -350,7 +349,7 @@ func TestStagedArchiveIsCheckedBeforeApply(t *testing.T) {
 			before := treeState(t, dst)
 			st, err := StageCompressed(context.Background(), dst, bytes.NewReader(compress(t, stream)))
 			must(t, err)
-			err = checkStaged("b/"+v.Key, inline(v.Files), st)
+			err = checkStaged("b/"+v.Key, inline(v.Files), stagedEntries(st))
 			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), v.Key) {
 				t.Fatalf("check of a staged %s archive: %v", name, err)
 			}
@@ -410,18 +409,27 @@ func TestStagingFolderIsNotData(t *testing.T) {
 	}
 }
 
-// The staged list goes to ferry and back to the mover as JSON: Apply of what came back restores
-// the tree, and applying it once more finds everything in place.
-func TestStagedListSurvivesJSON(t *testing.T) {
+// The staged list goes to ferry as the mover's output and its summary back to the mover: Apply
+// of the list loaded with it restores the tree, and applying it once more finds everything in
+// place. A list changed on the volume after ferry checked it is refused.
+func TestStagedListSurvivesTheMover(t *testing.T) {
 	src := sourceTree(t)
 	stream, files := packed(t, src)
 	dst := changedTree(t, src)
 	st, err := StageCompressed(context.Background(), dst, bytes.NewReader(stream))
 	must(t, err)
-	data, err := json.Marshal(st)
+	back := overMover(t, dst, st, inline(files))
+	if len(back.Files) != len(st.Files) || back.ListSHA256 == "" {
+		t.Fatalf("loaded %d entries (sum %q), staged %d", len(back.Files), back.ListSHA256, len(st.Files))
+	}
+	list := filepath.Join(dst, StagingPrefix+st.ID, stagedListName)
+	saved, err := os.ReadFile(list)
 	must(t, err)
-	var back Staged
-	must(t, json.Unmarshal(data, &back))
+	must(t, os.WriteFile(list, bytes.Replace(saved, []byte(`"0644"`), []byte(`"0666"`), 1), 0o600))
+	if _, err := LoadStaged(dst, back); !badinput.Is(err) {
+		t.Errorf("a list changed after it was checked: %v", err)
+	}
+	must(t, os.WriteFile(list, saved, 0o600))
 	res, err := Apply(context.Background(), dst, back, UnpackOptions{Owners: os.Geteuid() == 0, Delete: true})
 	must(t, err)
 	if len(res.Deleted) != 1 || res.Deleted[0] != "only-on-the-target.txt" {

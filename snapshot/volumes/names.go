@@ -82,3 +82,6 @@ func (s *SkippedFile) UnmarshalJSON(b []byte) error {
 	*s = SkippedFile{Path: string(j.Path), Reason: j.Reason}
 	return nil
 }
+
+// file is the entry as the file it is.
+func (f StagedFile) file() snapshot.File { return f.File }

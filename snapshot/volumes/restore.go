@@ -132,10 +132,8 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	if c.Direct != nil && !strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) && v.Format == "" {
 		stage = c.stageDirect
 	}
-	staged, streamErr, err := stage(ctx, r, v, ns, pod)
-	if streamErr == nil && err == nil {
-		streamErr = checkStaged(r.Name()+"/"+v.Key, volumeFiles(ctx, r, v), staged)
-	}
+	backup := volumeFiles(ctx, r, v)
+	staged, streamErr, err := stage(ctx, r, v, ns, pod, backup)
 	if streamErr != nil || err != nil {
 		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
 			report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
@@ -149,72 +147,56 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error()+"; the claim was left as it was")
 		return nil
 	}
-	res, err := c.apply(ctx, ns, pod, staged)
+	res, restored, listErr, err := c.apply(ctx, ns, pod, name, staged, backup)
+	if listErr != nil {
+		report.Add(kindName, snapshot.StatusFailed, name, "restored, but not checked: the backup's file list: "+listErr.Error())
+		return listErr
+	}
 	if err != nil {
 		report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error())
 		return nil
 	}
-	if err := c.checkRestored(report, name, volumeFiles(ctx, r, v), res); err != nil {
-		report.Add(kindName, snapshot.StatusFailed, name, "restored, but not checked: the backup's file list: "+err.Error())
-		return err
-	}
+	report.Merge(restored)
 	c.Log.Info("volume restored", "claim", name, "written", res.Written, "updated", res.Updated, "unchanged", res.Unchanged,
 		"bytes", res.Bytes, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// checkRestored compares what the mover says it wrote with the backup's files, and counts each
-// file. It returns an error of the backup's file list.
-func (c Contents) checkRestored(report *snapshot.Report, name string, backup files, res UnpackResult) error {
-	files := make([]snapshot.File, len(res.Files))
-	for i, f := range res.Files {
-		files[i] = f.File
+// checkRestored compares what the mover says it applied, read an entry at a time by next in
+// the order of a walk, with the backup's files, and counts each file into report. It returns an
+// error of the backup's file list, or (matching errTargetListing) of the mover's.
+func checkRestored(report *snapshot.Report, name string, backup files, res UnpackResult, next func() (UnpackedFile, bool, error)) error {
+	action := ""
+	applied := func() (snapshot.File, bool, error) {
+		f, ok, err := next()
+		action = f.Action
+		return f.File, ok, err
 	}
-	diffs, _, err := compareFiles(backup, files, false)
-	if err != nil {
-		return err
-	}
-	bad := map[string]bool{}
-	for _, d := range diffs {
-		bad[strings.TrimSuffix(d.path, "/")] = true
-		report.Add(kindName, snapshot.StatusFailed, name+":"+d.path, "restored, but "+d.detail)
-	}
-	written := make(map[string]int, len(res.Files))
-	for i, f := range res.Files {
-		written[strings.TrimSuffix(f.Path, "/")] = i
-	}
-	err = backup(func(f snapshot.File) error {
-		key := strings.TrimSuffix(f.Path, "/")
-		i, ok := written[key]
-		if ok {
-			delete(written, key)
-		}
-		if bad[key] {
-			return nil
-		}
-		action := ""
-		if ok {
-			action = res.Files[i].Action
-		}
-		switch action {
-		case ActionWritten:
-			report.Count(kindName, snapshot.StatusRestored)
-		case ActionUpdated:
-			report.Count(kindName, snapshot.StatusUpdated)
+	err := joinWalks(backup, applied, func(want, got *snapshot.File) {
+		switch {
+		case want == nil:
+			// The stored archive held an entry its manifest does not list: it was not written by
+			// this backup, or not only.
+			report.Add(kindName, snapshot.StatusFailed, name+":"+got.Path, "written from the stored archive, but not in the backup's manifest")
+		case got == nil:
+			report.Add(kindName, snapshot.StatusFailed, name+":"+want.Path, "restored, but not on the target")
 		default:
-			report.Count(kindName, snapshot.StatusUnchanged)
+			if detail := fileDifference(*want, *got); detail != "" {
+				report.Add(kindName, snapshot.StatusFailed, name+":"+want.Path, "restored, but "+detail)
+				return
+			}
+			switch action {
+			case ActionWritten:
+				report.Count(kindName, snapshot.StatusRestored)
+			case ActionUpdated:
+				report.Count(kindName, snapshot.StatusUpdated)
+			default:
+				report.Count(kindName, snapshot.StatusUnchanged)
+			}
 		}
-		return nil
 	})
 	if err != nil {
 		return err
-	}
-	// The stored archive held an entry its manifest does not list: it was not written by this
-	// backup, or not only.
-	for _, f := range res.Files {
-		if _, left := written[strings.TrimSuffix(f.Path, "/")]; left {
-			report.Add(kindName, snapshot.StatusFailed, name+":"+f.Path, "written from the stored archive, but not in the backup's manifest")
-		}
 	}
 	for _, p := range res.Deleted {
 		report.Add(kindName, snapshot.StatusDeleted, name+":"+p, "not in the backup")
@@ -229,19 +211,21 @@ func (c Contents) checkRestored(report *snapshot.Report, name string, backup fil
 // "namespace/claim:path": Pack left it out as it changed while read, twice.
 const SkippedFileKind = "file"
 
-// checkStaged compares what the mover staged with the backup's files: any difference, or an
-// entry the backup lacks, means the stored archive is not the one the backup wrote. An error of
-// the file list (it does not match the manifest) is returned as it is.
-func checkStaged(file string, backup files, st Staged) error {
-	files := make([]snapshot.File, len(st.Files))
-	for i, f := range st.Files {
-		files[i] = f.File
-	}
-	diffs, _, err := compareFiles(backup, files, true)
-	if err != nil {
+// checkStaged compares what the mover staged, read an entry at a time by next, with the backup's
+// files: any difference, an entry the backup lacks or entries out of the order in which a backup
+// writes them mean the stored archive is not the one the backup wrote. An error of the file list
+// (it does not match the manifest) is returned as it is, and one of the mover's output (matching
+// errMoverOutput) too.
+func checkStaged(file string, backup files, next func() (snapshot.File, bool, error)) error {
+	diffs, _, err := compareWalks(backup, next, true)
+	switch {
+	case errors.Is(err, errMoverOutput):
 		return err
-	}
-	if len(diffs) == 0 {
+	case errors.Is(err, errTargetListing):
+		return fmt.Errorf("%s: %v: %w", file, strings.Replace(err.Error(), errTargetListing.Error(), "the stored archive", 1), snapshot.ErrCorrupt)
+	case err != nil:
+		return err
+	case len(diffs) == 0:
 		return nil
 	}
 	d := diffs[0]
@@ -255,10 +239,24 @@ func checkStaged(file string, backup files, st Staged) error {
 	return fmt.Errorf("%s: %d entries of the stored archive differ from the manifest (%s: %s): %w", file, len(diffs), d.path, detail, snapshot.ErrCorrupt)
 }
 
+// readStaged reads what `ferry mover unpack --stage` prints as it prints it: head, which holds
+// st, then st's entries, which it checks (checkStaged) and whose SHA-256 it records in st.
+func readStaged(out io.Reader, head any, st *Staged, file string, backup files) error {
+	lines, err := newLineReader[StagedFile](out, head, func() int { return st.Count })
+	if err != nil {
+		return err
+	}
+	if err := checkStaged(file, backup, lines.files(StagedFile.file)); err != nil {
+		return err
+	}
+	st.ListSHA256 = lines.sum()
+	return nil
+}
+
 // stage streams the volume's stored archive into `ferry mover unpack --stage` in the pod.
 // streamErr is an error of the backup's stream (it does not match the manifest, or cannot be
 // decrypted); err one of the mover.
-func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (st Staged, streamErr, err error) {
+func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string, backup files) (st Staged, streamErr, err error) {
 	var rc io.ReadCloser
 	var tree *treeStream
 	if v.Format == snapshot.FormatChunks {
@@ -275,12 +273,10 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 	execCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	in := kube.NewStdin(rc, cancel)
-	var stdout, stderr bytes.Buffer
-	err = c.exec(execCtx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: []string{"ferry", "mover", "unpack", "--stage"}, Stdin: in, Stdout: &stdout, Stderr: &stderr})
-	if jerr := json.Unmarshal(stdout.Bytes(), &st); jerr != nil && err == nil {
-		err = fmt.Errorf("unreadable result: %w", jerr)
-	}
+	var stderr bytes.Buffer
+	checkErr, err := c.execReading(execCtx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: []string{"ferry", "mover", "unpack", "--stage"}, Stdin: in, Stderr: &stderr},
+		func(out io.Reader) error { return readStaged(out, &st, &st, r.Name()+"/"+v.Key, backup) })
 	if serr := in.Stop(); serr != nil {
 		rc.Close()
 		return st, serr, nil
@@ -288,6 +284,17 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 	if err != nil && tree != nil && tree.Err() != nil {
 		// The archive ended with the block the mover fails on: it removed what it staged.
 		return st, tree.Close(), nil
+	}
+	if checkErr != nil && !errors.Is(checkErr, errMoverOutput) {
+		// What was staged is not what the backup holds (the mover printed it whole, then was
+		// stopped): the whole stream's check, on Close, says whether it is the stream.
+		if cerr := rc.Close(); cerr != nil {
+			return st, cerr, nil
+		}
+		return st, checkErr, nil
+	}
+	if err == nil && checkErr != nil {
+		err = fmt.Errorf("unreadable result: %w", checkErr)
 	}
 	if err != nil {
 		err = fmt.Errorf("ferry mover unpack --stage: %w%s", err, moverStderr(stderr.String()))
@@ -311,28 +318,39 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 	return st, nil, nil
 }
 
-// apply has the mover put what it staged in place (`ferry mover unpack --apply`), handing the
-// staged list back on stdin as one line.
-func (c Contents) apply(ctx context.Context, ns, pod string, st Staged) (UnpackResult, error) {
-	var res UnpackResult
+// apply has the mover put what it staged in place (`ferry mover unpack --apply`), handing back
+// the summary of the staged list ferry checked, and checks what the mover says it applied
+// against the backup's files as it prints it (checkRestored), counting each file into restored.
+// listErr is an error of the backup's file list; err one of the mover.
+func (c Contents) apply(ctx context.Context, ns, pod, name string, st Staged, backup files) (res UnpackResult, restored *snapshot.Report, listErr, err error) {
 	line, err := json.Marshal(st)
 	if err != nil {
-		return res, err
+		return res, nil, nil, err
 	}
 	cmd := []string{"ferry", "mover", "unpack", "--apply"}
 	if c.Exact {
 		cmd = append(cmd, "--delete")
 	}
-	var stdout, stderr bytes.Buffer
-	err = c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: cmd, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
-	if err != nil {
-		return res, fmt.Errorf("ferry mover unpack --apply: %w%s", err, moverStderr(stderr.String()))
+	restored = &snapshot.Report{}
+	var stderr bytes.Buffer
+	readErr, err := c.execReading(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: cmd, Stdin: bytes.NewReader(append(line, '\n')), Stderr: &stderr},
+		func(out io.Reader) error {
+			lines, err := newLineReader[UnpackedFile](out, &res, func() int { return res.Count })
+			if err != nil {
+				return err
+			}
+			return checkRestored(restored, name, backup, res, lines.next)
+		})
+	switch {
+	case readErr != nil && !errors.Is(readErr, errTargetListing) && !errors.Is(readErr, errMoverOutput):
+		return res, nil, readErr, nil // the mover printed only once it was done
+	case err != nil:
+		return res, nil, nil, fmt.Errorf("ferry mover unpack --apply: %w%s", err, moverStderr(stderr.String()))
+	case readErr != nil:
+		return res, nil, nil, fmt.Errorf("ferry mover unpack --apply: unreadable result: %w", readErr)
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return res, fmt.Errorf("ferry mover unpack --apply: unreadable result: %w", err)
-	}
-	return res, nil
+	return res, restored, nil, nil
 }
 
 // abort has the mover remove what it staged (`ferry mover unpack --abort`), if it staged anything.
@@ -359,7 +377,7 @@ func (c Contents) abort(ctx context.Context, ns, pod string, st Staged) error {
 // stageDirect has the mover read the volume's stored archive from storage itself, through a
 // presigned GET, and stage it, and checks what it read against the manifest. Encrypted archives
 // go through stage: a mover never gets an age identity.
-func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string) (res Staged, streamErr, err error) {
+func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string, backup files) (res Staged, streamErr, err error) {
 	want, ok := r.Stream(v.Key)
 	if !ok {
 		return res, fmt.Errorf("backup %s: %s: %w (not recorded)", r.Name(), v.Key, snapshot.ErrCorrupt), nil
@@ -372,28 +390,51 @@ func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapsho
 	if err != nil {
 		return res, nil, err
 	}
-	var stdout, stderr bytes.Buffer
-	err = c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: []string{"ferry", "mover", "unpack", "--stage", "--direct"}, Stdin: bytes.NewReader(append(line, '\n')), Stdout: &stdout, Stderr: &stderr})
+	file := r.Name() + "/" + v.Key
 	var direct DirectUnpackResult
-	if jerr := json.Unmarshal(stdout.Bytes(), &direct); jerr != nil {
+	storedErr := func() error {
+		switch {
+		case direct.Stored.Bytes != want.Bytes:
+			return fmt.Errorf("%s: %d bytes stored, the manifest says %d (truncated or replaced): %w", file, direct.Stored.Bytes, want.Bytes, snapshot.ErrCorrupt)
+		case direct.Stored.SHA256 != want.SHA256:
+			return fmt.Errorf("%s: SHA-256 %s, the manifest says %s (tampered with): %w", file, direct.Stored.SHA256, want.SHA256, snapshot.ErrCorrupt)
+		}
+		return nil
+	}
+	var stderr bytes.Buffer
+	readErr, err := c.execReading(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: []string{"ferry", "mover", "unpack", "--stage", "--direct"}, Stdin: bytes.NewReader(append(line, '\n')), Stderr: &stderr},
+		func(out io.Reader) error {
+			lines, err := newLineReader[StagedFile](out, &direct, func() int { return direct.Count })
+			if err != nil || direct.Error != "" || storedErr() != nil {
+				return err // a failed stage staged nothing; a bad stream explains it
+			}
+			if err := checkStaged(file, backup, lines.files(StagedFile.file)); err != nil {
+				return err
+			}
+			direct.ListSHA256 = lines.sum()
+			return nil
+		})
+	res = direct.Staged
+	if errors.Is(readErr, errMoverOutput) && direct.Stored.SHA256 == "" {
 		if err != nil {
 			return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %w%s", err, moverStderr(stderr.String()))
 		}
-		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: unreadable result: %w", jerr)
+		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: unreadable result: %w", readErr)
 	}
 	// The stream first: a bad backup explains a failed stage. What was staged is aborted then.
-	res = direct.Staged
-	file := r.Name() + "/" + v.Key
+	if serr := storedErr(); serr != nil {
+		return res, serr, nil
+	}
 	switch {
-	case direct.Stored.Bytes != want.Bytes:
-		return res, fmt.Errorf("%s: %d bytes stored, the manifest says %d (truncated or replaced): %w", file, direct.Stored.Bytes, want.Bytes, snapshot.ErrCorrupt), nil
-	case direct.Stored.SHA256 != want.SHA256:
-		return res, fmt.Errorf("%s: SHA-256 %s, the manifest says %s (tampered with): %w", file, direct.Stored.SHA256, want.SHA256, snapshot.ErrCorrupt), nil
 	case direct.Error != "":
 		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %s", direct.Error)
+	case readErr != nil && !errors.Is(readErr, errMoverOutput):
+		return res, readErr, nil
 	case err != nil:
 		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %w%s", err, moverStderr(stderr.String()))
+	case readErr != nil:
+		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: unreadable result: %w", readErr)
 	}
 	return res, nil, nil
 }

@@ -32,13 +32,17 @@ import (
 // before Apply ends in Abort, which removes the staging folder and gives the root its time back:
 // the target is as it was.
 
-// Staged is what Stage did, as `ferry mover unpack --stage` prints it; Apply and Abort take it
-// back (on stdin, from ferry).
+// Staged is what Stage did. `ferry mover unpack --stage` prints it as a line that sums it up,
+// then its Files, a line each (see SaveStaged); Apply and Abort take the summary back (on stdin,
+// from ferry).
 type Staged struct {
 	ID string `json:"id"`
 	// Files lists the archive's entries, in its order, as it holds them: each file's size and
 	// SHA-256 are those of the archive's bytes.
-	Files []StagedFile `json:"files"`
+	Files []StagedFile `json:"-"`
+	// Count and ListSHA256 are the number of Files and the SHA-256 of their lines, as saved.
+	Count      int    `json:"count"`
+	ListSHA256 string `json:"listSHA256,omitempty"`
 	// Skipped lists the files the backup left out: they are kept on the target as they are.
 	Skipped []SkippedFile `json:"skipped,omitempty"`
 	// Bytes counts the contents staged.

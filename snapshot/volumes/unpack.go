@@ -47,13 +47,15 @@ type UnpackedFile struct {
 	Action string `json:"action"`
 }
 
-// UnpackResult is what `ferry mover unpack --apply` prints, as one JSON line, once the archive is on
-// disk.
+// UnpackResult is what `ferry mover unpack --apply` prints once the archive is on disk: one JSON
+// line, then its Files, a line each (PrintUnpacked).
 type UnpackResult struct {
-	Files     []UnpackedFile `json:"files"`
-	Written   int            `json:"written"`
-	Updated   int            `json:"updated"`
-	Unchanged int            `json:"unchanged"`
+	Files []UnpackedFile `json:"-"`
+	// Count is the number of Files, on the lines that follow.
+	Count     int `json:"count"`
+	Written   int `json:"written"`
+	Updated   int `json:"updated"`
+	Unchanged int `json:"unchanged"`
 	// Bytes counts the contents of the files written.
 	Bytes int64 `json:"bytes"`
 	// Deleted lists what Delete removed.

@@ -189,28 +189,20 @@ func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *
 	defer unwatch()
 	// The target's listing is read as the mover prints it, alongside the backup's list: both are
 	// in the order of a walk of the tree, and neither is held.
-	out, in := io.Pipe()
 	var stderr bytes.Buffer
-	ran := make(chan error, 1)
-	go func() {
-		err := c.exec(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-			Command: []string{"ferry", "mover", "pack", "--list"}, Stdout: in, Stderr: &stderr})
-		in.CloseWithError(err)
-		ran <- err
-	}()
 	var listed *listingReader
-	diffs, identical, err := func() ([]fileDiff, int, error) {
-		var err error
-		if listed, err = newListingReader(out); err != nil {
-			return nil, 0, fmt.Errorf("%w: %w", errTargetListing, err)
-		}
-		return compareWalks(volumeFiles(ctx, r, v), listed.next, true)
-	}()
-	if err == nil {
-		io.Copy(io.Discard, out) // the line's end
-	}
-	out.CloseWithError(errors.New("the listing was not read on")) // a mover still printing stops there
-	execErr := <-ran
+	var diffs []fileDiff
+	identical := 0
+	err, execErr := c.execReading(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+		Command: []string{"ferry", "mover", "pack", "--list"}, Stderr: &stderr},
+		func(out io.Reader) error {
+			var err error
+			if listed, err = newListingReader(out); err != nil {
+				return fmt.Errorf("%w: %w", errTargetListing, err)
+			}
+			diffs, identical, err = compareWalks(volumeFiles(ctx, r, v), listed.next, true)
+			return err
+		})
 	switch {
 	case err != nil && !errors.Is(err, errTargetListing):
 		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: the backup's file list: "+err.Error())
@@ -269,50 +261,6 @@ func inline(list []snapshot.File) files {
 	}
 }
 
-// compareFiles compares a volume's files in the backup with those listed on the target: by type,
-// and by size, mode, SHA-256 and hard link (files), mode (directories, FIFOs) or target
-// (symlinks). With extras, files on the target that the backup lacks are differences too (a
-// top-level lost+found excepted: the filesystem makes it). It returns the differences, in the
-// backup's order, and how many files were identical. The backup's list is read as a stream,
-// never held: only the target's is, which the mover handed over whole. An error of the backup's
-// list makes the comparison void.
-func compareFiles(backup files, target []snapshot.File, extras bool) ([]fileDiff, int, error) {
-	onTarget := make(map[string]int, len(target))
-	for i, f := range target {
-		onTarget[strings.TrimSuffix(f.Path, "/")] = i
-	}
-	var diffs []fileDiff
-	identical := 0
-	err := backup(func(want snapshot.File) error {
-		key := strings.TrimSuffix(want.Path, "/")
-		i, ok := onTarget[key]
-		if !ok {
-			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusMissing, "not on the target"})
-			return nil
-		}
-		delete(onTarget, key)
-		if detail := fileDifference(want, target[i]); detail != "" {
-			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusDifferent, detail})
-			return nil
-		}
-		identical++
-		return nil
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	if extras {
-		for _, got := range target {
-			key := strings.TrimSuffix(got.Path, "/")
-			if _, left := onTarget[key]; !left || key == "lost+found" {
-				continue
-			}
-			diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
-		}
-	}
-	return diffs, identical, nil
-}
-
 // walkBefore orders paths as a walk of the tree meets them (filepath.WalkDir: a directory's
 // entries by name, each directory's tree right after it), name by name; a directory's trailing
 // slash does not count.
@@ -339,12 +287,44 @@ func walkBefore(a, b string) int {
 // errTargetListing marks an error of the target's listing, not the backup's.
 var errTargetListing = errors.New("the target's listing")
 
-// compareWalks is compareFiles of two lists in walk order (see walkBefore), the target's read
-// an entry at a time by next: it holds neither list. A list out of that order is an error,
-// never a wrong comparison.
+// compareWalks compares a volume's files in the backup with those listed on the target, both in
+// walk order (see walkBefore), the target's read an entry at a time by next: by type, and by
+// size, mode, SHA-256 and hard link (files), mode (directories, FIFOs) or target (symlinks).
+// With extras, files on the target that the backup lacks are differences too (a top-level
+// lost+found excepted: the filesystem makes it). It returns the differences, in the backup's
+// order, and how many files were identical; it holds neither list. An error of either list
+// (see joinWalks) makes the comparison void.
 func compareWalks(backup files, next func() (snapshot.File, bool, error), extras bool) ([]fileDiff, int, error) {
 	var diffs []fileDiff
 	identical := 0
+	err := joinWalks(backup, next, func(want, got *snapshot.File) {
+		switch {
+		case want == nil:
+			if extras && strings.TrimSuffix(got.Path, "/") != "lost+found" {
+				diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
+			}
+		case got == nil:
+			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusMissing, "not on the target"})
+		default:
+			if detail := fileDifference(*want, *got); detail != "" {
+				diffs = append(diffs, fileDiff{want.Path, snapshot.StatusDifferent, detail})
+			} else {
+				identical++
+			}
+		}
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return diffs, identical, nil
+}
+
+// joinWalks pairs a volume's files in the backup with the target's, both read as streams in walk
+// order, and hands visit each pair of one path, each file of the backup the target lacks (got
+// nil) and each of the target the backup lacks (want nil), in walk order. A list out of that
+// order is an error, never a wrong pairing; an error of the target's list (next's, or its order)
+// matches errTargetListing.
+func joinWalks(backup files, next func() (snapshot.File, bool, error), visit func(want, got *snapshot.File)) error {
 	var got snapshot.File
 	have, prevTarget := false, ""
 	advance := func() error {
@@ -361,13 +341,8 @@ func compareWalks(backup files, next func() (snapshot.File, bool, error), extras
 		}
 		return nil
 	}
-	extra := func() {
-		if extras && strings.TrimSuffix(got.Path, "/") != "lost+found" {
-			diffs = append(diffs, fileDiff{got.Path, snapshot.StatusDifferent, "not in the backup"})
-		}
-	}
 	if err := advance(); err != nil {
-		return nil, 0, err
+		return err
 	}
 	prevBackup := ""
 	err := backup(func(want snapshot.File) error {
@@ -376,32 +351,28 @@ func compareWalks(backup files, next func() (snapshot.File, bool, error), extras
 		}
 		prevBackup = want.Path
 		for have && walkBefore(got.Path, want.Path) < 0 {
-			extra()
+			visit(nil, &got)
 			if err := advance(); err != nil {
 				return err
 			}
 		}
 		if !have || walkBefore(got.Path, want.Path) != 0 {
-			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusMissing, "not on the target"})
+			visit(&want, nil)
 			return nil
 		}
-		if detail := fileDifference(want, got); detail != "" {
-			diffs = append(diffs, fileDiff{want.Path, snapshot.StatusDifferent, detail})
-		} else {
-			identical++
-		}
+		visit(&want, &got)
 		return advance()
 	})
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	for have {
-		extra()
+		visit(nil, &got)
 		if err := advance(); err != nil {
-			return nil, 0, err
+			return err
 		}
 	}
-	return diffs, identical, nil
+	return nil
 }
 
 // fileDifference names every field in which got differs from want, with both values.

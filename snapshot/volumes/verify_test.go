@@ -39,14 +39,14 @@ func TestCompareFilesNamesEveryDifference(t *testing.T) {
 		{Path: "lost+found/", Type: "dir", Mode: "0700"},
 	}
 	diffs, identical := compareInline(backupFiles, target, true)
-	want := []fileDiff{
+	want := []fileDiff{ // in walk order
 		{"data/b.csv", snapshot.StatusDifferent, "sha256: backup bbb, target b0b"},
 		{"data/c.csv", snapshot.StatusDifferent, "size: backup 3, target 4; mode: backup 0640, target 0600; sha256: backup ccc, target cccc"},
-		{"shared/", snapshot.StatusDifferent, "mode: backup 02770, target 0770"},
-		{"latest", snapshot.StatusDifferent, "link: backup data/a.csv, target data/b.csv"},
 		{"gone", snapshot.StatusMissing, "not on the target"},
-		{"was-dir/", snapshot.StatusDifferent, "type: backup dir, target file"},
+		{"latest", snapshot.StatusDifferent, "link: backup data/a.csv, target data/b.csv"},
 		{"new.txt", snapshot.StatusDifferent, "not in the backup"},
+		{"shared/", snapshot.StatusDifferent, "mode: backup 02770, target 0770"},
+		{"was-dir/", snapshot.StatusDifferent, "type: backup dir, target file"},
 	}
 	if !reflect.DeepEqual(diffs, want) || identical != 2 {
 		t.Fatalf("got %d identical and\n%+v\nwant 2 and\n%+v", identical, diffs, want)
@@ -66,7 +66,9 @@ func TestCheckRestoredCountsAndFails(t *testing.T) {
 		{File: snapshot.File{Path: "smuggled", Type: "file"}, Action: ActionWritten},
 	}, Notes: []string{"owners are not set"}}
 	var report snapshot.Report
-	Contents{}.checkRestored(&report, "bob/ws", inline(v.Files), res)
+	if err := checkRestored(&report, "bob/ws", inline(v.Files), res, each(res.Files)); err != nil {
+		t.Fatal(err)
+	}
 	counts := report.Counts["volumes"]
 	if counts[snapshot.StatusRestored] != 1 || counts[snapshot.StatusUnchanged] != 1 || counts[snapshot.StatusUpdated] != 1 ||
 		counts[snapshot.StatusFailed] != 2 || counts[snapshot.StatusSkipped] != 1 {
@@ -82,13 +84,43 @@ func TestCheckRestoredCountsAndFails(t *testing.T) {
 	}
 }
 
-// compareInline is compareFiles of a list held in memory, which cannot fail to be read.
+// compareInline is compareWalks of lists held in memory, which cannot fail to be read.
 func compareInline(backup, target []snapshot.File, extras bool) ([]fileDiff, int) {
-	diffs, identical, err := compareFiles(inline(backup), target, extras)
+	backup = slices.Clone(backup)
+	slices.SortFunc(backup, func(a, b snapshot.File) int { return walkBefore(a.Path, b.Path) })
+	diffs, identical, err := compareWalks(inline(backup), entries(target), extras)
 	if err != nil {
 		panic(err)
 	}
 	return diffs, identical
+}
+
+// each hands out a list held in memory as a mover's output is read, an entry at a time.
+func each[T any](list []T) func() (T, bool, error) {
+	return func() (T, bool, error) {
+		var e T
+		if len(list) == 0 {
+			return e, false, nil
+		}
+		e, list = list[0], list[1:]
+		return e, true, nil
+	}
+}
+
+// entries is each of a list of files, in walk order.
+func entries(list []snapshot.File) func() (snapshot.File, bool, error) {
+	list = slices.Clone(list)
+	slices.SortFunc(list, func(a, b snapshot.File) int { return walkBefore(a.Path, b.Path) })
+	return each(list)
+}
+
+// stagedEntries is each of what was staged, as files.
+func stagedEntries(st Staged) func() (snapshot.File, bool, error) {
+	list := make([]snapshot.File, len(st.Files))
+	for i, f := range st.Files {
+		list[i] = f.File
+	}
+	return each(list)
 }
 
 // A backup's file list that fails its check, even at its end, voids the comparison: a restore
@@ -101,18 +133,18 @@ func TestBadFileListVoidsTheComparison(t *testing.T) {
 		}
 		return fmt.Errorf("b/volume-files/ns/c.jsonl.zst: SHA-256 differs: %w", snapshot.ErrCorrupt)
 	}
-	if _, _, err := compareFiles(corrupt, list, true); !errors.Is(err, snapshot.ErrCorrupt) {
-		t.Errorf("compareFiles of a corrupt list: %v", err)
+	if _, _, err := compareWalks(corrupt, entries(list), true); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Errorf("compareWalks of a corrupt list: %v", err)
 	}
 	st := Staged{Files: []StagedFile{{File: list[0]}}}
-	if err := checkStaged("b/volumes/ns/c.tar.zst", corrupt, st); !errors.Is(err, snapshot.ErrCorrupt) {
+	if err := checkStaged("b/volumes/ns/c.tar.zst", corrupt, stagedEntries(st)); !errors.Is(err, snapshot.ErrCorrupt) {
 		t.Errorf("checkStaged with a corrupt list: %v, want ErrCorrupt", err)
 	}
-	if err := checkStaged("b/volumes/ns/c.tar.zst", inline(list), st); err != nil {
+	if err := checkStaged("b/volumes/ns/c.tar.zst", inline(list), stagedEntries(st)); err != nil {
 		t.Errorf("checkStaged with a good list: %v", err)
 	}
 	var report snapshot.Report
-	if err := (Contents{}).checkRestored(&report, "ns/c", corrupt, UnpackResult{Files: []UnpackedFile{{File: list[0], Action: ActionWritten}}}); !errors.Is(err, snapshot.ErrCorrupt) {
+	if err := checkRestored(&report, "ns/c", corrupt, UnpackResult{}, each([]UnpackedFile{{File: list[0], Action: ActionWritten}})); !errors.Is(err, snapshot.ErrCorrupt) {
 		t.Errorf("checkRestored with a corrupt list: %v", err)
 	}
 }
