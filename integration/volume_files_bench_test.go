@@ -28,7 +28,7 @@ import (
 // the backup onto green and verifies it, reporting files restored per second and the peak heap of
 // each. FERRY_BENCH_PROFILE names a folder for a heap profile of each backup. The sizes are
 // FERRY_BENCH_VOLUME_FILES, comma-separated (200,000 by default; the goal of issue 15 is
-// 1,000,000). Run: make bench.
+// 1,000,000); FERRY_BENCH_VOLUME_FORMATS picks tar or chunks (both by default). Run: make bench.
 func BenchmarkBackupVolumeFiles(b *testing.B) {
 	sizes := []int{200000}
 	if env := os.Getenv("FERRY_BENCH_VOLUME_FILES"); env != "" {
@@ -39,6 +39,15 @@ func BenchmarkBackupVolumeFiles(b *testing.B) {
 				b.Fatalf("FERRY_BENCH_VOLUME_FILES=%q: want numbers of files, comma-separated", env)
 			}
 			sizes = append(sizes, n)
+		}
+	}
+	formats := []string{"tar", "chunks"}
+	if env := os.Getenv("FERRY_BENCH_VOLUME_FORMATS"); env != "" {
+		formats = strings.Split(env, ",")
+		for _, f := range formats {
+			if f != "tar" && f != "chunks" {
+				b.Fatalf("FERRY_BENCH_VOLUME_FORMATS=%q: want tar, chunks or both, comma-separated", env)
+			}
 		}
 	}
 	blue, kc := clientsB(b, "blue")
@@ -79,7 +88,7 @@ func BenchmarkBackupVolumeFiles(b *testing.B) {
 		}
 		config := namespacesConfig(b, ns)
 		runs := 0
-		for _, format := range []string{"tar", "chunks"} {
+		for _, format := range formats {
 			benchVolumeFiles(b, store, url, config, ns, format, n, &runs, greenCfg, gkc)
 		}
 	}
