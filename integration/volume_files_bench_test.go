@@ -144,6 +144,7 @@ func benchVolumeFiles(b *testing.B, store storage.Backend, url, config, ns, form
 	restores := 0
 	b.Run(fmt.Sprintf("restore/format=%s/files=%d", format, n), func(b *testing.B) {
 		var restorePeak, verifyPeak uint64
+		var moverPeak int64
 		var took time.Duration
 		for range b.N {
 			b.StopTimer()
@@ -154,7 +155,9 @@ func benchVolumeFiles(b *testing.B, store storage.Backend, url, config, ns, form
 			report := &snapshot.Report{}
 			b.StartTimer()
 			start := time.Now()
-			restorePeak = max(restorePeak, memwatch.Peak(func() { err = c.Restore(ctx, r, report) }))
+			moverPeak = max(moverPeak, moverRSS(func() {
+				restorePeak = max(restorePeak, memwatch.Peak(func() { err = c.Restore(ctx, r, report) }))
+			}))
 			took += time.Since(start)
 			if err != nil || len(report.Items) > 0 || report.Counts["volumes"][snapshot.StatusRestored] < n {
 				b.Fatalf("restore: %v, %v, %+v", err, report.Counts, report.Items)
@@ -170,7 +173,43 @@ func benchVolumeFiles(b *testing.B, store storage.Backend, url, config, ns, form
 		b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "files/s")
 		b.ReportMetric(float64(restorePeak)/(1<<20), "restore-peak-heap-MiB")
 		b.ReportMetric(float64(verifyPeak)/(1<<20), "verify-peak-heap-MiB")
+		b.ReportMetric(float64(moverPeak)/1024, "mover-peak-RSS-MiB")
 	})
+}
+
+// moverRSS runs fn and returns the highest peak RSS, in KiB, of the mover processes seen
+// meanwhile: kwok runs a mover pod's commands as processes of this machine.
+func moverRSS(fn func()) int64 {
+	done := make(chan struct{})
+	peak := make(chan int64)
+	go func() {
+		var most int64
+		for {
+			entries, _ := os.ReadDir("/proc")
+			for _, e := range entries {
+				cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+				if err != nil || !strings.Contains(string(cmdline), "ferry\x00mover\x00") {
+					continue
+				}
+				status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+				for _, line := range strings.Split(string(status), "\n") {
+					if kib, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+						n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(kib, "kB")), 10, 64)
+						most = max(most, n)
+					}
+				}
+			}
+			select {
+			case <-done:
+				peak <- most
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	fn()
+	close(done)
+	return <-peak
 }
 
 // writeSmallFiles fills dir with n files of 1 KiB, a thousand to a folder, each of its own bytes.
