@@ -101,9 +101,10 @@ type unpackOptions struct {
 // ferry checks the archive between them: --stage reads the zstd-compressed tar stream that pack
 // wrote from stdin, up to the archive's end marker (stdin may never end), or with --direct from
 // storage, and stages it without changing anything else; --apply puts what was staged in place;
-// --abort removes it. --stage keeps the staged list on the volume and prints it, a first line
-// that sums it up and a line per entry; --apply and --abort read that first line, as ferry hands
-// it back, from stdin, and --apply prints its result the same way.
+// --abort removes it. --stage prints the staged list, a first line that sums it up and a line
+// per entry, and keeps a long one on the volume; --apply and --abort read that first line (and
+// the entries of a list not kept) as ferry hands it back on stdin, and --apply prints its result
+// the same way.
 func newUnpackCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &unpackOptions{streams: streams}
 	cmd := &cobra.Command{
@@ -145,14 +146,15 @@ func (o *unpackOptions) run(ctx context.Context) error {
 		}
 		return printStaged(o.streams, &st, &st)
 	}
-	st, err := readStaged(o.streams)
+	in := bufio.NewReaderSize(o.streams.In, 1<<16)
+	st, err := readStaged(in)
 	if err != nil {
 		return err
 	}
 	if o.abort {
 		return volumes.Abort(".", st)
 	}
-	if st, err = volumes.LoadStaged(".", st); err != nil {
+	if st, err = volumes.LoadStaged(".", st, in); err != nil {
 		return err
 	}
 	res, err := volumes.Apply(ctx, ".", st, o.opts)
@@ -176,10 +178,11 @@ func printStaged(streams genericiooptions.IOStreams, head any, st *volumes.Stage
 	return out.Flush()
 }
 
-// readStaged reads the staged list's summary from stdin's first line: stdin may never end.
-func readStaged(streams genericiooptions.IOStreams) (volumes.Staged, error) {
+// readStaged reads the staged list's summary from stdin's first line (the list's lines follow
+// when it was not saved): stdin may never end.
+func readStaged(in *bufio.Reader) (volumes.Staged, error) {
 	var st volumes.Staged
-	line, err := bufio.NewReader(streams.In).ReadBytes('\n')
+	line, err := in.ReadBytes('\n')
 	if err != nil {
 		return st, fmt.Errorf("read the staged list: %w", err)
 	}

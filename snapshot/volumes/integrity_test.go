@@ -426,7 +426,7 @@ func TestStagedListSurvivesTheMover(t *testing.T) {
 	saved, err := os.ReadFile(list)
 	must(t, err)
 	must(t, os.WriteFile(list, bytes.Replace(saved, []byte(`"0644"`), []byte(`"0666"`), 1), 0o600))
-	if _, err := LoadStaged(dst, back); !badinput.Is(err) {
+	if _, err := LoadStaged(dst, back, nil); !badinput.Is(err) {
 		t.Errorf("a list changed after it was checked: %v", err)
 	}
 	must(t, os.WriteFile(list, saved, 0o600))

@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -179,7 +180,7 @@ func overMover(t *testing.T, dir string, st Staged, backup files) Staged {
 	must(t, PrintStaged(&out, dir, &st, st))
 	var summary Staged
 	must(t, readStaged(&out, &summary, &summary, "volumes/ns/odd.tar.zst", backup))
-	loaded, err := LoadStaged(dir, overJSON(t, summary))
+	loaded, err := LoadStaged(dir, overJSON(t, summary), bufio.NewReader(bytes.NewReader(summary.lines)))
 	must(t, err)
 	return loaded
 }

@@ -240,11 +240,23 @@ func checkStaged(file string, backup files, next func() (snapshot.File, bool, er
 }
 
 // readStaged reads what `ferry mover unpack --stage` prints as it prints it: head, which holds
-// st, then st's entries, which it checks (checkStaged) and whose SHA-256 it records in st.
+// st, then st's entries (see readStagedLines).
 func readStaged(out io.Reader, head any, st *Staged, file string, backup files) error {
 	lines, err := newLineReader[StagedFile](out, head, func() int { return st.Count })
 	if err != nil {
 		return err
+	}
+	return readStagedLines(lines, st, file, backup)
+}
+
+// readStagedLines reads st's entries, checks them (checkStaged), and records their SHA-256 in
+// st, and their lines when the mover did not save them.
+func readStagedLines(lines *lineReader[StagedFile], st *Staged, file string, backup files) error {
+	if !st.Saved {
+		if st.Count > InlineStaged {
+			return fmt.Errorf("%w: %d entries not saved, at most %d may be", errMoverOutput, st.Count, InlineStaged)
+		}
+		lines.keep = &st.lines
 	}
 	if err := checkStaged(file, backup, lines.files(StagedFile.file)); err != nil {
 		return err
@@ -319,7 +331,8 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 }
 
 // apply has the mover put what it staged in place (`ferry mover unpack --apply`), handing back
-// the summary of the staged list ferry checked, and checks what the mover says it applied
+// the summary of the staged list ferry checked (and its lines, if the mover did not save them),
+// and checks what the mover says it applied
 // against the backup's files as it prints it (checkRestored), counting each file into restored.
 // listErr is an error of the backup's file list; err one of the mover.
 func (c Contents) apply(ctx context.Context, ns, pod, name string, st Staged, backup files) (res UnpackResult, restored *snapshot.Report, listErr, err error) {
@@ -333,8 +346,9 @@ func (c Contents) apply(ctx context.Context, ns, pod, name string, st Staged, ba
 	}
 	restored = &snapshot.Report{}
 	var stderr bytes.Buffer
+	stdin := io.MultiReader(bytes.NewReader(append(line, '\n')), bytes.NewReader(st.lines))
 	readErr, err := c.execReading(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: cmd, Stdin: bytes.NewReader(append(line, '\n')), Stderr: &stderr},
+		Command: cmd, Stdin: stdin, Stderr: &stderr},
 		func(out io.Reader) error {
 			lines, err := newLineReader[UnpackedFile](out, &res, func() int { return res.Count })
 			if err != nil {
@@ -409,11 +423,7 @@ func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapsho
 			if err != nil || direct.Error != "" || storedErr() != nil {
 				return err // a failed stage staged nothing; a bad stream explains it
 			}
-			if err := checkStaged(file, backup, lines.files(StagedFile.file)); err != nil {
-				return err
-			}
-			direct.ListSHA256 = lines.sum()
-			return nil
+			return readStagedLines(lines, &direct.Staged, file, backup)
 		})
 	res = direct.Staged
 	if errors.Is(readErr, errMoverOutput) && direct.Stored.SHA256 == "" {

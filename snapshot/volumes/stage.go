@@ -40,9 +40,13 @@ type Staged struct {
 	// Files lists the archive's entries, in its order, as it holds them: each file's size and
 	// SHA-256 are those of the archive's bytes.
 	Files []StagedFile `json:"-"`
-	// Count and ListSHA256 are the number of Files and the SHA-256 of their lines, as saved.
+	// Count and ListSHA256 are the number of Files and the SHA-256 of their lines (SaveStaged);
+	// Saved says the lines are in the staging folder, else ferry hands them back.
 	Count      int    `json:"count"`
 	ListSHA256 string `json:"listSHA256,omitempty"`
+	Saved      bool   `json:"saved,omitempty"`
+	// lines are the entries' lines as ferry read them, to hand back when they were not saved.
+	lines []byte
 	// Skipped lists the files the backup left out: they are kept on the target as they are.
 	Skipped []SkippedFile `json:"skipped,omitempty"`
 	// Bytes counts the contents staged.

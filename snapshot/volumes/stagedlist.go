@@ -16,20 +16,32 @@ import (
 )
 
 // A volume of a million files stages a million entries. Neither ferry nor the mover's stdin
-// holds them: the mover keeps the staged list in its staging folder (SaveStaged) and prints it,
-// a line per entry after a first line that sums it up (PrintStaged); ferry checks the lines
-// against the backup's file list as they come, and hands back only the summary with the
-// SHA-256 of the lines it checked, so that Apply puts in place exactly the list ferry checked
-// (LoadStaged). Apply's result comes back the same way (PrintUnpacked).
+// holds them: the mover keeps a large staged list in its staging folder (SaveStaged) and prints
+// it, a line per entry after a first line that sums it up (PrintStaged); ferry checks the lines
+// against the backup's file list as they come, and hands back only the summary with the SHA-256
+// of the lines it checked, so that Apply puts in place exactly the list ferry checked
+// (LoadStaged). A list of at most InlineStaged entries, when Stage staged nothing, stays off
+// the volume (a restore that finds everything in place touches nothing, not even the root's
+// times): ferry hands its lines back after the summary. Apply's result comes back as lines too
+// (PrintUnpacked).
+
+// InlineStaged is the most entries of a staged list that ferry holds and hands back (some MiB),
+// when Stage staged nothing; a longer list is saved in a staging folder made for it.
+const InlineStaged = 1 << 16
 
 // stagedListName is the staged list's file in the staging folder, whose staged files are
 // numbered.
 const stagedListName = "list.jsonl"
 
-// SaveStaged writes st's entries, one JSON line each, to the list in its staging folder (making
-// the folder if Stage staged nothing: Apply and Abort give the root its time back), and records
-// their number and SHA-256 in st.
+// SaveStaged records the number of st's entries and the SHA-256 of their lines in st, and saves
+// the lines, one JSON line per entry, in its staging folder (Saved) unless Stage staged nothing
+// and they are few. A long list of a volume where nothing was staged gets a staging folder of
+// its own (Apply and Abort give the root its time back).
 func SaveStaged(dir string, st *Staged) error {
+	st.Saved = !st.RootModTime.IsZero() || len(st.Files) > InlineStaged
+	if !st.Saved {
+		return writeStaged(io.Discard, st)
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
@@ -53,35 +65,41 @@ func SaveStaged(dir string, st *Staged) error {
 	if err != nil {
 		return err
 	}
-	digest := sha256.New()
-	out := bufio.NewWriterSize(io.MultiWriter(f, digest), 1<<16)
-	enc := json.NewEncoder(out)
-	for _, e := range st.Files {
-		if err = enc.Encode(e); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = out.Flush()
-	}
+	err = writeStaged(f, st)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("save the staged list: %w", err)
 	}
+	return nil
+}
+
+// writeStaged writes st's entries to w, a JSON line each, and records their number and SHA-256.
+func writeStaged(w io.Writer, st *Staged) error {
+	digest := sha256.New()
+	out := bufio.NewWriterSize(io.MultiWriter(w, digest), 1<<16)
+	enc := json.NewEncoder(out)
+	for _, e := range st.Files {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
 	st.Count, st.ListSHA256 = len(st.Files), hex.EncodeToString(digest.Sum(nil))
 	return nil
 }
 
-// PrintStaged writes head (st, or a result that holds it) as one JSON line, then the list that
-// SaveStaged saved for st, a line per entry.
+// PrintStaged writes head (st, or a result that holds it) as one JSON line, then st's entries,
+// a line each, as SaveStaged saved them.
 func PrintStaged(w io.Writer, dir string, head any, st Staged) error {
 	if err := json.NewEncoder(w).Encode(head); err != nil {
 		return err
 	}
-	if st.Count == 0 && st.ListSHA256 == "" {
-		return nil // nothing staged: a failed direct stage
+	if !st.Saved {
+		return writeStaged(w, &st)
 	}
 	f, err := openStagedList(dir, st)
 	if err != nil {
@@ -105,17 +123,24 @@ func openStagedList(dir string, st Staged) (*os.File, error) {
 	return root.Open(name + "/" + stagedListName)
 }
 
-// LoadStaged reads back the list SaveStaged saved for the summary req (as ferry hands it back),
-// refusing one of another number of entries or another SHA-256 than req's.
-func LoadStaged(dir string, req Staged) (Staged, error) {
-	f, err := openStagedList(dir, req)
-	if err != nil {
-		return req, fmt.Errorf("nothing staged as %s: %w", req.ID, err)
+// LoadStaged reads back the list of the summary req, as ferry hands it back: from the staging
+// folder where SaveStaged saved it, or else from the lines in that follow the summary. A list
+// of another number of entries or another SHA-256 than req's is refused.
+func LoadStaged(dir string, req Staged, in *bufio.Reader) (Staged, error) {
+	lines := in
+	if req.Saved {
+		f, err := openStagedList(dir, req)
+		if err != nil {
+			return req, fmt.Errorf("nothing staged as %s: %w", req.ID, err)
+		}
+		defer f.Close()
+		lines = bufio.NewReaderSize(f, 1<<16)
+	} else if req.Count > InlineStaged {
+		return req, badinput.Errorf("staged list of %s: %d entries handed back, at most %d are", req.ID, req.Count, InlineStaged)
 	}
-	defer f.Close()
 	st := req
-	st.Files = make([]StagedFile, 0, req.Count)
-	sum, err := readLines(bufio.NewReaderSize(f, 1<<16), func(line []byte) error {
+	st.Files = make([]StagedFile, 0, min(req.Count, InlineStaged))
+	sum, err := readLines(lines, req.Count, func(line []byte) error {
 		var e StagedFile
 		if err := json.Unmarshal(line, &e); err != nil {
 			return err
@@ -126,29 +151,31 @@ func LoadStaged(dir string, req Staged) (Staged, error) {
 	if err != nil {
 		return req, fmt.Errorf("the staged list of %s: %w", req.ID, err)
 	}
-	if len(st.Files) != req.Count || sum != req.ListSHA256 {
-		return req, badinput.Errorf("staged list of %s: %d entries with SHA-256 %s on the volume, %d with %s checked", req.ID, len(st.Files), sum, req.Count, req.ListSHA256)
+	if sum != req.ListSHA256 {
+		return req, badinput.Errorf("staged list of %s: SHA-256 %s, %s checked", req.ID, sum, req.ListSHA256)
+	}
+	if req.Saved {
+		if _, err := lines.ReadByte(); err != io.EOF {
+			return req, badinput.Errorf("staged list of %s: more than the %d entries checked", req.ID, req.Count)
+		}
 	}
 	return st, nil
 }
 
-// readLines hands fn each line of r, to its end, and returns the SHA-256 of the lines.
-func readLines(r *bufio.Reader, fn func(line []byte) error) (string, error) {
+// readLines hands fn each of n lines of r, and returns the SHA-256 of the lines.
+func readLines(r *bufio.Reader, n int, fn func(line []byte) error) (string, error) {
 	digest := sha256.New()
-	for i := 0; ; i++ {
+	for i := range n {
 		line, err := r.ReadBytes('\n')
-		if err == io.EOF && len(line) == 0 {
-			break
-		}
 		if err == io.EOF {
-			return "", fmt.Errorf("line %d: %w", i+1, io.ErrUnexpectedEOF)
+			err = io.ErrUnexpectedEOF
 		}
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("line %d of %d: %w", i+1, n, err)
 		}
 		digest.Write(line)
 		if err := fn(line); err != nil {
-			return "", fmt.Errorf("line %d: %w", i+1, err)
+			return "", fmt.Errorf("line %d of %d: %w", i+1, n, err)
 		}
 	}
 	return hex.EncodeToString(digest.Sum(nil)), nil
@@ -179,6 +206,8 @@ type lineReader[T any] struct {
 	r      *bufio.Reader
 	n, got int
 	digest hash.Hash
+	// keep, if set, gets a copy of every line read.
+	keep *[]byte
 }
 
 // newLineReader reads the first line into head, which says (count) how many lines follow.
@@ -217,6 +246,9 @@ func (l *lineReader[T]) next() (e T, ok bool, err error) {
 		return e, false, fmt.Errorf("%w: entry %d of %d: %w", errMoverOutput, l.got+1, l.n, err)
 	}
 	l.digest.Write(line)
+	if l.keep != nil {
+		*l.keep = append(*l.keep, line...)
+	}
 	l.got++
 	return e, true, nil
 }

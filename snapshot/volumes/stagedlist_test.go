@@ -1,12 +1,18 @@
 package volumes
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/snapshot"
 )
 
@@ -65,5 +71,70 @@ func TestReadStaged(t *testing.T) {
 				t.Fatalf("%v: corrupt %v, the mover's %v; want corrupt %v", err, errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, errMoverOutput), tc.corrupt)
 			}
 		})
+	}
+}
+
+// A restore that finds everything in place stages nothing and keeps its short list off the
+// volume: ferry hands the lines back, the mover applies them only with the SHA-256 ferry checked,
+// and the volume, its root's times too, is as it was.
+func TestShortStagedListStaysOffTheVolume(t *testing.T) {
+	src := sourceTree(t)
+	stream, files := packed(t, src)
+	dst := t.TempDir()
+	unpack(t, stream, dst, UnpackOptions{Owners: os.Geteuid() == 0})
+	before := treeState(t, dst)
+	st, err := StageCompressed(context.Background(), dst, bytes.NewReader(stream))
+	must(t, err)
+	back := overMover(t, dst, st, inline(files))
+	if back.Saved || !back.RootModTime.IsZero() {
+		t.Fatalf("saved %v, staging folder made at %v: nothing needed it", back.Saved, back.RootModTime)
+	}
+	var out bytes.Buffer
+	must(t, PrintStaged(&out, dst, &back, back))
+	var summary Staged
+	must(t, readStaged(&out, &summary, &summary, "b/volumes/ns/c.tar.zst", inline(files)))
+	tampered := bytes.Replace(summary.lines, []byte(`"0644"`), []byte(`"0666"`), 1)
+	if bytes.Equal(tampered, summary.lines) {
+		t.Fatal("no line to change")
+	}
+	if _, err := LoadStaged(dst, summary, bufio.NewReader(bytes.NewReader(tampered))); !badinput.Is(err) {
+		t.Errorf("lines changed after ferry checked them: %v", err)
+	}
+	res, err := Apply(context.Background(), dst, back, UnpackOptions{Owners: os.Geteuid() == 0})
+	must(t, err)
+	if res.Unchanged != len(files) {
+		t.Errorf("%d written, %d updated, %d unchanged of %d", res.Written, res.Updated, res.Unchanged, len(files))
+	}
+	if after := treeState(t, dst); !slices.Equal(before, after) {
+		t.Errorf("the volume changed:\n%s", strings.Join(lineChanges(before, after), "\n"))
+	}
+}
+
+// A long list is saved on the volume even when nothing was staged, in a staging folder of its
+// own that Abort removes, giving the root its time back.
+func TestLongStagedListIsSaved(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	must(t, os.Chtimes(dir, old, old))
+	st := Staged{ID: "0123456789abcdef", Files: make([]StagedFile, InlineStaged+1)}
+	for i := range st.Files {
+		st.Files[i] = StagedFile{File: snapshot.File{Path: fmt.Sprintf("f%06d", i), Type: "file", Mode: "0644"}}
+	}
+	must(t, SaveStaged(dir, &st))
+	if !st.Saved || st.Count != len(st.Files) || !st.RootModTime.Equal(old) {
+		t.Fatalf("saved %v, %d entries, root time %v", st.Saved, st.Count, st.RootModTime)
+	}
+	loaded, err := LoadStaged(dir, Staged{ID: st.ID, Count: st.Count, ListSHA256: st.ListSHA256, Saved: true, RootModTime: st.RootModTime}, nil)
+	must(t, err)
+	if !slices.Equal(loaded.Files, st.Files) {
+		t.Error("the saved list reads back otherwise")
+	}
+	must(t, Abort(dir, st))
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	fi, err := os.Stat(dir)
+	must(t, err)
+	if len(entries) != 0 || !fi.ModTime().Equal(old) {
+		t.Errorf("after Abort: %d entries, root time %v", len(entries), fi.ModTime())
 	}
 }
