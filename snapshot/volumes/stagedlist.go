@@ -124,9 +124,12 @@ func openStagedList(dir string, st Staged) (*os.File, error) {
 }
 
 // LoadStaged reads back the list of the summary req, as ferry hands it back: from the staging
-// folder where SaveStaged saved it, or else from the lines in that follow the summary. A list
+// folder where SaveStaged saved it, or else from the lines on in that follow the summary. A list
 // of another number of entries or another SHA-256 than req's is refused.
 func LoadStaged(dir string, req Staged, in *bufio.Reader) (Staged, error) {
+	if req.Count < 0 {
+		return req, badinput.Errorf("staged list of %s: %d entries", req.ID, req.Count)
+	}
 	lines := in
 	if req.Saved {
 		f, err := openStagedList(dir, req)
@@ -140,18 +143,18 @@ func LoadStaged(dir string, req Staged, in *bufio.Reader) (Staged, error) {
 	}
 	st := req
 	st.Files = make([]StagedFile, 0, min(req.Count, InlineStaged))
-	sum, err := readLines(lines, req.Count, func(line []byte) error {
-		var e StagedFile
-		if err := json.Unmarshal(line, &e); err != nil {
-			return err
+	entries := newLines[StagedFile](lines, req.Count, nil)
+	for {
+		e, ok, err := entries.next()
+		if err != nil {
+			return req, fmt.Errorf("the staged list of %s: %w", req.ID, err)
+		}
+		if !ok {
+			break
 		}
 		st.Files = append(st.Files, e)
-		return nil
-	})
-	if err != nil {
-		return req, fmt.Errorf("the staged list of %s: %w", req.ID, err)
 	}
-	if sum != req.ListSHA256 {
+	if sum := entries.sum(); sum != req.ListSHA256 {
 		return req, badinput.Errorf("staged list of %s: SHA-256 %s, %s checked", req.ID, sum, req.ListSHA256)
 	}
 	if req.Saved {
@@ -160,25 +163,6 @@ func LoadStaged(dir string, req Staged, in *bufio.Reader) (Staged, error) {
 		}
 	}
 	return st, nil
-}
-
-// readLines hands fn each of n lines of r, and returns the SHA-256 of the lines.
-func readLines(r *bufio.Reader, n int, fn func(line []byte) error) (string, error) {
-	digest := sha256.New()
-	for i := range n {
-		line, err := r.ReadBytes('\n')
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		if err != nil {
-			return "", fmt.Errorf("line %d of %d: %w", i+1, n, err)
-		}
-		digest.Write(line)
-		if err := fn(line); err != nil {
-			return "", fmt.Errorf("line %d of %d: %w", i+1, n, err)
-		}
-	}
-	return hex.EncodeToString(digest.Sum(nil)), nil
 }
 
 // PrintUnpacked writes Apply's result as one JSON line, then its files, a line each.
@@ -200,17 +184,23 @@ func PrintUnpacked(w io.Writer, res UnpackResult) error {
 // errMoverOutput marks what a mover printed that ferry cannot read.
 var errMoverOutput = errors.New("the mover's output")
 
-// lineReader reads, one at a time, the n entry lines of T after a first line, as a mover prints
-// them, and hashes them.
+// lineReader reads n lines of JSON, an entry of T each, one at a time, and hashes them.
 type lineReader[T any] struct {
 	r      *bufio.Reader
 	n, got int
 	digest hash.Hash
+	// mark, if set, is wrapped into every error.
+	mark error
 	// keep, if set, gets a copy of every line read.
 	keep *[]byte
 }
 
-// newLineReader reads the first line into head, which says (count) how many lines follow.
+func newLines[T any](r *bufio.Reader, n int, mark error) *lineReader[T] {
+	return &lineReader[T]{r: r, n: n, digest: sha256.New(), mark: mark}
+}
+
+// newLineReader reads the first line that a mover printed into head, which says (count) how
+// many lines of entries follow; their errors match errMoverOutput.
 func newLineReader[T any](r io.Reader, head any, count func() int) (*lineReader[T], error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	line, err := br.ReadBytes('\n')
@@ -227,7 +217,7 @@ func newLineReader[T any](r io.Reader, head any, count func() int) (*lineReader[
 	if err := json.Unmarshal(line, head); err != nil {
 		return nil, fmt.Errorf("%w: %w", errMoverOutput, err)
 	}
-	return &lineReader[T]{r: br, n: count(), digest: sha256.New()}, nil
+	return newLines[T](br, count(), errMoverOutput), nil
 }
 
 // next reads the next entry: ok is false after the last.
@@ -239,11 +229,15 @@ func (l *lineReader[T]) next() (e T, ok bool, err error) {
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	if err != nil {
-		return e, false, fmt.Errorf("%w: entry %d of %d: %w", errMoverOutput, l.got+1, l.n, err)
+	if err == nil {
+		err = json.Unmarshal(line, &e)
 	}
-	if err := json.Unmarshal(line, &e); err != nil {
-		return e, false, fmt.Errorf("%w: entry %d of %d: %w", errMoverOutput, l.got+1, l.n, err)
+	if err != nil {
+		err = fmt.Errorf("entry %d of %d: %w", l.got+1, l.n, err)
+		if l.mark != nil {
+			err = fmt.Errorf("%w: %w", l.mark, err)
+		}
+		return e, false, err
 	}
 	l.digest.Write(line)
 	if l.keep != nil {
