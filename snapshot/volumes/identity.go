@@ -247,19 +247,19 @@ func isRefused(err error) bool {
 
 // execReading runs a command in a mover with its stdout handed to read as it prints it; read
 // reads to the end or fails, which stops the command. It returns read's error and the
-// command's.
+// command's. The output is taken as it comes (see kube.Pipe): read holds only what it lags.
 func (c Contents) execReading(ctx context.Context, req kube.ExecRequest, read func(io.Reader) error) (readErr, execErr error) {
-	out, in := io.Pipe()
-	req.Stdout = in
+	out := kube.NewPipe()
+	req.Stdout = out
 	ran := make(chan error, 1)
 	go func() {
 		err := c.exec(ctx, req)
-		in.CloseWithError(err)
+		out.CloseWithError(err)
 		ran <- err
 	}()
 	if readErr = read(out); readErr == nil {
 		io.Copy(io.Discard, out) // the last line's end
 	}
-	out.CloseWithError(errors.New("the output was not read on")) // a mover still printing stops there
+	out.Close() // a mover still printing stops there
 	return readErr, <-ran
 }
