@@ -267,7 +267,7 @@ const singlePutMax = 64 << 20
 // upload stores in.Body. The transfer manager copies every body into buffers of its own (the first
 // 16 MiB, then Concurrency+1 parts of PartSize allocated at once, 160 MiB by default): a body of
 // known size goes up in one PUT instead, and a stream said to be small (WithSmallParts) in parts of
-// the least size.
+// the least size, one at a time.
 func (b *S3) upload(ctx context.Context, in *transfermanager.UploadObjectInput) error {
 	if rs, ok := in.Body.(io.ReadSeeker); ok {
 		if size, err := remaining(rs); err == nil && size <= singlePutMax {
@@ -278,8 +278,9 @@ func (b *S3) upload(ctx context.Context, in *transfermanager.UploadObjectInput) 
 	}
 	var opts []func(*transfermanager.Options)
 	if small, _ := ctx.Value(smallPartsKey{}).(bool); small {
+		// Written as a claim is walked, such a stream comes slower than one part goes up.
 		opts = append(opts, func(o *transfermanager.Options) {
-			o.PartSizeBytes, o.MultipartUploadThreshold = MinPartSize, MinPartSize
+			o.PartSizeBytes, o.MultipartUploadThreshold, o.Concurrency = MinPartSize, MinPartSize, 1
 		})
 	}
 	_, err := b.transfer.UploadObject(ctx, in, opts...)
@@ -528,8 +529,8 @@ type smallPartsKey struct{}
 
 // WithSmallParts returns ctx, telling a backend that uploads a stream in parts (S3) that the
 // streams Put with it are small (a claim's file list or tree: tens of MB for a million files), so
-// that their parts are of the least size S3 takes. A multipart upload holds Concurrency+1 parts
-// in memory from its start.
+// that their parts are of the least size S3 takes, one at a time. A multipart upload holds
+// Concurrency+1 parts in memory from its start.
 func WithSmallParts(ctx context.Context) context.Context {
 	return context.WithValue(ctx, smallPartsKey{}, true)
 }
