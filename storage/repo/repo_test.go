@@ -703,7 +703,9 @@ func TestReaderAcrossCalls(t *testing.T) {
 			var data [][]byte
 			var refs [][]ChunkRef
 			for i := range maxOpenPacks + 2 { // a writer each: each stream in packs of its own
-				d := randomData(uint64(100+i), 300<<10)
+				// Longer than the largest chunk, so every pack has two chunks or more wherever the
+				// random polynomial cuts: a pack of one chunk is closed by reading its first.
+				d := randomData(uint64(100+i), 600<<10)
 				rs, _ := write(t, r, d)
 				data, refs = append(data, d), append(refs, rs)
 			}
