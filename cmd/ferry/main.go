@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/snapshot"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -38,6 +39,10 @@ func (e *refusedError) Error() string { return e.err.Error() }
 func (e *refusedError) Unwrap() error { return e.err }
 
 func main() {
+	// In a pod (a mover, a scheduled backup) the collector keeps the heap under 90 % of the
+	// container's memory limit, rather than let the kernel kill the process at the limit. Without
+	// a limit (or with GOMEMLIMIT set) nothing changes; an error leaves the default.
+	_, _ = memlimit.Set()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	stop()
