@@ -157,11 +157,7 @@ func (o *unpackOptions) run(ctx context.Context) error {
 	if st, err = volumes.LoadStaged(".", st, in); err != nil {
 		return err
 	}
-	res, err := volumes.Apply(ctx, ".", st, o.opts)
-	if err != nil {
-		return err
-	}
-	return volumes.PrintUnpacked(o.streams.Out, res)
+	return volumes.ApplyAndPrint(ctx, ".", st, o.opts, o.streams.Out)
 }
 
 // printStaged saves what was staged on the volume and prints head, which holds it, and the

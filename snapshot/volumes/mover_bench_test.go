@@ -63,10 +63,7 @@ func BenchmarkMoverRestoreManyFiles(b *testing.B) {
 			if loaded, err = LoadStaged(dir, st, bufio.NewReader(bytes.NewReader(nil))); err != nil {
 				return
 			}
-			var res UnpackResult
-			if res, err = Apply(ctx, dir, loaded, UnpackOptions{Delete: true}); err == nil {
-				err = PrintUnpacked(io.Discard, res)
-			}
+			err = ApplyAndPrint(ctx, dir, loaded, UnpackOptions{Delete: true}, io.Discard)
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -185,11 +185,20 @@ func overMover(t *testing.T, dir string, st Staged, backup files) Staged {
 	return loaded
 }
 
-// unpackedOverMover is Apply's result as ferry reads it from the mover's output.
-func unpackedOverMover(t *testing.T, res UnpackResult) UnpackResult {
+// loadedFiles are the entries of a list LoadStaged checked, as Apply reads them.
+func loadedFiles(t *testing.T, dir string, st Staged) []StagedFile {
+	t.Helper()
+	var files []StagedFile
+	must(t, st.each(dir, func(f StagedFile) error { files = append(files, f); return nil }))
+	return files
+}
+
+// appliedOverMover applies st as the mover does (ApplyAndPrint) and returns the result as ferry
+// reads it from the mover's output.
+func appliedOverMover(t *testing.T, dir string, st Staged, opts UnpackOptions) UnpackResult {
 	t.Helper()
 	var out bytes.Buffer
-	must(t, PrintUnpacked(&out, res))
+	must(t, ApplyAndPrint(context.Background(), dir, st, opts, &out))
 	var back UnpackResult
 	lines, err := newLineReader[UnpackedFile](&out, &back, func() int { return back.Count })
 	must(t, err)
@@ -272,9 +281,7 @@ func TestOddFilesRoundTrip(t *testing.T) {
 			st, err := Stage(ctx, dst, &buf)
 			must(t, err)
 			st = overMover(t, dst, st, inline(manifest.Files))
-			res, err := Apply(ctx, dst, st, UnpackOptions{Delete: tc.delete})
-			must(t, err)
-			res = unpackedOverMover(t, res)
+			res := appliedOverMover(t, dst, st, UnpackOptions{Delete: tc.delete})
 			if len(res.Deleted) > 0 && (tc.name != "over separate copies, another FIFO and a symlink of another time" || !slices.Equal(res.Deleted, []string{"other.fifo"})) &&
 				!slices.Equal(res.Deleted, []string{"extra"}) {
 				t.Errorf("deleted %q", res.Deleted)

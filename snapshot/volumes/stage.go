@@ -2,16 +2,19 @@ package volumes
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,8 +48,11 @@ type Staged struct {
 	Count      int    `json:"count"`
 	ListSHA256 string `json:"listSHA256,omitempty"`
 	Saved      bool   `json:"saved,omitempty"`
-	// lines are the entries' lines as ferry read them, to hand back when they were not saved.
+	// lines are the entries' lines as ferry read them, to hand back when they were not saved,
+	// and as the mover got them back (loaded).
 	lines []byte
+	// loaded says LoadStaged checked the list: its entries are read again from the list.
+	loaded bool
 	// Skipped lists the files the backup left out: they are kept on the target as they are.
 	Skipped []SkippedFile `json:"skipped,omitempty"`
 	// Bytes counts the contents staged.
@@ -461,68 +467,111 @@ func Abort(dir string, st Staged) error {
 
 // Apply puts what Stage staged in place: in the archive's order, directories made (or kept),
 // symlinks and FIFOs made, staged files renamed over the target's, hard links made to the files
-// they name, the modes, owners (with opts.Owners) and times (a symlink's own) set; then, with opts.Delete, what the target holds beyond the archive (and the files
-// the backup left out) deleted; then directories' modes and times set, children first. Entries
-// already as the archive holds them are not touched, so applying twice changes nothing.
+// they name, the modes, owners (with opts.Owners) and times (a symlink's own) set; then, with
+// opts.Delete, what the target holds beyond the archive (and the files the backup left out)
+// deleted; then directories' modes and times set, children first. Entries already as the archive
+// holds them are not touched, so applying twice changes nothing. The result holds every entry as
+// it is on disk after.
 func Apply(ctx context.Context, dir string, st Staged, opts UnpackOptions) (UnpackResult, error) {
+	var res UnpackResult
+	err := applyStaged(ctx, dir, st, opts, func(head UnpackResult) error { res = head; return nil },
+		func(f UnpackedFile) error { res.Files = append(res.Files, f); return nil })
+	return res, err
+}
+
+// ApplyAndPrint is Apply for `ferry mover unpack --apply`: it prints the result, a first line
+// that sums it up, then a line per entry as it reads it back from the disk. The entries of a
+// list LoadStaged checked are read from the list again: the mover holds neither the list nor
+// the result, about 500 bytes a file, a claim of a million files more than its memory limit.
+func ApplyAndPrint(ctx context.Context, dir string, st Staged, opts UnpackOptions, w io.Writer) error {
+	out := bufio.NewWriterSize(w, 1<<16)
+	enc := json.NewEncoder(out)
+	err := applyStaged(ctx, dir, st, opts, func(head UnpackResult) error { return enc.Encode(head) },
+		func(f UnpackedFile) error { return enc.Encode(f) })
+	if err != nil {
+		return err
+	}
+	return out.Flush()
+}
+
+// applyStaged is Apply, which gives head the result's summary, then file each entry's result.
+func applyStaged(ctx context.Context, dir string, st Staged, opts UnpackOptions, head func(UnpackResult) error, file func(UnpackedFile) error) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return UnpackResult{}, err
+		return err
 	}
 	defer root.Close()
 	staging := ""
 	if !st.RootModTime.IsZero() {
 		if staging, err = stagingDir(st.ID); err != nil {
-			return UnpackResult{}, err
+			return err
 		}
 		if fi, err := root.Lstat(staging); err != nil || !fi.IsDir() {
-			return UnpackResult{}, fmt.Errorf("nothing staged as %s: %w", st.ID, errors.Join(err, fs.ErrNotExist))
+			return fmt.Errorf("nothing staged as %s: %w", st.ID, errors.Join(err, fs.ErrNotExist))
 		}
 	}
 	u := newUnpacker(root, opts)
 	defer u.close()
-	for _, f := range st.Files {
+	err = st.each(dir, func(f StagedFile) error {
 		if err := ctx.Err(); err != nil {
-			return u.res, err
+			return err
 		}
-		if err := u.apply(f, staging); err != nil {
-			return u.res, err
-		}
+		return u.apply(f, staging)
+	})
+	if err != nil {
+		return err
 	}
 	for _, f := range st.Skipped {
 		name, err := entryPath(f.Path)
 		if err != nil {
-			return u.res, err
+			return err
 		}
 		u.keepWithParents(name)
 	}
 	if opts.Delete {
 		if err := u.deleteOthers(); err != nil {
-			return u.res, err
+			return err
 		}
 	}
+	u.keep = nil
 	if err := u.finishDirs(); err != nil {
-		return u.res, err
+		return err
 	}
-	if err := u.readBack(); err != nil {
-		return u.res, err
+	if err := u.noteForeignOwners(dir, st); err != nil {
+		return err
+	}
+	u.res.Count = len(u.actions)
+	if err := head(u.res); err != nil {
+		return err
+	}
+	i := 0
+	err = st.each(dir, func(f StagedFile) error {
+		out, err := u.readBack(f, u.actions[i])
+		i++
+		if err != nil {
+			return err
+		}
+		return file(out)
+	})
+	if err != nil {
+		return err
 	}
 	if staging != "" {
 		u.close()
 		if err := root.RemoveAll(staging); err != nil {
-			return u.res, fmt.Errorf("remove %s: %w", staging, err)
+			return fmt.Errorf("remove %s: %w", staging, err)
 		}
 		if !u.rootTouched {
 			if err := root.Chtimes(".", time.Time{}, st.RootModTime); err != nil {
-				return u.res, err
+				return err
 			}
 		}
 	}
 	// The contents must be on disk before the restore is reported done.
 	if err := syncDir(root); err != nil {
-		return u.res, fmt.Errorf("sync %s: %w", dir, err)
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
-	return u.res, nil
+	return nil
 }
 
 func (u *unpacker) keepWithParents(name string) {
@@ -551,36 +600,35 @@ func (u *unpacker) apply(f StagedFile, staging string) error {
 		return err
 	}
 	u.keep[name] = true
-	out := UnpackedFile{File: snapshot.File{Path: f.Path, SHA256: f.SHA256, Hardlink: f.Hardlink}}
+	var action string
 	size := h.Size
 	switch {
 	case f.Type == "dir":
-		out.Action, err = u.directory(name, h)
+		action, err = u.directory(name, h)
 	case f.Type == "symlink":
-		out.Action, err = u.link(name, h)
+		action, err = u.link(name, h)
 	case f.Type == "fifo":
-		out.Action, err = u.fifo(name, h)
+		action, err = u.fifo(name, h)
 	case f.Hardlink != "":
 		size = 0
 		var head string
 		if head, err = entryPath(f.Hardlink); err == nil {
-			out.Action, err = u.hardlink(name, head)
+			action, err = u.hardlink(name, head)
 		}
 	default:
-		out.Action, err = u.place(name, h, staging, f.Staged)
+		action, err = u.place(name, h, staging, f.Staged)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if out.Action == ActionWritten && !strings.Contains(name, "/") {
+	if action == ActionWritten && !strings.Contains(name, "/") {
 		u.rootTouched = true
 	}
-	u.res.Files = append(u.res.Files, out)
-	u.owners = append(u.owners, [2]int{h.Uid, h.Gid})
+	u.actions = append(u.actions, byte(slices.Index(actions, action)))
 	if h.Typeflag == tar.TypeDir {
-		u.archiveDirs = append(u.archiveDirs, pendingDir{name: name, h: h, index: len(u.res.Files) - 1})
+		u.archiveDirs = append(u.archiveDirs, pendingDir{name: name, h: h, index: len(u.actions) - 1})
 	} else {
-		u.count(out.Action, size)
+		u.count(action, size)
 	}
 	return nil
 }

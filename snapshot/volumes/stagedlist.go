@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,7 +24,7 @@ import (
 // (LoadStaged). A list of at most InlineStaged entries, when Stage staged nothing, stays off
 // the volume (a restore that finds everything in place touches nothing, not even the root's
 // times): ferry hands its lines back after the summary. Apply's result comes back as lines too
-// (PrintUnpacked).
+// (ApplyAndPrint).
 
 // InlineStaged is the most entries of a staged list that ferry holds and hands back (some MiB),
 // when Stage staged nothing; a longer list is saved in a staging folder made for it.
@@ -123,62 +124,78 @@ func openStagedList(dir string, st Staged) (*os.File, error) {
 	return root.Open(name + "/" + stagedListName)
 }
 
-// LoadStaged reads back the list of the summary req, as ferry hands it back: from the staging
-// folder where SaveStaged saved it, or else from the lines on in that follow the summary. A list
-// of another number of entries or another SHA-256 than req's is refused.
+// LoadStaged checks the list of the summary req, as ferry hands it back: the one SaveStaged saved
+// in the staging folder, or else the lines on in that follow the summary. A list of another
+// number of entries or another SHA-256 than req's is refused. The list is not held: Apply reads
+// it again (each), a saved one from the staging folder, and checks it once more.
 func LoadStaged(dir string, req Staged, in *bufio.Reader) (Staged, error) {
 	if req.Count < 0 {
 		return req, badinput.Errorf("staged list of %s: %d entries", req.ID, req.Count)
 	}
-	lines := in
-	if req.Saved {
-		f, err := openStagedList(dir, req)
-		if err != nil {
-			return req, fmt.Errorf("nothing staged as %s: %w", req.ID, err)
-		}
-		defer f.Close()
-		lines = bufio.NewReaderSize(f, 1<<16)
-	} else if req.Count > InlineStaged {
+	if !req.Saved && req.Count > InlineStaged {
 		return req, badinput.Errorf("staged list of %s: %d entries handed back, at most %d are", req.ID, req.Count, InlineStaged)
 	}
 	st := req
-	st.Files = make([]StagedFile, 0, min(req.Count, InlineStaged))
-	entries := newLines[StagedFile](lines, req.Count, nil)
-	for {
-		e, ok, err := entries.next()
-		if err != nil {
-			return req, fmt.Errorf("the staged list of %s: %w", req.ID, err)
-		}
-		if !ok {
-			break
-		}
-		st.Files = append(st.Files, e)
+	st.Files, st.lines, st.loaded = nil, nil, true
+	var keep *[]byte
+	if !req.Saved {
+		keep = &st.lines
 	}
-	if sum := entries.sum(); sum != req.ListSHA256 {
-		return req, badinput.Errorf("staged list of %s: SHA-256 %s, %s checked", req.ID, sum, req.ListSHA256)
-	}
-	if req.Saved {
-		if _, err := lines.ReadByte(); err != io.EOF {
-			return req, badinput.Errorf("staged list of %s: more than the %d entries checked", req.ID, req.Count)
-		}
+	if err := st.read(dir, in, keep, func(StagedFile) error { return nil }); err != nil {
+		return req, err
 	}
 	return st, nil
 }
 
-// PrintUnpacked writes Apply's result as one JSON line, then its files, a line each.
-func PrintUnpacked(w io.Writer, res UnpackResult) error {
-	res.Count = len(res.Files)
-	out := bufio.NewWriterSize(w, 1<<16)
-	enc := json.NewEncoder(out)
-	if err := enc.Encode(res); err != nil {
-		return err
+// each gives fn the list's entries in order: Files, or the lines of a list LoadStaged checked,
+// read again and checked again.
+func (st Staged) each(dir string, fn func(StagedFile) error) error {
+	if !st.loaded {
+		for _, f := range st.Files {
+			if err := fn(f); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	for _, f := range res.Files {
-		if err := enc.Encode(f); err != nil {
+	return st.read(dir, bufio.NewReader(bytes.NewReader(st.lines)), nil, fn)
+}
+
+// read reads the list's lines, from the staging folder when it was saved, else from in (keeping
+// a copy in keep, if set), gives fn each entry, and checks their number and SHA-256.
+func (st Staged) read(dir string, in *bufio.Reader, keep *[]byte, fn func(StagedFile) error) error {
+	lines := in
+	if st.Saved {
+		f, err := openStagedList(dir, st)
+		if err != nil {
+			return fmt.Errorf("nothing staged as %s: %w", st.ID, err)
+		}
+		defer f.Close()
+		lines = bufio.NewReaderSize(f, 1<<16)
+	}
+	entries := newLines[StagedFile](lines, st.Count, nil)
+	entries.keep = keep
+	for {
+		e, ok, err := entries.next()
+		if err != nil {
+			return fmt.Errorf("the staged list of %s: %w", st.ID, err)
+		}
+		if !ok {
+			break
+		}
+		if err := fn(e); err != nil {
 			return err
 		}
 	}
-	return out.Flush()
+	if sum := entries.sum(); sum != st.ListSHA256 {
+		return badinput.Errorf("staged list of %s: SHA-256 %s, %s checked", st.ID, sum, st.ListSHA256)
+	}
+	if st.Saved {
+		if _, err := lines.ReadByte(); err != io.EOF {
+			return badinput.Errorf("staged list of %s: more than the %d entries checked", st.ID, st.Count)
+		}
+	}
+	return nil
 }
 
 // errMoverOutput marks what a mover printed that ferry cannot read.

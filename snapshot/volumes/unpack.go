@@ -40,6 +40,9 @@ const (
 	ActionUnchanged = "unchanged" // already as the archive holds it
 )
 
+// actions are the actions by the numbers an unpacker keeps of them.
+var actions = []string{ActionWritten, ActionUpdated, ActionUnchanged}
+
 // UnpackedFile is an archive entry as it is on disk after Unpack: read back with lstat, its
 // SHA-256 that of the bytes written (or found identical) while unpacking.
 type UnpackedFile struct {
@@ -48,7 +51,7 @@ type UnpackedFile struct {
 }
 
 // UnpackResult is what `ferry mover unpack --apply` prints once the archive is on disk: one JSON
-// line, then its Files, a line each (PrintUnpacked).
+// line, then its Files, a line each (ApplyAndPrint).
 type UnpackResult struct {
 	Files []UnpackedFile `json:"-"`
 	// Count is the number of Files, on the lines that follow.
@@ -102,8 +105,8 @@ type unpacker struct {
 	keep map[string]bool
 	// archiveDirs get their mode and times once their children are written.
 	archiveDirs []pendingDir
-	// owners are the archive's owner and group of each of res.Files.
-	owners   [][2]int
+	// actions are what was done with each entry, in the list's order: an index in actions.
+	actions  []byte
 	buf, cmp []byte
 	zero     []byte
 	// cur is the root of the directory curDir, where the last entries were: a path is resolved
@@ -232,7 +235,7 @@ func (u *unpacker) openFile(name string, flag int, perm fs.FileMode) (*os.File, 
 type pendingDir struct {
 	name  string
 	h     *tar.Header
-	index int // in res.Files
+	index int // in actions
 }
 
 // entryPath checks an archive name and returns it as a clean relative path.
@@ -632,55 +635,75 @@ func (u *unpacker) finishDirs() error {
 		}
 	}
 	for _, d := range u.archiveDirs {
-		u.count(u.res.Files[d.index].Action, 0)
+		u.count(actions[u.actions[d.index]], 0)
 	}
 	return nil
 }
 
-// readBack fills every entry's record from the disk, as it now is.
-func (u *unpacker) readBack() error {
+// noteForeignOwners says in the result's notes how many entries are not owned as the archive
+// records, when the mover could not set owners.
+func (u *unpacker) noteForeignOwners(dir string, st Staged) error {
+	if u.opts.Owners {
+		return nil
+	}
 	foreign := 0
-	for i := range u.res.Files {
-		f := &u.res.Files[i]
-		name := strings.TrimSuffix(f.Path, "/")
-		fi, err := u.lstat(name)
+	err := st.each(dir, func(f StagedFile) error {
+		fi, err := u.lstat(strings.TrimSuffix(f.Path, "/"))
 		if err != nil {
 			return err
 		}
-		f.Mode, f.ModTime = fmt.Sprintf("%#o", tarMode(fi.Mode())), fi.ModTime().UTC()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			f.UID, f.GID = int(st.Uid), int(st.Gid)
-		}
-		if [2]int{f.UID, f.GID} != u.owners[i] {
+		if uid, gid := owner(fi); uid != f.UID || gid != f.GID {
 			foreign++
 		}
-		switch {
-		case fi.IsDir():
-			f.Type = "dir"
-		case fi.Mode()&fs.ModeSymlink != 0:
-			f.Type = "symlink"
-			if f.Link, err = u.readlink(name); err != nil {
-				return err
-			}
-		case fi.Mode().IsRegular():
-			f.Type, f.Size = "file", fi.Size()
-			if f.Hardlink != "" {
-				// Still the same file as its first name, or no hard link at all.
-				hfi, err := u.lstat(f.Hardlink)
-				if err != nil || !os.SameFile(fi, hfi) {
-					f.Hardlink = ""
-				}
-			}
-		case fi.Mode()&fs.ModeNamedPipe != 0:
-			f.Type = "fifo"
-		default:
-			f.Type = "other"
-		}
-	}
-	if foreign > 0 && !u.opts.Owners {
+		return nil
+	})
+	if foreign > 0 {
 		u.res.Notes = append(u.res.Notes, fmt.Sprintf("%d entries are owned by the mover's user, not by the owner the backup records: only a mover running as root sets owners", foreign))
 	}
-	return nil
+	return err
+}
+
+// owner is a file's owner and group as lstat gives them.
+func owner(fi fs.FileInfo) (uid, gid int) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid), int(st.Gid)
+	}
+	return 0, 0
+}
+
+// readBack is an entry's record as it is on disk now, after action.
+func (u *unpacker) readBack(e StagedFile, action byte) (UnpackedFile, error) {
+	f := UnpackedFile{File: snapshot.File{Path: e.Path, SHA256: e.SHA256, Hardlink: e.Hardlink}, Action: actions[action]}
+	name := strings.TrimSuffix(f.Path, "/")
+	fi, err := u.lstat(name)
+	if err != nil {
+		return f, err
+	}
+	f.Mode, f.ModTime = fmt.Sprintf("%#o", tarMode(fi.Mode())), fi.ModTime().UTC()
+	f.UID, f.GID = owner(fi)
+	switch {
+	case fi.IsDir():
+		f.Type = "dir"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		f.Type = "symlink"
+		if f.Link, err = u.readlink(name); err != nil {
+			return f, err
+		}
+	case fi.Mode().IsRegular():
+		f.Type, f.Size = "file", fi.Size()
+		if f.Hardlink != "" {
+			// Still the same file as its first name, or no hard link at all.
+			hfi, err := u.lstat(f.Hardlink)
+			if err != nil || !os.SameFile(fi, hfi) {
+				f.Hardlink = ""
+			}
+		}
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		f.Type = "fifo"
+	default:
+		f.Type = "other"
+	}
+	return f, nil
 }
 
 // syncDir flushes the filesystem that holds root.
