@@ -185,8 +185,9 @@ func overMover(t *testing.T, dir string, st Staged, backup files) Staged {
 	return loaded
 }
 
-// loadedFiles are the entries of a list LoadStaged checked, as Apply reads them.
-func loadedFiles(t *testing.T, dir string, st Staged) []StagedFile {
+// listedFiles are the entries of a staged list as Apply reads them: Files, or the lines saved in
+// the staging folder or handed back (LoadStaged).
+func listedFiles(t *testing.T, dir string, st Staged) []StagedFile {
 	t.Helper()
 	var files []StagedFile
 	must(t, st.each(dir, func(f StagedFile) error { files = append(files, f); return nil }))

@@ -3,6 +3,7 @@ package volumes
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -41,7 +43,9 @@ import (
 type Staged struct {
 	ID string `json:"id"`
 	// Files lists the archive's entries, in its order, as it holds them: each file's size and
-	// SHA-256 are those of the archive's bytes.
+	// SHA-256 are those of the archive's bytes. A list that is long, or of a volume where files
+	// were staged, is not held: Stage writes it to the staging folder as it reads the archive
+	// (Saved), and Apply reads it from there.
 	Files []StagedFile `json:"-"`
 	// Count and ListSHA256 are the number of Files and the SHA-256 of their lines (SaveStaged);
 	// Saved says the lines are in the staging folder, else ferry hands them back.
@@ -105,10 +109,14 @@ func Stage(ctx context.Context, dir string, r io.Reader) (Staged, error) {
 	var id [8]byte
 	rand.Read(id[:])
 	s := &stager{u: newUnpacker(root, UnpackOptions{}), st: Staged{ID: hex.EncodeToString(id[:])},
-		at: map[string]int{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}, linked: map[string]bool{}, shared: map[string]uint64{}}
+		at: map[string]stagedRef{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}, linked: map[string]uint64{},
+		shared: map[string]uint64{}, dropped: map[int]bool{}, separated: map[int]string{}}
 	defer s.u.close()
 	if err := s.run(ctx, r); err != nil {
 		s.u.close()
+		if s.draft != nil {
+			s.draft.Close()
+		}
 		if s.staging != nil {
 			s.staging.Close()
 			s.staging = nil
@@ -138,18 +146,45 @@ func removeStaging(root *os.Root) error {
 type stager struct {
 	u  *unpacker
 	st Staged
-	// at is the index in st.Files of each path: a later entry of the same name replaces it.
-	at map[string]int
+	// at is what the list holds at each path: a later entry of the same name replaces it, a hard
+	// link takes its head's size and SHA-256 from it.
+	at map[string]stagedRef
 	// archiveDirs are the archive's directories so far; onTarget says whether a path is a real
 	// directory on the target, reached through real directories only.
 	archiveDirs, onTarget map[string]bool
-	// linked are the files of the archive that later entries are hard links to.
-	linked map[string]bool
+	// linked counts the later entries that are hard links to each file of the archive.
+	linked map[string]uint64
 	// shared holds the number of names of each target file kept as it is, when it has several.
-	shared  map[string]uint64
-	staging *os.Root
-	n       int
+	shared map[string]uint64
+	// dropped are the entries, by their number, that a later one of the same name replaced;
+	// separated the copies separate staged, by the number of the entry they are for.
+	dropped   map[int]bool
+	separated map[int]string
+	// listed counts the entries listed, dropped ones too.
+	listed int
+	// draft holds the entries, a JSON line each, from when the staging folder is made (or the
+	// list is long): the list is written as the archive is read, not held; finish writes the
+	// staged list from it.
+	draft    *os.File
+	draftOut *bufio.Writer
+	staging  *os.Root
+	n        int
 }
+
+// stagedRef is what the stager keeps of a listed entry: a few dozen bytes, not the entry.
+type stagedRef struct {
+	index    int
+	typ      string
+	hardlink bool
+	// asNamed says the entry's name in the archive is its path, as a hard link names it.
+	asNamed bool
+	staged  string
+	size    int64
+	sum     [sha256.Size]byte
+}
+
+// draftName is the draft of the staged list in the staging folder.
+const draftName = "list.draft"
 
 func (s *stager) run(ctx context.Context, r io.Reader) error {
 	tr := newArchiveReader(r)
@@ -168,14 +203,10 @@ func (s *stager) run(ctx context.Context, r io.Reader) error {
 			return err
 		}
 	}
-	files := s.st.Files[:0]
-	for _, f := range s.st.Files {
-		if f.Path != "" {
-			files = append(files, f)
-		}
-	}
-	s.st.Files = files
 	if err := s.separate(); err != nil {
+		return err
+	}
+	if err := s.finish(); err != nil {
 		return err
 	}
 	if s.staging == nil {
@@ -186,6 +217,129 @@ func (s *stager) run(ctx context.Context, r io.Reader) error {
 	if err := syncDir(s.staging); err != nil {
 		return fmt.Errorf("sync %s: %w", StagingPrefix+s.st.ID, err)
 	}
+	return nil
+}
+
+// list adds an entry at name to the staged list: to st.Files while the list is short and
+// nothing is staged, else to the draft in the staging folder.
+func (s *stager) list(name string, f StagedFile) error {
+	ref := stagedRef{index: s.listed, typ: f.Type, hardlink: f.Hardlink != "", asNamed: f.Path == name, staged: f.Staged, size: f.Size}
+	if f.SHA256 != "" {
+		if _, err := hex.Decode(ref.sum[:], []byte(f.SHA256)); err != nil {
+			return err
+		}
+	}
+	s.at[name] = ref
+	s.listed++
+	if s.draft == nil {
+		s.st.Files = append(s.st.Files, f)
+		if s.staging == nil && len(s.st.Files) <= InlineStaged {
+			return nil
+		}
+		return s.openDraft()
+	}
+	return json.NewEncoder(s.draftOut).Encode(f)
+}
+
+// openDraft makes the staging folder if need be and moves the entries listed so far into a draft
+// of the staged list there.
+func (s *stager) openDraft() error {
+	if err := s.makeStaging(); err != nil {
+		return err
+	}
+	f, err := s.staging.OpenFile(draftName, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	s.draft, s.draftOut = f, bufio.NewWriterSize(f, 1<<16)
+	enc := json.NewEncoder(s.draftOut)
+	for _, e := range s.st.Files {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	s.st.Files = nil
+	return nil
+}
+
+// finish leaves out the dropped entries and adds the separated copies: in st.Files, or, from
+// the draft, in the staged list saved in the staging folder (SaveStaged then has nothing to
+// do), checked by its number and SHA-256 as Apply reads it.
+func (s *stager) finish() error {
+	if s.draft == nil {
+		files := s.st.Files[:0]
+		for i, f := range s.st.Files {
+			if s.dropped[i] {
+				continue
+			}
+			if staged, ok := s.separated[i]; ok {
+				f.Staged = staged
+			}
+			files = append(files, f)
+		}
+		s.st.Files = files
+		return nil
+	}
+	if err := s.draftOut.Flush(); err != nil {
+		return fmt.Errorf("write the staged list: %w", err)
+	}
+	if _, err := s.draft.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	out, err := s.staging.OpenFile(stagedListName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = s.writeList(out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := s.draft.Close(); err == nil {
+		err = cerr
+	}
+	s.draft = nil
+	if err != nil {
+		return fmt.Errorf("write the staged list: %w", err)
+	}
+	s.st.Saved, s.st.loaded = true, true
+	return s.staging.Remove(draftName)
+}
+
+// writeList writes the draft's lines to out but the dropped ones, with the separated copies,
+// and records their number and SHA-256.
+func (s *stager) writeList(out io.Writer) error {
+	digest := sha256.New()
+	w := bufio.NewWriterSize(io.MultiWriter(out, digest), 1<<16)
+	draft := bufio.NewReaderSize(s.draft, 1<<16)
+	count := 0
+	for i := range s.listed {
+		line, err := draft.ReadBytes('\n')
+		if err != nil {
+			return fmt.Errorf("entry %d of the draft: %w", i+1, err)
+		}
+		if s.dropped[i] {
+			continue
+		}
+		if staged, ok := s.separated[i]; ok {
+			var f StagedFile
+			if err := json.Unmarshal(line, &f); err != nil {
+				return err
+			}
+			f.Staged = staged
+			if line, err = json.Marshal(f); err != nil {
+				return err
+			}
+			line = append(line, '\n')
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		count++
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	s.st.Count, s.st.ListSHA256 = count, hex.EncodeToString(digest.Sum(nil))
 	return nil
 }
 
@@ -201,11 +355,11 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		return err
 	}
 	prev, dup := s.at[name]
-	if dup && s.st.Files[prev].Type == "dir" {
+	if dup && prev.typ == "dir" {
 		// What follows would be written through whatever replaced the directory.
 		return badinput.Errorf("archive entry %q appears twice, first as a directory: %w", h.Name, ErrUnsafePath)
 	}
-	if dup && (s.st.Files[prev].Type != "file" || s.st.Files[prev].Hardlink != "" || s.linked[name] ||
+	if dup && (prev.typ != "file" || prev.hardlink || s.linked[name] > 0 ||
 		(h.Typeflag != tar.TypeReg && h.PAXRecords[SkippedRecord] == "")) {
 		return badinput.Errorf("archive entry %q appears twice", h.Name)
 	}
@@ -234,12 +388,12 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		if err != nil {
 			return badinput.Errorf("archive entry %q links to %q: %w", h.Name, h.Linkname, ErrUnsafePath)
 		}
-		i, ok := s.at[head]
-		if !ok || s.st.Files[i].Type != "file" || s.st.Files[i].Hardlink != "" || head != s.st.Files[i].Path {
+		r, ok := s.at[head]
+		if !ok || r.typ != "file" || r.hardlink || !r.asNamed {
 			return badinput.Errorf("archive entry %q links to %q, which is not a file before it in the archive", h.Name, h.Linkname)
 		}
-		f.Type, f.Hardlink, f.Size, f.SHA256 = "file", head, s.st.Files[i].Size, s.st.Files[i].SHA256
-		s.linked[head] = true
+		f.Type, f.Hardlink, f.Size, f.SHA256 = "file", head, r.size, hex.EncodeToString(r.sum[:])
+		s.linked[head]++
 	case tar.TypeReg:
 		f.Type, f.Size = "file", h.Size
 		if f.SHA256, f.Staged, err = s.regular(name, h, tr); err != nil {
@@ -248,78 +402,70 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 	default:
 		return badinput.Errorf("archive entry %q: type %q is not a file, directory, symlink, hard link or FIFO", h.Name, h.Typeflag)
 	}
-	s.at[name] = len(s.st.Files)
-	s.st.Files = append(s.st.Files, f)
-	return nil
+	return s.list(name, f)
 }
 
 // separate stages a copy of each target file kept as it is whose inode has more names on the
 // target than the archive gives it: Apply would otherwise set one entry's mode and time through
 // another's name, and leave files one that the archive holds apart.
 func (s *stager) separate() error {
-	names := map[string]uint64{}
-	for _, f := range s.st.Files {
-		if f.Hardlink != "" {
-			names[f.Hardlink]++
-		}
-	}
-	for i := range s.st.Files {
-		f := &s.st.Files[i]
-		if f.Type != "file" || f.Hardlink != "" || f.Staged != "" || s.shared[f.Path] <= 1+names[f.Path] {
+	for _, name := range slices.Sorted(maps.Keys(s.shared)) {
+		r, ok := s.at[name]
+		if !ok || r.typ != "file" || r.hardlink || r.staged != "" || s.shared[name] <= 1+s.linked[name] {
 			continue
 		}
-		if err := s.copyTarget(f); err != nil {
-			return fmt.Errorf("%s: %w", f.Path, err)
+		staged, err := s.copyTarget(name, r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
+		s.separated[r.index] = staged
 	}
 	return nil
 }
 
-// copyTarget stages a copy of the target's file of an entry, which has the entry's contents.
-func (s *stager) copyTarget(f *StagedFile) error {
-	old, err := s.u.open(f.Path)
+// copyTarget stages a copy of the target's file at name, which has the contents of the entry r.
+func (s *stager) copyTarget(name string, r stagedRef) (string, error) {
+	old, err := s.u.open(name)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer old.Close()
 	if err := s.makeStaging(); err != nil {
-		return err
+		return "", err
 	}
 	s.n++
 	staged := strconv.Itoa(s.n)
 	out, err := s.staging.OpenFile(staged, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return err
+		return "", err
 	}
 	digest := sha256.New()
-	n, err := io.CopyBuffer(io.MultiWriter(&holeWriter{f: out, zero: s.u.zero}, digest), io.LimitReader(old, f.Size), s.u.buf)
+	n, err := io.CopyBuffer(io.MultiWriter(&holeWriter{f: out, zero: s.u.zero}, digest), io.LimitReader(old, r.size), s.u.buf)
 	if err == nil {
-		err = out.Truncate(f.Size)
+		err = out.Truncate(r.size)
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	if n != f.Size || hex.EncodeToString(digest.Sum(nil)) != f.SHA256 {
-		return errors.New("changed on the target while the archive was staged")
+	if n != r.size || !bytes.Equal(digest.Sum(nil), r.sum[:]) {
+		return "", errors.New("changed on the target while the archive was staged")
 	}
-	f.Staged = staged
-	s.st.Bytes += f.Size
-	return nil
+	s.st.Bytes += r.size
+	return staged, nil
 }
 
 // drop forgets an entry a later one of the same name replaces.
-func (s *stager) drop(i int) error {
-	f := &s.st.Files[i]
-	if f.Staged != "" {
-		if err := s.staging.Remove(f.Staged); err != nil {
+func (s *stager) drop(r stagedRef) error {
+	if r.staged != "" {
+		if err := s.staging.Remove(r.staged); err != nil {
 			return err
 		}
-		s.st.Bytes -= f.Size
+		s.st.Bytes -= r.size
 	}
-	f.Path = ""
+	s.dropped[r.index] = true
 	return nil
 }
 
@@ -334,8 +480,8 @@ func (s *stager) parents(name string) error {
 		if s.archiveDirs[p] {
 			continue
 		}
-		if j, ok := s.at[p]; ok {
-			return badinput.Errorf("archive entry %q goes through %s, a %s of the archive: %w", name, p, s.st.Files[j].Type, ErrUnsafePath)
+		if r, ok := s.at[p]; ok {
+			return badinput.Errorf("archive entry %q goes through %s, a %s of the archive: %w", name, p, r.typ, ErrUnsafePath)
 		}
 		if !s.targetDir(path.Dir(p)) {
 			continue // the target has nothing there that is reached as the archive reaches it

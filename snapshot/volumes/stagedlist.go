@@ -39,6 +39,9 @@ const stagedListName = "list.jsonl"
 // and they are few. A long list of a volume where nothing was staged gets a staging folder of
 // its own (Apply and Abort give the root its time back).
 func SaveStaged(dir string, st *Staged) error {
+	if st.loaded {
+		return nil // Stage saved a long list as it read the archive
+	}
 	st.Saved = !st.RootModTime.IsZero() || len(st.Files) > InlineStaged
 	if !st.Saved {
 		return writeStaged(io.Discard, st)

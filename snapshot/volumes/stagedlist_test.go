@@ -1,12 +1,14 @@
 package volumes
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -127,7 +129,7 @@ func TestLongStagedListIsSaved(t *testing.T) {
 	}
 	loaded, err := LoadStaged(dir, Staged{ID: st.ID, Count: st.Count, ListSHA256: st.ListSHA256, Saved: true, RootModTime: st.RootModTime}, nil)
 	must(t, err)
-	if !slices.Equal(loadedFiles(t, dir, loaded), st.Files) {
+	if !slices.Equal(listedFiles(t, dir, loaded), st.Files) {
 		t.Error("the saved list reads back otherwise")
 	}
 	must(t, Abort(dir, st))
@@ -137,5 +139,82 @@ func TestLongStagedListIsSaved(t *testing.T) {
 	must(t, err)
 	if len(entries) != 0 || !fi.ModTime().Equal(old) {
 		t.Errorf("after Abort: %d entries, root time %v", len(entries), fi.ModTime())
+	}
+}
+
+// Stage lists an entry that a later one of its name replaces, and a kept target file with more
+// names than the archive gives it (staged as a copy, separate), in both places a staged list is
+// made: in memory (nothing staged while the archive is read) and in the draft in the staging
+// folder (files staged). Apply puts the later entry in place and the copy apart from the other
+// name.
+func TestStagedListDropsAndSeparates(t *testing.T) {
+	for _, staging := range []bool{false, true} {
+		t.Run(fmt.Sprintf("files staged=%v", staging), func(t *testing.T) {
+			dir := t.TempDir()
+			mtime := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+			for name, contents := range map[string]string{"a": "second", "gone": "was read", "shared": "same"} {
+				must(t, os.WriteFile(filepath.Join(dir, name), []byte(contents), 0o644))
+				must(t, os.Chtimes(filepath.Join(dir, name), mtime, mtime))
+			}
+			must(t, os.Link(filepath.Join(dir, "shared"), filepath.Join(dir, "other-name")))
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			file := func(name, contents string) {
+				must(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(contents)), ModTime: mtime}))
+				_, err := tw.Write([]byte(contents))
+				must(t, err)
+			}
+			want, staged := []string{"a", "shared"}, int64(len("same"))
+			if staging {
+				file("a", "first") // staged, then dropped
+			} else {
+				file("a", "second")
+			}
+			file("a", "second")
+			file("gone", "was read")
+			must(t, tw.WriteHeader(&tar.Header{Name: "gone", Typeflag: tar.TypeReg, PAXRecords: map[string]string{SkippedRecord: "changed while read"}}))
+			file("shared", "same")
+			if staging {
+				file("z", "new contents")
+				want, staged = append(want, "z"), staged+int64(len("new contents"))
+			}
+			must(t, tw.Close())
+
+			st, err := Stage(context.Background(), dir, &buf)
+			must(t, err)
+			var paths []string
+			var listed []snapshot.File
+			for _, f := range listedFiles(t, dir, st) {
+				paths, listed = append(paths, f.Path), append(listed, f.File)
+				if f.Path == "shared" && f.Staged == "" {
+					t.Error("the target's file of two names was not staged as a copy")
+				}
+			}
+			if !slices.Equal(paths, want) || len(st.Skipped) != 1 || st.Bytes != staged {
+				t.Fatalf("listed %q, skipped %v, %d bytes staged; want %q, one skipped, %d bytes", paths, st.Skipped, st.Bytes, want, staged)
+			}
+			entries, err := os.ReadDir(filepath.Join(dir, StagingPrefix+st.ID))
+			must(t, err)
+			var inStaging []string
+			for _, e := range entries {
+				inStaging = append(inStaging, e.Name())
+			}
+			if wantStaging := map[bool][]string{false: {"1"}, true: {"2", "3", stagedListName}}[staging]; !slices.Equal(inStaging, wantStaging) {
+				t.Errorf("the staging folder holds %q, want %q", inStaging, wantStaging)
+			}
+			res := appliedOverMover(t, dir, overMover(t, dir, st, inline(listed)), UnpackOptions{})
+			if res.Count != len(want) {
+				t.Errorf("applied %d entries, want %d", res.Count, len(want))
+			}
+			got, err := os.ReadFile(filepath.Join(dir, "a"))
+			must(t, err)
+			a, err := os.Stat(filepath.Join(dir, "shared"))
+			must(t, err)
+			b, err := os.Stat(filepath.Join(dir, "other-name"))
+			must(t, err)
+			if string(got) != "second" || os.SameFile(a, b) {
+				t.Errorf("a holds %q; shared still the file of other-name: %v", got, os.SameFile(a, b))
+			}
+		})
 	}
 }

@@ -115,10 +115,10 @@ func entries(list []snapshot.File) func() (snapshot.File, bool, error) {
 }
 
 // stagedEntries is each of what was staged, as files.
-func stagedEntries(st Staged) func() (snapshot.File, bool, error) {
-	list := make([]snapshot.File, len(st.Files))
-	for i, f := range st.Files {
-		list[i] = f.File
+func stagedEntries(t *testing.T, dir string, st Staged) func() (snapshot.File, bool, error) {
+	var list []snapshot.File
+	for _, f := range listedFiles(t, dir, st) {
+		list = append(list, f.File)
 	}
 	return each(list)
 }
@@ -137,10 +137,10 @@ func TestBadFileListVoidsTheComparison(t *testing.T) {
 		t.Errorf("compareWalks of a corrupt list: %v", err)
 	}
 	st := Staged{Files: []StagedFile{{File: list[0]}}}
-	if err := checkStaged("b/volumes/ns/c.tar.zst", corrupt, stagedEntries(st)); !errors.Is(err, snapshot.ErrCorrupt) {
+	if err := checkStaged("b/volumes/ns/c.tar.zst", corrupt, stagedEntries(t, "", st)); !errors.Is(err, snapshot.ErrCorrupt) {
 		t.Errorf("checkStaged with a corrupt list: %v, want ErrCorrupt", err)
 	}
-	if err := checkStaged("b/volumes/ns/c.tar.zst", inline(list), stagedEntries(st)); err != nil {
+	if err := checkStaged("b/volumes/ns/c.tar.zst", inline(list), stagedEntries(t, "", st)); err != nil {
 		t.Errorf("checkStaged with a good list: %v", err)
 	}
 	var report snapshot.Report
