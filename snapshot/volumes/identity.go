@@ -245,11 +245,16 @@ func isRefused(err error) bool {
 	return errors.As(err, &changed)
 }
 
+// execOutputMemory is the most of a mover's output that ferry holds in memory while it reads it
+// slower than it comes; the rest waits in a temporary file. A mover staging or applying a claim
+// of a million files prints about 200 MB of lines at once.
+const execOutputMemory = 16 << 20
+
 // execReading runs a command in a mover with its stdout handed to read as it prints it; read
 // reads to the end or fails, which stops the command. It returns read's error and the
-// command's. The output is taken as it comes (see kube.Pipe): read holds only what it lags.
+// command's. The output is taken as it comes (see kube.Pipe).
 func (c Contents) execReading(ctx context.Context, req kube.ExecRequest, read func(io.Reader) error) (readErr, execErr error) {
-	out := kube.NewPipe()
+	out := kube.NewPipe(execOutputMemory)
 	req.Stdout = out
 	ran := make(chan error, 1)
 	go func() {
