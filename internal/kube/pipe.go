@@ -130,3 +130,22 @@ func (p *Pipe) dropSpill() {
 		p.spill, p.written, p.read = nil, 0, 0
 	}
 }
+
+// ReadOutput runs run, which writes a command's output to the writer it gets, and hands read
+// the output as it comes, through a Pipe that holds up to memory bytes of what read lags: read
+// reads to the end or fails, which makes run's later writes fail. It returns read's error and
+// run's. An exec whose output is read slower than it comes loses the output's end (see Pipe).
+func ReadOutput(memory int, run func(stdout io.Writer) error, read func(io.Reader) error) (readErr, runErr error) {
+	out := NewPipe(memory)
+	ran := make(chan error, 1)
+	go func() {
+		err := run(out)
+		out.CloseWithError(err)
+		ran <- err
+	}()
+	if readErr = read(out); readErr == nil {
+		io.Copy(io.Discard, out) // the last line's end
+	}
+	out.Close() // a command still printing stops there
+	return readErr, <-ran
+}

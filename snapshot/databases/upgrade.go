@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/snapshot"
 	"k8s.io/client-go/dynamic"
 )
@@ -270,6 +271,10 @@ func (c Dumps) verifyUpgrade(ctx context.Context, dyn dynamic.Interface, r *snap
 	return nil
 }
 
+// digestOutputMemory is the most of a target's row digests held in memory while the comparison
+// lags behind them (about 70 bytes a row); the rest waits in a temporary file.
+const digestOutputMemory = 8 << 20
+
 // compareDigests merges the backup's row digests with the target's, table by table, and returns
 // the problems found by table plan. The stored digests are read to their end, so a damaged file
 // fails the database rather than report differences.
@@ -279,50 +284,40 @@ func (c Dumps) compareDigests(ctx context.Context, r *snapshot.Reader, d snapsho
 		return nil, err
 	}
 	defer stored.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := t.eng.digests(ctx, c, t, qs, pw)
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	dump, target := newDigestReader(stored), newDigestReader(pr)
+	// The target's digests are taken as they come: an exec whose output is read slower than it
+	// comes can lose its end (kube.ReadOutput).
 	found := make([][]string, len(tablePlans))
-	var cmpErr error
-	for i, p := range tablePlans {
-		if p.query == nil {
-			continue
+	dump := newDigestReader(stored)
+	cmpErr, execErr := kube.ReadOutput(digestOutputMemory, func(stdout io.Writer) error {
+		return t.eng.digests(ctx, c, t, qs, stdout)
+	}, func(out io.Reader) error {
+		target := newDigestReader(out)
+		for i, p := range tablePlans {
+			if p.query == nil {
+				continue
+			}
+			if err := dump.table(p.table.Schema, p.table.Name); err != nil {
+				return fmt.Errorf("the backup's row digests: %w", err)
+			}
+			if err := target.table(p.table.Schema, p.table.Name); err != nil {
+				return fmt.Errorf("the target's row digests: %w", err)
+			}
+			res, err := compareRows(p, dump, target)
+			if err == nil {
+				err = errors.Join(dump.err, target.err)
+			}
+			if err != nil {
+				return err
+			}
+			found[i] = rowProblems(p, res)
 		}
-		if cmpErr = dump.table(p.table.Schema, p.table.Name); cmpErr != nil {
-			cmpErr = fmt.Errorf("the backup's row digests: %w", cmpErr)
-			break
-		}
-		if cmpErr = target.table(p.table.Schema, p.table.Name); cmpErr != nil {
-			cmpErr = fmt.Errorf("the target's row digests: %w", cmpErr)
-			break
-		}
-		res, err := compareRows(p, dump, target)
-		if err == nil {
-			err = errors.Join(dump.err, target.err)
-		}
-		if err != nil {
-			cmpErr = err
-			break
-		}
-		found[i] = rowProblems(p, res)
-	}
-	if cmpErr != nil {
-		cancel()
-	}
-	_, drainErr := io.Copy(io.Discard, pr)
-	execErr := <-done
+		return nil
+	})
 	if cmpErr != nil {
 		return nil, cmpErr
 	}
-	if err := errors.Join(execErr, drainErr); err != nil {
-		return nil, err
+	if execErr != nil {
+		return nil, execErr
 	}
 	if _, err := io.Copy(io.Discard, stored); err != nil {
 		return nil, fmt.Errorf("the backup's row digests: %w", err)

@@ -252,19 +252,10 @@ const execOutputMemory = 16 << 20
 
 // execReading runs a command in a mover with its stdout handed to read as it prints it; read
 // reads to the end or fails, which stops the command. It returns read's error and the
-// command's. The output is taken as it comes (see kube.Pipe).
+// command's. The output is taken as it comes (see kube.ReadOutput).
 func (c Contents) execReading(ctx context.Context, req kube.ExecRequest, read func(io.Reader) error) (readErr, execErr error) {
-	out := kube.NewPipe(execOutputMemory)
-	req.Stdout = out
-	ran := make(chan error, 1)
-	go func() {
-		err := c.exec(ctx, req)
-		out.CloseWithError(err)
-		ran <- err
-	}()
-	if readErr = read(out); readErr == nil {
-		io.Copy(io.Discard, out) // the last line's end
-	}
-	out.Close() // a mover still printing stops there
-	return readErr, <-ran
+	return kube.ReadOutput(execOutputMemory, func(stdout io.Writer) error {
+		req.Stdout = stdout
+		return c.exec(ctx, req)
+	}, read)
 }
