@@ -26,13 +26,7 @@ import (
 // creation too) is reported last. FERRY_BENCH_FILES sets the number of files (20,000 by default;
 // 1,000,000 is issue 17's goal). Run: go test -run '^$' -bench ChunkedManyFiles ./snapshot/volumes/
 func BenchmarkChunkedManyFiles(b *testing.B) {
-	n := 20000
-	if env := os.Getenv("FERRY_BENCH_FILES"); env != "" {
-		var err error
-		if n, err = strconv.Atoi(env); err != nil || n < 1 {
-			b.Fatalf("FERRY_BENCH_FILES=%q: want a number of files", env)
-		}
-	}
+	n := benchFiles(b, 20000)
 	dir := b.TempDir()
 	start := time.Now()
 	smallFiles(b, dir, n)
@@ -114,4 +108,15 @@ func BenchmarkChunkedManyFiles(b *testing.B) {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	b.Logf("process peak RSS %d MiB (%d files)", ru.Maxrss>>10, n)
+}
+
+// benchFiles is the number of files FERRY_BENCH_FILES asks a benchmark for, else n.
+func benchFiles(b *testing.B, n int) int {
+	if env := os.Getenv("FERRY_BENCH_FILES"); env != "" {
+		var err error
+		if n, err = strconv.Atoi(env); err != nil || n < 1 {
+			b.Fatalf("FERRY_BENCH_FILES=%q: want a number of files", env)
+		}
+	}
+	return n
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -22,13 +20,7 @@ import (
 // must hold it. FERRY_BENCH_FILES sets the number of files (100,000 by default). Run:
 // go test -run '^$' -bench MoverRestoreManyFiles ./snapshot/volumes/
 func BenchmarkMoverRestoreManyFiles(b *testing.B) {
-	n := 100000
-	if env := os.Getenv("FERRY_BENCH_FILES"); env != "" {
-		var err error
-		if n, err = strconv.Atoi(env); err != nil || n < 1 {
-			b.Fatalf("FERRY_BENCH_FILES=%q: want a number of files", env)
-		}
-	}
+	n := benchFiles(b, 100000)
 	src := b.TempDir()
 	smallFiles(b, src, n)
 	var archive bytes.Buffer
