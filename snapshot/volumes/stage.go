@@ -167,6 +167,7 @@ type stager struct {
 	// staged list from it.
 	draft    *os.File
 	draftOut *bufio.Writer
+	draftEnc *json.Encoder
 	staging  *os.Root
 	n        int
 }
@@ -253,7 +254,7 @@ func (s *stager) list(name string, f StagedFile) error {
 		}
 		return s.openDraft()
 	}
-	return json.NewEncoder(s.draftOut).Encode(f)
+	return s.draftEnc.Encode(f)
 }
 
 // openDraft makes the staging folder if need be and moves the entries listed so far into a draft
@@ -267,9 +268,9 @@ func (s *stager) openDraft() error {
 		return err
 	}
 	s.draft, s.draftOut = f, bufio.NewWriterSize(f, 1<<16)
-	enc := json.NewEncoder(s.draftOut)
+	s.draftEnc = json.NewEncoder(s.draftOut)
 	for _, e := range s.st.Files {
-		if err := enc.Encode(e); err != nil {
+		if err := s.draftEnc.Encode(e); err != nil {
 			return err
 		}
 	}
@@ -323,8 +324,7 @@ func (s *stager) finish() error {
 // writeList writes the draft's lines to out but the dropped ones, with the separated copies,
 // and records their number and SHA-256.
 func (s *stager) writeList(out io.Writer) error {
-	digest := sha256.New()
-	w := bufio.NewWriterSize(io.MultiWriter(out, digest), 1<<16)
+	w := newListWriter(out)
 	draft := bufio.NewReaderSize(s.draft, 1<<16)
 	count := 0
 	for i := range s.listed {
@@ -351,11 +351,7 @@ func (s *stager) writeList(out io.Writer) error {
 		}
 		count++
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	s.st.Count, s.st.ListSHA256 = count, hex.EncodeToString(digest.Sum(nil))
-	return nil
+	return w.close(&s.st, count)
 }
 
 func (s *stager) entry(h *tar.Header, tr io.Reader) error {

@@ -81,18 +81,33 @@ func SaveStaged(dir string, st *Staged) error {
 
 // writeStaged writes st's entries to w, a JSON line each, and records their number and SHA-256.
 func writeStaged(w io.Writer, st *Staged) error {
-	digest := sha256.New()
-	out := bufio.NewWriterSize(io.MultiWriter(w, digest), 1<<16)
+	out := newListWriter(w)
 	enc := json.NewEncoder(out)
 	for _, e := range st.Files {
 		if err := enc.Encode(e); err != nil {
 			return err
 		}
 	}
-	if err := out.Flush(); err != nil {
+	return out.close(st, len(st.Files))
+}
+
+// listWriter writes a staged list's lines and sums them up as a Staged records them.
+type listWriter struct {
+	*bufio.Writer
+	digest hash.Hash
+}
+
+func newListWriter(w io.Writer) *listWriter {
+	digest := sha256.New()
+	return &listWriter{Writer: bufio.NewWriterSize(io.MultiWriter(w, digest), 1<<16), digest: digest}
+}
+
+// close flushes the count lines written and records their number and SHA-256 in st.
+func (l *listWriter) close(st *Staged, count int) error {
+	if err := l.Flush(); err != nil {
 		return err
 	}
-	st.Count, st.ListSHA256 = len(st.Files), hex.EncodeToString(digest.Sum(nil))
+	st.Count, st.ListSHA256 = count, hex.EncodeToString(l.digest.Sum(nil))
 	return nil
 }
 
