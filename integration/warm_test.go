@@ -216,9 +216,17 @@ func TestWarmMigration(t *testing.T) {
 		t.Fatalf("rounds %+v, want at least 2 (the writer changed the claim during the first)", rep.Rounds)
 	}
 	for _, rd := range rep.Rounds {
-		t.Logf("round %d (%s): %d files, %d bytes, uploaded %d bytes; backup %.1fs, restore %.1fs",
-			rd.Round, rd.Backup, rd.Files, rd.Bytes, rd.UploadedBytes, rd.BackupSeconds, rd.RestoreSeconds)
+		t.Logf("round %d (%s): %d files, %d bytes, read %d bytes, uploaded %d bytes, sent to green %d bytes; backup %.1fs, restore %.1fs",
+			rd.Round, rd.Backup, rd.Files, rd.Bytes, rd.ReadBytes, rd.UploadedBytes, rd.SentBytes, rd.BackupSeconds, rd.RestoreSeconds)
 	}
+	// A round's restore sends green only the files whose entries changed since the round before,
+	// which its backup read: green holds the others (it checks them).
+	for _, rd := range rep.Rounds[1:] {
+		if rd.SentBytes > rd.ReadBytes {
+			t.Errorf("round %d sent green %d bytes; its backup read %d, and green holds the rest", rd.Round, rd.SentBytes, rd.ReadBytes)
+		}
+	}
+
 	// Round 1 copies the whole volume as it found it (the writer deletes files while it runs, a
 	// larger share of a small volume).
 	if first := rep.Rounds[0]; first.UploadedBytes < first.Bytes*9/10 {
@@ -255,11 +263,18 @@ func TestWarmMigration(t *testing.T) {
 	}
 	// The final backup read only what the last round left: the run's backup uploaded little.
 	_, m := readManifest(t, url, id)
+	var finalRead int64
 	for _, v := range m.Volumes {
 		if v.Namespace == ns && (v.Format != snapshot.FormatChunks || v.NewPackBytes > 1<<20+int64(size)<<20/100) {
 			t.Errorf("the run's backup of %s/%s: format %q, uploaded %d bytes: want chunks, and about the last delta", ns, v.Name, v.Format, v.NewPackBytes)
 		}
+		finalRead += v.ReadBytes
 	}
+	// And its restore, in the downtime, sent green only what that backup read.
+	if rep.RestoreSentBytes > finalRead {
+		t.Errorf("the restore after the quiesce sent green %d bytes; the run's backup read %d", rep.RestoreSentBytes, finalRead)
+	}
+	t.Logf("the restore after the quiesce sent green %d bytes (the run's backup read %d)", rep.RestoreSentBytes, finalRead)
 	// The checker compares cluster-scoped objects too: only those of the run's namespace are the
 	// run's (other tests of the package leave theirs on blue or green).
 	diffs := checkDifferences(t, side{name: "blue", cluster: blue}, side{name: "green", cluster: green},

@@ -34,8 +34,11 @@ type Report struct {
 	// of the shift): the time writes were stopped. Set once the run shifted.
 	DowntimeSeconds float64 `json:"downtimeSeconds,omitempty"`
 	// Warm is a warm run's pre-copy settings, and Rounds its rounds, each with its delta.
-	Warm                 *Warm             `json:"warm,omitempty"`
-	Rounds               []Round           `json:"rounds,omitempty"`
+	Warm   *Warm   `json:"warm,omitempty"`
+	Rounds []Round `json:"rounds,omitempty"`
+	// RestoreSentBytes are the bytes of volume contents the run's restore sent to green: of a
+	// warm run, only what changed since its last round.
+	RestoreSentBytes     int64             `json:"restoreSentBytes,omitempty"`
 	Verification         *Summary          `json:"verification,omitempty"`
 	TrafficSteps         []TrafficStep     `json:"trafficSteps,omitempty"`
 	GreenMayTakeWritesAt time.Time         `json:"greenMayTakeWritesAt,omitzero"`
@@ -214,6 +217,11 @@ func BuildReport(j *Journal) Report {
 				}
 			case e.State == Shifting && e.Step > 0:
 				rep.TrafficSteps = append(rep.TrafficSteps, TrafficStep{Percent: e.Step, Result: e.Phase, Seconds: p.Seconds, Gates: e.Data})
+			case e.State == Restored && e.Phase == Done:
+				var s Summary
+				if json.Unmarshal(e.Data, &s) == nil {
+					rep.RestoreSentBytes = s.Sent["volumes"]
+				}
 			case e.State == Staged && e.Step > 0 && e.Phase == Done:
 				var rd Round
 				if json.Unmarshal(e.Data, &rd) == nil {
@@ -322,14 +330,15 @@ func (rep Report) Print(w io.Writer) error {
 	if len(rep.Rounds) > 0 && rep.Warm != nil {
 		fmt.Fprintf(w, "\nPre-copy rounds (blue live; at most %d, ending at a delta of at most %s):\n", rep.Warm.Rounds, human.Bytes(rep.Warm.DeltaBytes))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ROUND\tBACKUP\tVOLUMES\tFILES\tBYTES\tREAD\tDELTA (UPLOADED)\tBACKUP TIME\tRESTORE TIME")
+		fmt.Fprintln(tw, "  ROUND\tBACKUP\tVOLUMES\tFILES\tBYTES\tREAD\tDELTA (UPLOADED)\tSENT TO GREEN\tBACKUP TIME\tRESTORE TIME")
 		for _, rd := range rep.Rounds {
-			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d files, %s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, human.Bytes(rd.Bytes),
-				rd.ReadFiles, human.Bytes(rd.ReadBytes), human.Bytes(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d files, %s\t%s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, human.Bytes(rd.Bytes),
+				rd.ReadFiles, human.Bytes(rd.ReadBytes), human.Bytes(rd.UploadedBytes), human.Bytes(rd.SentBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		fmt.Fprintf(w, "  The restore after the quiesce sent %s of the claims' contents to green.\n", human.Bytes(rep.RestoreSentBytes))
 	}
 	if v := rep.Verification; v != nil {
 		fmt.Fprintf(w, "\nVerification: %s\n", countsLine(v.Counts))

@@ -485,14 +485,20 @@ func (r *Runner) kindsRun(ctx context.Context, command string) (*snapshot.Report
 	// restored them; the verify that follows reads every claim all the same.
 	var same map[string]bool
 	full := rd.Manifest
+	base := ""
 	if r.warm() != nil && command == kinds.Restore {
-		same = sameTrees(rd.Manifest, r.lastRound(ctx))
+		// The others get only the files that changed since the last round.
+		last := r.lastRound(ctx)
+		same = sameTrees(rd.Manifest, last)
 		rd = withoutVolumes(rd, same)
+		if last != nil {
+			base = last.Name
+		}
 	}
 	// After a warm run's pre-copy, green's volumes may hold files blue has deleted since: they
 	// are made exact (verify counts such files as differences either way).
 	restorers := kinds.Restorers(rd, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip, ExactData: r.warm() != nil,
-		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Log: r.o.Log})
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Base: base, Log: r.o.Log})
 	rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
 	if rep != nil {
 		countUnchanged(rep, full, same)
@@ -504,10 +510,12 @@ func (r *Runner) kindsRun(ctx context.Context, command string) (*snapshot.Report
 type Summary struct {
 	Counts map[string]map[string]int `json:"counts"`
 	Items  []snapshot.ReportItem     `json:"items,omitempty"`
+	// Sent are the bytes a restore sent to the target, by kind (snapshot.Report.Sent).
+	Sent map[string]int64 `json:"sent,omitempty"`
 }
 
 func summarize(rep *snapshot.Report) Summary {
-	s := Summary{Counts: rep.Counts, Items: rep.Items}
+	s := Summary{Counts: rep.Counts, Items: rep.Items, Sent: rep.Sent}
 	if len(s.Items) > 50 {
 		s.Items = s.Items[:50]
 	}

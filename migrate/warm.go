@@ -40,7 +40,10 @@ type Round struct {
 	ReadBytes int64 `json:"readBytes"`
 	// UploadedBytes are the bytes of new packs the round stored: what changed since the round
 	// before (all of it in the first round). The rounds end once it is at most the run's delta.
-	UploadedBytes  int64   `json:"uploadedBytes"`
+	UploadedBytes int64 `json:"uploadedBytes"`
+	// SentBytes are the bytes of file contents the round's restore sent to green: the files that
+	// changed since the round before (green holds the others), all of them in the first round.
+	SentBytes      int64   `json:"sentBytes"`
 	BackupSeconds  float64 `json:"backupSeconds"`
 	RestoreSeconds float64 `json:"restoreSeconds"`
 	// Restored counts the restore's items by status (volumes restored or unchanged, ...).
@@ -118,16 +121,19 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 	if err != nil {
 		return rd, "", err
 	}
-	// Green holds the round before's trees: the claims whose tree is the same are left alone.
+	// Green holds the round before's trees: the claims whose tree is the same are left alone, and
+	// the others get only the files that changed since.
 	var same map[string]bool
+	base := ""
 	if k > 1 {
-		if prev, err := snapshot.ReadManifest(ctx, r.o.Store, StageName(r.Journal.Run.Backup, k-1)); err == nil {
+		base = StageName(r.Journal.Run.Backup, k-1)
+		if prev, err := snapshot.ReadManifest(ctx, r.o.Store, base); err == nil {
 			same = sameTrees(m, prev)
 		}
 	}
 	sub := withoutVolumes(rdr, same)
 	restorers := kinds.Restorers(sub, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip, ExactData: true,
-		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Log: r.o.Log})
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Base: base, Log: r.o.Log})
 	rep, err := kinds.Run(ctx, kinds.Restore, sub, restorers, r.o.Log)
 	if rep != nil {
 		countUnchanged(rep, m, same)
@@ -137,6 +143,7 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 		return rd, "", fmt.Errorf("round %d: restore %s onto green: %w", k, name, err)
 	}
 	rd.Restored = countLine(rep, snapshot.StatusRestored, snapshot.StatusUnchanged, snapshot.StatusUpdated)
+	rd.SentBytes = rep.Sent["volumes"]
 	if failed := rep.Problems(snapshot.StatusFailed); len(failed) > 0 {
 		return rd, "", fmt.Errorf("round %d: %d items failed to restore on green, e.g. %s %s: %s: %w", k, len(failed), failed[0].Kind, failed[0].Name, failed[0].Detail, ErrStopped)
 	}

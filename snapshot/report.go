@@ -44,6 +44,9 @@ type Report struct {
 	// Counts are by kind ("objects", "volumes", ...) and status.
 	Counts map[string]map[string]int `json:"counts"`
 	Items  []ReportItem              `json:"items"`
+	// Sent are the bytes of data a restore sent to the target, by kind: of a volume restored
+	// after an earlier restore of the same claims (a warm run's), only what changed since.
+	Sent map[string]int64 `json:"sent,omitempty"`
 }
 
 // ReportItem is one item that is not fine, or that was skipped.
@@ -83,7 +86,7 @@ func (r *Report) Add(kind, status, name, detail string) {
 	r.Items = append(r.Items, ReportItem{Kind: kind, Status: status, Name: name, Detail: detail})
 }
 
-// Merge adds o's counts and items to r's.
+// Merge adds o's counts, items and bytes sent to r's.
 func (r *Report) Merge(o *Report) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -95,6 +98,23 @@ func (r *Report) Merge(o *Report) {
 		}
 	}
 	r.Items = append(r.Items, o.Items...)
+	for kind, n := range o.Sent {
+		r.addSent(kind, n)
+	}
+}
+
+// AddSent adds n bytes sent to the target to kind's.
+func (r *Report) AddSent(kind string, n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.addSent(kind, n)
+}
+
+func (r *Report) addSent(kind string, n int64) {
+	if r.Sent == nil {
+		r.Sent = map[string]int64{}
+	}
+	r.Sent[kind] += n
 }
 
 // Addf is Add with a formatted detail.

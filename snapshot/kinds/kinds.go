@@ -193,7 +193,11 @@ type RestoreOptions struct {
 	// carry-back) databases are loaded into the target's existing schemas instead of replacing
 	// them (databases.Dumps.IntoExistingSchema).
 	Upgrade bool
-	Log     *slog.Logger
+	// Base names a backup in the same storage that a restore before left the target's claims as
+	// (a warm run's round before): a chunked volume's restore sends only what changed since
+	// (volumes.Contents.Base).
+	Base string
+	Log  *slog.Logger
 }
 
 // Restorers are the kinds that restore and verify the backup on the target, in order. The
@@ -215,7 +219,7 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 		return out // Velero keeps volume data in Kopia, which ferry does not read
 	}
 	return append(out,
-		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Exact: o.Exact || o.ExactData, Log: o.Log},
+		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Exact: o.Exact || o.ExactData, Base: o.Base, Log: o.Log},
 		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Exact: o.Exact,
 			Upgrade: o.Upgrade, IntoExistingSchema: o.Upgrade && o.Exact},
 		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Exact: o.Exact || o.ExactData},

@@ -339,7 +339,10 @@ func eachTreeEntry(ctx context.Context, store storage.Backend, name string, v sn
 // stored one: every chunk is checked before its bytes are sent, and the tree stream against the
 // manifest before the archive's end marker. An error ends the archive with a block the mover
 // fails on (see untree), then the stream; Close, and Err once the stream ended, return it.
-func openTree(ctx context.Context, r *snapshot.Reader, v snapshot.Volume) (*treeStream, error) {
+// With a base (the claim's tree in the backup a restore before left on the target; nil for
+// none), the files the base has as v has them are sent as kept entries (see untree); a base
+// that cannot be read only costs sending them.
+func openTree(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, base *prevTree) (*treeStream, error) {
 	rp, err := repo.Open(ctx, r.Store(), repo.Options{Prefix: v.Repo, Identities: r.Identities()})
 	if err != nil {
 		return nil, fmt.Errorf("chunk repository %s: %w", v.Repo, err)
@@ -352,9 +355,16 @@ func openTree(ctx context.Context, r *snapshot.Reader, v snapshot.Volume) (*tree
 	t := &treeStream{PipeReader: pr, done: make(chan struct{})}
 	go func() {
 		defer close(t.done)
+		var kept *prevIter
+		if base != nil {
+			if it, err := base.open(ctx); err == nil {
+				kept = it
+				defer it.lines.close()
+			}
+		}
 		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 		if err == nil {
-			err = untree(ctx, tree, rp, enc, func() error { return snapshot.Drain(tree) })
+			t.sent, err = untree(ctx, tree, rp, enc, func() error { return snapshot.Drain(tree) }, kept)
 			if cerr := enc.Close(); err == nil {
 				err = cerr
 			}
@@ -373,6 +383,17 @@ type treeStream struct {
 	*io.PipeReader
 	done chan struct{}
 	err  error
+	sent int64 // bytes of file contents sent, once the archive ended
+}
+
+// Sent is the bytes of file contents the archive held, once it ended; 0 before.
+func (t *treeStream) Sent() int64 {
+	select {
+	case <-t.done:
+		return t.sent
+	default:
+		return 0
+	}
 }
 
 // Err is the error that ended the archive, once it ended; nil before.

@@ -55,9 +55,32 @@ func (c Contents) Restore(ctx context.Context, r *snapshot.Reader, report *snaps
 	if c.Direct != nil && slices.ContainsFunc(r.Manifest.Volumes, func(v snapshot.Volume) bool { return strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) }) {
 		c.Log.Info("the backup is encrypted: ferry decrypts its volumes and streams them to the mover pods through the API server; movers never get the age identity")
 	}
+	if c.Base != "" {
+		m, err := snapshot.ReadManifest(ctx, r.Store(), c.Base)
+		if err == nil && m.Encryption == nil {
+			c.base = m
+		} else {
+			c.Log.Warn("the backup a restore before left the claims as cannot be read: sending every file", "restoreBefore", c.Base, "error", err)
+		}
+	}
 	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
 		return c.restoreVolume(ctx, r, report, v)
 	})
+}
+
+// baseTree is the tree of v's claim in Base, when both are chunked in the same repository and
+// unencrypted (ferry reads a base tree without the identity); nil otherwise.
+func (c Contents) baseTree(r *snapshot.Reader, v snapshot.Volume) *prevTree {
+	if c.base == nil || r.Manifest.Encryption != nil || v.Format != snapshot.FormatChunks {
+		return nil
+	}
+	i := slices.IndexFunc(c.base.Volumes, func(b snapshot.Volume) bool {
+		return b.Namespace == v.Namespace && b.Name == v.Name && b.Format == snapshot.FormatChunks && b.Repo == v.Repo
+	})
+	if i < 0 {
+		return nil
+	}
+	return &prevTree{store: r.Store(), backup: c.Base, volume: c.base.Volumes[i]}
 }
 
 func (c Contents) withDefaults() Contents {
@@ -133,7 +156,17 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		stage = c.stageDirect
 	}
 	backup := volumeFiles(ctx, r, v)
-	staged, streamErr, err := stage(ctx, r, v, ns, pod, backup)
+	base := c.baseTree(r, v)
+	staged, sent, streamErr, err := stage(ctx, r, v, ns, pod, backup, base)
+	if base != nil && streamErr == nil && err != nil && strings.Contains(err.Error(), ErrKeptChanged.Error()) {
+		// The claim is not as the base's restore left it: it gets every file.
+		c.Log.Warn("the claim is not as the restore before left it: sending every file", "claim", name, "restoreBefore", c.Base)
+		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
+			report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
+			return nil
+		}
+		staged, sent, streamErr, err = stage(ctx, r, v, ns, pod, backup, nil)
+	}
 	if streamErr != nil || err != nil {
 		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
 			report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
@@ -157,8 +190,9 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		return nil
 	}
 	report.Merge(restored)
+	report.AddSent(kindName, sent)
 	c.Log.Info("volume restored", "claim", name, "written", res.Written, "updated", res.Updated, "unchanged", res.Unchanged,
-		"bytes", res.Bytes, "took", time.Since(start).Round(time.Millisecond))
+		"bytes", res.Bytes, "sent", sent, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -265,20 +299,23 @@ func readStagedLines(lines *lineReader[StagedFile], st *Staged, file string, bac
 	return nil
 }
 
-// stage streams the volume's stored archive into `ferry mover unpack --stage` in the pod.
-// streamErr is an error of the backup's stream (it does not match the manifest, or cannot be
-// decrypted); err one of the mover.
-func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string, backup files) (st Staged, streamErr, err error) {
+// stage streams the volume's stored archive into `ferry mover unpack --stage` in the pod; a
+// chunked one with base (see openTree) sends only the files that differ from it. sent is the
+// bytes of file contents the archive held. streamErr is an error of the backup's stream (it does
+// not match the manifest, or cannot be decrypted); err one of the mover.
+func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string, backup files, base *prevTree) (st Staged, sent int64, streamErr, err error) {
 	var rc io.ReadCloser
 	var tree *treeStream
+	sent = v.Bytes
 	if v.Format == snapshot.FormatChunks {
-		tree, err = openTree(ctx, r, v)
+		tree, err = openTree(ctx, r, v, base)
 		rc = tree
+		defer func() { sent = tree.Sent() }()
 	} else {
 		rc, err = r.Open(ctx, v.Key)
 	}
 	if err != nil {
-		return st, err, nil
+		return st, sent, err, nil
 	}
 	// kwok, and a kubelet that is slow to notice, may never end the command's stdin: a stream
 	// that breaks off must end the exec itself, or the mover would wait for the rest forever.
@@ -291,19 +328,19 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 		func(out io.Reader) error { return readStaged(out, &st, &st, r.Name()+"/"+v.Key, backup) })
 	if serr := in.Stop(); serr != nil {
 		rc.Close()
-		return st, serr, nil
+		return st, sent, serr, nil
 	}
 	if err != nil && tree != nil && tree.Err() != nil {
 		// The archive ended with the block the mover fails on: it removed what it staged.
-		return st, tree.Close(), nil
+		return st, sent, tree.Close(), nil
 	}
 	if checkErr != nil && !errors.Is(checkErr, errMoverOutput) {
 		// What was staged is not what the backup holds (the mover printed it whole, then was
 		// stopped): the whole stream's check, on Close, says whether it is the stream.
 		if cerr := rc.Close(); cerr != nil {
-			return st, cerr, nil
+			return st, sent, cerr, nil
 		}
-		return st, checkErr, nil
+		return st, sent, checkErr, nil
 	}
 	if err == nil && checkErr != nil {
 		err = fmt.Errorf("unreadable result: %w", checkErr)
@@ -313,21 +350,21 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 		// Was it the stream the mover could not read? Reading on to its end tells, within reason.
 		if in.Sent() == 0 {
 			rc.Close()
-			return st, nil, err // it never got that far
+			return st, sent, nil, err // it never got that far
 		}
 		if _, derr := io.Copy(io.Discard, io.LimitReader(rc, failedDrainLimit)); derr != nil {
 			rc.Close()
-			return st, fmt.Errorf("%w (and %v)", derr, err), nil
+			return st, sent, fmt.Errorf("%w (and %v)", derr, err), nil
 		}
 		rc.Close()
-		return st, nil, err
+		return st, sent, nil, err
 	}
 	// The mover stops at the archive's end marker; Close reads the few bytes after it and checks
 	// the whole stream against the manifest.
 	if cerr := rc.Close(); cerr != nil {
-		return st, cerr, nil
+		return st, sent, cerr, nil
 	}
-	return st, nil, nil
+	return st, sent, nil, nil
 }
 
 // apply has the mover put what it staged in place (`ferry mover unpack --apply`), handing back
@@ -391,18 +428,19 @@ func (c Contents) abort(ctx context.Context, ns, pod string, st Staged) error {
 // stageDirect has the mover read the volume's stored archive from storage itself, through a
 // presigned GET, and stage it, and checks what it read against the manifest. Encrypted archives
 // go through stage: a mover never gets an age identity.
-func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string, backup files) (res Staged, streamErr, err error) {
+func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapshot.Volume, ns, pod string, backup files, _ *prevTree) (res Staged, sent int64, streamErr, err error) {
+	sent = v.Bytes
 	want, ok := r.Stream(v.Key)
 	if !ok {
-		return res, fmt.Errorf("backup %s: %s: %w (not recorded)", r.Name(), v.Key, snapshot.ErrCorrupt), nil
+		return res, sent, fmt.Errorf("backup %s: %s: %w (not recorded)", r.Name(), v.Key, snapshot.ErrCorrupt), nil
 	}
 	req, err := directUnpackRequest(ctx, c.Direct, r.StorageKey(v.Key))
 	if err != nil {
-		return res, nil, err
+		return res, sent, nil, err
 	}
 	line, err := json.Marshal(req)
 	if err != nil {
-		return res, nil, err
+		return res, sent, nil, err
 	}
 	file := r.Name() + "/" + v.Key
 	var direct DirectUnpackResult
@@ -428,25 +466,25 @@ func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapsho
 	res = direct.Staged
 	if errors.Is(readErr, errMoverOutput) && direct.Stored.SHA256 == "" {
 		if err != nil {
-			return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %w%s", err, moverStderr(stderr.String()))
+			return res, sent, nil, fmt.Errorf("ferry mover unpack --stage --direct: %w%s", err, moverStderr(stderr.String()))
 		}
-		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: unreadable result: %w", readErr)
+		return res, sent, nil, fmt.Errorf("ferry mover unpack --stage --direct: unreadable result: %w", readErr)
 	}
 	// The stream first: a bad backup explains a failed stage. What was staged is aborted then.
 	if serr := storedErr(); serr != nil {
-		return res, serr, nil
+		return res, sent, serr, nil
 	}
 	switch {
 	case direct.Error != "":
-		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %s", direct.Error)
+		return res, sent, nil, fmt.Errorf("ferry mover unpack --stage --direct: %s", direct.Error)
 	case readErr != nil && !errors.Is(readErr, errMoverOutput):
-		return res, readErr, nil
+		return res, sent, readErr, nil
 	case err != nil:
-		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: %w%s", err, moverStderr(stderr.String()))
+		return res, sent, nil, fmt.Errorf("ferry mover unpack --stage --direct: %w%s", err, moverStderr(stderr.String()))
 	case readErr != nil:
-		return res, nil, fmt.Errorf("ferry mover unpack --stage --direct: unreadable result: %w", readErr)
+		return res, sent, nil, fmt.Errorf("ferry mover unpack --stage --direct: unreadable result: %w", readErr)
 	}
-	return res, nil, nil
+	return res, sent, nil, nil
 }
 
 // failedDrainLimit is how much of a stream ferry reads on after a mover failed, to tell a bad

@@ -371,7 +371,7 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		return badinput.Errorf("archive entry %q appears twice, first as a directory: %w", h.Name, ErrUnsafePath)
 	}
 	if dup && (!prev.is("file") || prev.hardlink || s.linked[name] > 0 ||
-		(h.Typeflag != tar.TypeReg && h.PAXRecords[SkippedRecord] == "")) {
+		(h.Typeflag != tar.TypeReg && h.Typeflag != TypeKept && h.PAXRecords[SkippedRecord] == "")) {
 		return badinput.Errorf("archive entry %q appears twice", h.Name)
 	}
 	if dup {
@@ -408,6 +408,14 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 	case tar.TypeReg:
 		f.Type, f.Size = "file", h.Size
 		if f.SHA256, f.Staged, err = s.regular(name, h, tr); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	case TypeKept:
+		f.Type = "file"
+		if f.Size, f.SHA256, err = parseUnchanged(h.PAXRecords[UnchangedRecord]); err != nil {
+			return badinput.Errorf("archive entry %q: %v", h.Name, err)
+		}
+		if err := s.kept(name, f.Size, f.SHA256); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	default:
@@ -581,6 +589,43 @@ func (s *stager) regular(name string, h *tar.Header, tr io.Reader) (sum, staged 
 	}
 	s.st.Bytes += h.Size
 	return hex.EncodeToString(digest.Sum(nil)), staged, nil
+}
+
+// ErrKeptChanged is the error of a TypeKept entry whose file the target does not hold as the
+// entry says: Stage fails before anything is applied, and ferry sends the claim in full.
+var ErrKeptChanged = errors.New("the target's file is not as the restore before left it")
+
+// kept checks the target's file at name against a TypeKept entry: a regular file of size bytes
+// whose contents have the SHA-256 sum, read whole; nothing is staged for it.
+func (s *stager) kept(name string, size int64, sum string) error {
+	if !s.targetDir(path.Dir(name)) {
+		return ErrKeptChanged
+	}
+	fi, err := s.u.lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ErrKeptChanged
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != size {
+		return ErrKeptChanged
+	}
+	old, err := s.u.open(name)
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	digest := sha256.New()
+	if n, err := io.Copy(digest, old); err != nil {
+		return err
+	} else if n != size || hex.EncodeToString(digest.Sum(nil)) != sum {
+		return ErrKeptChanged
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		s.shared[name] = uint64(st.Nlink)
+	}
+	return nil
 }
 
 // makeStaging makes the staging folder when the first file needs it: a restore that finds

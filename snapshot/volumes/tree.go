@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
@@ -242,18 +244,36 @@ func readTree(r io.Reader, fn func(treeEntry) error) error {
 // the tree or of a chunk, untree ends what it wrote with a block no tar reader takes for a
 // header (see poison) and returns the error: the mover staging it fails and removes what it
 // staged, as it does for a corrupt stored archive, even where the exec's stdin never ends.
-func untree(ctx context.Context, tree io.Reader, rp *repo.Repo, w io.Writer, verify func() error) error {
+// With a base (the tree a restore before left on the target; nil for none), a regular file
+// whose entry is the base's, header and chunks alike, is sent as a TypeKept entry instead (see
+// keptHead): a restore that follows another sends only what changed since. untree returns the
+// bytes of file contents it sent.
+func untree(ctx context.Context, tree io.Reader, rp *repo.Repo, w io.Writer, verify func() error, base *prevIter) (int64, error) {
 	chunks := rp.NewReader() // one for the whole archive: small files share packs
 	defer chunks.Close()
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cw := &archiveCounter{w: bw}
+	var find prevFinder
+	if base != nil {
+		find = base.finder()
+	}
 	var last *treeEntry
+	var sent int64
 	var entryEnd int64 // where the entry being written ends in the archive
 	err := readTree(tree, func(e treeEntry) error {
 		if last != nil {
-			entryEnd = cw.n + int64(len(last.Head)) + last.DataBytes + (-last.DataBytes & 511)
-			if err := writeEntry(ctx, cw, chunks, *last); err != nil {
-				return err
+			if head, ok := keptEntry(*last, find); ok {
+				// The target holds it: its header alone, as the mover checks it there.
+				entryEnd = cw.n + int64(len(head))
+				if _, err := cw.Write(head); err != nil {
+					return err
+				}
+			} else {
+				entryEnd = cw.n + int64(len(last.Head)) + last.DataBytes + (-last.DataBytes & 511)
+				if err := writeEntry(ctx, cw, chunks, *last); err != nil {
+					return err
+				}
+				sent += last.DataBytes
 			}
 		}
 		last = &e
@@ -270,12 +290,54 @@ func untree(ctx context.Context, tree io.Reader, rp *repo.Repo, w io.Writer, ver
 			poison(cw, entryEnd)
 			bw.Flush()
 		}
-		return err
+		return sent, err
 	}
 	if _, err := cw.Write(last.Head); err != nil {
-		return err
+		return sent, err
 	}
-	return bw.Flush()
+	return sent, bw.Flush()
+}
+
+// TypeKept is the type of an archive entry a restore sends for a regular file that the target's
+// claim holds as the backup has it, a restore before having left it so: the file's header, of
+// no contents, with an UnchangedRecord of its size and SHA-256. The mover reads the target's file
+// and checks both before anything is applied (a file that differs fails the stage, and ferry
+// sends the claim in full); a mover older than the type refuses it rather than write an empty
+// file.
+const TypeKept = 'U'
+
+// keptEntry is the TypeKept header of e when find (the base tree; nil for none) has an entry of
+// e's path with e's header and chunks: the base restored the file as e has it. ok is false for
+// any other entry, and for one kept headers cannot stand for: a sparse file, a file without a
+// digest (skipped).
+func keptEntry(e treeEntry, find prevFinder) (head []byte, ok bool) {
+	if find == nil || e.Path == "" || e.SHA256 == "" {
+		return nil, false
+	}
+	b, found, err := find(string(e.Path))
+	if err != nil || !found || !bytes.Equal(b.Head, e.Head) || b.DataBytes != e.DataBytes || !slices.Equal(b.Data, e.Data) {
+		return nil, false // a base that cannot be read only costs sending the file
+	}
+	h, err := tar.NewReader(bytes.NewReader(e.Head)).Next()
+	if err != nil || h.Typeflag != tar.TypeReg || h.Size != e.Size || h.Size != e.DataBytes {
+		return nil, false
+	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return nil, false
+		}
+	}
+	h.Typeflag, h.Size, h.Format = TypeKept, 0, tar.FormatPAX
+	if h.PAXRecords == nil {
+		h.PAXRecords = map[string]string{}
+	}
+	h.PAXRecords[UnchangedRecord] = unchangedValue(prevStat{Size: e.Size, SHA256: e.SHA256})
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	if tw.WriteHeader(h) != nil || tw.Flush() != nil {
+		return nil, false
+	}
+	return out.Bytes(), true
 }
 
 // poison fills the entry being written up to end, then writes a block of 0xff, which is no tar

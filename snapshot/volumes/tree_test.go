@@ -136,7 +136,7 @@ func entriesOf(t *testing.T, tree []byte) map[string]treeEntry {
 func untreeBytes(t *testing.T, r *repo.Repo, tree []byte) ([]byte, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := untree(context.Background(), bytes.NewReader(tree), r, &out, func() error { return nil })
+	_, err := untree(context.Background(), bytes.NewReader(tree), r, &out, func() error { return nil }, nil)
 	return out.Bytes(), err
 }
 
@@ -312,7 +312,7 @@ func TestTreeUnverifiedEndsWithoutEndMarker(t *testing.T) {
 	tree, _ := chunkBackup(t, r, dir, nil)
 	var out bytes.Buffer
 	bad := errors.New("does not match the manifest")
-	err := untree(context.Background(), bytes.NewReader(tree), r, &out, func() error { return bad })
+	_, err := untree(context.Background(), bytes.NewReader(tree), r, &out, func() error { return bad }, nil)
 	if !errors.Is(err, bad) {
 		t.Fatalf("untree: %v", err)
 	}

@@ -68,12 +68,19 @@ type Contents struct {
 	// repository (see tree.go): content-addressed, deduplicated, and reading only the files
 	// that changed since the claim's previous backup of this format.
 	Chunks bool
-	Log    *slog.Logger
+	// Base names a backup in the same storage that a restore before left the target's claims
+	// as: a chunked volume's restore then sends only the files whose entries differ from the
+	// same claim's in Base, and the mover checks the others on the claim (see TypeKept). A warm
+	// run's rounds and final restore set it; "" sends every file.
+	Base string
+	Log  *slog.Logger
 
 	// repo is the chunk repository a chunked capture writes to, and previous the backups it
 	// looks for each claim's previous tree in.
 	repo     *repo.Repo
 	previous []previousBackup
+	// base is Base's manifest, read once by Restore; nil when there is none to read.
+	base *snapshot.Manifest
 
 	// movers are the pods this run started, as they were when ferry first saw them running:
 	// ferry execs only into those, and only while they still are (see identity.go).
