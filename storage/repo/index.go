@@ -76,13 +76,13 @@ func (t *names[N]) number(name string) (N, error) {
 
 // table is the loaded index with the names its slots number.
 type table struct {
-	slots map[ID]slot
+	slots *slotMap
 	packs *names[uint32]
 	keys  *names[uint16]
 }
 
 func newTable() table {
-	return table{slots: map[ID]slot{}, packs: newNames[uint32](), keys: newNames[uint16]()}
+	return table{slots: &slotMap{}, packs: newNames[uint32](), keys: newNames[uint16]()}
 }
 
 // slotOf makes the slot of an entry, naming its pack and namespace in t.
@@ -292,10 +292,12 @@ func (r *Repo) load(ctx context.Context, withPacks bool) (*loaded, error) {
 					l.packs[p.Pack] = append(l.packs[p.Pack], packBlob{b.ID, e})
 				}
 				ends[p.Pack] = max(ends[p.Pack], b.Offset+int64(b.Length))
-				if old, ok := index.slots[b.ID]; !ok || (condemned[index.packs.list[old.pack]] && !condemned[e.pack]) {
-					if index.slots[b.ID], err = index.slotOf(e); err != nil {
+				if old, ok := index.slots.get(b.ID); !ok || (condemned[index.packs.list[old.pack]] && !condemned[e.pack]) {
+					s, err := index.slotOf(e)
+					if err != nil {
 						return nil, err
 					}
+					index.slots.set(b.ID, s)
 				}
 			}
 		}
@@ -323,7 +325,7 @@ func (r *Repo) getAll(ctx context.Context, key string) ([]byte, error) {
 func (r *Repo) lookup(id ID) (entry, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s, ok := r.index.slots[id]
+	s, ok := r.index.slots.get(id)
 	if !ok {
 		return entry{}, false
 	}
@@ -341,7 +343,7 @@ func (r *Repo) PackOf(id ID) (string, bool) {
 func (r *Repo) dedupable(id ID) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s, ok := r.index.slots[id]
+	s, ok := r.index.slots.get(id)
 	return ok && !r.condemned[r.index.packs.list[s.pack]]
 }
 
@@ -353,7 +355,7 @@ func (r *Repo) addEntries(ns string, p indexPack) error {
 		if err != nil {
 			return err
 		}
-		r.index.slots[b.ID] = s
+		r.index.slots.set(b.ID, s)
 		r.packEnds[p.Pack] = max(r.packEnds[p.Pack], b.Offset+int64(b.Length))
 	}
 	return nil
@@ -370,5 +372,5 @@ func (r *Repo) packEnd(pack string) int64 {
 func (r *Repo) Len() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return len(r.index.slots)
+	return r.index.slots.len()
 }

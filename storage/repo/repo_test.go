@@ -270,7 +270,7 @@ func TestEncryptedNamesRevealNothing(t *testing.T) {
 		t.Fatalf("only %d objects stored", n)
 	}
 	// The packs' framing shows no chunk sizes: every blob's length field is masked.
-	for id, s := range r.index.slots {
+	for id, s := range r.index.slots.all() {
 		e := r.index.entryOf(s)
 		b, err := os.ReadFile(filepath.Join(f.dir, filepath.FromSlash(r.packKey(e.pack))))
 		if err != nil {
