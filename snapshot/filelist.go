@@ -48,7 +48,9 @@ type FileListWriter struct {
 // NewFileList starts the file list of a claim; Add its entries, then Close (or Abort).
 func (w *Writer) NewFileList(ctx context.Context, namespace, claim string) (*FileListWriter, error) {
 	pr, pw := io.Pipe()
-	enc, err := zstd.NewWriter(pw, zstd.WithEncoderConcurrency(1))
+	// A window of 1 MiB, not the default 8: the encoder holds its window (16 MiB of a backup's
+	// heap with the default), and lines of paths repeat within far less.
+	enc, err := zstd.NewWriter(pw, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
 	if err != nil {
 		return nil, err
 	}
