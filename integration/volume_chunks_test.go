@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/volumes"
@@ -24,7 +25,8 @@ import (
 // changed between: the second backup uploads at most 2 % of the first one's bytes, and each
 // backup restores to exactly the tree it was taken of (walked and hashed here, not by ferry). A
 // chunk tampered in storage makes restore refuse before anything is applied and ferry check
-// report it; prune --keep-last 1 deletes the packs only the removed backup needed.
+// report it; prune --keep-last 1 deletes the packs only the removed backup needed. A restore of
+// the second backup onto the claim the first one's restore left sends only what changed.
 func TestChunkedVolumeBackups(t *testing.T) {
 	applyPlatform(t)
 	blue, bkc := clients(t, "blue")
@@ -152,6 +154,50 @@ func TestChunkedVolumeBackups(t *testing.T) {
 		r := open(tc.name)
 		c := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: tc.ns}}}
 		verifyClean(t, c, r, int(r.Manifest.Volumes[0].List.Entries))
+	}
+
+	// A restore of cv-2 onto the claim cv-1's restore left sends only what changed since (Base, as
+	// a warm run's rounds restore); one onto a claim where a file cv-1 left has changed since
+	// (its size and time kept) sends everything, and the claim is exact all the same.
+	restoreOnto := func(name, dstNS, base string) *snapshot.Report {
+		t.Helper()
+		c := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Exact: true, Base: base,
+			Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: dstNS}}}
+		report := &snapshot.Report{}
+		if err := c.Restore(ctx, open(name), report); err != nil || len(report.Items) != 0 {
+			t.Fatalf("restore of %s onto %s over %s: %v, items %+v", name, dstNS, base, err, report.Items)
+		}
+		if got := walkTree(t, claimFolder(t, gkc, dstNS, claim)); !slices.Equal(want2, got) {
+			t.Fatalf("restore of %s onto %s over %s differs from the tree backed up:\n%s", name, dstNS, base, lineDiff(want2, got))
+		}
+		return report
+	}
+	whole := open("cv-2").Manifest.Volumes[0].Bytes
+	if sent := restoreOnto("cv-2", "cv-lab-1", "cv-1").Sent["volumes"]; sent <= 0 || sent > whole/50 {
+		t.Errorf("the restore of cv-2 over cv-1 sent %d bytes of the volume's %d: want only the 5 files that changed", sent, whole)
+	} else {
+		t.Logf("the restore of cv-2 over cv-1 sent %d bytes of the volume's %d", sent, whole)
+	}
+	if _, _, err := restoreTo("cv-1", "cv-lab-4"); err != nil {
+		t.Fatal(err)
+	}
+	shard := filepath.Join(claimFolder(t, gkc, "cv-lab-4", claim), "data", "shard-007.bin")
+	fi, err := os.Stat(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shard, flipByte(data, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(shard, time.Time{}, fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if sent := restoreOnto("cv-2", "cv-lab-4", "cv-1").Sent["volumes"]; sent < whole/2 {
+		t.Errorf("the restore of cv-2 over a changed cv-1 sent %d bytes of the volume's %d: want all of it", sent, whole)
 	}
 
 	// A byte of every pack flipped: restore refuses before applying anything, check reports it.

@@ -310,12 +310,14 @@ func (c Contents) stage(ctx context.Context, r *snapshot.Reader, v snapshot.Volu
 	if v.Format == snapshot.FormatChunks {
 		tree, err = openTree(ctx, r, v, base)
 		rc = tree
-		defer func() { sent = tree.Sent() }()
 	} else {
 		rc, err = r.Open(ctx, v.Key)
 	}
 	if err != nil {
 		return st, sent, err, nil
+	}
+	if tree != nil {
+		defer func() { sent = tree.Sent() }()
 	}
 	// kwok, and a kubelet that is slow to notice, may never end the command's stdin: a stream
 	// that breaks off must end the exec itself, or the mover would wait for the rest forever.

@@ -1,7 +1,9 @@
 package repo
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/binary"
 	"math/rand/v2"
 	"runtime"
@@ -88,4 +90,33 @@ func liveBytes(fn func()) uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc)
+}
+
+// TestIndexJSONIsMarshals: an index object written a blob at a time is json.Marshal's, but for
+// whitespace.
+func TestIndexJSONIsMarshals(t *testing.T) {
+	blob := func(i int) indexBlob {
+		return indexBlob{ID: sha256.Sum256([]byte{byte(i)}), Offset: int64(i) << 20, Length: i + 7, Size: i * 3}
+	}
+	for _, f := range []indexFile{
+		{Version: 1},
+		{Version: 1, Packs: []indexPack{{Pack: "a"}}},
+		{Version: 1, Packs: []indexPack{{Pack: "a", Blobs: []indexBlob{blob(1)}}, {Pack: "b", Blobs: []indexBlob{blob(2), blob(3), blob(4)}}}},
+	} {
+		var streamed bytes.Buffer
+		if err := writeIndexJSON(&streamed, f); err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := json.Compact(&got, streamed.Bytes()); err != nil {
+			t.Fatalf("%s: %v", streamed.String(), err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("streamed %s\nwant %s", got.String(), want)
+		}
+	}
 }
