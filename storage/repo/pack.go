@@ -57,12 +57,17 @@ func lengthMask(mask cipher.Block, off int64) uint32 {
 	return binary.LittleEndian.Uint32(b[:])
 }
 
+// packBufStart is the capacity a pack's buffer starts with.
+const packBufStart = 1 << 20
+
 func (r *Repo) newPacker() (*packer, error) {
 	p := &packer{}
 	if b, ok := r.packBufs.Get().(*bytes.Buffer); ok {
 		p.buf = b
 	} else {
-		p.buf = bytes.NewBuffer(make([]byte, 0, r.opts.PackSize+int(r.cfg.MaxSize)+64))
+		// Grown as chunks come (see add): a pack of small files' chunks is far smaller than a
+		// pack's most, and each worker's buffer of the most counted as heap, 24 MiB, whether used or not.
+		p.buf = bytes.NewBuffer(make([]byte, 0, packBufStart))
 	}
 	p.buf.WriteString(packMagic)
 	if !r.cfg.Encrypted {
@@ -107,6 +112,12 @@ func (r *Repo) add(p *packer, id ID, data []byte, scratch *[2][]byte) {
 		nonce := append(scratch[1][:0], randomBytes(p.aead.NonceSize())...)
 		stored = p.aead.Seal(nonce, nonce, stored, id[:])
 		scratch[1] = stored
+	}
+	if need := p.buf.Len() + 4 + len(stored); need > p.buf.Cap() {
+		// Doubled, as bytes.Buffer would, but never past what the largest pack needs.
+		grown := bytes.NewBuffer(make([]byte, 0, max(min(2*p.buf.Cap(), r.opts.PackSize+int(r.cfg.MaxSize)+64), need)))
+		grown.Write(p.buf.Bytes())
+		p.buf = grown
 	}
 	p.buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(stored))^lengthMask(p.mask, int64(p.buf.Len()))))
 	p.blobs = append(p.blobs, indexBlob{ID: id, Offset: int64(p.buf.Len()), Length: len(stored), Size: len(data)})
