@@ -96,7 +96,8 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 	c.cleanup(ctx)
 	if c.Chunks && c.Direct == nil {
 		var err error
-		if c.repo, err = openRepo(ctx, c.Storage, repo.Options{Prefix: RepoPrefix(w.Recipients()), Recipients: w.Recipients()}); err != nil {
+		// Write-only: a capture only writes, and its index then keeps about 42 bytes a chunk, not 61.
+		if c.repo, err = openRepo(ctx, c.Storage, repo.Options{Prefix: RepoPrefix(w.Recipients()), Recipients: w.Recipients(), WriteOnly: true}); err != nil {
 			return err
 		}
 		if !w.Encrypted() {

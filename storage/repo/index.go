@@ -78,13 +78,45 @@ func (t *names[N]) number(name string) (N, error) {
 
 // table is the loaded index with the names its slots number.
 type table struct {
-	slots *slotMap
-	packs *names[uint32]
-	keys  *names[uint16]
+	// slots are where each chunk is; of a write-only repository, packOf holds its pack alone.
+	slots  *slotMap[slot]
+	packOf *slotMap[uint32]
+	packs  *names[uint32]
+	keys   *names[uint16]
 }
 
-func newTable() table {
-	return table{slots: &slotMap{}, packs: newNames[uint32](), keys: newNames[uint16]()}
+func newTable(writeOnly bool) table {
+	t := table{packs: newNames[uint32](), keys: newNames[uint16]()}
+	if writeOnly {
+		t.packOf = &slotMap[uint32]{}
+	} else {
+		t.slots = &slotMap[slot]{}
+	}
+	return t
+}
+
+// get is the chunk's slot; of a write-only repository, only its pack is set.
+func (t table) get(id ID) (slot, bool) {
+	if t.packOf != nil {
+		p, ok := t.packOf.get(id)
+		return slot{pack: p}, ok
+	}
+	return t.slots.get(id)
+}
+
+func (t table) set(id ID, s slot) {
+	if t.packOf != nil {
+		t.packOf.set(id, s.pack)
+		return
+	}
+	t.slots.set(id, s)
+}
+
+func (t table) len() int {
+	if t.packOf != nil {
+		return t.packOf.len()
+	}
+	return t.slots.len()
 }
 
 // slotOf makes the slot of an entry, naming its pack and namespace in t.
@@ -315,7 +347,7 @@ func (r *Repo) load(ctx context.Context, withPacks bool) (*loaded, error) {
 		return nil, fmt.Errorf("list index: %w", err)
 	}
 	l := &loaded{objects: map[string][]string{}, packs: map[string][]packBlob{}}
-	index, ends := newTable(), map[string]int64{}
+	index, ends := newTable(r.opts.WriteOnly), map[string]int64{}
 	for _, name := range names {
 		ns, _, _ := strings.Cut(strings.TrimPrefix(name, r.opts.Prefix+indexDir), "/")
 		var k *nsKey
@@ -346,12 +378,12 @@ func (r *Repo) load(ctx context.Context, withPacks bool) (*loaded, error) {
 					l.packs[p.Pack] = append(l.packs[p.Pack], packBlob{b.ID, e})
 				}
 				ends[p.Pack] = max(ends[p.Pack], b.Offset+int64(b.Length))
-				if old, ok := index.slots.get(b.ID); !ok || (condemned[index.packs.list[old.pack]] && !condemned[e.pack]) {
+				if old, ok := index.get(b.ID); !ok || (condemned[index.packs.list[old.pack]] && !condemned[e.pack]) {
 					s, err := index.slotOf(e)
 					if err != nil {
 						return nil, err
 					}
-					index.slots.set(b.ID, s)
+					index.set(b.ID, s)
 				}
 			}
 		}
@@ -379,7 +411,10 @@ func (r *Repo) getAll(ctx context.Context, key string) ([]byte, error) {
 func (r *Repo) lookup(id ID) (entry, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s, ok := r.index.slots.get(id)
+	if r.opts.WriteOnly {
+		return entry{}, false // Read and Prune refuse such a repository first
+	}
+	s, ok := r.index.get(id)
 	if !ok {
 		return entry{}, false
 	}
@@ -397,7 +432,7 @@ func (r *Repo) PackOf(id ID) (string, bool) {
 func (r *Repo) dedupable(id ID) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s, ok := r.index.slots.get(id)
+	s, ok := r.index.get(id)
 	return ok && !r.condemned[r.index.packs.list[s.pack]]
 }
 
@@ -409,7 +444,7 @@ func (r *Repo) addEntries(ns string, p indexPack) error {
 		if err != nil {
 			return err
 		}
-		r.index.slots.set(b.ID, s)
+		r.index.set(b.ID, s)
 		r.packEnds[p.Pack] = max(r.packEnds[p.Pack], b.Offset+int64(b.Length))
 	}
 	return nil
@@ -426,5 +461,5 @@ func (r *Repo) packEnd(pack string) int64 {
 func (r *Repo) Len() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.index.slots.len()
+	return r.index.len()
 }

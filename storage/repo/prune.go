@@ -82,6 +82,9 @@ type PruneResult struct {
 // deleted.
 func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 	var res PruneResult
+	if r.opts.WriteOnly {
+		return res, fmt.Errorf("prune: %w", ErrWriteOnly)
+	}
 	if r.cfg.Encrypted && len(r.opts.Identities) == 0 {
 		return res, fmt.Errorf("prune: %w", ErrNoIdentity)
 	}

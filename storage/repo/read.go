@@ -50,6 +50,9 @@ func (r *Repo) NewReader() *Reader { return &Reader{r: r} }
 // Read writes the chunks' bytes to w, in order, each checked first (see Repo.Read).
 func (rd *Reader) Read(ctx context.Context, refs []ChunkRef, w io.Writer) error {
 	r := rd.r
+	if r.opts.WriteOnly {
+		return fmt.Errorf("read: %w", ErrWriteOnly)
+	}
 	if r.cfg.Encrypted && len(r.opts.Identities) == 0 {
 		return fmt.Errorf("read: %w", ErrNoIdentity)
 	}
@@ -154,6 +157,9 @@ type CheckResult struct {
 // it found problems, all of them listed in the result.
 func (r *Repo) Check(ctx context.Context, sample float64) (CheckResult, error) {
 	var res CheckResult
+	if r.opts.WriteOnly {
+		return res, fmt.Errorf("check: %w", ErrWriteOnly)
+	}
 	l, err := r.load(ctx, true)
 	if err != nil {
 		return res, err

@@ -183,6 +183,17 @@ func TestDedupe(t *testing.T) {
 			o.Key = first.WriterKey()
 			return o
 		}, changed, 0, changedBound},
+		// A backup's writers open the repository write-only: the index keeps packs alone.
+		{"plain write-only, 1% changed", false, func(f *fixture, _ *Repo) Options {
+			o := f.opts(false)
+			o.WriteOnly = true
+			return o
+		}, changed, 0, changedBound},
+		{"encrypted with the writer key only, write-only, same", true, func(f *fixture, first *Repo) Options {
+			o := f.opts(false)
+			o.Key, o.WriteOnly = first.WriterKey(), true
+			return o
+		}, base, 0, 0},
 		// The trade-off: without identity and key a writer has a namespace of its own.
 		{"encrypted with recipients only, same", true, func(f *fixture, _ *Repo) Options { return f.opts(false) }, base, 100, 100},
 	} {
@@ -215,6 +226,28 @@ func TestDedupe(t *testing.T) {
 				t.Error("second write does not read back")
 			}
 		})
+	}
+}
+
+// TestWriteOnlyRefusesReads: a repository opened write-only keeps no chunk's place in its pack,
+// so reads, checks and prunes of it are refused, not answered wrong.
+func TestWriteOnlyRefusesReads(t *testing.T) {
+	f := newFixture(t, false)
+	refs, _ := write(t, f.init(t), randomData(4, 1<<20))
+	o := f.opts(true)
+	o.WriteOnly = true
+	r := f.open(t, o)
+	if err := r.Read(context.Background(), refs, io.Discard); !errors.Is(err, ErrWriteOnly) {
+		t.Errorf("Read: %v", err)
+	}
+	if _, err := r.Check(context.Background(), 1); !errors.Is(err, ErrWriteOnly) {
+		t.Errorf("Check: %v", err)
+	}
+	if _, err := r.Prune(context.Background(), func(context.Context, func([]ChunkRef)) error { return nil }); !errors.Is(err, ErrWriteOnly) {
+		t.Errorf("Prune: %v", err)
+	}
+	if got := readAll(t, f.open(t, f.opts(true)), refs); !bytes.Equal(got, randomData(4, 1<<20)) {
+		t.Error("the data does not read back through a repository opened to read")
 	}
 }
 

@@ -3,8 +3,8 @@ package repo
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"encoding/binary"
+	"encoding/json"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -14,7 +14,7 @@ import (
 // overwritten ones, through every size at which its buckets merge.
 func TestSlotMapIsAMap(t *testing.T) {
 	for _, n := range []int{0, 1, 31, 32, 33, 5000, 100000} {
-		var m slotMap
+		var m slotMap[slot]
 		want := map[ID]slot{}
 		rng := rand.New(rand.NewPCG(uint64(n), 1))
 		idOf := func(i int) ID { return sha256.Sum256(binary.LittleEndian.AppendUint64(nil, uint64(i))) }
@@ -52,18 +52,25 @@ func TestSlotMapIsAMap(t *testing.T) {
 	}
 }
 
-// TestSlotMapMemory: a million slots hold at most 72 bytes each (56 of them the ID and slot),
-// beside a Go map's of the same slots (134: its table had just doubled).
+// TestSlotMapMemory: a million slots hold at most 72 bytes each (56 of them the ID and slot), and
+// of a write-only repository at most 48 (36 the ID and pack), beside a Go map's of the same slots
+// (134: its table had just doubled).
 func TestSlotMapMemory(t *testing.T) {
 	n := 1000000
 	if testing.Short() {
 		n = 200000
 	}
 	idOf := func(i int) ID { return sha256.Sum256(binary.LittleEndian.AppendUint64(nil, uint64(i))) }
-	var m slotMap
+	var m slotMap[slot]
 	ours := liveBytes(func() {
 		for i := range n {
 			m.set(idOf(i), slot{off: int64(i)})
+		}
+	})
+	var packs slotMap[uint32]
+	writeOnly := liveBytes(func() {
+		for i := range n {
+			packs.set(idOf(i), uint32(i))
 		}
 	})
 	goMap := map[ID]slot{}
@@ -73,12 +80,14 @@ func TestSlotMapMemory(t *testing.T) {
 		}
 	})
 	per := float64(ours) / float64(n)
-	t.Logf("%d slots: %.0f bytes each; a Go map's %.0f", n, per, float64(theirs)/float64(n))
-	if per > 72 {
-		t.Errorf("%d slots: %.0f bytes each", n, per)
+	perPack := float64(writeOnly) / float64(n)
+	t.Logf("%d slots: %.0f bytes each, write-only %.0f; a Go map's %.0f", n, per, perPack, float64(theirs)/float64(n))
+	if per > 72 || perPack > 48 {
+		t.Errorf("%d slots: %.0f bytes each, write-only %.0f", n, per, perPack)
 	}
 	runtime.KeepAlive(goMap)
 	runtime.KeepAlive(&m)
+	runtime.KeepAlive(&packs)
 }
 
 // liveBytes is the heap that fn leaves in use, after a collection.
