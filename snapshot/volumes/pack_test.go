@@ -86,6 +86,9 @@ func TestStreamBroke(t *testing.T) {
 		{fmt.Errorf("volume a/b: %w", io.ErrUnexpectedEOF), true},
 		{fmt.Errorf("ferry mover pack: exec in pod a/m: error reading from error stream: next reader: %w",
 			&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}), true},
+		// The client's heartbeat found no pong for a minute: the API server waited on the mover.
+		{fmt.Errorf("ferry mover unpack --stage: exec in pod a/m: error reading from error stream: next reader: %w",
+			&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), true},
 		{errors.New("mover pod a/m was deleted"), false},
 		{fmt.Errorf("put: %w", errors.New("storage full")), false},
 	} {

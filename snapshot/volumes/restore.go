@@ -157,15 +157,28 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	}
 	backup := volumeFiles(ctx, r, v)
 	base := c.baseTree(r, v)
-	staged, sent, streamErr, err := stage(ctx, r, v, ns, pod, backup, base)
-	if base != nil && streamErr == nil && err != nil && strings.Contains(err.Error(), ErrKeptChanged.Error()) {
-		// The claim is not as the base's restore left it: it gets every file.
-		c.Log.Warn("the claim is not as the restore before left it: sending every file", "claim", name, "restoreBefore", c.Base)
+	var staged Staged
+	var sent int64
+	var streamErr error
+	for attempt := 1; ; attempt++ {
+		staged, sent, streamErr, err = stage(ctx, r, v, ns, pod, backup, base)
+		if streamErr != nil || err == nil || ctx.Err() != nil || attempt == streamAttempts {
+			break
+		}
+		if base != nil && strings.Contains(err.Error(), ErrKeptChanged.Error()) {
+			// The claim is not as the base's restore left it: it gets every file.
+			c.Log.Warn("the claim is not as the restore before left it: sending every file", "claim", name, "restoreBefore", c.Base)
+			base = nil
+		} else if streamBroke(err) {
+			// Nothing is applied before the stage is done: stage it again.
+			c.Log.Warn("the volume's stream ended early; staging it again", "claim", name, "attempt", attempt, "error", err)
+		} else {
+			break // the mover failed
+		}
 		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
 			report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
 			return nil
 		}
-		staged, sent, streamErr, err = stage(ctx, r, v, ns, pod, backup, nil)
 	}
 	if streamErr != nil || err != nil {
 		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -362,10 +363,11 @@ func skipFiles(w *snapshot.Writer, v snapshot.Volume, skipped []SkippedFile) {
 // streamAttempts bounds how often a volume's stream that broke off is tried.
 const streamAttempts = 3
 
-// streamBroke tells a stream that broke off in transit — the tar ended before its end marker, or
-// the connection was reset — from a failure of the mover or of storage.
+// streamBroke tells a stream that broke off in transit — the tar ended before its end marker, the
+// connection was reset, or its heartbeat went unanswered for a minute (an API server answers no
+// ping while it waits on the other end: a busy mover) — from a failure of the mover or of storage.
 func streamBroke(err error) bool {
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // stream runs `ferry mover pack` in the pod and stores its tar, compressed, at the entry's key,
