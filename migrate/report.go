@@ -36,9 +36,9 @@ type Report struct {
 	// Warm is a warm run's pre-copy settings, and Rounds its rounds, each with its delta.
 	Warm   *Warm   `json:"warm,omitempty"`
 	Rounds []Round `json:"rounds,omitempty"`
-	// RestoreSentBytes are the bytes of volume contents the run's restore sent to green: of a
-	// warm run, only what changed since its last round.
-	RestoreSentBytes     int64             `json:"restoreSentBytes,omitempty"`
+	// RestoreSentBytes are the bytes of volume contents the run's restore sent to green (of a
+	// warm run, only what changed since its last round); nil before the restore is done.
+	RestoreSentBytes     *int64            `json:"restoreSentBytes,omitempty"`
 	Verification         *Summary          `json:"verification,omitempty"`
 	TrafficSteps         []TrafficStep     `json:"trafficSteps,omitempty"`
 	GreenMayTakeWritesAt time.Time         `json:"greenMayTakeWritesAt,omitzero"`
@@ -220,7 +220,8 @@ func BuildReport(j *Journal) Report {
 			case e.State == Restored && e.Phase == Done:
 				var s Summary
 				if json.Unmarshal(e.Data, &s) == nil {
-					rep.RestoreSentBytes = s.Sent["volumes"]
+					sent := s.Sent["volumes"]
+					rep.RestoreSentBytes = &sent
 				}
 			case e.State == Staged && e.Step > 0 && e.Phase == Done:
 				var rd Round
@@ -338,7 +339,9 @@ func (rep Report) Print(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  The restore after the quiesce sent %s of the claims' contents to green.\n", human.Bytes(rep.RestoreSentBytes))
+		if rep.RestoreSentBytes != nil {
+			fmt.Fprintf(w, "  The restore after the quiesce sent %s of the claims' contents to green.\n", human.Bytes(*rep.RestoreSentBytes))
+		}
 	}
 	if v := rep.Verification; v != nil {
 		fmt.Fprintf(w, "\nVerification: %s\n", countsLine(v.Counts))

@@ -246,7 +246,7 @@ func readTree(r io.Reader, fn func(treeEntry) error) error {
 // staged, as it does for a corrupt stored archive, even where the exec's stdin never ends.
 // With a base (the tree a restore before left on the target; nil for none), a regular file
 // whose entry is the base's, header and chunks alike, is sent as a TypeKept entry instead (see
-// keptHead): a restore that follows another sends only what changed since. untree returns the
+// keptEntry): a restore that follows another sends only what changed since. untree returns the
 // bytes of file contents it sent.
 func untree(ctx context.Context, tree io.Reader, rp *repo.Repo, w io.Writer, verify func() error, base *prevIter) (int64, error) {
 	chunks := rp.NewReader() // one for the whole archive: small files share packs
