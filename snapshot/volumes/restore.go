@@ -57,10 +57,13 @@ func (c Contents) Restore(ctx context.Context, r *snapshot.Reader, report *snaps
 	}
 	if c.Base != "" {
 		m, err := snapshot.ReadManifest(ctx, r.Store(), c.Base)
-		if err == nil && m.Encryption == nil {
-			c.base = m
-		} else {
+		switch {
+		case err != nil:
 			c.Log.Warn("the backup a restore before left the claims as cannot be read: sending every file", "restoreBefore", c.Base, "error", err)
+		case m.Encryption != nil:
+			c.Log.Warn("the backup a restore before left the claims as is encrypted, its trees unread without the identity: sending every file", "restoreBefore", c.Base)
+		default:
+			c.base = m
 		}
 	}
 	return c.eachVolume(ctx, r, func(ctx context.Context, v snapshot.Volume) error {
@@ -162,14 +165,16 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	var streamErr error
 	for attempt := 1; ; attempt++ {
 		staged, sent, streamErr, err = stage(ctx, r, v, ns, pod, backup, base)
-		if streamErr != nil || err == nil || ctx.Err() != nil || attempt == streamAttempts {
+		if streamErr != nil || err == nil || ctx.Err() != nil {
 			break
 		}
-		if base != nil && strings.Contains(err.Error(), ErrKeptChanged.Error()) {
-			// The claim is not as the base's restore left it: it gets every file.
-			c.Log.Warn("the claim is not as the restore before left it: sending every file", "claim", name, "restoreBefore", c.Base)
+		if base != nil && !streamBroke(err) {
+			// The claim is not as the base's restore left it (ErrKeptChanged), or the mover
+			// cannot take kept entries (an older image): it gets every file, on a try of its own.
+			c.Log.Warn("the mover refused the files kept since the restore before: sending every file", "claim", name, "restoreBefore", c.Base, "error", err)
 			base = nil
-		} else if streamBroke(err) {
+			attempt--
+		} else if streamBroke(err) && attempt < streamAttempts {
 			// Nothing is applied before the stage is done: stage it again.
 			c.Log.Warn("the volume's stream ended early; staging it again", "claim", name, "attempt", attempt, "error", err)
 		} else {

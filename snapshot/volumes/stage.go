@@ -185,6 +185,8 @@ type stagedRef struct {
 	hardlink bool
 	// asNamed says the entry's name in the archive is its path, as a hard link names it.
 	asNamed bool
+	// kept says the entry is TypeKept: the target's file is checked once the archive is read.
+	kept bool
 }
 
 // entryTypes are the types of staged entries by the numbers a stagedRef keeps of them.
@@ -211,6 +213,9 @@ func (s *stager) run(ctx context.Context, r io.Reader) error {
 		if err := s.entry(h, tr); err != nil {
 			return err
 		}
+	}
+	if err := s.checkKept(); err != nil {
+		return err
 	}
 	if err := s.separate(); err != nil {
 		return err
@@ -415,9 +420,13 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		if f.Size, f.SHA256, err = parseUnchanged(h.PAXRecords[UnchangedRecord]); err != nil {
 			return badinput.Errorf("archive entry %q: %v", h.Name, err)
 		}
-		if err := s.kept(name, f.Size, f.SHA256); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		if err := s.list(name, f); err != nil {
+			return err
 		}
+		r := s.at[name]
+		r.kept = true
+		s.at[name] = r
+		return nil
 	default:
 		return badinput.Errorf("archive entry %q: type %q is not a file, directory, symlink, hard link or FIFO", h.Name, h.Typeflag)
 	}
@@ -595,31 +604,45 @@ func (s *stager) regular(name string, h *tar.Header, tr io.Reader) (sum, staged 
 // entry says: Stage fails before anything is applied, and ferry sends the claim in full.
 var ErrKeptChanged = errors.New("the target's file is not as the restore before left it")
 
+// checkKept checks the target's file of every TypeKept entry the list holds, once the archive is
+// read to its end (a check as it is read would leave stdin unread for as long as the kept files
+// take to read, and the API server answers no heartbeat while it waits to write stdin), and
+// before anything is applied.
+func (s *stager) checkKept() error {
+	for name, r := range s.at {
+		if !r.kept {
+			continue
+		}
+		if err := s.kept(name, r.size, r.sum); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // kept checks the target's file at name against a TypeKept entry: a regular file of size bytes
-// whose contents have the SHA-256 sum, read whole; nothing is staged for it.
-func (s *stager) kept(name string, size int64, sum string) error {
+// whose contents have the SHA-256 sum, read whole; nothing is staged for it. A file that cannot
+// be read is not known to be kept either.
+func (s *stager) kept(name string, size int64, sum [sha256.Size]byte) error {
 	if !s.targetDir(path.Dir(name)) {
 		return ErrKeptChanged
 	}
 	fi, err := s.u.lstat(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return ErrKeptChanged
-	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrKeptChanged, err)
 	}
 	if !fi.Mode().IsRegular() || fi.Size() != size {
 		return ErrKeptChanged
 	}
 	old, err := s.u.open(name)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrKeptChanged, err)
 	}
 	defer old.Close()
 	digest := sha256.New()
 	if n, err := io.Copy(digest, old); err != nil {
-		return err
-	} else if n != size || hex.EncodeToString(digest.Sum(nil)) != sum {
+		return fmt.Errorf("%w: %v", ErrKeptChanged, err)
+	} else if n != size || [sha256.Size]byte(digest.Sum(nil)) != sum {
 		return ErrKeptChanged
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {

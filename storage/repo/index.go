@@ -423,8 +423,13 @@ func (r *Repo) lookup(id ID) (entry, bool) {
 
 // PackOf names the pack the loaded index places a chunk in (its name in packs/<hh>/).
 func (r *Repo) PackOf(id ID) (string, bool) {
-	e, ok := r.lookup(id)
-	return e.pack, ok
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.index.get(id) // a write-only index keeps the pack too
+	if !ok {
+		return "", false
+	}
+	return r.index.packs.list[s.pack], true
 }
 
 // dedupable reports whether a writer may reference the stored chunk instead of uploading it: it is
