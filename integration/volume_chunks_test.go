@@ -131,10 +131,14 @@ func TestChunkedVolumeBackups(t *testing.T) {
 		}
 		return r
 	}
+	// contents restores or verifies the claim of srcNS as dstNS's on green.
+	contents := func(dstNS string) volumes.Contents {
+		return volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: dstNS}}}
+	}
 	restoreTo := func(name, dstNS string) (*snapshot.Report, string, error) {
 		t.Helper()
 		createClaim(t, gkc, dstNS, claim, ptr.To("standard"))
-		c := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: dstNS}}}
+		c := contents(dstNS)
 		report := &snapshot.Report{}
 		err := c.Restore(ctx, open(name), report)
 		return report, claimFolder(t, gkc, dstNS, claim), err
@@ -152,8 +156,7 @@ func TestChunkedVolumeBackups(t *testing.T) {
 		}
 		// Verify reads the file list, as for the tar format.
 		r := open(tc.name)
-		c := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: tc.ns}}}
-		verifyClean(t, c, r, int(r.Manifest.Volumes[0].List.Entries))
+		verifyClean(t, contents(tc.ns), r, int(r.Manifest.Volumes[0].List.Entries))
 	}
 
 	// A restore of cv-2 onto the claim cv-1's restore left sends only what changed since (Base, as
@@ -161,8 +164,8 @@ func TestChunkedVolumeBackups(t *testing.T) {
 	// (its size and time kept) sends everything, and the claim is exact all the same.
 	restoreOnto := func(name, dstNS, base string) *snapshot.Report {
 		t.Helper()
-		c := volumes.Contents{Config: cfg, Client: gkc, Image: "ferry", Exact: true, Base: base,
-			Mapping: snapshot.Mapping{Namespaces: map[string]string{srcNS: dstNS}}}
+		c := contents(dstNS)
+		c.Exact, c.Base = true, base
 		report := &snapshot.Report{}
 		err := c.Restore(ctx, open(name), report)
 		// Exact: what cv-1 held and cv-2 does not is deleted (and listed), nothing else is listed.

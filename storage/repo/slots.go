@@ -44,7 +44,7 @@ func (b *slotBucket[V]) find(id ID) int {
 			return i
 		}
 	}
-	i, ok := slices.BinarySearchFunc(b.entries[:b.sorted], id, func(e slotEntry[V], id ID) int { return bytes.Compare(e.id[:], id[:]) })
+	i, ok := slices.BinarySearchFunc(b.entries[:b.sorted], id, func(e slotEntry[V], id ID) int { return compareIDs(e.id, id) })
 	if !ok {
 		return -1
 	}
@@ -83,10 +83,10 @@ func (m *slotMap[V]) set(id ID, v V) {
 func (b *slotBucket[V]) merge() {
 	var tail [mergeEvery]slotEntry[V]
 	newest := tail[:copy(tail[:], b.entries[b.sorted:])]
-	slices.SortFunc(newest, func(x, y slotEntry[V]) int { return bytes.Compare(x.id[:], y.id[:]) })
+	slices.SortFunc(newest, func(x, y slotEntry[V]) int { return compareIDs(x.id, y.id) })
 	i, j, k := b.sorted-1, len(newest)-1, len(b.entries)-1
 	for j >= 0 {
-		if i >= 0 && bytes.Compare(b.entries[i].id[:], newest[j].id[:]) > 0 {
+		if i >= 0 && compareIDs(b.entries[i].id, newest[j].id) > 0 {
 			b.entries[k] = b.entries[i]
 			i--
 		} else {
@@ -99,6 +99,9 @@ func (b *slotBucket[V]) merge() {
 }
 
 func (m *slotMap[V]) len() int { return m.n }
+
+// compareIDs orders chunk IDs as their bytes do: the order of a bucket's sorted entries.
+func compareIDs(a, b ID) int { return bytes.Compare(a[:], b[:]) }
 
 // all yields every entry, in no order.
 func (m *slotMap[V]) all() iter.Seq2[ID, V] {
