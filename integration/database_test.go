@@ -2,16 +2,20 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/snapshot"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestBackupDumpsMySQL runs the platform's MySQL pod on blue (its exec mapped to blue's MariaDB),
@@ -56,42 +60,8 @@ func TestBackupDumpsMySQL(t *testing.T) {
 // TestBackupDumpsPostgreSQL declares a PostgreSQL of an application in ferry.yaml, runs its pod on
 // blue (exec mapped to blue's PostgreSQL server) and checks the dump and the per-table figures.
 func TestBackupDumpsPostgreSQL(t *testing.T) {
-	applyPlatform(t)
-	blue, kc := clients(t, "blue")
-	pg := tb.Postgres["blue"]
+	pg := bluePostgresApp(t, "team-db", "appdb")
 	ctx := context.Background()
-	const ns = "team-db"
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-creds", Namespace: ns},
-		StringData: map[string]string{"user": pg.User, "password": pg.Password}}
-	if _, err := kc.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	labels := map[string]string{"app": "pg"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "pg"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:17"}}}},
-		},
-	}
-	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := runningPod(t, kc, ns, "app=pg")
-	env := pg.Env()
-	delete(env, "PGPASSWORD") // ferry hands the Secret's password over itself
-	if err := blue.MapExec(ctx, ns, pod, dataDir(t, "pg"), env); err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{"DROP DATABASE IF EXISTS appdb", "CREATE DATABASE appdb"} {
-		if _, err := pg.SQL(ctx, tb.Bins, "postgres", stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if _, err := pg.SQL(ctx, tb.Bins, "appdb", `CREATE SCHEMA billing;
 CREATE TABLE public.users (id int PRIMARY KEY, email text);
 INSERT INTO public.users SELECT g, 'user' || g || '@example.com' FROM generate_series(1, 250) g;
@@ -138,4 +108,115 @@ INSERT INTO billing.invoices VALUES (1, 9.99), (2, 19.5);`); err != nil {
 	if !strings.Contains(string(sql), "CREATE DATABASE appdb") || !strings.Contains(string(sql), "user250@example.com") {
 		t.Fatalf("the dump lacks the database or its rows (%d bytes)", len(sql))
 	}
+}
+
+// bluePostgresApp runs an application's PostgreSQL pod, deployment/pg, in a new namespace of
+// blue, its exec mapped to blue's PostgreSQL server where database db is made anew, and its
+// credentials in the Secret pg-creds (keys user and password).
+func bluePostgresApp(t *testing.T, ns, db string) *testbed.PostgreSQL {
+	t.Helper()
+	applyPlatform(t)
+	blue, kc := clients(t, "blue")
+	pg := tb.Postgres["blue"]
+	ctx := context.Background()
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pg-creds", Namespace: ns},
+		StringData: map[string]string{"user": pg.User, "password": pg.Password}}
+	if _, err := kc.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "pg"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pg"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:17"}}}},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := runningPod(t, kc, ns, "app=pg")
+	env := pg.Env()
+	delete(env, "PGPASSWORD") // ferry hands the Secret's password over itself
+	if err := blue.MapExec(ctx, ns, pod, dataDir(t, "pg"), env); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{"DROP DATABASE IF EXISTS " + db, "CREATE DATABASE " + db} {
+		if _, err := pg.SQL(ctx, tb.Bins, "postgres", stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pg
+}
+
+// TestDatabaseBackupSurvivesABrokenExec: the connection of the exec that dumps a database is
+// reset mid-dump (as an API server restarting, or a load balancer dropping streams, does). The
+// backup dumps the database again and completes, the dump whole; before, it failed.
+func TestDatabaseBackupSurvivesABrokenExec(t *testing.T) {
+	const ns, rows = "reset-db", 20000
+	pg := bluePostgresApp(t, ns, "resetdb")
+	ctx := context.Background()
+	if _, err := pg.SQL(ctx, tb.Bins, "resetdb", fmt.Sprintf(`CREATE TABLE public.notes (id int PRIMARY KEY, body text);
+INSERT INTO public.notes SELECT g, 'note ' || g || ' ' || repeat('x', 100) FROM generate_series(1, %d) g;`, rows)); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`databases:
+- name: reset-db
+  engine: postgresql
+  namespace: `+ns+`
+  workload: deployment/pg
+  schemas: [resetdb]
+  secret: {name: pg-creds, userKey: user, passwordKey: password}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The dump is about 2.4 MB; no other exec of the backup prints half a megabyte.
+	proxy := startResetProxy(t, apiServerAddr(t, "blue"), 512<<10, 1)
+	storeDir := t.TempDir()
+	code, out, errOut := runFerry(t, "--storage", "file://"+storeDir, "backup", "--context", "blue", "--server", proxy.URL(),
+		"-f", config, "--include-namespaces", ns, "--name", "reset")
+	streams, resets := proxy.counts()
+	t.Logf("the proxy saw %d exec streams and reset %d", streams, resets)
+	if code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if resets != 1 {
+		t.Fatalf("the proxy reset %d connections, want 1 (the dump's)\nstderr: %s", resets, errOut)
+	}
+	if !strings.Contains(errOut, "exec broke off; running it again") || !strings.Contains(errOut, "database=reset-db step=dump") {
+		t.Errorf("the backup does not say it dumped reset-db again:\n%s", errOut)
+	}
+	store, m := readManifest(t, "file://"+storeDir, "reset")
+	i := slices.IndexFunc(m.Databases, func(d snapshot.Database) bool { return d.Name == "reset-db" })
+	if i < 0 {
+		t.Fatalf("manifest has no reset-db dump: %+v", m.Databases)
+	}
+	dump := m.Databases[i]
+	if len(dump.Tables) != 1 || dump.Tables[0].Schema+"."+dump.Tables[0].Name != "resetdb.public.notes" || dump.Tables[0].Rows != rows {
+		t.Fatalf("dumped tables %+v, want public.notes of %d rows", dump.Tables, rows)
+	}
+	sql := readStored(t, store, "reset", dump.Key, nil)
+	last := fmt.Sprintf("note %d ", rows)
+	if int64(len(sql)) != dump.Bytes || !strings.Contains(string(sql), last) || strings.Count(string(sql), "CREATE TABLE public.notes") != 1 {
+		t.Fatalf("the dump (%d bytes, manifest says %d) is not one whole dump of the table", len(sql), dump.Bytes)
+	}
+}
+
+// apiServerAddr is the host:port of the cluster's API server.
+func apiServerAddr(t testing.TB, cluster string) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", tb.Clusters[cluster].Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
 }

@@ -4,8 +4,13 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"syscall"
+
+	"github.com/gorilla/websocket"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -51,4 +56,20 @@ func Exec(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, re
 		return fmt.Errorf("exec %q in pod %s/%s: %w", req.Command, req.Namespace, req.Pod, err)
 	}
 	return nil
+}
+
+// ExecAttempts bounds how often ferry runs what a broken connection cut short (ConnectionBroke),
+// the first run included.
+const ExecAttempts = 3
+
+// ConnectionBroke tells an exec whose connection broke off in transit — reset, closed without
+// WebSocket's closing handshake, or its heartbeat unanswered for a minute (an API server answers
+// no ping while it waits on the other end) — from a command that failed or an exec that was
+// refused. An API server restarting, a load balancer or a kubelet dropping its streams all end
+// an exec so. The command may still be running in the pod: only what is safe to run twice may be
+// run again.
+func ConnectionBroke(err error) bool {
+	var closed *websocket.CloseError
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &closed) && closed.Code == websocket.CloseAbnormalClosure
 }

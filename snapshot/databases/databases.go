@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -46,6 +47,8 @@ type Dumps struct {
 	// into blue's existing schemas (see carryback.go): the rows of the tables and columns both
 	// have, blue's schema never dropped or changed, Exact ignored.
 	IntoExistingSchema bool
+	// Log takes the warnings of a step that goes on (nil: none are logged).
+	Log *slog.Logger
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)
 }
@@ -116,7 +119,12 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 			w.Skip("database", item.Name, fmt.Sprintf("no running pod of %s in %s to dump from", item.Workload, item.Namespace))
 			continue
 		}
-		entry, err := c.capture(ctx, w, item, cfg)
+		var entry snapshot.Database
+		// The files capture stores are written anew, the dump from its start.
+		err := c.readAgainIfBroken(ctx, item.Name, "dump", func() (err error) {
+			entry, err = c.capture(ctx, w, item, cfg)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("database %s: %w", item.Name, err)
 		}
@@ -160,6 +168,21 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 		return entry, err
 	}
 	return entry, nil
+}
+
+// readAgainIfBroken runs read, which only reads the database's server, again while its exec
+// breaks off in transit (kube.ConnectionBroke), up to kube.ExecAttempts runs; step names it in
+// the warning.
+func (c Dumps) readAgainIfBroken(ctx context.Context, database, step string, read func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := read()
+		if err == nil || !kube.ConnectionBroke(err) || ctx.Err() != nil || attempt == kube.ExecAttempts {
+			return err
+		}
+		if c.Log != nil {
+			c.Log.Warn("the database's exec broke off; running it again", "database", database, "step", step, "attempt", attempt, "error", err)
+		}
+	}
 }
 
 func (c Dumps) config(name string) config.Database {

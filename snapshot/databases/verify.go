@@ -26,7 +26,14 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 			continue
 		}
 		if c.Upgrade && d.RowDigests != "" {
-			err := c.verifyUpgrade(ctx, dyn, r, d, report)
+			// Verify only reads the target; what a run that broke off added to the report is
+			// dropped with it.
+			var found *snapshot.Report
+			err := c.readAgainIfBroken(ctx, d.Name, "verify", func() error {
+				found = &snapshot.Report{}
+				return c.verifyUpgrade(ctx, dyn, r, d, found)
+			})
+			report.Merge(found)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -35,7 +42,11 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 			}
 			continue
 		}
-		got, err := c.targetStats(ctx, dyn, r, d)
+		var got []snapshot.Table
+		err := c.readAgainIfBroken(ctx, d.Name, "verify", func() (err error) {
+			got, err = c.targetStats(ctx, dyn, r, d)
+			return err
+		})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

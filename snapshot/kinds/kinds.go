@@ -123,7 +123,7 @@ func capture(ctx context.Context, w *snapshot.Writer, store storage.Backend, sou
 	plan := o.Plan
 	capturers := []snapshot.Capturer{
 		resources.Objects{Dynamic: source.Dynamic, Plan: plan, Concurrency: o.Parallel},
-		databases.Dumps{Config: source.Config, Client: source.Client, Plan: plan},
+		databases.Dumps{Config: source.Config, Client: source.Client, Plan: plan, Log: o.Log},
 		buckets.Copies{Config: source.Config, Client: source.Client, Plan: plan, Parallel: o.Parallel},
 		volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Direct: o.Direct, Storage: store, Chunks: o.Chunks, Log: o.Log},
 	}
@@ -221,7 +221,7 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 	return append(out,
 		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Exact: o.Exact || o.ExactData, Base: o.Base, Log: o.Log},
 		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Exact: o.Exact,
-			Upgrade: o.Upgrade, IntoExistingSchema: o.Upgrade && o.Exact},
+			Upgrade: o.Upgrade, IntoExistingSchema: o.Upgrade && o.Exact, Log: o.Log},
 		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Exact: o.Exact || o.ExactData},
 	)
 }

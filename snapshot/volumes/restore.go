@@ -174,7 +174,7 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 			c.Log.Warn("the mover refused the files kept since the restore before: sending every file", "claim", name, "restoreBefore", c.Base, "error", err)
 			base = nil
 			attempt--
-		} else if streamBroke(err) && attempt < streamAttempts {
+		} else if streamBroke(err) && attempt < kube.ExecAttempts {
 			// Nothing is applied before the stage is done: stage it again.
 			c.Log.Warn("the volume's stream ended early; staging it again", "claim", name, "attempt", attempt, "error", err)
 		} else {

@@ -193,16 +193,25 @@ func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *
 	var listed *listingReader
 	var diffs []fileDiff
 	identical := 0
-	err, execErr := c.execReading(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
-		Command: []string{"ferry", "mover", "pack", "--list"}, Stderr: &stderr},
-		func(out io.Reader) error {
-			var err error
-			if listed, err = newListingReader(out); err != nil {
-				return fmt.Errorf("%w: %w", errTargetListing, err)
-			}
-			diffs, identical, err = compareWalks(volumeFiles(ctx, r, v), listed.next, true)
-			return err
-		})
+	var execErr error
+	for attempt := 1; ; attempt++ {
+		stderr.Reset()
+		err, execErr = c.execReading(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
+			Command: []string{"ferry", "mover", "pack", "--list"}, Stderr: &stderr},
+			func(out io.Reader) error {
+				var err error
+				if listed, err = newListingReader(out); err != nil {
+					return fmt.Errorf("%w: %w", errTargetListing, err)
+				}
+				diffs, identical, err = compareWalks(volumeFiles(ctx, r, v), listed.next, true)
+				return err
+			})
+		// The listing only reads the claim: one whose exec broke off is listed again.
+		if execErr == nil || !streamBroke(execErr) || ctx.Err() != nil || attempt == kube.ExecAttempts {
+			break
+		}
+		c.Log.Warn("the claim's listing broke off; listing it again", "claim", name, "attempt", attempt, "error", execErr)
+	}
 	switch {
 	case err != nil && !errors.Is(err, errTargetListing):
 		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: the backup's file list: "+err.Error())

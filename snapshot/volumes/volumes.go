@@ -17,10 +17,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ferrykube/ferry/internal/kube"
@@ -337,7 +335,7 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		// An exec stream may break off with the mover still there (a kubelet or API server
 		// dropping the connection): stream it again, into the same file. A deleted mover pod ends
 		// ctx, and is never retried.
-		if err == nil || !streamBroke(err) || ctx.Err() != nil || attempt == streamAttempts {
+		if err == nil || !streamBroke(err) || ctx.Err() != nil || attempt == kube.ExecAttempts {
 			if err == nil {
 				entry = streamed
 			}
@@ -360,14 +358,11 @@ func skipFiles(w *snapshot.Writer, v snapshot.Volume, skipped []SkippedFile) {
 	}
 }
 
-// streamAttempts bounds how often a volume's stream that broke off is tried.
-const streamAttempts = 3
-
-// streamBroke tells a stream that broke off in transit — the tar ended before its end marker, the
-// connection was reset, or its heartbeat went unanswered for a minute (an API server answers no
-// ping while it waits on the other end: a busy mover) — from a failure of the mover or of storage.
+// streamBroke tells a stream that broke off in transit — the tar ended before its end marker, or
+// the exec's connection broke (kube.ConnectionBroke: a busy mover leaves the heartbeat
+// unanswered) — from a failure of the mover or of storage.
 func streamBroke(err error) bool {
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, os.ErrDeadlineExceeded)
+	return errors.Is(err, io.ErrUnexpectedEOF) || kube.ConnectionBroke(err)
 }
 
 // stream runs `ferry mover pack` in the pod and stores its tar, compressed, at the entry's key,

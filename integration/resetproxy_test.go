@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/cryptobyte"
+)
+
+// resetProxy stands between ferry and an API server on 127.0.0.1 and breaks streams as an API
+// server restarting, or a load balancer dropping them, does: a connection that does not offer
+// HTTP/2 (an exec or port-forward: WebSocket and SPDY are HTTP/1.1; API calls go over HTTP/2) is
+// reset, both ways, once it has carried after bytes to the client, until budget resets were made.
+// It sees only the TLS ClientHello's ALPN, in the clear: the API server's TLS goes through it whole.
+type resetProxy struct {
+	ln       net.Listener
+	upstream string
+	after    int64
+
+	mu      sync.Mutex
+	budget  int
+	resets  int
+	streams int // connections that did not offer HTTP/2
+}
+
+func startResetProxy(t testing.TB, upstream string, after int64, budget int) *resetProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &resetProxy{ln: ln, upstream: upstream, after: after, budget: budget}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { p.serve(c.(*net.TCPConn)) })
+		}
+	})
+	return p
+}
+
+// URL is the proxy's https:// URL.
+func (p *resetProxy) URL() string { return "https://" + p.ln.Addr().String() }
+
+// counts returns the streams the proxy saw and how many it reset.
+func (p *resetProxy) counts() (streams, resets int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.streams, p.resets
+}
+
+func (p *resetProxy) serve(client *net.TCPConn) {
+	defer client.Close()
+	server, err := net.DialTimeout("tcp", p.upstream, 10*time.Second)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	in := bufio.NewReaderSize(client, 1<<16)
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	stream := !slices.Contains(clientHelloALPN(in), "h2")
+	client.SetReadDeadline(time.Time{})
+	if stream {
+		p.mu.Lock()
+		p.streams++
+		p.mu.Unlock()
+	}
+	go func() {
+		io.Copy(server, in)
+		server.(*net.TCPConn).CloseWrite()
+	}()
+	var sent int64
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				return
+			}
+			sent += int64(n)
+			if stream && sent >= p.after && p.take() {
+				// SO_LINGER 0: close sends RST, and the peer's next read fails with ECONNRESET.
+				client.SetLinger(0)
+				server.(*net.TCPConn).SetLinger(0)
+				return
+			}
+		}
+		if err != nil {
+			client.CloseWrite()
+			return
+		}
+	}
+}
+
+// take spends one reset of the budget, if one is left.
+func (p *resetProxy) take() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.resets == p.budget {
+		return false
+	}
+	p.resets++
+	return true
+}
+
+// clientHelloALPN peeks at the TLS ClientHello at the start of r (its first record) and returns
+// the protocols its ALPN extension offers; nil when it has none or is not one.
+func clientHelloALPN(r *bufio.Reader) []string {
+	header, err := r.Peek(5)
+	if err != nil || header[0] != 22 { // a handshake record
+		return nil
+	}
+	record, err := r.Peek(5 + int(header[3])<<8 | int(header[4]))
+	if err != nil {
+		return nil
+	}
+	s := cryptobyte.String(record[5:])
+	var msgType uint8
+	var hello, sessionID, suites, compression, exts cryptobyte.String
+	if !s.ReadUint8(&msgType) || msgType != 1 || !s.ReadUint24LengthPrefixed(&hello) ||
+		!hello.Skip(2+32) || !hello.ReadUint8LengthPrefixed(&sessionID) ||
+		!hello.ReadUint16LengthPrefixed(&suites) || !hello.ReadUint8LengthPrefixed(&compression) ||
+		!hello.ReadUint16LengthPrefixed(&exts) {
+		return nil
+	}
+	for !exts.Empty() {
+		var typ uint16
+		var data cryptobyte.String
+		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&data) {
+			return nil
+		}
+		if typ != 16 { // application_layer_protocol_negotiation
+			continue
+		}
+		var list cryptobyte.String
+		if !data.ReadUint16LengthPrefixed(&list) {
+			return nil
+		}
+		var protos []string
+		for !list.Empty() {
+			var proto cryptobyte.String
+			if !list.ReadUint8LengthPrefixed(&proto) {
+				return nil
+			}
+			protos = append(protos, string(proto))
+		}
+		return protos
+	}
+	return nil
+}
