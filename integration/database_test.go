@@ -176,7 +176,7 @@ INSERT INTO public.notes SELECT g, 'note ' || g || ' ' || repeat('x', 100) FROM 
 		t.Fatal(err)
 	}
 	// The dump is about 2.4 MB; no other exec of the backup prints half a megabyte.
-	proxy := startResetProxy(t, apiServerAddr(t, "blue"), 512<<10, 1)
+	proxy := startResetProxy(t, apiServerAddr(t, "blue"), 512<<10, 1, 1)
 	storeDir := t.TempDir()
 	code, out, errOut := runFerry(t, "--storage", "file://"+storeDir, "backup", "--context", "blue", "--server", proxy.URL(),
 		"-f", config, "--include-namespaces", ns, "--name", "reset")

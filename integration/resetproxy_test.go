@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,26 +16,29 @@ import (
 // resetProxy stands between ferry and an API server on 127.0.0.1 and breaks streams as an API
 // server restarting, or a load balancer dropping them, does: a connection that does not offer
 // HTTP/2 (an exec or port-forward: WebSocket and SPDY are HTTP/1.1; API calls go over HTTP/2) is
-// reset, both ways, once it has carried after bytes to the client, until budget resets were made.
-// It sees only the TLS ClientHello's ALPN, in the clear: the API server's TLS goes through it whole.
+// reset, both ways, once it has carried after bytes to the client: every every-th such stream,
+// until budget resets were made. It sees only the TLS ClientHello's ALPN, in the clear: the API
+// server's TLS goes through it whole.
 type resetProxy struct {
 	ln       net.Listener
 	upstream string
 	after    int64
+	every    int
 
 	mu      sync.Mutex
 	budget  int
 	resets  int
+	crossed int // streams that carried after bytes
 	streams int // connections that did not offer HTTP/2
 }
 
-func startResetProxy(t testing.TB, upstream string, after int64, budget int) *resetProxy {
+func startResetProxy(t testing.TB, upstream string, after int64, every, budget int) *resetProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &resetProxy{ln: ln, upstream: upstream, after: after, budget: budget}
+	p := &resetProxy{ln: ln, upstream: upstream, after: after, every: every, budget: budget}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Go(func() {
@@ -61,10 +65,11 @@ func (p *resetProxy) counts() (streams, resets int) {
 
 func (p *resetProxy) serve(client *net.TCPConn) {
 	defer client.Close()
-	server, err := net.DialTimeout("tcp", p.upstream, 10*time.Second)
+	conn, err := net.DialTimeout("tcp", p.upstream, 10*time.Second)
 	if err != nil {
 		return
 	}
+	server := conn.(*net.TCPConn)
 	defer server.Close()
 	in := bufio.NewReaderSize(client, 1<<16)
 	client.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -75,38 +80,52 @@ func (p *resetProxy) serve(client *net.TCPConn) {
 		p.streams++
 		p.mu.Unlock()
 	}
-	go func() {
-		io.Copy(server, in)
-		server.(*net.TCPConn).CloseWrite()
-	}()
-	var sent int64
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := server.Read(buf)
-		if n > 0 {
-			if _, werr := client.Write(buf[:n]); werr != nil {
+	// Bytes both ways count: a backup's data comes from the API server, a restore's goes to it.
+	var carried atomic.Int64
+	relay := func(dst *net.TCPConn, src io.Reader) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+				total := carried.Add(int64(n))
+				if stream && total >= p.after && total-int64(n) < p.after && p.take() {
+					// SO_LINGER 0: close sends RST, and each peer's next read fails with ECONNRESET.
+					client.SetLinger(0)
+					server.SetLinger(0)
+					client.Close()
+					server.Close()
+					return
+				}
+			}
+			if err != nil {
+				dst.CloseWrite()
 				return
 			}
-			sent += int64(n)
-			if stream && sent >= p.after && p.take() {
-				// SO_LINGER 0: close sends RST, and the peer's next read fails with ECONNRESET.
-				client.SetLinger(0)
-				server.(*net.TCPConn).SetLinger(0)
-				return
-			}
-		}
-		if err != nil {
-			client.CloseWrite()
-			return
 		}
 	}
+	done := make(chan struct{})
+	go func() { relay(server, in); close(done) }()
+	relay(client, server)
+	<-done
 }
 
-// take spends one reset of the budget, if one is left.
+// arm starts counting anew: every every-th stream to carry after bytes from now on is reset,
+// budget times at most.
+func (p *resetProxy) arm(every, budget int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.every, p.budget, p.resets, p.crossed, p.streams = every, budget, 0, 0, 0
+}
+
+// take counts a stream that carried after bytes, and says whether it is to be reset.
 func (p *resetProxy) take() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.resets == p.budget {
+	p.crossed++
+	if p.resets == p.budget || p.crossed%p.every != 0 {
 		return false
 	}
 	p.resets++

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -58,18 +61,41 @@ func Exec(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, re
 	return nil
 }
 
-// ExecAttempts bounds how often ferry runs what a broken connection cut short (ConnectionBroke),
+// StreamAttempts bounds how often ferry runs what a broken connection cut short (ConnectionBroke),
 // the first run included.
-const ExecAttempts = 3
+const StreamAttempts = 3
 
-// ConnectionBroke tells an exec whose connection broke off in transit — reset, closed without
-// WebSocket's closing handshake, or its heartbeat unanswered for a minute (an API server answers
-// no ping while it waits on the other end) — from a command that failed or an exec that was
-// refused. An API server restarting, a load balancer or a kubelet dropping its streams all end
-// an exec so. The command may still be running in the pod: only what is safe to run twice may be
-// run again.
+// ConnectionBroke tells an exec or a port-forward's connection that broke off in transit — reset,
+// cut short, closed without WebSocket's closing handshake, or its heartbeat unanswered for a
+// minute (an API server answers no ping while it waits on the other end) — from a command that
+// failed, an exec that was refused or a server's answer. An API server restarting, a load
+// balancer or a kubelet dropping its streams all end a stream so. What ran in the pod may still
+// be running: only what is safe to run twice may be run again.
 func ConnectionBroke(err error) bool {
 	var closed *websocket.CloseError
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, os.ErrDeadlineExceeded) ||
-		errors.As(err, &closed) && closed.Code == websocket.CloseAbnormalClosure
+	var op *net.OpError
+	var request *url.Error // an HTTP request (S3's through a port-forward) that got no answer
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &op) || errors.As(err, &request) || errors.As(err, &closed) && closed.Code == websocket.CloseAbnormalClosure
+}
+
+// RetryBroken runs f, which is safe to run twice, again while its connection breaks off in
+// transit (ConnectionBroke), up to StreamAttempts runs, a second more apart each time (what broke
+// a connection takes a moment to be seen, and to mend); retrying, when set, hears of each run
+// that broke and is made again. It returns f's last error.
+func RetryBroken(ctx context.Context, f func() error, retrying func(attempt int, err error)) error {
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || !ConnectionBroke(err) || ctx.Err() != nil || attempt == StreamAttempts {
+			return err
+		}
+		if retrying != nil {
+			retrying(attempt, err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
 }

@@ -3,7 +3,9 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/url"
 	"os"
 	"syscall"
 	"testing"
@@ -27,6 +29,14 @@ func TestConnectionBroke(t *testing.T) {
 		{fmt.Errorf("exec in pod a/p: %w", &websocket.CloseError{Code: websocket.CloseNormalClosure}), false},
 		{fmt.Errorf(`exec ["mysql"] in pod a/p: command terminated with exit code 1`), false},
 		{errors.New("pods \"p\" is forbidden: User cannot create resource \"pods/exec\""), false},
+		// A tar or a listing that ends before its end marker.
+		{fmt.Errorf("volume a/b: %w", io.ErrUnexpectedEOF), true},
+		// An S3 request through a port-forward whose tunnel broke.
+		{fmt.Errorf("put: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1:1/b/k", Err: &net.OpError{Op: "readfrom", Net: "tcp", Err: net.ErrClosed}}), true},
+		// minio-go's word for a request whose connection closed before an answer.
+		{fmt.Errorf("put: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1:1/b/k", Err: errors.New("Connection closed by foreign host http://127.0.0.1:1/b/k. Retry again.")}), true},
+		{errors.New("mover pod a/m was deleted"), false},
+		{fmt.Errorf("put: %w", errors.New("storage full")), false},
 		{nil, false},
 	} {
 		if got := ConnectionBroke(tc.err); got != tc.want {

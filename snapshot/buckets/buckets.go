@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -39,8 +40,20 @@ type Copies struct {
 	// Exact makes a restore delete the target's objects that the backup does not hold, leaving
 	// each bucket as it was backed up (to carry data back); by default they are left alone.
 	Exact bool
+	// Log takes the warnings of a copy that goes on (nil: none are logged).
+	Log *slog.Logger
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)
+}
+
+// retryBroken runs f, a whole object's copy, put or read, again while its connection breaks off
+// in transit (kube.RetryBroken); what names it in the warning.
+func (c Copies) retryBroken(ctx context.Context, object, what string, f func() error) error {
+	return kube.RetryBroken(ctx, f, func(attempt int, err error) {
+		if c.Log != nil {
+			c.Log.Warn("the bucket's connection broke off; "+what+" again", "object", object, "attempt", attempt, "error", err)
+		}
+	})
 }
 
 // Name implements snapshot.Kind.
@@ -131,24 +144,16 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 		}
 		key := obj.Key
 		g.Go(func() error {
-			o, err := mc.GetObject(gctx, item.Name, key, minio.GetObjectOptions{})
+			var obj snapshot.BucketObject
+			var info minio.ObjectInfo
+			// An object is copied whole, into a file written anew: one whose connection broke
+			// off (a port-forward's tunnel dropped) is copied again.
+			err := c.retryBroken(gctx, item.Name+"/"+key, "copying the object", func() (err error) {
+				obj, info, err = copyObject(gctx, w, mc, item.Name, entry.Prefix, key)
+				return err
+			})
 			if err != nil {
-				return fmt.Errorf("get %s: %w", key, err)
-			}
-			defer o.Close()
-			info, err := o.Stat()
-			if err != nil {
-				return fmt.Errorf("get %s: %w", key, err)
-			}
-			h := sha256.New()
-			var n countWriter
-			stored, hashed := StoredName(key)
-			if _, err := w.Put(gctx, entry.Prefix+stored, io.TeeReader(o, io.MultiWriter(h, &n))); err != nil {
-				return fmt.Errorf("copy %s: %w", key, err)
-			}
-			obj := snapshot.BucketObject{Key: key, Size: n.n, SHA256: hex.EncodeToString(h.Sum(nil))}
-			if hashed {
-				obj.Stored = stored
+				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -156,7 +161,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 				meta[key] = m
 			}
 			entry.Objects = append(entry.Objects, obj)
-			entry.Bytes += n.n
+			entry.Bytes += obj.Size
 			return nil
 		})
 	}
@@ -164,6 +169,31 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 		return entry, err
 	}
 	return entry, storeMetadata(ctx, w, &entry, meta)
+}
+
+// copyObject stores the bucket's object key in the backup under prefix, and returns its entry
+// and what the store says of it.
+func copyObject(ctx context.Context, w *snapshot.Writer, mc *minio.Client, bucket, prefix, key string) (snapshot.BucketObject, minio.ObjectInfo, error) {
+	o, err := mc.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return snapshot.BucketObject{}, minio.ObjectInfo{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	defer o.Close()
+	info, err := o.Stat()
+	if err != nil {
+		return snapshot.BucketObject{}, info, fmt.Errorf("get %s: %w", key, err)
+	}
+	h := sha256.New()
+	var n countWriter
+	stored, hashed := StoredName(key)
+	if _, err := w.Put(ctx, prefix+stored, io.TeeReader(o, io.MultiWriter(h, &n))); err != nil {
+		return snapshot.BucketObject{}, info, fmt.Errorf("copy %s: %w", key, err)
+	}
+	obj := snapshot.BucketObject{Key: key, Size: n.n, SHA256: hex.EncodeToString(h.Sum(nil))}
+	if hashed {
+		obj.Stored = stored
+	}
+	return obj, info, nil
 }
 
 // EscapeKey turns an S3 key, which may hold any characters, into a clean relative path for the

@@ -109,7 +109,11 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 	if err != nil {
 		return err
 	}
-	have, err := listSizes(ctx, mc, b.Name)
+	var have map[string]int64
+	err = c.retryBroken(ctx, b.Name, "listing the bucket", func() (err error) {
+		have, err = listSizes(ctx, mc, b.Name)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -118,7 +122,13 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 	g.SetLimit(c.Parallel)
 	for _, o := range todo.put {
 		g.Go(func() error {
-			status, err := c.restoreObject(gctx, mc, r, b, o, meta)
+			// An object is put whole, as a new version of its key: one whose connection broke
+			// off (a port-forward's tunnel dropped) is put again.
+			var status string
+			err := c.retryBroken(gctx, b.Name+"/"+o.Key, "putting the object", func() (err error) {
+				status, err = c.restoreObject(gctx, mc, r, b, o, meta)
+				return err
+			})
 			if gctx.Err() != nil {
 				return gctx.Err()
 			}

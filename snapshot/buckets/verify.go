@@ -44,7 +44,11 @@ func (c Copies) verifyBucket(ctx context.Context, r *snapshot.Reader, b snapshot
 	if err != nil {
 		return err
 	}
-	have, err := listSizes(ctx, mc, b.Name)
+	var have map[string]int64
+	err = c.retryBroken(ctx, b.Name, "listing the bucket", func() (err error) {
+		have, err = listSizes(ctx, mc, b.Name)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -58,7 +62,14 @@ func (c Copies) verifyBucket(ctx context.Context, r *snapshot.Reader, b snapshot
 		}
 		delete(have, o.Key)
 		g.Go(func() error {
-			size, sum, err := hashObject(gctx, mc, b.Name, o.Key)
+			// Reading an object back is safe to do twice: one whose connection broke off (a
+			// port-forward's tunnel dropped) is read again.
+			var size int64
+			var sum string
+			err := c.retryBroken(gctx, name, "reading the object", func() (err error) {
+				size, sum, err = hashObject(gctx, mc, b.Name, o.Key)
+				return err
+			})
 			switch {
 			case gctx.Err() != nil:
 				return gctx.Err()
@@ -67,7 +78,10 @@ func (c Copies) verifyBucket(ctx context.Context, r *snapshot.Reader, b snapshot
 			default:
 				status, detail := compareObject(o, size, sum)
 				if status == snapshot.StatusIdentical && meta != nil {
-					status, detail, err = compareMetadata(gctx, mc, b.Name, o.Key, meta[o.Key])
+					err = c.retryBroken(gctx, name, "reading the object", func() (err error) {
+						status, detail, err = compareMetadata(gctx, mc, b.Name, o.Key, meta[o.Key])
+						return err
+					})
 					if err != nil {
 						if gctx.Err() != nil {
 							return gctx.Err()

@@ -171,18 +171,13 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 }
 
 // readAgainIfBroken runs read, which only reads the database's server, again while its exec
-// breaks off in transit (kube.ConnectionBroke), up to kube.ExecAttempts runs; step names it in
-// the warning.
+// breaks off in transit (kube.RetryBroken); step names it in the warning.
 func (c Dumps) readAgainIfBroken(ctx context.Context, database, step string, read func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := read()
-		if err == nil || !kube.ConnectionBroke(err) || ctx.Err() != nil || attempt == kube.ExecAttempts {
-			return err
-		}
+	return kube.RetryBroken(ctx, read, func(attempt int, err error) {
 		if c.Log != nil {
 			c.Log.Warn("the database's exec broke off; running it again", "database", database, "step", step, "attempt", attempt, "error", err)
 		}
-	}
+	})
 }
 
 func (c Dumps) config(name string) config.Database {

@@ -124,7 +124,7 @@ func capture(ctx context.Context, w *snapshot.Writer, store storage.Backend, sou
 	capturers := []snapshot.Capturer{
 		resources.Objects{Dynamic: source.Dynamic, Plan: plan, Concurrency: o.Parallel},
 		databases.Dumps{Config: source.Config, Client: source.Client, Plan: plan, Log: o.Log},
-		buckets.Copies{Config: source.Config, Client: source.Client, Plan: plan, Parallel: o.Parallel},
+		buckets.Copies{Config: source.Config, Client: source.Client, Plan: plan, Parallel: o.Parallel, Log: o.Log},
 		volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Direct: o.Direct, Storage: store, Chunks: o.Chunks, Log: o.Log},
 	}
 	// The kinds are captured at the same time, so a backup takes as long as its longest kind, not
@@ -222,7 +222,7 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 		volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Mapping: o.Mapping, Direct: o.Direct, Exact: o.Exact || o.ExactData, Base: o.Base, Log: o.Log},
 		databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: o.Mapping, Exact: o.Exact,
 			Upgrade: o.Upgrade, IntoExistingSchema: o.Upgrade && o.Exact, Log: o.Log},
-		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Exact: o.Exact || o.ExactData},
+		buckets.Copies{Config: target.Config, Client: target.Client, Plan: plan, Parallel: o.Parallel, Mapping: o.Mapping, Exact: o.Exact || o.ExactData, Log: o.Log},
 	)
 }
 

@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,26 +73,6 @@ func TestPackAndIndex(t *testing.T) {
 	}
 	if len(files) != 6 {
 		t.Errorf("archive has %d entries, want 6: %+v", len(files), files)
-	}
-}
-
-func TestStreamBroke(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{fmt.Errorf("volume a/b: %w", io.ErrUnexpectedEOF), true},
-		{fmt.Errorf("ferry mover pack: exec in pod a/m: error reading from error stream: next reader: %w",
-			&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}), true},
-		// The client's heartbeat found no pong for a minute: the API server waited on the mover.
-		{fmt.Errorf("ferry mover unpack --stage: exec in pod a/m: error reading from error stream: next reader: %w",
-			&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), true},
-		{errors.New("mover pod a/m was deleted"), false},
-		{fmt.Errorf("put: %w", errors.New("storage full")), false},
-	} {
-		if got := streamBroke(tc.err); got != tc.want {
-			t.Errorf("streamBroke(%v) = %v, want %v", tc.err, got, tc.want)
-		}
 	}
 }
 

@@ -168,13 +168,13 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		if streamErr != nil || err == nil || ctx.Err() != nil {
 			break
 		}
-		if base != nil && !streamBroke(err) {
+		if base != nil && !kube.ConnectionBroke(err) {
 			// The claim is not as the base's restore left it (ErrKeptChanged), or the mover
 			// cannot take kept entries (an older image): it gets every file, on a try of its own.
 			c.Log.Warn("the mover refused the files kept since the restore before: sending every file", "claim", name, "restoreBefore", c.Base, "error", err)
 			base = nil
 			attempt--
-		} else if streamBroke(err) && attempt < kube.ExecAttempts {
+		} else if kube.ConnectionBroke(err) && attempt < kube.StreamAttempts {
 			// Nothing is applied before the stage is done: stage it again.
 			c.Log.Warn("the volume's stream ended early; staging it again", "claim", name, "attempt", attempt, "error", err)
 		} else {

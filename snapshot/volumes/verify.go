@@ -193,8 +193,8 @@ func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *
 	var listed *listingReader
 	var diffs []fileDiff
 	identical := 0
-	var execErr error
-	for attempt := 1; ; attempt++ {
+	// The listing only reads the claim: one whose exec broke off is listed again.
+	execErr := kube.RetryBroken(ctx, func() (execErr error) {
 		stderr.Reset()
 		err, execErr = c.execReading(ctx, kube.ExecRequest{Namespace: ns, Pod: pod, Container: "mover",
 			Command: []string{"ferry", "mover", "pack", "--list"}, Stderr: &stderr},
@@ -206,12 +206,10 @@ func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *
 				diffs, identical, err = compareWalks(volumeFiles(ctx, r, v), listed.next, true)
 				return err
 			})
-		// The listing only reads the claim: one whose exec broke off is listed again.
-		if execErr == nil || !streamBroke(execErr) || ctx.Err() != nil || attempt == kube.ExecAttempts {
-			break
-		}
-		c.Log.Warn("the claim's listing broke off; listing it again", "claim", name, "attempt", attempt, "error", execErr)
-	}
+		return execErr
+	}, func(attempt int, err error) {
+		c.Log.Warn("the claim's listing broke off; listing it again", "claim", name, "attempt", attempt, "error", err)
+	})
 	switch {
 	case err != nil && !errors.Is(err, errTargetListing):
 		report.Add(kindName, snapshot.StatusFailed, name, "could not verify: the backup's file list: "+err.Error())

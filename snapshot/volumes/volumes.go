@@ -324,24 +324,23 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		entry, err = c.captureDirect(ctx, w, pod, entry, v.Bytes)
 		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
 	}
+	stream := c.stream
+	if c.repo != nil {
+		stream = c.streamTree
+	}
+	// An exec stream may break off with the mover still there (a kubelet or API server dropping
+	// the connection): stream it again, into the same file. A deleted mover pod ends ctx, and is
+	// never retried.
+	var streamed snapshot.Volume
 	var skipped []SkippedFile
-	for attempt := 1; ; attempt++ {
-		var streamed snapshot.Volume
-		stream := c.stream
-		if c.repo != nil {
-			stream = c.streamTree
-		}
+	err = kube.RetryBroken(ctx, func() (err error) {
 		streamed, skipped, err = stream(ctx, w, v, pod, entry)
-		// An exec stream may break off with the mover still there (a kubelet or API server
-		// dropping the connection): stream it again, into the same file. A deleted mover pod ends
-		// ctx, and is never retried.
-		if err == nil || !streamBroke(err) || ctx.Err() != nil || attempt == kube.ExecAttempts {
-			if err == nil {
-				entry = streamed
-			}
-			break
-		}
+		return err
+	}, func(attempt int, err error) {
 		c.Log.Warn("the volume's stream ended early; streaming it again", "claim", v.Namespace+"/"+v.Name, "attempt", attempt, "error", err)
+	})
+	if err == nil {
+		entry = streamed
 	}
 	if err != nil {
 		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
@@ -356,13 +355,6 @@ func skipFiles(w *snapshot.Writer, v snapshot.Volume, skipped []SkippedFile) {
 	for _, f := range skipped {
 		w.Skip(SkippedFileKind, v.Namespace+"/"+v.Name+":"+f.Path, f.Reason)
 	}
-}
-
-// streamBroke tells a stream that broke off in transit — the tar ended before its end marker, or
-// the exec's connection broke (kube.ConnectionBroke: a busy mover leaves the heartbeat
-// unanswered) — from a failure of the mover or of storage.
-func streamBroke(err error) bool {
-	return errors.Is(err, io.ErrUnexpectedEOF) || kube.ConnectionBroke(err)
 }
 
 // stream runs `ferry mover pack` in the pod and stores its tar, compressed, at the entry's key,
