@@ -188,7 +188,7 @@ INSERT INTO public.notes SELECT g, 'note ' || g || ' ' || repeat('x', 100) FROM 
 	if resets != 1 {
 		t.Fatalf("the proxy reset %d connections, want 1 (the dump's)\nstderr: %s", resets, errOut)
 	}
-	if !strings.Contains(errOut, "exec broke off; running it again") || !strings.Contains(errOut, "database=reset-db step=dump") {
+	if !strings.Contains(errOut, "exec broke off; running its dump again") || !strings.Contains(errOut, "database=reset-db") {
 		t.Errorf("the backup does not say it dumped reset-db again:\n%s", errOut)
 	}
 	store, m := readManifest(t, "file://"+storeDir, "reset")
@@ -204,6 +204,25 @@ INSERT INTO public.notes SELECT g, 'note ' || g || ' ' || repeat('x', 100) FROM 
 	last := fmt.Sprintf("note %d ", rows)
 	if int64(len(sql)) != dump.Bytes || !strings.Contains(string(sql), last) || strings.Count(string(sql), "CREATE TABLE public.notes") != 1 {
 		t.Fatalf("the dump (%d bytes, manifest says %d) is not one whole dump of the table", len(sql), dump.Bytes)
+	}
+
+	// Restored in place after the table changed, the load's connection reset once: the load
+	// runs again from the dump's start, and the table is the backup's.
+	if _, err := pg.SQL(ctx, tb.Bins, "resetdb", "DELETE FROM public.notes WHERE id > 100; UPDATE public.notes SET body = 'changed' WHERE id = 1;"); err != nil {
+		t.Fatal(err)
+	}
+	proxy.arm(1, 1)
+	code, rep, errOut := runReportCommand(t, "--storage", "file://"+storeDir, "restore", "--context", "blue", "--server", proxy.URL(), "--backup", "reset")
+	_, resets = proxy.counts()
+	if code != 0 || rep.Counts["databases"][snapshot.StatusRestored] != 1 || resets != 1 {
+		t.Fatalf("ferry restore exited %d, reset %d times: %v %+v\nstderr: %s", code, resets, rep.Counts, rep.Items, errOut)
+	}
+	if !strings.Contains(errOut, "exec broke off; running its restore again") {
+		t.Errorf("the restore does not say it loaded reset-db again:\n%s", errOut)
+	}
+	got, err := pg.SQL(ctx, tb.Bins, "resetdb", "SELECT count(*), count(DISTINCT id), min(body) FROM public.notes WHERE body LIKE 'note ' || id || ' x%';")
+	if want := fmt.Sprintf("%d|%d|note 1 %s", rows, rows, strings.Repeat("x", 100)); strings.TrimSpace(got) != want || err != nil {
+		t.Errorf("public.notes after the restore: %q (%v), want %q", got, err, want)
 	}
 }
 

@@ -49,7 +49,8 @@ func zooGreen(t *testing.T) *testbed.Cluster {
 // to a fresh green with ferry migrate, and has the independent checker compare blue and green:
 // every object, file, table and bucket object. Then kubectl rollout history and undo on green,
 // writes of every kind on green, ferry rollback --carry-back, and the checker again: blue equals
-// green. Nothing may differ beyond the checker's allow-list.
+// green. Nothing may differ beyond the checker's allow-list. Both API servers reset some of the
+// exec and port-forward streams of either command on the way (resetProxy).
 func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	blueMySQL(t)
 	blueMinIO(t)
@@ -102,8 +103,28 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := backupMinIO(t, "zoo")
+	// Both API servers drop streams, as one restarting or a load balancer does: of the streams
+	// that carry 256 KiB, every third is reset, twice in each command (a stream that breaks is
+	// run again up to 3 times: two resets can never fail one).
+	proxies := map[string]*resetProxy{
+		"blue":      startResetProxy(t, apiServerAddr(t, "blue"), 256<<10, 3, 2),
+		"zoo-green": startResetProxy(t, apiServerAddr(t, "zoo-green"), 256<<10, 3, 2),
+	}
+	kubeconfig := proxiedKubeconfig(t, proxies)
+	logResets := func(command string) {
+		total := 0
+		for _, name := range []string{"blue", "zoo-green"} {
+			streams, resets := proxies[name].counts()
+			t.Logf("%s: %s's proxy saw %d streams and reset %d", command, name, streams, resets)
+			proxies[name].arm(3, 2)
+			total += resets
+		}
+		if total == 0 {
+			t.Errorf("%s: no stream was reset; the test broke nothing", command)
+		}
+	}
 	start = time.Now()
-	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "zoo-green", "-f", config, "--allow-skipped", "--lease-ttl", testLeaseTTL.String())
+	code, out, errOut := runFerry(t, "--kubeconfig", kubeconfig, "--storage", url, "migrate", "--from", "blue", "--to", "zoo-green", "-f", config, "--allow-skipped", "--lease-ttl", testLeaseTTL.String())
 	took := time.Since(start)
 	var id string
 	if m := runIDPattern.FindStringSubmatch(errOut); m != nil {
@@ -123,6 +144,7 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	} else {
 		t.Logf("ferry migrate of the zoo took %s", took.Round(100*time.Millisecond))
 	}
+	logResets("ferry migrate")
 
 	// 2. The independent checker: green holds what blue holds.
 	failing := requireSame(t, "after ferry migrate", blueSide, greenSide, scope)
@@ -174,7 +196,8 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 
 	// 5. The carry-back: blue then equals green.
 	start = time.Now()
-	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String())
+	code, out, errOut = runFerry(t, "--kubeconfig", kubeconfig, "--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String())
+	logResets("ferry rollback --carry-back")
 	if code != 0 {
 		t.Errorf("ferry rollback --carry-back exited %d after %s, want 0\nstdout: %s\nstderr (end): %s", code, time.Since(start).Round(time.Second), out, lastLines(errOut, 30))
 	} else {

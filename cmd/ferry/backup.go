@@ -49,11 +49,13 @@ func (o *backupOptions) command() *cobra.Command {
 		Short: "Snapshot a cluster into storage as a Velero-compatible backup",
 		Long: `backup writes every object the plan moves into storage as a valid Velero backup, with ferry's
 manifest (each object's normalized SHA-256) written last: a backup without it is incomplete.
-MySQL/MariaDB databases are dumped in their pods (mysqldump --single-transaction) with per-table row
-counts and checksums; the platform's buckets are copied through a port-forward to their MinIO pod (or
-a direct endpoint) with each object's SHA-256; each bound claim's files are read by a mover pod
-(ferry mover pack) and stored as a compressed tar with every file's SHA-256. PostgreSQL dumps and
-unbound claims are listed as skipped and the exit code is 3. Planning now, the selection flags
+MySQL/MariaDB and PostgreSQL databases are dumped in their pods (mysqldump --single-transaction,
+pg_dump) with per-table row counts and checksums; the platform's buckets are copied through a
+port-forward to their MinIO pod (or a direct endpoint) with each object's SHA-256; each bound
+claim's files are read by a mover pod (ferry mover pack) and stored as a compressed tar with every
+file's SHA-256 (or, with --volume-format chunks, as chunks). A stream the API server drops is run
+again. Unbound claims and databases without a running pod are listed as skipped and the exit code
+is 3. Planning now, the selection flags
 (--include-namespaces, --exclude-namespaces, --include-resources, --exclude-resources, -l) narrow
 what moves as they do for ferry plan, over ferry.yaml's include and exclude.
 

@@ -127,11 +127,11 @@ func forward(ctx context.Context, cfg *rest.Config, client kubernetes.Interface,
 		return "", nil, err
 	}
 	failed := make(chan error, 1)
-	broke = make(chan struct{})
+	ended := make(chan struct{}) // not broke: a return sets that to nil
 	go func() {
 		err := pf.ForwardPorts()
 		cancel() // its listener goes with it
-		close(broke)
+		close(ended)
 		failed <- err
 	}()
 	select {
@@ -146,5 +146,5 @@ func forward(ctx context.Context, cfg *rest.Config, client kubernetes.Interface,
 		cancel()
 		return "", nil, fmt.Errorf("port-forward to pod %s/%s: no local port: %v", namespace, pod, err)
 	}
-	return "127.0.0.1:" + strconv.Itoa(int(ports[0].Local)), broke, nil
+	return "127.0.0.1:" + strconv.Itoa(int(ports[0].Local)), ended, nil
 }

@@ -121,7 +121,7 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 		}
 		var entry snapshot.Database
 		// The files capture stores are written anew, the dump from its start.
-		err := c.readAgainIfBroken(ctx, item.Name, "dump", func() (err error) {
+		err := c.runAgainIfBroken(ctx, item.Name, "dump", func() (err error) {
 			entry, err = c.capture(ctx, w, item, cfg)
 			return err
 		})
@@ -170,12 +170,12 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 	return entry, nil
 }
 
-// readAgainIfBroken runs read, which only reads the database's server, again while its exec
-// breaks off in transit (kube.RetryBroken); step names it in the warning.
-func (c Dumps) readAgainIfBroken(ctx context.Context, database, step string, read func() error) error {
-	return kube.RetryBroken(ctx, read, func(attempt int, err error) {
+// runAgainIfBroken runs f, a step safe to run twice, again while its exec breaks off in transit
+// (kube.RetryBroken); step names it in the warning.
+func (c Dumps) runAgainIfBroken(ctx context.Context, database, step string, f func() error) error {
+	return kube.RetryBroken(ctx, f, func(attempt int, err error) {
 		if c.Log != nil {
-			c.Log.Warn("the database's exec broke off; running it again", "database", database, "step", step, "attempt", attempt, "error", err)
+			c.Log.Warn("the database's exec broke off; running its "+step+" again", "database", database, "attempt", attempt, "error", err)
 		}
 	})
 }

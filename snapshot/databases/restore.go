@@ -93,7 +93,17 @@ func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot
 		if c.IntoExistingSchema {
 			restore = c.carryBackOne
 		}
-		err := restore(ctx, dyn, r, d, report)
+		// A load replaces what the dump holds (mysqldump drops each table before creating it; a
+		// PostgreSQL dump drops and recreates its databases); a carry-back replaces blue's rows
+		// in one transaction; the tables are checked after either. A restore whose exec broke
+		// off is run again, from the dump's start: the client that broke off has had its stdin
+		// end, and at least a second to stop. What a try that broke reported is dropped with it.
+		var tried *snapshot.Report
+		err := c.runAgainIfBroken(ctx, d.Name, "restore", func() error {
+			tried = &snapshot.Report{}
+			return restore(ctx, dyn, r, d, tried)
+		})
+		report.Merge(tried)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

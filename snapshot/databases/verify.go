@@ -29,7 +29,7 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 			// Verify only reads the target; what a run that broke off added to the report is
 			// dropped with it.
 			var found *snapshot.Report
-			err := c.readAgainIfBroken(ctx, d.Name, "verify", func() error {
+			err := c.runAgainIfBroken(ctx, d.Name, "verify", func() error {
 				found = &snapshot.Report{}
 				return c.verifyUpgrade(ctx, dyn, r, d, found)
 			})
@@ -43,7 +43,7 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 			continue
 		}
 		var got []snapshot.Table
-		err := c.readAgainIfBroken(ctx, d.Name, "verify", func() (err error) {
+		err := c.runAgainIfBroken(ctx, d.Name, "verify", func() (err error) {
 			got, err = c.targetStats(ctx, dyn, r, d)
 			return err
 		})
