@@ -17,13 +17,15 @@ import (
 // server restarting, or a load balancer dropping them, does: a connection that does not offer
 // HTTP/2 (an exec or port-forward: WebSocket and SPDY are HTTP/1.1; API calls go over HTTP/2) is
 // reset, both ways, once it has carried after bytes to the client: every every-th such stream,
-// until budget resets were made. It sees only the TLS ClientHello's ALPN, in the clear: the API
-// server's TLS goes through it whole.
+// until budget resets were made. With apiWrites, the connections of API calls (HTTP/2) are reset
+// instead, once they sent apiWrites bytes to the server: writes, mostly, are then in flight. It
+// sees only the TLS ClientHello's ALPN, in the clear: the API server's TLS goes through it whole.
 type resetProxy struct {
-	ln       net.Listener
-	upstream string
-	after    int64
-	every    int
+	ln        net.Listener
+	upstream  string
+	after     int64
+	every     int
+	apiWrites int64
 
 	mu      sync.Mutex
 	budget  int
@@ -80,9 +82,10 @@ func (p *resetProxy) serve(client *net.TCPConn) {
 		p.streams++
 		p.mu.Unlock()
 	}
-	// Bytes both ways count: a backup's data comes from the API server, a restore's goes to it.
+	// A stream's bytes both ways count: a backup's data comes from the API server, a restore's
+	// goes to it. An API connection's count only what it sends.
 	var carried atomic.Int64
-	relay := func(dst *net.TCPConn, src io.Reader) {
+	relay := func(dst *net.TCPConn, src io.Reader, toServer bool) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
@@ -90,8 +93,7 @@ func (p *resetProxy) serve(client *net.TCPConn) {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}
-				total := carried.Add(int64(n))
-				if stream && total >= p.after && total-int64(n) < p.after && p.take() {
+				if p.passes(&carried, int64(n), stream, toServer) && p.take() {
 					// SO_LINGER 0: close sends RST, and each peer's next read fails with ECONNRESET.
 					client.SetLinger(0)
 					server.SetLinger(0)
@@ -107,9 +109,23 @@ func (p *resetProxy) serve(client *net.TCPConn) {
 		}
 	}
 	done := make(chan struct{})
-	go func() { relay(server, in); close(done) }()
-	relay(client, server)
+	go func() { relay(server, in, true); close(done) }()
+	relay(client, server, false)
 	<-done
+}
+
+// passes adds n bytes relayed to what the connection carried, and says whether they took it
+// past the point where it may be reset.
+func (p *resetProxy) passes(carried *atomic.Int64, n int64, stream, toServer bool) bool {
+	limit, counts := p.after, stream && p.apiWrites == 0
+	if p.apiWrites > 0 {
+		limit, counts = p.apiWrites, !stream && toServer
+	}
+	if !counts {
+		return false
+	}
+	total := carried.Add(n)
+	return total >= limit && total-n < limit
 }
 
 // arm starts counting anew: every every-th stream to carry after bytes from now on is reset,

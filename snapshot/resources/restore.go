@@ -918,8 +918,11 @@ func controlled(obj map[string]any) bool {
 	return false
 }
 
-// transient errors are retried with backoff.
+// transient errors are retried with backoff. A write whose connection broke (an API server
+// restarting, a load balancer dropping it) may have been made: made again, a create finds it
+// already there (and compares it), a delete finds it gone, a patch or apply changes nothing more.
 func transient(err error) bool {
 	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err)
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err) ||
+		kube.ConnectionBroke(err)
 }
