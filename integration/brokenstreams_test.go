@@ -78,7 +78,9 @@ func TestBackupRestoreVerifyThroughBrokenStreams(t *testing.T) {
 		if code != 0 && !(step.name == "backup" && code == 3) {
 			t.Fatalf("ferry %s exited %d\nstdout: %s\nstderr: %s", step.name, code, out, errOut)
 		}
-		if resets == 0 || warned < resets {
+		// An S3 client may itself make again a request that broke (a listing, a read's start),
+		// so ferry may warn of fewer runs again than there were resets, but not of none.
+		if resets == 0 || warned == 0 {
 			t.Errorf("ferry %s: the proxy reset %d streams, and ferry said it ran %d again", step.name, resets, warned)
 		}
 		if step.name == "backup" {
@@ -157,8 +159,7 @@ func TestRestoreSurvivesADroppedAPIConnection(t *testing.T) {
 	if code, out, errOut := runFerry(t, "--storage", storage, "backup", "--from", "blue", "--include-namespaces", ns, "--name", ns); code != 0 {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	proxy := startResetProxy(t, apiServerAddr(t, "green"), 0, 1, 1)
-	proxy.apiWrites = 64 << 10
+	proxy := startAPIResetProxy(t, apiServerAddr(t, "green"), 64<<10, 1)
 	code, rep, errOut := runReportCommand(t, "--storage", storage, "restore", "--context", "green", "--server", proxy.URL(), "--backup", ns)
 	_, resets := proxy.counts()
 	t.Logf("restore: exit %d, %v; the API connection was reset %d times", code, rep.Counts, resets)

@@ -36,11 +36,23 @@ type resetProxy struct {
 
 func startResetProxy(t testing.TB, upstream string, after int64, every, budget int) *resetProxy {
 	t.Helper()
+	return startProxy(t, &resetProxy{upstream: upstream, after: after, every: every, budget: budget})
+}
+
+// startAPIResetProxy starts a resetProxy that resets the connections of API calls once they sent
+// apiWrites bytes, budget times.
+func startAPIResetProxy(t testing.TB, upstream string, apiWrites int64, budget int) *resetProxy {
+	t.Helper()
+	return startProxy(t, &resetProxy{upstream: upstream, apiWrites: apiWrites, every: 1, budget: budget})
+}
+
+func startProxy(t testing.TB, p *resetProxy) *resetProxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &resetProxy{ln: ln, upstream: upstream, after: after, every: every, budget: budget}
+	p.ln = ln
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Go(func() {
@@ -155,7 +167,7 @@ func clientHelloALPN(r *bufio.Reader) []string {
 	if err != nil || header[0] != 22 { // a handshake record
 		return nil
 	}
-	record, err := r.Peek(5 + int(header[3])<<8 | int(header[4]))
+	record, err := r.Peek(5 + (int(header[3])<<8 | int(header[4])))
 	if err != nil {
 		return nil
 	}

@@ -4,6 +4,7 @@ package kube
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,12 @@ const StreamAttempts = 3
 // balancer or a kubelet dropping its streams all end a stream so. What ran in the pod may still
 // be running: only what is safe to run twice may be run again.
 func ConnectionBroke(err error) bool {
+	var final finalError
+	var certificate *tls.CertificateVerificationError
+	var dns *net.DNSError
+	if errors.As(err, &final) || errors.As(err, &certificate) || errors.As(err, &dns) {
+		return false // running it again changes nothing
+	}
 	var closed *websocket.CloseError
 	var op *net.OpError
 	var request *url.Error // an HTTP request (S3's through a port-forward) that got no answer
@@ -79,10 +86,24 @@ func ConnectionBroke(err error) bool {
 		errors.As(err, &op) || errors.As(err, &request) || errors.As(err, &closed) && closed.Code == websocket.CloseAbnormalClosure
 }
 
+// Final marks err as one after which what failed must not be run again, whatever broke: its
+// first run left something a second would not see (ConnectionBroke is false for it).
+func Final(err error) error {
+	if err == nil {
+		return nil
+	}
+	return finalError{err}
+}
+
+type finalError struct{ error }
+
+func (e finalError) Unwrap() error { return e.error }
+
 // RetryBroken runs f, which is safe to run twice, again while its connection breaks off in
-// transit (ConnectionBroke), up to StreamAttempts runs, a second more apart each time (what broke
-// a connection takes a moment to be seen, and to mend); retrying, when set, hears of each run
-// that broke and is made again. It returns f's last error.
+// transit (ConnectionBroke), up to StreamAttempts runs, 2 and then 8 seconds apart (what broke a
+// connection takes a moment to be seen, and to mend: a load balancer at once, an API server
+// restarting longer); retrying, when set, hears of each run that broke and is made again. It
+// returns f's last error.
 func RetryBroken(ctx context.Context, f func() error, retrying func(attempt int, err error)) error {
 	for attempt := 1; ; attempt++ {
 		err := f()
@@ -95,7 +116,7 @@ func RetryBroken(ctx context.Context, f func() error, retrying func(attempt int,
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(time.Duration(attempt) * time.Second):
+		case <-time.After(time.Duration(2*attempt*attempt) * time.Second):
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,10 @@ func TestConnectionBroke(t *testing.T) {
 		{fmt.Errorf("put: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1:1/b/k", Err: &net.OpError{Op: "readfrom", Net: "tcp", Err: net.ErrClosed}}), true},
 		// minio-go's word for a request whose connection closed before an answer.
 		{fmt.Errorf("put: %w", &url.Error{Op: "Put", URL: "http://127.0.0.1:1/b/k", Err: errors.New("Connection closed by foreign host http://127.0.0.1:1/b/k. Retry again.")}), true},
+		// What a second run would meet again.
+		{&url.Error{Op: "Get", URL: "https://127.0.0.1:1/", Err: &tls.CertificateVerificationError{Err: errors.New("x509: unknown authority")}}, false},
+		{&url.Error{Op: "Get", URL: "https://api.example:1/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "api.example"}}}, false},
+		{Final(fmt.Errorf("load: %w; and put it back: %w", reset, reset)), false},
 		{errors.New("mover pod a/m was deleted"), false},
 		{fmt.Errorf("put: %w", errors.New("storage full")), false},
 		{nil, false},

@@ -129,17 +129,21 @@ func forward(ctx context.Context, cfg *rest.Config, client kubernetes.Interface,
 	failed := make(chan error, 1)
 	ended := make(chan struct{}) // not broke: a return sets that to nil
 	go func() {
-		err := pf.ForwardPorts()
-		cancel() // its listener goes with it
+		failed <- pf.ForwardPorts() // before the cancel, which would hide why it failed
+		cancel()                    // its listener goes with it
 		close(ended)
-		failed <- err
 	}()
 	select {
 	case <-ready:
 	case err := <-failed:
 		return "", nil, fmt.Errorf("port-forward to pod %s/%s port %d: %w", namespace, pod, podPort, err)
 	case <-ctx.Done():
-		return "", nil, ctx.Err()
+		select {
+		case err := <-failed:
+			return "", nil, fmt.Errorf("port-forward to pod %s/%s port %d: %w", namespace, pod, podPort, err)
+		default:
+			return "", nil, ctx.Err()
+		}
 	}
 	ports, err := pf.GetPorts()
 	if err != nil || len(ports) != 1 {

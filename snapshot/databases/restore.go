@@ -99,11 +99,15 @@ func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot
 		// off is run again, from the dump's start: the client that broke off has had its stdin
 		// end, and at least a second to stop. What a try that broke reported is dropped with it.
 		var tried *snapshot.Report
+		tries := 0
 		err := c.runAgainIfBroken(ctx, d.Name, "restore", func() error {
-			tried = &snapshot.Report{}
+			tried, tries = &snapshot.Report{}, tries+1
 			return restore(ctx, dyn, r, d, tried)
 		})
 		report.Merge(tried)
+		if err != nil && tries > 1 {
+			err = fmt.Errorf("%w (the last of %d tries; one that broke off may have changed the target)", err, tries)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -167,7 +171,12 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		return err
 	}
 	if l.putBack != nil {
-		defer func() { err = errors.Join(err, l.putBack(ctx)) }()
+		// A load run again would find the setting raised, and never put it back.
+		defer func() {
+			if perr := l.putBack(ctx); perr != nil {
+				err = kube.Final(errors.Join(err, perr))
+			}
+		}()
 	}
 	begin := l.begin
 
