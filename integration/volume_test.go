@@ -228,7 +228,9 @@ func TestBackupOfRealData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves a gigabyte")
 	}
-	applyPlatform(t)
+	// The platform with its MySQL and MinIO pods running (run alone, no other test started them).
+	blueMySQL(t)
+	blueMinIO(t)
 	blue, kc := clients(t, "blue")
 	ctx := context.Background()
 

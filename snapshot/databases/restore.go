@@ -97,7 +97,7 @@ func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot
 		// PostgreSQL dump drops and recreates its databases); a carry-back replaces blue's rows
 		// in one transaction; the tables are checked after either. A restore whose exec broke
 		// off is run again, from the dump's start: the client that broke off has had its stdin
-		// end, and at least a second to stop. What a try that broke reported is dropped with it.
+		// end, and at least 2 seconds to stop. What a try that broke reported is dropped with it.
 		var tried *snapshot.Report
 		tries := 0
 		err := c.runAgainIfBroken(ctx, d.Name, "restore", func() error {
