@@ -16,8 +16,8 @@ import (
 // resetProxy stands between ferry and an API server on 127.0.0.1 and breaks streams as an API
 // server restarting, or a load balancer dropping them, does: a connection that does not offer
 // HTTP/2 (an exec or port-forward: WebSocket and SPDY are HTTP/1.1; API calls go over HTTP/2) is
-// reset, both ways, once it has carried after bytes to the client: every every-th such stream,
-// until budget resets were made. With apiWrites, the connections of API calls (HTTP/2) are reset
+// reset, both ways, once it has carried after bytes (to and from the server): every every-th
+// such stream, until budget resets were made. With apiWrites, the connections of API calls (HTTP/2) are reset
 // instead, once they sent apiWrites bytes to the server: writes, mostly, are then in flight. It
 // sees only the TLS ClientHello's ALPN, in the clear: the API server's TLS goes through it whole.
 type resetProxy struct {
