@@ -62,6 +62,10 @@ func BenchmarkBackupVolume(b *testing.B) {
 	if err := minio.CreateBucket(ctx, "backups"); err != nil {
 		b.Fatal(err)
 	}
+	for _, kv := range minio.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v) // for storage.Open here, as for the ferry command
+	}
 	config := namespacesConfig(b, ns)
 	storedBytes := func(prefix string) int64 {
 		store, err := storage.Open(ctx, "s3://backups/"+prefix+"?endpoint="+minio.Endpoint+"&path-style=true")

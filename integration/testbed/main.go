@@ -21,6 +21,9 @@ func Main(m *testing.M, opts Options, tb **Testbed) int {
 	if testing.Short() {
 		return m.Run()
 	}
+	// Only loopback: an S3 client without credentials would ask the EC2 metadata service, a
+	// link-local address, and so would every ferry the tests start (they inherit this).
+	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	near := nearTimeout()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
