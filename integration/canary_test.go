@@ -384,7 +384,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	t.Run("storage", func(t *testing.T) {
 		fileIn := canaryClaim + ".tar.zst"
 		if slices.ContainsFunc(slices.Collect(maps.Keys(exempt)), func(k string) bool { return strings.HasPrefix(k, repo.DefaultPrefix) }) {
-			fileIn = repo.DefaultPrefix + "packs/" // chunks
+			fileIn = repo.DefaultPrefix + "packs/" // chunks, the default
 		}
 		c.checkSearchFinds(t, exempt, map[string]string{
 			"Secret data": canaryBackup + ".tar.gz", "database row": "notes-db", "file": fileIn, "bucket object": "secret.txt",

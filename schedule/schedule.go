@@ -140,7 +140,7 @@ func (o Options) Check() error {
 	if err := CheckCron(o.Cron); err != nil {
 		return err
 	}
-	if _, err := snapshot.ChunkedVolumes(o.VolumeFormat, o.MoverDirect); err != nil {
+	if _, err := snapshot.ChunkedVolumes(o.VolumeFormat, o.MoverDirect, len(o.EncryptTo) > 0); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(o.Storage, "s3://") {

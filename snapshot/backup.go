@@ -208,14 +208,17 @@ const FormatTar = "tar"
 // its flag instead).
 const VolumeFormatName = "volume format"
 
-// ChunkedVolumes checks format, the volume format a backup is asked for ("" for the default, tar),
-// and says whether the backup stores the volumes it reads through exec in the chunk repository.
-// Chunks are opt-in until whole-cluster backups of many claims in chunks have run clean under
-// load: in the full test runs where they were the default, the testbed's mover pods stopped
-// answering exec after such a backup. Direct movers write tar themselves.
-func ChunkedVolumes(format string, direct bool) (bool, error) {
+// ChunkedVolumes checks format, the volume format a backup is asked for ("" for the default), and
+// says whether the backup stores the volumes it reads through exec in the chunk repository. The
+// default is chunks through exec for a backup that is not encrypted, and tar otherwise: direct
+// movers write tar themselves, and an encrypted backup gains nothing from chunks (its writer
+// cannot read the previous tree, and each run's repository key is its own) while its repository
+// cannot be pruned without the identity.
+func ChunkedVolumes(format string, direct, encrypted bool) (bool, error) {
 	switch format {
-	case "", FormatTar:
+	case "":
+		return !direct && !encrypted, nil
+	case FormatTar:
 		return false, nil
 	case FormatChunks:
 		if direct {

@@ -237,25 +237,26 @@ func TestManifestWithTheRunsSettingsReads(t *testing.T) {
 
 func TestChunkedVolumes(t *testing.T) {
 	for _, c := range []struct {
-		format         string
-		direct, chunks bool
-		err            string
+		format                    string
+		direct, encrypted, chunks bool
+		err                       string
 	}{
-		{format: "", chunks: false},
+		{format: "", chunks: true},
 		{format: "", direct: true, chunks: false},
-
+		{format: "", encrypted: true, chunks: false},
+		{format: FormatChunks, encrypted: true, chunks: true},
 		{format: FormatTar, chunks: false},
 		{format: FormatTar, direct: true, chunks: false},
 		{format: FormatChunks, chunks: true},
 		{format: FormatChunks, direct: true, err: "volume format chunks: chunks are read through exec: direct movers write tar"},
 		{format: "zip", err: `volume format "zip": want tar or chunks`},
 	} {
-		chunks, err := ChunkedVolumes(c.format, c.direct)
+		chunks, err := ChunkedVolumes(c.format, c.direct, c.encrypted)
 		switch {
 		case c.err != "" && (err == nil || err.Error() != c.err || !badinput.Is(err)):
 			t.Errorf("ChunkedVolumes(%q, direct %t): error %v, want bad input %q", c.format, c.direct, err, c.err)
 		case c.err == "" && (err != nil || chunks != c.chunks):
-			t.Errorf("ChunkedVolumes(%q, direct %t) = %t, %v; want %t", c.format, c.direct, chunks, err, c.chunks)
+			t.Errorf("ChunkedVolumes(%q, direct %t, encrypted %t) = %t, %v; want %t", c.format, c.direct, c.encrypted, chunks, err, c.chunks)
 		}
 	}
 }

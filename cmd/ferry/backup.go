@@ -75,7 +75,7 @@ storage deletes the mover pods it left once its heartbeat is %s old.`,
 	o.selection.addFlags(f)
 	o.parallel.addFlags(f, 8, "resource types listed and bucket objects copied at once")
 	o.movers.addFlags(f, "mover pods upload volumes to the S3 storage themselves, through part URLs ferry presigns for them (valid 15 minutes; no credentials), so data moves from many nodes at once")
-	f.StringVar(&o.volumeFormat, "volume-format", "", "how volumes read through exec are stored: tar (one compressed tar stream per claim, in full) or chunks (the chunk repository: deduplicated, and only files changed since the claim's previous chunks backup are read); --mover-direct always writes tar")
+	f.StringVar(&o.volumeFormat, "volume-format", "", "how volumes are stored: chunks (the chunk repository: deduplicated, and only files changed since the claim's previous backup are read; the default through exec when not encrypted) or tar (one compressed tar stream per claim, in full; what --mover-direct writes, and the default with --encrypt-to)")
 	f.StringSliceVar(&o.encryptTo, "encrypt-to", nil, "age recipients (age1...): encrypt every file of the backup to them; the Velero-compatible copy is then not written")
 	// Set by the CronJob of ferry schedule: recorded in the manifest, it names the backup by default.
 	f.StringVar(&o.schedule, "schedule", "", "the schedule making this backup (default name SCHEDULE-YYYYMMDD-HHMMSS)")
@@ -113,7 +113,7 @@ func (o *backupOptions) validate() error {
 	if _, err := snapshot.ParseRecipients(o.encryptTo); err != nil {
 		return flagged(err)
 	}
-	if _, err := snapshot.ChunkedVolumes(o.volumeFormat, o.movers.direct); err != nil {
+	if _, err := snapshot.ChunkedVolumes(o.volumeFormat, o.movers.direct, len(o.encryptTo) > 0); err != nil {
 		return flagged(err)
 	}
 	if o.schedule != "" {
@@ -170,7 +170,7 @@ func (o *backupOptions) run(ctx context.Context) error {
 		Log: o.global.logger, Task: "backup " + name, Objects: plan.Estimate.Objects})
 	o.global.logger = meter.Logger(o.global.logger, o.global.logFormat) // above the bar, not across it
 	// Checked by validate.
-	chunks, _ := snapshot.ChunkedVolumes(o.volumeFormat, o.movers.direct)
+	chunks, _ := snapshot.ChunkedVolumes(o.volumeFormat, o.movers.direct, len(o.encryptTo) > 0)
 	manifest, err := kinds.Backup(ctx, store, source, kinds.BackupOptions{Name: name, Plan: plan, EncryptTo: o.encryptTo, Schedule: o.schedule,
 		Parallel: o.parallel.n, MoverImage: o.movers.image, Direct: direct, Chunks: chunks, Progress: meter, Log: o.global.logger})
 	meter.Stop()

@@ -108,7 +108,7 @@ no Roles.`,
 	f.StringVarP(&o.configFile, "config", "f", "", "ferry.yaml for the backups, kept in a ConfigMap beside the CronJob")
 	f.StringSliceVar(&o.opts.EncryptTo, "encrypt-to", nil, "age recipients (age1...) to encrypt the backups to")
 	f.BoolVar(&o.opts.MoverDirect, "mover-direct", false, "mover pods upload volumes to storage themselves")
-	f.StringVar(&o.opts.VolumeFormat, "volume-format", "", "ferry backup's --volume-format: tar, or chunks for deduplicated, incremental volume backups")
+	f.StringVar(&o.opts.VolumeFormat, "volume-format", "", "ferry backup's --volume-format: chunks (the default through exec when not encrypted: deduplicated, incremental) or tar")
 	f.IntVar(&o.opts.Parallel, "parallel", 0, "resource types listed and bucket objects copied at once (default: ferry backup's)")
 	f.BoolVar(&o.opts.Suspend, "suspend", false, "create the CronJob suspended")
 	f.DurationVar(&o.opts.ActiveDeadline, "active-deadline", schedule.DefaultActiveDeadline, "a run that takes longer is stopped (the Job's activeDeadlineSeconds), so it cannot block the later ones")
