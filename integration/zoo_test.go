@@ -46,8 +46,9 @@ func zooGreen(t *testing.T) *testbed.Cluster {
 // a quota'd Profile namespace, restricted Pod Security, LONGBLOB rows of 10 and 40 MiB, three
 // revisions of each workload kind, explicit node ports, immutable and finalized objects, CRs
 // stored in a non-storage version, odd files, bucket keys near 1,024 bytes) to blue, migrates it
-// to a fresh green with ferry migrate, and has the independent checker compare blue and green:
-// every object, file, table and bucket object. Then kubectl rollout history and undo on green,
+// to a fresh green with ferry migrate --warm (claims and buckets copied while blue is live), and
+// has the independent checker compare blue and green: every object, file, table and bucket
+// object. Then kubectl rollout history and undo on green,
 // writes of every kind on green, ferry rollback --carry-back, and the checker again: blue equals
 // green. Nothing may differ beyond the checker's allow-list. Both API servers reset some of the
 // exec and port-forward streams of either command on the way (resetProxy).
@@ -124,7 +125,8 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 		}
 	}
 	start = time.Now()
-	code, out, errOut := runFerry(t, "--kubeconfig", kubeconfig, "--storage", url, "migrate", "--from", "blue", "--to", "zoo-green", "-f", config, "--allow-skipped", "--lease-ttl", testLeaseTTL.String())
+	// Warm: the claims and the buckets are copied while blue is live, then what changed since.
+	code, out, errOut := runFerry(t, "--kubeconfig", kubeconfig, "--storage", url, "migrate", "--from", "blue", "--to", "zoo-green", "-f", config, "--allow-skipped", "--warm", "--lease-ttl", testLeaseTTL.String())
 	took := time.Since(start)
 	var id string
 	if m := runIDPattern.FindStringSubmatch(errOut); m != nil {
@@ -150,6 +152,18 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	failing := requireSame(t, "after ferry migrate", blueSide, greenSide, scope)
 	if code != 0 || id == "" {
 		t.Fatalf("the migration did not finish (%d differences): the carry-back is not tried", len(failing))
+	}
+	// The backup after the quiesce read from the stores only the bucket objects that changed
+	// since the last round (none here): it copied the others from that round's backup.
+	_, final := readManifest(t, url, id)
+	for _, b := range final.Buckets {
+		t.Logf("bucket %s: %d objects, %d copied from %s", b.Name, len(b.Objects), b.Reused, b.ReusedFrom)
+		if b.Reused != len(b.Objects) || !strings.HasPrefix(b.ReusedFrom, id+"-stage-") {
+			t.Errorf("the backup after the quiesce copied %d of bucket %s's %d objects from %q, want all from the last round's backup", b.Reused, b.Name, len(b.Objects), b.ReusedFrom)
+		}
+	}
+	if len(final.Buckets) < 2 {
+		t.Errorf("the run's backup holds %d buckets, want the platform's and the zoo's", len(final.Buckets))
 	}
 
 	// 3. Rollout history on green as on blue, and undo goes to the previous template.

@@ -331,10 +331,11 @@ func (rep Report) Print(w io.Writer) error {
 	if len(rep.Rounds) > 0 && rep.Warm != nil {
 		fmt.Fprintf(w, "\nPre-copy rounds (blue live; at most %d, ending at a delta of at most %s):\n", rep.Warm.Rounds, human.Bytes(rep.Warm.DeltaBytes))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ROUND\tBACKUP\tVOLUMES\tFILES\tBYTES\tREAD\tDELTA (UPLOADED)\tSENT TO GREEN\tBACKUP TIME\tRESTORE TIME")
+		fmt.Fprintln(tw, "  ROUND\tBACKUP\tVOLUMES\tFILES\tBYTES\tREAD\tBUCKET OBJECTS (READ)\tDELTA (UPLOADED)\tSENT TO GREEN\tBACKUP TIME\tRESTORE TIME")
 		for _, rd := range rep.Rounds {
-			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d files, %s\t%s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, human.Bytes(rd.Bytes),
-				rd.ReadFiles, human.Bytes(rd.ReadBytes), human.Bytes(rd.UploadedBytes), human.Bytes(rd.SentBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%d files, %s\t%d, %s (%s)\t%s\t%s\t%s\t%s\n", rd.Round, rd.Backup, rd.Volumes, rd.Files, human.Bytes(rd.Bytes),
+				rd.ReadFiles, human.Bytes(rd.ReadBytes), rd.BucketObjects, human.Bytes(rd.BucketBytes), human.Bytes(rd.BucketReadBytes),
+				human.Bytes(rd.Delta()), human.Bytes(rd.SentBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

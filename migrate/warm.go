@@ -41,6 +41,12 @@ type Round struct {
 	// UploadedBytes are the bytes of new packs the round stored: what changed since the round
 	// before (all of it in the first round). The rounds end once it is at most the run's delta.
 	UploadedBytes int64 `json:"uploadedBytes"`
+	// BucketObjects and BucketBytes are the buckets' objects the round's backup holds, and
+	// BucketReadBytes what of them it read from the stores: the objects that changed since the
+	// round before (all of them in the first round); it copied the others in the storage.
+	BucketObjects   int   `json:"bucketObjects,omitempty"`
+	BucketBytes     int64 `json:"bucketBytes,omitempty"`
+	BucketReadBytes int64 `json:"bucketReadBytes,omitempty"`
 	// SentBytes are the bytes of file contents the round's restore sent to green: the files that
 	// changed since the round before (green holds the others), all of them in the first round.
 	SentBytes      int64   `json:"sentBytes"`
@@ -51,6 +57,10 @@ type Round struct {
 	// Skipped are the items the round's backup skipped: the final backup decides on them.
 	Skipped []snapshot.Skipped `json:"skipped,omitempty"`
 }
+
+// Delta is what changed since the round before: the bytes of new packs and of the bucket objects
+// read. The rounds end once it is at most the run's delta.
+func (rd Round) Delta() int64 { return rd.UploadedBytes + rd.BucketReadBytes }
 
 // StageName is the name of the backup of a warm run's pre-copy round k.
 func StageName(backup string, k int) string { return fmt.Sprintf("%s-stage-%d", backup, k) }
@@ -78,15 +88,15 @@ func (r *Runner) stage(ctx context.Context) error {
 			return fmt.Errorf("run %s: the journal's round %d: %w", r.Journal.Run.ID, k, err)
 		}
 		rounds = append(rounds, rd)
-		if rd.UploadedBytes <= w.DeltaBytes {
+		if rd.Delta() <= w.DeltaBytes {
 			break
 		}
 	}
 	return r.step(ctx, Staged, 0, func() (any, string, error) {
 		last := rounds[len(rounds)-1]
-		why := fmt.Sprintf("its delta %s is at most %s", human.Bytes(last.UploadedBytes), human.Bytes(w.DeltaBytes))
-		if last.UploadedBytes > w.DeltaBytes {
-			why = fmt.Sprintf("the rounds ran out (%d); its delta was %s", w.Rounds, human.Bytes(last.UploadedBytes))
+		why := fmt.Sprintf("its delta %s is at most %s", human.Bytes(last.Delta()), human.Bytes(w.DeltaBytes))
+		if last.Delta() > w.DeltaBytes {
+			why = fmt.Sprintf("the rounds ran out (%d); its delta was %s", w.Rounds, human.Bytes(last.Delta()))
 		}
 		return rounds, fmt.Sprintf("%d pre-copy rounds; the last, as %s: blue is quiesced next", len(rounds), why), nil
 	})
@@ -116,6 +126,11 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 			rd.ReadFiles += max(v.List.Files-v.UnchangedFiles, 0)
 		}
 	}
+	for _, b := range m.Buckets {
+		rd.BucketObjects += len(b.Objects)
+		rd.BucketBytes += b.Bytes
+		rd.BucketReadBytes += b.Bytes - b.ReusedBytes
+	}
 	restoring := time.Now()
 	rdr, err := snapshot.Open(ctx, r.o.Store, name, r.o.Identities)
 	if err != nil {
@@ -131,7 +146,7 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 			same = sameTrees(m, prev)
 		}
 	}
-	sub := withoutVolumes(rdr, same)
+	sub := withoutBuckets(withoutVolumes(rdr, same))
 	restorers := kinds.Restorers(sub, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip, ExactData: true,
 		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Base: base, Log: r.o.Log})
 	rep, err := kinds.Run(ctx, kinds.Restore, sub, restorers, r.o.Log)
@@ -152,6 +167,9 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 	}
 	detail := fmt.Sprintf("round %d (backup %s): %d volumes, %d files, %s; read %d files, %s; uploaded %s; backup %s, restore %s",
 		k, name, rd.Volumes, rd.Files, human.Bytes(rd.Bytes), rd.ReadFiles, human.Bytes(rd.ReadBytes), human.Bytes(rd.UploadedBytes), seconds(rd.BackupSeconds), seconds(rd.RestoreSeconds))
+	if rd.BucketObjects > 0 {
+		detail += fmt.Sprintf("; buckets: %d objects, %s, read %s", rd.BucketObjects, human.Bytes(rd.BucketBytes), human.Bytes(rd.BucketReadBytes))
+	}
 	if len(rd.Skipped) > 0 {
 		detail += fmt.Sprintf("; %d items skipped (the final backup decides on them)", len(rd.Skipped))
 	}
@@ -175,11 +193,12 @@ func (r *Runner) stageBackup(ctx context.Context, name string) (*snapshot.Manife
 		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Log: r.o.Log})
 }
 
-// stagePlan is the part of the run's plan a pre-copy round moves: the claims' files, and of the
-// objects only the namespaces and claims the volumes' restore needs on green. The final restore
-// finds them there, unchanged. Databases and buckets are left to the final backup: a bucket's
-// restore needs its server running on green, which the pre-copy does not start, and neither is
-// read incrementally.
+// stagePlan is the part of the run's plan a pre-copy round moves: the claims' files, the buckets'
+// objects (into the backup only: a bucket's restore needs its server running on green, which the
+// pre-copy does not start; the backup after the quiesce then copies in the storage the objects that
+// did not change since the last round), and of the objects only the namespaces and claims the
+// volumes' restore needs on green. The final restore finds them there, unchanged. Databases are
+// left to the final backup: a dump is not read incrementally.
 func stagePlan(p *plans.Plan) *plans.Plan {
 	out := *p
 	keep := func(group, resource string) bool {
@@ -194,7 +213,7 @@ func stagePlan(p *plans.Plan) *plans.Plan {
 		}
 	}
 	out.Volumes = slices.DeleteFunc(slices.Clone(p.Volumes), func(v plans.Volume) bool { return v.Holds != "" })
-	out.CRDs, out.Databases, out.Buckets, out.Quiesce, out.NodePorts, out.Upgrade = nil, nil, nil, nil, nil, nil
+	out.CRDs, out.Databases, out.Quiesce, out.NodePorts, out.Upgrade = nil, nil, nil, nil, nil
 	return &out
 }
 
@@ -263,11 +282,30 @@ func withoutVolumes(r *snapshot.Reader, names map[string]bool) *snapshot.Reader 
 	if len(names) == 0 {
 		return r
 	}
+	return without(r, "volumes", func(name string) bool { return names[name] })
+}
+
+// withoutBuckets is r without its buckets (with their streams): a round's restore leaves them to
+// the restore after the quiesce, since green's store is not running yet.
+func withoutBuckets(r *snapshot.Reader) *snapshot.Reader {
+	if len(r.Manifest.Buckets) == 0 {
+		return r
+	}
+	return without(r, "buckets", func(string) bool { return true })
+}
+
+// without is r without the items of kind (volumes or buckets) drop names, and their streams.
+func without(r *snapshot.Reader, kind string, drop func(name string) bool) *snapshot.Reader {
 	m := *r.Manifest
-	m.Volumes = slices.DeleteFunc(slices.Clone(m.Volumes), func(v snapshot.Volume) bool { return names[v.Namespace+"/"+v.Name] })
+	switch kind {
+	case "volumes":
+		m.Volumes = slices.DeleteFunc(slices.Clone(m.Volumes), func(v snapshot.Volume) bool { return drop(v.Namespace + "/" + v.Name) })
+	case "buckets":
+		m.Buckets = slices.DeleteFunc(slices.Clone(m.Buckets), func(b snapshot.Bucket) bool { return drop(b.Name) })
+	}
 	m.Streams = slices.DeleteFunc(slices.Clone(m.Streams), func(s snapshot.Stream) bool {
-		kind, name := r.Manifest.ItemOf(s.Key)
-		return kind == "volumes" && names[name]
+		k, name := r.Manifest.ItemOf(s.Key)
+		return k == kind && drop(name)
 	})
 	out := *r
 	out.Manifest = &m

@@ -253,6 +253,27 @@ func TestSameTrees(t *testing.T) {
 	}
 }
 
+// TestRoundRestoresNoBucket: a round's backup holds the buckets' objects, its restore none of them
+// (green's store is not running yet), and the backup itself is left as it is.
+func TestRoundRestoresNoBucket(t *testing.T) {
+	m := &snapshot.Manifest{
+		Buckets: []snapshot.Bucket{{Name: "mlpipeline", Prefix: "buckets/mlpipeline/", Metadata: "bucket-metadata/mlpipeline.json"}},
+		Volumes: []snapshot.Volume{{Namespace: "lab", Name: "data", Key: "volumes/lab/data.tree.jsonl.zst"}},
+		Streams: []snapshot.Stream{{Key: "buckets/mlpipeline/a"}, {Key: "buckets/mlpipeline/b/c"}, {Key: "bucket-metadata/mlpipeline.json"}, {Key: "volumes/lab/data.tree.jsonl.zst"}},
+	}
+	r := withoutBuckets(&snapshot.Reader{Manifest: m})
+	if len(r.Manifest.Buckets) != 0 || len(r.Manifest.Volumes) != 1 {
+		t.Errorf("left: buckets %+v, volumes %+v", r.Manifest.Buckets, r.Manifest.Volumes)
+	}
+	if len(r.Manifest.Streams) != 1 || r.Manifest.Streams[0].Key != "volumes/lab/data.tree.jsonl.zst" || len(m.Streams) != 4 || len(m.Buckets) != 1 {
+		t.Errorf("streams left %+v; the backup's own: %d streams, %d buckets", r.Manifest.Streams, len(m.Streams), len(m.Buckets))
+	}
+	rd := Round{UploadedBytes: 10, BucketBytes: 100, BucketReadBytes: 7}
+	if rd.Delta() != 17 {
+		t.Errorf("delta %d, want the new packs and the bucket bytes read (17)", rd.Delta())
+	}
+}
+
 // TestColdRunReportsDowntime: a run that is not warm has no rounds, and its report shows the
 // downtime (quiesce to shifted) beside the total all the same.
 func TestColdRunReportsDowntime(t *testing.T) {

@@ -150,6 +150,11 @@ type Bucket struct {
 	// have any), a stream like the objects, so encrypted when the backup is: user metadata may be
 	// as secret as the bytes. Backups made before it have none.
 	Metadata string `json:"metadata,omitempty"`
+	// Reused objects, of ReusedBytes, had not changed since the backup ReusedFrom: their stored
+	// files were copied from it in the storage, not read from the store again.
+	Reused      int    `json:"reused,omitempty"`
+	ReusedBytes int64  `json:"reusedBytes,omitempty"`
+	ReusedFrom  string `json:"reusedFrom,omitempty"`
 }
 
 // ObjectMetadata is what a bucket object carries beside its bytes, as its store returns it.
@@ -170,6 +175,11 @@ type BucketObject struct {
 	// Stored names the object's file under the bucket's Prefix when it is not the escaped key:
 	// a key too long once escaped for a file name or a storage key is stored under its hash.
 	Stored string `json:"stored,omitempty"`
+	// ETag and Modified are what the store said of the object copied: a later backup of the same
+	// store that lists the key with the same size, ETag and time copies this backup's stored
+	// object instead of reading it again. Backups made before them have neither.
+	ETag     string    `json:"etag,omitempty"`
+	Modified time.Time `json:"modified,omitzero"`
 }
 
 // Volume is a claim's contents: a tar stream of its tree and the list of its files.
@@ -417,6 +427,32 @@ func (w *Writer) record(s Stream) {
 	}
 	w.manifest.Streams = append(w.manifest.Streams, s)
 	w.manifest.Totals.StoredBytes += s.Bytes
+}
+
+// CopyStream stores the stream s of the backup from in this one under the same name, copied in
+// the storage (storage.Copier: the bytes do not pass through ferry), and records it as from's
+// manifest does. It is how a bucket's objects that did not change since from are backed up: the
+// stream was checked when from stored it, and is again on every read. Encrypted backups copy
+// nothing (from's recipients may not be this one's), nor does a storage that cannot: either is
+// an error matching errors.ErrUnsupported.
+func (w *Writer) CopyStream(ctx context.Context, from string, s Stream) error {
+	c, ok := w.store.(storage.Copier)
+	if !ok || w.Encrypted() || strings.HasSuffix(s.Key, EncryptedSuffix) {
+		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, errors.ErrUnsupported)
+	}
+	dst := Prefix(w.name) + s.Key
+	if err := c.Copy(ctx, Prefix(from)+s.Key, dst); err != nil {
+		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, err)
+	}
+	info, err := w.store.Stat(ctx, dst)
+	if err != nil {
+		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, err)
+	}
+	if info.Size != s.Bytes {
+		return fmt.Errorf("copy %s from backup %s: %d bytes, its manifest says %d: %w", s.Key, from, info.Size, s.Bytes, ErrCorrupt)
+	}
+	w.record(s)
+	return nil
 }
 
 // Put uploads one file of the backup as it is read, encrypted when the backup is, recording its

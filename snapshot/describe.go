@@ -126,6 +126,10 @@ type BucketSummary struct {
 	Objects     int    `json:"objects"`
 	Bytes       int64  `json:"bytes"`
 	StoredBytes int64  `json:"storedBytes"`
+	// Reused objects had not changed since the backup ReusedFrom, and were copied from it in the
+	// storage.
+	Reused     int    `json:"reused,omitempty"`
+	ReusedFrom string `json:"reusedFrom,omitempty"`
 }
 
 // VeleroSummary is what velero-backup.json says of a backup Velero wrote.
@@ -198,7 +202,7 @@ func Summarize(m *Manifest) Summary {
 		s.Databases = append(s.Databases, ds)
 	}
 	for _, b := range m.Buckets {
-		bs := BucketSummary{Name: b.Name, Objects: len(b.Objects)}
+		bs := BucketSummary{Name: b.Name, Objects: len(b.Objects), Reused: b.Reused, ReusedFrom: b.ReusedFrom}
 		for _, o := range b.Objects {
 			bs.Bytes += o.Size
 		}

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -189,6 +190,48 @@ func (f *File) Create(ctx context.Context, key string, r io.Reader) error {
 		return fmt.Errorf("create %s: %w", key, err)
 	}
 	return syncDir(filepath.Dir(p))
+}
+
+// Copy implements Copier with a hard link, renamed over dst as Put renames its file; where the
+// folder cannot hold links it copies the file.
+func (f *File) Copy(ctx context.Context, src, dst string) error {
+	from, err := f.path(src)
+	if err != nil {
+		return err
+	}
+	to, err := f.path(dst)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(from); errors.Is(err, fs.ErrNotExist) || (err == nil && st.IsDir()) {
+		return f.notExist(src)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	tmp := filepath.Join(filepath.Dir(to), tempPrefix+rand.Text())
+	if err := os.Link(from, tmp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return f.notExist(src)
+		}
+		rc, gerr := f.Get(ctx, src)
+		if gerr != nil {
+			return gerr
+		}
+		defer rc.Close()
+		return f.Put(ctx, dst, rc)
+	}
+	unlock, err := lockDir(filepath.Dir(to))
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	defer unlock()
+	if err := os.Rename(tmp, to); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	}
+	return syncDir(filepath.Dir(to))
 }
 
 func (f *File) writeTemp(ctx context.Context, target string, r io.Reader) (string, error) {

@@ -467,6 +467,28 @@ func (b *S3) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// Copy implements Copier with CopyObject: the server copies the bytes. S3 copies objects of up to
+// 5 GiB so; a larger one is an error, and the caller moves its bytes itself.
+func (b *S3) Copy(ctx context.Context, src, dst string) error {
+	from, err := b.objectKey(src)
+	if err != nil {
+		return err
+	}
+	to, err := b.objectKey(dst)
+	if err != nil {
+		return err
+	}
+	// The source is URL-encoded; a "+" would read as a space.
+	source := b.cfg.Bucket + "/" + strings.NewReplacer("%2F", "/", "+", "%2B").Replace(url.PathEscape(from))
+	if _, err := b.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), CopySource: aws.String(source)}); err != nil {
+		if isNotFound(err) {
+			return &NotExistError{Location: b.String(), Key: src}
+		}
+		return fmt.Errorf("copy %s to %s in %s: %w", src, dst, b, err)
+	}
+	return nil
+}
+
 func (b *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
 	if err := checkPrefix(prefix); err != nil {
 		return fmt.Errorf("%s: %w", b, err)

@@ -82,6 +82,15 @@ type Swapper interface {
 	Swap(ctx context.Context, key, version string, data []byte) (string, error)
 }
 
+// Copier is a backend that copies a stored object to another key without the bytes passing through
+// ferry: S3's CopyObject, a hard link in file storage. The copy is an object of its own, whole
+// when Copy returns nil and unaffected by a later delete of the source.
+type Copier interface {
+	// Copy stores the object at src under dst as well, replacing an object dst has. A missing src
+	// gives an error matching ErrNotExist.
+	Copy(ctx context.Context, src, dst string) error
+}
+
 // MaxSwapSize bounds the records a Swapper reads whole.
 const MaxSwapSize = 1 << 20
 

@@ -250,9 +250,13 @@ func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
 	}
 	fmt.Fprintf(w, "\nBUCKETS  %d\n", len(s.Buckets))
 	if len(s.Buckets) > 0 {
-		fmt.Fprintf(w, "  NAME\tOBJECTS\tSIZE\tSTORED\n")
+		fmt.Fprintf(w, "  NAME\tOBJECTS\tSIZE\tSTORED\tUNCHANGED SINCE\n")
 		for _, b := range s.Buckets {
-			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\n", b.Name, b.Objects, human.Bytes(b.Bytes), human.Bytes(b.StoredBytes))
+			since := "-"
+			if b.Reused > 0 {
+				since = fmt.Sprintf("%d objects, %s (copied in the storage)", b.Reused, b.ReusedFrom)
+			}
+			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%s\n", b.Name, b.Objects, human.Bytes(b.Bytes), human.Bytes(b.StoredBytes), since)
 		}
 	}
 	if len(s.Skipped) == 0 {

@@ -22,6 +22,7 @@ func TestPrintDescription(t *testing.T) {
 	full.Protection = snapshot.ProtectionOf(full.Encryption)
 	plainSummary := *full.Summary
 	plainSummary.Encryption, plainSummary.Protection = nil, snapshot.ProtectionOf(nil)
+	plainSummary.Buckets = []snapshot.BucketSummary{{Name: "mlpipeline", Objects: 4, Bytes: 5 << 20, Reused: 3, ReusedFrom: "b0"}}
 	plain := &snapshot.Description{Name: "b2", State: snapshot.Complete, Summary: &plainSummary}
 	tests := []struct {
 		name string
@@ -31,13 +32,13 @@ func TestPrintDescription(t *testing.T) {
 		{"complete and encrypted", full, []string{
 			`Duration:\s+1m30s$`, `Encryption:\s+age, to age1aaa, age1bbb$`, `Velero-compatible:\s+no \(Velero cannot read encrypted archives\)$`,
 			`Stored:\s+2.8 KiB in 9 files$`, `OBJECTS  3 `, `  \(core\)\s+ConfigMap\s+2$`, `  apps\s+Deployment\s+1$`,
-			`VOLUMES  0$`, `  kfp-mysql\s+mysql\s+2\s+3\s+502\s+4.0 KiB\s+800 B$`, `  mlpipeline\s+4\s+5.0 MiB\s+0 B$`,
+			`VOLUMES  0$`, `  kfp-mysql\s+mysql\s+2\s+3\s+502\s+4.0 KiB\s+800 B$`, `  mlpipeline\s+4\s+5.0 MiB\s+0 B\s+-$`,
 			`NOT IN THIS BACKUP  nothing`,
 			`Encrypted:\s+the object archive \(Secrets included\)$`, `\s+database dumps$`, `\s+the digest key of Secrets' digests$`,
 			`In plain text:\s+the manifest: names of namespaces, objects, claims, files`, `\s+digests: keyed for Secrets`,
 		}},
 		{"complete, not encrypted", plain, []string{
-			`Encryption:\s+none$`, `In plain text:\s+everything: the objects \(Secrets included\)`,
+			`Encryption:\s+none$`, `  mlpipeline\s+4\s+5.0 MiB\s+0 B\s+3 objects, b0 \(copied in the storage\)$`, `In plain text:\s+everything: the objects \(Secrets included\)`,
 		}},
 		{"incomplete, its ferry stopped", &snapshot.Description{Name: "half", State: snapshot.Incomplete, Files: 1, Bytes: 7, Run: snapshot.RunDead},
 			[]string{`State:\s+incomplete$`, `Stored:\s+7 B in 1 file$`, `Running:\s+no`, "`ferry backups delete half` removes it"}},

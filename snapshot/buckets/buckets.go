@@ -18,6 +18,7 @@ import (
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"golang.org/x/sync/errgroup"
@@ -42,6 +43,10 @@ type Copies struct {
 	Exact bool
 	// Log takes the warnings of a copy that goes on (nil: none are logged).
 	Log *slog.Logger
+	// Storage is the backup's storage: a capture copies there, from the newest earlier backup of
+	// the same store, the objects the store lists as that backup recorded them (unencrypted
+	// backups only). Nil copies every object from the store.
+	Storage storage.Backend
 
 	dyn dynamic.Interface // made from Config when nil (tests set it)
 }
@@ -50,11 +55,18 @@ type Copies struct {
 // in transit (kube.RetryBroken); what names it in the warning.
 func (c Copies) retryBroken(ctx context.Context, object, what string, f func() error) error {
 	return kube.RetryBroken(ctx, f, func(attempt int, err error) {
-		if c.Log != nil {
-			c.Log.Warn("the bucket's connection broke off; "+what+" again", "object", object, "attempt", attempt, "error", err)
-		}
+		c.warn("the bucket's connection broke off; "+what+" again", "object", object, "attempt", attempt, "error", err)
 	})
 }
+
+func (c Copies) warn(msg string, args ...any) {
+	if c.Log != nil {
+		c.Log.Warn(msg, args...)
+	}
+}
+
+// bucketPrefix is where a backup stores a bucket's objects.
+func bucketPrefix(bucket string) string { return "buckets/" + bucket + "/" }
 
 // Name implements snapshot.Kind.
 func (c Copies) Name() string { return "buckets" }
@@ -65,6 +77,10 @@ func (c Copies) Capture(ctx context.Context, w *snapshot.Writer) error {
 	if c.Parallel <= 0 {
 		c.Parallel = 8
 	}
+	var previous []snapshot.Previous
+	if c.Storage != nil && !w.Encrypted() && len(c.Plan.Buckets) > 0 {
+		previous = snapshot.Recent(ctx, c.Storage, w.Name())
+	}
 	for _, item := range c.Plan.Buckets {
 		if !item.Found {
 			continue
@@ -74,9 +90,13 @@ func (c Copies) Capture(ctx context.Context, w *snapshot.Writer) error {
 			w.Skip("bucket", item.Name, fmt.Sprintf("no running pod of %s in %s to reach the store through", item.Workload, item.Namespace))
 			continue
 		}
-		entry, err := c.copyBucket(ctx, w, item, cfg)
+		entry, err := c.copyBucket(ctx, w, item, cfg, c.earlierCopy(ctx, c.Storage, previous, item))
 		if err != nil {
 			return fmt.Errorf("bucket %s: %w", item.Name, err)
+		}
+		if entry.Reused > 0 && c.Log != nil {
+			c.Log.Info("bucket objects unchanged since an earlier backup were copied in the storage", "bucket", item.Name,
+				"objects", len(entry.Objects), "unchanged", entry.Reused, "unchangedBytes", entry.ReusedBytes, "from", entry.ReusedFrom)
 		}
 		w.AddBucket(entry)
 	}
@@ -119,8 +139,10 @@ func (c Copies) client(ctx context.Context, item plans.DataItem, cfg config.Buck
 	return mc, stop, nil
 }
 
-func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg config.Bucket) (snapshot.Bucket, error) {
-	entry := snapshot.Bucket{Name: item.Name, Prefix: "buckets/" + item.Name + "/"}
+// copyBucket copies the bucket's objects into the backup; those the store lists as before copied
+// in the storage from before, when it is not nil.
+func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg config.Bucket, before *earlier) (snapshot.Bucket, error) {
+	entry := snapshot.Bucket{Name: item.Name, Prefix: bucketPrefix(item.Name)}
 	mc, stop, err := c.client(ctx, item, cfg)
 	if err != nil {
 		return entry, err
@@ -142,26 +164,23 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 			g.Wait()
 			return entry, fmt.Errorf("list: %w", obj.Err)
 		}
-		key := obj.Key
 		g.Go(func() error {
-			var obj snapshot.BucketObject
-			var info minio.ObjectInfo
-			// An object is copied whole, into a file written anew: one whose connection broke
-			// off (a port-forward's tunnel dropped) is copied again.
-			err := c.retryBroken(gctx, item.Name+"/"+key, "copying the object", func() (err error) {
-				obj, info, err = copyObject(gctx, w, mc, item.Name, entry.Prefix, key)
-				return err
-			})
+			o, m, reused, err := c.copyListed(gctx, w, mc, item.Name, entry.Prefix, obj, before)
 			if err != nil {
 				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if m := metadataOf(info); !isZero(m) {
-				meta[key] = m
+			if !isZero(m) {
+				meta[o.Key] = m
 			}
-			entry.Objects = append(entry.Objects, obj)
-			entry.Bytes += obj.Size
+			entry.Objects = append(entry.Objects, o)
+			entry.Bytes += o.Size
+			if reused {
+				entry.Reused++
+				entry.ReusedBytes += o.Size
+				entry.ReusedFrom = before.backup
+			}
 			return nil
 		})
 	}
@@ -169,6 +188,36 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 		return entry, err
 	}
 	return entry, storeMetadata(ctx, w, &entry, meta)
+}
+
+// copyListed backs up one listed object: copied in the storage from the earlier backup before
+// when the store lists it as that backup recorded it (reused), read from the store otherwise.
+func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Client, bucket, prefix string, listed minio.ObjectInfo, before *earlier) (snapshot.BucketObject, snapshot.ObjectMetadata, bool, error) {
+	if old, ok := before.unchanged(listed); ok {
+		err := w.CopyStream(ctx, before.backup, old.stream)
+		if err == nil {
+			return old.object, old.meta, true, nil
+		}
+		if ctx.Err() != nil {
+			return old.object, old.meta, false, err
+		}
+		c.warn("the object did not change since the backup before, but its file there could not be copied: reading it from the store", "object", bucket+"/"+listed.Key, "backup", before.backup, "error", err)
+	}
+	var obj snapshot.BucketObject
+	var info minio.ObjectInfo
+	// An object is copied whole, into a file written anew: one whose connection broke off (a
+	// port-forward's tunnel dropped) is copied again.
+	err := c.retryBroken(ctx, bucket+"/"+listed.Key, "copying the object", func() (err error) {
+		obj, info, err = copyObject(ctx, w, mc, bucket, prefix, listed.Key)
+		return err
+	})
+	if err != nil {
+		return obj, snapshot.ObjectMetadata{}, false, err
+	}
+	if !w.Encrypted() { // nothing is copied from an encrypted backup
+		recordVersion(&obj, listed, info)
+	}
+	return obj, metadataOf(info), false, nil
 }
 
 // copyObject stores the bucket's object key in the backup under prefix, and returns its entry

@@ -124,7 +124,7 @@ func capture(ctx context.Context, w *snapshot.Writer, store storage.Backend, sou
 	capturers := []snapshot.Capturer{
 		resources.Objects{Dynamic: source.Dynamic, Plan: plan, Concurrency: o.Parallel},
 		databases.Dumps{Config: source.Config, Client: source.Client, Plan: plan, Log: o.Log},
-		buckets.Copies{Config: source.Config, Client: source.Client, Plan: plan, Parallel: o.Parallel, Log: o.Log},
+		buckets.Copies{Config: source.Config, Client: source.Client, Plan: plan, Parallel: o.Parallel, Storage: store, Log: o.Log},
 		volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: o.MoverImage, Parallel: o.Parallel, Direct: o.Direct, Storage: store, Chunks: o.Chunks, Log: o.Log},
 	}
 	// The kinds are captured at the same time, so a backup takes as long as its longest kind, not

@@ -54,9 +54,6 @@ func openRepo(ctx context.Context, store storage.Backend, opts repo.Options) (*r
 	return r, nil
 }
 
-// maxPrevious bounds the complete backups, newest first, searched for a claim's previous tree.
-const maxPrevious = 10
-
 // streamTree runs `ferry mover pack --tree` in the pod with the previous tree's stats on stdin,
 // writes each file's data through a writer of the chunk repository (reusing the previous tree's
 // entries of unchanged files), and stores the volume's tree stream and its file list. The writer
@@ -236,30 +233,6 @@ func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack
 	return skipped, reused, err
 }
 
-// previousBackup is a complete, unencrypted backup a chunked capture may continue from.
-type previousBackup struct {
-	name     string
-	manifest *snapshot.Manifest
-}
-
-// recentBackups are the storage's newest complete unencrypted backups but current, newest first
-// (at most maxPrevious), read once per capture: where each claim's previous tree is looked for.
-// A backup that cannot be read is only not a candidate.
-func recentBackups(ctx context.Context, store storage.Backend, current string) []previousBackup {
-	infos, _ := snapshot.List(ctx, store)
-	infos = slices.DeleteFunc(infos, func(i snapshot.Info) bool { return i.State != snapshot.Complete || i.Name == current })
-	sort.SliceStable(infos, func(i, j int) bool { return infos[i].CompletedAt.After(infos[j].CompletedAt) })
-	var out []previousBackup
-	for _, info := range infos[:min(len(infos), maxPrevious)] {
-		m, err := snapshot.ReadManifest(ctx, store, info.Name)
-		if err != nil || m.Encryption != nil {
-			continue
-		}
-		out = append(out, previousBackup{name: info.Name, manifest: m})
-	}
-	return out
-}
-
 // prevTree is the tree stream of a claim in a previous backup.
 type prevTree struct {
 	store  storage.Backend
@@ -298,15 +271,15 @@ func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.
 		return nil
 	}
 	for _, b := range c.previous {
-		i := slices.IndexFunc(b.manifest.Volumes, func(pv snapshot.Volume) bool {
+		i := slices.IndexFunc(b.Manifest.Volumes, func(pv snapshot.Volume) bool {
 			return pv.Namespace == v.Namespace && pv.Name == v.Name && pv.Format == snapshot.FormatChunks && pv.Repo == c.repo.Prefix()
 		})
 		if i < 0 {
 			continue
 		}
-		p := &prevTree{store: c.Storage, backup: b.name, volume: b.manifest.Volumes[i]}
-		if err := eachTreeEntry(ctx, c.Storage, b.name, p.volume, nil, func(treeEntry) {}); err != nil {
-			c.Log.Warn("the claim's previous backup cannot be read: backing up every file", "claim", v.Namespace+"/"+v.Name, "backup", b.name, "error", err)
+		p := &prevTree{store: c.Storage, backup: b.Name, volume: b.Manifest.Volumes[i]}
+		if err := eachTreeEntry(ctx, c.Storage, b.Name, p.volume, nil, func(treeEntry) {}); err != nil {
+			c.Log.Warn("the claim's previous backup cannot be read: backing up every file", "claim", v.Namespace+"/"+v.Name, "backup", b.Name, "error", err)
 			return nil
 		}
 		return p

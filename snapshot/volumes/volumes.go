@@ -77,7 +77,7 @@ type Contents struct {
 	// repo is the chunk repository a chunked capture writes to, and previous the backups it
 	// looks for each claim's previous tree in.
 	repo     *repo.Repo
-	previous []previousBackup
+	previous []snapshot.Previous
 	// base is Base's manifest, read once by Restore; nil when there is none to read.
 	base *snapshot.Manifest
 
@@ -100,7 +100,7 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 			return err
 		}
 		if !w.Encrypted() {
-			c.previous = recentBackups(ctx, c.Storage, w.Name())
+			c.previous = snapshot.Recent(ctx, c.Storage, w.Name())
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)

@@ -40,6 +40,42 @@ func Run(t *testing.T, newBackend Factory) {
 	t.Run("CanceledPut", func(t *testing.T) { testCanceledPut(t, newBackend(t)) })
 	t.Run("Swap", func(t *testing.T) { testSwap(t, swapper(t, newBackend(t))) })
 	t.Run("SwapRace", func(t *testing.T) { testSwapRace(t, swapper(t, newBackend(t))) })
+	t.Run("Copy", func(t *testing.T) { testCopy(t, newBackend(t)) })
+}
+
+// testCopy: a copy holds the source's bytes under keys of any characters, replaces what the
+// target held, outlives the source's delete and replace, and a missing source says so.
+func testCopy(t *testing.T, b storage.Backend) {
+	c, ok := b.(storage.Copier)
+	if !ok {
+		t.Fatalf("%s does not implement storage.Copier: a bucket's unchanged objects would move again", b)
+	}
+	ctx := context.Background()
+	src, dst := "copy/from/a b+c%20ü.bin", "copy/to/a b+c%20ü.bin"
+	put(t, b, src, []byte("the source"))
+	put(t, b, dst, []byte("what the target held before"))
+	if err := c.Copy(ctx, src, dst); err != nil {
+		t.Fatalf("Copy(%s, %s): %v", src, dst, err)
+	}
+	put(t, b, src, []byte("the source, replaced"))
+	if got := string(get(t, b, dst)); got != "the source" {
+		t.Fatalf("the copy holds %q after the source was replaced, want %q", got, "the source")
+	}
+	if err := b.Delete(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(get(t, b, dst)); got != "the source" {
+		t.Fatalf("the copy holds %q after the source was deleted, want %q", got, "the source")
+	}
+	if info, err := b.Stat(ctx, dst); err != nil || info.Size != int64(len("the source")) {
+		t.Fatalf("Stat(%s) = %+v, %v", dst, info, err)
+	}
+	if err := c.Copy(ctx, "missing/key", dst); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("Copy of a missing key: got %v, want an error matching storage.ErrNotExist", err)
+	}
+	if got := string(get(t, b, dst)); got != "the source" {
+		t.Fatalf("a failed copy changed the target: %q", got)
+	}
 }
 
 // swapper is the backend's compare-and-swap: every backend has one, since a run's lease needs it.

@@ -1,0 +1,105 @@
+package buckets
+
+import (
+	"context"
+	"time"
+
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
+	"github.com/minio/minio-go/v7"
+)
+
+// earlier is a bucket as an earlier backup copied it: what of it a capture may copy in the
+// storage instead of reading the store again.
+type earlier struct {
+	backup  string
+	objects map[string]earlierObject
+}
+
+type earlierObject struct {
+	object snapshot.BucketObject
+	stream snapshot.Stream
+	meta   snapshot.ObjectMetadata
+}
+
+// earlierCopy finds the newest of previous that copied item from the same store (the same
+// cluster, by its kube-system namespace's UID, and the same workload or endpoint) and recorded
+// its objects' ETags; nil when none did, or when its objects' metadata cannot be read.
+func (c Copies) earlierCopy(ctx context.Context, store storage.Backend, previous []snapshot.Previous, item plans.DataItem) *earlier {
+	if c.Plan.Source.UID == "" {
+		return nil
+	}
+	for _, p := range previous {
+		m := p.Manifest
+		if m.Source.UID != c.Plan.Source.UID || m.Plan == nil || !sameStore(m.Plan.Buckets, item) {
+			continue
+		}
+		for _, b := range m.Buckets {
+			if b.Name != item.Name || b.Prefix != bucketPrefix(item.Name) {
+				continue
+			}
+			streams := map[string]snapshot.Stream{}
+			for _, s := range m.Streams {
+				streams[s.Key] = s
+			}
+			var meta map[string]snapshot.ObjectMetadata
+			if b.Metadata != "" {
+				r, err := snapshot.Open(ctx, store, p.Name, nil)
+				if err == nil {
+					meta, err = readMetadata(ctx, r, b)
+				}
+				if err != nil {
+					c.warn("the bucket's earlier backup cannot be read: copying every object", "bucket", item.Name, "backup", p.Name, "error", err)
+					return nil
+				}
+			}
+			e := &earlier{backup: p.Name, objects: map[string]earlierObject{}}
+			for _, o := range b.Objects {
+				stored, _ := StoredName(o.Key)
+				s, ok := streams[b.Prefix+stored]
+				// Only what the manifest holds consistently: a stored file of the object's
+				// bytes (buckets' objects are stored as they are), with the store's ETag.
+				if !ok || o.ETag == "" || o.Modified.IsZero() || s.Bytes != o.Size || s.SHA256 != o.SHA256 {
+					continue
+				}
+				e.objects[o.Key] = earlierObject{object: o, stream: s, meta: meta[o.Key]}
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// sameStore says whether an earlier plan's bucket of item's name was reached as item is.
+func sameStore(buckets []plans.DataItem, item plans.DataItem) bool {
+	for _, b := range buckets {
+		if b.Name == item.Name {
+			return b.Namespace == item.Namespace && b.Workload == item.Workload && b.Endpoint == item.Endpoint
+		}
+	}
+	return false
+}
+
+// unchanged is the earlier copy of the listed object when the store lists it as that copy
+// recorded it: the same size, ETag and time.
+func (e *earlier) unchanged(obj minio.ObjectInfo) (earlierObject, bool) {
+	if e == nil {
+		return earlierObject{}, false
+	}
+	o, ok := e.objects[obj.Key]
+	if !ok || o.object.Size != obj.Size || o.object.ETag != obj.ETag || !o.object.Modified.Equal(obj.LastModified) {
+		return earlierObject{}, false
+	}
+	return o, true
+}
+
+// recordVersion notes in obj the listed object's ETag and time, when the object read is that one:
+// a later backup then copies it while the store lists it so. The time of a read is whole seconds
+// (an HTTP date); the listing's may be finer.
+func recordVersion(obj *snapshot.BucketObject, listed, read minio.ObjectInfo) {
+	if listed.ETag == "" || read.ETag != listed.ETag || !read.LastModified.Equal(listed.LastModified.Truncate(time.Second)) {
+		return
+	}
+	obj.ETag, obj.Modified = listed.ETag, listed.LastModified.UTC()
+}

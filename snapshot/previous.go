@@ -1,0 +1,39 @@
+package snapshot
+
+import (
+	"context"
+	"slices"
+	"sort"
+
+	"github.com/ferrykube/ferry/storage"
+)
+
+// RecentBackups bounds the complete backups, newest first, a capture searches for what it may
+// continue from (Recent).
+const RecentBackups = 10
+
+// Previous is a complete, unencrypted backup a capture may continue from: a claim's previous
+// tree, a bucket's unchanged objects.
+type Previous struct {
+	Name     string
+	Manifest *Manifest
+}
+
+// Recent are the storage's newest complete unencrypted backups but current, newest first (at
+// most RecentBackups), read once per capture. Only unencrypted ones: ferry writes without the
+// identity, so it can read nothing of an encrypted one. A backup that cannot be read is only not
+// a candidate.
+func Recent(ctx context.Context, store storage.Backend, current string) []Previous {
+	infos, _ := List(ctx, store)
+	infos = slices.DeleteFunc(infos, func(i Info) bool { return i.State != Complete || i.Name == current })
+	sort.SliceStable(infos, func(i, j int) bool { return infos[i].CompletedAt.After(infos[j].CompletedAt) })
+	var out []Previous
+	for _, info := range infos[:min(len(infos), RecentBackups)] {
+		m, err := ReadManifest(ctx, store, info.Name)
+		if err != nil || m.Encryption != nil {
+			continue
+		}
+		out = append(out, Previous{Name: info.Name, Manifest: m})
+	}
+	return out
+}
