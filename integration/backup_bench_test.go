@@ -86,6 +86,9 @@ func BenchmarkBackupVolume(b *testing.B) {
 		b.Helper()
 		args := append([]string{"--storage", "s3://backups/" + prefix + "?endpoint=" + minio.Endpoint + "&path-style=true",
 			"backup", "--from", "blue", "-f", config, "--name", fmt.Sprintf("bench-%d", time.Now().UnixNano())}, flags...)
+		if dir := os.Getenv("FERRY_BENCH_PROFILE"); dir != "" {
+			args = append(args, "--profile", "cpu", "--profile-output", filepath.Join(dir, fmt.Sprintf("volume-%s.cpu.pprof", strings.Join(append([]string{prefix[:min(len(prefix), 12)]}, flags...), "-"))))
+		}
 		cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 		cmd.Env = append(append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig), minio.Env()...)
 		start := time.Now()
@@ -109,7 +112,7 @@ func BenchmarkBackupVolume(b *testing.B) {
 				return
 			case "exec-tar":
 				for range b.N {
-					backup("bench-tar")
+					backup("bench-tar", "--volume-format", "tar")
 				}
 			case "exec-chunks":
 				for i := range b.N {

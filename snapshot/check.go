@@ -61,6 +61,16 @@ func (r *Reader) Check(ctx context.Context, parallel int) ([]Damaged, error) {
 	return damaged, nil
 }
 
+// CheckFile reads the stored file whole and compares its size and SHA-256 with the manifest, as
+// Check does for every file, decrypting and decoding nothing.
+func (r *Reader) CheckFile(ctx context.Context, file string) error {
+	s, ok := r.Stream(file)
+	if !ok {
+		return fmt.Errorf("backup %s: %s: %w (not recorded)", r.name, file, ErrCorrupt)
+	}
+	return r.checkStream(ctx, s)
+}
+
 func (r *Reader) checkStream(ctx context.Context, s Stream) error {
 	rc, err := r.store.Get(ctx, r.StorageKey(s.Key))
 	if err != nil {
