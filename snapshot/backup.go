@@ -291,6 +291,9 @@ type Writer struct {
 	digestKey []byte
 
 	held []func(context.Context) error // see Hold
+
+	recentOnce sync.Once // see Recent
+	recent     []Previous
 }
 
 // Hold keeps release to run at Release, once the manifest is written or the backup failed: a

@@ -13,17 +13,28 @@ import (
 const RecentBackups = 10
 
 // Previous is a complete, unencrypted backup a capture may continue from: a claim's previous
-// tree, a bucket's unchanged objects.
+// tree, a bucket's unchanged objects. Its Manifest holds no Objects: a capture needs its volumes,
+// buckets, plan and streams, and ten manifests of a large cluster's objects would take hundreds
+// of MiB.
 type Previous struct {
 	Name     string
 	Manifest *Manifest
 }
 
-// Recent are the storage's newest complete unencrypted backups but current, newest first (at
-// most RecentBackups), read once per capture. Only unencrypted ones: ferry writes without the
-// identity, so it can read nothing of an encrypted one. A backup that cannot be read is only not
-// a candidate.
-func Recent(ctx context.Context, store storage.Backend, current string) []Previous {
+// Recent are the storage's newest complete unencrypted backups but this one, newest first (at
+// most RecentBackups), read once per backup for every kind that continues from them. Only
+// unencrypted ones: ferry writes without the identity, so it can read nothing of an encrypted
+// one; an encrypted backup gets none. A backup that cannot be read is only not a candidate.
+func (w *Writer) Recent(ctx context.Context) []Previous {
+	w.recentOnce.Do(func() {
+		if !w.Encrypted() {
+			w.recent = recent(ctx, w.store, w.name)
+		}
+	})
+	return w.recent
+}
+
+func recent(ctx context.Context, store storage.Backend, current string) []Previous {
 	infos, _ := List(ctx, store)
 	infos = slices.DeleteFunc(infos, func(i Info) bool { return i.State != Complete || i.Name == current })
 	sort.SliceStable(infos, func(i, j int) bool { return infos[i].CompletedAt.After(infos[j].CompletedAt) })
@@ -33,6 +44,7 @@ func Recent(ctx context.Context, store storage.Backend, current string) []Previo
 		if err != nil || m.Encryption != nil {
 			continue
 		}
+		m.Objects = nil
 		out = append(out, Previous{Name: info.Name, Manifest: m})
 	}
 	return out

@@ -78,8 +78,8 @@ func (c Copies) Capture(ctx context.Context, w *snapshot.Writer) error {
 		c.Parallel = 8
 	}
 	var previous []snapshot.Previous
-	if c.Storage != nil && !w.Encrypted() && len(c.Plan.Buckets) > 0 {
-		previous = snapshot.Recent(ctx, c.Storage, w.Name())
+	if c.Storage != nil && len(c.Plan.Buckets) > 0 {
+		previous = w.Recent(ctx)
 	}
 	for _, item := range c.Plan.Buckets {
 		if !item.Found {

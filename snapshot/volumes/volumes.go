@@ -100,7 +100,7 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 			return err
 		}
 		if !w.Encrypted() {
-			c.previous = snapshot.Recent(ctx, c.Storage, w.Name())
+			c.previous = w.Recent(ctx)
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
