@@ -93,7 +93,8 @@ func (c Contents) Name() string { return "volumes" }
 func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 	c = c.withDefaults()
 	c.cleanup(ctx)
-	if c.Chunks && c.Direct == nil {
+	reads := slices.ContainsFunc(c.Plan.Volumes, func(v plans.Volume) bool { return v.Holds == "" && v.Phase == "Bound" })
+	if c.Chunks && c.Direct == nil && reads { // a backup of no claim neither loads nor makes the repository
 		var err error
 		// Write-only: a capture only writes, and its index then keeps about 42 bytes a chunk, not 61.
 		if c.repo, err = openRepo(ctx, c.Storage, repo.Options{Prefix: RepoPrefix(w.Recipients()), Recipients: w.Recipients(), WriteOnly: true}); err != nil {
