@@ -67,7 +67,7 @@ func TestBucketBackupsCopyOnlyWhatChanged(t *testing.T) {
 				store, m := readManifest(t, url, name)
 				for _, b := range m.Buckets {
 					if b.Name == bucket {
-						checkStoredBucket(t, store, name, b, s3c, bucket)
+						checkStoredBucket(t, store, name, b, bucket)
 						return store, b
 					}
 				}
@@ -112,7 +112,7 @@ func TestBucketBackupsCopyOnlyWhatChanged(t *testing.T) {
 			if code, out, errOut := runFerry(t, "--storage", url, "backups", "delete", first); code != 0 {
 				t.Fatalf("ferry backups delete %s exited %d\nstdout: %s\nstderr: %s", first, code, out, errOut)
 			}
-			checkStoredBucket(t, store, second, b2, s3c, bucket)
+			checkStoredBucket(t, store, second, b2, bucket)
 
 			_, b3 := backup(third)
 			if b3.Reused != len(b3.Objects) || b3.ReusedFrom != second {
@@ -123,30 +123,11 @@ func TestBucketBackupsCopyOnlyWhatChanged(t *testing.T) {
 }
 
 // checkStoredBucket compares what backup stored of the bucket with what the store holds now, read
-// directly: the same keys, and each stored file the object's bytes.
-func checkStoredBucket(t *testing.T, store storage.Backend, backup string, b snapshot.Bucket, s3c *s3.Client, bucket string) {
+// directly from blue's MinIO: the same keys, and each stored file the object's bytes.
+func checkStoredBucket(t *testing.T, store storage.Backend, backup string, b snapshot.Bucket, bucket string) {
 	t.Helper()
 	ctx := context.Background()
-	live := map[string][]byte{}
-	pages := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range page.Contents {
-			out, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := io.ReadAll(out.Body)
-			out.Body.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			live[aws.ToString(o.Key)] = data
-		}
-	}
+	live := bucketContents(t, tb.MinIO["blue"], bucket, "")
 	if len(b.Objects) != len(live) {
 		t.Errorf("backup %s holds %d objects of %s, the store %d", backup, len(b.Objects), bucket, len(live))
 	}

@@ -259,8 +259,13 @@ func (r *Runner) Drive(ctx context.Context) error {
 		{Quiesced, r.quiesceStep},
 		{BackedUp, r.backupStep},
 		{Restored, r.restoreStep},
-		{Verified, r.verifyStep},
 	}); err != nil {
+		return err
+	}
+	if w := r.warm(); w != nil {
+		r.dropStages(ctx, w.Rounds)
+	}
+	if err := r.steps(ctx, []stateStep{{Verified, r.verifyStep}}); err != nil {
 		return err
 	}
 	if err := r.shift(ctx); err != nil {

@@ -88,6 +88,7 @@ func (r *Runner) stage(ctx context.Context) error {
 			return fmt.Errorf("run %s: the journal's round %d: %w", r.Journal.Run.ID, k, err)
 		}
 		rounds = append(rounds, rd)
+		r.dropStages(ctx, k-1) // round k read round k-1's; round k+1 reads round k's
 		if rd.Delta() <= w.DeltaBytes {
 			break
 		}
@@ -183,7 +184,7 @@ func (r *Runner) stageBackup(ctx context.Context, name string) (*snapshot.Manife
 	if m, err := snapshot.ReadManifest(ctx, r.o.Store, name); err == nil {
 		return m, r.pin(ctx, name)
 	}
-	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+	if err := r.deleteBackup(ctx, name); err != nil {
 		return nil, err
 	}
 	if err := r.pin(ctx, name); err != nil {
@@ -191,6 +192,27 @@ func (r *Runner) stageBackup(ctx context.Context, name string) (*snapshot.Manife
 	}
 	return kinds.Backup(ctx, r.o.Store, r.o.Blue, kinds.BackupOptions{Name: name, Plan: stagePlan(r.plan), Chunks: true,
 		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Log: r.o.Log})
+}
+
+// deleteBackup deletes a backup of the run's, if it is there.
+func (r *Runner) deleteBackup(ctx context.Context, name string) error {
+	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+		return err
+	}
+	return nil
+}
+
+// dropStages deletes the backups of the warm run's pre-copy rounds 1 to k, which no later step
+// reads: a round's restore reads the round before's (its base), the restore after the quiesce the
+// last round's, and nothing reads them after that. Each holds a whole copy of the buckets. A
+// backup that cannot be deleted is left, with a warning, for ferry backups delete.
+func (r *Runner) dropStages(ctx context.Context, k int) {
+	for i := 1; i <= k; i++ {
+		name := StageName(r.Journal.Run.Backup, i)
+		if err := r.deleteBackup(ctx, name); err != nil {
+			r.o.Log.Warn("a pre-copy round's backup could not be deleted", "backup", name, "error", err)
+		}
+	}
 }
 
 // stagePlan is the part of the run's plan a pre-copy round moves: the claims' files, the buckets'

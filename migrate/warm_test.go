@@ -26,7 +26,7 @@ func warmOn(o Options, rounds int, delta int64, deltas ...int64) Options {
 }
 
 // TestWarmRounds: a warm run pre-copies in rounds before the quiesce, each a journaled step with
-// its own backup, pinned by the run; the rounds end at the first whose delta is at most the
+// its own backup, pinned by the run and deleted once no later step reads it; the rounds end at the first whose delta is at most the
 // threshold, or when they run out; green holds the pre-copied namespace before blue is quiesced;
 // the run then goes on as a cold one and shifts.
 func TestWarmRounds(t *testing.T) {
@@ -46,6 +46,18 @@ func TestWarmRounds(t *testing.T) {
 			store, blue, green := fileStore(t), shopBlue(t), newFakeCluster(t, "green")
 			o := warmOn(runOn(t, store, blue, green, &fakeSwitcher{}), tc.rounds, 64*mib, tc.deltas...)
 			var sawShopBeforeQuiesce bool
+			// While round k runs, round k-1's backup (its base) is there, and none before it.
+			setDelta := o.roundDone
+			o.roundDone = func(rd *Round) {
+				setDelta(rd)
+				run := strings.TrimSuffix(rd.Backup, "-stage-"+itoa(rd.Round))
+				for k := 1; k < rd.Round; k++ {
+					_, err := snapshot.ReadManifest(ctx, store, StageName(run, k))
+					if got, want := err == nil, k == rd.Round-1; got != want {
+						t.Errorf("during round %d, round %d's backup is there: %v, want %v", rd.Round, k, got, want)
+					}
+				}
+			}
 			o.Crash = func(e Event) {
 				if e.State == Quiesced && e.Phase == Begin {
 					sawShopBeforeQuiesce = green.get(t, namespacesGVR, "", "shop") != nil
@@ -73,21 +85,19 @@ func TestWarmRounds(t *testing.T) {
 			if green.get(t, configMapsGVR, "shop", "settings") == nil {
 				t.Error("green lacks blue's ConfigMap after the final restore")
 			}
-			// Each round's backup is complete and pinned by the run; there is none beyond the last round.
+			// The rounds' backups are deleted once the restore after the quiesce is done (each
+			// holds a whole copy of the buckets); the run's own is complete and pinned.
 			entries, err := snapshot.History(ctx, store, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
 			pinned := map[string]bool{}
 			for _, e := range entries {
+				if strings.Contains(e.Name, "-stage-") {
+					t.Errorf("round backup %s (%s) is left after the run", e.Name, e.State)
+				}
 				if e.State == snapshot.Complete && slices.Equal(e.Runs, []string{r.Journal.Run.ID}) {
 					pinned[e.Name] = true
-				}
-			}
-			for k := 1; k <= tc.want+1; k++ {
-				name := StageName(r.Journal.Run.Backup, k)
-				if got, want := pinned[name], k <= tc.want; got != want {
-					t.Errorf("backup %s complete and pinned: %v, want %v", name, got, want)
 				}
 			}
 			if !pinned[r.Journal.Run.Backup] {
@@ -180,8 +190,8 @@ func TestWarmResumeAfterEachEvent(t *testing.T) {
 				t.Error("a third round ran after a round under the delta")
 			}
 			for k := 1; k <= 2; k++ {
-				if _, err := snapshot.ReadManifest(ctx, store, StageName(r.Journal.Run.Backup, k)); err != nil {
-					t.Errorf("round %d's backup: %v", k, err)
+				if _, err := snapshot.ReadManifest(ctx, store, StageName(r.Journal.Run.Backup, k)); err == nil {
+					t.Errorf("round %d's backup is left after the run", k)
 				}
 			}
 		})

@@ -433,9 +433,10 @@ func (w *Writer) record(s Stream) {
 }
 
 // CopyStream stores the stream s of the backup from in this one under the same name, copied in
-// the storage (storage.Copier: the bytes do not pass through ferry), and records it as from's
-// manifest does. It is how a bucket's objects that did not change since from are backed up: the
-// stream was checked when from stored it, and is again on every read. Encrypted backups copy
+// the storage (storage.Copier), reads the copy back to check its size and SHA-256 against from's
+// manifest, and records it. It is how a bucket's objects that did not change since from are
+// backed up. A copy that fails its check is an error matching ErrCorrupt; the caller stores the
+// stream anew (Put replaces it). Encrypted backups copy
 // nothing (from's recipients may not be this one's), nor does a storage that cannot: either is
 // an error matching errors.ErrUnsupported.
 func (w *Writer) CopyStream(ctx context.Context, from string, s Stream) error {
@@ -447,12 +448,22 @@ func (w *Writer) CopyStream(ctx context.Context, from string, s Stream) error {
 	if err := c.Copy(ctx, Prefix(from)+s.Key, dst); err != nil {
 		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, err)
 	}
-	info, err := w.store.Stat(ctx, dst)
+	// The copy is read back and checked against from's manifest before this backup records it:
+	// a file of from damaged or written again since would otherwise be recorded as the object.
+	// Reading the storage is still far cheaper than reading the object's store through the API
+	// server, and nothing is uploaded.
+	rc, err := w.store.Get(ctx, dst)
 	if err != nil {
 		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, err)
 	}
-	if info.Size != s.Bytes {
-		return fmt.Errorf("copy %s from backup %s: %d bytes, its manifest says %d: %w", s.Key, from, info.Size, s.Bytes, ErrCorrupt)
+	checked := &checkedReader{rc: rc, file: w.name + "/" + s.Key, want: &s, h: sha256.New()}
+	_, err = io.Copy(io.Discard, checked)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		w.store.Delete(context.WithoutCancel(ctx), dst) // not this backup's: it was never recorded
+		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, err)
 	}
 	w.record(s)
 	return nil

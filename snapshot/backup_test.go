@@ -260,3 +260,84 @@ func TestChunkedVolumes(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyStreamChecksTheCopy: a stream copied from an earlier backup is recorded only when the
+// copy has the size and SHA-256 the earlier manifest gives; the earlier backups are found by
+// Recent, newest first, without their objects' list.
+func TestCopyStreamChecksTheCopy(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	w1, err := Create(ctx, store, "b1", plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"buckets/b/kept", "buckets/b/damaged"} {
+		if _, err := w1.Put(ctx, f, strings.NewReader("the object's bytes")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1.AddObjects([]Object{{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: "a", Name: "c", SHA256: "x"}}, 10)
+	m1, err := w1.Commit(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The earlier backup's file is damaged after it was written: the same size, other bytes.
+	if err := store.Put(ctx, Prefix("b1")+"buckets/b/damaged", strings.NewReader("the object's bytez")); err != nil {
+		t.Fatal(err)
+	}
+	w2, err := Create(ctx, store, "b2", plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := w2.Recent(ctx)
+	if len(prev) != 1 || prev[0].Name != "b1" || prev[0].Manifest.Objects != nil || len(prev[0].Manifest.Streams) != 2 {
+		t.Fatalf("Recent: %+v", prev)
+	}
+	streams := map[string]Stream{}
+	for _, s := range m1.Streams {
+		streams[s.Key] = s
+	}
+	if err := w2.CopyStream(ctx, "b1", streams["buckets/b/kept"]); err != nil {
+		t.Fatalf("CopyStream of a sound file: %v", err)
+	}
+	if err := w2.CopyStream(ctx, "b1", streams["buckets/b/damaged"]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("CopyStream of a damaged file: %v, want ErrCorrupt", err)
+	}
+	if err := w2.CopyStream(ctx, "b1", Stream{Key: "buckets/b/missing", Bytes: 1, SHA256: "x"}); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("CopyStream of a missing file: %v, want ErrNotExist", err)
+	}
+	m2, err := w2.Commit(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m2.Streams) != 1 || m2.Streams[0] != streams["buckets/b/kept"] {
+		t.Fatalf("b2 records %+v, want the sound file alone, as b1 recorded it", m2.Streams)
+	}
+	r, err := Open(ctx, store, "b2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CheckFile(ctx, "buckets/b/kept"); err != nil {
+		t.Fatalf("the copy: %v", err)
+	}
+	if _, err := Delete(ctx, store, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CheckFile(ctx, "buckets/b/kept"); err != nil {
+		t.Fatalf("the copy after the earlier backup was deleted: %v", err)
+	}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := Create(ctx, store, "b3", plans.Cluster{}, &plans.Plan{}, time.Now(), []string{id.Recipient().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := enc.Recent(ctx); got != nil {
+		t.Errorf("an encrypted backup continues from %+v", got)
+	}
+	if err := enc.CopyStream(ctx, "b2", streams["buckets/b/kept"]); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("an encrypted backup's CopyStream: %v, want ErrUnsupported", err)
+	}
+}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/ferrykube/ferry/internal/badinput"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -57,6 +59,9 @@ type S3Config struct {
 	// PartSize and Concurrency tune multipart transfers; zero means the defaults.
 	PartSize    int64
 	Concurrency int
+	// MaxCopySize is the largest object Copy copies whole; larger ones are copied in parts.
+	// Zero means DefaultMaxCopySize.
+	MaxCopySize int64
 	// Credentials, when set, override the AWS environment/profile chain (used by tests).
 	Credentials aws.CredentialsProvider `json:"-"`
 }
@@ -467,8 +472,12 @@ func (b *S3) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// Copy implements Copier with CopyObject: the server copies the bytes. S3 copies objects of up to
-// 5 GiB so; a larger one is an error, and the caller moves its bytes itself.
+// DefaultMaxCopySize is the largest object S3's CopyObject copies whole (S3's own limit).
+const DefaultMaxCopySize = 5 << 30
+
+// Copy implements Copier: the server copies the bytes, with CopyObject, or, for an object larger
+// than MaxCopySize, in parts of PartSize (UploadPartCopy), each part only from the version of the
+// source it found first.
 func (b *S3) Copy(ctx context.Context, src, dst string) error {
 	from, err := b.objectKey(src)
 	if err != nil {
@@ -478,13 +487,45 @@ func (b *S3) Copy(ctx context.Context, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	// The source is URL-encoded; a "+" would read as a space.
-	source := b.cfg.Bucket + "/" + strings.NewReplacer("%2F", "/", "+", "%2B").Replace(url.PathEscape(from))
-	if _, err := b.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), CopySource: aws.String(source)}); err != nil {
-		if isNotFound(err) {
+	fail := func(err error) error {
+		if isNotFound(err) || httpStatus(err) == http.StatusNotFound {
 			return &NotExistError{Location: b.String(), Key: src}
 		}
 		return fmt.Errorf("copy %s to %s in %s: %w", src, dst, b, err)
+	}
+	// The source is URL-encoded; a "+" would read as a space.
+	source := aws.String(b.cfg.Bucket + "/" + strings.NewReplacer("%2F", "/", "+", "%2B").Replace(url.PathEscape(from)))
+	head, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(from)})
+	if err != nil {
+		return fail(err)
+	}
+	size := aws.ToInt64(head.ContentLength)
+	if size <= cmp.Or(b.cfg.MaxCopySize, DefaultMaxCopySize) {
+		_, err := b.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), CopySource: source, CopySourceIfMatch: head.ETag})
+		if err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+	up, err := b.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to)})
+	if err != nil {
+		return fail(err)
+	}
+	var parts []types.CompletedPart
+	for off, n := int64(0), int32(1); off < size; off, n = off+b.cfg.PartSize, n+1 {
+		last := min(off+b.cfg.PartSize, size) - 1
+		out, err := b.client.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), UploadId: up.UploadId,
+			PartNumber: aws.Int32(n), CopySource: source, CopySourceIfMatch: head.ETag, CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", off, last))})
+		if err != nil {
+			b.client.AbortMultipartUpload(context.WithoutCancel(ctx), &s3.AbortMultipartUploadInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), UploadId: up.UploadId})
+			return fail(err)
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.CopyPartResult.ETag})
+	}
+	if _, err := b.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+		b.client.AbortMultipartUpload(context.WithoutCancel(ctx), &s3.AbortMultipartUploadInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), UploadId: up.UploadId})
+		return fail(err)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package storage_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -174,5 +176,44 @@ func TestS3PutHoldsLittleMemory(t *testing.T) {
 	defer rc.Close()
 	if got, _ := io.ReadAll(rc); !bytes.Equal(got, data) {
 		t.Errorf("the stream uploaded in small parts reads back as %d bytes, want its %d", len(got), len(data))
+	}
+}
+
+// TestS3CopiesALargeObjectInParts: an object larger than the biggest CopyObject (5 GiB on S3;
+// 5 MiB here) is copied in parts, whole, and a failed copy leaves no unfinished upload.
+func TestS3CopiesALargeObjectInParts(t *testing.T) {
+	minio := testbed.Require(t, tb).MinIO["backup"]
+	ctx := context.Background()
+	if err := minio.CreateBucket(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	b, err := storage.NewS3(ctx, storage.S3Config{Bucket: bucket, Prefix: "copy-parts/", Endpoint: minio.Endpoint, PathStyle: true, Region: "us-east-1",
+		Credentials: minio.Credentials(), PartSize: 5 << 20, MaxCopySize: 5 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 12<<20 + 17 // three parts, the last short
+	h := sha256.New()
+	if err := b.Put(ctx, "src", io.TeeReader(storagetest.Stream(7, size), h)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Copy(ctx, "src", "dst"); err != nil {
+		t.Fatalf("Copy: %v", err)
+	}
+	rc, err := b.Get(ctx, "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sha256.New()
+	n, err := io.Copy(got, rc)
+	rc.Close()
+	if err != nil || n != size || !bytes.Equal(got.Sum(nil), h.Sum(nil)) {
+		t.Fatalf("the copy: %d bytes (%v), sha256 %x, want %d bytes %x", n, err, got.Sum(nil), size, h.Sum(nil))
+	}
+	if err := b.Copy(ctx, "missing", "dst"); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("Copy of a missing key: %v, want ErrNotExist", err)
+	}
+	if left, err := b.CleanPartial(ctx, ""); err != nil || left != 0 {
+		t.Errorf("unfinished uploads left: %d (%v)", left, err)
 	}
 }

@@ -83,8 +83,10 @@ type Swapper interface {
 }
 
 // Copier is a backend that copies a stored object to another key without the bytes passing through
-// ferry: S3's CopyObject, a hard link in file storage. The copy is an object of its own, whole
-// when Copy returns nil and unaffected by a later delete of the source.
+// ferry: S3's CopyObject, a hard link in file storage. The copy is whole when Copy returns nil, and
+// a later Put or Delete of either key leaves the other as it was (file storage never writes a file
+// in place). In file storage both keys are the same file on disk: damage to the disk's copy
+// damages both.
 type Copier interface {
 	// Copy stores the object at src under dst as well, replacing an object dst has. A missing src
 	// gives an error matching ErrNotExist.

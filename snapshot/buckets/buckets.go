@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -166,6 +167,12 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 		}
 		g.Go(func() error {
 			o, m, reused, err := c.copyListed(gctx, w, mc, item.Name, entry.Prefix, obj, before)
+			if errors.Is(err, errDeletedSinceListed) {
+				// A live store (a scheduled backup, a warm run's round) deletes objects while
+				// they are copied: the backup holds the bucket as it was read.
+				c.warn("the object was deleted after the bucket was listed: the backup does not hold it", "object", item.Name+"/"+obj.Key)
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -220,6 +227,9 @@ func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Cl
 	return obj, metadataOf(info), false, nil
 }
 
+// errDeletedSinceListed is the error of an object the store listed and then no longer had.
+var errDeletedSinceListed = errors.New("deleted since the bucket was listed")
+
 // copyObject stores the bucket's object key in the backup under prefix, and returns its entry
 // and what the store says of it.
 func copyObject(ctx context.Context, w *snapshot.Writer, mc *minio.Client, bucket, prefix, key string) (snapshot.BucketObject, minio.ObjectInfo, error) {
@@ -229,6 +239,9 @@ func copyObject(ctx context.Context, w *snapshot.Writer, mc *minio.Client, bucke
 	}
 	defer o.Close()
 	info, err := o.Stat()
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return snapshot.BucketObject{}, info, fmt.Errorf("get %s: %w", key, errDeletedSinceListed)
+	}
 	if err != nil {
 		return snapshot.BucketObject{}, info, fmt.Errorf("get %s: %w", key, err)
 	}

@@ -1,11 +1,16 @@
 package buckets
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -74,5 +79,60 @@ func TestSameStore(t *testing.T) {
 		if got := sameStore(c.buckets, item); got != c.want {
 			t.Errorf("%s: sameStore = %t, want %t", c.name, got, c.want)
 		}
+	}
+}
+
+// TestCaptureLeavesOutAnObjectDeletedAfterTheListing: a live store lists an object and has
+// deleted it by the time it is read (a compactor, a garbage collection); the backup holds the
+// bucket as it was read, without that object, instead of failing. The store is an S3 server of
+// the test's own, on loopback.
+func TestCaptureLeavesOutAnObjectDeletedAfterTheListing(t *testing.T) {
+	modified := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Query().Has("location"):
+			io.WriteString(w, `<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></LocationConstraint>`)
+		case r.URL.Path == "/mlpipeline/" && r.URL.Query().Get("list-type") == "2":
+			w.Header().Set("Content-Type", "application/xml")
+			io.WriteString(w, `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>mlpipeline</Name><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>`+
+				`<Contents><Key>gone</Key><LastModified>2026-12-01T10:00:00.000Z</LastModified><ETag>"e1"</ETag><Size>4</Size></Contents>`+
+				`<Contents><Key>kept</Key><LastModified>2026-12-01T10:00:00.000Z</LastModified><ETag>"e2"</ETag><Size>4</Size></Contents></ListBucketResult>`)
+		case r.URL.Path == "/mlpipeline/" || r.URL.Path == "/mlpipeline":
+			w.WriteHeader(http.StatusOK) // the bucket exists
+		case r.URL.Path == "/mlpipeline/kept":
+			w.Header().Set("ETag", `"e2"`)
+			w.Header().Set("Last-Modified", modified.Format(http.TimeFormat))
+			w.Header().Set("Content-Length", "4")
+			if r.Method != http.MethodHead {
+				io.WriteString(w, "kept")
+			}
+		default:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusNotFound)
+			if r.Method != http.MethodHead {
+				io.WriteString(w, `<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><Key>gone</Key></Error>`)
+			}
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	store, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &plans.Plan{Buckets: []plans.DataItem{{Name: "mlpipeline", Endpoint: srv.URL, Found: true}}}
+	w, err := snapshot.Create(ctx, store, "b1", plans.Cluster{}, plan, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Copies{Plan: plan, Storage: store}).Capture(ctx, w); err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	m, err := w.Commit(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Buckets) != 1 || len(m.Buckets[0].Objects) != 1 || m.Buckets[0].Objects[0].Key != "kept" || m.Buckets[0].Objects[0].ETag != "e2" {
+		t.Fatalf("bucket %+v, want the object kept alone, its ETag recorded", m.Buckets)
 	}
 }
