@@ -59,7 +59,8 @@ func openRepo(ctx context.Context, store storage.Backend, opts repo.Options) (*r
 // entries of unchanged files), and stores the volume's tree stream and its file list. The writer
 // is released once the backup is recorded (snapshot.Writer.Hold). The previous tree is streamed,
 // never held (see prevtree.go).
-func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod string, entry snapshot.Volume) (snapshot.Volume, []SkippedFile, error) {
+// Without continueFrom (see errPreviousTree), it reads every file.
+func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod string, entry snapshot.Volume, continueFrom bool) (snapshot.Volume, []SkippedFile, error) {
 	cw, err := c.repo.NewWriter(ctx)
 	if err != nil {
 		return entry, nil, fmt.Errorf("chunk repository: %w", err)
@@ -67,7 +68,10 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	w.Hold(cw.Close)
 	// Opened after the writer's lock is taken: the previous entries reused are then checked
 	// against the packs a prune condemned since (Writer.Reusable).
-	prev := c.previousTree(ctx, w, v)
+	var prev *prevTree
+	if continueFrom {
+		prev = c.previousTree(ctx, w, v)
+	}
 	var feed, take *prevIter
 	if prev != nil {
 		var err error
@@ -227,8 +231,10 @@ func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack
 		return err
 	})
 	err := g.Wait()
-	if ferr := <-fed; err == nil && ferr != nil {
-		err = fmt.Errorf("the previous tree: %w", ferr)
+	// A tree that does not read is the cause of what the mover then says of its stdin; a feed cut
+	// off because the mover ended is not.
+	if ferr := <-fed; ferr != nil && (err == nil || !errors.Is(ferr, io.ErrClosedPipe)) {
+		err = fmt.Errorf("%w: its tree: %w", errPreviousTree, ferr)
 	}
 	return skipped, reused, err
 }
@@ -261,7 +267,7 @@ func (p *prevTree) open(ctx context.Context) (*prevIter, error) {
 }
 
 // previousTree is the tree of the claim's newest complete backup in the same repository (of
-// c.previous), read once to its end and checked against its manifest; nil for an encrypted
+// c.previous), its stored bytes checked against its manifest; nil for an encrypted
 // backup, whose previous trees ferry cannot read without the identity (docs/format.md,
 // "Incremental backups"). A previous tree that cannot be read makes a full backup, never a
 // failed one.

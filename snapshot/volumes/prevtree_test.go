@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"filippo.io/age"
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage/repo"
@@ -223,5 +225,47 @@ func TestPruneChunksNeedsTheIdentityOfEncryptedRepos(t *testing.T) {
 	res, err := PruneChunks(ctx, st, []age.Identity{id})
 	if err != nil || res == nil {
 		t.Errorf("PruneChunks with the identity: %+v, %v", res, err)
+	}
+}
+
+// TestPreviousTreeThatCannotBeContinuedFrom: a previous tree that does not read, or does not hold
+// what the mover found unchanged, fails the stream with errPreviousTree, which capture answers by
+// reading every file (streamTree without continueFrom) instead of failing the backup.
+func TestPreviousTreeThatCannotBeContinuedFrom(t *testing.T) {
+	dir := treeDir(t)
+	r, _ := testRepo(t)
+	first, _ := chunkBackup(t, r, dir, nil)
+	var altered []treeEntry
+	if err := readTree(bytes.NewReader(first), func(e treeEntry) error {
+		if e.SHA256 != "" {
+			e.SHA256 = strings.Repeat("0", 64)
+		}
+		altered = append(altered, e)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var garbage bytes.Buffer
+	enc, _ := zstd.NewWriter(&garbage)
+	enc.Write([]byte("not a tree line\n"))
+	enc.Close()
+	for name, take := range map[string][]byte{"a tree that does not hold the unchanged files": treeOf(t, altered...), "a tree that does not read": garbage.Bytes()} {
+		t.Run(name, func(t *testing.T) {
+			cw, err := r.NewWriter(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cw.Close(context.Background())
+			feed := prevIterOf(t, first)
+			if name == "a tree that does not read" {
+				feed = prevIterOf(t, take)
+			}
+			tw, _ := newTreeWriter(io.Discard)
+			pack := func(stdin io.Reader, stdout io.Writer) error { return PackTree(dir, stdin, stdout) }
+			_, _, err = packChunks(context.Background(), cw, feed, prevIterOf(t, take), pack, tw.add, func(snapshot.File) error { return nil })
+			if !errors.Is(err, errPreviousTree) {
+				t.Fatalf("packChunks: %v, want an error matching errPreviousTree", err)
+			}
+		})
 	}
 }

@@ -121,6 +121,11 @@ func (d *dataReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// errPreviousTree is the error of a backup that cannot continue from the claim's previous one
+// (its tree does not read, or does not hold what the mover found unchanged): it is made again,
+// reading every file.
+var errPreviousTree = errors.New("continuing from the previous backup")
+
 // prevFinder finds the previous backup's entry of a path; paths are asked in walk order.
 type prevFinder func(name string) (treeEntry, bool, error)
 
@@ -160,14 +165,14 @@ func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev prevFinder
 				ok := false
 				if prev != nil {
 					if p, ok, err = prev(h.Name); err != nil {
-						return fmt.Errorf("the previous tree: %w", err)
+						return fmt.Errorf("%w: its tree: %w", errPreviousTree, err)
 					}
 				}
 				if !ok || p.Stat != e.Stat || p.Size != size || p.SHA256 != sum {
-					return fmt.Errorf("%s: the mover found it unchanged, but the previous backup has no such entry", h.Name)
+					return fmt.Errorf("%w: %s: the mover found it unchanged, but the previous backup has no such entry", errPreviousTree, h.Name)
 				}
 				if !cw.Reuse(p.Data) {
-					return fmt.Errorf("%s: the previous backup's chunks of it are no longer in the repository", h.Name)
+					return fmt.Errorf("%w: %s: the previous backup's chunks of it are no longer in the repository", errPreviousTree, h.Name)
 				}
 				e = p
 			} else {

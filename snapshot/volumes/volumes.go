@@ -327,7 +327,18 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	}
 	stream := c.stream
 	if c.repo != nil {
-		stream = c.streamTree
+		continueFrom := true
+		stream = func(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod string, entry snapshot.Volume) (snapshot.Volume, []SkippedFile, error) {
+			out, skipped, err := c.streamTree(ctx, w, v, pod, entry, continueFrom)
+			if errors.Is(err, errPreviousTree) && continueFrom {
+				// A previous backup that cannot be continued from costs reading every file, never
+				// the backup.
+				c.Log.Warn("the claim's previous backup cannot be continued from: backing up every file", "claim", v.Namespace+"/"+v.Name, "error", err)
+				continueFrom = false
+				return c.streamTree(ctx, w, v, pod, entry, false)
+			}
+			return out, skipped, err
+		}
 	}
 	// An exec stream may break off with the mover still there (a kubelet or API server dropping
 	// the connection): stream it again, into the same file. A deleted mover pod ends ctx, and is
