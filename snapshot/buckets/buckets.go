@@ -5,6 +5,7 @@ package buckets
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -212,17 +213,18 @@ func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Cl
 	}
 	var obj snapshot.BucketObject
 	var info minio.ObjectInfo
+	var contentMD5 string
 	// An object is copied whole, into a file written anew: one whose connection broke off (a
 	// port-forward's tunnel dropped) is copied again.
 	err := c.retryBroken(ctx, bucket+"/"+listed.Key, "copying the object", func() (err error) {
-		obj, info, err = copyObject(ctx, w, mc, bucket, prefix, listed.Key)
+		obj, info, contentMD5, err = copyObject(ctx, w, mc, bucket, prefix, listed.Key)
 		return err
 	})
 	if err != nil {
 		return obj, snapshot.ObjectMetadata{}, false, err
 	}
 	if !w.Encrypted() { // nothing is copied from an encrypted backup
-		recordVersion(&obj, listed, info)
+		recordVersion(&obj, listed, info, contentMD5)
 	}
 	return obj, metadataOf(info), false, nil
 }
@@ -232,30 +234,31 @@ var errDeletedSinceListed = errors.New("deleted since the bucket was listed")
 
 // copyObject stores the bucket's object key in the backup under prefix, and returns its entry
 // and what the store says of it.
-func copyObject(ctx context.Context, w *snapshot.Writer, mc *minio.Client, bucket, prefix, key string) (snapshot.BucketObject, minio.ObjectInfo, error) {
+// The MD5 of its bytes comes back too: it tells whether the store's ETag is of the content.
+func copyObject(ctx context.Context, w *snapshot.Writer, mc *minio.Client, bucket, prefix, key string) (snapshot.BucketObject, minio.ObjectInfo, string, error) {
 	o, err := mc.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return snapshot.BucketObject{}, minio.ObjectInfo{}, fmt.Errorf("get %s: %w", key, err)
+		return snapshot.BucketObject{}, minio.ObjectInfo{}, "", fmt.Errorf("get %s: %w", key, err)
 	}
 	defer o.Close()
 	info, err := o.Stat()
 	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-		return snapshot.BucketObject{}, info, fmt.Errorf("get %s: %w", key, errDeletedSinceListed)
+		return snapshot.BucketObject{}, info, "", fmt.Errorf("get %s: %w", key, errDeletedSinceListed)
 	}
 	if err != nil {
-		return snapshot.BucketObject{}, info, fmt.Errorf("get %s: %w", key, err)
+		return snapshot.BucketObject{}, info, "", fmt.Errorf("get %s: %w", key, err)
 	}
-	h := sha256.New()
+	h, sum := sha256.New(), md5.New()
 	var n countWriter
 	stored, hashed := StoredName(key)
-	if _, err := w.Put(ctx, prefix+stored, io.TeeReader(o, io.MultiWriter(h, &n))); err != nil {
-		return snapshot.BucketObject{}, info, fmt.Errorf("copy %s: %w", key, err)
+	if _, err := w.Put(ctx, prefix+stored, io.TeeReader(o, io.MultiWriter(h, sum, &n))); err != nil {
+		return snapshot.BucketObject{}, info, "", fmt.Errorf("copy %s: %w", key, err)
 	}
 	obj := snapshot.BucketObject{Key: key, Size: n.n, SHA256: hex.EncodeToString(h.Sum(nil))}
 	if hashed {
 		obj.Stored = stored
 	}
-	return obj, info, nil
+	return obj, info, hex.EncodeToString(sum.Sum(nil)), nil
 }
 
 // EscapeKey turns an S3 key, which may hold any characters, into a clean relative path for the

@@ -2,6 +2,7 @@ package buckets
 
 import (
 	"context"
+	"regexp"
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
@@ -94,12 +95,21 @@ func (e *earlier) unchanged(obj minio.ObjectInfo) (earlierObject, bool) {
 	return o, true
 }
 
-// recordVersion notes in obj the listed object's ETag and time, when the object read is that one:
-// a later backup then copies it while the store lists it so. The time of a read is whole seconds
-// (an HTTP date); the listing's may be finer.
-func recordVersion(obj *snapshot.BucketObject, listed, read minio.ObjectInfo) {
+// recordVersion notes in obj the listed object's ETag and time, when the object read is that one
+// and its ETag is of its content: the MD5 of the bytes read (contentMD5), or a multipart upload's
+// (the MD5 of its parts' MD5s, then "-" and their number), as S3 and MinIO make them. A later
+// backup then copies it while the store lists it so. A store whose ETags are something else (of
+// the time, of an encryption) has its objects read every time. The time of a read is whole
+// seconds (an HTTP date); the listing's may be finer.
+func recordVersion(obj *snapshot.BucketObject, listed, read minio.ObjectInfo, contentMD5 string) {
 	if listed.ETag == "" || read.ETag != listed.ETag || !read.LastModified.Equal(listed.LastModified.Truncate(time.Second)) {
+		return
+	}
+	if listed.ETag != contentMD5 && !multipartETag.MatchString(listed.ETag) {
 		return
 	}
 	obj.ETag, obj.Modified = listed.ETag, listed.LastModified.UTC()
 }
+
+// multipartETag is the form of a multipart upload's ETag.
+var multipartETag = regexp.MustCompile(`^[0-9a-f]{32}-[0-9]+$`)

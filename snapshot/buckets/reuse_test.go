@@ -16,23 +16,24 @@ import (
 
 func TestRecordVersionOnlyOfTheObjectRead(t *testing.T) {
 	listedAt := time.Date(2026, 12, 1, 10, 0, 0, 123e6, time.UTC) // a listing's time has milliseconds
-	listed := minio.ObjectInfo{Key: "k", Size: 3, ETag: "abc", LastModified: listedAt}
+	const md5OfBytes = "0123456789abcdef0123456789abcdef"
 	for _, c := range []struct {
-		name   string
-		read   minio.ObjectInfo
-		record bool
+		name       string
+		etag       string // listed, and read unless the case changes it
+		read       minio.ObjectInfo
+		contentMD5 string
+		record     bool
 	}{
-		{"the object listed", minio.ObjectInfo{ETag: "abc", LastModified: listedAt.Truncate(time.Second)}, true},
-		{"rewritten after the listing", minio.ObjectInfo{ETag: "def", LastModified: listedAt.Add(time.Second).Truncate(time.Second)}, false},
-		{"the same bytes written again after the listing", minio.ObjectInfo{ETag: "abc", LastModified: listedAt.Add(2 * time.Second).Truncate(time.Second)}, false},
-		{"no ETag", minio.ObjectInfo{LastModified: listedAt.Truncate(time.Second)}, false},
+		{"the object listed", md5OfBytes, minio.ObjectInfo{ETag: md5OfBytes, LastModified: listedAt.Truncate(time.Second)}, md5OfBytes, true},
+		{"a multipart upload's", "fedcba9876543210fedcba9876543210-3", minio.ObjectInfo{ETag: "fedcba9876543210fedcba9876543210-3", LastModified: listedAt.Truncate(time.Second)}, md5OfBytes, true},
+		{"rewritten after the listing", md5OfBytes, minio.ObjectInfo{ETag: "def", LastModified: listedAt.Add(time.Second).Truncate(time.Second)}, md5OfBytes, false},
+		{"the same bytes written again after the listing", md5OfBytes, minio.ObjectInfo{ETag: md5OfBytes, LastModified: listedAt.Add(2 * time.Second).Truncate(time.Second)}, md5OfBytes, false},
+		{"an ETag not of the content", "v7-1733047200", minio.ObjectInfo{ETag: "v7-1733047200", LastModified: listedAt.Truncate(time.Second)}, md5OfBytes, false},
+		{"another MD5 than the bytes read", "ffffffffffffffffffffffffffffffff", minio.ObjectInfo{ETag: "ffffffffffffffffffffffffffffffff", LastModified: listedAt.Truncate(time.Second)}, md5OfBytes, false},
+		{"no ETag", "", minio.ObjectInfo{LastModified: listedAt.Truncate(time.Second)}, md5OfBytes, false},
 	} {
 		var obj snapshot.BucketObject
-		l := listed
-		if c.name == "no ETag" {
-			l.ETag = ""
-		}
-		recordVersion(&obj, l, c.read)
+		recordVersion(&obj, minio.ObjectInfo{Key: "k", Size: 3, ETag: c.etag, LastModified: listedAt}, c.read, c.contentMD5)
 		if got := obj.ETag != ""; got != c.record || (got && !obj.Modified.Equal(listedAt)) {
 			t.Errorf("%s: recorded %q at %v, want recorded %t at the listing's time", c.name, obj.ETag, obj.Modified, c.record)
 		}
@@ -96,11 +97,11 @@ func TestCaptureLeavesOutAnObjectDeletedAfterTheListing(t *testing.T) {
 			w.Header().Set("Content-Type", "application/xml")
 			io.WriteString(w, `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>mlpipeline</Name><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>`+
 				`<Contents><Key>gone</Key><LastModified>2026-12-01T10:00:00.000Z</LastModified><ETag>"e1"</ETag><Size>4</Size></Contents>`+
-				`<Contents><Key>kept</Key><LastModified>2026-12-01T10:00:00.000Z</LastModified><ETag>"e2"</ETag><Size>4</Size></Contents></ListBucketResult>`)
+				`<Contents><Key>kept</Key><LastModified>2026-12-01T10:00:00.000Z</LastModified><ETag>"4d8b6084f3d167b76cac66a22a91be02"</ETag><Size>4</Size></Contents></ListBucketResult>`)
 		case r.URL.Path == "/mlpipeline/" || r.URL.Path == "/mlpipeline":
 			w.WriteHeader(http.StatusOK) // the bucket exists
 		case r.URL.Path == "/mlpipeline/kept":
-			w.Header().Set("ETag", `"e2"`)
+			w.Header().Set("ETag", `"4d8b6084f3d167b76cac66a22a91be02"`)
 			w.Header().Set("Last-Modified", modified.Format(http.TimeFormat))
 			w.Header().Set("Content-Length", "4")
 			if r.Method != http.MethodHead {
@@ -132,7 +133,7 @@ func TestCaptureLeavesOutAnObjectDeletedAfterTheListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Buckets) != 1 || len(m.Buckets[0].Objects) != 1 || m.Buckets[0].Objects[0].Key != "kept" || m.Buckets[0].Objects[0].ETag != "e2" {
+	if len(m.Buckets) != 1 || len(m.Buckets[0].Objects) != 1 || m.Buckets[0].Objects[0].Key != "kept" || m.Buckets[0].Objects[0].ETag != "4d8b6084f3d167b76cac66a22a91be02" {
 		t.Fatalf("bucket %+v, want the object kept alone, its ETag recorded", m.Buckets)
 	}
 }
