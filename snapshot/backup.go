@@ -445,7 +445,7 @@ func (w *Writer) CopyStream(ctx context.Context, from string, s Stream) error {
 		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, errors.ErrUnsupported)
 	}
 	dst := Prefix(w.name) + s.Key
-	if err := c.Copy(ctx, Prefix(from)+s.Key, dst); err != nil {
+	if err := c.Copy(ctx, Prefix(from)+s.Key, dst, s.Bytes); err != nil {
 		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, err)
 	}
 	// The copy is read back and checked against from's manifest before this backup records it:

@@ -194,7 +194,7 @@ func (f *File) Create(ctx context.Context, key string, r io.Reader) error {
 
 // Copy implements Copier with a hard link, renamed over dst as Put renames its file; where the
 // folder cannot hold links it copies the file.
-func (f *File) Copy(ctx context.Context, src, dst string) error {
+func (f *File) Copy(ctx context.Context, src, dst string, _ int64) error {
 	from, err := f.path(src)
 	if err != nil {
 		return err

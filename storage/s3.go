@@ -478,7 +478,7 @@ const DefaultMaxCopySize = 5 << 30
 // Copy implements Copier: the server copies the bytes, with CopyObject, or, for an object larger
 // than MaxCopySize, in parts of PartSize (UploadPartCopy), each part only from the version of the
 // source it found first.
-func (b *S3) Copy(ctx context.Context, src, dst string) error {
+func (b *S3) Copy(ctx context.Context, src, dst string, size int64) error {
 	from, err := b.objectKey(src)
 	if err != nil {
 		return err
@@ -495,18 +495,17 @@ func (b *S3) Copy(ctx context.Context, src, dst string) error {
 	}
 	// The source is URL-encoded; a "+" would read as a space.
 	source := aws.String(b.cfg.Bucket + "/" + strings.NewReplacer("%2F", "/", "+", "%2B").Replace(url.PathEscape(from)))
-	head, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(from)})
-	if err != nil {
-		return fail(err)
-	}
-	size := aws.ToInt64(head.ContentLength)
 	if size <= cmp.Or(b.cfg.MaxCopySize, DefaultMaxCopySize) {
-		_, err := b.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), CopySource: source, CopySourceIfMatch: head.ETag})
-		if err != nil {
+		if _, err := b.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to), CopySource: source}); err != nil {
 			return fail(err)
 		}
 		return nil
 	}
+	head, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(from)})
+	if err != nil {
+		return fail(err)
+	}
+	size = aws.ToInt64(head.ContentLength)
 	up, err := b.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(to)})
 	if err != nil {
 		return fail(err)

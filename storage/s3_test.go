@@ -197,7 +197,7 @@ func TestS3CopiesALargeObjectInParts(t *testing.T) {
 	if err := b.Put(ctx, "src", io.TeeReader(storagetest.Stream(7, size), h)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Copy(ctx, "src", "dst"); err != nil {
+	if err := b.Copy(ctx, "src", "dst", size); err != nil {
 		t.Fatalf("Copy: %v", err)
 	}
 	rc, err := b.Get(ctx, "dst")
@@ -210,7 +210,7 @@ func TestS3CopiesALargeObjectInParts(t *testing.T) {
 	if err != nil || n != size || !bytes.Equal(got.Sum(nil), h.Sum(nil)) {
 		t.Fatalf("the copy: %d bytes (%v), sha256 %x, want %d bytes %x", n, err, got.Sum(nil), size, h.Sum(nil))
 	}
-	if err := b.Copy(ctx, "missing", "dst"); !errors.Is(err, storage.ErrNotExist) {
+	if err := b.Copy(ctx, "missing", "dst", size); !errors.Is(err, storage.ErrNotExist) {
 		t.Fatalf("Copy of a missing key: %v, want ErrNotExist", err)
 	}
 	if left, err := b.CleanPartial(ctx, ""); err != nil || left != 0 {

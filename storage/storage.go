@@ -88,9 +88,10 @@ type Swapper interface {
 // in place). In file storage both keys are the same file on disk: damage to the disk's copy
 // damages both.
 type Copier interface {
-	// Copy stores the object at src under dst as well, replacing an object dst has. A missing src
-	// gives an error matching ErrNotExist.
-	Copy(ctx context.Context, src, dst string) error
+	// Copy stores the object at src, of size bytes, under dst as well, replacing an object dst
+	// has. A missing src gives an error matching ErrNotExist. The size chooses how the backend
+	// copies (S3 copies large objects in parts); a wrong one may fail the copy, never change it.
+	Copy(ctx context.Context, src, dst string, size int64) error
 }
 
 // MaxSwapSize bounds the records a Swapper reads whole.

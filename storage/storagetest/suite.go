@@ -54,7 +54,7 @@ func testCopy(t *testing.T, b storage.Backend) {
 	src, dst := "copy/from/a b+c%20ü.bin", "copy/to/a b+c%20ü.bin"
 	put(t, b, src, []byte("the source"))
 	put(t, b, dst, []byte("what the target held before"))
-	if err := c.Copy(ctx, src, dst); err != nil {
+	if err := c.Copy(ctx, src, dst, int64(len("the source"))); err != nil {
 		t.Fatalf("Copy(%s, %s): %v", src, dst, err)
 	}
 	put(t, b, src, []byte("the source, replaced"))
@@ -70,7 +70,7 @@ func testCopy(t *testing.T, b storage.Backend) {
 	if info, err := b.Stat(ctx, dst); err != nil || info.Size != int64(len("the source")) {
 		t.Fatalf("Stat(%s) = %+v, %v", dst, info, err)
 	}
-	if err := c.Copy(ctx, "missing/key", dst); !errors.Is(err, storage.ErrNotExist) {
+	if err := c.Copy(ctx, "missing/key", dst, 1); !errors.Is(err, storage.ErrNotExist) {
 		t.Fatalf("Copy of a missing key: got %v, want an error matching storage.ErrNotExist", err)
 	}
 	if got := string(get(t, b, dst)); got != "the source" {
