@@ -46,8 +46,9 @@ func (f *Fill) ObjectsReady(err error) {
 		f.mu.Lock()
 		f.objectsErr = err
 		f.mu.Unlock()
-		f.ClaimsExist()
+		// The objects first: a wait for the claims that this wakes must find them stopped.
 		close(f.objects)
+		f.ClaimsExist()
 	})
 }
 
