@@ -26,9 +26,9 @@ func warmOn(o Options, rounds int, delta int64, deltas ...int64) Options {
 }
 
 // TestWarmRounds: a warm run pre-copies in rounds before the quiesce, each a journaled step with
-// its own backup, pinned by the run and deleted once no later step reads it; the rounds end at the first whose delta is at most the
-// threshold, or when they run out; green holds the pre-copied namespace before blue is quiesced;
-// the run then goes on as a cold one and shifts.
+// its own backup, pinned by the run and deleted once no later step reads it; the rounds end at
+// the first whose delta is at most the threshold, or when they run out; green holds the
+// pre-copied namespace before blue is quiesced; the run then goes on as a cold one and shifts.
 func TestWarmRounds(t *testing.T) {
 	const mib = 1 << 20
 	for _, tc := range []struct {

@@ -435,10 +435,9 @@ func (w *Writer) record(s Stream) {
 // CopyStream stores the stream s of the backup from in this one under the same name, copied in
 // the storage (storage.Copier), reads the copy back to check its size and SHA-256 against from's
 // manifest, and records it. It is how a bucket's objects that did not change since from are
-// backed up. A copy that fails its check is an error matching ErrCorrupt; the caller stores the
-// stream anew (Put replaces it). Encrypted backups copy
-// nothing (from's recipients may not be this one's), nor does a storage that cannot: either is
-// an error matching errors.ErrUnsupported.
+// backed up. A copy that fails its check is removed, and is an error matching ErrCorrupt: the
+// caller stores the stream anew. Encrypted backups copy nothing (from's recipients may not be
+// this one's), nor does a storage that cannot: either is an error matching errors.ErrUnsupported.
 func (w *Writer) CopyStream(ctx context.Context, from string, s Stream) error {
 	c, ok := w.store.(storage.Copier)
 	if !ok || w.Encrypted() || strings.HasSuffix(s.Key, EncryptedSuffix) {

@@ -58,8 +58,8 @@ func openRepo(ctx context.Context, store storage.Backend, opts repo.Options) (*r
 // writes each file's data through a writer of the chunk repository (reusing the previous tree's
 // entries of unchanged files), and stores the volume's tree stream and its file list. The writer
 // is released once the backup is recorded (snapshot.Writer.Hold). The previous tree is streamed,
-// never held (see prevtree.go).
-// Without continueFrom (see errPreviousTree), it reads every file.
+// never held (see prevtree.go); without continueFrom (see errPreviousTree) there is none, and
+// every file is read.
 func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod string, entry snapshot.Volume, continueFrom bool) (snapshot.Volume, []SkippedFile, error) {
 	cw, err := c.repo.NewWriter(ctx)
 	if err != nil {
