@@ -52,9 +52,12 @@ manifest (each object's normalized SHA-256) written last: a backup without it is
 MySQL/MariaDB and PostgreSQL databases are dumped in their pods (mysqldump --single-transaction,
 pg_dump) with per-table row counts and checksums; the platform's buckets are copied through a
 port-forward to their MinIO pod (or a direct endpoint) with each object's SHA-256; each bound
-claim's files are read by a mover pod (ferry mover pack) and stored as a compressed tar with every
-file's SHA-256 (or, with --volume-format chunks, as chunks). A stream the API server drops is run
-again. Unbound claims and databases without a running pod are listed as skipped and the exit code
+claim's files are read by a mover pod (ferry mover pack) and stored, with every file's SHA-256, in
+the storage's chunk repository (only the files changed since the claim's last backup are read; by
+default when the backup is not encrypted and goes through exec) or as a compressed tar (with
+--encrypt-to, --mover-direct or --volume-format tar). A bucket's objects that did not change since
+the last backup of the same store are copied in the storage, not read again. A stream the API
+server drops is run again. Unbound claims and databases without a running pod are listed as skipped and the exit code
 is 3. Planning now, the selection flags
 (--include-namespaces, --exclude-namespaces, --include-resources, --exclude-resources, -l) narrow
 what moves as they do for ferry plan, over ferry.yaml's include and exclude.

@@ -26,8 +26,8 @@ func newCheckCommand(global *globalOptions, streams genericiooptions.IOStreams) 
 	cmd := &cobra.Command{
 		Use:   "check [--read-data | --sample FRACTION]",
 		Short: "Read back the chunk repository's packs and verify them",
-		Long: `check reads back packs of the storage's unencrypted chunk repository (where backups made with
---volume-format chunks keep volume data) and verifies them: each pack's name is the SHA-256 of its
+		Long: `check reads back packs of the storage's unencrypted chunk repository (where backups keep volume
+data in chunks, the default through exec) and verifies them: each pack's name is the SHA-256 of its
 bytes, each chunk the index places in it decodes to its ID, and every pack the index names exists.
 By default a random share of the packs is read (--sample, at least one pack); --read-data reads all.
 Exit codes: 0 no problem found, 1 problems found (listed) or the repository cannot be read, 2 bad flags.`,
