@@ -424,6 +424,9 @@ func (w *Writer) record(s Stream) {
 	for i, old := range w.manifest.Streams {
 		if old.Key == s.Key {
 			w.manifest.Totals.StoredBytes -= old.Bytes
+			if w.progress != nil { // counted as it was stored, and no longer held
+				w.progress.AddBytes(-old.Bytes)
+			}
 			w.manifest.Streams = slices.Delete(w.manifest.Streams, i, i+1)
 			break
 		}
@@ -465,6 +468,9 @@ func (w *Writer) CopyStream(ctx context.Context, from string, s Stream) error {
 		return fmt.Errorf("copy %s from backup %s: %w", s.Key, from, err)
 	}
 	w.record(s)
+	if w.progress != nil {
+		w.progress.AddBytes(s.Bytes)
+	}
 	return nil
 }
 
@@ -478,6 +484,9 @@ func (w *Writer) Put(ctx context.Context, file string, r io.Reader) (string, err
 	h := sha256.New()
 	counter := &countingWriter{progress: w.progress}
 	if err := w.store.Put(ctx, Prefix(w.name)+file, io.TeeReader(r, io.MultiWriter(h, counter))); err != nil {
+		if w.progress != nil { // nothing was stored: a stream run again counts once
+			w.progress.AddBytes(-counter.n)
+		}
 		return "", err
 	}
 	w.record(Stream{Key: file, Bytes: counter.n, SHA256: hex.EncodeToString(h.Sum(nil))}) // its progress was counted as read
