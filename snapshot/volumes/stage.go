@@ -25,6 +25,7 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 )
 
 // A restore changes nothing of a volume before the archive is known good: Stage reads the whole
@@ -112,6 +113,11 @@ func Stage(ctx context.Context, dir string, r io.Reader) (Staged, error) {
 		at: map[string]stagedRef{}, archiveDirs: map[string]bool{}, onTarget: map[string]bool{}, linked: map[string]uint64{},
 		shared: map[string]uint64{}, dropped: map[int]bool{}, separated: map[int]string{}}
 	defer s.u.close()
+	defer func() {
+		if s.held != nil {
+			s.held.Close()
+		}
+	}()
 	if err := s.run(ctx, r); err != nil {
 		s.u.close()
 		if s.draft != nil {
@@ -127,17 +133,77 @@ func Stage(ctx context.Context, dir string, r io.Reader) (Staged, error) {
 	return s.st, nil
 }
 
-// removeStaging removes every staging folder at the root: they are a killed restore's.
+// An exec that broke off can leave its mover running, or have it start only after ferry tried
+// again, in the same volume. So a mover holds a flock(2) of its staging folder while it stages
+// into it or applies it, and a stage removes only the staging folders no mover holds: those a
+// killed restore left. Making a folder and taking its lock, and looking for folders to remove,
+// are done under a lock of the root, so that no stage removes a folder between the two. On a
+// filesystem without flock, staging folders are removed as before: the next stage removes them.
+
+// lockRoot takes the exclusive lock of the volume's root, for a short step; unlock gives it back.
+func lockRoot(root *os.Root) (unlock func(), err error) {
+	d, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX); err != nil && !noLocks(err) {
+		d.Close()
+		return nil, fmt.Errorf("lock the volume's root: %w", err)
+	}
+	return func() { d.Close() }, nil
+}
+
+// errStagingHeld is the error of a staging folder another mover holds.
+var errStagingHeld = errors.New("another ferry mover holds it")
+
+// holdStaging takes the lock of the staging folder name, which the returned file keeps until it
+// is closed, or fails with errStagingHeld.
+func holdStaging(root *os.Root, name string) (*os.File, error) {
+	d, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil && !noLocks(err) {
+		d.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: %w", name, errStagingHeld)
+		}
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// noLocks says the filesystem does not take flock(2).
+func noLocks(err error) bool {
+	return errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EINVAL)
+}
+
+// removeStaging removes every staging folder at the root that no mover holds: a killed
+// restore's.
 func removeStaging(root *os.Root) error {
+	unlock, err := lockRoot(root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	entries, err := fs.ReadDir(root.FS(), ".")
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if isStaging(e.Name()) {
-			if err := root.RemoveAll(e.Name()); err != nil {
-				return fmt.Errorf("remove %s, left by an earlier restore: %w", e.Name(), err)
-			}
+		if !isStaging(e.Name()) {
+			continue
+		}
+		held, err := holdStaging(root, e.Name())
+		if errors.Is(err, errStagingHeld) {
+			continue // a mover still stages or applies it
+		}
+		if err == nil {
+			err = root.RemoveAll(e.Name())
+			held.Close()
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s, left by an earlier restore: %w", e.Name(), err)
 		}
 	}
 	return nil
@@ -169,7 +235,9 @@ type stager struct {
 	draftOut *bufio.Writer
 	draftEnc *json.Encoder
 	staging  *os.Root
-	n        int
+	// held keeps the staging folder's lock while the stage runs.
+	held *os.File
+	n    int
 }
 
 // stagedRef is what the stager keeps of a listed entry: 56 bytes, not the entry (a claim of a
@@ -662,10 +730,18 @@ func (s *stager) makeStaging() error {
 		return err
 	}
 	name := StagingPrefix + s.st.ID
+	unlock, err := lockRoot(s.u.root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := s.u.root.Mkdir(name, 0o700); err != nil {
 		return err
 	}
 	s.st.RootModTime = fi.ModTime()
+	if s.held, err = holdStaging(s.u.root, name); err != nil {
+		return err
+	}
 	s.staging, err = s.u.root.OpenRoot(name)
 	return err
 }
@@ -734,6 +810,11 @@ func applyStaged(ctx context.Context, dir string, st Staged, opts UnpackOptions,
 		if fi, err := root.Lstat(staging); err != nil || !fi.IsDir() {
 			return fmt.Errorf("nothing staged as %s: %w", st.ID, errors.Join(err, fs.ErrNotExist))
 		}
+		held, err := holdStaging(root, staging)
+		if err != nil {
+			return err
+		}
+		defer held.Close()
 	}
 	u := newUnpacker(root, opts)
 	defer u.close()
