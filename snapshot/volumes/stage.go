@@ -178,6 +178,38 @@ func noLocks(err error) bool {
 	return errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.ENOLCK) || errors.Is(err, unix.EINVAL)
 }
 
+// removeAbandoned removes every staging folder at the root but keep, held or not, and gives the
+// root its time back: once ferry applies what one mover staged, the others are of movers it gave
+// up on (an exec that broke off whose stdin never ends keeps its mover, and its folder, forever).
+func removeAbandoned(root *os.Root, keep string) error {
+	unlock, err := lockRoot(root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	fi, err := root.Lstat(".")
+	if err != nil {
+		return err
+	}
+	entries, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, e := range entries {
+		if isStaging(e.Name()) && e.Name() != keep {
+			if err := root.RemoveAll(e.Name()); err != nil {
+				return fmt.Errorf("remove %s, of a mover ferry gave up on: %w", e.Name(), err)
+			}
+			removed = true
+		}
+	}
+	if !removed {
+		return nil
+	}
+	return root.Chtimes(".", time.Time{}, fi.ModTime())
+}
+
 // removeStaging removes every staging folder at the root that no mover holds: a killed
 // restore's.
 func removeStaging(root *os.Root) error {
@@ -815,6 +847,9 @@ func applyStaged(ctx context.Context, dir string, st Staged, opts UnpackOptions,
 			return err
 		}
 		defer held.Close()
+	}
+	if err := removeAbandoned(root, staging); err != nil {
+		return err
 	}
 	u := newUnpacker(root, opts)
 	defer u.close()

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // heldReader hands out the first n bytes of its stream, then waits for release before the rest.
@@ -70,6 +72,14 @@ func TestAStageLeavesTheStagingFolderOfARunningOne(t *testing.T) {
 	if _, err := StageCompressed(context.Background(), dst, bytes.NewReader(nil)); err == nil {
 		t.Error("a stage of an empty stream succeeded")
 	}
+	// A mover ferry gave up on that still holds its folder (kwok's stdin never ends): the apply
+	// removes the folder.
+	abandoned := filepath.Join(dst, StagingPrefix+"89abcdef")
+	must(t, os.Mkdir(abandoned, 0o700))
+	hold, err := os.Open(abandoned)
+	must(t, err)
+	defer hold.Close()
+	must(t, unix.Flock(int(hold.Fd()), unix.LOCK_EX|unix.LOCK_NB))
 	close(held.release)
 	res := <-first
 	if res.err != nil {
@@ -78,7 +88,7 @@ func TestAStageLeavesTheStagingFolderOfARunningOne(t *testing.T) {
 	if _, err := os.Stat(left); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the folder no mover holds is still there: %v", err)
 	}
-	_, err := Apply(context.Background(), dst, res.st, UnpackOptions{Owners: os.Geteuid() == 0})
+	_, err = Apply(context.Background(), dst, res.st, UnpackOptions{Owners: os.Geteuid() == 0})
 	must(t, err)
 	sameTree(t, files, dst)
 	if folders, _ := filepath.Glob(filepath.Join(dst, StagingPrefix+"*")); len(folders) != 0 {
