@@ -34,6 +34,7 @@ import (
 //     many times faster than it it was;
 //   - direct: with --mover-direct (tar, uploaded by the mover pod itself).
 //
+// FERRY_BENCH_LOG=1 prints each ferry command's output (with -v), whose log times each step.
 // Run: make bench.
 func BenchmarkBackupVolume(b *testing.B) {
 	_, kc := clients(b, "blue")
@@ -92,8 +93,12 @@ func BenchmarkBackupVolume(b *testing.B) {
 		cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 		cmd.Env = append(append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig), minio.Env()...)
 		start := time.Now()
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.CombinedOutput()
+		if err != nil {
 			b.Fatalf("ferry backup: %v\n%s", err, out)
+		}
+		if os.Getenv("FERRY_BENCH_LOG") != "" {
+			b.Logf("%s", out)
 		}
 		peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
 		return time.Since(start)

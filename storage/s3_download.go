@@ -62,8 +62,9 @@ func newRangeReader(ctx context.Context, client *s3.Client, bucket, key, etag st
 			case <-ctx.Done():
 				return
 			}
-			if buf == nil {
-				b := make([]byte, downloadPartSize)
+			if buf == nil || len(*buf) < int(length) {
+				// Of a part's size but for an object smaller than one, whose one range is all.
+				b := make([]byte, length)
 				buf = &b
 			}
 			go func() {

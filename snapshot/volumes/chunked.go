@@ -22,7 +22,6 @@ import (
 	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/repo"
 	"github.com/klauspost/compress/zstd"
-	"golang.org/x/sync/errgroup"
 )
 
 // RepoPrefix is where backups encrypted to recipients keep their chunk repository: a repository
@@ -196,7 +195,11 @@ func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack
 	}()
 	var find prevFinder
 	var reused unread
+	if feed != nil {
+		feed.lines.noHeads = true
+	}
 	if take != nil {
+		take.lines.noHeads = true
 		taken := take.finder()
 		find = func(name string) (treeEntry, bool, error) {
 			e, ok, err := taken(name)
@@ -207,30 +210,16 @@ func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack
 			return e, ok, err
 		}
 	}
-	indexOut, indexIn := io.Pipe()
+	index := newFileIndex(list)
+	err := chunkTar(ctx, tarOut, cw, find, emit, index)
+	if err == nil {
+		_, err = io.Copy(io.Discard, tarOut) // whatever follows the end marker
+	}
+	tarOut.CloseWithError(err)
 	var skipped []SkippedFile
-	var g errgroup.Group
-	g.Go(func() error {
-		var err error
-		skipped, err = IndexEach(indexOut, list)
-		if err != nil {
-			indexOut.CloseWithError(err)
-			return err
-		}
-		io.Copy(io.Discard, indexOut)
-		return nil
-	})
-	g.Go(func() error {
-		in := io.TeeReader(tarOut, indexIn)
-		err := chunkTar(ctx, in, cw, find, emit)
-		if err == nil {
-			_, err = io.Copy(io.Discard, in) // whatever follows the end marker
-		}
-		tarOut.CloseWithError(err)
-		indexIn.CloseWithError(err)
-		return err
-	})
-	err := g.Wait()
+	if err == nil {
+		skipped, err = index.end()
+	}
 	// A tree that does not read is the cause of what the mover then says of its stdin; a feed cut
 	// off because the mover ended is not.
 	if ferr := <-fed; ferr != nil && (err == nil || !errors.Is(ferr, io.ErrClosedPipe)) {

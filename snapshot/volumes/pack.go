@@ -177,6 +177,9 @@ func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
 
 // regular packs a file, reading it a second time if it changed while read the first.
 func (p *packer) regular(path, rel string, info fs.FileInfo) error {
+	if done, err := p.unchanged(rel, info); done || err != nil {
+		return err
+	}
 	var reason string
 	for range 2 {
 		var err error
@@ -185,6 +188,42 @@ func (p *packer) regular(path, rel string, info fs.FileInfo) error {
 		}
 	}
 	return p.skip(rel, reason)
+}
+
+// unchanged writes the UnchangedRecord entry of a file of one name whose StatRecord, by the
+// walk's lstat, is the previous backup's, and reports whether it did: such a file is not opened
+// (an open's fstat would say the same of it; opening costs more than the rest of an unchanged
+// file's entry). A file of several names is left to file, which tracks its names.
+func (p *packer) unchanged(rel string, info fs.FileInfo) (bool, error) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !p.stat || p.prev == nil || !ok || st.Nlink != 1 {
+		return false, nil
+	}
+	key := statKey(st)
+	prev, found, err := p.prev(rel)
+	if err != nil || !found || prev.Stat != key {
+		return false, err
+	}
+	h, err := header(info, "", rel)
+	if err != nil {
+		return false, err
+	}
+	if h.PAXRecords == nil {
+		h.PAXRecords = map[string]string{}
+	}
+	h.PAXRecords[StatRecord] = key
+	return true, p.writeUnchanged(h, prev, rel)
+}
+
+// writeUnchanged writes h, a file's header with its StatRecord, as the UnchangedRecord entry of
+// the previous backup's prev: no contents follow.
+func (p *packer) writeUnchanged(h *tar.Header, prev prevStat, rel string) error {
+	h.PAXRecords[UnchangedRecord] = unchangedValue(prev)
+	h.Size = 0
+	if err := p.tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	return nil
 }
 
 // skip writes the SkippedRecord entry of a file left out.
@@ -257,10 +296,8 @@ func (p *packer) file(path, rel string) (string, error) {
 				}
 			}
 			if found && prev.Stat == key {
-				h.PAXRecords[UnchangedRecord] = unchangedValue(prev)
-				h.Size = 0
-				if err := p.tw.WriteHeader(h); err != nil {
-					return "", fmt.Errorf("%s: %w", rel, err)
+				if err := p.writeUnchanged(h, prev, rel); err != nil {
+					return "", err
 				}
 				if id != (inode{}) {
 					p.links[id] = rel
@@ -389,92 +426,117 @@ func collectListing(each func(emit func(snapshot.File) error) ([]SkippedFile, er
 const LinksRecord = "FERRY.links"
 
 // IndexEach reads a tar stream as Pack writes it and hands each entry, with its SHA-256, to emit
-// once the stream is past it, in the stream's order; it returns the files Pack left out. Of
-// entries of the same name, which Pack writes one after the other (a file read again, or left
-// out), the last counts. A stream that ends without tar's end marker is an error matching
+// once the stream is past it, in the stream's order; it returns the files Pack left out (see
+// fileIndex). A stream that ends without tar's end marker is an error matching
 // io.ErrUnexpectedEOF.
-// Of PackTree's stream, an UnchangedRecord entry's size and SHA-256 are its record's.
 func IndexEach(r io.Reader, emit func(snapshot.File) error) ([]SkippedFile, error) {
 	tr := newArchiveReader(r)
 	buf := make([]byte, 64<<10) // not io.Copy's 32 KiB a file
-	var skipped []SkippedFile
-	var pending *snapshot.File // the last entry, held until one of another name follows
-	type contents struct {
-		size int64
-		sum  string
-	}
-	linked := map[string]contents{} // the first names of files of several names
-	flush := func() error {
-		if pending == nil {
-			return nil
-		}
-		f := *pending
-		pending = nil
-		return emit(f)
-	}
+	index := newFileIndex(emit)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return skipped, flush()
+			return index.end()
 		}
 		if err != nil {
-			return skipped, err
+			return index.skipped, err
 		}
-		f := snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC()}
-		switch {
-		case h.PAXRecords[SkippedRecord] != "":
-			skipped = append(skipped, SkippedFile{Path: h.Name, Reason: h.PAXRecords[SkippedRecord]})
-			if pending != nil && pending.Path == h.Name {
-				pending = nil // removed
-			}
-			delete(linked, h.Name)
-			continue
-		case h.Typeflag == tar.TypeDir:
-			f.Type = "dir"
-		case h.Typeflag == tar.TypeSymlink:
-			f.Type, f.Link = "symlink", h.Linkname
-		case h.Typeflag == tar.TypeFifo:
-			f.Type = "fifo"
-		case h.Typeflag == tar.TypeLink:
-			// Another name of an earlier file: its contents are the earlier entry's.
-			first, ok := linked[h.Linkname]
-			if !ok {
-				return skipped, fmt.Errorf("%s: a hard link to %s, which the archive does not mark as a file of several names (%s): is the mover's image older than ferry?", h.Name, h.Linkname, LinksRecord)
-			}
-			f.Type, f.Hardlink, f.Size, f.SHA256 = "file", h.Linkname, first.size, first.sum
-		case h.Typeflag == tar.TypeReg && h.PAXRecords[UnchangedRecord] != "":
-			var err error
-			if f.Size, f.SHA256, err = parseUnchanged(h.PAXRecords[UnchangedRecord]); err != nil {
-				return skipped, fmt.Errorf("%s: %w", h.Name, err)
-			}
-			f.Type = "file"
-			if h.PAXRecords[LinksRecord] != "" {
-				linked[h.Name] = contents{f.Size, f.SHA256}
-			} else {
-				delete(linked, h.Name)
-			}
-		case h.Typeflag == tar.TypeReg:
-			f.Type, f.Size = "file", h.Size
+		err = index.add(h, func() (int64, string, error) {
 			sum := sha256.New()
-			if _, err := io.CopyBuffer(sum, tr, buf); err != nil {
-				return skipped, fmt.Errorf("%s: %w", h.Name, err)
-			}
-			f.SHA256 = hex.EncodeToString(sum.Sum(nil))
-			if h.PAXRecords[LinksRecord] != "" {
-				linked[h.Name] = contents{f.Size, f.SHA256}
-			} else {
-				delete(linked, h.Name)
-			}
-		default:
-			continue
+			_, err := io.CopyBuffer(sum, tr, buf)
+			return h.Size, hex.EncodeToString(sum.Sum(nil)), err
+		})
+		if err != nil {
+			return index.skipped, err
 		}
-		if pending != nil && pending.Path == h.Name {
-			*pending = f
-			continue
-		}
-		if err := flush(); err != nil {
-			return skipped, err
-		}
-		pending = &f
 	}
+}
+
+// fileIndex makes a volume's file list of the headers of a tar stream as Pack writes it. Of
+// entries of the same name, which Pack writes one after the other (a file read again, or left
+// out), the last counts, so each file is handed on once the stream is past it, holding none but
+// the last. Of PackTree's stream, an UnchangedRecord entry's size and SHA-256 are its record's.
+type fileIndex struct {
+	emit    func(snapshot.File) error
+	skipped []SkippedFile
+	pending *snapshot.File          // the last entry, held until one of another name follows
+	linked  map[string]fileContents // the first names of files of several names
+}
+
+type fileContents struct {
+	size int64
+	sum  string
+}
+
+func newFileIndex(emit func(snapshot.File) error) *fileIndex {
+	return &fileIndex{emit: emit, linked: map[string]fileContents{}}
+}
+
+// add takes the next entry's header; contents reads a regular file's contents, when the entry
+// has them, and returns their size and SHA-256.
+func (x *fileIndex) add(h *tar.Header, contents func() (int64, string, error)) error {
+	f := snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC()}
+	switch {
+	case h.PAXRecords[SkippedRecord] != "":
+		x.skipped = append(x.skipped, SkippedFile{Path: h.Name, Reason: h.PAXRecords[SkippedRecord]})
+		if x.pending != nil && x.pending.Path == h.Name {
+			x.pending = nil // removed
+		}
+		delete(x.linked, h.Name)
+		return nil
+	case h.Typeflag == tar.TypeDir:
+		f.Type = "dir"
+	case h.Typeflag == tar.TypeSymlink:
+		f.Type, f.Link = "symlink", h.Linkname
+	case h.Typeflag == tar.TypeFifo:
+		f.Type = "fifo"
+	case h.Typeflag == tar.TypeLink:
+		// Another name of an earlier file: its contents are the earlier entry's.
+		first, ok := x.linked[h.Linkname]
+		if !ok {
+			return fmt.Errorf("%s: a hard link to %s, which the archive does not mark as a file of several names (%s): is the mover's image older than ferry?", h.Name, h.Linkname, LinksRecord)
+		}
+		f.Type, f.Hardlink, f.Size, f.SHA256 = "file", h.Linkname, first.size, first.sum
+	case h.Typeflag == tar.TypeReg:
+		var err error
+		if v := h.PAXRecords[UnchangedRecord]; v != "" {
+			f.Size, f.SHA256, err = parseUnchanged(v)
+		} else {
+			f.Size, f.SHA256, err = contents()
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
+		f.Type = "file"
+		if h.PAXRecords[LinksRecord] != "" {
+			x.linked[h.Name] = fileContents{f.Size, f.SHA256}
+		} else {
+			delete(x.linked, h.Name)
+		}
+	default:
+		return nil
+	}
+	if x.pending != nil && x.pending.Path == h.Name {
+		*x.pending = f
+		return nil
+	}
+	if err := x.flush(); err != nil {
+		return err
+	}
+	x.pending = &f
+	return nil
+}
+
+func (x *fileIndex) flush() error {
+	if x.pending == nil {
+		return nil
+	}
+	f := *x.pending
+	x.pending = nil
+	return x.emit(f)
+}
+
+// end hands on the last entry, once the stream ended, and returns the files Pack left out.
+func (x *fileIndex) end() ([]SkippedFile, error) {
+	return x.skipped, x.flush()
 }

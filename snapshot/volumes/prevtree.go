@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/storage/repo"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -50,6 +52,20 @@ type treeLines struct {
 	lines  *bufio.Scanner
 	n      int
 	closer io.Closer // closed with the lines, when set
+	// noHeads leaves each entry's Head out and keeps its line instead (treeEntry.line): decoding
+	// the Head is most of what decoding an entry of a small file costs, the previous stats need
+	// none, and an unchanged file's entry is written to the next tree as its line.
+	noHeads bool
+}
+
+// headless is a treeEntry but its Head, which decoding then skips.
+type headless struct {
+	Data      []repo.ChunkRef `json:"data,omitempty"`
+	DataBytes int64           `json:"dataBytes,omitempty"`
+	Path      snapshot.Name   `json:"path,omitempty"`
+	Stat      string          `json:"stat,omitempty"`
+	Size      int64           `json:"size,omitempty"`
+	SHA256    string          `json:"sha256,omitempty"`
 }
 
 func newTreeLines(r io.Reader) (*treeLines, error) {
@@ -72,7 +88,16 @@ func (t *treeLines) next() (treeEntry, bool, error) {
 		return e, false, nil
 	}
 	t.n++
-	if err := json.Unmarshal(t.lines.Bytes(), &e); err != nil {
+	var err error
+	if t.noHeads {
+		var h headless
+		err = json.Unmarshal(t.lines.Bytes(), &h)
+		e = treeEntry{Data: h.Data, DataBytes: h.DataBytes, Path: h.Path, Stat: h.Stat, Size: h.Size, SHA256: h.SHA256,
+			line: bytes.Clone(t.lines.Bytes())}
+	} else {
+		err = json.Unmarshal(t.lines.Bytes(), &e)
+	}
+	if err != nil {
 		return e, false, fmt.Errorf("tree entry %d: %v: %w", t.n, err, snapshot.ErrCorrupt)
 	}
 	return e, true, nil

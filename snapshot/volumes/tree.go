@@ -43,6 +43,9 @@ type treeEntry struct {
 	Stat   string        `json:"stat,omitempty"`
 	Size   int64         `json:"size,omitempty"`
 	SHA256 string        `json:"sha256,omitempty"`
+	// line is the entry's line in the stream it was read from, when it was read without its Head
+	// (treeLines.noHeads): it is written as it is.
+	line []byte
 }
 
 // TreeFile is the stream of a claim's tree, before the encrypted suffix.
@@ -130,10 +133,10 @@ var errPreviousTree = errors.New("continuing from the previous backup")
 type prevFinder func(name string) (treeEntry, bool, error)
 
 // chunkTar reads a tar stream as PackTree writes it, writes each entry's data through cw, and
-// hands each entry to emit in order, the end marker last. An UnchangedRecord entry becomes the
-// previous backup's entry of its path (found by prev), which must have the same StatRecord, size
-// and SHA-256.
-func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev prevFinder, emit func(treeEntry) error) error {
+// hands each entry to emit in order, the end marker last, and to index, whose file list takes
+// each file's SHA-256 from here. An UnchangedRecord entry becomes the previous backup's entry of
+// its path (found by prev), which must have the same StatRecord, size and SHA-256.
+func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev prevFinder, emit func(treeEntry) error, index *fileIndex) error {
 	seg := &segmenter{r: r}
 	tr := newArchiveReader(seg)
 	buf := make([]byte, 1<<20)
@@ -186,6 +189,10 @@ func chunkTar(ctx context.Context, r io.Reader, cw *repo.Writer, prev prevFinder
 				e.Data, e.DataBytes, e.Size, e.SHA256 = refs, d.n, h.Size, hex.EncodeToString(d.sum.Sum(nil))
 			}
 		}
+		err = index.add(h, func() (int64, string, error) { return e.Size, e.SHA256, nil })
+		if err != nil {
+			return err
+		}
 		if err := emit(e); err != nil {
 			return err
 		}
@@ -209,12 +216,17 @@ func newTreeWriter(w io.Writer) (*treeWriter, error) {
 }
 
 func (t *treeWriter) add(e treeEntry) error {
-	line, err := json.Marshal(e)
-	if err != nil {
+	line := e.line
+	if line == nil {
+		var err error
+		if line, err = json.Marshal(e); err != nil {
+			return err
+		}
+	}
+	if _, err := t.buf.Write(line); err != nil {
 		return err
 	}
-	_, err = t.buf.Write(append(line, '\n'))
-	return err
+	return t.buf.WriteByte('\n')
 }
 
 func (t *treeWriter) close() error {

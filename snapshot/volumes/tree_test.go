@@ -97,8 +97,24 @@ func chunkBackupArchive(t *testing.T, r *repo.Repo, dir string, prev []byte) ([]
 	var tree bytes.Buffer
 	tw, _ := newTreeWriter(&tree)
 	packed := bytes.Clone(archive.Bytes())
-	if err := chunkTar(ctx, &archive, cw, find, tw.add); err != nil {
+	var listed Listing
+	index := newFileIndex(func(f snapshot.File) error {
+		listed.Files = append(listed.Files, f)
+		return nil
+	})
+	if err := chunkTar(ctx, &archive, cw, find, tw.add, index); err != nil {
 		t.Fatal(err)
+	}
+	if listed.Skipped, err = index.end(); err != nil {
+		t.Fatal(err)
+	}
+	// The file list a chunked backup makes as it stores the stream is the one Index reads off it.
+	indexed, err := Index(bytes.NewReader(packed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(listed, indexed) {
+		t.Fatalf("chunkTar's file list differs from Index's:\n%+v\n%+v", listed, indexed)
 	}
 	if err := tw.close(); err != nil {
 		t.Fatal(err)
