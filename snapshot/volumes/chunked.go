@@ -71,18 +71,25 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	if continueFrom {
 		prev = c.previousTree(ctx, w, v)
 	}
-	var feed, take *prevIter
+	var prevRead *previous
 	if prev != nil {
-		var err error
-		if feed, err = prev.open(ctx); err == nil {
-			defer feed.lines.close()
-			take, err = prev.open(ctx)
-		}
+		it, err := prev.open(ctx)
 		if err != nil {
 			c.Log.Warn("the claim's previous backup cannot be read: backing up every file", "claim", v.Namespace+"/"+v.Name, "backup", prev.backup, "error", err)
-			prev, feed = nil, nil
+			prev = nil
 		} else {
-			defer take.lines.close()
+			var again *prevIter
+			defer func() {
+				it.lines.close()
+				if again != nil {
+					again.lines.close()
+				}
+			}()
+			prevRead = &previous{iter: it, hold: heldEntries, reopen: func() (*prevIter, error) {
+				var err error
+				again, err = prev.open(ctx)
+				return again, err
+			}}
 		}
 	}
 	list, err := w.NewFileList(ctx, v.Namespace, v.Name)
@@ -123,7 +130,7 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 		return err
 	}
 	files := fileCounter{list: list}
-	skipped, reused, err := packChunks(ctx, cw, feed, take, pack, tree.add, files.add)
+	skipped, reused, err := packChunks(ctx, cw, prevRead, pack, tree.add, files.add)
 	if err != nil {
 		if prev != nil {
 			err = fmt.Errorf("%w (continuing from backup %s)", err, prev.backup)
@@ -149,7 +156,7 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	from := ""
 	if prev != nil {
 		from = prev.backup
-		if feed.OutOfOrder != "" {
+		if prevRead.iter.OutOfOrder != "" {
 			c.Log.Warn("the previous tree is not in the order of the volume's walk from an entry on: the files after it were read", "claim", v.Namespace+"/"+v.Name, "backup", from)
 		}
 	}
@@ -167,20 +174,38 @@ type unread struct {
 	bytes int64
 }
 
+// previous is a previous tree as packChunks reads it: iter, read once for the mover's stats and
+// the entries of the files it finds unchanged, and reopen, which reads it again for the entries
+// when more than hold of them waited (see handoff).
+type previous struct {
+	iter   *prevIter
+	reopen func() (*prevIter, error)
+	hold   int
+}
+
+// heldEntries is previous.hold of a backup: about 1.5 KiB each of small files, and more than the
+// exec streams' buffers hold of their stats.
+const heldEntries = 16384
+
 // packChunks runs pack, the mover's `pack --tree` (stdin the previous stats, stdout its tar
-// stream), feeding it the stats of feed as it reads them; writes each entry's data through cw
-// and the entry to emit, taking unchanged files' entries from take (a second read of the same
-// previous tree); and hands the files to list. feed and take are nil without a previous tree.
-// It returns the files the mover left out, and the files it found unchanged (not read).
-func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack func(stdin io.Reader, stdout io.Writer) error,
+// stream), feeding it the stats of prev as it reads them; writes each entry's data through cw
+// and the entry to emit, taking unchanged files' entries from prev; and hands the files to list.
+// prev is nil without a previous tree. It returns the files the mover left out, and the files it
+// found unchanged (not read).
+func packChunks(ctx context.Context, cw *repo.Writer, prev *previous, pack func(stdin io.Reader, stdout io.Writer) error,
 	emit func(treeEntry) error, list func(snapshot.File) error) ([]SkippedFile, unread, error) {
+	var hand *handoff
+	if prev != nil {
+		prev.iter.lines.noHeads = true
+		hand = &handoff{hold: prev.hold, reopen: prev.reopen}
+	}
 	// The stats go to the mover as it reads them; once it is gone, what it did not read is dropped.
 	stdinOut, stdinIn := io.Pipe()
 	fed := make(chan error, 1)
 	go func() {
 		var err error
-		if feed != nil {
-			err = writePrevStats(stdinIn, feed, func(e treeEntry) bool { return cw.Reusable(e.Data) })
+		if prev != nil {
+			err = writePrevStats(stdinIn, prev.iter, func(e treeEntry) bool { return cw.Reusable(e.Data) }, hand.sent)
 		} else {
 			io.WriteString(stdinIn, treeEnd+"\n")
 		}
@@ -195,14 +220,9 @@ func packChunks(ctx context.Context, cw *repo.Writer, feed, take *prevIter, pack
 	}()
 	var find prevFinder
 	var reused unread
-	if feed != nil {
-		feed.lines.noHeads = true
-	}
-	if take != nil {
-		take.lines.noHeads = true
-		taken := take.finder()
+	if hand != nil {
 		find = func(name string) (treeEntry, bool, error) {
-			e, ok, err := taken(name)
+			e, ok, err := hand.find(name)
 			if ok {
 				reused.files++
 				reused.bytes += e.DataBytes
@@ -273,8 +293,8 @@ func (c Contents) previousTree(ctx context.Context, w *snapshot.Writer, v plans.
 			continue
 		}
 		p := &prevTree{store: c.Storage, backup: b.Name, volume: b.Manifest.Volumes[i]}
-		// Checked whole before it is trusted; its lines are read twice after (the mover's stats,
-		// and the entries of the files the mover finds unchanged), so not decoded here.
+		// Checked whole before it is trusted; its lines are decoded after, as the mover's stats
+		// are sent (see handoff), so not here.
 		r, err := snapshot.Open(ctx, c.Storage, b.Name, nil)
 		if err == nil {
 			err = r.CheckFile(ctx, p.volume.Key)

@@ -242,11 +242,15 @@ func whileMoverLives(ctx context.Context, client kubernetes.Interface, namespace
 				}
 				continue
 			}
-			if p, _ := watchUntil(ctx, w, pod, func(p *corev1.Pod) (bool, error) { return gone(p), nil }); p != nil {
-				cancel(errMoverDeleted{namespace, pod})
-				return
+			for ev := range w.ResultChan() {
+				p, ok := ev.Object.(*corev1.Pod)
+				if ev.Type == watch.Deleted || (ok && gone(p)) {
+					w.Stop()
+					cancel(errMoverDeleted{namespace, pod})
+					return
+				}
 			}
-			// The watch ended (the server, or the pod's deletion): look again.
+			w.Stop() // the server ended the watch: look again
 		}
 	}()
 	return ctx, func() { cancel(nil) }

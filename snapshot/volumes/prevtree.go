@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage/repo"
@@ -18,10 +19,10 @@ import (
 // ferry and the mover hold a million entries. Pack walks the volume in a fixed order (walkCompare),
 // and the tree stream lists the files in that order, so each side merge-walks the previous tree
 // alongside the files it meets: ferry streams the previous stats to the mover, the mover finds
-// each file's among them as it walks, and ferry reads the previous tree once more to take the
-// entries of the files the mover found unchanged. Each reads the same stream through prevIter,
-// which keeps only what is in walk order; the mover's list is a subset of it (files of a stat whose
-// chunks can be reused), so that what the mover finds, ferry finds too.
+// each file's among them as it walks, and ferry takes the entries of the files the mover found
+// unchanged from those it sent (handoff). ferry reads the stream through prevIter, which keeps
+// only what is in walk order; the mover's list is a subset of it (files of a stat whose chunks can
+// be reused), so that what the mover finds, ferry finds too.
 
 // walkCompare orders paths as filepath.WalkDir visits them: by name, component by component ("a/b"
 // before "a.txt", whose '.' sorts before '/').
@@ -235,9 +236,10 @@ func parseUnchanged(v string) (int64, string, error) {
 }
 
 // writePrevStats writes to w the stats of the previous tree's entries that keep says may be
-// taken, then the end line, as PackTree reads them. A write that fails because the mover is gone
-// ends it without an error: the mover needed no more.
-func writePrevStats(w io.Writer, prev *prevIter, keep func(treeEntry) bool) error {
+// taken, then the end line, as PackTree reads them; each entry goes to sent before its stats are
+// written. A write that fails because the mover is gone ends it without an error: the mover needed
+// no more.
+func writePrevStats(w io.Writer, prev *prevIter, keep func(treeEntry) bool, sent func(treeEntry)) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	for {
 		e, ok, err := prev.next()
@@ -254,6 +256,7 @@ func writePrevStats(w io.Writer, prev *prevIter, keep func(treeEntry) bool) erro
 		if err != nil {
 			return err
 		}
+		sent(e)
 		if _, err := bw.Write(append(line, '\n')); err != nil {
 			return nil
 		}
@@ -261,6 +264,62 @@ func writePrevStats(w io.Writer, prev *prevIter, keep func(treeEntry) bool) erro
 	bw.WriteString(treeEnd + "\n")
 	bw.Flush()
 	return nil
+}
+
+// handoff hands the entries whose stats ferry sent the mover to the finder of the entries of the
+// files the mover found unchanged, so that the previous tree is decoded once. It holds the
+// entries sent that the finder has not passed, up to hold of them: the feed never waits for the
+// finder (the mover waits for the feed, and the finder for the mover), so past that it drops the
+// rest, and the finder reads those from the tree again (reopen). The mover finds a file unchanged
+// only by stats it read, which were handed over before they were written: the finder never waits
+// either.
+type handoff struct {
+	mu       sync.Mutex
+	held     []treeEntry
+	hold     int
+	overflow bool
+	reopen   func() (*prevIter, error)
+	again    prevFinder // of the second read, once the held entries ran out after an overflow
+}
+
+func (h *handoff) sent(e treeEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.overflow || len(h.held) >= h.hold {
+		h.overflow = true
+		return
+	}
+	h.held = append(h.held, e)
+}
+
+// find is a prevFinder of the entries sent; paths are asked in walk order.
+func (h *handoff) find(name string) (treeEntry, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.held) > 0 {
+		e := h.held[0]
+		switch cmp := walkCompare(string(e.Path), name); {
+		case cmp < 0:
+			h.held[0] = treeEntry{}
+			h.held = h.held[1:]
+		case cmp == 0:
+			return e, true, nil
+		default:
+			return treeEntry{}, false, nil
+		}
+	}
+	if !h.overflow {
+		return treeEntry{}, false, nil
+	}
+	if h.again == nil {
+		it, err := h.reopen()
+		if err != nil {
+			return treeEntry{}, false, err
+		}
+		it.lines.noHeads = true
+		h.again = it.finder()
+	}
+	return h.again(name)
 }
 
 // statReader is the mover's side of writePrevStats: it finds each file's previous stats in

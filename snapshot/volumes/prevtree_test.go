@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -80,8 +81,12 @@ func TestPrevIterTakesTheLastOfANameAndStopsOutOfOrder(t *testing.T) {
 		treeEntry{Head: []byte("end")},
 	)
 	var stats bytes.Buffer
-	if err := writePrevStats(&stats, prevIterOf(t, tree), func(treeEntry) bool { return true }); err != nil {
+	var sent []string
+	if err := writePrevStats(&stats, prevIterOf(t, tree), func(treeEntry) bool { return true }, func(e treeEntry) { sent = append(sent, string(e.Path)) }); err != nil {
 		t.Fatal(err)
+	}
+	if want := []string{"a/x", "a.txt", "c"}; !slices.Equal(sent, want) {
+		t.Errorf("entries sent: %q, want those of the stats written, %q", sent, want)
 	}
 	want := `{"path":"a/x","stat":"2","size":2,"sha256":"a2"}
 {"path":"a.txt","stat":"3","size":0,"sha256":"t"}
@@ -116,13 +121,19 @@ end
 // the previous tree.
 func incremental(t testing.TB, cw *repo.Writer, dir string, prev []byte, out io.Writer, list func(snapshot.File) error) int {
 	t.Helper()
+	return incrementalHolding(t, cw, dir, prev, out, list, heldEntries)
+}
+
+// incrementalHolding is incremental with hold as previous.hold.
+func incrementalHolding(t testing.TB, cw *repo.Writer, dir string, prev []byte, out io.Writer, list func(snapshot.File) error, hold int) int {
+	t.Helper()
 	tw, _ := newTreeWriter(out)
-	var feed, take *prevIter
+	var feed *previous
 	if prev != nil {
-		feed, take = prevIterOf(t, prev), prevIterOf(t, prev)
+		feed = &previous{iter: prevIterOf(t, prev), hold: hold, reopen: func() (*prevIter, error) { return prevIterOf(t, prev), nil }}
 	}
 	pack := func(stdin io.Reader, stdout io.Writer) error { return PackTree(dir, stdin, stdout) }
-	_, reused, err := packChunks(context.Background(), cw, feed, take, pack, tw.add, list)
+	_, reused, err := packChunks(context.Background(), cw, feed, pack, tw.add, list)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,10 +273,58 @@ func TestPreviousTreeThatCannotBeContinuedFrom(t *testing.T) {
 			}
 			tw, _ := newTreeWriter(io.Discard)
 			pack := func(stdin io.Reader, stdout io.Writer) error { return PackTree(dir, stdin, stdout) }
-			_, _, err = packChunks(context.Background(), cw, feed, prevIterOf(t, take), pack, tw.add, func(snapshot.File) error { return nil })
+			// Holding none, every entry is read again: from the altered tree.
+			prev := &previous{iter: feed, reopen: func() (*prevIter, error) { return prevIterOf(t, take), nil }}
+			_, _, err = packChunks(context.Background(), cw, prev, pack, tw.add, func(snapshot.File) error { return nil })
 			if !errors.Is(err, errPreviousTree) {
 				t.Fatalf("packChunks: %v, want an error matching errPreviousTree", err)
 			}
 		})
+	}
+}
+
+// TestHandoffThatOverflowsReadsTheTreeAgain: a backup that holds fewer of the entries sent than
+// the mover is behind the stats by reads those it dropped from the previous tree again, and makes
+// the same tree, taking the same files unchanged, as one that holds them all.
+func TestHandoffThatOverflowsReadsTheTreeAgain(t *testing.T) {
+	dir := t.TempDir()
+	const files = 600
+	smallFiles(t, dir, files)
+	r, _ := testRepo(t)
+	ctx := context.Background()
+	backup := func(prev []byte, hold int) ([]byte, int) {
+		t.Helper()
+		cw, err := r.NewWriter(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		n := incrementalHolding(t, cw, dir, prev, &out, func(snapshot.File) error { return nil }, hold)
+		if err := cw.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes(), n
+	}
+	first, _ := backup(nil, heldEntries)
+	changed := 0
+	for i := 0; i < files; i += 7 {
+		p := filepath.Join(dir, fmt.Sprintf("d%03d", i/1000), fmt.Sprintf("f%05d", i))
+		if err := os.WriteFile(p, []byte(fmt.Sprintf("changed %d", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		changed++
+	}
+	whole, unchanged := backup(first, heldEntries)
+	if unchanged != files-changed {
+		t.Fatalf("holding every entry: %d files unchanged, want %d", unchanged, files-changed)
+	}
+	for _, hold := range []int{0, 1, 100} {
+		tree, n := backup(first, hold)
+		if n != unchanged {
+			t.Errorf("holding %d entries: %d files unchanged, want %d", hold, n, unchanged)
+		}
+		if got, want := entriesOf(t, tree), entriesOf(t, whole); !reflect.DeepEqual(got, want) {
+			t.Errorf("holding %d entries: the tree differs from the one holding them all", hold)
+		}
 	}
 }

@@ -85,10 +85,11 @@ func chunkBackupArchive(t *testing.T, r *repo.Repo, dir string, prev []byte) ([]
 	if prev == nil {
 		stats.WriteString(treeEnd + "\n")
 	} else {
-		if err := writePrevStats(&stats, prevIterOf(t, prev), func(e treeEntry) bool { return cw.Reusable(e.Data) }); err != nil {
+		hand := &handoff{hold: heldEntries}
+		if err := writePrevStats(&stats, prevIterOf(t, prev), func(e treeEntry) bool { return cw.Reusable(e.Data) }, hand.sent); err != nil {
 			t.Fatal(err)
 		}
-		find = prevIterOf(t, prev).finder()
+		find = hand.find
 	}
 	var archive bytes.Buffer
 	if err := PackTree(dir, &stats, &archive); err != nil {
@@ -206,7 +207,7 @@ func TestTreeIncremental(t *testing.T) {
 	}
 	var seen []string
 	var stats bytes.Buffer
-	if err := writePrevStats(&stats, prevIterOf(t, first), func(treeEntry) bool { return true }); err != nil {
+	if err := writePrevStats(&stats, prevIterOf(t, first), func(treeEntry) bool { return true }, func(treeEntry) {}); err != nil {
 		t.Fatal(err)
 	}
 	p := &packer{stat: true, prev: newStatReader(&stats).cursor.find}

@@ -31,9 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
@@ -270,7 +268,18 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 		pods.Delete(context.WithoutCancel(ctx), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 	}
 	c.Log.Info("mover pod created", "pod", name, "claim", spec.Annotations["ferry.dev/claim"], "node", pod.Spec.NodeName, "role", spec.Labels[RoleLabel])
-	running, err := untilRunning(ctx, pods, pod.Name, 3*time.Minute)
+	var running *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			return false, fmt.Errorf("mover pod %s ended (%s)", name, p.Status.Phase)
+		}
+		running = p
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
 	if err != nil {
 		stop()
 		return "", nil, fmt.Errorf("mover pod %s not running: %w", name, err)
@@ -296,62 +305,6 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 		return "", nil, fmt.Errorf("mover pod %s does not answer: %w", name, errors.Join(err, lastErr))
 	}
 	return pod.Name, stop, nil
-}
-
-// untilRunning waits up to timeout for the pod to run, and returns it then. It watches the pod,
-// so that a mover goes to work as soon as it runs (polling kept each one waiting for the next
-// poll); a watch that ends or cannot start is followed by another look. A pod that ended is an
-// error.
-func untilRunning(ctx context.Context, pods typedcorev1.PodInterface, name string, timeout time.Duration) (*corev1.Pod, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	running := func(p *corev1.Pod) (bool, error) {
-		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			return false, fmt.Errorf("mover pod %s/%s ended (%s)", p.Namespace, p.Name, p.Status.Phase)
-		}
-		return p.Status.Phase == corev1.PodRunning, nil
-	}
-	for {
-		p, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		if ok, err := running(p); ok || err != nil {
-			return p, err
-		}
-		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
-		if err == nil {
-			p, err := watchUntil(ctx, w, name, running)
-			if p != nil || err != nil {
-				return p, err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// watchUntil reads w until done says the pod of that name is done, and returns it then; nil when
-// the watch ended first (an error, the pod's deletion, the server): the next look says why.
-func watchUntil(ctx context.Context, w watch.Interface, name string, done func(*corev1.Pod) (bool, error)) (*corev1.Pod, error) {
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case ev, open := <-w.ResultChan():
-			p, ok := ev.Object.(*corev1.Pod)
-			if !open || !ok || ev.Type == watch.Deleted {
-				return nil, nil
-			}
-			if ok, err := done(p); p.Name == name && (ok || err != nil) {
-				return p, err
-			}
-		}
-	}
 }
 
 func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volume) (snapshot.Volume, error) {
