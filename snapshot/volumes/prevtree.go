@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/ferrykube/ferry/snapshot"
-	"github.com/ferrykube/ferry/storage/repo"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -59,15 +58,10 @@ type treeLines struct {
 	noHeads bool
 }
 
-// headless is a treeEntry but its Head, which decoding then skips.
-type headless struct {
-	Data      []repo.ChunkRef `json:"data,omitempty"`
-	DataBytes int64           `json:"dataBytes,omitempty"`
-	Path      snapshot.Name   `json:"path,omitempty"`
-	Stat      string          `json:"stat,omitempty"`
-	Size      int64           `json:"size,omitempty"`
-	SHA256    string          `json:"sha256,omitempty"`
-}
+// noHead is a tree entry's Head left undecoded (treeLines.noHeads).
+type noHead struct{}
+
+func (noHead) UnmarshalJSON([]byte) error { return nil }
 
 func newTreeLines(r io.Reader) (*treeLines, error) {
 	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20))
@@ -91,10 +85,11 @@ func (t *treeLines) next() (treeEntry, bool, error) {
 	t.n++
 	var err error
 	if t.noHeads {
-		var h headless
-		err = json.Unmarshal(t.lines.Bytes(), &h)
-		e = treeEntry{Data: h.Data, DataBytes: h.DataBytes, Path: h.Path, Stat: h.Stat, Size: h.Size, SHA256: h.SHA256,
-			line: bytes.Clone(t.lines.Bytes())}
+		err = json.Unmarshal(t.lines.Bytes(), &struct {
+			*treeEntry
+			Head noHead `json:"head"`
+		}{treeEntry: &e})
+		e.line = bytes.Clone(t.lines.Bytes())
 	} else {
 		err = json.Unmarshal(t.lines.Bytes(), &e)
 	}

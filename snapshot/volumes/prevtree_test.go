@@ -64,6 +64,43 @@ func treeOf(t *testing.T, entries ...treeEntry) []byte {
 	return b.Bytes()
 }
 
+// TestTreeLinesWithoutHeads: read without its Head, an entry has every other field, and its line,
+// written as it is, makes the same tree as the entry read whole.
+func TestTreeLinesWithoutHeads(t *testing.T) {
+	entries := []treeEntry{
+		{Head: bytes.Repeat([]byte{7}, 1024), Data: []repo.ChunkRef{{ID: repo.ID{1, 2}, Size: 5}}, DataBytes: 5, Path: "a", Stat: "1", Size: 5, SHA256: "ab"},
+		{Head: []byte("end")},
+	}
+	tree := treeOf(t, entries...)
+	lines, err := newTreeLines(bytes.NewReader(tree))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lines.close()
+	lines.noHeads = true
+	var again []treeEntry
+	for {
+		e, ok, err := lines.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if e.Head != nil || e.line == nil {
+			t.Fatalf("entry %q: head %d bytes, line %d bytes; want no head, and the line", e.Path, len(e.Head), len(e.line))
+		}
+		if want := entries[len(again)]; e.Path != want.Path || e.Stat != want.Stat || e.Size != want.Size || e.SHA256 != want.SHA256 ||
+			e.DataBytes != want.DataBytes || !slices.Equal(e.Data, want.Data) {
+			t.Fatalf("entry %+v, want %+v", e, want)
+		}
+		again = append(again, e)
+	}
+	if got := treeOf(t, again...); !bytes.Equal(got, tree) {
+		t.Error("the lines written as they are make another tree")
+	}
+}
+
 // TestPrevIterTakesTheLastOfANameAndStopsOutOfOrder: of consecutive entries of a path the last
 // counts (a SkippedRecord entry, of no stat, hides the file), and a path out of walk order ends
 // what is taken, in the mover's list and in ferry's lookups alike.
