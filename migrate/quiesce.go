@@ -1,12 +1,14 @@
 package migrate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/ferrykube/ferry/plans"
@@ -15,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -50,6 +54,8 @@ type Quiescer struct {
 	// Mapping renames the rules' namespaces on green.
 	Namespace func(string) string
 	Log       *slog.Logger
+	// StopTimeout bounds Stop's wait for the stopped writers' pods; 0 is WritersStopTimeout.
+	StopTimeout time.Duration
 }
 
 // QuiesceItem is one object stopped or started.
@@ -61,29 +67,41 @@ type QuiesceItem struct {
 	Detail    string `json:"detail,omitempty"`
 }
 
-// Stop applies every rule to the objects it selects, recording each original first. An object
-// already carrying the record is left as it is, so Stop is idempotent (a resumed run repeats it).
+// Stop applies every rule to the objects it selects, recording each original first, and returns
+// once no pod of the writers it stopped runs (waitStopped, up to StopTimeout). An object already
+// carrying the record is left as it is, so Stop is idempotent (a resumed run repeats it, and waits
+// for the pods again).
 func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
+	var writers []writerPods
 	err := q.each(ctx, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
-		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
-			return nil
+		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; !ok {
+			orig, patch, err := quiescePatch(rule, obj)
+			if err != nil {
+				return err
+			}
+			record, _ := json.Marshal(orig)
+			full, err := mergePatches(patch, map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: string(record)}}})
+			if err != nil {
+				return err
+			}
+			if obj, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, full, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
+				return err
+			}
+			done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: rule.Why})
 		}
-		orig, patch, err := quiescePatch(rule, obj)
-		if err != nil {
-			return err
-		}
-		record, _ := json.Marshal(orig)
-		full, err := mergePatches(patch, map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: string(record)}}})
-		if err != nil {
-			return err
-		}
-		if _, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, full, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
-			return err
-		}
-		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: rule.Why})
-		return nil
+		found, err := q.writerPodsOf(ctx, rule, obj)
+		writers = append(writers, found...)
+		return err
 	})
+	if err != nil {
+		return done, err
+	}
+	start := time.Now()
+	pods, err := q.waitStopped(ctx, writers, cmp.Or(q.StopTimeout, WritersStopTimeout))
+	if pods > 0 && err == nil {
+		q.Log.Info("the stopped writers' pods ended", "pods", pods, "took", time.Since(start).Round(time.Millisecond))
+	}
 	return done, err
 }
 
@@ -112,6 +130,171 @@ func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 }
 
 var replicaSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
+
+var (
+	podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	jobsGVR = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+)
+
+// WritersStopTimeout is how long Stop waits for the pods of the writers Stop stopped: past
+// their grace periods (30 s unless a pod sets its own), with room for slow nodes.
+const WritersStopTimeout = 5 * time.Minute
+
+// writerPods are the pods of one writer Stop stopped: those of namespace matching selector, or,
+// without one, those owned (through their owner references) by the object of UID owned.
+type writerPods struct {
+	owner     string // what the pods run for, as errors name it
+	namespace string
+	selector  string
+	owned     types.UID
+}
+
+// waitStopped waits up to timeout until none of the writers' pods runs, and returns how many it
+// saw running first. Stopping a writer only asks its controller to end its pods, and each may
+// write until it ends, within its grace period: a backup that starts before then can miss what
+// they write last. Pods that ended (Succeeded, Failed) write nothing.
+func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout time.Duration) (int, error) {
+	var running []string
+	first := -1
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		running = running[:0]
+		owners := ownerCache{}
+		for _, w := range writers {
+			list, err := q.Dynamic.Resource(podsGVR).Namespace(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector})
+			if err != nil {
+				return false, fmt.Errorf("pods of %s: %w", w.owner, err)
+			}
+			for i := range list.Items {
+				p := &list.Items[i]
+				if phase, _, _ := unstructured.NestedString(p.Object, "status", "phase"); phase == "Succeeded" || phase == "Failed" {
+					continue
+				}
+				if w.selector == "" && !q.ownedBy(ctx, p, w.owned, owners) {
+					continue
+				}
+				running = append(running, p.GetNamespace()+"/"+p.GetName()+" of "+w.owner)
+			}
+		}
+		if first < 0 {
+			first = len(running)
+		}
+		return len(running) == 0, nil
+	})
+	if err != nil && ctx.Err() == nil && wait.Interrupted(err) {
+		return first, fmt.Errorf("%d pods of the writers stopped still run after %s (%s): a backup now could miss what they write last; "+
+			"once they end (or are deleted), run again", len(running), timeout, strings.Join(running[:min(len(running), 5)], ", "))
+	}
+	return first, err
+}
+
+// writerPodsOf are the pods obj, stopped by rule, may still run: a workload's (scaled to zero) or
+// a Job's (suspended) by its pod selector; a suspended CronJob's, whose suspension stops only new
+// Jobs, those of the Jobs it lists as active; with the rule's waitForPods, the pods obj owns
+// (annotate and patch rules, whose controllers end what the object runs). Anything else (a custom
+// resource's workload without a selector) is passed over: Stop cannot know its pods.
+func (q Quiescer) writerPodsOf(ctx context.Context, rule config.QuiesceRule, obj *unstructured.Unstructured) ([]writerPods, error) {
+	owner := rule.Resource + " " + obj.GetNamespace() + "/" + obj.GetName()
+	if rule.WaitForPods {
+		return []writerPods{{owner: owner, namespace: obj.GetNamespace(), owned: obj.GetUID()}}, nil
+	}
+	if rule.Action != ScaleToZero && rule.Action != Suspend {
+		return nil, nil
+	}
+	if sel, ok := podSelector(obj); ok {
+		return []writerPods{{owner: owner, namespace: obj.GetNamespace(), selector: sel}}, nil
+	}
+	active, _, _ := unstructured.NestedSlice(obj.Object, "status", "active")
+	var out []writerPods
+	for _, a := range active {
+		ref, _ := a.(map[string]any)
+		kind, _ := ref["kind"].(string)
+		name, _ := ref["name"].(string)
+		ns, _ := ref["namespace"].(string)
+		if kind != "Job" || name == "" {
+			continue
+		}
+		ns = cmp.Or(ns, obj.GetNamespace())
+		job, err := q.Dynamic.Resource(jobsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("job %s/%s of %s: %w", ns, name, owner, err)
+		}
+		if sel, ok := podSelector(job); ok {
+			out = append(out, writerPods{owner: "job " + ns + "/" + name + " of " + owner, namespace: ns, selector: sel})
+		}
+	}
+	if len(out) == 0 && rule.Action == ScaleToZero {
+		q.Log.Info("quiesce: no pod selector to wait for the workload's pods by", "resource", rule.Resource, "object", obj.GetNamespace()+"/"+obj.GetName())
+	}
+	return out, nil
+}
+
+// ownerCache holds the owner references of the objects ownedBy fetched, by UID, for one poll.
+type ownerCache map[types.UID][]metav1.OwnerReference
+
+// ownedBy reports whether obj's owner references lead to the object of UID uid within a few steps
+// (a pod's StatefulSet's Notebook; a pod's Job's Trial's Experiment). An owner that cannot be read
+// ends its path.
+func (q Quiescer) ownedBy(ctx context.Context, obj *unstructured.Unstructured, uid types.UID, owners ownerCache) bool {
+	refs := obj.GetOwnerReferences()
+	for depth := 0; depth < 5 && len(refs) > 0; depth++ {
+		var next []metav1.OwnerReference
+		for _, ref := range refs {
+			if ref.UID == uid {
+				return true
+			}
+			up, ok := owners[ref.UID]
+			if !ok {
+				up = q.ownerReferencesOf(ctx, obj.GetNamespace(), ref)
+				owners[ref.UID] = up
+			}
+			next = append(next, up...)
+		}
+		refs = next
+	}
+	return false
+}
+
+// ownerReferencesOf are the owner references of the object ref names in namespace ns; none when it
+// cannot be read or is not the one ref names (same name, another UID).
+func (q Quiescer) ownerReferencesOf(ctx context.Context, ns string, ref metav1.OwnerReference) []metav1.OwnerReference {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil
+	}
+	mapping, err := q.Mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	if err != nil {
+		return nil
+	}
+	client := q.Dynamic.Resource(mapping.Resource)
+	var obj *unstructured.Unstructured
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		obj, err = client.Namespace(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	} else {
+		obj, err = client.Get(ctx, ref.Name, metav1.GetOptions{})
+	}
+	if err != nil || obj.GetUID() != ref.UID {
+		return nil
+	}
+	return obj.GetOwnerReferences()
+}
+
+// podSelector is obj's spec.selector as a label selector, unless it has none or an empty one
+// (which would take every pod of the namespace for obj's).
+func podSelector(obj *unstructured.Unstructured) (string, bool) {
+	raw, found, _ := unstructured.NestedMap(obj.Object, "spec", "selector")
+	var ls metav1.LabelSelector
+	if !found || runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls) != nil {
+		return "", false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil || sel.Empty() {
+		return "", false
+	}
+	return sel.String(), true
+}
 
 // forgetOnReplicaSets removes the quiesce record from the ReplicaSets a Deployment controls: the
 // Deployment controller copies a Deployment's annotations onto its ReplicaSets but never removes

@@ -1,9 +1,19 @@
 package migrate
 
 import (
+	"context"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrykube/ferry/plans/config"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
 func TestDataWorkloadsAreNeverImpliedWriters(t *testing.T) {
@@ -19,5 +29,172 @@ func TestDataWorkloadsAreNeverImpliedWriters(t *testing.T) {
 	}
 	if len(got) != 3 {
 		t.Errorf("data workloads %v, want 3", got)
+	}
+}
+
+// TestStopWaitsForTheWritersPods: scaling a writer to zero leaves its pods to end in their grace
+// period, writing meanwhile; Stop returns once the last is gone (pods that ended, and pods of
+// other workloads, are not waited for), also when a run before stopped the writer, and says
+// which still run when they outlast its timeout.
+func TestStopWaitsForTheWritersPods(t *testing.T) {
+	ctx := context.Background()
+	pod := func(name, app, phase string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": name, "namespace": "shop", "labels": map[string]any{"app": app}},
+			"status":   map[string]any{"phase": phase}}}
+	}
+	deployment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop"},
+		"spec":     map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}}}
+	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	newQuiescer := func(timeout time.Duration) (Quiescer, *dynamicfake.FakeDynamicClient) {
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"},
+			deployment.DeepCopy(), pod("web-1", "web", "Running"), pod("web-0", "web", "Succeeded"), pod("db-0", "db", "Running"))
+		mapper := meta.NewDefaultRESTMapper(nil)
+		mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+		return Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: timeout,
+			Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}, dyn
+	}
+	stop := func(q Quiescer) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.Stop(ctx)
+			done <- err
+		}()
+		return done
+	}
+
+	q, dyn := newQuiescer(time.Minute)
+	for _, run := range []string{"the run that stops the writer", "a resumed run"} {
+		if run == "a resumed run" { // the pod is back: a run that died had seen it end
+			if _, err := dyn.Resource(podsGVR).Namespace("shop").Create(ctx, pod("web-1", "web", "Running"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := stop(q)
+		select {
+		case err := <-done:
+			t.Fatalf("%s: Stop returned (%v) while web-1 still ran", run, err)
+		case <-time.After(time.Second):
+		}
+		if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("%s: Stop: %v; want no error once web-1 is gone", run, err)
+		}
+	}
+
+	q, _ = newQuiescer(time.Second)
+	if err := <-stop(q); err == nil || !strings.Contains(err.Error(), "1 pods of the writers stopped still run after 1s (shop/web-1 of deployments.apps shop/web)") {
+		t.Fatalf("Stop past its timeout: %v", err)
+	}
+}
+
+// TestStopWaitsForTheJobsASuspendedCronJobRuns: suspending a CronJob stops only its next Jobs;
+// Stop waits for the pods of those it started, and a pod that ended no longer counts.
+func TestStopWaitsForTheJobsASuspendedCronJobRuns(t *testing.T) {
+	ctx := context.Background()
+	cronJobsGVR := schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "cronjobs"}
+	cronJob := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "CronJob",
+		"metadata": map[string]any{"name": "nightly", "namespace": "shop"},
+		"spec":     map[string]any{"schedule": "0 1 * * *"},
+		"status":   map[string]any{"active": []any{map[string]any{"kind": "Job", "name": "nightly-1", "namespace": "shop"}}}}}
+	job := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]any{"name": "nightly-1", "namespace": "shop"},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"batch.kubernetes.io/controller-uid": "u1"}}}}}
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "nightly-1-x", "namespace": "shop", "labels": map[string]any{"batch.kubernetes.io/controller-uid": "u1"}},
+		"status":   map[string]any{"phase": "Running"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podsGVR: "PodList", cronJobsGVR: "CronJobList", jobsGVR: "JobList"}, cronJob, job, pod)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute,
+		Rules: []config.QuiesceRule{{Resource: "cronjobs.batch", Namespace: "shop", Action: Suspend}}}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Stop(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Stop returned (%v) while the Job nightly-1 still ran", err)
+	case <-time.After(time.Second):
+	}
+	if err := unstructured.SetNestedField(pod.Object, "Succeeded", "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(podsGVR).Namespace("shop").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Stop: %v; want no error once the Job's pod ended", err)
+	}
+	got, _, _ := unstructured.NestedBool(mustGet(t, dyn, cronJobsGVR, "nightly").Object, "spec", "suspend")
+	if !got {
+		t.Fatal("the CronJob is not suspended")
+	}
+}
+
+func mustGet(t *testing.T, dyn *dynamicfake.FakeDynamicClient, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := dyn.Resource(gvr).Namespace("shop").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// TestStopWaitsForThePodsAnAnnotatedObjectOwns: a rule with waitForPods (the Notebook rule's)
+// waits until no pod the object owns, through a StatefulSet, runs; pods of other owners do not
+// count.
+func TestStopWaitsForThePodsAnAnnotatedObjectOwns(t *testing.T) {
+	ctx := context.Background()
+	notebooksGVR := schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "notebooks"}
+	statefulSetsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
+	owned := func(apiVersion, kind, name, uid string) []any {
+		return []any{map[string]any{"apiVersion": apiVersion, "kind": kind, "name": name, "uid": uid}}
+	}
+	notebook := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubeflow.org/v1", "kind": "Notebook",
+		"metadata": map[string]any{"name": "lab", "namespace": "shop", "uid": "nb-1"}}}
+	statefulSet := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet",
+		"metadata": map[string]any{"name": "lab", "namespace": "shop", "uid": "sts-1", "ownerReferences": owned("kubeflow.org/v1", "Notebook", "lab", "nb-1")}}}
+	pod := func(name string, owners []any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": name, "namespace": "shop", "ownerReferences": owners},
+			"status":   map[string]any{"phase": "Running"}}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podsGVR: "PodList", notebooksGVR: "NotebookList", statefulSetsGVR: "StatefulSetList"},
+		notebook, statefulSet, pod("lab-0", owned("apps/v1", "StatefulSet", "lab", "sts-1")), pod("other-0", owned("apps/v1", "StatefulSet", "other", "sts-2")))
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "Notebook"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute,
+		Rules: []config.QuiesceRule{{Resource: "notebooks.kubeflow.org", Action: Annotate, Annotations: map[string]string{"kubeflow-resource-stopped": "ferry"}, WaitForPods: true}}}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Stop(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Stop returned (%v) while the Notebook's pod lab-0 still ran", err)
+	case <-time.After(time.Second):
+	}
+	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "lab-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Stop: %v; want no error once lab-0 is gone (other-0 is not the Notebook's)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop still waits with the Notebook's pod gone: other-0 is not the Notebook's")
 	}
 }

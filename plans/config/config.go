@@ -117,7 +117,11 @@ type QuiesceRule struct {
 	Action        string            `yaml:"action" json:"action"` // scale-to-zero, suspend, annotate, patch
 	Annotations   map[string]string `yaml:"annotations,omitempty" json:"annotations,omitempty"`
 	Patch         string            `yaml:"patch,omitempty" json:"patch,omitempty"` // JSON merge patch
-	Why           string            `yaml:"why,omitempty" json:"why,omitempty"`
+	// WaitForPods has an annotate or patch rule wait, as scale-to-zero and suspend always do, until
+	// no pod the object owns (through owner references) runs: for a controller that ends the
+	// object's pods when it sees the change (a Kubeflow Notebook's).
+	WaitForPods bool   `yaml:"waitForPods,omitempty" json:"waitForPods,omitempty"`
+	Why         string `yaml:"why,omitempty" json:"why,omitempty"`
 }
 
 // Throughput is what estimates assume; zero fields take the defaults.
