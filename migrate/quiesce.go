@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -136,8 +135,9 @@ var (
 	jobsGVR = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
 )
 
-// WritersStopTimeout is how long Stop waits for the pods of the writers Stop stopped: past
-// their grace periods (30 s unless a pod sets its own), with room for slow nodes.
+// WritersStopTimeout is how long Stop waits for the pods of the writers it stopped: past their
+// grace periods (30 s unless a pod sets its own, which lengthens the wait), with room for slow
+// nodes.
 const WritersStopTimeout = 5 * time.Minute
 
 // writerPods are the pods of one writer Stop stopped: those of namespace matching selector, or,
@@ -149,20 +149,23 @@ type writerPods struct {
 	owned     types.UID
 }
 
-// waitStopped waits up to timeout until none of the writers' pods runs, and returns how many it
-// saw running first. Stopping a writer only asks its controller to end its pods, and each may
-// write until it ends, within its grace period: a backup that starts before then can miss what
-// they write last. Pods that ended (Succeeded, Failed) write nothing.
+// waitStopped waits until none of the writers' pods runs, and returns how many it saw running
+// first. Stopping a writer only asks its controller to end its pods, and each may write until it
+// ends, within its grace period: a backup that starts before then can miss what they write last.
+// Pods that ended (Succeeded, Failed) write nothing. It waits up to timeout, longer by as much as
+// the longest grace period of a pod it saw exceeds Kubernetes' default: a database given ten
+// minutes to flush gets them.
 func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout time.Duration) (int, error) {
-	var running []string
+	start := time.Now()
+	deadline := start.Add(timeout)
 	first := -1
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		running = running[:0]
+	for {
+		var running []string
 		owners := ownerCache{}
 		for _, w := range writers {
 			list, err := q.Dynamic.Resource(podsGVR).Namespace(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector})
 			if err != nil {
-				return false, fmt.Errorf("pods of %s: %w", w.owner, err)
+				return first, fmt.Errorf("pods of %s: %w", w.owner, err)
 			}
 			for i := range list.Items {
 				p := &list.Items[i]
@@ -173,18 +176,42 @@ func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout
 					continue
 				}
 				running = append(running, p.GetNamespace()+"/"+p.GetName()+" of "+w.owner)
+				if extra := gracePeriod(p) - defaultGracePeriod; extra > 0 && start.Add(timeout+extra).After(deadline) {
+					deadline = start.Add(timeout + extra)
+				}
 			}
 		}
 		if first < 0 {
 			first = len(running)
 		}
-		return len(running) == 0, nil
-	})
-	if err != nil && ctx.Err() == nil && wait.Interrupted(err) {
-		return first, fmt.Errorf("%d pods of the writers stopped still run after %s (%s): a backup now could miss what they write last; "+
-			"once they end (or are deleted), run again", len(running), timeout, strings.Join(running[:min(len(running), 5)], ", "))
+		if len(running) == 0 {
+			return first, nil
+		}
+		if !time.Now().Before(deadline) {
+			return first, fmt.Errorf("%d pods of the writers stopped still run after %s (%s): a backup now could miss what they write last; "+
+				"once they end (or are deleted), run again", len(running), time.Since(start).Round(time.Second), strings.Join(running[:min(len(running), 5)], ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return first, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	return first, err
+}
+
+// defaultGracePeriod is Kubernetes' default terminationGracePeriodSeconds.
+const defaultGracePeriod = 30 * time.Second
+
+// gracePeriod is how long pod may take to end once asked: the grace period its deletion was given,
+// else its spec's, else the default.
+func gracePeriod(pod *unstructured.Unstructured) time.Duration {
+	if s := pod.GetDeletionGracePeriodSeconds(); s != nil {
+		return time.Duration(*s) * time.Second
+	}
+	if s, found, _ := unstructured.NestedInt64(pod.Object, "spec", "terminationGracePeriodSeconds"); found {
+		return time.Duration(s) * time.Second
+	}
+	return defaultGracePeriod
 }
 
 // writerPodsOf are the pods obj, stopped by rule, may still run: a workload's (scaled to zero) or

@@ -198,3 +198,31 @@ func TestStopWaitsForThePodsAnAnnotatedObjectOwns(t *testing.T) {
 		t.Fatal("Stop still waits with the Notebook's pod gone: other-0 is not the Notebook's")
 	}
 }
+
+// TestStopWaitsLongerForALongGracePeriod: a pod given more than the default 30 s to end lengthens
+// Stop's wait by as much.
+func TestStopWaitsLongerForALongGracePeriod(t *testing.T) {
+	ctx := context.Background()
+	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	deployment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "db", "namespace": "shop"},
+		"spec":     map[string]any{"replicas": int64(1), "selector": map[string]any{"matchLabels": map[string]any{"app": "db"}}}}}
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "db-0", "namespace": "shop", "labels": map[string]any{"app": "db"}},
+		"spec":     map[string]any{"terminationGracePeriodSeconds": int64(32)},
+		"status":   map[string]any{"phase": "Running"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}, deployment, pod)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Second,
+		Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+	start := time.Now()
+	_, err := q.Stop(ctx)
+	if took := time.Since(start); took < 3*time.Second {
+		t.Fatalf("Stop returned (%v) after %s, within its 1 s timeout plus the 2 s db-0's grace period exceeds the default by", err, took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "1 pods of the writers stopped still run after") {
+		t.Fatalf("Stop: %v; want it to give up, naming db-0", err)
+	}
+}
