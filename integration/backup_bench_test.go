@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,14 +92,14 @@ func BenchmarkBackupVolume(b *testing.B) {
 		cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 		cmd.Env = append(append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig), minio.Env()...)
 		start := time.Now()
-		out, err := cmd.CombinedOutput()
+		out, peak, err := runPeakRSS(cmd, true)
 		if err != nil {
 			b.Fatalf("ferry backup: %v\n%s", err, out)
 		}
 		if os.Getenv("FERRY_BENCH_LOG") != "" {
 			b.Logf("%s", out)
 		}
-		peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+		peakRSS = max(peakRSS, peak)
 		return time.Since(start)
 	}
 	for _, mode := range []string{"raw-multipart", "exec-tar", "exec-chunks", "exec-chunks-second", "direct"} {
@@ -233,11 +232,12 @@ func BenchmarkBackupObjects20k(b *testing.B) {
 	for i := range b.N {
 		name := fmt.Sprintf("objects20k-%d-%d", i, time.Now().UnixNano())
 		cmd := ferry("--storage", url, "backup", "--from", "blue", "--plan", planFile, "--name", name)
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, peak, err := runPeakRSS(cmd, true)
+		if err != nil {
 			b.Fatalf("ferry backup: %v\n%s", err, out)
 		}
 		b.StopTimer()
-		peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+		peakRSS = max(peakRSS, peak)
 		m, err := snapshot.ReadManifest(ctx, store, name)
 		if err != nil {
 			b.Fatal(err)

@@ -140,57 +140,15 @@ type scaleRun struct {
 	out     []byte
 }
 
-// runMeasured runs cmd and measures its peak RSS as /proc reports the program's own high-water
-// mark (VmHWM), read until it exits: the rusage of a child counts the test process's RSS at the
-// fork, which would hide the program's.
+// runMeasured runs cmd and measures its time and own peak RSS (runPeakRSS).
 func runMeasured(b *testing.B, cmd *exec.Cmd) scaleRun {
 	b.Helper()
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	var hwm int64
-	done := make(chan struct{})
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if kb := vmHWM(cmd.Process.Pid); kb > hwm {
-				hwm = kb
-			}
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	err := cmd.Wait()
-	close(done)
-	<-polled
+	out, kib, err := runPeakRSS(cmd, false)
 	if err != nil {
-		b.Fatalf("%s: %v\n%s\n%s", strings.Join(cmd.Args[:3], " "), err, stdout.String(), stderr.String())
+		b.Fatalf("%s: %v\n%s", strings.Join(cmd.Args[:3], " "), err, out)
 	}
-	return scaleRun{seconds: time.Since(start).Seconds(), rssMiB: float64(hwm) / 1024, out: []byte(stdout.String())}
-}
-
-// vmHWM is a process's peak RSS in KiB, or 0 once it is gone.
-func vmHWM(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb
-		}
-	}
-	return 0
+	return scaleRun{seconds: time.Since(start).Seconds(), rssMiB: float64(kib) / 1024, out: out}
 }
 
 func objectsAtScale(b *testing.B, n int) map[string]float64 {

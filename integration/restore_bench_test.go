@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/ferrykube/ferry/snapshot"
@@ -51,7 +50,7 @@ func BenchmarkRestoreObjects20k(b *testing.B) {
 			args = append(args, "--namespace-map", fmt.Sprintf("%s=%s-r%d", ns, ns, i))
 		}
 		cmd := ferry(args...)
-		out, err := cmd.Output()
+		out, peak, err := runPeakRSS(cmd, false)
 		b.StopTimer()
 		var rep struct {
 			Counts map[string]map[string]int `json:"counts"`
@@ -61,7 +60,7 @@ func BenchmarkRestoreObjects20k(b *testing.B) {
 			b.Fatalf("ferry restore: %v %v %s\n%s", err, jerr, rep.Error, out)
 		}
 		restored = rep.Counts["objects"][snapshot.StatusRestored]
-		peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+		peakRSS = max(peakRSS, peak)
 		b.Logf("restore %d: %v", i, rep.Counts["objects"])
 		b.StartTimer()
 	}

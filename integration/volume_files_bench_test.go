@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,11 +112,12 @@ func benchVolumeFiles(b *testing.B, store storage.Backend, url, config, ns, form
 			cmd := exec.Command(ferryBinary(b), ferryArgs(b, args)...)
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 			start := time.Now()
-			if out, err := cmd.CombinedOutput(); err != nil {
+			out, peak, err := runPeakRSS(cmd, true)
+			if err != nil {
 				b.Fatalf("ferry backup: %v\n%s", err, out)
 			}
 			took += time.Since(start)
-			peakRSS = max(peakRSS, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+			peakRSS = max(peakRSS, peak)
 			b.StopTimer()
 			m, err := snapshot.ReadManifest(ctx, store, name)
 			if err != nil {

@@ -1,5 +1,5 @@
-// Package memwatch measures the peak heap of a piece of work, for benchmarks that report memory
-// beside speed.
+// Package memwatch measures the peak heap of a piece of work, or the peak resident set of a
+// process, for benchmarks that report memory beside speed.
 package memwatch
 
 import (

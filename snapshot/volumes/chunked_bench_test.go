@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -105,9 +104,9 @@ func BenchmarkChunkedManyFiles(b *testing.B) {
 			report(b, took, peak)
 		})
 	}
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	b.Logf("process peak RSS %d MiB (%d files)", ru.Maxrss>>10, n)
+	if rss, err := memwatch.SelfPeakRSS(); err == nil {
+		b.Logf("process peak RSS %d MiB (%d files)", rss>>20, n)
+	}
 }
 
 // benchFiles is the number of files FERRY_BENCH_FILES asks a benchmark for, else n.
