@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,6 +159,13 @@ func (mysql) digests(ctx context.Context, c Dumps, t target, qs []digestQuery, o
 func (mysql) prepareLoad(ctx context.Context, c Dumps, t target, d snapshot.Database, checked *checkedDump, stage map[string]string) (loading, error) {
 	// The client's own limit (16 MiB by default) would refuse a bigger statement.
 	l := loading{cmd: mysqlShell("mysql", t.cred, "--batch", "--max-allowed-packet="+strconv.Itoa(maxPacket)), end: "\nquit\n"}
+	replaced := d.Schemas
+	if stage != nil {
+		replaced = slices.Sorted(maps.Values(stage))
+	}
+	if err := c.endMySQLSessions(ctx, t, replaced); err != nil {
+		return l, fmt.Errorf("end the sessions on the schemas to replace: %w", err)
+	}
 	putBack, err := c.fitPacket(ctx, t, d, checked.largest)
 	if err != nil {
 		return l, err
@@ -172,6 +181,40 @@ func (mysql) prepareLoad(ctx context.Context, c Dumps, t target, d snapshot.Data
 		}
 	}
 	return l, nil
+}
+
+// endMySQLSessions ends every session but its own on the schemas a load replaces, as PostgreSQL's
+// load does (terminateSessions): the client of a load whose exec broke off may live on, its stdin
+// never ending (an exec's end need not reach the process), and hold a table locked (mysqldump's
+// LOCK TABLES ... WRITE), which the load run again would wait behind until its exec times out.
+func (c Dumps) endMySQLSessions(ctx context.Context, t target, schemas []string) error {
+	if len(schemas) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(schemas))
+	for i, s := range schemas {
+		quoted[i] = quote(s)
+	}
+	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred,
+		"SELECT ID FROM information_schema.PROCESSLIST WHERE DB IN ("+strings.Join(quoted, ",")+") AND ID <> CONNECTION_ID();")
+	if err != nil {
+		return err
+	}
+	ended := 0
+	for _, row := range rows {
+		if len(row) == 0 || strings.Trim(row[0], "0123456789") != "" {
+			continue
+		}
+		// A session that ended since it was listed is no error (ER_NO_SUCH_THREAD).
+		if _, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "KILL CONNECTION "+row[0]+";"); err != nil && !strings.Contains(err.Error(), "1094") {
+			return err
+		}
+		ended++
+	}
+	if ended > 0 && c.Log != nil {
+		c.Log.Info("ended the sessions on the schemas to replace", "database", t.item.Name, "sessions", ended)
+	}
+	return nil
 }
 
 // carryBack loads the dump into staging schemas beside blue's (dropped again at the end), then
