@@ -204,6 +204,17 @@ const zooConfig = `databases:
   workload: statefulset/zoo-postgres
   secret: {name: zoo-postgres-creds, userKey: user, passwordKey: password}
   schemas: [` + ZooPGDB + `]
+quiesce:
+- resource: cronjobs.batch
+  namespace: zoo-apps
+  names: [report]
+  action: suspend
+  why: the report writes to the zoo's database
+- resource: deployments.apps
+  namespace: zoo-apps
+  names: [worker]
+  action: scale-to-zero
+  why: the worker writes to the zoo's database
 buckets:
 - name: mlpipeline
   namespace: kubeflow
