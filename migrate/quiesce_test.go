@@ -56,15 +56,6 @@ func TestStopWaitsForTheWritersPods(t *testing.T) {
 		return Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: timeout,
 			Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}, dyn
 	}
-	stop := func(q Quiescer) chan error {
-		done := make(chan error, 1)
-		go func() {
-			_, err := q.Stop(ctx)
-			done <- err
-		}()
-		return done
-	}
-
 	q, dyn := newQuiescer(time.Minute)
 	for _, run := range []string{"the run that stops the writer", "a resumed run"} {
 		if run == "a resumed run" { // the pod is back: a run that died had seen it end
@@ -72,12 +63,8 @@ func TestStopWaitsForTheWritersPods(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		done := stop(q)
-		select {
-		case err := <-done:
-			t.Fatalf("%s: Stop returned (%v) while web-1 still ran", run, err)
-		case <-time.After(time.Second):
-		}
+		done := stopAsync(ctx, q)
+		mustStillWait(t, done, run+": web-1 still runs")
 		if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -87,8 +74,28 @@ func TestStopWaitsForTheWritersPods(t *testing.T) {
 	}
 
 	q, _ = newQuiescer(time.Second)
-	if err := <-stop(q); err == nil || !strings.Contains(err.Error(), "1 pods of the writers stopped still run after 1s (shop/web-1 of deployments.apps shop/web)") {
+	if err := <-stopAsync(ctx, q); err == nil || !strings.Contains(err.Error(), "1 pods of the writers stopped still run after 1s (shop/web-1 of deployments.apps shop/web)") {
 		t.Fatalf("Stop past its timeout: %v", err)
+	}
+}
+
+// stopAsync runs q.Stop in the background; its error comes on the channel.
+func stopAsync(ctx context.Context, q Quiescer) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Stop(ctx)
+		done <- err
+	}()
+	return done
+}
+
+// mustStillWait fails the test if Stop returns within a second: it must wait, as why says.
+func mustStillWait(t *testing.T, done <-chan error, why string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("Stop returned (%v), but %s", err, why)
+	case <-time.After(time.Second):
 	}
 }
 
@@ -114,16 +121,8 @@ func TestStopWaitsForTheJobsASuspendedCronJobRuns(t *testing.T) {
 	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute,
 		Rules: []config.QuiesceRule{{Resource: "cronjobs.batch", Namespace: "shop", Action: Suspend}}}
 
-	done := make(chan error, 1)
-	go func() {
-		_, err := q.Stop(ctx)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("Stop returned (%v) while the Job nightly-1 still ran", err)
-	case <-time.After(time.Second):
-	}
+	done := stopAsync(ctx, q)
+	mustStillWait(t, done, "the Job nightly-1 still runs")
 	if err := unstructured.SetNestedField(pod.Object, "Succeeded", "status", "phase"); err != nil {
 		t.Fatal(err)
 	}
@@ -176,16 +175,8 @@ func TestStopWaitsForThePodsAnAnnotatedObjectOwns(t *testing.T) {
 	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute,
 		Rules: []config.QuiesceRule{{Resource: "notebooks.kubeflow.org", Action: Annotate, Annotations: map[string]string{"kubeflow-resource-stopped": "ferry"}, WaitForPods: true}}}
 
-	done := make(chan error, 1)
-	go func() {
-		_, err := q.Stop(ctx)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("Stop returned (%v) while the Notebook's pod lab-0 still ran", err)
-	case <-time.After(time.Second):
-	}
+	done := stopAsync(ctx, q)
+	mustStillWait(t, done, "the Notebook's pod lab-0 still runs")
 	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "lab-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
