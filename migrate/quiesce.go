@@ -162,10 +162,15 @@ func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout
 	for {
 		var running []string
 		owners := ownerCache{}
+		lists := map[[2]string]*unstructured.UnstructuredList{} // by namespace and selector: many writers share one
 		for _, w := range writers {
-			list, err := q.Dynamic.Resource(podsGVR).Namespace(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector})
-			if err != nil {
-				return first, fmt.Errorf("pods of %s: %w", w.owner, err)
+			list := lists[[2]string{w.namespace, w.selector}]
+			if list == nil {
+				var err error
+				if list, err = q.Dynamic.Resource(podsGVR).Namespace(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector}); err != nil {
+					return first, fmt.Errorf("pods of %s: %w", w.owner, err)
+				}
+				lists[[2]string{w.namespace, w.selector}] = list
 			}
 			for i := range list.Items {
 				p := &list.Items[i]

@@ -217,3 +217,60 @@ func TestStopWaitsLongerForALongGracePeriod(t *testing.T) {
 		t.Fatalf("Stop: %v; want it to give up, naming db-0", err)
 	}
 }
+
+// TestKubeflowPresetWaitsForRunningWorkflowSteps: the preset's rule for Argo workflows annotates
+// only the running ones, and Stop waits for their steps' pods, not for a pod a finished workflow
+// left running.
+func TestKubeflowPresetWaitsForRunningWorkflowSteps(t *testing.T) {
+	ctx := context.Background()
+	preset, err := config.LoadPreset("kubeflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []config.QuiesceRule
+	for _, r := range preset.Quiesce {
+		if r.Resource == "workflows.argoproj.io" {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) != 1 {
+		t.Fatalf("the kubeflow preset has %d rules for workflows.argoproj.io, want 1", len(rules))
+	}
+	workflowsGVR := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
+	workflow := func(name, uid, completed string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+			"metadata": map[string]any{"name": name, "namespace": "shop", "uid": uid, "labels": map[string]any{"workflows.argoproj.io/completed": completed}}}}
+	}
+	step := func(name, workflow, uid string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": name, "namespace": "shop",
+				"ownerReferences": []any{map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": workflow, "uid": uid}}},
+			"status": map[string]any{"phase": "Running"}}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podsGVR: "PodList", workflowsGVR: "WorkflowList"},
+		workflow("train", "wf-1", "false"), workflow("old", "wf-2", "true"), step("train-step", "train", "wf-1"), step("old-step", "old", "wf-2"))
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Workflow"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute, Rules: rules}
+
+	done := stopAsync(ctx, q)
+	mustStillWait(t, done, "the step train-step of the running workflow still runs")
+	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "train-step", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop still waits with the running workflow's step gone: old-step is a finished workflow's")
+	}
+	if ann := mustGet(t, dyn, workflowsGVR, "old").GetAnnotations(); len(ann) > 0 {
+		t.Fatalf("the finished workflow was annotated: %v", ann)
+	}
+	if _, ok := mustGet(t, dyn, workflowsGVR, "train").GetAnnotations()[QuiescedAnnotation]; !ok {
+		t.Fatal("the running workflow carries no quiesce record")
+	}
+}
