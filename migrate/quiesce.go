@@ -159,9 +159,9 @@ func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout
 	start := time.Now()
 	deadline := start.Add(timeout)
 	first := -1
+	owners := ownerCache{} // kept across polls: an object's owners do not change as its pods end
 	for {
 		var running []string
-		owners := ownerCache{}
 		lists := map[[2]string]*unstructured.UnstructuredList{} // by namespace and selector: many writers share one
 		for _, w := range writers {
 			list := lists[[2]string{w.namespace, w.selector}]
@@ -177,8 +177,14 @@ func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout
 				if phase, _, _ := unstructured.NestedString(p.Object, "status", "phase"); phase == "Succeeded" || phase == "Failed" {
 					continue
 				}
-				if w.selector == "" && !q.ownedBy(ctx, p, w.owned, owners) {
-					continue
+				if w.selector == "" {
+					owned, err := q.ownedBy(ctx, p, w.owned, owners)
+					if err != nil {
+						return first, fmt.Errorf("pods of %s: %w", w.owner, err)
+					}
+					if !owned {
+						continue
+					}
 				}
 				running = append(running, p.GetNamespace()+"/"+p.GetName()+" of "+w.owner)
 				if extra := gracePeriod(p) - defaultGracePeriod; extra > 0 && start.Add(timeout+extra).After(deadline) {
@@ -263,42 +269,45 @@ func (q Quiescer) writerPodsOf(ctx context.Context, rule config.QuiesceRule, obj
 	return out, nil
 }
 
-// ownerCache holds the owner references of the objects ownedBy fetched, by UID, for one poll.
+// ownerCache holds the owner references of the objects ownedBy fetched, by UID.
 type ownerCache map[types.UID][]metav1.OwnerReference
 
 // ownedBy reports whether obj's owner references lead to the object of UID uid within a few steps
-// (a pod's StatefulSet's Notebook; a pod's Job's Trial's Experiment). An owner that cannot be read
-// ends its path.
-func (q Quiescer) ownedBy(ctx context.Context, obj *unstructured.Unstructured, uid types.UID, owners ownerCache) bool {
+// (a pod's StatefulSet's Notebook; a pod's Job's Trial's Experiment). An owner that is gone, or of
+// a type not served, ends its path; one that cannot be read now is an error, not a guess.
+func (q Quiescer) ownedBy(ctx context.Context, obj *unstructured.Unstructured, uid types.UID, owners ownerCache) (bool, error) {
 	refs := obj.GetOwnerReferences()
 	for depth := 0; depth < 5 && len(refs) > 0; depth++ {
 		var next []metav1.OwnerReference
 		for _, ref := range refs {
 			if ref.UID == uid {
-				return true
+				return true, nil
 			}
 			up, ok := owners[ref.UID]
 			if !ok {
-				up = q.ownerReferencesOf(ctx, obj.GetNamespace(), ref)
+				var err error
+				if up, err = q.ownerReferencesOf(ctx, obj.GetNamespace(), ref); err != nil {
+					return false, fmt.Errorf("%s %s/%s, owner of pod %s: %w", ref.Kind, obj.GetNamespace(), ref.Name, obj.GetName(), err)
+				}
 				owners[ref.UID] = up
 			}
 			next = append(next, up...)
 		}
 		refs = next
 	}
-	return false
+	return false, nil
 }
 
 // ownerReferencesOf are the owner references of the object ref names in namespace ns; none when it
-// cannot be read or is not the one ref names (same name, another UID).
-func (q Quiescer) ownerReferencesOf(ctx context.Context, ns string, ref metav1.OwnerReference) []metav1.OwnerReference {
+// is gone, of a type not served, or not the one ref names (same name, another UID).
+func (q Quiescer) ownerReferencesOf(ctx context.Context, ns string, ref metav1.OwnerReference) ([]metav1.OwnerReference, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	mapping, err := q.Mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	client := q.Dynamic.Resource(mapping.Resource)
 	var obj *unstructured.Unstructured
@@ -307,10 +316,15 @@ func (q Quiescer) ownerReferencesOf(ctx context.Context, ns string, ref metav1.O
 	} else {
 		obj, err = client.Get(ctx, ref.Name, metav1.GetOptions{})
 	}
-	if err != nil || obj.GetUID() != ref.UID {
-		return nil
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case obj.GetUID() != ref.UID:
+		return nil, nil
 	}
-	return obj.GetOwnerReferences()
+	return obj.GetOwnerReferences(), nil
 }
 
 // podSelector is obj's spec.selector as a label selector, unless it has none or an empty one
