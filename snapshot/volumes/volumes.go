@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -270,7 +269,7 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 	}
 	c.Log.Info("mover pod created", "pod", name, "claim", spec.Annotations["ferry.dev/claim"], "node", pod.Spec.NodeName, "role", spec.Labels[RoleLabel])
 	var running *corev1.Pod
-	err = pollSoon(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -288,7 +287,7 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 	c.movers.add(recordMover(spec, pod, running))
 	// The container may take a moment to answer exec after the pod reports Running.
 	var lastErr error
-	err = pollSoon(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var out bytes.Buffer
 		lastErr = c.exec(ctx, kube.ExecRequest{Namespace: spec.Namespace, Pod: pod.Name, Container: "mover",
 			Command: []string{"ferry", "mover", "ready"}, Stdout: &out})
@@ -306,16 +305,6 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 		return "", nil, fmt.Errorf("mover pod %s does not answer: %w", name, errors.Join(err, lastErr))
 	}
 	return pod.Name, stop, nil
-}
-
-// pollSoon calls condition until it is done, fails, or timeout passes: at once, then after 20 ms,
-// each wait half as long again as the one before, up to a second. A mover pod usually runs and
-// answers within a few hundred milliseconds, which a fixed interval of as much would double.
-func pollSoon(ctx context.Context, timeout time.Duration, condition wait.ConditionWithContextFunc) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	backoff := wait.Backoff{Duration: 20 * time.Millisecond, Factor: 1.5, Cap: time.Second, Steps: math.MaxInt32}
-	return wait.ExponentialBackoffWithContext(ctx, backoff, condition)
 }
 
 func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volume) (snapshot.Volume, error) {
