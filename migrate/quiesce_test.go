@@ -99,6 +99,20 @@ func mustStillWait(t *testing.T, done <-chan error, why string) {
 	}
 }
 
+// mustReturnSoon fails the test unless Stop returns without an error within 10 s, as why says it
+// should.
+func mustReturnSoon(t *testing.T, done <-chan error, why string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Stop: %v; want no error %s", err, why)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Stop still waits %s", why)
+	}
+}
+
 // TestStopWaitsForTheJobsASuspendedCronJobRuns: suspending a CronJob stops only its next Jobs;
 // Stop waits for the pods of those it started, and a pod that ended no longer counts.
 func TestStopWaitsForTheJobsASuspendedCronJobRuns(t *testing.T) {
@@ -180,14 +194,7 @@ func TestStopWaitsForThePodsAnAnnotatedObjectOwns(t *testing.T) {
 	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "lab-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Stop: %v; want no error once lab-0 is gone (other-0 is not the Notebook's)", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Stop still waits with the Notebook's pod gone: other-0 is not the Notebook's")
-	}
+	mustReturnSoon(t, done, "with the Notebook's pod lab-0 gone (other-0 is not the Notebook's)")
 }
 
 // TestStopWaitsLongerForALongGracePeriod: a pod given more than the default 30 s to end lengthens
@@ -259,14 +266,7 @@ func TestKubeflowPresetWaitsForRunningWorkflowSteps(t *testing.T) {
 	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "train-step", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Stop still waits with the running workflow's step gone: old-step is a finished workflow's")
-	}
+	mustReturnSoon(t, done, "with the running workflow's step gone (old-step is a finished workflow's)")
 	if ann := mustGet(t, dyn, workflowsGVR, "old").GetAnnotations(); len(ann) > 0 {
 		t.Fatalf("the finished workflow was annotated: %v", ann)
 	}
