@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/storagetest"
@@ -26,6 +27,9 @@ import (
 // reference of the same run:
 //   - raw-multipart: the claim's files read from disk and uploaded as one object by a plain
 //     multipart upload (storagetest.RawUpload) to the same MinIO;
+//   - raw-exec: the claim's files as one tar (`tar cf - .`) through exec into nothing: what the
+//     exec path itself carries here, the ceiling of every exec mode;
+//   - raw-exec-upload: the same tar through exec, uploaded by the plain multipart upload;
 //   - exec-tar: through the API server (exec), one compressed tar stream (--volume-format tar);
 //   - exec-chunks: through exec into an empty chunk repository (--volume-format chunks): a first backup;
 //   - exec-chunks-second: after 1 % of the small files changed since the previous backup into the
@@ -102,7 +106,30 @@ func BenchmarkBackupVolume(b *testing.B) {
 		peakRSS = max(peakRSS, peak)
 		return time.Since(start)
 	}
-	for _, mode := range []string{"raw-multipart", "exec-tar", "exec-chunks", "exec-chunks-second", "direct"} {
+	// rawReader is a pod whose exec runs in the claim's folder, for the raw exec references.
+	const rawReader = "raw-reader"
+	startRawReader := func() {
+		b.Helper()
+		if _, err := kc.CoreV1().Pods(ns).Get(ctx, rawReader, metav1.GetOptions{}); err == nil {
+			return
+		}
+		runPod(b, kc, ns, simplePod(rawReader))
+		if err := blue.MapExec(ctx, ns, rawReader, dir, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg, err := blue.RESTConfig()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rawExec := func(w io.Writer) error {
+		var stderr strings.Builder
+		if err := kube.Exec(ctx, cfg, kc, kube.ExecRequest{Namespace: ns, Pod: rawReader, Command: []string{"tar", "cf", "-", "."}, Stdout: w, Stderr: &stderr}); err != nil {
+			return fmt.Errorf("exec tar: %w: %s", err, stderr.String())
+		}
+		return nil
+	}
+	for _, mode := range []string{"raw-multipart", "raw-exec", "raw-exec-upload", "exec-tar", "exec-chunks", "exec-chunks-second", "direct"} {
 		b.Run(mode, func(b *testing.B) {
 			b.SetBytes(size)
 			peakRSS = 0
@@ -110,6 +137,24 @@ func BenchmarkBackupVolume(b *testing.B) {
 			case "raw-multipart":
 				for i := range b.N {
 					if err := storagetest.RawUpload(ctx, minio.S3Client(), "backups", fmt.Sprintf("bench-raw/%d", i), treeReader(b, dir)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			case "raw-exec":
+				startRawReader()
+				for range b.N {
+					if err := rawExec(io.Discard); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			case "raw-exec-upload":
+				startRawReader()
+				for i := range b.N {
+					pr, pw := io.Pipe()
+					go func() { pw.CloseWithError(rawExec(pw)) }()
+					if err := storagetest.RawUpload(ctx, minio.S3Client(), "backups", fmt.Sprintf("bench-raw-exec/%d", i), pr); err != nil {
 						b.Fatal(err)
 					}
 				}

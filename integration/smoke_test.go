@@ -62,7 +62,7 @@ func simplePod(name string) *corev1.Pod {
 	}
 }
 
-func runPod(t *testing.T, kc kubernetes.Interface, namespace string, pod *corev1.Pod) {
+func runPod(t testing.TB, kc kubernetes.Interface, namespace string, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := kc.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

@@ -30,7 +30,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -269,7 +268,9 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 	}
 	c.Log.Info("mover pod created", "pod", name, "claim", spec.Annotations["ferry.dev/claim"], "node", pod.Spec.NodeName, "role", spec.Labels[RoleLabel])
 	var running *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	// A mover pod usually runs within a moment; each 200 ms waited for it cost a small volume's
+	// incremental backup a tenth of its time.
+	err = kube.PollSoon(ctx, 20*time.Millisecond, 200*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -287,7 +288,7 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 	c.movers.add(recordMover(spec, pod, running))
 	// The container may take a moment to answer exec after the pod reports Running.
 	var lastErr error
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = kube.PollSoon(ctx, 20*time.Millisecond, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
 		var out bytes.Buffer
 		lastErr = c.exec(ctx, kube.ExecRequest{Namespace: spec.Namespace, Pod: pod.Name, Container: "mover",
 			Command: []string{"ferry", "mover", "ready"}, Stdout: &out})
