@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,10 +20,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	streamprotocol "k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
 )
 
 // ExecRequest names a command to run in a pod and its streams. Stdin may be nil.
@@ -32,8 +36,15 @@ type ExecRequest struct {
 	Stdout, Stderr            io.Writer
 }
 
-// Exec runs the command in the pod and streams its input and output, over WebSocket with a SPDY
-// fallback as kubectl does. It returns when the command ends; a non-zero exit is an error.
+// Exec runs the command in the pod and streams its input and output. It returns when the command
+// ends; a non-zero exit is an error.
+//
+// It speaks SPDY first, WebSocket when the API server (or what stands before it) does not upgrade
+// to SPDY. An API server passes SPDY through to the kubelet as it comes, but translates WebSocket
+// to SPDY frame by frame: on the testbed a tar through exec reached 163 MB/s over SPDY and
+// 111 MB/s over WebSocket. SPDY says nothing when its connection breaks off (client-go's streams
+// just end), so a stream counts as whole only once the command's status came after it: the
+// protocols asked for (v5, v4) send one, success included, after the output.
 func Exec(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, req ExecRequest) error {
 	opts := &corev1.PodExecOptions{
 		Container: req.Container, Command: req.Command,
@@ -41,7 +52,13 @@ func Exec(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, re
 	}
 	u := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(req.Namespace).Name(req.Pod).
 		SubResource("exec").VersionedParams(opts, scheme.ParameterCodec).URL()
-	spdy, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+	transport, upgrader, err := spdy.RoundTripperFor(stallLimited(cfg))
+	if err != nil {
+		return fmt.Errorf("exec in pod %s/%s: %w", req.Namespace, req.Pod, err)
+	}
+	watched := &statusWatch{Upgrader: upgrader}
+	spdyExec, err := remotecommand.NewSPDYExecutorForProtocols(transport, watched, "POST", u,
+		streamprotocol.StreamProtocolV5Name, streamprotocol.StreamProtocolV4Name)
 	if err != nil {
 		return fmt.Errorf("exec in pod %s/%s: %w", req.Namespace, req.Pod, err)
 	}
@@ -49,8 +66,8 @@ func Exec(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, re
 	if err != nil {
 		return fmt.Errorf("exec in pod %s/%s: %w", req.Namespace, req.Pod, err)
 	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	exec, err := remotecommand.NewFallbackExecutor(checkedSPDY{spdyExec, watched}, ws, func(err error) bool {
+		return !watched.upgraded.Load() && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 	})
 	if err != nil {
 		return err
@@ -60,6 +77,78 @@ func Exec(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, re
 		return fmt.Errorf("exec %q in pod %s/%s: %w", req.Command, req.Namespace, req.Pod, err)
 	}
 	return nil
+}
+
+// stallTimeout is how long a SPDY connection may leave what it sent unacknowledged, as long as
+// WebSocket's heartbeat waits for its pong.
+const stallTimeout = time.Minute
+
+// stallLimited is cfg dialing connections that end once they stall for stallTimeout (limitStall).
+func stallLimited(cfg *rest.Config) *rest.Config {
+	if cfg.Dial != nil {
+		return cfg // the caller's own dialer
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: limitStall}).DialContext
+	return cfg
+}
+
+// errNoStatus is the error of a SPDY exec whose connection ended before the command's status.
+var errNoStatus = fmt.Errorf("the exec's connection ended before the command's status (cut short): %w", io.ErrUnexpectedEOF)
+
+// checkedSPDY is a SPDY executor that fails a stream the connection ended without a status.
+type checkedSPDY struct {
+	remotecommand.Executor
+	watched *statusWatch
+}
+
+func (e checkedSPDY) StreamWithContext(ctx context.Context, options remotecommand.StreamOptions) error {
+	err := e.Executor.StreamWithContext(ctx, options)
+	if err == nil && e.watched.statusBytes.Load() == 0 {
+		return errNoStatus
+	}
+	return err
+}
+
+// statusWatch is a SPDY upgrader that tells whether the connection was upgraded and counts the
+// bytes of the command's status (the error stream) read off it.
+type statusWatch struct {
+	spdy.Upgrader
+	upgraded    atomic.Bool
+	statusBytes atomic.Int64
+}
+
+func (w *statusWatch) NewConnection(resp *http.Response) (httpstream.Connection, error) {
+	conn, err := w.Upgrader.NewConnection(resp)
+	if err != nil {
+		return nil, err
+	}
+	w.upgraded.Store(true)
+	return watchedConn{conn, w}, nil
+}
+
+type watchedConn struct {
+	httpstream.Connection
+	watch *statusWatch
+}
+
+func (c watchedConn) CreateStream(headers http.Header) (httpstream.Stream, error) {
+	s, err := c.Connection.CreateStream(headers)
+	if err != nil || headers.Get(corev1.StreamType) != corev1.StreamTypeError {
+		return s, err
+	}
+	return countedStream{s, &c.watch.statusBytes}, nil
+}
+
+type countedStream struct {
+	httpstream.Stream
+	n *atomic.Int64
+}
+
+func (s countedStream) Read(p []byte) (int, error) {
+	n, err := s.Stream.Read(p)
+	s.n.Add(int64(n))
+	return n, err
 }
 
 // StreamAttempts bounds how often ferry runs what a broken connection cut short (ConnectionBroke),

@@ -30,6 +30,8 @@ func TestConnectionBroke(t *testing.T) {
 		{fmt.Errorf("exec in pod a/p: %w", &websocket.CloseError{Code: websocket.CloseNormalClosure}), false},
 		{fmt.Errorf(`exec ["mysql"] in pod a/p: command terminated with exit code 1`), false},
 		{errors.New("pods \"p\" is forbidden: User cannot create resource \"pods/exec\""), false},
+		// A SPDY exec whose streams ended before the command's status.
+		{fmt.Errorf(`exec ["ferry" "mover" "pack"] in pod a/m: %w`, errNoStatus), true},
 		// A tar or a listing that ends before its end marker.
 		{fmt.Errorf("volume a/b: %w", io.ErrUnexpectedEOF), true},
 		// An S3 request through a port-forward whose tunnel broke.
