@@ -15,6 +15,7 @@ import (
 	"github.com/ferrykube/ferry/plans"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -256,5 +257,19 @@ func TestBackupSelectionFlags(t *testing.T) {
 	}
 	if err := o.complete(nil); err == nil || !strings.Contains(err.Error(), "--plan already holds the configuration") {
 		t.Fatalf("--plan with a selection flag: %v", err)
+	}
+}
+
+// What client-go logs (through klog) comes out in ferry's log format: JSON logs stay JSON.
+func TestClientGoLogsInFerrysFormat(t *testing.T) {
+	streams, _, _, errOut := genericiooptions.NewTestIOStreams()
+	if code := run(context.Background(), []string{"--log-format", "json", "--progress", "never", "version"}, streams); code != exitOK {
+		t.Fatalf("ferry version exited %d: %s", code, errOut)
+	}
+	errOut.Reset()
+	klog.ErrorS(io.EOF, "Copying stdin failed")
+	var line map[string]any
+	if err := json.Unmarshal(errOut.Bytes(), &line); err != nil || line["msg"] != "Copying stdin failed" {
+		t.Fatalf("klog's line %q is not ferry's JSON (%v)", errOut, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 )
 
 // globalOptions are the flags every command shares.
@@ -67,6 +68,8 @@ func (o *globalOptions) complete(errOut io.Writer) error {
 		return badinput.Errorf("--progress %q: want auto, always or never", o.progress)
 	}
 	o.logger = slog.New(handler)
+	// client-go logs through klog (a stream it gave up on, say); in ferry's log it keeps its format.
+	klog.SetSlogLogger(o.logger)
 	return o.profile.start()
 }
 
