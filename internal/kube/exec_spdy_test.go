@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,8 +102,16 @@ func TestSPDYExecWithoutItsStatusBrokeOff(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out strings.Builder
-		err = Exec(context.Background(), cfg, client, ExecRequest{Namespace: "a", Pod: "p", Command: []string{"cat"}, Stdout: &out, Stderr: io.Discard})
+		var dialed atomic.Int32
+		control := func(network, address string, c syscall.RawConn) error {
+			dialed.Add(1)
+			return limitStall(network, address, c)
+		}
+		err = execDialing(context.Background(), cfg, client, ExecRequest{Namespace: "a", Pod: "p", Command: []string{"cat"}, Stdout: &out, Stderr: io.Discard}, control)
 		srv.Close()
+		if dialed.Load() == 0 {
+			t.Errorf("with status %v: the SPDY connection was not dialed with the stall limit", withStatus)
+		}
 		if out.String() != "output" {
 			t.Errorf("with status %v: stdout %q, want %q", withStatus, out.String(), "output")
 		}
