@@ -193,8 +193,9 @@ const StreamAttempts = 3
 
 // ConnectionBroke tells an exec or a port-forward's connection that broke off in transit — reset,
 // cut short, ended before the command's status (SPDY), closed without WebSocket's closing
-// handshake, or its heartbeat unanswered for a minute (an API server answers no ping while it waits on the other end) — from a command that
-// failed, an exec that was refused or a server's answer. An API server restarting, a load
+// handshake, or its heartbeat unanswered for a minute (an API server answers no ping while it
+// waits on the other end) — from a command that failed, an exec that was refused or a server's
+// answer. An API server restarting, a load
 // balancer or a kubelet dropping its streams all end a stream so. What ran in the pod may still
 // be running: only what is safe to run twice may be run again.
 func ConnectionBroke(err error) bool {
