@@ -405,25 +405,47 @@ func (c *Cluster) mapMovers(ctx context.Context) error {
 }
 
 func (c *Cluster) mapMover(ctx context.Context, kc kubernetes.Interface, pod *corev1.Pod) {
+	// Every error is tried again: a mover whose exec is never mapped fails its test with only
+	// kwok's "no exec found" to show for it, so what kept it unmapped is printed as well.
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		done, err := c.tryMapMover(ctx, kc, pod)
+		if err != nil {
+			last = err
+		}
+		return done, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "testbed: the exec of mover pod %s/%s on %s is not mapped: %v\n", pod.Namespace, pod.Name, c.Name, errors.Join(err, last))
+	}
+}
+
+// tryMapMover maps the mover pod's exec to its claim's folder. It is done when the exec is mapped,
+// when the pod mounts no hostPath claim, or when the pod is gone; it is not yet done while the
+// claim is unbound (a provisioner, WaitForFirstConsumer).
+func (c *Cluster) tryMapMover(ctx context.Context, kc kubernetes.Interface, pod *corev1.Pod) (bool, error) {
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
-		// A claim may bind only now, for this pod (a provisioner, WaitForFirstConsumer).
-		var pvc *corev1.PersistentVolumeClaim
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-			var err error
-			pvc, err = kc.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
-			return err == nil && pvc.Spec.VolumeName != "", err
-		})
-		if err != nil {
-			return
+		if _, err := kc.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		pvc, err := kc.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+		if err != nil || pvc.Spec.VolumeName == "" {
+			return false, err
 		}
 		pv, err := kc.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
-		if err != nil || pv.Spec.HostPath == nil {
-			return
+		if err != nil {
+			return false, err
 		}
-		c.MapExec(ctx, pod.Namespace, pod.Name, pv.Spec.HostPath.Path, nil)
-		return
+		if pv.Spec.HostPath == nil {
+			return true, nil
+		}
+		if err := c.MapExec(ctx, pod.Namespace, pod.Name, pv.Spec.HostPath.Path, nil); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
+	return true, nil
 }
