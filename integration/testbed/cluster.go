@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -223,6 +224,11 @@ func (c *Cluster) waitReady(ctx context.Context, nodes int) error {
 }
 
 func (c *Cluster) delete(ctx context.Context) error {
+	// A cluster whose folder is gone has nothing left for kwokctl to stop (killUnder ends any
+	// process still running from it); failing here would keep a stale testbed forever.
+	if _, err := os.Stat(c.WorkDir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	return c.kwokctl(context.WithoutCancel(ctx), nil, "delete", "cluster")
 }
 
@@ -290,8 +296,23 @@ func (c *Cluster) applyAndWait(ctx context.Context, gvr schema.GroupVersionResou
 	if err != nil {
 		return err
 	}
+	// kwok caches its list of these objects under the informer's last resource version, which the
+	// informer sets before its store holds the object: a lookup in between caches a list without
+	// it, kept until the next change of any such object. Each second it is not acted on, the
+	// object is written again with a new annotation, which is such a change.
+	polls := 0
 	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return ready(ctx, cfg, kc), nil
+		if ready(ctx, cfg, kc) {
+			return true, nil
+		}
+		if polls++; polls%20 == 0 {
+			meta, _ := obj["metadata"].(map[string]any)
+			meta["annotations"] = map[string]any{"testbed.ferry/rewritten": strconv.Itoa(polls / 20)}
+			if err := c.apply(ctx, gvr, namespace, obj); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
 	})
 }
 
