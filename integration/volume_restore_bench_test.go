@@ -67,7 +67,16 @@ func BenchmarkRestoreVolume(b *testing.B) {
 		}
 		return r
 	}
-	tarBackup, chunksBackup := backup("bench-restore"), backup("bench-restore-chunks", "--volume-format", "chunks")
+	// The tar stream explicitly: chunks are the default through exec, and direct movers read tar.
+	tarBackup, chunksBackup := backup("bench-restore", "--volume-format", "tar"), backup("bench-restore-chunks", "--volume-format", "chunks")
+	for _, r := range []*snapshot.Reader{tarBackup, chunksBackup} {
+		if len(r.Manifest.Volumes) != 1 {
+			b.Fatalf("backup %s holds %d volumes, want 1", r.Name(), len(r.Manifest.Volumes))
+		}
+	}
+	if f := tarBackup.Manifest.Volumes[0].Format; f != "" {
+		b.Fatalf("backup %s stored its volume as %q, want the tar stream", tarBackup.Name(), f)
+	}
 	if err := storagetest.RawUpload(ctx, minio.S3Client(), "backups", "bench-restore-raw", treeReader(b, dir)); err != nil {
 		b.Fatal(err)
 	}
