@@ -155,7 +155,13 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	defer unwatch()
 	start := time.Now()
 	stage := c.stage
-	if c.Direct != nil && !strings.HasSuffix(v.Key, snapshot.EncryptedSuffix) && v.Format == "" {
+	switch {
+	case c.Direct == nil:
+	case strings.HasSuffix(v.Key, snapshot.EncryptedSuffix):
+		c.Log.Info("restoring through exec: an encrypted volume is decrypted by ferry", "claim", name)
+	case v.Format != "":
+		c.Log.Info("restoring through exec: direct movers read tar streams", "claim", name, "format", v.Format)
+	default:
 		stage = c.stageDirect
 	}
 	backup := volumeFiles(ctx, r, v)
