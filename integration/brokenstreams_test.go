@@ -17,7 +17,8 @@ import (
 )
 
 // TestBackupRestoreVerifyThroughBrokenStreams backs up the platform's MySQL, its bucket and a
-// user's claim from blue, restores them onto a fresh cluster and verifies, with both API servers
+// user's claim from blue (the claim in each volume format, chunks and the tar stream), restores
+// them onto a fresh cluster and verifies, with both API servers
 // behind proxies that reset every other exec and port-forward stream once it has carried 256 KiB
 // (as an API server restarting, or a load balancer dropping streams, does). Each command
 // completes as it would without the resets, and the data read independently is blue's.
@@ -53,52 +54,57 @@ func TestBackupRestoreVerifyThroughBrokenStreams(t *testing.T) {
 		"flaky": startResetProxy(t, apiServerAddr(t, "flaky"), after, every, budget),
 	}
 	kubeconfig := proxiedKubeconfig(t, proxies)
-	steps := []struct {
-		name, cluster string
-		args          []string
-	}{
-		{"backup", "blue", []string{"backup", "--from", "blue", "--preset", "kubeflow", "--include-namespaces", "kubeflow," + ns, "--name", "flaky"}},
-		{"restore", "flaky", []string{"restore", "--to", "flaky", "--backup", "flaky", "--storage-class-map", "gp3=standard,nfs-client=standard", "-o", "json"}},
-		{"verify", "flaky", []string{"verify", "--to", "flaky", "--backup", "flaky", "--storage-class-map", "gp3=standard,nfs-client=standard", "-o", "json"}},
-	}
 	url := backupMinIO(t, "flaky")
 	warnings := 0
-	for _, step := range steps {
-		proxies[step.cluster].arm(every, budget)
-		code, out, errOut := runFerry(t, append([]string{"--kubeconfig", kubeconfig, "--storage", url}, step.args...)...)
-		streams, resets := proxies[step.cluster].counts()
-		t.Logf("%s: exit %d; %s's proxy saw %d streams and reset %d", step.name, code, step.cluster, streams, resets)
-		warned := 0
-		for _, line := range strings.Split(errOut, "\n") {
-			if strings.Contains(line, "level=WARN") && strings.Contains(line, "again") {
-				t.Logf("  %s", line)
-				warned++
+	// Each volume format, into the same target: the second restore finds the first one's data, and
+	// still streams the volume (a tar stream in full, a chunked one with what differs).
+	for _, format := range []string{"chunks", "tar"} {
+		backup := "flaky-" + format
+		steps := []struct {
+			name, cluster string
+			args          []string
+		}{
+			{"backup", "blue", []string{"backup", "--from", "blue", "--preset", "kubeflow", "--include-namespaces", "kubeflow," + ns, "--name", backup, "--volume-format", format}},
+			{"restore", "flaky", []string{"restore", "--to", "flaky", "--backup", backup, "--storage-class-map", "gp3=standard,nfs-client=standard", "-o", "json"}},
+			{"verify", "flaky", []string{"verify", "--to", "flaky", "--backup", backup, "--storage-class-map", "gp3=standard,nfs-client=standard", "-o", "json"}},
+		}
+		for _, step := range steps {
+			proxies[step.cluster].arm(every, budget)
+			code, out, errOut := runFerry(t, append([]string{"--kubeconfig", kubeconfig, "--storage", url}, step.args...)...)
+			streams, resets := proxies[step.cluster].counts()
+			t.Logf("%s %s: exit %d; %s's proxy saw %d streams and reset %d", format, step.name, code, step.cluster, streams, resets)
+			warned := 0
+			for _, line := range strings.Split(errOut, "\n") {
+				if strings.Contains(line, "level=WARN") && strings.Contains(line, "again") {
+					t.Logf("  %s", line)
+					warned++
+				}
 			}
-		}
-		// A backup of blue's kubeflow namespace skips what the fixture's platform lacks: exit 3.
-		if code != 0 && !(step.name == "backup" && code == 3) {
-			t.Fatalf("ferry %s exited %d\nstdout: %s\nstderr: %s", step.name, code, out, errOut)
-		}
-		// An S3 client makes again itself a request that broke before its body was read (a
-		// listing, a read's start), so ferry may warn of fewer runs again than there were
-		// resets, even of none in a command; all the commands together warn of some.
-		if resets == 0 {
-			t.Errorf("ferry %s: the proxy reset no stream: the test broke nothing", step.name)
-		}
-		warnings += warned
-		if step.name == "backup" {
-			continue
-		}
-		var rep restoreReport
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
-			t.Fatalf("ferry %s wrote no JSON report: %v\n%s", step.name, err, out)
-		}
-		failed := rep.Error != ""
-		for _, counts := range rep.Counts {
-			failed = failed || counts[snapshot.StatusFailed] > 0
-		}
-		if failed || step.name == "verify" && len(rep.Items) > 0 {
-			t.Fatalf("ferry %s: %s %v %+v", step.name, rep.Error, rep.Counts, rep.Items)
+			// A backup of blue's kubeflow namespace skips what the fixture's platform lacks: exit 3.
+			if code != 0 && !(step.name == "backup" && code == 3) {
+				t.Fatalf("ferry %s (%s) exited %d\nstdout: %s\nstderr: %s", step.name, format, code, out, errOut)
+			}
+			// An S3 client makes again itself a request that broke before its body was read (a
+			// listing, a read's start), so ferry may warn of fewer runs again than there were
+			// resets, even of none in a command; all the commands together warn of some.
+			if resets == 0 {
+				t.Errorf("ferry %s (%s): the proxy reset no stream: the test broke nothing", step.name, format)
+			}
+			warnings += warned
+			if step.name == "backup" {
+				continue
+			}
+			var rep restoreReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("ferry %s (%s) wrote no JSON report: %v\n%s", step.name, format, err, out)
+			}
+			failed := rep.Error != ""
+			for _, counts := range rep.Counts {
+				failed = failed || counts[snapshot.StatusFailed] > 0
+			}
+			if failed || step.name == "verify" && len(rep.Items) > 0 {
+				t.Fatalf("ferry %s (%s): %s %v %+v", step.name, format, rep.Error, rep.Counts, rep.Items)
+			}
 		}
 	}
 

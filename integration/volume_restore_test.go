@@ -60,7 +60,8 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"--name", "vr-plain"}, {"--name", "vr-encrypted", "--encrypt-to", id.Recipient().String()}} {
+	// The tar stream, which direct movers read themselves (chunks are the default through exec).
+	for _, args := range [][]string{{"--name", "vr-plain", "--volume-format", "tar"}, {"--name", "vr-encrypted", "--encrypt-to", id.Recipient().String()}} {
 		start := time.Now()
 		code, out, errOut := runFerry(t, append([]string{"--storage", url, "backup", "--from", "blue", "--include-namespaces", srcNS}, args...)...)
 		if (code != 0 && code != 3) || strings.Contains(out, "volume "+srcNS+"/"+claim) {
@@ -233,6 +234,12 @@ func TestVolumeRestoreAndVerify(t *testing.T) {
 			}
 			if want, got := walkTree(t, src), walkTree(t, claimFolder(t, gkc, b.ns, claim)); !slices.Equal(want, got) {
 				t.Fatalf("the direct restore of %s differs from blue's folder:\n%s", b.backup, lineDiff(want, got))
+			}
+			if v := br.Manifest.Volumes[0]; v.Format != "" {
+				t.Fatalf("backup %s stored its volume as %q, want the tar stream", b.backup, v.Format)
+			}
+			if strings.Contains(logs.String(), "restoring through exec") {
+				t.Fatalf("direct restore of %s went through exec:\n%s", b.backup, logs.String())
 			}
 			said := strings.Count(logs.String(), "ferry decrypts its volumes")
 			if want := min(len(b.ids), 1); said != want {

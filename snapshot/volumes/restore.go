@@ -157,8 +157,7 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	stage := c.stage
 	switch {
 	case c.Direct == nil:
-	case strings.HasSuffix(v.Key, snapshot.EncryptedSuffix):
-		c.Log.Info("restoring through exec: an encrypted volume is decrypted by ferry", "claim", name)
+	case strings.HasSuffix(v.Key, snapshot.EncryptedSuffix): // Restore said so once
 	case v.Format != "":
 		c.Log.Info("restoring through exec: direct movers read tar streams", "claim", name, "format", v.Format)
 	default:
