@@ -286,3 +286,24 @@ func TestEachPostgreSQLAnswersThroughExec(t *testing.T) {
 		})
 	}
 }
+
+// TestMapExecWaitsThroughRewrites: a mapping kwok does not act on at once is written again each
+// second (the testbed's way around kwok's cached list); one whose folder appears only after
+// three seconds, so that it is rewritten more than once, still maps, and exec runs in it.
+func TestMapExecWaitsThroughRewrites(t *testing.T) {
+	c, kc := clients(t, "green")
+	dir := filepath.Join(t.TempDir(), "made-later")
+	runPod(t, kc, "default", simplePod("map-exec-rewrites"))
+	t.Cleanup(func() {
+		kc.CoreV1().Pods("default").Delete(context.Background(), "map-exec-rewrites", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	})
+	made := time.AfterFunc(3500*time.Millisecond, func() { os.Mkdir(dir, 0o755) })
+	defer made.Stop()
+	start := time.Now()
+	if err := c.MapExec(context.Background(), "default", "map-exec-rewrites", dir, nil); err != nil {
+		t.Fatalf("MapExec after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	if took := time.Since(start); took < 3*time.Second {
+		t.Fatalf("MapExec returned after %s, before the folder was made", took.Round(time.Millisecond))
+	}
+}

@@ -308,6 +308,7 @@ func (c *Cluster) applyAndWait(ctx context.Context, gvr schema.GroupVersionResou
 		if polls++; polls%20 == 0 {
 			meta, _ := obj["metadata"].(map[string]any)
 			meta["annotations"] = map[string]any{"testbed.ferry/rewritten": strconv.Itoa(polls / 20)}
+			delete(meta, "resourceVersion") // the update before set it; a create must not have one
 			if err := c.apply(ctx, gvr, namespace, obj); err != nil {
 				return false, err
 			}
