@@ -308,7 +308,6 @@ func (c *Cluster) applyAndWait(ctx context.Context, gvr schema.GroupVersionResou
 		if polls++; polls%20 == 0 {
 			meta, _ := obj["metadata"].(map[string]any)
 			meta["annotations"] = map[string]any{"testbed.ferry/rewritten": strconv.Itoa(polls / 20)}
-			delete(meta, "resourceVersion") // the update before set it; a create must not have one
 			if err := c.apply(ctx, gvr, namespace, obj); err != nil {
 				return false, err
 			}
@@ -322,7 +321,8 @@ func (c *Cluster) apply(ctx context.Context, gvr schema.GroupVersionResource, na
 	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{Object: obj}
+	// A copy: an update sets its resource version, which a later create of obj must not have.
+	u := (&unstructured.Unstructured{Object: obj}).DeepCopy()
 	res := dc.Resource(gvr).Namespace(namespace)
 	_, err = res.Create(ctx, u, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
