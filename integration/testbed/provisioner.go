@@ -2,9 +2,13 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -27,7 +31,10 @@ const selectedNode = "volume.kubernetes.io/selected-node"
 // provisioner is Provisioner gets a new hostPath PersistentVolume on a folder of its own under
 // dir, pre-bound to it as BindClaim does; a claim of a WaitForFirstConsumer class once the
 // scheduler picked a node for a pod using it. Claims of other classes, or without one, are left
-// to the tests (BindClaim).
+// to the tests (BindClaim). A claim with a data source is provisioned as a CSI provisioner does:
+// a clone (the source a claim) once its source is bound, with a copy of its files; any other
+// source (a VolumeSnapshot, a populator's object) is beyond this provisioner, and the claim stays
+// pending, as it would where the snapshot or the populator is missing.
 func (c *Cluster) provision(ctx context.Context, dir string) error {
 	kc, _, err := c.Clients()
 	if err != nil {
@@ -36,7 +43,9 @@ func (c *Cluster) provision(ctx context.Context, dir string) error {
 	factory := informers.NewSharedInformerFactory(kc, 0)
 	claims := factory.Core().V1().PersistentVolumeClaims().Informer()
 	classes := factory.Storage().V1().StorageClasses().Lister()
-	handle := func(obj any) {
+	var waiting sync.Map // claims told to wait for their data source, by UID
+	var handle func(obj any)
+	handle = func(obj any) {
 		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
 		if !ok || pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending || pvc.DeletionTimestamp != nil ||
 			pvc.Spec.StorageClassName == nil {
@@ -49,8 +58,32 @@ func (c *Cluster) provision(ctx context.Context, dir string) error {
 		if class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && pvc.Annotations[selectedNode] == "" {
 			return
 		}
+		source := claimSource(pvc)
+		if source != nil && (source.Kind != "PersistentVolumeClaim" || ptrValue(source.APIGroup) != "") {
+			if _, told := waiting.LoadOrStore(pvc.UID, true); !told {
+				fmt.Fprintf(os.Stderr, "testbed: provisioner of %s: claim %s/%s waits for its data source %s %s, which it cannot fill\n",
+					c.Name, pvc.Namespace, pvc.Name, source.Kind, source.Name)
+			}
+			return
+		}
 		go func() {
-			if err := c.provisionClaim(ctx, kc, pvc, dir); err != nil && ctx.Err() == nil {
+			if source != nil {
+				from, err := c.cloneSource(ctx, kc, pvc.Namespace, source.Name)
+				if err != nil || from == "" {
+					// The source is not bound yet: try again, as a provisioner does.
+					time.AfterFunc(time.Second, func() {
+						if latest, ok, _ := claims.GetStore().Get(pvc); ok && ctx.Err() == nil {
+							handle(latest)
+						}
+					})
+					return
+				}
+				if err := c.provisionClaim(ctx, kc, pvc, dir, from); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(os.Stderr, "testbed: provisioner of %s: %v\n", c.Name, err)
+				}
+				return
+			}
+			if err := c.provisionClaim(ctx, kc, pvc, dir, ""); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "testbed: provisioner of %s: %v\n", c.Name, err)
 			}
 		}()
@@ -78,10 +111,48 @@ func (c *Cluster) provision(ctx context.Context, dir string) error {
 	return nil
 }
 
-// provisionClaim makes the claim's volume; a second call for the same claim finds it made.
-func (c *Cluster) provisionClaim(ctx context.Context, kc kubernetes.Interface, pvc *corev1.PersistentVolumeClaim, dir string) error {
+// claimSource is the claim's data source, as the provisioner reads it (dataSourceRef first), or nil.
+func claimSource(pvc *corev1.PersistentVolumeClaim) *corev1.TypedObjectReference {
+	if ref := pvc.Spec.DataSourceRef; ref != nil {
+		return ref
+	}
+	if ref := pvc.Spec.DataSource; ref != nil {
+		return &corev1.TypedObjectReference{APIGroup: ref.APIGroup, Kind: ref.Kind, Name: ref.Name}
+	}
+	return nil
+}
+
+// cloneSource is the folder of the bound claim a clone copies, or "" while it is not bound.
+func (c *Cluster) cloneSource(ctx context.Context, kc kubernetes.Interface, namespace, claim string) (string, error) {
+	src, err := kc.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil || src.Status.Phase != corev1.ClaimBound {
+		return "", err
+	}
+	pv, err := kc.CoreV1().PersistentVolumes().Get(ctx, src.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		return "", err
+	}
+	return pv.Spec.HostPath.Path, nil
+}
+
+// provisionClaim makes the claim's volume, a copy of the folder from when it is a clone; a second
+// call for the same claim finds it made.
+func (c *Cluster) provisionClaim(ctx context.Context, kc kubernetes.Interface, pvc *corev1.PersistentVolumeClaim, dir, from string) error {
 	name := "pvc-" + string(pvc.UID)
 	folder := filepath.Join(dir, name)
+	if from != "" {
+		if _, err := os.Stat(folder); errors.Is(err, fs.ErrNotExist) {
+			// Copied aside and renamed, so that a second call never copies into a half-made clone.
+			tmp := folder + ".clone"
+			os.RemoveAll(tmp)
+			if err := os.CopyFS(tmp, os.DirFS(from)); err != nil {
+				return fmt.Errorf("clone of %s/%s: %w", pvc.Namespace, pvc.Name, err)
+			}
+			if err := os.Rename(tmp, folder); err != nil {
+				return err
+			}
+		}
+	}
 	if err := os.MkdirAll(folder, 0o755); err != nil {
 		return err
 	}

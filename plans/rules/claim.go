@@ -13,14 +13,21 @@ var bindingAnnotations = []string{
 	"volume.kubernetes.io/selected-node",
 }
 
-// PersistentVolumeClaims come with the storage, lose their binding (the target binds them anew),
-// have their storage class mapped, and are healthy once Bound.
+// PersistentVolumeClaims come with the storage, lose their binding (the target binds them anew)
+// and their data source, have their storage class mapped, and are healthy once Bound. A data
+// source (a VolumeSnapshot, a claim cloned, a populator's object) says how the source cluster
+// first filled the claim; on the target ferry fills it (its files, or its database's dump), and a
+// provisioner given the source would wait for a snapshot or populator the target lacks, or clone
+// files the claim has since deleted.
 func claimRules() map[string]Rule {
 	return map[string]Rule{"persistentvolumeclaims": {
 		Wave: WaveStorage,
 		Normalize: func(obj map[string]any) {
 			deleteAnnotations(nestedMap(obj, "metadata"), bindingAnnotations)
-			delete(nestedMap(obj, "spec"), "volumeName")
+			spec := nestedMap(obj, "spec")
+			delete(spec, "volumeName")
+			delete(spec, "dataSource")
+			delete(spec, "dataSourceRef")
 		},
 		StorageClasses: func(obj map[string]any) []map[string]any { return []map[string]any{nestedMap(obj, "spec")} },
 		Health: func(obj map[string]any) (bool, string) {

@@ -102,7 +102,7 @@ var table = build()
 func build() map[string]Rule {
 	out := map[string]Rule{}
 	for _, set := range []map[string]Rule{
-		crdRules(), namespaceRules(), storageClassRules(), claimRules(), volumeRules(),
+		crdRules(), namespaceRules(), storageClassRules(), claimRules(), volumeRules(), volumeSnapshotRules(),
 		serviceAccountRules(), secretRules(), configMapRules(), rbacRules(), policyRules(), priorityClassRules(),
 		serviceRules(), endpointsRules(), podRules(), jobRules(), deploymentRules(), replicaSetRules(),
 		controllerRevisionRules(), statefulSetRules(), daemonSetRules(),

@@ -1,0 +1,171 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"maps"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/snapshot"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+)
+
+// TestClaimsMadeFromDataSourcesRestore: on blue, claims were first filled from a data source, as
+// platforms do: one restored from a VolumeSnapshot, one filled by a volume populator (a
+// dataSourceRef to a custom object), one a clone of another claim, since written to. Their
+// contents move as files; the source says how blue first filled a claim, and green has neither
+// the snapshot nor the populator (its provisioner leaves such a claim pending, as a CSI
+// provisioner does). A restore onto green must bind every claim and fill it exactly as blue's
+// (read independently, file by file), the clone without its source's files it had deleted; and
+// verify finds nothing different. The VolumeSnapshot and its content, of blue's storage, stay in
+// the backup and are not made on green (the restore says it skipped the snapshot).
+func TestClaimsMadeFromDataSourcesRestore(t *testing.T) {
+	blue, kc := clients(t, "blue")
+	green, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns = "claim-sources"
+	createNamespace(t, kc, ns, nil)
+	removeAfter(t, ns, greenKC)
+	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	snapshotCRDs(t, blue, green)
+	snapshots := schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
+	contents := schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
+	_, blueDC, err := blue.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
+		"metadata": map[string]any{"name": "snapcontent-nightly"},
+		"spec": map[string]any{"deletionPolicy": "Delete", "driver": "ebs.csi.aws.com", "source": map[string]any{"snapshotHandle": "snap-0123456789abcdef0"},
+			"volumeSnapshotRef": map[string]any{"namespace": ns, "name": "nightly"}}}}
+	snap := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+		"metadata": map[string]any{"name": "nightly", "namespace": ns},
+		"spec":     map[string]any{"source": map[string]any{"volumeSnapshotContentName": "snapcontent-nightly"}}}}
+	waitUntil(t, "the snapshot API served on blue", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := blueDC.Resource(contents).Create(ctx, content, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), nil
+	})
+	t.Cleanup(func() {
+		blueDC.Resource(contents).Delete(context.Background(), "snapcontent-nightly", metav1.DeleteOptions{})
+	})
+	if _, err := blueDC.Resource(snapshots).Namespace(ns).Create(ctx, snap, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	snapshotGroup, datasetGroup := "snapshot.storage.k8s.io", "datasets.example.dev"
+	claims := []struct {
+		name   string
+		source *corev1.TypedLocalObjectReference
+		ref    *corev1.TypedObjectReference
+		files  map[string][]byte
+	}{
+		{name: "base", files: map[string][]byte{"shared/a.txt": []byte("base a\n"), "shared/gone.txt": []byte("deleted in the clone\n")}},
+		{name: "from-snapshot", source: &corev1.TypedLocalObjectReference{APIGroup: &snapshotGroup, Kind: "VolumeSnapshot", Name: "nightly"},
+			files: map[string][]byte{"db/pages.bin": []byte("restored from the nightly snapshot, written since\n")}},
+		{name: "populated", ref: &corev1.TypedObjectReference{APIGroup: &datasetGroup, Kind: "Dataset", Name: "mnist"},
+			files: map[string][]byte{"mnist/train.idx": []byte("filled by the populator\n")}},
+		{name: "clone", source: &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "base"},
+			files: map[string][]byte{"shared/a.txt": []byte("base a, changed in the clone\n"), "own.txt": []byte("the clone's own\n")}},
+	}
+	dirs := map[string]string{}
+	for _, c := range claims {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.name},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("standard"),
+				DataSource: c.source, DataSourceRef: c.ref,
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		dirs[c.name] = dataDir(t, ns+"-"+c.name)
+		writeClaimFiles(t, dirs[c.name], c.files)
+		if err := blue.BindClaim(ctx, ns, c.name, dirs[c.name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	store := "file://" + t.TempDir()
+	config := namespacesConfig(t, ns)
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "sources"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	start := time.Now()
+	code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "sources")
+	t.Logf("restore: exit %d in %s, %v", code, time.Since(start).Round(time.Second), rep.Counts)
+	// Exit 3: the snapshot and its content are skipped, and said so; nothing else is.
+	skipped := map[string]bool{}
+	for _, it := range rep.Items {
+		skipped[it.Status+" "+it.Name] = true
+	}
+	if want := map[string]bool{
+		snapshot.StatusSkipped + " snapshot.storage.k8s.io/v1 VolumeSnapshot " + ns + "/nightly":         true,
+		snapshot.StatusSkipped + " snapshot.storage.k8s.io/v1 VolumeSnapshotContent snapcontent-nightly": true,
+	}; code != 3 || rep.Error != "" || !maps.Equal(skipped, want) {
+		t.Fatalf("ferry restore exited %d (%s), listing %v; want 3, listing only %v\nstderr: %s", code, rep.Error, rep.Items, want, errOut)
+	}
+	_, greenDC, err := green.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, err := greenDC.Resource(snapshots).Namespace(ns).List(ctx, metav1.ListOptions{}); err == nil && len(list.Items) > 0 {
+		t.Errorf("green has %d VolumeSnapshots in %s, want none", len(list.Items), ns)
+	}
+	if list, err := greenDC.Resource(contents).List(ctx, metav1.ListOptions{}); err == nil && len(list.Items) > 0 {
+		t.Errorf("green has %d VolumeSnapshotContents, want none: blue's storage is not green's", len(list.Items))
+	}
+	for _, c := range claims {
+		pvc, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, c.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pvc.Status.Phase != corev1.ClaimBound {
+			t.Errorf("green's claim %s/%s is %s", ns, c.name, pvc.Status.Phase)
+			continue
+		}
+		pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil || pv.Spec.HostPath == nil {
+			t.Fatalf("green's volume of %s/%s: %v, %v", ns, c.name, pv, err)
+		}
+		if got, want := claimFiles(t, pv.Spec.HostPath.Path), claimFiles(t, dirs[c.name]); !equalMaps(got, want) {
+			t.Errorf("green's claim %s holds %v, blue's %v", c.name, got, want)
+		}
+	}
+	// The skipped snapshot is no difference: verify compares what a restore makes.
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "sources"); code != 0 {
+		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+// snapshotCRDs installs the snapshot API (testdata/volumesnapshot-crds.yaml) on the first cluster,
+// and removes it from all of them after the test: other tests back up the whole cluster.
+func snapshotCRDs(t *testing.T, on *testbed.Cluster, also ...*testbed.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	if err := on.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "volumesnapshot-crds.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	t.Cleanup(func() {
+		for _, c := range append([]*testbed.Cluster{on}, also...) {
+			_, dc, err := c.Clients()
+			if err != nil {
+				t.Log(err)
+				continue
+			}
+			for _, name := range []string{"volumesnapshots.snapshot.storage.k8s.io", "volumesnapshotcontents.snapshot.storage.k8s.io"} {
+				if err := dc.Resource(crds).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					t.Logf("remove CRD %s from %s: %v", name, c.Name, err)
+				}
+			}
+		}
+	})
+}
