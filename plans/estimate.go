@@ -28,7 +28,7 @@ func estimate(p *Plan) Estimate {
 		e.ObjectBytes += r.Bytes
 	}
 	for _, v := range p.Volumes {
-		if v.Holds == "" { // counted with its database or bucket
+		if v.FilesUnread() == "" { // a database's or bucket's is counted with it; others do not move
 			e.VolumeBytes += v.Bytes
 		}
 	}

@@ -161,6 +161,11 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 	if err := findData(ctx, cl.Dynamic, p, served, namespaces); err != nil {
 		return nil, err
 	}
+	for _, v := range p.Volumes {
+		if why := v.FilesUnread(); why == blockVolume {
+			p.warn("claim "+v.Namespace+"/"+v.Name, "%s", why)
+		}
+	}
 	p.Estimate = estimate(p)
 	opts.Log.Info("inventory done", "resourceTypes", len(served), "objects", p.Estimate.Objects, "elapsed", time.Since(started).Round(time.Millisecond))
 	return p, nil
@@ -454,6 +459,9 @@ func claimInfo(obj *unstructured.Unstructured) Volume {
 	v.AccessModes, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "accessModes")
 	v.Phase, _, _ = unstructured.NestedString(obj.Object, "status", "phase")
 	v.VolumeName, _, _ = unstructured.NestedString(obj.Object, "spec", "volumeName")
+	if mode, _, _ := unstructured.NestedString(obj.Object, "spec", "volumeMode"); mode != "Filesystem" {
+		v.VolumeMode = mode
+	}
 	capacity, ok, _ := unstructured.NestedString(obj.Object, "status", "capacity", "storage")
 	if !ok {
 		capacity, _, _ = unstructured.NestedString(obj.Object, "spec", "resources", "requests", "storage")

@@ -5,6 +5,7 @@
 package plans
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -135,11 +136,30 @@ type Volume struct {
 	AccessModes  []string `json:"accessModes"`
 	Phase        string   `json:"phase"`
 	VolumeName   string   `json:"volumeName,omitempty"`
+	// VolumeMode is the claim's volumeMode when it is not a filesystem ("Block").
+	VolumeMode string `json:"volumeMode,omitempty"`
 	Pods         []PodUse `json:"pods,omitempty"`
 	// Holds names the database or bucket whose files these are: they move as a consistent dump or
 	// copy of that item, not as files.
 	Holds string `json:"holds,omitempty"`
 }
+
+// FilesUnread says why no mover reads the claim's files, or "" when one does: it holds a database
+// or bucket (which move as such), it is not bound, or it is a raw block device, which has no files.
+func (v Volume) FilesUnread() string {
+	switch {
+	case v.Holds != "":
+		return "its files move as " + v.Holds
+	case v.Phase != "Bound":
+		return "the claim is " + strings.ToLower(cmp.Or(v.Phase, "unknown")) + ": it has no volume to read"
+	case v.VolumeMode == "Block":
+		return blockVolume
+	}
+	return ""
+}
+
+// blockVolume is why a block-mode claim's data does not move.
+const blockVolume = "a raw block volume: ferry moves files, not devices, so its data is left out; copy it another way"
 
 // PodUse is a pod mounting a volume.
 type PodUse struct {

@@ -119,3 +119,25 @@ estimate: {}
 		t.Errorf("bad rollout steps in an older plan file: %v", err)
 	}
 }
+
+func TestFilesUnread(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    Volume
+		want string // a part of the reason, "" when a mover reads the files
+	}{
+		{"bound filesystem claim", Volume{Phase: "Bound"}, ""},
+		{"filesystem said outright", Volume{Phase: "Bound", VolumeMode: "Filesystem"}, ""},
+		{"a database's", Volume{Phase: "Bound", Holds: "database mysql"}, "move as database mysql"},
+		{"pending", Volume{Phase: "Pending"}, "the claim is pending"},
+		{"no status", Volume{}, "the claim is unknown"},
+		{"raw block device", Volume{Phase: "Bound", VolumeMode: "Block"}, "a raw block volume"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.v.FilesUnread()
+			if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("FilesUnread() = %q, want one containing %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -42,7 +42,7 @@ func Movers(claimNamespaces []string, parallel int) map[string]int {
 func (p *Plan) FileClaims(mapNS func(string) string) []string {
 	var out []string
 	for _, v := range p.Volumes {
-		if v.Holds != "" || v.Phase != "Bound" {
+		if v.FilesUnread() != "" {
 			continue
 		}
 		ns := v.Namespace

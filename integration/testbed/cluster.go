@@ -380,6 +380,7 @@ func (c *Cluster) BindClaim(ctx context.Context, namespace, claim, dir string) e
 			AccessModes:                   pvc.Spec.AccessModes,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			StorageClassName:              ptrValue(pvc.Spec.StorageClassName),
+			VolumeMode:                    pvc.Spec.VolumeMode,
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: namespace, Name: claim, UID: pvc.UID},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
 		},
@@ -462,6 +463,12 @@ func (c *Cluster) tryMapMover(ctx context.Context, kc kubernetes.Interface, pod 
 			return false, err
 		}
 		if pv.Spec.HostPath == nil {
+			return true, nil
+		}
+		if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock {
+			// A kubelet does not start a pod that mounts a raw block volume as a filesystem.
+			fmt.Fprintf(os.Stderr, "testbed: mover pod %s/%s mounts block-mode claim %s as a filesystem: left without exec, as a kubelet would not start it\n",
+				pod.Namespace, pod.Name, pvc.Name)
 			return true, nil
 		}
 		if err := c.MapExec(ctx, pod.Namespace, pod.Name, pv.Spec.HostPath.Path, nil); err != nil {

@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ferrykube/ferry/internal/kube"
@@ -92,7 +91,7 @@ func (c Contents) Name() string { return "volumes" }
 func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 	c = c.withDefaults()
 	c.cleanup(ctx)
-	reads := slices.ContainsFunc(c.Plan.Volumes, func(v plans.Volume) bool { return v.Holds == "" && v.Phase == "Bound" })
+	reads := slices.ContainsFunc(c.Plan.Volumes, func(v plans.Volume) bool { return v.FilesUnread() == "" })
 	if c.Chunks && c.Direct == nil && reads { // a backup of no claim neither loads nor makes the repository
 		var err error
 		// Write-only: a capture only writes, and its index then keeps about 42 bytes a chunk, not 61.
@@ -109,8 +108,8 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 		if v.Holds != "" {
 			continue
 		}
-		if v.Phase != "Bound" {
-			w.Skip("volume", v.Namespace+"/"+v.Name, "the claim is "+strings.ToLower(orUnknown(v.Phase))+": it has no volume to read")
+		if why := v.FilesUnread(); why != "" {
+			w.Skip("volume", v.Namespace+"/"+v.Name, why)
 			continue
 		}
 		g.Go(func() error {
@@ -123,13 +122,6 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 		})
 	}
 	return g.Wait()
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }
 
 // moverPod mounts the claim read-only; a ReadWriteOnce claim in use is pinned to its node. It runs

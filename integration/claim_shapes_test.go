@@ -5,6 +5,8 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +170,78 @@ func snapshotCRDs(t *testing.T, on *testbed.Cluster, also ...*testbed.Cluster) {
 			}
 		}
 	})
+}
+
+// TestBlockClaimsAreSkippedAndSaid: a claim of volumeMode Block is a raw device, which a kubelet
+// does not mount as a filesystem (the testbed leaves such a mover without exec), and ferry moves
+// files. The plan warns of it, the backup skips its data at once (exit 3, the reason in the
+// manifest) and backs up the namespace's other claim, and a restore makes the claim on green and
+// says its data is not in the backup.
+func TestBlockClaimsAreSkippedAndSaid(t *testing.T) {
+	blue, kc := clients(t, "blue")
+	green, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns = "claim-block"
+	createNamespace(t, kc, ns, nil)
+	removeAfter(t, ns, greenKC)
+	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]string{}
+	for name, mode := range map[string]corev1.PersistentVolumeMode{"raw": corev1.PersistentVolumeBlock, "files": corev1.PersistentVolumeFilesystem} {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("standard"),
+				VolumeMode: &mode, Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		dirs[name] = dataDir(t, ns+"-"+name)
+		writeClaimFiles(t, dirs[name], map[string][]byte{"data.txt": []byte(name + "\n")})
+		if err := blue.BindClaim(ctx, ns, name, dirs[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := namespacesConfig(t, ns)
+	const why = "a raw block volume: ferry moves files, not devices"
+	if code, out, errOut := runFerry(t, "plan", "--from", "blue", "-f", config); code != 0 || !regexpLine(out, `warning\s+claim `+ns+`/raw\s+`+why) {
+		t.Errorf("ferry plan exited %d, want 0 and a warning for %s/raw\nstdout: %s\nstderr: %s", code, ns, out, errOut)
+	}
+	store := "file://" + t.TempDir()
+	start := time.Now()
+	code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "block")
+	t.Logf("backup: exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
+	if code != 3 {
+		t.Fatalf("ferry backup exited %d, want 3 (an item skipped)\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if strings.Contains(errOut, "claim="+ns+"/raw") {
+		t.Errorf("a mover pod was made for the block claim:\n%s", errOut)
+	}
+	_, m := readManifest(t, store, "block")
+	if !slices.ContainsFunc(m.Skipped, func(s snapshot.Skipped) bool {
+		return s.Kind == "volume" && s.Name == ns+"/raw" && strings.HasPrefix(s.Reason, why)
+	}) || !slices.ContainsFunc(m.Volumes, func(v snapshot.Volume) bool { return v.Namespace == ns && v.Name == "files" }) {
+		t.Fatalf("the backup should skip %s/raw, saying why, and hold %s/files: skipped %+v, volumes %+v", ns, ns, m.Skipped, m.Volumes)
+	}
+
+	code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "block")
+	if code != 3 || rep.Error != "" || rep.Counts["volumes"][snapshot.StatusFailed] > 0 || !slices.ContainsFunc(rep.Items, func(it snapshot.ReportItem) bool {
+		return it.Kind == "volumes" && it.Status == snapshot.StatusSkipped && it.Name == ns+"/raw" && strings.Contains(it.Detail, why)
+	}) {
+		t.Fatalf("ferry restore exited %d (%s), %v %+v; want 3, the block claim's data skipped and said\nstderr: %s", code, rep.Error, rep.Counts, rep.Items, errOut)
+	}
+	pvc, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "raw", metav1.GetOptions{})
+	if err != nil || pvc.Spec.VolumeMode == nil || *pvc.Spec.VolumeMode != corev1.PersistentVolumeBlock {
+		t.Errorf("green's claim %s/raw: %v, %v; want a block-mode claim", ns, pvc, err)
+	}
+	files, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "files", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, files.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		t.Fatalf("green's volume of %s/files: %v, %v", ns, pv, err)
+	}
+	if got, want := claimFiles(t, pv.Spec.HostPath.Path), claimFiles(t, dirs["files"]); !equalMaps(got, want) {
+		t.Errorf("green's claim files holds %v, blue's %v", got, want)
+	}
 }
