@@ -137,8 +137,8 @@ type Volume struct {
 	Phase        string   `json:"phase"`
 	VolumeName   string   `json:"volumeName,omitempty"`
 	// VolumeMode is the claim's volumeMode when it is not a filesystem ("Block").
-	VolumeMode string `json:"volumeMode,omitempty"`
-	Pods         []PodUse `json:"pods,omitempty"`
+	VolumeMode string   `json:"volumeMode,omitempty"`
+	Pods       []PodUse `json:"pods,omitempty"`
 	// Holds names the database or bucket whose files these are: they move as a consistent dump or
 	// copy of that item, not as files.
 	Holds string `json:"holds,omitempty"`

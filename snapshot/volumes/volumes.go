@@ -231,6 +231,35 @@ func (c Contents) restricted(ctx context.Context, namespace string) (bool, error
 	return ns.Labels["pod-security.kubernetes.io/enforce"] == "restricted", nil
 }
 
+// moverStartWait is how long a mover pod may take to run: a claim may wait for its volume, a
+// node for room.
+const moverStartWait = 3 * time.Minute
+
+// podWaiting says why a pod is not running yet, from its scheduling condition and its containers'
+// waiting states, or ""; never is true when it will not run without someone's help (its image
+// cannot be pulled or is invalid), so that a mover fails at once, not after moverStartWait.
+func podWaiting(p *corev1.Pod) (why string, never bool) {
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
+			why = "container " + cs.Name + ": " + w.Reason
+			if w.Message != "" {
+				why += ": " + w.Message
+			}
+			switch w.Reason {
+			case "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+				return why, true
+			}
+			return why, false
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return "not scheduled: " + cmp.Or(c.Message, c.Reason), false
+		}
+	}
+	return "", false
+}
+
 // startMover creates a mover pod and waits until it answers exec; a claim waiting for its first
 // consumer binds once the pod is scheduled. stop deletes the pod, also after ctx ended.
 func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, func(), error) {
@@ -260,9 +289,10 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 	}
 	c.Log.Info("mover pod created", "pod", name, "claim", spec.Annotations["ferry.dev/claim"], "node", pod.Spec.NodeName, "role", spec.Labels[RoleLabel])
 	var running *corev1.Pod
+	waiting := "" // why the pod is not running yet, as it last said
 	// A mover pod usually runs within a moment; each 200 ms waited for it cost a small volume's
 	// incremental backup a tenth of its time.
-	err = kube.PollSoon(ctx, 20*time.Millisecond, 200*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, error) {
+	err = kube.PollSoon(ctx, 20*time.Millisecond, 200*time.Millisecond, moverStartWait, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -271,11 +301,19 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 			return false, fmt.Errorf("mover pod %s ended (%s)", name, p.Status.Phase)
 		}
 		running = p
+		why, never := podWaiting(p)
+		if never {
+			return false, fmt.Errorf("mover pod %s cannot start: %s", name, why)
+		}
+		waiting = why
 		return p.Status.Phase == corev1.PodRunning, nil
 	})
 	if err != nil {
 		stop()
-		return "", nil, fmt.Errorf("mover pod %s not running: %w", name, err)
+		if waiting != "" {
+			err = fmt.Errorf("%s: %w", waiting, err)
+		}
+		return "", nil, fmt.Errorf("mover pod %s not running after %s: %w", name, moverStartWait, err)
 	}
 	c.movers.add(recordMover(spec, pod, running))
 	// The container may take a moment to answer exec after the pod reports Running.
