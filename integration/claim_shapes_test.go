@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/snapshot"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -243,5 +244,37 @@ func TestBlockClaimsAreSkippedAndSaid(t *testing.T) {
 	}
 	if got, want := claimFiles(t, pv.Spec.HostPath.Path), claimFiles(t, dirs["files"]); !equalMaps(got, want) {
 		t.Errorf("green's claim files holds %v, blue's %v", got, want)
+	}
+}
+
+// TestPlanWarnsOfDataOnNodes: a Deployment whose pods keep their data in a folder of their node
+// (hostPath), as small installs of MinIO or a database do, has data no claim holds, which ferry
+// does not move: the plan, and so the backup, warns of it, once for the folder.
+func TestPlanWarnsOfDataOnNodes(t *testing.T) {
+	_, kc := clients(t, "blue")
+	ctx := context.Background()
+	const ns = "host-data"
+	createNamespace(t, kc, ns, nil)
+	labels := map[string]string{"app": "store"}
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "store"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "store", Image: "store", VolumeMounts: []corev1.VolumeMount{
+					{Name: "data", MountPath: "/data"}, {Name: "tz", MountPath: "/etc/localtime", ReadOnly: true}}}},
+				Volumes: []corev1.Volume{
+					{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/store"}}},
+					{Name: "tz", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/localtime"}}},
+				}}}}}
+	if _, err := kc.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the Deployment's two pods", time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=store"})
+		return err == nil && len(pods.Items) == 2, err
+	})
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "-f", namespacesConfig(t, ns))
+	if code != 0 || !regexpLine(out, `warning\s+namespace `+ns+`\s+hostPath /srv/store is written by pods store-\S+ and 1 more: ferry moves claims, not a node's folders`) ||
+		strings.Contains(out, "/etc/localtime") {
+		t.Errorf("ferry plan exited %d; want 0 and one warning, of /srv/store\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }

@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,7 +67,11 @@ type typeTally struct {
 	podUses  map[string][]PodUse // "ns/claim" -> pods
 	names    []string            // object names, for namespaces and tenants
 	ports    []NodePort          // node ports users chose for Services
+	hostData []hostData          // pods that write to a node's folder
 }
+
+// hostData is a pod that writes to a hostPath volume: data on the node's disk, which no claim holds.
+type hostData struct{ namespace, pod, path string }
 
 // Inventory lists every served resource type of the cluster and makes a plan of it, without a
 // target (see Preflight).
@@ -121,6 +126,7 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 	sort.Slice(tallies, func(i, j int) bool { return tallies[i].res.GroupResource() < tallies[j].res.GroupResource() })
 
 	podUses := map[string][]PodUse{}
+	var hostPaths []hostData
 	namespaces := map[string]bool{}
 	edges := map[string]map[string]bool{}
 	for _, t := range tallies {
@@ -131,6 +137,7 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 		p.CRDs = append(p.CRDs, t.crds...)
 		p.Volumes = append(p.Volumes, t.claims...)
 		p.NodePorts = append(p.NodePorts, t.ports...)
+		hostPaths = append(hostPaths, t.hostData...)
 		for k, v := range t.podUses {
 			podUses[k] = append(podUses[k], v...)
 		}
@@ -166,6 +173,7 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 			p.warn("claim "+v.Namespace+"/"+v.Name, "%s", why)
 		}
 	}
+	warnHostData(p, hostPaths)
 	p.Estimate = estimate(p)
 	opts.Log.Info("inventory done", "resourceTypes", len(served), "objects", p.Estimate.Objects, "elapsed", time.Since(started).Round(time.Millisecond))
 	return p, nil
@@ -405,6 +413,59 @@ func Readable(dc discovery.DiscoveryInterface, cfg config.Planning) ([]schema.Gr
 	return out, nil
 }
 
+// writtenHostPaths are the paths of the pod's hostPath volumes that a container mounts writable,
+// but sockets and devices: where the pod may keep data on its node's disk.
+func writtenHostPaths(pod map[string]any) []string {
+	writable := map[string]bool{}
+	for _, list := range []string{"initContainers", "containers"} {
+		containers, _, _ := unstructured.NestedSlice(pod, "spec", list)
+		for _, c := range containers {
+			mounts, _, _ := unstructured.NestedSlice(c.(map[string]any), "volumeMounts")
+			for _, m := range mounts {
+				mm := m.(map[string]any)
+				if ro, _ := mm["readOnly"].(bool); !ro {
+					name, _ := mm["name"].(string)
+					writable[name] = true
+				}
+			}
+		}
+	}
+	var out []string
+	vols, _, _ := unstructured.NestedSlice(pod, "spec", "volumes")
+	for _, v := range vols {
+		vm := v.(map[string]any)
+		path, _, _ := unstructured.NestedString(vm, "hostPath", "path")
+		kind, _, _ := unstructured.NestedString(vm, "hostPath", "type")
+		name, _ := vm["name"].(string)
+		if path != "" && writable[name] && kind != "Socket" && kind != "CharDevice" && kind != "BlockDevice" {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// warnHostData warns of each folder of the nodes that the plan's pods write to, by namespace:
+// what they keep there is on a node of the source, in no claim, and does not move.
+func warnHostData(p *Plan, uses []hostData) {
+	type key struct{ namespace, path string }
+	pods := map[key][]string{}
+	for _, u := range uses {
+		k := key{u.namespace, u.path}
+		pods[k] = append(pods[k], u.pod)
+	}
+	keys := slices.SortedFunc(maps.Keys(pods), func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.path, b.path))
+	})
+	for _, k := range keys {
+		names := slices.Sorted(slices.Values(pods[k]))
+		who := "pod " + names[0]
+		if len(names) > 1 {
+			who = fmt.Sprintf("pods %s and %d more", names[0], len(names)-1)
+		}
+		p.warn("namespace "+k.namespace, "hostPath %s is written by %s: ferry moves claims, not a node's folders, so what is kept there does not move", k.path, who)
+	}
+}
+
 // observe keeps what later steps need from particular kinds of objects.
 func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
 	switch gr {
@@ -419,6 +480,9 @@ func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
 	case "pods":
 		node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
 		vols, _, _ := unstructured.NestedSlice(obj.Object, "spec", "volumes")
+		for _, path := range writtenHostPaths(obj.Object) {
+			t.hostData = append(t.hostData, hostData{namespace: obj.GetNamespace(), pod: obj.GetName(), path: path})
+		}
 		for _, v := range vols {
 			claim, _, _ := unstructured.NestedString(v.(map[string]any), "persistentVolumeClaim", "claimName")
 			ro, _, _ := unstructured.NestedBool(v.(map[string]any), "persistentVolumeClaim", "readOnly")

@@ -345,3 +345,42 @@ func TestSelector(t *testing.T) {
 		t.Errorf("object in another namespace: %q", r)
 	}
 }
+
+// TestInventoryWarnsOfDataOnNodes: pods that write to a node's folder (hostPath) keep data no
+// claim holds; the plan warns once per namespace and folder. Read-only mounts, sockets and devices
+// are not data, and pods of namespaces the plan leaves out are not its business.
+func TestInventoryWarnsOfDataOnNodes(t *testing.T) {
+	hostPod := func(ns, name string, volumes []any, mounts []any) *unstructured.Unstructured {
+		pod := object("v1", "Pod", ns, name)
+		pod.Object["spec"] = map[string]any{"nodeName": "node-a", "volumes": volumes,
+			"containers": []any{map[string]any{"name": "app", "volumeMounts": mounts}}}
+		return pod
+	}
+	host := func(name, path, kind string) any {
+		return map[string]any{"name": name, "hostPath": map[string]any{"path": path, "type": kind}}
+	}
+	mount := func(name string, readOnly bool) any { return map[string]any{"name": name, "mountPath": "/x/" + name, "readOnly": readOnly} }
+	objects := []runtime.Object{
+		object("v1", "Namespace", "", "shop"), object("v1", "Namespace", "", "other"),
+		hostPod("shop", "minio-0", []any{host("data", "/srv/minio", "DirectoryOrCreate")}, []any{mount("data", false)}),
+		hostPod("shop", "minio-1", []any{host("data", "/srv/minio", "")}, []any{mount("data", false)}),
+		hostPod("shop", "agent", []any{host("tz", "/etc/localtime", "File"), host("sock", "/run/containerd.sock", "Socket"), host("dev", "/dev/fuse", "CharDevice")},
+			[]any{mount("tz", true), mount("sock", false), mount("dev", false)}),
+		hostPod("other", "cache", []any{host("c", "/var/cache/other", "")}, []any{mount("c", false)}),
+	}
+	cl, _ := fakeClients("blue", "v1.37.2", nil, objects...)
+	p, err := Inventory(context.Background(), cl, Options{Config: config.Planning{Include: config.Selection{Namespaces: []string{"shop"}}}, Context: "blue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range p.Findings {
+		if strings.Contains(f.Message, "hostPath") {
+			got = append(got, f.Severity+" "+f.Subject+": "+f.Message)
+		}
+	}
+	want := []string{"warning namespace shop: hostPath /srv/minio is written by pods minio-0 and 1 more: ferry moves claims, not a node's folders, so what is kept there does not move"}
+	if !slices.Equal(got, want) {
+		t.Errorf("findings of hostPath:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
