@@ -278,3 +278,57 @@ func TestPlanWarnsOfDataOnNodes(t *testing.T) {
 		t.Errorf("ferry plan exited %d; want 0 and one warning, of /srv/store\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
+
+// TestReadWriteOncePodClaimInUse: a ReadWriteOncePod claim may be mounted by one pod at a time.
+// While its pod runs, a backup skips its files at once, naming the pod (a mover on the pod's node
+// would be a second pod); once the pod is gone, the next backup holds them.
+func TestReadWriteOncePodClaimInUse(t *testing.T) {
+	blue, kc := clients(t, "blue")
+	ctx := context.Background()
+	const ns = "claim-rwop"
+	createNamespace(t, kc, ns, nil)
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "solo"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}, StorageClassName: ptr.To("standard"),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := dataDir(t, ns+"-solo")
+	writeClaimFiles(t, dir, map[string][]byte{"journal.log": []byte("one writer only\n")})
+	if err := blue.BindClaim(ctx, ns, "solo", dir); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "writer", Labels: map[string]string{"app": "writer"}}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "writer", Image: "writer", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+		Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "solo"}}}}}}
+	if _, err := kc.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runningPod(t, kc, ns, "app=writer")
+	config := namespacesConfig(t, ns)
+	store := "file://" + t.TempDir()
+	code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "in-use")
+	if code != 3 || strings.Contains(errOut, "claim=solo") {
+		t.Fatalf("ferry backup exited %d, want 3, with no mover pod made\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	_, m := readManifest(t, store, "in-use")
+	if !slices.ContainsFunc(m.Skipped, func(s snapshot.Skipped) bool {
+		return s.Kind == "volume" && s.Name == ns+"/solo" && strings.HasPrefix(s.Reason, "a ReadWriteOncePod claim in use by pod writer")
+	}) || len(m.Volumes) > 0 {
+		t.Fatalf("the backup should skip %s/solo, naming its pod: skipped %+v, volumes %+v", ns, m.Skipped, m.Volumes)
+	}
+
+	if err := kc.CoreV1().Pods(ns).Delete(ctx, "writer", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the writer pod gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := kc.CoreV1().Pods(ns).Get(ctx, "writer", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "stopped"); code != 0 {
+		t.Fatalf("ferry backup with the pod stopped exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if _, m := readManifest(t, store, "stopped"); len(m.Volumes) != 1 || m.Volumes[0].Name != "solo" || len(m.Skipped) > 0 {
+		t.Fatalf("the backup with the pod stopped: volumes %+v, skipped %+v; want solo's files", m.Volumes, m.Skipped)
+	}
+}

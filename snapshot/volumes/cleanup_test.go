@@ -223,3 +223,27 @@ func TestMoverWhoseImageCannotBePulledFailsAtOnce(t *testing.T) {
 		t.Errorf("the mover pod is left: %v", pods.Items[0].Name)
 	}
 }
+
+func TestHeldByOnePod(t *testing.T) {
+	used := []plans.PodUse{{Name: "writer", Node: "node-a"}}
+	for _, tc := range []struct {
+		name string
+		v    plans.Volume
+		want string
+	}{
+		{"ReadWriteOnce in use: the mover joins it on its node", plans.Volume{AccessModes: []string{"ReadWriteOnce"}, Pods: used}, ""},
+		{"ReadWriteOncePod unused", plans.Volume{AccessModes: []string{"ReadWriteOncePod"}}, ""},
+		{"ReadWriteOncePod in use", plans.Volume{AccessModes: []string{"ReadWriteOncePod"}, Pods: used}, "a ReadWriteOncePod claim in use by pod writer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := heldByOnePod(tc.v); !strings.HasPrefix(got, tc.want) || (got == "") != (tc.want == "") {
+				t.Errorf("heldByOnePod = %q, want %q…", got, tc.want)
+			}
+		})
+	}
+	c := Contents{Image: "ferry", Client: fake.NewClientset()}
+	if _, err := c.targetMover(context.Background(), plans.Volume{Namespace: "team", Name: "solo", AccessModes: []string{"ReadWriteOncePod"}, Pods: used}, roleRestore); err == nil ||
+		!strings.Contains(err.Error(), "in use by pod writer") {
+		t.Errorf("a restore mover for a ReadWriteOncePod claim in use: %v, want refused", err)
+	}
+}

@@ -131,7 +131,7 @@ func (c Contents) eachVolume(ctx context.Context, r *snapshot.Reader, fn func(co
 func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, v snapshot.Volume) error {
 	ns := c.Mapping.Namespace(v.Namespace)
 	name := ns + "/" + v.Name
-	target, err := c.targetVolume(ctx, ns, v.Name)
+	target, err := c.liveVolume(ctx, ns, v.Name)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			report.Add(kindName, snapshot.StatusFailed, name, "the claim does not exist on the target: restore the backup's objects first")
@@ -516,6 +516,16 @@ func (c Contents) stageDirect(ctx context.Context, r *snapshot.Reader, v snapsho
 // backup from a failing target.
 const failedDrainLimit = 256 << 20
 
+// heldByOnePod says why no mover may mount the claim now, or "": it is ReadWriteOncePod and a pod
+// mounts it. Only one pod at a time may; a mover pinned to that pod's node would be a second one,
+// against the claim's promise to its pod, or never start.
+func heldByOnePod(v plans.Volume) string {
+	if !slices.Contains(v.AccessModes, "ReadWriteOncePod") || len(v.Pods) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("a ReadWriteOncePod claim in use by pod %s: no second pod may mount it; its files move once the pod is stopped", v.Pods[0].Name)
+}
+
 // Roles of mover pods on a target.
 const (
 	roleRestore = "restore"
@@ -525,12 +535,13 @@ const (
 	RoleLabel = "ferry.dev/role"
 )
 
-// targetVolume describes the claim on the target for a mover pod: its access modes, and the
-// nodes of the pods that use it (a ReadWriteOnce claim in use is pinned to its node).
-func (c Contents) targetVolume(ctx context.Context, ns, claim string) (plans.Volume, error) {
+// liveVolume describes the claim as it is now on the cluster c.Client reaches (a restore's
+// target, a backup's source), for a mover pod: its access modes, and the nodes of the pods that
+// use it (a ReadWriteOnce claim in use is pinned to its node).
+func (c Contents) liveVolume(ctx context.Context, ns, claim string) (plans.Volume, error) {
 	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
-		return plans.Volume{}, fmt.Errorf("claim %s/%s on the target: %w", ns, claim, err)
+		return plans.Volume{}, fmt.Errorf("claim %s/%s: %w", ns, claim, err)
 	}
 	v := plans.Volume{Namespace: ns, Name: claim, Phase: string(pvc.Status.Phase), VolumeName: pvc.Spec.VolumeName}
 	for _, m := range pvc.Spec.AccessModes {
@@ -538,7 +549,7 @@ func (c Contents) targetVolume(ctx context.Context, ns, claim string) (plans.Vol
 	}
 	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return v, fmt.Errorf("pods in %s on the target: %w", ns, err)
+		return v, fmt.Errorf("pods in %s: %w", ns, err)
 	}
 	for _, p := range pods.Items {
 		if p.Labels[MoverLabel] == "ferry-mover" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -557,6 +568,9 @@ func (c Contents) targetVolume(ctx context.Context, ns, claim string) (plans.Vol
 // claim read-write and, as root, may also set owners, modes and times of files it did not create
 // (CHOWN, FOWNER, FSETID: all within the baseline pod security level).
 func (c Contents) targetMover(ctx context.Context, v plans.Volume, role string) (*corev1.Pod, error) {
+	if why := heldByOnePod(v); why != "" {
+		return nil, errors.New(why)
+	}
 	restricted, err := c.restricted(ctx, v.Namespace)
 	if err != nil {
 		return nil, err

@@ -165,7 +165,7 @@ func (c Contents) Verify(ctx context.Context, r *snapshot.Reader, report *snapsh
 func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, v snapshot.Volume, left map[string]string) {
 	ns := c.Mapping.Namespace(v.Namespace)
 	name := ns + "/" + v.Name
-	target, err := c.targetVolume(ctx, ns, v.Name)
+	target, err := c.liveVolume(ctx, ns, v.Name)
 	if apierrors.IsNotFound(err) {
 		report.Add(kindName, snapshot.StatusMissing, name, "the claim does not exist on the target")
 		return

@@ -113,6 +113,16 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 			continue
 		}
 		g.Go(func() error {
+			if slices.Contains(v.AccessModes, "ReadWriteOncePod") { // its pods as they are now, not as planned
+				live, err := c.liveVolume(gctx, v.Namespace, v.Name)
+				if err != nil {
+					return fmt.Errorf("volume %s/%s: %w", v.Namespace, v.Name, err)
+				}
+				if why := heldByOnePod(live); why != "" {
+					w.Skip("volume", v.Namespace+"/"+v.Name, why)
+					return nil
+				}
+			}
 			entry, err := c.capture(gctx, w, v)
 			if err != nil {
 				return fmt.Errorf("volume %s/%s: %w", v.Namespace, v.Name, err)
