@@ -332,3 +332,59 @@ func TestReadWriteOncePodClaimInUse(t *testing.T) {
 		t.Fatalf("the backup with the pod stopped: volumes %+v, skipped %+v; want solo's files", m.Volumes, m.Skipped)
 	}
 }
+
+// TestClaimsOfNoClassRestore: a claim of storageClassName "" binds only to a volume made by hand
+// (an NFS share, a local disk), which ferry never reuses on the target. A restore onto green stops
+// before anything is applied, naming the claims and the two ways on; mapped to green's class with
+// --storage-class-map =standard it restores, the claim bound and its files exact.
+func TestClaimsOfNoClassRestore(t *testing.T) {
+	blue, kc := clients(t, "blue")
+	green, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns = "claim-noclass"
+	createNamespace(t, kc, ns, nil)
+	removeAfter(t, ns, greenKC)
+	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "share"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: ptr.To(""),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := dataDir(t, ns+"-share")
+	writeClaimFiles(t, dir, map[string][]byte{"datasets/labels.csv": []byte("id,label\n1,cat\n")})
+	if err := blue.BindClaim(ctx, ns, "share", dir); err != nil {
+		t.Fatal(err)
+	}
+	store := "file://" + t.TempDir()
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "noclass"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "noclass")
+	if code != 3 || !strings.Contains(out, `storageclass "": 1 claim uses no class (storageClassName ""), so only a volume made by hand binds them, and the target has none for them (e.g. `+ns+`/share)`) {
+		t.Fatalf("ferry restore exited %d, want 3 and a blocking finding for the claim of no class\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if _, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "share", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the blocked restore made the claim on green (%v)", err)
+	}
+	code, out, errOut = runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "noclass", "--storage-class-map", "=standard")
+	if code != 0 {
+		t.Fatalf("ferry restore --storage-class-map =standard exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	got, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "share", metav1.GetOptions{})
+	if err != nil || got.Spec.StorageClassName == nil || *got.Spec.StorageClassName != "standard" || got.Status.Phase != corev1.ClaimBound {
+		t.Fatalf("green's claim %s/share: %+v, %v; want bound, of class standard", ns, got, err)
+	}
+	pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, got.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.HostPath == nil {
+		t.Fatalf("green's volume of %s/share: %v, %v", ns, pv, err)
+	}
+	if g, w := claimFiles(t, pv.Spec.HostPath.Path), claimFiles(t, dir); !equalMaps(g, w) {
+		t.Errorf("green's claim holds %v, blue's %v", g, w)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "noclass", "--storage-class-map", "=standard"); code != 0 {
+		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}

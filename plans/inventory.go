@@ -519,7 +519,9 @@ func crdInfo(obj *unstructured.Unstructured) CRD {
 
 func claimInfo(obj *unstructured.Unstructured) Volume {
 	v := Volume{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	v.StorageClass, _, _ = unstructured.NestedString(obj.Object, "spec", "storageClassName")
+	var set bool
+	v.StorageClass, set, _ = unstructured.NestedString(obj.Object, "spec", "storageClassName")
+	v.NoClass = set && v.StorageClass == ""
 	v.AccessModes, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "accessModes")
 	v.Phase, _, _ = unstructured.NestedString(obj.Object, "status", "phase")
 	v.VolumeName, _, _ = unstructured.NestedString(obj.Object, "spec", "volumeName")

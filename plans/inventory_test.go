@@ -30,6 +30,7 @@ var servedTypes = []struct {
 	{"v1", "secrets", "Secret", true},
 	{"v1", "pods", "Pod", true},
 	{"v1", "persistentvolumeclaims", "PersistentVolumeClaim", true},
+	{"v1", "persistentvolumes", "PersistentVolume", false},
 	{"v1", "services", "Service", true},
 	{"v1", "events", "Event", true},
 	{"v1", "resourcequotas", "ResourceQuota", true},

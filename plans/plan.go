@@ -128,14 +128,17 @@ type Exclusion struct {
 
 // Volume is a PersistentVolumeClaim whose contents move.
 type Volume struct {
-	Namespace    string   `json:"namespace"`
-	Name         string   `json:"name"`
-	Capacity     string   `json:"capacity"`
-	Bytes        int64    `json:"bytes"`
-	StorageClass string   `json:"storageClass,omitempty"`
-	AccessModes  []string `json:"accessModes"`
-	Phase        string   `json:"phase"`
-	VolumeName   string   `json:"volumeName,omitempty"`
+	Namespace    string `json:"namespace"`
+	Name         string `json:"name"`
+	Capacity     string `json:"capacity"`
+	Bytes        int64  `json:"bytes"`
+	StorageClass string `json:"storageClass,omitempty"`
+	// NoClass is set when the claim names no class outright (storageClassName ""): it binds only
+	// to a volume made by hand, never to a provisioner's.
+	NoClass     bool     `json:"noClass,omitempty"`
+	AccessModes []string `json:"accessModes"`
+	Phase       string   `json:"phase"`
+	VolumeName  string   `json:"volumeName,omitempty"`
 	// VolumeMode is the claim's volumeMode when it is not a filesystem ("Block").
 	VolumeMode string   `json:"volumeMode,omitempty"`
 	Pods       []PodUse `json:"pods,omitempty"`

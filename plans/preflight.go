@@ -3,9 +3,12 @@ package plans
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/plans/rules"
 
 	"golang.org/x/mod/semver"
@@ -16,10 +19,12 @@ import (
 )
 
 var (
-	storageClassesGVR = schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses"}
-	namespacesGVR     = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	servicesGVR       = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	webhookGVRs       = []schema.GroupVersionResource{
+	storageClassesGVR    = schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses"}
+	persistentVolumesGVR = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
+	claimsGVR            = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	namespacesGVR        = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	servicesGVR          = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	webhookGVRs          = []schema.GroupVersionResource{
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"},
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
 	}
@@ -60,40 +65,11 @@ func Preflight(ctx context.Context, p *Plan, target Clients, targetContext strin
 		}
 	}
 
-	classes := map[string]bool{}
-	defaultClass := ""
-	list, err := target.Dynamic.Resource(storageClassesGVR).List(ctx, metav1.ListOptions{})
+	findings, err := CheckClaimClasses(ctx, p.Volumes, p.Config.StorageClassMap, p.Config.NamespaceMap, target)
 	if err != nil {
-		return fmt.Errorf("target: list storage classes: %w", err)
+		return err
 	}
-	for _, sc := range list.Items {
-		classes[sc.GetName()] = true
-		if sc.GetAnnotations()["storageclass.kubernetes.io/is-default-class"] == "true" {
-			defaultClass = sc.GetName()
-		}
-	}
-	needed := map[string][]string{}
-	for _, v := range p.Volumes {
-		class := v.StorageClass
-		if mapped, ok := p.Config.StorageClassMap[class]; ok {
-			class = mapped
-		}
-		needed[class] = append(needed[class], v.Namespace+"/"+v.Name)
-	}
-	var names []string
-	for c := range needed {
-		names = append(names, c)
-	}
-	sort.Strings(names)
-	for _, class := range names {
-		claims := needed[class]
-		switch {
-		case class == "" && defaultClass == "":
-			p.block("storageclass (default)", "%s the default storage class, and the target has none: mark one default or map them (e.g. %s)", claimsUse(len(claims)), claims[0])
-		case class != "" && !classes[class]:
-			p.block("storageclass "+class, "the target has no storage class %s; %s it (e.g. %s); create it or map it with --storage-class-map %s=OTHER", class, claimsUse(len(claims)), claims[0], class)
-		}
-	}
+	p.Findings = append(p.Findings, findings...)
 
 	for _, ns := range namespacesOf(p) {
 		if p.Upgrade.LeftNamespace(ns) {
@@ -200,6 +176,97 @@ func older(a, b string) bool {
 		return semver.MajorMinor(semver.Canonical(v))
 	}
 	return mm(a) != "" && mm(b) != "" && semver.Compare(mm(a), mm(b)) < 0
+}
+
+// CheckClaimClasses finds the claims that would wait for ever on the target, and their files
+// with them: of a storage class it lacks (classMap applied), of the default class where it has
+// none, or of no class (storageClassName "") with no volume of the target made for them (see
+// checkHandMade). Claims the target has already (nsMap applied) are left to the existing-object
+// policy. A restore checks its backup's claims so, as a migration's preflight does.
+func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap map[string]string, target Clients) ([]Finding, error) {
+	if len(volumes) == 0 {
+		return nil, nil
+	}
+	p := &Plan{Config: config.Planning{StorageClassMap: classMap, NamespaceMap: nsMap}}
+	existing := map[string]bool{}
+	claims, err := target.Dynamic.Resource(claimsGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("target: list persistent volume claims: %w", err)
+	}
+	for _, c := range claims.Items {
+		existing[c.GetNamespace()+"/"+c.GetName()] = true
+	}
+	classes := map[string]bool{}
+	defaultClass := ""
+	list, err := target.Dynamic.Resource(storageClassesGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("target: list storage classes: %w", err)
+	}
+	for _, sc := range list.Items {
+		classes[sc.GetName()] = true
+		if sc.GetAnnotations()["storageclass.kubernetes.io/is-default-class"] == "true" {
+			defaultClass = sc.GetName()
+		}
+	}
+	needed := map[string][]string{}
+	var handMade []string // claims of no class the mapping leaves so
+	for _, v := range volumes {
+		if existing[mapNamespace(p, v.Namespace)+"/"+v.Name] {
+			continue
+		}
+		class := v.StorageClass
+		if mapped, ok := classMap[class]; ok && (class != "" || v.NoClass) {
+			class = mapped
+		} else if v.NoClass {
+			handMade = append(handMade, mapNamespace(p, v.Namespace)+"/"+v.Name)
+			continue
+		}
+		needed[class] = append(needed[class], v.Namespace+"/"+v.Name)
+	}
+	if err := checkHandMade(ctx, p, target, handMade); err != nil {
+		return nil, err
+	}
+	for _, class := range slices.Sorted(maps.Keys(needed)) {
+		claims := needed[class]
+		switch {
+		case class == "" && defaultClass == "":
+			p.block("storageclass (default)", "%s the default storage class, and the target has none: mark one default or map them (e.g. %s)", claimsUse(len(claims)), claims[0])
+		case class != "" && !classes[class]:
+			p.block("storageclass "+class, "the target has no storage class %s; %s it (e.g. %s); create it or map it with --storage-class-map %s=OTHER", class, claimsUse(len(claims)), claims[0], class)
+		}
+	}
+	return p.Findings, nil
+}
+
+// checkHandMade blocks the claims of no class (storageClassName "", on the target as named) that
+// no volume of the target is bound or pre-bound to: they bind only to a volume made by hand, and
+// ferry never reuses the source's (its disk or share is the source's data), so they would wait
+// for ever, and their files with them.
+func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []string) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	volumes, err := target.Dynamic.Resource(persistentVolumesGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("target: list persistent volumes: %w", err)
+	}
+	ready := map[string]bool{}
+	for _, pv := range volumes.Items {
+		ns, _, _ := unstructured.NestedString(pv.Object, "spec", "claimRef", "namespace")
+		name, _, _ := unstructured.NestedString(pv.Object, "spec", "claimRef", "name")
+		ready[ns+"/"+name] = true
+	}
+	var lacking []string
+	for _, c := range claims {
+		if !ready[c] {
+			lacking = append(lacking, c)
+		}
+	}
+	if len(lacking) > 0 {
+		p.block(`storageclass ""`, `%s no class (storageClassName ""), so only a volume made by hand binds them, and the target has none for them (e.g. %s): map them to a class of the target with --storage-class-map =CLASS, or make their volumes on the target first`,
+			claimsUse(len(lacking)), lacking[0])
+	}
+	return nil
 }
 
 func claimsUse(n int) string {

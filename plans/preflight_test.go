@@ -19,6 +19,12 @@ func TestPreflight(t *testing.T) {
 	kubeSystem := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Count: 1, Namespaces: map[string]Count{"kube-system": {Count: 1}}}
 	fast := Volume{Namespace: "shop", Name: "data", StorageClass: "fast"}
 	noClass := Volume{Namespace: "shop", Name: "scratch"}
+	handMade := Volume{Namespace: "shop", Name: "share", NoClass: true}
+	preBound := func(ns, claim string) runtime.Object {
+		u := object("v1", "PersistentVolume", "", "nfs-"+claim)
+		u.Object["spec"] = map[string]any{"storageClassName": "", "claimRef": map[string]any{"namespace": ns, "name": claim}}
+		return u
+	}
 	class := func(name string, isDefault bool) runtime.Object {
 		u := object("storage.k8s.io/v1", "StorageClass", "", name)
 		if isDefault {
@@ -58,6 +64,17 @@ func TestPreflight(t *testing.T) {
 		{name: "no default class", plan: Plan{Volumes: []Volume{noClass}}, objs: []runtime.Object{class("standard", false)},
 			want: []finding{{Blocking, "storageclass (default)", "1 claim uses the default storage class, and the target has none"}}},
 		{name: "default class", plan: Plan{Volumes: []Volume{noClass}}, objs: []runtime.Object{class("standard", true)}},
+		{name: "a claim of no class, no volume for it", plan: Plan{Volumes: []Volume{handMade}}, objs: []runtime.Object{class("standard", true), preBound("shop", "other")},
+			want: []finding{{Blocking, `storageclass ""`, `1 claim uses no class (storageClassName ""), so only a volume made by hand binds them, and the target has none for them (e.g. shop/share): map them to a class of the target with --storage-class-map =CLASS`}}},
+		{name: "a claim of no class, its volume made", plan: Plan{Volumes: []Volume{handMade}}, objs: []runtime.Object{preBound("shop", "share")}},
+		{name: "a claim of no class, its volume made in the mapped namespace", plan: Plan{Volumes: []Volume{handMade}, Config: config.Planning{NamespaceMap: map[string]string{"shop": "shop-green"}}},
+			objs: []runtime.Object{preBound("shop-green", "share")}},
+		{name: "a claim the target has already", plan: Plan{Volumes: []Volume{fast, handMade}}, objs: []runtime.Object{object("v1", "PersistentVolumeClaim", "shop", "data"), object("v1", "PersistentVolumeClaim", "shop", "share")}},
+		{name: "a claim of no class mapped", plan: Plan{Volumes: []Volume{handMade}, Config: config.Planning{StorageClassMap: map[string]string{"": "standard"}}},
+			objs: []runtime.Object{class("standard", false)}},
+		{name: "the empty class maps no claim that names none", plan: Plan{Volumes: []Volume{noClass}, Config: config.Planning{StorageClassMap: map[string]string{"": "standard"}}},
+			objs: []runtime.Object{class("standard", false)},
+			want: []finding{{Blocking, "storageclass (default)", "1 claim uses the default storage class, and the target has none"}}},
 		{name: "namespace exists", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{object("v1", "Namespace", "", "shop")},
 			want: []finding{{Warning, "namespace shop", "already exists on the target"}}},
 		{name: "mapped namespace exists", plan: Plan{Resources: []Resource{configMaps}, Config: config.Planning{NamespaceMap: map[string]string{"shop": "shop-green"}}},
@@ -103,6 +120,8 @@ func TestPreflight(t *testing.T) {
 func TestPreflightFails(t *testing.T) {
 	for _, tc := range []struct{ verb, resource, want string }{
 		{"list", "storageclasses", "target: list storage classes"},
+		{"list", "persistentvolumeclaims", "target: list persistent volume claims"},
+		{"list", "persistentvolumes", "target: list persistent volumes"},
 		{"get", "namespaces", "target: get namespace shop"},
 		{"list", "validatingwebhookconfigurations", "target: list validatingwebhookconfigurations"},
 	} {
@@ -114,7 +133,8 @@ func TestPreflightFails(t *testing.T) {
 				}
 				return true, nil, errors.New("connection reset")
 			})
-			p := &Plan{Resources: []Resource{{Version: "v1", Resource: "configmaps", Namespaced: true, Count: 1, Namespaces: map[string]Count{"shop": {Count: 1}}}}}
+			p := &Plan{Resources: []Resource{{Version: "v1", Resource: "configmaps", Namespaced: true, Count: 1, Namespaces: map[string]Count{"shop": {Count: 1}}}},
+				Volumes: []Volume{{Namespace: "shop", Name: "share", NoClass: true}}}
 			if err := Preflight(context.Background(), p, target, "green"); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("preflight: %v, want %q", err, tc.want)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,16 +143,17 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, snapshot.Ma
 	if err != nil {
 		return nil, snapshot.Mapping{}, nil, err
 	}
-	if err := o.preflightMovers(ctx, r, mapping, target); err != nil {
+	if err := o.preflightTarget(ctx, r, mapping, target); err != nil {
 		return nil, snapshot.Mapping{}, nil, err
 	}
 	return r, mapping, kinds.Restorers(r, target, kinds.RestoreOptions{Mapping: mapping, Existing: o.existing, SkipOwned: o.skipOwned,
 		Select: o.filter, Parallel: o.parallel.n, MoverImage: o.movers.image, Direct: direct, WaitTimeout: o.waitTimeout, Upgrade: o.upgrade, Log: o.global.logger}), nil
 }
 
-// preflightMovers stops before anything is applied when a namespace's quota has no room for the
-// mover pods that write or read the backup's claims there.
-func (o *targetOptions) preflightMovers(ctx context.Context, r *snapshot.Reader, mapping snapshot.Mapping, target kinds.Cluster) error {
+// preflightTarget stops before anything is applied when a namespace's quota has no room for the
+// mover pods that write or read the backup's claims there, or, for a restore, when claims it makes
+// would wait for ever for a volume (plans.CheckClaimClasses).
+func (o *targetOptions) preflightTarget(ctx context.Context, r *snapshot.Reader, mapping snapshot.Mapping, target kinds.Cluster) error {
 	if r.Velero || r.Manifest.Plan == nil {
 		return nil // no volume data to move
 	}
@@ -162,6 +164,16 @@ func (o *targetOptions) preflightMovers(ctx context.Context, r *snapshot.Reader,
 	findings, err := plans.QuotaCheck{Dynamic: target.Dynamic, Cluster: "target", Mover: r.Manifest.Plan.Config.Mover}.Check(ctx, plans.Movers(claims, o.parallel.n))
 	if err != nil {
 		return err
+	}
+	if o.command == kinds.Restore {
+		made := slices.DeleteFunc(slices.Clone(r.Manifest.Plan.Volumes), func(v plans.Volume) bool {
+			return o.filter != nil && o.filter.DataReason(v.Namespace, true) != ""
+		})
+		classes, err := plans.CheckClaimClasses(ctx, made, mapping.StorageClasses, mapping.Namespaces, target.Plans())
+		if err != nil {
+			return err
+		}
+		findings = append(findings, classes...)
 	}
 	return refuseBlocking(o.streams.Out, o.command, findings)
 }

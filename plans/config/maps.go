@@ -26,7 +26,7 @@ func ParseMap(name string, pairs []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, p := range pairs {
 		from, to, ok := strings.Cut(p, "=")
-		if !ok || from == "" || to == "" {
+		if !ok || to == "" || (from == "" && name != StorageClassMapName) {
 			return nil, badinput.Value(name, strconv.Quote(p), "want FROM=TO")
 		}
 		if prev, dup := out[from]; dup && prev != to {
@@ -41,7 +41,7 @@ func ParseMap(name string, pairs []string) (map[string]string, error) {
 // Two namespaces made one would merge their objects, and a carry-back, which maps green's names
 // back, could not tell which is whose.
 func CheckNamespaceMap(m map[string]string) error {
-	if err := checkNames(NamespaceMapName, m); err != nil {
+	if err := checkNames(NamespaceMapName, m, false); err != nil {
 		return err
 	}
 	for _, from := range slices.Sorted(maps.Keys(m)) {
@@ -59,14 +59,15 @@ func CheckNamespaceMap(m map[string]string) error {
 }
 
 // CheckStorageClassMap checks a storage class map. Several classes may become one: a carry-back
-// then leaves such a class on blue as it was.
+// then leaves such a class on blue as it was. The empty name maps the claims of no class
+// (storageClassName ""), which bind only to volumes made by hand.
 func CheckStorageClassMap(m map[string]string) error {
-	return checkNames(StorageClassMapName, m)
+	return checkNames(StorageClassMapName, m, true)
 }
 
-func checkNames(name string, m map[string]string) error {
+func checkNames(name string, m map[string]string, emptyFrom bool) error {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if k == "" || m[k] == "" {
+		if (k == "" && !emptyFrom) || m[k] == "" {
 			return badinput.Value(name, "", "%q: %q: names must not be empty", k, m[k])
 		}
 	}

@@ -28,6 +28,9 @@ func TestMaps(t *testing.T) {
 		{"not a namespace", []string{"a=X"}, false, nil, `namespace map: "X" is not a namespace name`},
 		{"two classes to one", []string{"gp2=standard", "gp3=standard"}, true, map[string]string{"gp2": "standard", "gp3": "standard"}, ""},
 		{"class to two", []string{"gp2=a", "gp2=b"}, true, nil, "storage class map: gp2 is mapped to both a and b"},
+		{"no class to a class", []string{"=standard"}, true, map[string]string{"": "standard"}, ""},
+		{"a class to none", []string{"gp2="}, true, nil, `storage class map "gp2=": want FROM=TO`},
+		{"no namespace", []string{"=x"}, false, nil, `namespace map "=x": want FROM=TO`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name, check := NamespaceMapName, CheckNamespaceMap
