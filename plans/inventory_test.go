@@ -360,7 +360,9 @@ func TestInventoryWarnsOfDataOnNodes(t *testing.T) {
 	host := func(name, path, kind string) any {
 		return map[string]any{"name": name, "hostPath": map[string]any{"path": path, "type": kind}}
 	}
-	mount := func(name string, readOnly bool) any { return map[string]any{"name": name, "mountPath": "/x/" + name, "readOnly": readOnly} }
+	mount := func(name string, readOnly bool) any {
+		return map[string]any{"name": name, "mountPath": "/x/" + name, "readOnly": readOnly}
+	}
 	objects := []runtime.Object{
 		object("v1", "Namespace", "", "shop"), object("v1", "Namespace", "", "other"),
 		hostPod("shop", "minio-0", []any{host("data", "/srv/minio", "DirectoryOrCreate")}, []any{mount("data", false)}),
