@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -32,15 +33,11 @@ import (
 // verify finds nothing different. The VolumeSnapshot and its content, of blue's storage, stay in
 // the backup and are not made on green (the restore says it skipped the snapshot).
 func TestClaimsMadeFromDataSourcesRestore(t *testing.T) {
-	blue, kc := clients(t, "blue")
-	green, greenKC := clients(t, "green")
-	ctx := context.Background()
 	const ns = "claim-sources"
-	createNamespace(t, kc, ns, nil)
-	removeAfter(t, ns, greenKC)
-	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	_, greenKC := restoreShapesNamespace(t, ns)
+	blue, _ := clients(t, "blue")
+	green, _ := clients(t, "green")
+	ctx := context.Background()
 	snapshotCRDs(t, blue, green)
 	snapshots := schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
 	contents := schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
@@ -82,18 +79,7 @@ func TestClaimsMadeFromDataSourcesRestore(t *testing.T) {
 	}
 	dirs := map[string]string{}
 	for _, c := range claims {
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: c.name},
-			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("standard"),
-				DataSource: c.source, DataSourceRef: c.ref,
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-		if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		dirs[c.name] = dataDir(t, ns+"-"+c.name)
-		writeClaimFiles(t, dirs[c.name], c.files)
-		if err := blue.BindClaim(ctx, ns, c.name, dirs[c.name]); err != nil {
-			t.Fatal(err)
-		}
+		dirs[c.name] = blueClaim(t, ns, c.name, c.files, func(s *corev1.PersistentVolumeClaimSpec) { s.DataSource, s.DataSourceRef = c.source, c.ref })
 	}
 
 	store := "file://" + t.TempDir()
@@ -126,19 +112,7 @@ func TestClaimsMadeFromDataSourcesRestore(t *testing.T) {
 		t.Errorf("green has %d VolumeSnapshotContents, want none: blue's storage is not green's", len(list.Items))
 	}
 	for _, c := range claims {
-		pvc, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, c.name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pvc.Status.Phase != corev1.ClaimBound {
-			t.Errorf("green's claim %s/%s is %s", ns, c.name, pvc.Status.Phase)
-			continue
-		}
-		pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
-		if err != nil || pv.Spec.HostPath == nil {
-			t.Fatalf("green's volume of %s/%s: %v, %v", ns, c.name, pv, err)
-		}
-		if got, want := claimFiles(t, pv.Spec.HostPath.Path), claimFiles(t, dirs[c.name]); !equalMaps(got, want) {
+		if got, want := claimFiles(t, claimFolder(t, greenKC, ns, c.name)), claimFiles(t, dirs[c.name]); !equalMaps(got, want) {
 			t.Errorf("green's claim %s holds %v, blue's %v", c.name, got, want)
 		}
 	}
@@ -179,28 +153,12 @@ func snapshotCRDs(t *testing.T, on *testbed.Cluster, also ...*testbed.Cluster) {
 // manifest) and backs up the namespace's other claim, and a restore makes the claim on green and
 // says its data is not in the backup.
 func TestBlockClaimsAreSkippedAndSaid(t *testing.T) {
-	blue, kc := clients(t, "blue")
-	green, greenKC := clients(t, "green")
-	ctx := context.Background()
 	const ns = "claim-block"
-	createNamespace(t, kc, ns, nil)
-	removeAfter(t, ns, greenKC)
-	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	_, greenKC := restoreShapesNamespace(t, ns)
+	ctx := context.Background()
 	dirs := map[string]string{}
 	for name, mode := range map[string]corev1.PersistentVolumeMode{"raw": corev1.PersistentVolumeBlock, "files": corev1.PersistentVolumeFilesystem} {
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("standard"),
-				VolumeMode: &mode, Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-		if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		dirs[name] = dataDir(t, ns+"-"+name)
-		writeClaimFiles(t, dirs[name], map[string][]byte{"data.txt": []byte(name + "\n")})
-		if err := blue.BindClaim(ctx, ns, name, dirs[name]); err != nil {
-			t.Fatal(err)
-		}
+		dirs[name] = blueClaim(t, ns, name, map[string][]byte{"data.txt": []byte(name + "\n")}, func(s *corev1.PersistentVolumeClaimSpec) { s.VolumeMode = &mode })
 	}
 	config := namespacesConfig(t, ns)
 	const why = "a raw block volume: ferry moves files, not devices"
@@ -234,15 +192,7 @@ func TestBlockClaimsAreSkippedAndSaid(t *testing.T) {
 	if err != nil || pvc.Spec.VolumeMode == nil || *pvc.Spec.VolumeMode != corev1.PersistentVolumeBlock {
 		t.Errorf("green's claim %s/raw: %v, %v; want a block-mode claim", ns, pvc, err)
 	}
-	files, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "files", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, files.Spec.VolumeName, metav1.GetOptions{})
-	if err != nil || pv.Spec.HostPath == nil {
-		t.Fatalf("green's volume of %s/files: %v, %v", ns, pv, err)
-	}
-	if got, want := claimFiles(t, pv.Spec.HostPath.Path), claimFiles(t, dirs["files"]); !equalMaps(got, want) {
+	if got, want := claimFiles(t, claimFolder(t, greenKC, ns, "files")), claimFiles(t, dirs["files"]); !equalMaps(got, want) {
 		t.Errorf("green's claim files holds %v, blue's %v", got, want)
 	}
 }
@@ -283,21 +233,13 @@ func TestPlanWarnsOfDataOnNodes(t *testing.T) {
 // While its pod runs, a backup skips its files at once, naming the pod (a mover on the pod's node
 // would be a second pod); once the pod is gone, the next backup holds them.
 func TestReadWriteOncePodClaimInUse(t *testing.T) {
-	blue, kc := clients(t, "blue")
+	_, kc := clients(t, "blue")
 	ctx := context.Background()
 	const ns = "claim-rwop"
 	createNamespace(t, kc, ns, nil)
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "solo"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}, StorageClassName: ptr.To("standard"),
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := dataDir(t, ns+"-solo")
-	writeClaimFiles(t, dir, map[string][]byte{"journal.log": []byte("one writer only\n")})
-	if err := blue.BindClaim(ctx, ns, "solo", dir); err != nil {
-		t.Fatal(err)
-	}
+	blueClaim(t, ns, "solo", map[string][]byte{"journal.log": []byte("one writer only\n")}, func(s *corev1.PersistentVolumeClaimSpec) {
+		s.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
+	})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "writer", Labels: map[string]string{"app": "writer"}}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "writer", Image: "writer", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
 		Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "solo"}}}}}}
@@ -338,26 +280,12 @@ func TestReadWriteOncePodClaimInUse(t *testing.T) {
 // before anything is applied, naming the claims and the two ways on; mapped to green's class with
 // --storage-class-map =standard it restores, the claim bound and its files exact.
 func TestClaimsOfNoClassRestore(t *testing.T) {
-	blue, kc := clients(t, "blue")
-	green, greenKC := clients(t, "green")
-	ctx := context.Background()
 	const ns = "claim-noclass"
-	createNamespace(t, kc, ns, nil)
-	removeAfter(t, ns, greenKC)
-	if err := green.Apply(ctx, io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "share"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, StorageClassName: ptr.To(""),
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := dataDir(t, ns+"-share")
-	writeClaimFiles(t, dir, map[string][]byte{"datasets/labels.csv": []byte("id,label\n1,cat\n")})
-	if err := blue.BindClaim(ctx, ns, "share", dir); err != nil {
-		t.Fatal(err)
-	}
+	_, greenKC := restoreShapesNamespace(t, ns)
+	ctx := context.Background()
+	dir := blueClaim(t, ns, "share", map[string][]byte{"datasets/labels.csv": []byte("id,label\n1,cat\n")}, func(s *corev1.PersistentVolumeClaimSpec) {
+		s.AccessModes, s.StorageClassName = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, ptr.To("")
+	})
 	store := "file://" + t.TempDir()
 	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "noclass"); code != 0 {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
@@ -377,14 +305,45 @@ func TestClaimsOfNoClassRestore(t *testing.T) {
 	if err != nil || got.Spec.StorageClassName == nil || *got.Spec.StorageClassName != "standard" || got.Status.Phase != corev1.ClaimBound {
 		t.Fatalf("green's claim %s/share: %+v, %v; want bound, of class standard", ns, got, err)
 	}
-	pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, got.Spec.VolumeName, metav1.GetOptions{})
-	if err != nil || pv.Spec.HostPath == nil {
-		t.Fatalf("green's volume of %s/share: %v, %v", ns, pv, err)
-	}
-	if g, w := claimFiles(t, pv.Spec.HostPath.Path), claimFiles(t, dir); !equalMaps(g, w) {
+	if g, w := claimFiles(t, claimFolder(t, greenKC, ns, "share")), claimFiles(t, dir); !equalMaps(g, w) {
 		t.Errorf("green's claim holds %v, blue's %v", g, w)
 	}
 	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "noclass", "--storage-class-map", "=standard"); code != 0 {
 		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
+}
+
+// blueClaim creates claim ns/name on blue (ReadWriteOnce, 1Gi, of class standard, as edit changes
+// them), writes files into a folder of its own, binds the claim to it and returns the folder.
+func blueClaim(t *testing.T, ns, name string, files map[string][]byte, edit func(*corev1.PersistentVolumeClaimSpec)) string {
+	t.Helper()
+	blue, kc := clients(t, "blue")
+	ctx := context.Background()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To("standard"),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	edit(&pvc.Spec)
+	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := dataDir(t, ns+"-"+name)
+	writeClaimFiles(t, dir, files)
+	if err := blue.BindClaim(ctx, ns, name, dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// restoreShapesNamespace makes namespace ns on blue for a test that restores it onto green, and
+// removes it from both after; green gets its provisioned storage class standard.
+func restoreShapesNamespace(t *testing.T, ns string) (blue, green kubernetes.Interface) {
+	t.Helper()
+	_, blue = clients(t, "blue")
+	greenCluster, green := clients(t, "green")
+	createNamespace(t, blue, ns, nil)
+	removeAfter(t, ns, green)
+	if err := greenCluster.Apply(context.Background(), io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	return blue, green
 }

@@ -58,20 +58,20 @@ func (r servedResource) groupResource() string { return groupResource(r.gvr.Grou
 
 // typeTally is what listing one resource type found.
 type typeTally struct {
-	res      Resource
-	excluded map[[2]string]*Exclusion // by namespace and reason
-	single   []Exclusion              // per-object exclusions with names
-	owners   map[schema.GroupKind]bool
-	crds     []CRD
-	claims   []Volume
-	podUses  map[string][]PodUse // "ns/claim" -> pods
-	names    []string            // object names, for namespaces and tenants
-	ports    []NodePort          // node ports users chose for Services
-	hostData []hostData          // pods that write to a node's folder
+	res       Resource
+	excluded  map[[2]string]*Exclusion // by namespace and reason
+	single    []Exclusion              // per-object exclusions with names
+	owners    map[schema.GroupKind]bool
+	crds      []CRD
+	claims    []Volume
+	podUses   map[string][]PodUse // "ns/claim" -> pods
+	names     []string            // object names, for namespaces and tenants
+	ports     []NodePort          // node ports users chose for Services
+	hostPaths []hostPathUse       // pods that write to a node's folder
 }
 
-// hostData is a pod that writes to a hostPath volume: data on the node's disk, which no claim holds.
-type hostData struct{ namespace, pod, path string }
+// hostPathUse is a pod that writes to a hostPath volume: data on the node's disk, which no claim holds.
+type hostPathUse struct{ namespace, pod, path string }
 
 // Inventory lists every served resource type of the cluster and makes a plan of it, without a
 // target (see Preflight).
@@ -126,7 +126,7 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 	sort.Slice(tallies, func(i, j int) bool { return tallies[i].res.GroupResource() < tallies[j].res.GroupResource() })
 
 	podUses := map[string][]PodUse{}
-	var hostPaths []hostData
+	var hostPaths []hostPathUse
 	namespaces := map[string]bool{}
 	edges := map[string]map[string]bool{}
 	for _, t := range tallies {
@@ -137,7 +137,7 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 		p.CRDs = append(p.CRDs, t.crds...)
 		p.Volumes = append(p.Volumes, t.claims...)
 		p.NodePorts = append(p.NodePorts, t.ports...)
-		hostPaths = append(hostPaths, t.hostData...)
+		hostPaths = append(hostPaths, t.hostPaths...)
 		for k, v := range t.podUses {
 			podUses[k] = append(podUses[k], v...)
 		}
@@ -446,7 +446,7 @@ func writtenHostPaths(pod map[string]any) []string {
 
 // warnHostData warns of each folder of the nodes that the plan's pods write to, by namespace:
 // what they keep there is on a node of the source, in no claim, and does not move.
-func warnHostData(p *Plan, uses []hostData) {
+func warnHostData(p *Plan, uses []hostPathUse) {
 	type key struct{ namespace, path string }
 	pods := map[key][]string{}
 	for _, u := range uses {
@@ -481,7 +481,7 @@ func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
 		node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
 		vols, _, _ := unstructured.NestedSlice(obj.Object, "spec", "volumes")
 		for _, path := range writtenHostPaths(obj.Object) {
-			t.hostData = append(t.hostData, hostData{namespace: obj.GetNamespace(), pod: obj.GetName(), path: path})
+			t.hostPaths = append(t.hostPaths, hostPathUse{namespace: obj.GetNamespace(), pod: obj.GetName(), path: path})
 		}
 		for _, v := range vols {
 			claim, _, _ := unstructured.NestedString(v.(map[string]any), "persistentVolumeClaim", "claimName")

@@ -209,7 +209,7 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 		}
 	}
 	needed := map[string][]string{}
-	var handMade []string // claims of no class the mapping leaves so
+	var handMade []Volume // claims of no class the mapping leaves so
 	for _, v := range volumes {
 		if existing[mapNamespace(p, v.Namespace)+"/"+v.Name] {
 			continue
@@ -218,7 +218,7 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 		if mapped, ok := classMap[class]; ok && (class != "" || v.NoClass) {
 			class = mapped
 		} else if v.NoClass {
-			handMade = append(handMade, mapNamespace(p, v.Namespace)+"/"+v.Name)
+			handMade = append(handMade, v)
 			continue
 		}
 		needed[class] = append(needed[class], v.Namespace+"/"+v.Name)
@@ -238,11 +238,11 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 	return p.Findings, nil
 }
 
-// checkHandMade blocks the claims of no class (storageClassName "", on the target as named) that
-// no volume of the target is bound or pre-bound to: they bind only to a volume made by hand, and
+// checkHandMade blocks the claims of no class (storageClassName "") that
+// no volume of no class on the target is pre-bound to: they bind only to a volume made by hand, and
 // ferry never reuses the source's (its disk or share is the source's data), so they would wait
 // for ever, and their files with them.
-func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []string) error {
+func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []Volume) error {
 	if len(claims) == 0 {
 		return nil
 	}
@@ -254,12 +254,17 @@ func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []string
 	for _, pv := range volumes.Items {
 		ns, _, _ := unstructured.NestedString(pv.Object, "spec", "claimRef", "namespace")
 		name, _, _ := unstructured.NestedString(pv.Object, "spec", "claimRef", "name")
-		ready[ns+"/"+name] = true
+		uid, _, _ := unstructured.NestedString(pv.Object, "spec", "claimRef", "uid")
+		class, _, _ := unstructured.NestedString(pv.Object, "spec", "storageClassName")
+		// Pre-bound to the claim to come: one still naming a claim's UID was another's (Released).
+		if uid == "" && class == "" {
+			ready[ns+"/"+name] = true
+		}
 	}
 	var lacking []string
-	for _, c := range claims {
-		if !ready[c] {
-			lacking = append(lacking, c)
+	for _, v := range claims {
+		if !ready[mapNamespace(p, v.Namespace)+"/"+v.Name] {
+			lacking = append(lacking, v.Namespace+"/"+v.Name)
 		}
 	}
 	if len(lacking) > 0 {

@@ -25,6 +25,11 @@ func TestPreflight(t *testing.T) {
 		u.Object["spec"] = map[string]any{"storageClassName": "", "claimRef": map[string]any{"namespace": ns, "name": claim}}
 		return u
 	}
+	released := func(ns, claim string) runtime.Object {
+		u := object("v1", "PersistentVolume", "", "old-"+claim)
+		u.Object["spec"] = map[string]any{"storageClassName": "", "claimRef": map[string]any{"namespace": ns, "name": claim, "uid": "gone"}}
+		return u
+	}
 	class := func(name string, isDefault bool) runtime.Object {
 		u := object("storage.k8s.io/v1", "StorageClass", "", name)
 		if isDefault {
@@ -67,6 +72,8 @@ func TestPreflight(t *testing.T) {
 		{name: "a claim of no class, no volume for it", plan: Plan{Volumes: []Volume{handMade}}, objs: []runtime.Object{class("standard", true), preBound("shop", "other")},
 			want: []finding{{Blocking, `storageclass ""`, `1 claim uses no class (storageClassName ""), so only a volume made by hand binds them, and the target has none for them (e.g. shop/share): map them to a class of the target with --storage-class-map =CLASS`}}},
 		{name: "a claim of no class, its volume made", plan: Plan{Volumes: []Volume{handMade}}, objs: []runtime.Object{preBound("shop", "share")}},
+		{name: "a claim of no class, a released volume of its name", plan: Plan{Volumes: []Volume{handMade}}, objs: []runtime.Object{released("shop", "share")},
+			want: []finding{{Blocking, `storageclass ""`, "(e.g. shop/share)"}}},
 		{name: "a claim of no class, its volume made in the mapped namespace", plan: Plan{Volumes: []Volume{handMade}, Config: config.Planning{NamespaceMap: map[string]string{"shop": "shop-green"}}},
 			objs: []runtime.Object{preBound("shop-green", "share")}},
 		{name: "a claim the target has already", plan: Plan{Volumes: []Volume{fast, handMade}}, objs: []runtime.Object{object("v1", "PersistentVolumeClaim", "shop", "data"), object("v1", "PersistentVolumeClaim", "shop", "share")}},

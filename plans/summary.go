@@ -71,10 +71,14 @@ func (p *Plan) WriteSummary(out io.Writer) error {
 				pods = append(pods, u.Name+"@"+orDefault(u.Node, "unscheduled"))
 			}
 			name := v.Namespace + "/" + v.Name
+			class := orDefault(v.StorageClass, "(default)")
+			if v.NoClass {
+				class = "(none)"
+			}
 			if v.Holds != "" {
 				name += " (moves as " + v.Holds + ")"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", name, v.Capacity, orDefault(v.StorageClass, "(default)"),
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", name, v.Capacity, class,
 				strings.Join(v.AccessModes, ","), v.Phase, orDefault(strings.Join(pods, " "), "-"))
 		}
 	}

@@ -228,7 +228,9 @@ func (m Mapping) StorageClass(class string) string {
 
 // Inverse maps back what m mapped: the target's names to the source's. Namespaces map one to one
 // (config.CheckNamespaceMap refuses two made one, in flags and ferry.yaml alike); a storage class
-// that several classes were mapped to has no single way back and is left as it is.
+// that several classes were mapped to has no single way back and is left as it is, and so is one
+// that claims of no class were mapped to (a claim made on the target in it is provisioned, and on
+// the source it must be too).
 func (m Mapping) Inverse() Mapping {
 	out := Mapping{Namespaces: map[string]string{}, StorageClasses: map[string]string{}}
 	for _, from := range slices.Sorted(maps.Keys(m.Namespaces)) {
@@ -241,7 +243,7 @@ func (m Mapping) Inverse() Mapping {
 		sources[to]++
 	}
 	for from, to := range m.StorageClasses {
-		if sources[to] == 1 {
+		if sources[to] == 1 && from != "" {
 			out.StorageClasses[to] = from
 		}
 	}

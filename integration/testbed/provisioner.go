@@ -44,6 +44,7 @@ func (c *Cluster) provision(ctx context.Context, dir string) error {
 	claims := factory.Core().V1().PersistentVolumeClaims().Informer()
 	classes := factory.Storage().V1().StorageClasses().Lister()
 	var waiting sync.Map // claims told to wait for their data source, by UID
+	var busy sync.Map    // claims being provisioned, by UID: one goroutine each
 	var handle func(obj any)
 	handle = func(obj any) {
 		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
@@ -66,7 +67,11 @@ func (c *Cluster) provision(ctx context.Context, dir string) error {
 			}
 			return
 		}
+		if _, taken := busy.LoadOrStore(pvc.UID, true); taken {
+			return
+		}
 		go func() {
+			defer busy.Delete(pvc.UID)
 			if source != nil {
 				from, err := c.cloneSource(ctx, kc, pvc.Namespace, source.Name)
 				if err != nil || from == "" {

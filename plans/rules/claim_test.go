@@ -13,6 +13,9 @@ func TestClaim(t *testing.T) {
 		{"claim: class mapped", "prepare", "persistentvolumeclaims",
 			`{"metadata":{"name":"p","namespace":"team-b"},"spec":{"storageClassName":"gp3"}}`,
 			`{"metadata":{"name":"p","namespace":"team-b"},"spec":{"storageClassName":"standard"}}`},
+		{"claim of no class mapped", "prepare", "persistentvolumeclaims",
+			`{"metadata":{"name":"p","namespace":"team-b"},"spec":{"storageClassName":""}}`,
+			`{"metadata":{"name":"p","namespace":"team-b"},"spec":{"storageClassName":"standard"}}`},
 		{"a bound claim is healthy", "health", "persistentvolumeclaims", `{"status":{"phase":"Bound"}}`, "ok"},
 		{"a pending claim is not", "health", "persistentvolumeclaims", `{"status":{"phase":"Pending"}}`, "the claim is pending"},
 	})

@@ -22,7 +22,7 @@ type ruleCase struct {
 // The mapping the prepare rows use, and what the recreated rows' backup holds.
 var (
 	testNamespaces = map[string]string{"team-a": "team-b"}
-	testClasses    = map[string]string{"gp3": "standard"}
+	testClasses    = map[string]string{"gp3": "standard", "": "standard"}
 	testClaims     = map[string]bool{"team-a/data": true}
 	testHeld       = map[string]bool{"apps/ReplicaSet/team-a/web-1": true}
 )

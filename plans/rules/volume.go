@@ -15,7 +15,14 @@ func volumeRules() map[string]Rule {
 				delete(ref, "resourceVersion")
 			}
 		},
-		StorageClasses: func(obj map[string]any) []map[string]any { return []map[string]any{nestedMap(obj, "spec")} },
+		StorageClasses: func(obj map[string]any) []map[string]any {
+			// A volume of no class is one made by hand: the empty class's mapping gives claims a
+			// class to be provisioned in, never the source's volume to them.
+			if class, _ := nestedMap(obj, "spec")["storageClassName"].(string); class == "" {
+				return nil
+			}
+			return []map[string]any{nestedMap(obj, "spec")}
+		},
 		Prepare: func(obj map[string]any, namespace func(string) string) {
 			if ref := nestedMap(obj, "spec", "claimRef"); ref != nil {
 				if ns, ok := ref["namespace"].(string); ok {

@@ -15,3 +15,11 @@ func TestVolume(t *testing.T) {
 		{"unbound", "recreated", "persistentvolumes", `{"spec":{}}`, "false"},
 	})
 }
+
+func TestVolumeOfNoClassKeepsIt(t *testing.T) {
+	runCases(t, []ruleCase{
+		{"a volume made by hand keeps no class", "prepare", "persistentvolumes",
+			`{"metadata":{"name":"nfs-share"},"spec":{"storageClassName":"","nfs":{"server":"files","path":"/share"}}}`,
+			`{"metadata":{"name":"nfs-share"},"spec":{"storageClassName":"","nfs":{"server":"files","path":"/share"}}}`},
+	})
+}

@@ -13,5 +13,8 @@ func volumeSnapshotRules() map[string]Rule {
 	return map[string]Rule{
 		"volumesnapshotcontents.snapshot.storage.k8s.io": skip("a snapshot in the source cluster's storage: the target's snapshot controller would own it, and could delete it"),
 		"volumesnapshots.snapshot.storage.k8s.io":        skip("a snapshot of the source cluster's storage: its content is not restored, and a new one would snapshot the claim before ferry filled it"),
+		// Group snapshots (of several claims at once) are the same, by the group.
+		"volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io": skip("a group snapshot in the source cluster's storage: the target's snapshot controller would own it, and could delete it"),
+		"volumegroupsnapshots.groupsnapshot.storage.k8s.io":        skip("a group snapshot of the source cluster's storage: its content is not restored, and a new one would snapshot the claims before ferry filled them"),
 	}
 }

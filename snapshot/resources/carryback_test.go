@@ -106,7 +106,7 @@ func TestPlanCarryBack(t *testing.T) {
 }
 
 func TestMappingInverse(t *testing.T) {
-	m := snapshot.Mapping{Namespaces: map[string]string{"a": "b", "c": "d"}, StorageClasses: map[string]string{"gp3": "standard", "nfs": "standard", "fast": "ssd"}}
+	m := snapshot.Mapping{Namespaces: map[string]string{"a": "b", "c": "d"}, StorageClasses: map[string]string{"gp3": "standard", "nfs": "standard", "fast": "ssd", "": "shared"}}
 	got := m.Inverse()
 	want := snapshot.Mapping{Namespaces: map[string]string{"b": "a", "d": "c"}, StorageClasses: map[string]string{"ssd": "fast"}}
 	if !reflect.DeepEqual(got, want) {

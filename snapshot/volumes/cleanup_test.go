@@ -177,38 +177,38 @@ func TestPodWaiting(t *testing.T) {
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}}}
 	}
 	for _, tc := range []struct {
-		name   string
-		status corev1.PodStatus
-		want   string
-		never  bool
+		name    string
+		status  corev1.PodStatus
+		want    string
+		verdict podVerdict
 	}{
-		{"just created", corev1.PodStatus{Phase: corev1.PodPending}, "", false},
-		{"creating", waitingIn("ContainerCreating", ""), "", false},
+		{"just created", corev1.PodStatus{Phase: corev1.PodPending}, "", waitOn},
+		{"creating", waitingIn("ContainerCreating", ""), "", waitOn},
 		{"unschedulable", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: "Unschedulable", Message: "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."}}},
-			"not scheduled: 0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.", false},
-		{"pulling failed once", waitingIn("ErrImagePull", "rpc error: not found"), "container mover: ErrImagePull: rpc error: not found", false},
-		{"pull backing off", waitingIn("ImagePullBackOff", `Back-off pulling image "registry.invalid/ferry:v1"`), `container mover: ImagePullBackOff: Back-off pulling image "registry.invalid/ferry:v1"`, true},
-		{"invalid image", waitingIn("InvalidImageName", ""), "container mover: InvalidImageName", true},
+			"not scheduled: 0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.", waitOn},
+		{"pulling failed once", waitingIn("ErrImagePull", "rpc error: not found"), "container mover: ErrImagePull: rpc error: not found", waitOn},
+		{"pull backing off", waitingIn("ImagePullBackOff", `Back-off pulling image "registry.invalid/ferry:v1"`), `container mover: ImagePullBackOff: Back-off pulling image "registry.invalid/ferry:v1"`, giveUpIfLasts},
+		{"invalid image", waitingIn("InvalidImageName", ""), "container mover: InvalidImageName", giveUpNow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			why, never := podWaiting(&corev1.Pod{Status: tc.status})
-			if why != tc.want || never != tc.never {
-				t.Errorf("podWaiting = %q, %v; want %q, %v", why, never, tc.want, tc.never)
+			why, verdict := podWaiting(&corev1.Pod{Status: tc.status})
+			if why != tc.want || verdict != tc.verdict {
+				t.Errorf("podWaiting = %q, %v; want %q, %v", why, verdict, tc.want, tc.verdict)
 			}
 		})
 	}
 }
 
-// A mover whose image cannot be pulled fails at once, saying so, not after moverStartWait.
-func TestMoverWhoseImageCannotBePulledFailsAtOnce(t *testing.T) {
+// A mover whose image name is invalid fails at once, saying so, not after moverStartWait.
+func TestMoverWhoseImageIsInvalidFailsAtOnce(t *testing.T) {
 	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team"}})
 	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		pod := action.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
 		pod.Name = "ferry-mover-x"
 		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "mover",
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "ferry"`}}}}}
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "InvalidImageName", Message: `failed to apply default image tag "ferry:"`}}}}}
 		return false, nil, nil
 	})
 	c := Contents{Image: "ferry", Client: client, Log: slog.New(slog.DiscardHandler)}
@@ -216,8 +216,8 @@ func TestMoverWhoseImageCannotBePulledFailsAtOnce(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, _, err := c.startMover(ctx, c.moverPod(plans.Volume{Namespace: "team", Name: "data"}, false))
-	if err == nil || !strings.Contains(err.Error(), `cannot start: container mover: ImagePullBackOff: Back-off pulling image "ferry"`) || time.Since(start) > 2*time.Second {
-		t.Fatalf("startMover after %s: %v; want at once an error naming the pull", time.Since(start), err)
+	if err == nil || !strings.Contains(err.Error(), `cannot start: container mover: InvalidImageName: failed to apply default image tag "ferry:"`) || time.Since(start) > 2*time.Second {
+		t.Fatalf("startMover after %s: %v; want at once an error naming the image", time.Since(start), err)
 	}
 	if pods, _ := client.CoreV1().Pods("team").List(context.Background(), metav1.ListOptions{}); len(pods.Items) > 0 {
 		t.Errorf("the mover pod is left: %v", pods.Items[0].Name)

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ferrykube/ferry/internal/kube"
@@ -116,7 +117,7 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 			if slices.Contains(v.AccessModes, "ReadWriteOncePod") { // its pods as they are now, not as planned
 				live, err := c.liveVolume(gctx, v.Namespace, v.Name)
 				if err != nil {
-					return fmt.Errorf("volume %s/%s: %w", v.Namespace, v.Name, err)
+					return err // it names the claim
 				}
 				if why := heldByOnePod(live); why != "" {
 					w.Skip("volume", v.Namespace+"/"+v.Name, why)
@@ -242,13 +243,26 @@ func (c Contents) restricted(ctx context.Context, namespace string) (bool, error
 }
 
 // moverStartWait is how long a mover pod may take to run: a claim may wait for its volume, a
-// node for room.
-const moverStartWait = 3 * time.Minute
+// node for room. pullBackOffWait is how long it may back off pulling its image: a registry's
+// brief refusal (a rate limit, a blip) passes within it; a wrong image or missing credentials do
+// not, and a mover that cannot have its image fails then, not after moverStartWait.
+const (
+	moverStartWait  = 3 * time.Minute
+	pullBackOffWait = 45 * time.Second
+)
 
-// podWaiting says why a pod is not running yet, from its scheduling condition and its containers'
-// waiting states, or ""; never is true when it will not run without someone's help (its image
-// cannot be pulled or is invalid), so that a mover fails at once, not after moverStartWait.
-func podWaiting(p *corev1.Pod) (why string, never bool) {
+// A podVerdict says whether a pod not running yet is worth waiting for.
+type podVerdict int
+
+const (
+	waitOn        podVerdict = iota // it may yet run
+	giveUpNow                       // it never will without someone's help (an invalid image name)
+	giveUpIfLasts                   // it backs off pulling its image: give up after pullBackOffWait
+)
+
+// podWaiting says why a pod is not running yet, from its containers' waiting states and its
+// scheduling condition, or "", and whether to wait on.
+func podWaiting(p *corev1.Pod) (why string, verdict podVerdict) {
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" {
 			why = "container " + cs.Name + ": " + w.Reason
@@ -256,18 +270,20 @@ func podWaiting(p *corev1.Pod) (why string, never bool) {
 				why += ": " + w.Message
 			}
 			switch w.Reason {
-			case "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
-				return why, true
+			case "InvalidImageName", "ErrImageNeverPull":
+				return why, giveUpNow
+			case "ImagePullBackOff":
+				return why, giveUpIfLasts
 			}
-			return why, false
+			return why, waitOn
 		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return "not scheduled: " + cmp.Or(c.Message, c.Reason), false
+			return "not scheduled: " + cmp.Or(c.Message, c.Reason), waitOn
 		}
 	}
-	return "", false
+	return "", waitOn
 }
 
 // startMover creates a mover pod and waits until it answers exec; a claim waiting for its first
@@ -300,30 +316,47 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 	c.Log.Info("mover pod created", "pod", name, "claim", spec.Annotations["ferry.dev/claim"], "node", pod.Spec.NodeName, "role", spec.Labels[RoleLabel])
 	var running *corev1.Pod
 	waiting := "" // why the pod is not running yet, as it last said
+	var backingOff time.Time
 	// A mover pod usually runs within a moment; each 200 ms waited for it cost a small volume's
 	// incremental backup a tenth of its time.
 	err = kube.PollSoon(ctx, 20*time.Millisecond, 200*time.Millisecond, moverStartWait, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("mover pod %s: %w", name, err)
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			return false, fmt.Errorf("mover pod %s ended (%s)", name, p.Status.Phase)
 		}
 		running = p
-		why, never := podWaiting(p)
-		if never {
+		why, verdict := podWaiting(p)
+		switch {
+		case verdict != giveUpIfLasts:
+			backingOff = time.Time{}
+		case backingOff.IsZero():
+			backingOff = time.Now()
+		case time.Since(backingOff) > pullBackOffWait:
+			verdict = giveUpNow
+		}
+		if verdict == giveUpNow {
+			if strings.Contains(waiting, "ErrImagePull") {
+				why = waiting // a back-off's message says only that; the pull's own error came before it
+			}
 			return false, fmt.Errorf("mover pod %s cannot start: %s", name, why)
 		}
-		waiting = why
+		if verdict != giveUpIfLasts {
+			waiting = why
+		}
 		return p.Status.Phase == corev1.PodRunning, nil
 	})
 	if err != nil {
 		stop()
-		if waiting != "" {
-			err = fmt.Errorf("%s: %w", waiting, err)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			return "", nil, fmt.Errorf("mover pod %s not running after %s: %s", name, moverStartWait, cmp.Or(waiting, "it gave no reason"))
+		case ctx.Err() != nil:
+			return "", nil, fmt.Errorf("mover pod %s not running: %w", name, err)
 		}
-		return "", nil, fmt.Errorf("mover pod %s not running after %s: %w", name, moverStartWait, err)
+		return "", nil, err
 	}
 	c.movers.add(recordMover(spec, pod, running))
 	// The container may take a moment to answer exec after the pod reports Running.
