@@ -26,8 +26,7 @@ func claimRules() map[string]Rule {
 			deleteAnnotations(nestedMap(obj, "metadata"), bindingAnnotations)
 			spec := nestedMap(obj, "spec")
 			delete(spec, "volumeName")
-			delete(spec, "dataSource")
-			delete(spec, "dataSourceRef")
+			dropDataSource(spec)
 		},
 		StorageClasses: func(obj map[string]any) []map[string]any { return []map[string]any{nestedMap(obj, "spec")} },
 		Health: func(obj map[string]any) (bool, string) {
@@ -35,4 +34,10 @@ func claimRules() map[string]Rule {
 			return phase == "Bound", "the claim is " + strings.ToLower(phase)
 		},
 	}}
+}
+
+// dropDataSource takes the data source out of a claim's spec (or a claim template's).
+func dropDataSource(spec map[string]any) {
+	delete(spec, "dataSource")
+	delete(spec, "dataSourceRef")
 }

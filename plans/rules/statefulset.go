@@ -7,11 +7,20 @@ import (
 )
 
 // StatefulSets move with their claim templates' storage classes mapped (the target's controller
-// makes the claims from them); a restored one is healthy once its replicas are ready.
+// makes the claims from them) and their data sources dropped, as the claims' are (claimRules): a
+// replica added on the target would wait for a snapshot or populator the target lacks; a restored
+// one is healthy once its replicas are ready.
 func statefulSetRules() map[string]Rule {
 	return map[string]Rule{"statefulsets.apps": {
 		Wave:           WaveRest,
 		RolloutHistory: &RolloutHistory{Kind: "StatefulSet", In: "controllerrevisions.apps"},
+		Normalize: func(obj map[string]any) {
+			for _, t := range claimTemplates(obj) {
+				if spec := nestedMap(t, "spec"); spec != nil {
+					dropDataSource(spec)
+				}
+			}
+		},
 		StorageClasses: func(obj map[string]any) []map[string]any {
 			var out []map[string]any
 			for _, t := range claimTemplates(obj) {
