@@ -238,10 +238,10 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 	return p.Findings, nil
 }
 
-// checkHandMade blocks the claims of no class (storageClassName "") that
-// no volume of no class on the target is pre-bound to: they bind only to a volume made by hand, and
-// ferry never reuses the source's (its disk or share is the source's data), so they would wait
-// for ever, and their files with them.
+// checkHandMade blocks the claims of no class (storageClassName "") that no volume of no class on
+// the target is pre-bound to: they bind only to a volume made by hand, and ferry never reuses the
+// source's (its disk or share is the source's data), so they would wait for ever, and their files
+// with them.
 func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []Volume) error {
 	if len(claims) == 0 {
 		return nil

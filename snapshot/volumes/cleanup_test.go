@@ -187,7 +187,7 @@ func TestPodWaiting(t *testing.T) {
 		{"unschedulable", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 			Reason: "Unschedulable", Message: "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."}}},
 			"not scheduled: 0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.", waitOn},
-		{"pulling failed once", waitingIn("ErrImagePull", "rpc error: not found"), "container mover: ErrImagePull: rpc error: not found", waitOn},
+		{"pulling failed once", waitingIn("ErrImagePull", "rpc error: not found"), "container mover: ErrImagePull: rpc error: not found", giveUpIfLasts},
 		{"pull backing off", waitingIn("ImagePullBackOff", `Back-off pulling image "registry.invalid/ferry:v1"`), `container mover: ImagePullBackOff: Back-off pulling image "registry.invalid/ferry:v1"`, giveUpIfLasts},
 		{"invalid image", waitingIn("InvalidImageName", ""), "container mover: InvalidImageName", giveUpNow},
 	} {

@@ -257,7 +257,7 @@ type podVerdict int
 const (
 	waitOn        podVerdict = iota // it may yet run
 	giveUpNow                       // it never will without someone's help (an invalid image name)
-	giveUpIfLasts                   // it backs off pulling its image: give up after pullBackOffWait
+	giveUpIfLasts                   // its image pull fails, again and again: give up after pullBackOffWait
 )
 
 // podWaiting says why a pod is not running yet, from its containers' waiting states and its
@@ -272,7 +272,7 @@ func podWaiting(p *corev1.Pod) (why string, verdict podVerdict) {
 			switch w.Reason {
 			case "InvalidImageName", "ErrImageNeverPull":
 				return why, giveUpNow
-			case "ImagePullBackOff":
+			case "ErrImagePull", "ImagePullBackOff": // the kubelet goes from one to the other
 				return why, giveUpIfLasts
 			}
 			return why, waitOn
@@ -337,14 +337,12 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 		case time.Since(backingOff) > pullBackOffWait:
 			verdict = giveUpNow
 		}
-		if verdict == giveUpNow {
-			if strings.Contains(waiting, "ErrImagePull") {
-				why = waiting // a back-off's message says only that; the pull's own error came before it
-			}
-			return false, fmt.Errorf("mover pod %s cannot start: %s", name, why)
-		}
-		if verdict != giveUpIfLasts {
+		// A back-off's message says only that; the pull's own error, before it, says why.
+		if !strings.Contains(why, "ImagePullBackOff") || !strings.Contains(waiting, "ErrImagePull") {
 			waiting = why
+		}
+		if verdict == giveUpNow {
+			return false, fmt.Errorf("mover pod %s cannot start: %s", name, waiting)
 		}
 		return p.Status.Phase == corev1.PodRunning, nil
 	})
