@@ -350,7 +350,7 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 		stop()
 		switch {
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			return "", nil, fmt.Errorf("mover pod %s not running after %s: %s", name, moverStartWait, cmp.Or(waiting, "it gave no reason"))
+			return "", nil, fmt.Errorf("mover pod %s not running after %s: %s: %w", name, moverStartWait, cmp.Or(waiting, "it gave no reason"), err)
 		case ctx.Err() != nil:
 			return "", nil, fmt.Errorf("mover pod %s not running: %w", name, err)
 		}
