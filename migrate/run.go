@@ -153,6 +153,17 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// holdsLease renews the run's lease, or fails once another process holds it: checked before a
+// backup of the run is made complete, as before each journal event, since the renewals alone
+// notice a takeover only up to a third of the TTL late.
+func (r *Runner) holdsLease(ctx context.Context) error {
+	if r.lease == nil {
+		return nil
+	}
+	_, err := r.lease.fence(ctx)
+	return err
+}
+
 // Close gives the lease up.
 func (r *Runner) Close(ctx context.Context) error {
 	if r.lease == nil {
@@ -441,7 +452,7 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 	// A warm run's backup is chunked, so that it reads only what changed since the last round.
 	chunks := r.warm() != nil && name == r.Journal.Run.Backup
 	m, err := kinds.Backup(ctx, r.o.Store, source, kinds.BackupOptions{Name: name, Plan: p, EncryptTo: encryptTo,
-		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Chunks: chunks, Log: r.o.Log})
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Chunks: chunks, Log: r.o.Log, BeforeCommit: r.holdsLease})
 	if err != nil {
 		return nil, "", err
 	}

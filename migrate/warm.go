@@ -191,7 +191,7 @@ func (r *Runner) stageBackup(ctx context.Context, name string) (*snapshot.Manife
 		return nil, err
 	}
 	return kinds.Backup(ctx, r.o.Store, r.o.Blue, kinds.BackupOptions{Name: name, Plan: stagePlan(r.plan), Chunks: true,
-		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Log: r.o.Log})
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, Log: r.o.Log, BeforeCommit: r.holdsLease})
 }
 
 // deleteBackup deletes a backup of the run's, if it is there.

@@ -78,6 +78,10 @@ type BackupOptions struct {
 	Chunks   bool
 	Progress snapshot.Progress
 	Log      *slog.Logger
+	// BeforeCommit, when set, is called once every kind is captured, before the files that make
+	// the backup complete: an error leaves it incomplete (a migration checks it still holds its
+	// lease, so that a run another process took over never completes a backup).
+	BeforeCommit func(context.Context) error
 }
 
 // Backup makes a complete backup of the plan from the source: every kind's data, Velero's files
@@ -143,6 +147,11 @@ func capture(ctx context.Context, w *snapshot.Writer, store storage.Backend, sou
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if o.BeforeCommit != nil {
+		if err := o.BeforeCommit(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if w.Encrypted() {
 		return w.Commit(ctx, time.Now()) // Velero cannot read encrypted archives: no velero-backup.json
