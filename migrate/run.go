@@ -348,6 +348,11 @@ func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
 	if err := plans.PreflightMovers(ctx, r.plan, r.o.Blue.Plans(), &green, r.o.Parallel); err != nil {
 		return nil, "", fmt.Errorf("preflight of the mover pods: %w", err)
 	}
+	findings, err := kinds.PreflightDatabases(ctx, r.plan, r.o.Blue, r.o.Green, r.o.Mapping)
+	if err != nil {
+		return nil, "", fmt.Errorf("preflight of the databases: %w", err)
+	}
+	r.plan.Findings = append(r.plan.Findings, findings...)
 	if blocking := r.plan.Blocking(); len(blocking) > 0 {
 		var msgs []string
 		for _, f := range blocking {

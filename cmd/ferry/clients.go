@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 
+	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot/kinds"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,6 +36,15 @@ func (o *globalOptions) restConfig(contextName string) (*rest.Config, error) {
 	// Deprecation notices for APIs ferry only counts (v1 Endpoints) would interleave with reports.
 	cfg.WarningHandler = rest.NoWarnings{}
 	return cfg, nil
+}
+
+// cluster builds the clients of a context that backups, restores and migrations use.
+func (o *globalOptions) cluster(contextName string) (kinds.Cluster, error) {
+	cfg, err := o.restConfig(contextName)
+	if err != nil {
+		return kinds.Cluster{}, badinput.Wrap(err)
+	}
+	return kinds.NewCluster(cfg)
 }
 
 // planClients builds the clients planning needs for a context.

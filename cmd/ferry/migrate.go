@@ -19,7 +19,6 @@ import (
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
-	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -100,11 +99,11 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg con
 	if err := checkClusters(from, to); err != nil {
 		return migrate.Options{}, err
 	}
-	blue, err := o.cluster(from)
+	blue, err := o.global.cluster(from)
 	if err != nil {
 		return migrate.Options{}, err
 	}
-	green, err := o.cluster(to)
+	green, err := o.global.cluster(to)
 	if err != nil {
 		return migrate.Options{}, err
 	}
@@ -142,14 +141,6 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg con
 		}
 	}
 	return mo, nil
-}
-
-func (o *runOptions) cluster(context string) (kinds.Cluster, error) {
-	cfg, err := o.global.restConfig(context)
-	if err != nil {
-		return kinds.Cluster{}, badinput.Wrap(err)
-	}
-	return kinds.NewCluster(cfg)
 }
 
 // finish turns a run's outcome into the exit code: stopped or paused runs exit 3 with what to do.

@@ -8,6 +8,8 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/snapshot"
+	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -155,6 +157,9 @@ func (o *planOptions) run(ctx context.Context) error {
 		if err := plans.Preflight(ctx, p, t, o.to); err != nil {
 			return err
 		}
+		if err := o.preflightDatabases(ctx, p); err != nil {
+			return err
+		}
 		target = &t
 	}
 	// As many movers at once as ferry backup and restore run by default (--parallel 8).
@@ -194,4 +199,26 @@ func orCurrent(ctx string) string {
 		return "the current context"
 	}
 	return "context " + ctx
+}
+
+// preflightDatabases adds what the target's database servers could not take of the source's
+// dumps to the plan's findings (kinds.PreflightDatabases), as a migration's preflight does.
+func (o *planOptions) preflightDatabases(ctx context.Context, p *plans.Plan) error {
+	if len(p.Databases) == 0 {
+		return nil
+	}
+	source, err := o.global.cluster(o.from)
+	if err != nil {
+		return err
+	}
+	target, err := o.global.cluster(o.to)
+	if err != nil {
+		return err
+	}
+	findings, err := kinds.PreflightDatabases(ctx, p, source, target, snapshot.Mapping{})
+	if err != nil {
+		return fmt.Errorf("preflight of the databases: %w", err)
+	}
+	p.Findings = append(p.Findings, findings...)
+	return nil
 }

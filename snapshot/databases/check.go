@@ -23,6 +23,7 @@ type checkedDump struct {
 	chunks     [][sha256.Size]byte
 	largest    statement
 	statements int64
+	needs      dumpNeeds
 }
 
 // checkDump reads a database's dump from the backup to its end, without running any of it:
@@ -41,6 +42,7 @@ func checkDump(ctx context.Context, r *snapshot.Reader, d snapshot.Database) (*c
 	}
 	sql := newSQLStream(dec, d, func() {})
 	scan := newSQLScanner(d.Engine)
+	scan.needs = &dumpNeeds{}
 	pins := &chunkDigests{h: sha256.New()}
 	_, err = io.CopyBuffer(io.MultiWriter(scan, pins), sql, make([]byte, 256<<10))
 	dec.Close()
@@ -58,7 +60,7 @@ func checkDump(ctx context.Context, r *snapshot.Reader, d snapshot.Database) (*c
 		return nil, fmt.Errorf("database %s: the dump is not complete SQL: %s (line %d): %w", d.Name, problem, scan.line, snapshot.ErrCorrupt)
 	}
 	pins.finish()
-	return &checkedDump{chunks: pins.sums, largest: scan.Largest, statements: scan.Statements}, nil
+	return &checkedDump{chunks: pins.sums, largest: scan.Largest, statements: scan.Statements, needs: *scan.needs}, nil
 }
 
 // chunkDigests records the SHA-256 of each pinChunk of what is written to it.

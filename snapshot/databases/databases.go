@@ -70,8 +70,12 @@ type engine interface {
 	defaultUser() string
 	// listSchemas lists the server's schemas, but the server's own.
 	listSchemas(ctx context.Context, c Dumps, t target) ([]string, error)
-	// dump writes the SQL that recreates the schemas, as the engine's client replays it, to out.
-	dump(ctx context.Context, c Dumps, t target, schemas []string, out io.Writer) error
+	// dump writes the SQL that recreates the schemas, as the engine's client replays it, to out;
+	// with schemaOnly, without rows.
+	dump(ctx context.Context, c Dumps, t target, schemas []string, schemaOnly bool, out io.Writer) error
+	// checkNeeds says what of the dump's needs (the accounts it names, the extensions it
+	// creates) the target's server or its user cannot meet; see accounts.go.
+	checkNeeds(ctx context.Context, c Dumps, t target, d snapshot.Database, n dumpNeeds) ([]string, error)
 	// stats counts and checksums the base tables of the schemas the server has, in one
 	// consistent snapshot a schema at least.
 	stats(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.Table, error)
@@ -158,7 +162,7 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 		return entry, nil
 	}
 	// Dump, compress and upload as one stream; the digest is of the SQL itself.
-	if err := dumpTo(ctx, w, &entry, func(out io.Writer) error { return eng.dump(ctx, c, t, schemas, out) }); err != nil {
+	if err := dumpTo(ctx, w, &entry, func(out io.Writer) error { return eng.dump(ctx, c, t, schemas, false, out) }); err != nil {
 		return entry, err
 	}
 	if entry.Tables, err = eng.stats(ctx, c, t, schemas); err != nil {

@@ -50,10 +50,13 @@ func (mysql) listSchemas(ctx context.Context, c Dumps, t target) ([]string, erro
 }
 
 // dump runs mysqldump on all the schemas at once, in one transaction.
-func (mysql) dump(ctx context.Context, c Dumps, t target, schemas []string, out io.Writer) error {
+func (mysql) dump(ctx context.Context, c Dumps, t target, schemas []string, schemaOnly bool, out io.Writer) error {
 	// The client's own limit (mysqldump's default is 24 MiB) would refuse a bigger row.
-	args := append([]string{"--single-transaction", "--routines", "--triggers", "--events", "--hex-blob",
-		"--max-allowed-packet=" + strconv.Itoa(maxPacket), "--databases"}, schemas...)
+	args := []string{"--single-transaction", "--routines", "--triggers", "--events", "--hex-blob", "--max-allowed-packet=" + strconv.Itoa(maxPacket)}
+	if schemaOnly {
+		args = append(args, "--no-data")
+	}
+	args = append(append(args, "--databases"), schemas...)
 	if err := c.exec(ctx, t.item, t.cfg.Container, mysqlShell("mysqldump", t.cred, args...), strings.NewReader(t.cred.password+"\n"), out); err != nil {
 		return fmt.Errorf("mysqldump in pod %s/%s: %w", t.item.Namespace, t.item.Pod, err)
 	}

@@ -46,9 +46,13 @@ func (postgres) listSchemas(ctx context.Context, c Dumps, t target) ([]string, e
 }
 
 // dump runs pg_dump --create --clean on each database in turn: the SQL drops and recreates them.
-func (postgres) dump(ctx context.Context, c Dumps, t target, dbs []string, out io.Writer) error {
+func (postgres) dump(ctx context.Context, c Dumps, t target, dbs []string, schemaOnly bool, out io.Writer) error {
 	for _, db := range dbs {
-		cmd := pgShell("pg_dump", t.cred, "--create", "--clean", "--if-exists", "--dbname="+db)
+		args := []string{"--create", "--clean", "--if-exists", "--dbname=" + db}
+		if schemaOnly {
+			args = append(args, "--schema-only")
+		}
+		cmd := pgShell("pg_dump", t.cred, args...)
 		if err := c.exec(ctx, t.item, t.cfg.Container, cmd, strings.NewReader(t.cred.password+"\n"), out); err != nil {
 			return fmt.Errorf("pg_dump in pod %s/%s: database %s: %w", t.item.Namespace, t.item.Pod, db, err)
 		}

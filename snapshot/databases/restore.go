@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
@@ -50,8 +51,14 @@ func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Re
 	if !found {
 		return target{}, fmt.Errorf("the backup's configuration does not say where database %s runs", d.Name)
 	}
+	return c.locateConfigured(ctx, dyn, cfg, d, plans.TargetPodWait)
+}
+
+// locateConfigured finds database d on the target as cfg, its configuration, says, waiting up to
+// wait for its pod to run.
+func (c Dumps) locateConfigured(ctx context.Context, dyn dynamic.Interface, cfg config.Database, d snapshot.Database, wait time.Duration) (target, error) {
 	ns := c.Mapping.Namespace(cfg.Namespace)
-	w, pod, err := plans.WaitForWorkloadPod(ctx, dyn, ns, cfg.Workload, plans.TargetPodWait)
+	w, pod, err := plans.WaitForWorkloadPod(ctx, dyn, ns, cfg.Workload, wait)
 	if err != nil {
 		return target{}, err
 	}
@@ -147,7 +154,9 @@ func (c Dumps) restoreOne(ctx context.Context, dyn dynamic.Interface, r *snapsho
 // load puts a dump into the database's server on the target, in two reads of the backup. The
 // first runs nothing: it checks the whole dump (checkDump), so that a truncated, damaged or
 // tampered dump fails before any statement, and before the schemas Exact drops or the
-// databases a PostgreSQL dump drops are touched. Then the server's max_allowed_packet is made to
+// databases a PostgreSQL dump drops are touched; it also collects the accounts and extensions the
+// dump needs, which the target's server must have (engine.checkNeeds: a load stopped at the first
+// it lacks would have dropped a PostgreSQL database). Then the server's max_allowed_packet is made to
 // fit the largest statement (fitPacket), and the second read streams the dump, decompressed, into
 // the client in the pod, each MiB held back until it matches the first read (pinned). What is left:
 // a load that fails part way for a reason of the target (a statement the server refuses, a lost
@@ -166,6 +175,15 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		return fmt.Errorf("%w; checked before loading: nothing was loaded", err)
 	}
 
+	if stage == nil { // staging leaves out what needs accounts
+		problems, err := t.eng.checkNeeds(ctx, c, t, d, checked.needs)
+		if err != nil {
+			return fmt.Errorf("database %s: %w; nothing was loaded", d.Name, err)
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("database %s: the target's server cannot take the dump: %s; nothing was loaded", d.Name, strings.Join(problems, "; "))
+		}
+	}
 	l, err := t.eng.prepareLoad(ctx, c, t, d, checked, stage)
 	if err != nil {
 		return err

@@ -44,6 +44,11 @@ type sqlScanner struct {
 	next   int
 	// copyStmt is the last COPY statement: its rows may have pushed it out of recent.
 	copyStmt statement
+
+	// needs, when set, collects what the statements need of the target's server (see note),
+	// from the beginning of each, text.
+	needs *dumpNeeds
+	text  []byte
 }
 
 type scanState int
@@ -297,6 +302,7 @@ func (s *sqlScanner) command(line string) {
 func (s *sqlScanner) begin() {
 	s.open = true
 	s.cur = statement{First: s.line, head: s.cur.head[:0]}
+	s.text = s.text[:0]
 }
 
 func (s *sqlScanner) add(b byte) {
@@ -306,6 +312,9 @@ func (s *sqlScanner) add(b byte) {
 	s.cur.Bytes++
 	if len(s.cur.head) < headLimit {
 		s.cur.head = append(s.cur.head, b)
+	}
+	if s.needs != nil && len(s.text) < needLimit {
+		s.text = append(s.text, b)
 	}
 }
 
@@ -317,6 +326,9 @@ func (s *sqlScanner) end(n int64) {
 		s.cur.head = s.cur.head[:s.cur.Bytes]
 	}
 	s.cur.Table = s.tableOf(s.cur.head)
+	if s.needs != nil {
+		s.needs.note(s.pg, bytes.TrimSpace(s.text[:min(int64(len(s.text)), max(s.cur.Bytes, 0))]))
+	}
 	s.record(s.cur)
 	s.open = false
 	s.prev = 0

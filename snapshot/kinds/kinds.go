@@ -439,3 +439,12 @@ func SchemaChanges(ctx context.Context, r *snapshot.Reader, target Cluster, mapp
 	d := databases.Dumps{Config: target.Config, Client: target.Client, Plan: r.Manifest.Plan, Mapping: EffectiveMapping(r, mapping)}
 	return d.SchemaChanges(ctx, r, after)
 }
+
+// PreflightDatabases says, as plan findings, what of the plan's databases the target's servers
+// could not take from a backup of the source (databases.Dumps.PreflightTarget), before anything
+// is stopped or dumped; mapping renames namespaces on the target, over ferry.yaml's.
+func PreflightDatabases(ctx context.Context, plan *plans.Plan, source, target Cluster, mapping snapshot.Mapping) ([]plans.Finding, error) {
+	from := databases.Dumps{Config: source.Config, Client: source.Client, Plan: plan}
+	to := databases.Dumps{Config: target.Config, Client: target.Client, Plan: plan, Mapping: EffectiveMappingOf(plan, mapping)}
+	return to.PreflightTarget(ctx, from)
+}
