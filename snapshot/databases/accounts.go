@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
+	"k8s.io/client-go/dynamic"
 )
 
 // dumpNeeds is what a dump needs of the target's server beyond the data it brings: the accounts
@@ -301,8 +302,9 @@ func (mysql) checkNeeds(ctx context.Context, c Dumps, t target, d snapshot.Datab
 // PreflightTarget checks, before a migration stops anything, that the target's servers can take
 // the dumps of the plan's databases: it dumps each one's schemas from the source without rows
 // (source holds the source's clients) and checks their needs on the target (c, with the
-// migration's mapping), as a restore checks its dump's. A database that does not run on the
-// target yet (ferry makes it there) is a warning: its restore checks it.
+// migration's mapping), as a restore checks its dump's. What it cannot check (a database that
+// does not run on the target yet, as ferry makes it there; a server that does not answer) is a
+// warning: the restore checks it.
 func (c Dumps) PreflightTarget(ctx context.Context, source Dumps) ([]plans.Finding, error) {
 	if source.Plan == nil || len(source.Plan.Databases) == 0 {
 		return nil, nil
@@ -317,42 +319,54 @@ func (c Dumps) PreflightTarget(ctx context.Context, source Dumps) ([]plans.Findi
 			continue // the backup skips it, saying why
 		}
 		subject := "database " + item.Name
-		cfg := source.config(item.Name)
-		eng, err := engineFor(cfg.Engine)
-		if err != nil {
-			return nil, err
+		problems, err := c.preflightOne(ctx, dyn, source, item)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		from := target{item: item, cfg: cfg, eng: eng}
-		if from.cred, err = source.credentials(ctx, item.Namespace, cfg, eng.defaultUser()); err != nil {
-			return nil, fmt.Errorf("%s: %w", subject, err)
-		}
-		d := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Schemas: cfg.Schemas}
-		if len(d.Schemas) == 0 {
-			if d.Schemas, err = eng.listSchemas(ctx, source, from); err != nil {
-				return nil, fmt.Errorf("%s: %w", subject, err)
-			}
-		}
-		if len(d.Schemas) == 0 {
-			continue
-		}
-		scan := newSQLScanner(cfg.Engine)
-		scan.needs = &dumpNeeds{}
-		if err := eng.dump(ctx, source, from, d.Schemas, true, scan); err != nil {
-			return nil, fmt.Errorf("%s: dump its schemas on the source: %w", subject, err)
-		}
-		to, err := c.locateConfigured(ctx, dyn, cfg, d, 0)
 		if err != nil {
 			findings = append(findings, plans.Finding{Severity: plans.Warning, Subject: subject,
-				Message: "the accounts its dump needs are checked when it is restored: " + err.Error()})
-			continue
-		}
-		problems, err := eng.checkNeeds(ctx, c, to, d, *scan.needs)
-		if err != nil {
-			return nil, fmt.Errorf("%s: on the target: %w", subject, err)
+				Message: "the accounts its dump needs are checked when it is restored, not now: " + err.Error()})
 		}
 		for _, p := range problems {
 			findings = append(findings, plans.Finding{Severity: plans.Blocking, Subject: subject, Message: p})
 		}
 	}
 	return findings, nil
+}
+
+// preflightOne dumps the schemas of a database of the source without rows and says what of
+// their needs the target's server does not meet.
+func (c Dumps) preflightOne(ctx context.Context, dyn dynamic.Interface, source Dumps, item plans.DataItem) ([]string, error) {
+	cfg := source.config(item.Name)
+	eng, err := engineFor(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
+	from := target{item: item, cfg: cfg, eng: eng}
+	if from.cred, err = source.credentials(ctx, item.Namespace, cfg, eng.defaultUser()); err != nil {
+		return nil, fmt.Errorf("on the source: %w", err)
+	}
+	d := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Schemas: cfg.Schemas}
+	if len(d.Schemas) == 0 {
+		if d.Schemas, err = eng.listSchemas(ctx, source, from); err != nil {
+			return nil, fmt.Errorf("on the source: %w", err)
+		}
+	}
+	if len(d.Schemas) == 0 {
+		return nil, nil
+	}
+	scan := newSQLScanner(cfg.Engine)
+	scan.needs = &dumpNeeds{}
+	if err := eng.dump(ctx, source, from, d.Schemas, true, scan); err != nil {
+		return nil, fmt.Errorf("dump its schemas on the source: %w", err)
+	}
+	to, err := c.locateConfigured(ctx, dyn, cfg, d, 0)
+	if err != nil {
+		return nil, err
+	}
+	problems, err := eng.checkNeeds(ctx, c, to, d, *scan.needs)
+	if err != nil {
+		return nil, fmt.Errorf("on the target: %w", err)
+	}
+	return problems, nil
 }
