@@ -14,11 +14,13 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -346,4 +348,124 @@ func restoreShapesNamespace(t *testing.T, ns string) (blue, green kubernetes.Int
 		t.Fatal(err)
 	}
 	return blue, green
+}
+
+// TestZonalClaimsAreMadeWhereTheirWorkloadRuns: on a cluster of zones, a claim's volume is made in
+// the zone of the claim's first pod (WaitForFirstConsumer, as zonal disks are), and a restore's
+// mover is that first pod. blue's trainer runs only in zone-b, on its tainted (GPU) node, which
+// it tolerates, and which is busy. A restore onto such a cluster must make the claim's volume
+// where the trainer can mount it: the trainer's pod runs there, with blue's files. Before, the
+// mover, placed as any pod, ran on the least loaded node, in zone-a, the volume was made there,
+// and the trainer waited for ever, the restore having said it was done.
+func TestZonalClaimsAreMadeWhereTheirWorkloadRuns(t *testing.T) {
+	const ns, cluster = "claim-zonal", "zones"
+	ctx := context.Background()
+	_, blueKC := clients(t, "blue")
+	createNamespace(t, blueKC, ns, nil)
+	removeAfter(t, ns, blueKC)
+	zones, err := tb.AddCluster(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeClustersAfter(t, cluster)
+	zkc, _, err := zones.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := zkc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) < 2 {
+		t.Fatalf("the cluster of zones has %d nodes (%v), want 2", len(nodes.Items), err)
+	}
+	slices.SortFunc(nodes.Items, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	gpu := nodes.Items[1].Name
+	for i, zone := range []string{"zone-a", "zone-b"} {
+		n := &nodes.Items[i]
+		n.Labels[testbed.ZoneLabel] = zone
+		if zone == "zone-b" {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule})
+		}
+		if _, err := zkc.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// zone-b's node is busy, as GPU nodes are: a pod placed as any (a mover without the
+	// trainer's placement) goes to zone-a, the least loaded node.
+	busy := nodes.Items[1].Status.Allocatable.Cpu().MilliValue() * 9 / 10
+	filler := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gpu-job"}, Spec: corev1.PodSpec{NodeName: gpu,
+		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		Containers: []corev1.Container{{Name: "job", Image: "job:1", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(busy, resource.DecimalSI)}}}}}}
+	if _, err := zkc.CoreV1().Pods("default").Create(ctx, filler, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	zonal := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "zonal"}, Provisioner: testbed.Provisioner,
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer), Parameters: map[string]string{"topology": "zone"}}
+	if _, err := zkc.StorageV1().StorageClasses().Create(ctx, zonal, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	files := map[string][]byte{"checkpoints/epoch-3.pt": []byte("weights of epoch 3"), "config.yaml": []byte("lr: 0.001\n")}
+	dir := blueClaim(t, ns, "work", files, func(s *corev1.PersistentVolumeClaimSpec) { s.StorageClassName = ptr.To("zonal") })
+	// On blue the trainer waits for a zone-b node (blue has no zones): its pod's spec is what
+	// the plan records, as of any pod.
+	trainer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "trainer"}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "trainer"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "trainer"}}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{testbed.ZoneLabel: "zone-b"},
+			Tolerations:  []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
+			Containers:   []corev1.Container{{Name: "train", Image: "trainer:1", VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/work"}}}},
+			Volumes:      []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "work"}}}},
+		}},
+	}}
+	if _, err := blueKC.AppsV1().Deployments(ns).Create(ctx, trainer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the trainer's pod on blue", time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := blueKC.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=trainer"})
+		return err == nil && len(pods.Items) == 1, nil
+	})
+
+	store := "file://" + t.TempDir()
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "zonal"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", cluster, "--backup", "zonal")
+	if code != 0 {
+		t.Fatalf("ferry restore exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	pvc, err := zkc.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "work", metav1.GetOptions{})
+	if err != nil || pvc.Status.Phase != corev1.ClaimBound {
+		t.Fatalf("the claim on %s: %+v (%v), want bound", cluster, pvc, err)
+	}
+	pv, err := zkc.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zone := ""
+	if a := pv.Spec.NodeAffinity; a != nil && a.Required != nil && len(a.Required.NodeSelectorTerms) == 1 {
+		if e := a.Required.NodeSelectorTerms[0].MatchExpressions; len(e) == 1 && len(e[0].Values) == 1 {
+			zone = e[0].Values[0]
+		}
+	}
+	t.Logf("the claim's volume is in zone %q", zone)
+	if zone != "zone-b" {
+		t.Errorf("the claim's volume was made in zone %q, want zone-b, where its trainer runs", zone)
+	}
+	var pod corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := zkc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=trainer"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, nil
+		}
+		pod = pods.Items[0]
+		return pod.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		t.Errorf("the trainer's pod on %s does not run: node %q, %s, %+v", cluster, pod.Spec.NodeName, pod.Status.Phase, pod.Status.Conditions)
+	} else if pod.Spec.NodeName != gpu {
+		t.Errorf("the trainer runs on %s, want %s", pod.Spec.NodeName, gpu)
+	}
+	if g, w := claimFiles(t, claimFolder(t, zkc, ns, "work")), claimFiles(t, dir); !equalMaps(g, w) {
+		t.Errorf("the claim on %s holds %v, blue's %v", cluster, g, w)
+	}
 }

@@ -19,11 +19,13 @@ import (
 
 	"github.com/ferrykube/ferry/plans/config"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -483,15 +485,33 @@ func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
 		for _, path := range writtenHostPaths(obj.Object) {
 			t.hostPaths = append(t.hostPaths, hostPathUse{namespace: obj.GetNamespace(), pod: obj.GetName(), path: path})
 		}
+		var placement *NodePlacement
+		placed := false
 		for _, v := range vols {
 			claim, _, _ := unstructured.NestedString(v.(map[string]any), "persistentVolumeClaim", "claimName")
 			ro, _, _ := unstructured.NestedBool(v.(map[string]any), "persistentVolumeClaim", "readOnly")
-			if claim != "" {
-				key := obj.GetNamespace() + "/" + claim
-				t.podUses[key] = append(t.podUses[key], PodUse{Name: obj.GetName(), Node: node, ReadOnly: ro})
+			if claim == "" {
+				continue
 			}
+			if !placed {
+				placement, placed = podPlacement(obj.Object), true
+			}
+			key := obj.GetNamespace() + "/" + claim
+			t.podUses[key] = append(t.podUses[key], PodUse{Name: obj.GetName(), Node: node, ReadOnly: ro, Placement: placement})
 		}
 	}
+}
+
+// podPlacement is the placement of a pod as listed (placementOf); nil when its spec does not
+// decode, as a pod's always does.
+func podPlacement(pod map[string]any) *NodePlacement {
+	var spec struct {
+		Spec corev1.PodSpec `json:"spec"`
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(pod, &spec); err != nil {
+		return nil
+	}
+	return placementOf(spec.Spec)
 }
 
 func crdInfo(obj *unstructured.Unstructured) CRD {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans/config"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -169,6 +170,37 @@ type PodUse struct {
 	Name     string `json:"name"`
 	Node     string `json:"node,omitempty"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
+	// Placement is which nodes the pod may run on. A restore's mover of a claim whose volume is
+	// made where its first pod runs (WaitForFirstConsumer) is placed so: a zonal volume made
+	// where the mover ran would keep the workload off its own nodes.
+	Placement *NodePlacement `json:"placement,omitempty"`
+}
+
+// NodePlacement is what of a pod's spec says which nodes it may run on.
+type NodePlacement struct {
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// NodeAffinity is the node affinity required during scheduling.
+	NodeAffinity *corev1.NodeSelector `json:"nodeAffinity,omitempty"`
+	Tolerations  []corev1.Toleration  `json:"tolerations,omitempty"`
+}
+
+// placementOf is a pod's placement, or nil when it says nothing of nodes.
+func placementOf(spec corev1.PodSpec) *NodePlacement {
+	p := NodePlacement{NodeSelector: spec.NodeSelector}
+	for _, t := range spec.Tolerations {
+		// Admission gives every pod these (the mover too): they say nothing of the pod.
+		if t.Effect == corev1.TaintEffectNoExecute && (t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable) {
+			continue
+		}
+		p.Tolerations = append(p.Tolerations, t)
+	}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil {
+		p.NodeAffinity = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	if len(p.NodeSelector) == 0 && p.NodeAffinity == nil && len(p.Tolerations) == 0 {
+		return nil
+	}
+	return &p
 }
 
 // DataItem is a database or bucket found (or not) on the cluster.

@@ -30,7 +30,8 @@ const selectedNode = "volume.kubernetes.io/selected-node"
 // provision acts as a dynamic provisioner until ctx ends: every pending claim of a class whose
 // provisioner is Provisioner gets a new hostPath PersistentVolume on a folder of its own under
 // dir, pre-bound to it as BindClaim does; a claim of a WaitForFirstConsumer class once the
-// scheduler picked a node for a pod using it. Claims of other classes, or without one, are left
+// scheduler picked a node for a pod using it (a zonal class's volume then bound to that node's
+// zone, zoneAffinity). Claims of other classes, or without one, are left
 // to the tests (BindClaim). A claim with a data source is provisioned as a CSI provisioner does:
 // a clone (the source a claim) once its source is bound, with a copy of its files; any other
 // source (a VolumeSnapshot, a populator's object) is beyond this provisioner, and the claim stays
@@ -83,12 +84,12 @@ func (c *Cluster) provision(ctx context.Context, dir string) error {
 					})
 					return
 				}
-				if err := c.provisionClaim(ctx, kc, pvc, dir, from); err != nil && ctx.Err() == nil {
+				if err := c.provisionClaim(ctx, kc, pvc, class, dir, from); err != nil && ctx.Err() == nil {
 					fmt.Fprintf(os.Stderr, "testbed: provisioner of %s: %v\n", c.Name, err)
 				}
 				return
 			}
-			if err := c.provisionClaim(ctx, kc, pvc, dir, ""); err != nil && ctx.Err() == nil {
+			if err := c.provisionClaim(ctx, kc, pvc, class, dir, ""); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "testbed: provisioner of %s: %v\n", c.Name, err)
 			}
 		}()
@@ -142,7 +143,11 @@ func (c *Cluster) cloneSource(ctx context.Context, kc kubernetes.Interface, name
 
 // provisionClaim makes the claim's volume, a copy of the folder from when it is a clone; a second
 // call for the same claim finds it made.
-func (c *Cluster) provisionClaim(ctx context.Context, kc kubernetes.Interface, pvc *corev1.PersistentVolumeClaim, dir, from string) error {
+func (c *Cluster) provisionClaim(ctx context.Context, kc kubernetes.Interface, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, dir, from string) error {
+	affinity, err := zoneAffinity(ctx, kc, pvc, class)
+	if err != nil {
+		return err
+	}
 	name := "pvc-" + string(pvc.UID)
 	folder := filepath.Join(dir, name)
 	if from != "" {
@@ -171,10 +176,34 @@ func (c *Cluster) provisionClaim(ctx context.Context, kc kubernetes.Interface, p
 			VolumeMode:                    pvc.Spec.VolumeMode,
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: folder}},
+			NodeAffinity:                  affinity,
 		},
 	}
 	if _, err := kc.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("persistent volume for %s/%s: %w", pvc.Namespace, pvc.Name, err)
 	}
 	return nil
+}
+
+// ZoneLabel is the label of a node's zone, which the volumes of a zonal class are bound to.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+// zoneAffinity is the node affinity of a volume of a zonal class (parameter topology: zone), as a
+// zonal disk's CSI provisioner sets it: the zone of the node the scheduler selected for the
+// claim's first pod. Other classes' volumes have none.
+func zoneAffinity(ctx context.Context, kc kubernetes.Interface, pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass) (*corev1.VolumeNodeAffinity, error) {
+	if class.Parameters["topology"] != "zone" {
+		return nil, nil
+	}
+	node, err := kc.CoreV1().Nodes().Get(ctx, pvc.Annotations[selectedNode], metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("zone of claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
+	}
+	zone := node.Labels[ZoneLabel]
+	if zone == "" {
+		return nil, fmt.Errorf("zone of claim %s/%s: node %s has no %s label", pvc.Namespace, pvc.Name, node.Name, ZoneLabel)
+	}
+	return &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: ZoneLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}},
+	}}}}, nil
 }

@@ -32,6 +32,7 @@ COPY public.items (id, note) FROM stdin;
 2	GRANT ALL ON TABLE x TO row_text
 \.
 CREATE POLICY own_rows ON public.items FOR SELECT TO reporting USING ((note <> 'x'::text));
+CREATE POLICY "allowed to see" ON public.items USING ((note <> 'back to school'::text));
 REVOKE USAGE ON SCHEMA public FROM PUBLIC;
 GRANT ALL ON SCHEMA public TO PUBLIC;
 GRANT SELECT ON TABLE public.items TO reader;
@@ -48,11 +49,11 @@ ALTER DEFAULT PRIVILEGES FOR ROLE "Billing Admin" IN SCHEMA billing REVOKE ALL O
 		"/*!40101 SET @OLD_CHARACTER_SET_CLIENT=@@CHARACTER_SET_CLIENT */;\n" +
 		"INSERT INTO `t` VALUES (1,'CREATE DEFINER=`row`@`%` VIEW v AS SELECT 1');\n" +
 		"/*!50001 CREATE ALGORITHM=UNDEFINED */\n/*!50013 DEFINER=`app`@`%` SQL SECURITY DEFINER */\n/*!50001 VIEW `v` AS select 1 AS `1` */;\n" +
+		"/*!50001 CREATE ALGORITHM=UNDEFINED */\n/*!50013 DEFINER=`invoker`@`%` SQL SECURITY INVOKER */\n/*!50001 VIEW `w` AS select 1 AS `1` */;\n" +
 		"DELIMITER ;;\n" +
 		"/*!50003 CREATE*/ /*!50017 DEFINER=`trig``ger`@`10.0.%`*/ /*!50003 TRIGGER `t_ai` AFTER INSERT ON `t` FOR EACH ROW INSERT INTO audit VALUES (NEW.id) */;;\n" +
 		"CREATE DEFINER=`root`@`localhost` PROCEDURE `p`()\nSELECT 1 ;;\n" +
 		"/*!50106 CREATE*/ /*!50117 DEFINER='events'@'localhost'*/ /*!50106 EVENT `e` ON SCHEDULE EVERY 1 DAY DO DELETE FROM t */ ;;\n" +
-		"CREATE DEFINER=CURRENT_USER FUNCTION `f`() RETURNS int RETURN 1 ;;\n" +
 		"DELIMITER ;\n"
 	scan := func(engine, dump string) dumpNeeds {
 		s := newSQLScanner(engine)
@@ -88,15 +89,66 @@ ALTER DEFAULT PRIVILEGES FOR ROLE "Billing Admin" IN SCHEMA billing REVOKE ALL O
 	if len(my.owners)+len(my.grantees) > 0 || len(pg.definers) > 0 {
 		t.Errorf("one engine's accounts found in the other's dump: %+v %+v", my, pg)
 	}
+
+	// A statement cut at needLimit: its last words may be a role's name cut short.
+	var cut dumpNeeds
+	cut.note(true, []byte("GRANT SELECT ON TABLE public.items TO rea"), true)
+	cut.note(true, []byte("ALTER TABLE public.items OWNER TO ow"), true)
+	cut.note(true, []byte("ALTER DEFAULT PRIVILEGES FOR ROLE app_owner IN SCHEMA public GRANT SELECT ON TABLES TO def"), true)
+	if got := keys(cut.grantees) + "|" + keys(cut.owners); got != "|app_owner" {
+		t.Errorf("from cut statements: grantees|owners %q, want only the owner named at the start", got)
+	}
 }
 
-func TestMySQLString(t *testing.T) {
-	for in, want := range map[string]string{"app": "'app'", "o'brien": "'o''brien'", `back\slash`: `'back\\slash'`, `\'`: `'\\'''`} {
+func TestHasRoles(t *testing.T) {
+	for _, c := range []struct {
+		grant string
+		want  bool
+	}{
+		{"GRANT `app_writer`@`%` TO `app`@`%`", true},
+		{"GRANT `admin` TO `app`@`%`", true},
+		{"GRANT USAGE ON *.* TO `app`@`%`", false},
+		{"GRANT SELECT ON `shop`.* TO `app`@`%`", false},
+	} {
+		if got := hasRoles([][]string{{c.grant}}); got != c.want {
+			t.Errorf("hasRoles(%q) = %v, want %v", c.grant, got, c.want)
+		}
+	}
+}
+
+func TestMySQLNames(t *testing.T) {
+	for in, want := range map[string]string{"app": "X'617070'", "o'b": "X'6f2762'", `a\b`: "X'615c62'"} {
 		if got := mysqlString(in); got != want {
 			t.Errorf("mysqlString(%q) = %s, want %s", in, got, want)
 		}
-		if got := mysqlUnquote(mysqlString(in)); got != in {
-			t.Errorf("mysqlUnquote(mysqlString(%q)) = %q", in, got)
+	}
+	for in, want := range map[string]string{"`app`": "app", "`a``b`": "a`b", "'o''b'": "o'b", `'a\'b'`: "a'b", `'a\\b'`: `a\b`, "bare": "bare"} {
+		if got := mysqlUnquote(in); got != want {
+			t.Errorf("mysqlUnquote(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMayDefineForOthers(t *testing.T) {
+	for _, c := range []struct {
+		grants []string
+		want   bool
+	}{
+		{[]string{"GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` IDENTIFIED BY PASSWORD '*hash' WITH GRANT OPTION"}, true},
+		{[]string{"GRANT USAGE ON *.* TO `app`@`%`", "GRANT SELECT, INSERT, TRIGGER ON `shop`.* TO `app`@`%`"}, false},
+		{[]string{"GRANT USAGE ON *.* TO `app`@`%`", "GRANT ALL PRIVILEGES ON `shop`.* TO `app`@`%`"}, false},
+		{[]string{"GRANT RELOAD, SUPER, PROCESS ON *.* TO `ops`@`%`"}, true},
+		{[]string{"GRANT SET USER ON *.* TO `ops`@`%`"}, true},
+		{[]string{"GRANT USAGE ON *.* TO `app`@`%`", "GRANT SET_USER_ID ON *.* TO `app`@`%`"}, true},
+		{[]string{"GRANT SELECT ON `super`.* TO `app`@`%`"}, false},
+		{nil, false},
+	} {
+		var rows [][]string
+		for _, g := range c.grants {
+			rows = append(rows, []string{g})
+		}
+		if got := mayDefineForOthers(rows); got != c.want {
+			t.Errorf("mayDefineForOthers(%q) = %v, want %v", c.grants, got, c.want)
 		}
 	}
 }

@@ -75,7 +75,7 @@ type engine interface {
 	dump(ctx context.Context, c Dumps, t target, schemas []string, schemaOnly bool, out io.Writer) error
 	// checkNeeds says what of the dump's needs (the accounts it names, the extensions it
 	// creates) the target's server or its user cannot meet; see accounts.go.
-	checkNeeds(ctx context.Context, c Dumps, t target, d snapshot.Database, n dumpNeeds) ([]string, error)
+	checkNeeds(ctx context.Context, c Dumps, t target, d snapshot.Database, n dumpNeeds) (unmet, error)
 	// stats counts and checksums the base tables of the schemas the server has, in one
 	// consistent snapshot a schema at least.
 	stats(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.Table, error)

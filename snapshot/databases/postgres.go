@@ -50,7 +50,8 @@ func (postgres) dump(ctx context.Context, c Dumps, t target, dbs []string, schem
 	for _, db := range dbs {
 		args := []string{"--create", "--clean", "--if-exists", "--dbname=" + db}
 		if schemaOnly {
-			args = append(args, "--schema-only")
+			// A preflight's dump of a live database must not wait behind a migration's lock.
+			args = append(args, "--schema-only", "--lock-wait-timeout=30000")
 		}
 		cmd := pgShell("pg_dump", t.cred, args...)
 		if err := c.exec(ctx, t.item, t.cfg.Container, cmd, strings.NewReader(t.cred.password+"\n"), out); err != nil {

@@ -176,12 +176,17 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 	}
 
 	if stage == nil { // staging leaves out what needs accounts
-		problems, err := t.eng.checkNeeds(ctx, c, t, d, checked.needs)
+		u, err := t.eng.checkNeeds(ctx, c, t, d, checked.needs)
+		if err == nil {
+			err = u.refusal()
+		}
 		if err != nil {
 			return fmt.Errorf("database %s: %w; nothing was loaded", d.Name, err)
 		}
-		if len(problems) > 0 {
-			return fmt.Errorf("database %s: the target's server cannot take the dump: %s; nothing was loaded", d.Name, strings.Join(problems, "; "))
+		for _, m := range u.unsure {
+			if c.Log != nil {
+				c.Log.Warn("the dump's needs are not all checked: "+m, "database", d.Name)
+			}
 		}
 	}
 	l, err := t.eng.prepareLoad(ctx, c, t, d, checked, stage)

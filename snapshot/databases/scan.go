@@ -327,7 +327,8 @@ func (s *sqlScanner) end(n int64) {
 	}
 	s.cur.Table = s.tableOf(s.cur.head)
 	if s.needs != nil {
-		s.needs.note(s.pg, bytes.TrimSpace(s.text[:min(int64(len(s.text)), max(s.cur.Bytes, 0))]))
+		n := min(int64(len(s.text)), max(s.cur.Bytes, 0))
+		s.needs.note(s.pg, bytes.TrimSpace(s.text[:n]), s.cur.Bytes > n)
 	}
 	s.record(s.cur)
 	s.open = false

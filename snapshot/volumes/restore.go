@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -18,8 +19,11 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/utils/ptr"
 )
 
 // Contents is a whole kind of data: it captures, restores and verifies.
@@ -144,6 +148,9 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	if err != nil {
 		report.Add(kindName, snapshot.StatusFailed, name, err.Error())
 		return nil
+	}
+	if target.Phase != string(corev1.ClaimBound) && target.VolumeName == "" && spec.Spec.NodeName == "" {
+		c.placeAsWorkload(ctx, spec, v, target.StorageClass)
 	}
 	pod, stop, err := c.startMover(ctx, spec)
 	if err != nil {
@@ -543,7 +550,7 @@ func (c Contents) liveVolume(ctx context.Context, ns, claim string) (plans.Volum
 	if err != nil {
 		return plans.Volume{}, fmt.Errorf("claim %s/%s: %w", ns, claim, err)
 	}
-	v := plans.Volume{Namespace: ns, Name: claim, Phase: string(pvc.Status.Phase), VolumeName: pvc.Spec.VolumeName}
+	v := plans.Volume{Namespace: ns, Name: claim, Phase: string(pvc.Status.Phase), VolumeName: pvc.Spec.VolumeName, StorageClass: ptr.Deref(pvc.Spec.StorageClassName, "")}
 	for _, m := range pvc.Spec.AccessModes {
 		v.AccessModes = append(v.AccessModes, string(m))
 	}
@@ -585,4 +592,81 @@ func (c Contents) targetMover(ctx context.Context, v plans.Volume, role string) 
 		}
 	}
 	return spec, nil
+}
+
+// placeAsWorkload places the restore mover spec of claim v, which the target has not bound yet,
+// as the pods that used the claim on the source were placed (their node selector, required node
+// affinity and tolerations, as the backup's plan recorded them) when the claim's class makes its
+// volume where its first pod runs (WaitForFirstConsumer): the mover is that pod, and a volume
+// made where it runs (a zonal disk) would keep the workload off its own nodes. A placement that
+// no schedulable node of the target matches is left out, saying so: the workload cannot run
+// there either.
+func (c Contents) placeAsWorkload(ctx context.Context, spec *corev1.Pod, v snapshot.Volume, class string) {
+	p := sourcePlacement(c.Plan, v)
+	if p == nil || class == "" {
+		return
+	}
+	claim := spec.Namespace + "/" + v.Name
+	sc, err := c.Client.StorageV1().StorageClasses().Get(ctx, class, metav1.GetOptions{})
+	if err != nil {
+		c.Log.Warn("the claim's storage class cannot be read: its mover is not placed as its workload's pods", "claim", claim, "class", class, "error", err)
+		return
+	}
+	if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+		return // the volume is made wherever its class says, whoever mounts it first
+	}
+	placed := spec.DeepCopy()
+	if len(p.NodeSelector) > 0 {
+		placed.Spec.NodeSelector = maps.Clone(placed.Spec.NodeSelector)
+		if placed.Spec.NodeSelector == nil {
+			placed.Spec.NodeSelector = map[string]string{}
+		}
+		maps.Copy(placed.Spec.NodeSelector, p.NodeSelector)
+	}
+	if p.NodeAffinity != nil {
+		placed.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: p.NodeAffinity}}
+	}
+	placed.Spec.Tolerations = append(placed.Spec.Tolerations, p.Tolerations...)
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		c.Log.Warn("the target's nodes cannot be listed: the claim's mover is not placed as its workload's pods", "claim", claim, "error", err)
+		return
+	}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(placed)
+	for i := range nodes.Items {
+		if ok, err := affinity.Match(&nodes.Items[i]); ok && err == nil && !nodes.Items[i].Spec.Unschedulable {
+			*spec = *placed
+			return
+		}
+	}
+	c.Log.Warn("no schedulable node of the target is like those the claim's pods ran on (their node selector and required affinity, with the mover section's): its mover runs on any, and its workload may not run",
+		"claim", claim)
+}
+
+// sourcePlacement is the placement of a pod that used claim v on the source, as the plan
+// recorded it: of one that wrote to it and had a node, if any did.
+func sourcePlacement(plan *plans.Plan, v snapshot.Volume) *plans.NodePlacement {
+	if plan == nil {
+		return nil
+	}
+	var best *plans.NodePlacement
+	bestScore := -1
+	for _, pv := range plan.Volumes {
+		if pv.Namespace != v.Namespace || pv.Name != v.Name {
+			continue
+		}
+		for _, use := range pv.Pods {
+			score := 0
+			if use.Node != "" {
+				score += 2
+			}
+			if !use.ReadOnly {
+				score++
+			}
+			if use.Placement != nil && score > bestScore {
+				best, bestScore = use.Placement, score
+			}
+		}
+	}
+	return best
 }
