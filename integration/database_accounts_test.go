@@ -9,9 +9,7 @@ import (
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/snapshot"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // TestDatabaseAccountsTheTargetLacks restores databases whose objects name accounts of their
@@ -223,34 +221,33 @@ CREATE DATABASE ac_shop; CREATE TABLE ac_shop.green_release (id INT); INSERT INT
 		}
 	})
 
-	// putBack puts a Secret the subtest changed back as it was.
-	putBack := func(t *testing.T, kc kubernetes.Interface, saved *corev1.Secret) {
+	// asUser makes green's Secret name hold other credentials until t ends.
+	asUser := func(t *testing.T, name string, data map[string][]byte) {
 		t.Helper()
-		cur, err := kc.CoreV1().Secrets(saved.Namespace).Get(ctx, saved.Name, metav1.GetOptions{})
-		if err == nil {
-			saved.ResourceVersion = cur.ResourceVersion
-			_, err = kc.CoreV1().Secrets(saved.Namespace).Update(ctx, saved, metav1.UpdateOptions{})
-		}
+		_, kc := clients(t, "green")
+		secrets := kc.CoreV1().Secrets(greenNS)
+		secret, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
+		saved := secret.Data
+		secret.Data = data
+		if secret, err = secrets.Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			secret.Data = saved
+			if _, err := secrets.Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 
 	t.Run("a MySQL user that may not create objects for other accounts", func(t *testing.T) {
 		sql("green's application account", func() (string, error) {
 			return greenDB.SQL(ctx, tb.Bins, "CREATE USER 'ac_app'@'%' IDENTIFIED BY 'app-pw'; GRANT ALL PRIVILEGES ON ac_shop.* TO 'ac_app'@'%';")
 		})
-		_, greenKC := clients(t, "green")
-		secret, err := greenKC.CoreV1().Secrets(greenNS).Get(ctx, "mysql-secret", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		saved := secret.DeepCopy()
-		secret.Data = map[string][]byte{"username": []byte("ac_app"), "password": []byte("app-pw")}
-		if _, err := greenKC.CoreV1().Secrets(greenNS).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		defer putBack(t, greenKC, saved)
+		asUser(t, "mysql-secret", map[string][]byte{"username": []byte("ac_app"), "password": []byte("app-pw")})
 		before := mysqlState(t, greenDB, "ac_shop")
 		code, rep := restore()
 		my := failed(rep, "ig-mysql")
@@ -265,17 +262,7 @@ CREATE DATABASE ac_shop; CREATE TABLE ac_shop.green_release (id INT); INSERT INT
 	})
 
 	t.Run("the application role may not recreate its database", func(t *testing.T) {
-		_, greenKC := clients(t, "green")
-		secret, err := greenKC.CoreV1().Secrets(greenNS).Get(ctx, "pg-creds", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		saved := secret.DeepCopy()
-		secret.Data = map[string][]byte{"user": []byte("ac_owner"), "password": []byte("owner-pw")}
-		if _, err := greenKC.CoreV1().Secrets(greenNS).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		defer putBack(t, greenKC, saved)
+		asUser(t, "pg-creds", map[string][]byte{"user": []byte("ac_owner"), "password": []byte("owner-pw")})
 		before := greenPGState()
 		plan(t, 3, `blocking\s+database ig-pg\s.*role ac_owner may not create databases`)
 		code, rep := restore()
