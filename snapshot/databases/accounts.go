@@ -18,16 +18,18 @@ import (
 // dumpNeeds is what a dump needs of the target's server beyond the data it brings: the accounts
 // its statements name and the PostgreSQL extensions it creates. A dump's check collects them
 // (sqlScanner.needs), and load refuses a dump whose needs the target's server does not meet
-// (engine.checkNeeds) before anything of it runs, as a migration's preflight does with a dump of
-// the source's schemas (PreflightTarget): a PostgreSQL load stopped at such a statement has dropped the
-// target's database by then, and a MySQL trigger or view whose definer the server lacks loads
-// with a mere warning and fails only when the application uses it.
+// (engine.checkNeeds) before anything of it runs; a migration's preflight checks a dump of the
+// source's schemas the same way (PreflightTarget). A PostgreSQL load stopped at such a statement
+// has dropped the target's database by then, a MySQL one has replaced the tables before it, and a
+// MySQL trigger whose definer the server lacks loads with a mere warning and fails only when the
+// application writes.
 type dumpNeeds struct {
 	// PostgreSQL roles: given objects (OWNER TO, ALTER DEFAULT PRIVILEGES FOR ROLE), granted or
 	// revoked privileges, or run as (SET SESSION AUTHORIZATION).
 	owners, grantees, sessions map[string]bool
 	extensions                 map[string]bool
-	// definers are the MySQL accounts views, triggers, routines and events run as.
+	// definers are the MySQL accounts triggers, events and definer-security views and routines
+	// run as.
 	definers map[mysqlAccount]bool
 }
 
