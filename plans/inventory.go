@@ -502,16 +502,21 @@ func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
 	}
 }
 
-// podPlacement is the placement of a pod as listed (placementOf); nil when its spec does not
-// decode, as a pod's always does.
+// podPlacement is the placement of a pod as listed (placementOf), of its spec's fields that say
+// it alone (the rest is not decoded); nil when they do not decode, as a pod's always do.
 func podPlacement(pod map[string]any) *NodePlacement {
-	var spec struct {
-		Spec corev1.PodSpec `json:"spec"`
+	spec, _ := pod["spec"].(map[string]any) // read, not copied as NestedMap would
+	fields := map[string]any{}
+	for _, f := range []string{"nodeSelector", "affinity", "tolerations"} {
+		if v, ok := spec[f]; ok {
+			fields[f] = v
+		}
 	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(pod, &spec); err != nil {
+	var placing corev1.PodSpec
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(fields, &placing); err != nil {
 		return nil
 	}
-	return placementOf(spec.Spec)
+	return placementOf(placing)
 }
 
 func crdInfo(obj *unstructured.Unstructured) CRD {

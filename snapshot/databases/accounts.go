@@ -443,33 +443,23 @@ func (c Dumps) PreflightTarget(ctx context.Context, source Dumps) ([]plans.Findi
 // without rows and says what of their needs the target's server does not meet.
 func (c Dumps) preflightOne(ctx context.Context, dyn dynamic.Interface, source Dumps, item plans.DataItem) (unmet, error) {
 	cfg := source.config(item.Name)
-	eng, err := engineFor(cfg.Engine)
+	to, err := c.locateConfigured(ctx, dyn, cfg, snapshot.Database{Name: item.Name, Engine: cfg.Engine}, 0)
 	if err != nil {
 		return unmet{}, err
 	}
-	d := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Schemas: cfg.Schemas}
-	to, err := c.locateConfigured(ctx, dyn, cfg, d, 0)
+	from, schemas, err := source.onSource(ctx, item, cfg)
 	if err != nil {
-		return unmet{}, err
-	}
-	from := target{item: item, cfg: cfg, eng: eng}
-	if from.cred, err = source.credentials(ctx, item.Namespace, cfg, eng.defaultUser()); err != nil {
 		return unmet{}, fmt.Errorf("on the source: %w", err)
 	}
-	if len(d.Schemas) == 0 {
-		if d.Schemas, err = eng.listSchemas(ctx, source, from); err != nil {
-			return unmet{}, fmt.Errorf("on the source: %w", err)
-		}
-	}
-	if len(d.Schemas) == 0 {
+	if len(schemas) == 0 {
 		return unmet{}, nil
 	}
 	scan := newSQLScanner(cfg.Engine)
 	scan.needs = &dumpNeeds{}
-	if err := eng.dump(ctx, source, from, d.Schemas, true, scan); err != nil {
+	if err := from.eng.dump(ctx, source, from, schemas, true, scan); err != nil {
 		return unmet{}, fmt.Errorf("dump its schemas on the source: %w", err)
 	}
-	u, err := eng.checkNeeds(ctx, c, to, d, *scan.needs)
+	u, err := to.eng.checkNeeds(ctx, c, to, snapshot.Database{Name: item.Name, Engine: cfg.Engine, Schemas: schemas}, *scan.needs)
 	if err != nil {
 		return unmet{}, fmt.Errorf("on the target: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -142,21 +143,11 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 // records their columns, keys and row digests.
 func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg config.Database) (snapshot.Database, error) {
 	entry := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Key: "databases/" + item.Name + ".sql.zst"}
-	eng, err := engineFor(cfg.Engine)
+	t, schemas, err := c.onSource(ctx, item, cfg)
 	if err != nil {
 		return entry, err
 	}
-	t := target{item: item, cfg: cfg, eng: eng}
-	if t.cred, err = c.credentials(ctx, item.Namespace, cfg, eng.defaultUser()); err != nil {
-		return entry, err
-	}
-	schemas := cfg.Schemas
-	if len(schemas) == 0 {
-		if schemas, err = eng.listSchemas(ctx, c, t); err != nil {
-			return entry, err
-		}
-	}
-	sort.Strings(schemas)
+	eng := t.eng
 	entry.Schemas = schemas
 	if len(schemas) == 0 {
 		return entry, nil
@@ -172,6 +163,27 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 		return entry, err
 	}
 	return entry, nil
+}
+
+// onSource is a planned database on the source (c's cluster): its server as a client reaches it,
+// and the schemas to dump, sorted: those its configuration names, else all but the server's own.
+func (c Dumps) onSource(ctx context.Context, item plans.DataItem, cfg config.Database) (target, []string, error) {
+	eng, err := engineFor(cfg.Engine)
+	if err != nil {
+		return target{}, nil, err
+	}
+	t := target{item: item, cfg: cfg, eng: eng}
+	if t.cred, err = c.credentials(ctx, item.Namespace, cfg, eng.defaultUser()); err != nil {
+		return t, nil, err
+	}
+	schemas := slices.Clone(cfg.Schemas)
+	if len(schemas) == 0 {
+		if schemas, err = eng.listSchemas(ctx, c, t); err != nil {
+			return t, nil, err
+		}
+	}
+	sort.Strings(schemas)
+	return t, schemas, nil
 }
 
 // runAgainIfBroken runs f, a step safe to run twice, again while its exec breaks off in transit

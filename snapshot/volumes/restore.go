@@ -616,8 +616,7 @@ func (c Contents) placeAsWorkload(ctx context.Context, spec *corev1.Pod, v snaps
 		return // the volume is made wherever its class says, whoever mounts it first
 	}
 	placed := spec.DeepCopy()
-	if len(p.NodeSelector) > 0 {
-		placed.Spec.NodeSelector = maps.Clone(placed.Spec.NodeSelector)
+	if len(p.NodeSelector) > 0 { // DeepCopy copied the map
 		if placed.Spec.NodeSelector == nil {
 			placed.Spec.NodeSelector = map[string]string{}
 		}
