@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -829,6 +831,56 @@ func bucketFacts(ctx context.Context, m *testbed.MinIO, bucket string) (map[stri
 	return out, nil
 }
 
+// bucketSettings is what a bucket's settings are, read through the S3 API (not ferry's code):
+// each setting as JSON, "" where the bucket has none.
+func bucketSettings(t *testing.T, m *testbed.MinIO, bucket string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	c := m.S3Client()
+	out := map[string]string{}
+	js := func(v any) string {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	if v, err := c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("bucket %s: versioning: %v", bucket, err)
+	} else {
+		out["versioning"] = string(v.Status)
+	}
+	if p, err := c.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: aws.String(bucket)}); err == nil {
+		var doc any // compared as JSON values: the store may lay the document out its own way
+		if err := json.Unmarshal([]byte(aws.ToString(p.Policy)), &doc); err != nil {
+			t.Fatalf("bucket %s: policy: %v", bucket, err)
+		}
+		out["policy"] = js(doc)
+	} else if !strings.Contains(err.Error(), "NoSuchBucketPolicy") {
+		t.Fatalf("bucket %s: policy: %v", bucket, err)
+	}
+	if l, err := c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: aws.String(bucket)}); err == nil {
+		out["lifecycle"] = js(l.Rules)
+	} else if !strings.Contains(err.Error(), "NoSuchLifecycleConfiguration") {
+		t.Fatalf("bucket %s: lifecycle: %v", bucket, err)
+	}
+	if tg, err := c.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: aws.String(bucket)}); err == nil {
+		tags := map[string]string{}
+		for _, tag := range tg.TagSet {
+			tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+		}
+		out["tags"] = js(tags)
+	} else if !strings.Contains(err.Error(), "NoSuchTagSet") {
+		t.Fatalf("bucket %s: tags: %v", bucket, err)
+	}
+	if l, err := c.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(bucket)}); err == nil {
+		out["object lock"] = js(l.ObjectLockConfiguration)
+	} else if !strings.Contains(err.Error(), "ObjectLockConfigurationNotFound") {
+		t.Fatalf("bucket %s: object lock: %v", bucket, err)
+	}
+	return out
+}
+
 func compareBuckets(t *testing.T, ctx context.Context, blue, green side, buckets []string) []string {
 	t.Helper()
 	var diffs []string
@@ -842,6 +894,12 @@ func compareBuckets(t *testing.T, ctx context.Context, blue, green side, buckets
 		if err != nil {
 			diffs = append(diffs, fmt.Sprintf("bucket %s on green: %v", bucket, err))
 			continue
+		}
+		bs, gs := bucketSettings(t, blue.minio, bucket), bucketSettings(t, green.minio, bucket)
+		for _, setting := range slices.Sorted(maps.Keys(joinKeys(bs, gs))) {
+			if bs[setting] != gs[setting] {
+				diffs = append(diffs, fmt.Sprintf("bucket %s: %s: blue %s, green %s", bucket, setting, bs[setting], gs[setting]))
+			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(joinKeys(b, g))) {
 			name := fmt.Sprintf("bucket %s: key %.100q (%d bytes)", bucket, k, len(k))

@@ -150,6 +150,10 @@ type Bucket struct {
 	// have any), a stream like the objects, so encrypted when the backup is: user metadata may be
 	// as secret as the bytes. Backups made before it have none.
 	Metadata string `json:"metadata,omitempty"`
+	// Settings is the file of the bucket's settings (BucketSettings), a stream like Metadata.
+	// Backups made before it have none, and their buckets' settings are neither restored nor
+	// compared.
+	Settings string `json:"settings,omitempty"`
 	// Reused objects, of ReusedBytes, had not changed since the backup ReusedFrom: their stored
 	// files were copied from it in the storage, not read from the store again.
 	Reused      int    `json:"reused,omitempty"`
@@ -165,6 +169,31 @@ type ObjectMetadata struct {
 	ContentLanguage    string            `json:"contentLanguage,omitempty"`
 	CacheControl       string            `json:"cacheControl,omitempty"`
 	User               map[string]string `json:"user,omitempty"` // x-amz-meta-*, without the prefix
+}
+
+// BucketSettings are the settings of a bucket that decide how its users reach and keep its
+// objects, as its store returns them; a setting the bucket does not have is empty.
+type BucketSettings struct {
+	// Versioning is "Enabled" or "Suspended"; "" for a bucket that never had it.
+	Versioning string `json:"versioning,omitempty"`
+	// Policy is the bucket's policy document (JSON).
+	Policy string `json:"policy,omitempty"`
+	// Lifecycle is the bucket's lifecycle configuration, in S3's XML.
+	Lifecycle string            `json:"lifecycle,omitempty"`
+	Tags      map[string]string `json:"tags,omitempty"`
+	// ObjectLock is set for a bucket made with object lock, which only a new bucket can get.
+	ObjectLock *ObjectLock `json:"objectLock,omitempty"`
+	// Unread names the settings the store did not let the backup read (no permission, or a
+	// store without them): a restore leaves them as the target has them, and verify does not
+	// compare them.
+	Unread []string `json:"unread,omitempty"`
+}
+
+// ObjectLock is a locked bucket's default retention of new objects; Mode is "" when it has none.
+type ObjectLock struct {
+	Mode     string `json:"mode,omitempty"` // GOVERNANCE or COMPLIANCE
+	Validity uint   `json:"validity,omitempty"`
+	Unit     string `json:"unit,omitempty"` // DAYS or YEARS
 }
 
 // BucketObject is one object of a bucket as copied.

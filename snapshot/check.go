@@ -105,7 +105,8 @@ func (m *Manifest) ItemOf(key string) (kind, name string) {
 		}
 	}
 	for _, b := range m.Buckets {
-		if b.Prefix != "" && strings.HasPrefix(key, b.Prefix) || b.Metadata != "" && (b.Metadata == key || b.Metadata == plain) {
+		if b.Prefix != "" && strings.HasPrefix(key, b.Prefix) || b.Metadata != "" && (b.Metadata == key || b.Metadata == plain) ||
+			b.Settings != "" && (b.Settings == key || b.Settings == plain) {
 			return "buckets", b.Name
 		}
 	}

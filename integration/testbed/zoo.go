@@ -518,6 +518,25 @@ func seedZooBucket(ctx context.Context, m *MinIO) ([]string, error) {
 		objects[k] = sum[:]
 	}
 	s3c := m.S3Client()
+	// Settings a platform's store gives its buckets: versions kept, anyone may read the shared
+	// models, scratch files expire, tags for cost reports.
+	if _, err := s3c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(ZooBucket),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		return nil, fmt.Errorf("zoo: versioning of %s: %w", ZooBucket, err)
+	}
+	if _, err := s3c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: aws.String(ZooBucket), Policy: aws.String(
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["*"]},"Action":["s3:GetObject"],"Resource":["arn:aws:s3:::` + ZooBucket + `/models/*"]}]}`)}); err != nil {
+		return nil, fmt.Errorf("zoo: policy of %s: %w", ZooBucket, err)
+	}
+	if _, err := s3c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: aws.String(ZooBucket),
+		LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{{ID: aws.String("scratch"), Status: types.ExpirationStatusEnabled,
+			Filter: &types.LifecycleRuleFilter{Prefix: aws.String("scratch/")}, Expiration: &types.LifecycleExpiration{Days: aws.Int32(3)}}}}}); err != nil {
+		return nil, fmt.Errorf("zoo: lifecycle of %s: %w", ZooBucket, err)
+	}
+	if _, err := s3c.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String(ZooBucket),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("team"), Value: aws.String("zoo")}}}}); err != nil {
+		return nil, fmt.Errorf("zoo: tags of %s: %w", ZooBucket, err)
+	}
 	var keys []string
 	for key, data := range objects {
 		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(ZooBucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
@@ -592,10 +611,10 @@ func (tb *Testbed) RemoveZoo(ctx context.Context, c *Cluster, servers string) er
 	return errors.Join(errs...)
 }
 
-// emptyBucket deletes a bucket and its objects; a missing bucket is fine.
+// emptyBucket deletes a bucket and its objects, every version of them; a missing bucket is fine.
 func emptyBucket(ctx context.Context, m *MinIO, bucket string) error {
 	s3c := m.S3Client()
-	p := s3.NewListObjectsV2Paginator(s3c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	p := s3.NewListObjectVersionsPaginator(s3c, &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		var noBucket *types.NoSuchBucket
@@ -605,8 +624,16 @@ func emptyBucket(ctx context.Context, m *MinIO, bucket string) error {
 		if err != nil {
 			return fmt.Errorf("empty bucket %s of %s: %w", bucket, m.Name, err)
 		}
-		for _, o := range page.Contents {
-			if _, err := s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
+		type version struct{ key, id *string }
+		var versions []version
+		for _, v := range page.Versions {
+			versions = append(versions, version{v.Key, v.VersionId})
+		}
+		for _, d := range page.DeleteMarkers {
+			versions = append(versions, version{d.Key, d.VersionId})
+		}
+		for _, v := range versions {
+			if _, err := s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: v.key, VersionId: v.id}); err != nil {
 				return fmt.Errorf("empty bucket %s of %s: %w", bucket, m.Name, err)
 			}
 		}

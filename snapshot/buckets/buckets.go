@@ -195,6 +195,9 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	if err := g.Wait(); err != nil {
 		return entry, err
 	}
+	if err := c.storeSettings(ctx, w, mc, &entry); err != nil {
+		return entry, err
+	}
 	return entry, storeMetadata(ctx, w, &entry, meta)
 }
 

@@ -100,14 +100,25 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 		return err
 	}
 	defer stop()
-	if !exists {
-		if err := mc.MakeBucket(ctx, b.Name, minio.MakeBucketOptions{}); err != nil && minio.ToErrorResponse(err).Code != minio.BucketAlreadyOwnedByYou {
-			return fmt.Errorf("create the bucket: %w", err)
-		}
-	}
 	meta, err := readMetadata(ctx, r, b)
 	if err != nil {
 		return err
+	}
+	want, err := readSettingsFile(ctx, r, b)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		// Object lock is given to a bucket only as it is made.
+		opts := minio.MakeBucketOptions{ObjectLocking: want != nil && want.ObjectLock != nil}
+		if err := mc.MakeBucket(ctx, b.Name, opts); err != nil && minio.ToErrorResponse(err).Code != minio.BucketAlreadyOwnedByYou {
+			return fmt.Errorf("create the bucket: %w", err)
+		}
+	}
+	if want != nil {
+		if err := c.restoreSettings(ctx, mc, b.Name, *want, report); err != nil {
+			return err
+		}
 	}
 	var have map[string]int64
 	err = c.retryBroken(ctx, b.Name, "listing the bucket", func() (err error) {

@@ -3,6 +3,8 @@ package buckets
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
@@ -42,6 +44,9 @@ func (c Copies) verifyBucket(ctx context.Context, r *snapshot.Reader, b snapshot
 	}
 	meta, err := readMetadata(ctx, r, b)
 	if err != nil {
+		return err
+	}
+	if err := c.verifySettings(ctx, r, mc, b, report); err != nil {
 		return err
 	}
 	var have map[string]int64
@@ -128,4 +133,27 @@ func compareMetadata(ctx context.Context, mc *minio.Client, bucket, key string, 
 		return snapshot.StatusDifferent, strings.Join(diffs, "; "), nil
 	}
 	return snapshot.StatusIdentical, "", nil
+}
+
+// verifySettings compares the target's bucket's settings with the backup's, when it kept them,
+// and lists the differences on the bucket's item.
+func (c Copies) verifySettings(ctx context.Context, r *snapshot.Reader, mc *minio.Client, b snapshot.Bucket, report *snapshot.Report) error {
+	want, err := readSettingsFile(ctx, r, b)
+	if err != nil || want == nil {
+		return err
+	}
+	got, unread, err := c.readSettings(ctx, mc, b.Name)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(unread)) {
+		if !slices.Contains(want.Unread, name) {
+			report.Add(kind, snapshot.StatusFailed, b.Name, fmt.Sprintf("cannot compare its %s: the target's cannot be read: %v", name, unread[name]))
+			want.Unread = append(want.Unread, name)
+		}
+	}
+	if diffs := settingsDifferences(*want, got); len(diffs) > 0 {
+		report.Add(kind, snapshot.StatusDifferent, b.Name, "its settings differ: "+strings.Join(diffs, "; "))
+	}
+	return nil
 }

@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/snapshot"
+)
+
+// anonymousGet reads an object of a testbed MinIO without credentials, as a browser or a
+// pipeline's UI reading a public artifact does, and returns the HTTP status.
+func anonymousGet(t *testing.T, m *testbed.MinIO, bucket, key string) int {
+	t.Helper()
+	resp, err := http.Get(m.Endpoint + "/" + bucket + "/" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestBucketSettingsMove backs up two buckets of blue's MinIO whose settings decide how the
+// platform's users reach and keep their data: one versioned, with a policy that lets anyone
+// read public/, a lifecycle rule that expires tmp/, and tags; one with object lock and a default
+// retention, as records kept for compliance are. It restores them onto green's MinIO, which has
+// neither bucket, and compares green's settings with blue's through the S3 API. Then verify, and
+// a policy removed and a tag changed on green, which verify names (the tag by key only) and a
+// second restore puts back.
+func TestBucketSettingsMove(t *testing.T) {
+	testbed.Require(t, tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const blueNS, greenNS = "bucket-settings", "bucket-settings-green"
+	const open, records, tagCanary = "bs-artifacts", "bs-records", "canary-5e0f7a21"
+	serveMinIO(t, "blue", blueNS)
+	serveMinIO(t, "green", greenNS)
+	blueMinIO, greenMinIO := tb.MinIO["blue"], tb.MinIO["green"]
+	blue := blueMinIO.S3Client()
+	must := func(what string, _ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	put := func(bucket, key, body string) {
+		t.Helper()
+		out, err := blue.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)})
+		must("put "+key, out, err)
+	}
+
+	out, err := blue.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(open)})
+	must("create "+open, out, err)
+	v, err := blue.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(open),
+		VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled}})
+	must("versioning", v, err)
+	p, err := blue.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: aws.String(open), Policy: aws.String(fmt.Sprintf(
+		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["*"]},"Action":["s3:GetObject"],"Resource":["arn:aws:s3:::%s/public/*"]}]}`, open))})
+	must("policy", p, err)
+	l, err := blue.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: aws.String(open),
+		LifecycleConfiguration: &s3types.BucketLifecycleConfiguration{Rules: []s3types.LifecycleRule{{
+			ID: aws.String("expire-scratch"), Status: s3types.ExpirationStatusEnabled,
+			Filter:                      &s3types.LifecycleRuleFilter{Prefix: aws.String("tmp/")},
+			Expiration:                  &s3types.LifecycleExpiration{Days: aws.Int32(7)},
+			NoncurrentVersionExpiration: &s3types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(30)},
+		}}}})
+	must("lifecycle", l, err)
+	tg, err := blue.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String(open), Tagging: &s3types.Tagging{TagSet: []s3types.Tag{
+		{Key: aws.String("team"), Value: aws.String("ml")}, {Key: aws.String("cost-center"), Value: aws.String(tagCanary)}}}})
+	must("tags", tg, err)
+	put(open, "public/logo.txt", "logo")
+	put(open, "data/model.bin", "model v1")
+	put(open, "data/model.bin", "model v2") // v1 is now an earlier version
+	put(open, "tmp/scratch", "scratch")
+
+	out, err = blue.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(records), ObjectLockEnabledForBucket: aws.Bool(true)})
+	must("create "+records, out, err)
+	ol, err := blue.PutObjectLockConfiguration(ctx, &s3.PutObjectLockConfigurationInput{Bucket: aws.String(records),
+		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
+			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeGovernance, Days: aws.Int32(1)}}}})
+	must("object lock", ol, err)
+	put(records, "2026/ledger.csv", "id,amount\n1,100\n")
+
+	if code := anonymousGet(t, blueMinIO, open, "public/logo.txt"); code != http.StatusOK {
+		t.Fatalf("blue's policy does not let anyone read public/: HTTP %d", code)
+	}
+	want := map[string]map[string]string{open: bucketSettings(t, blueMinIO, open), records: bucketSettings(t, blueMinIO, records)}
+	t.Logf("blue's settings: %v", want)
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	var cfg strings.Builder
+	cfg.WriteString("include: {namespaces: [" + blueNS + "]}\nbuckets:\n")
+	for _, b := range []string{open, records} {
+		cfg.WriteString("- name: " + b + "\n  namespace: " + blueNS + "\n  workload: deployment/minio\n  port: 9000\n  secret: {name: artifact-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}\n")
+	}
+	if err := os.WriteFile(config, []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := backupMinIO(t, "bucketsettings")
+	const backup = "bucket-settings"
+	code, stdout, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", backup)
+	if code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %.2000s\nstderr: %.2000s", code, stdout, errOut)
+	}
+	// Only the current version of each object is copied: the backup says so.
+	if !strings.Contains(errOut, "earlier versions") || strings.Contains(errOut+stdout, tagCanary) {
+		t.Errorf("the backup of a versioned bucket does not say that earlier versions are not copied, or shows a tag's value:\n%.3000s", errOut)
+	}
+
+	same := func(t *testing.T, when string) {
+		t.Helper()
+		for b, settings := range want {
+			if got := bucketSettings(t, greenMinIO, b); !reflect.DeepEqual(got, settings) {
+				t.Errorf("%s: green's bucket %s has settings\n%v\nblue's\n%v", when, b, got, settings)
+			}
+		}
+		if code := anonymousGet(t, greenMinIO, open, "public/logo.txt"); code != http.StatusOK {
+			t.Errorf("%s: anyone may read %s/public/ on blue, on green HTTP %d", when, open, code)
+		}
+		if code := anonymousGet(t, greenMinIO, open, "data/model.bin"); code != http.StatusForbidden {
+			t.Errorf("%s: %s/data/ is private on blue, on green HTTP %d", when, open, code)
+		}
+	}
+	report := func(t *testing.T, command string) (int, restoreReport) {
+		t.Helper()
+		code, rep, errOut := runReportCommand(t, "--storage", url, command, "--to", "green", "--backup", backup, "--namespace-map", blueNS+"="+greenNS)
+		if strings.Contains(errOut, tagCanary) || strings.Contains(fmt.Sprint(rep), tagCanary) {
+			t.Errorf("ferry %s shows a tag's value", command)
+		}
+		return code, rep
+	}
+	clean := func(t *testing.T, command string) {
+		t.Helper()
+		if code, rep := report(t, command); code != 0 {
+			t.Fatalf("ferry %s exited %d: %s %s %+v", command, code, rep.Result, rep.Error, rep.Items)
+		}
+	}
+
+	t.Run("a restore gives green's buckets blue's settings", func(t *testing.T) {
+		clean(t, "restore")
+		same(t, "after the restore")
+		clean(t, "verify")
+	})
+	t.Run("settings changed on green are named by verify and put back", func(t *testing.T) {
+		green := greenMinIO.S3Client()
+		d, err := green.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: aws.String(open)})
+		must("delete green's policy", d, err)
+		tg, err := green.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String(open), Tagging: &s3types.Tagging{TagSet: []s3types.Tag{
+			{Key: aws.String("team"), Value: aws.String("ml")}, {Key: aws.String("cost-center"), Value: aws.String("other")}}}})
+		must("change green's tags", tg, err)
+		code, rep := report(t, "verify")
+		var detail string
+		for _, it := range rep.Items {
+			if it.Kind == "buckets" && it.Name == open && it.Status == snapshot.StatusDifferent {
+				detail = it.Detail
+			}
+		}
+		t.Logf("verify exited %d: %s", code, detail)
+		if code == 0 || !strings.Contains(detail, "policy") || !strings.Contains(detail, "cost-center") {
+			t.Errorf("verify exited %d and says %q: want the policy and the tag cost-center named", code, detail)
+		}
+		clean(t, "restore")
+		same(t, "after a second restore")
+		clean(t, "verify")
+	})
+}
