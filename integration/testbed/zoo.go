@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -617,8 +618,8 @@ func emptyBucket(ctx context.Context, m *MinIO, bucket string) error {
 	p := s3.NewListObjectVersionsPaginator(s3c, &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
-		var noBucket *types.NoSuchBucket
-		if errors.As(err, &noBucket) {
+		var apiErr smithy.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket" {
 			return nil
 		}
 		if err != nil {
