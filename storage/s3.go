@@ -17,12 +17,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/ferrykube/ferry/internal/badinput"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -276,8 +278,18 @@ const singlePutMax = 64 << 20
 func (b *S3) upload(ctx context.Context, in *transfermanager.UploadObjectInput) error {
 	if rs, ok := in.Body.(io.ReadSeeker); ok {
 		if size, err := remaining(rs); err == nil && size <= singlePutMax {
+			var opts []func(*s3.Options)
+			if sum, _ := ctx.Value(sha256Key{}).(string); sum != "" {
+				// The signature covers the body by its SHA-256: the one the caller computed
+				// spares reading the body once more for it (the store still checks it).
+				opts = append(opts, s3.WithAPIOptions(func(st *middleware.Stack) error {
+					return st.Build.Add(middleware.BuildMiddlewareFunc("FerryPayloadSHA256", func(ctx context.Context, in middleware.BuildInput, next middleware.BuildHandler) (middleware.BuildOutput, middleware.Metadata, error) {
+						return next.HandleBuild(v4.SetPayloadHash(ctx, sum), in)
+					}), middleware.After)
+				}))
+			}
 			_, err := b.client.PutObject(ctx, &s3.PutObjectInput{Bucket: in.Bucket, Key: in.Key, Body: rs,
-				ContentLength: aws.Int64(size), IfNoneMatch: in.IfNoneMatch})
+				ContentLength: aws.Int64(size), IfNoneMatch: in.IfNoneMatch}, opts...)
 			return err
 		}
 	}
@@ -588,6 +600,15 @@ func (b *S3) CleanPartial(ctx context.Context, prefix string) (int, error) {
 }
 
 type smallPartsKey struct{}
+
+type sha256Key struct{}
+
+// WithSHA256 returns ctx, telling a backend that the body of known size Put with it has the
+// SHA-256 sum (hex): a store that signs a request's body by its SHA-256 (S3 over plain HTTP)
+// takes it instead of reading the body once more for it. A wrong sum fails the Put.
+func WithSHA256(ctx context.Context, sum string) context.Context {
+	return context.WithValue(ctx, sha256Key{}, sum)
+}
 
 // WithSmallParts returns ctx, telling a backend that uploads a stream in parts (S3) that the
 // streams Put with it are small (a claim's file list or tree: tens of MB for a million files), so

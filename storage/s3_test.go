@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -215,5 +216,33 @@ func TestS3CopiesALargeObjectInParts(t *testing.T) {
 	}
 	if left, err := b.CleanPartial(ctx, ""); err != nil || left != 0 {
 		t.Errorf("unfinished uploads left: %d (%v)", left, err)
+	}
+}
+
+// TestS3PutTakesAKnownSHA256: a body put with its SHA-256 (WithSHA256) is signed with it, not
+// read once more for it; the store checks it, so a wrong sum fails the Put and stores nothing.
+func TestS3PutTakesAKnownSHA256(t *testing.T) {
+	b := newS3(t, "known-sha256/")
+	ctx := context.Background()
+	body := []byte("a pack's bytes")
+	sum := sha256.Sum256(body)
+	if err := b.Put(storage.WithSHA256(ctx, hex.EncodeToString(sum[:])), "right", bytes.NewReader(body)); err != nil {
+		t.Fatalf("put with its SHA-256: %v", err)
+	}
+	rc, err := b.Get(ctx, "right")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read back %q (%v), want %q", got, err, body)
+	}
+	wrong := sha256.Sum256([]byte("other bytes"))
+	if err := b.Put(storage.WithSHA256(ctx, hex.EncodeToString(wrong[:])), "wrong", bytes.NewReader(body)); err == nil {
+		t.Fatal("a put with a wrong SHA-256 succeeded: the sum was not used")
+	}
+	if _, err := b.Stat(ctx, "wrong"); !errors.Is(err, storage.ErrNotExist) {
+		t.Errorf("after the failed put: %v, want not found", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrykube/ferry/storage"
 	"github.com/restic/chunker"
 )
 
@@ -145,7 +146,8 @@ func (w *Writer) worker() {
 
 func (w *Writer) upload(p *packer) {
 	name, data := p.finish()
-	if err := w.r.store.Put(w.ctx, w.r.packKey(name), bytes.NewReader(data)); err != nil {
+	// A pack's name is the SHA-256 of its bytes.
+	if err := w.r.store.Put(storage.WithSHA256(w.ctx, name), w.r.packKey(name), bytes.NewReader(data)); err != nil {
 		w.cancel(fmt.Errorf("upload pack %s: %w", name, err))
 		return
 	}
