@@ -223,12 +223,25 @@ func (c Dumps) credentials(ctx context.Context, namespace string, d config.Datab
 	return cred, nil
 }
 
+// passwordLine is the first line of a client's stdin (clientShell): the password with each byte
+// written as printf's octal escape, so that one of any bytes (a newline a Secret made from a file
+// ends with, quotes, backslashes) is one line, and comes out of printf as it went in.
+func (c credentials) passwordLine() string {
+	var b strings.Builder
+	for i := 0; i < len(c.password); i++ {
+		fmt.Fprintf(&b, `\0%03o`, c.password[i])
+	}
+	b.WriteByte('\n')
+	return b.String()
+}
+
 // clientShell runs a database client program in the pod with the password handed over on stdin's
-// first line into the variable the client reads (MYSQL_PWD, PGPASSWORD), never on a command line
-// or in the pod spec; the rest of stdin goes to the program. Without a password from a Secret,
-// the pod's own (the server image's variable, e.g. MYSQL_ROOT_PASSWORD) is used.
+// first line (passwordLine) into the variable the client reads (MYSQL_PWD, PGPASSWORD), never on
+// a command line or in the pod spec; the rest of stdin goes to the program. Without a password
+// from a Secret, the pod's own (the server image's variable, e.g. MYSQL_ROOT_PASSWORD) is used.
+// printf's output ends in "_" because $(...) drops the newlines a value ends with.
 func clientShell(passwordVar, imageVar, program string, args ...string) []string {
-	script := `IFS= read -r pw; [ -n "$pw" ] || pw="${` + passwordVar + `:-$` + imageVar + `}"; ` +
+	script := `IFS= read -r pw; pw=$(printf '%b_' "$pw"); pw=${pw%_}; [ -n "$pw" ] || pw="${` + passwordVar + `:-$` + imageVar + `}"; ` +
 		`if [ -n "$pw" ]; then export ` + passwordVar + `="$pw"; fi; p="$1"; shift; exec "$p" "$@"`
 	return append([]string{"sh", "-c", script, "sh", program}, args...)
 }

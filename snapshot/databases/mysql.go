@@ -32,7 +32,7 @@ func mysqlShell(program string, cred credentials, args ...string) []string {
 // so the client stops without waiting for the end of stdin.
 func (c Dumps) query(ctx context.Context, item plans.DataItem, container string, cred credentials, sql string) ([][]string, error) {
 	var out bytes.Buffer
-	stdin := strings.NewReader(cred.password + "\n" + sql + "\nquit\n")
+	stdin := strings.NewReader(cred.passwordLine() + sql + "\nquit\n")
 	if err := c.exec(ctx, item, container, mysqlShell("mysql", cred, "--batch", "--skip-column-names"), stdin, &out); err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (mysql) dump(ctx context.Context, c Dumps, t target, schemas []string, sche
 		args = append(args, "--no-data")
 	}
 	args = append(append(args, "--databases"), schemas...)
-	if err := c.exec(ctx, t.item, t.cfg.Container, mysqlShell("mysqldump", t.cred, args...), strings.NewReader(t.cred.password+"\n"), out); err != nil {
+	if err := c.exec(ctx, t.item, t.cfg.Container, mysqlShell("mysqldump", t.cred, args...), strings.NewReader(t.cred.passwordLine()), out); err != nil {
 		return fmt.Errorf("mysqldump in pod %s/%s: %w", t.item.Namespace, t.item.Pod, err)
 	}
 	return nil
@@ -149,7 +149,7 @@ func (mysql) digests(ctx context.Context, c Dumps, t target, qs []digestQuery, o
 		script.WriteString(digestSQL(false, q))
 	}
 	script.WriteString("COMMIT;")
-	stdin := strings.NewReader(t.cred.password + "\n" + script.String() + "\nquit\n")
+	stdin := strings.NewReader(t.cred.passwordLine() + script.String() + "\nquit\n")
 	cmd := mysqlShell("mysql", t.cred, "--batch", "--skip-column-names", "--quick")
 	if err := c.exec(ctx, t.item, t.cfg.Container, cmd, stdin, out); err != nil {
 		return fmt.Errorf("digest rows: %w", err)

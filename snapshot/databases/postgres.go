@@ -23,7 +23,7 @@ func pgShell(program string, cred credentials, args ...string) []string {
 // with \q, so psql stops without waiting for the end of stdin.
 func (c Dumps) pgQuery(ctx context.Context, item plans.DataItem, container string, cred credentials, db, script string) ([][]string, error) {
 	var out bytes.Buffer
-	stdin := strings.NewReader(cred.password + "\n" + script + "\n\\q\n")
+	stdin := strings.NewReader(cred.passwordLine() + script + "\n\\q\n")
 	cmd := pgShell("psql", cred, "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "--dbname="+db)
 	if err := c.exec(ctx, item, container, cmd, stdin, &out); err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func (postgres) dump(ctx context.Context, c Dumps, t target, dbs []string, schem
 			args = append(args, "--schema-only", "--lock-wait-timeout=30000")
 		}
 		cmd := pgShell("pg_dump", t.cred, args...)
-		if err := c.exec(ctx, t.item, t.cfg.Container, cmd, strings.NewReader(t.cred.password+"\n"), out); err != nil {
+		if err := c.exec(ctx, t.item, t.cfg.Container, cmd, strings.NewReader(t.cred.passwordLine()), out); err != nil {
 			return fmt.Errorf("pg_dump in pod %s/%s: database %s: %w", t.item.Namespace, t.item.Pod, db, err)
 		}
 	}
@@ -140,7 +140,7 @@ func (postgres) digests(ctx context.Context, c Dumps, t target, qs []digestQuery
 		}
 		script.WriteString("COMMIT;")
 		cmd := pgShell("psql", t.cred, "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "--dbname="+db)
-		stdin := strings.NewReader(t.cred.password + "\n" + script.String() + "\n\\q\n")
+		stdin := strings.NewReader(t.cred.passwordLine() + script.String() + "\n\\q\n")
 		if err := c.exec(ctx, t.item, t.cfg.Container, cmd, stdin, out); err != nil {
 			return fmt.Errorf("database %s: digest rows: %w", db, err)
 		}

@@ -152,7 +152,7 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 		s := &pgSession{db: db, done: make(chan error, 1)}
 		pr, pw := io.Pipe()
 		s.w = pw
-		stdin := io.MultiReader(strings.NewReader(t.cred.password+"\n"), pr)
+		stdin := io.MultiReader(strings.NewReader(t.cred.passwordLine()), pr)
 		cmd := pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname="+db)
 		go func() {
 			err := kube.Exec(ctx, c.Config, c.Client, kube.ExecRequest{Namespace: t.item.Namespace, Pod: t.item.Pod, Container: t.cfg.Container,

@@ -226,7 +226,7 @@ func (c Dumps) load(ctx context.Context, r *snapshot.Reader, d snapshot.Database
 		staged = newStagingReader(sql, stage)
 		toClient = staged
 	}
-	stdin := kube.NewStdin(io.MultiReader(strings.NewReader(t.cred.password+"\n"+begin), io.TeeReader(toClient, scan), strings.NewReader(l.end)), nil)
+	stdin := kube.NewStdin(io.MultiReader(strings.NewReader(t.cred.passwordLine()+begin), io.TeeReader(toClient, scan), strings.NewReader(l.end)), nil)
 	// The client's stderr is kept here, not by exec: a client that stops while its stdin is still
 	// being sent may end the exec without an error, and what it said names the statement.
 	var stderr stderrBuffer
