@@ -345,6 +345,10 @@ func (mysql) checkNeeds(ctx context.Context, c Dumps, t target, d snapshot.Datab
 		pairs[i] = "(" + mysqlString(a.user) + ", " + mysqlString(a.host) + ")"
 	}
 	rows, err = c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT user, host FROM mysql.user WHERE (user, host) IN ("+strings.Join(pairs, ", ")+");")
+	if err != nil && !mysqlDenied(err) {
+		// Not the server's refusal (an exec that broke off): unchecked is not unsure.
+		return u, fmt.Errorf("read the server's accounts: %w", err)
+	}
 	if err != nil {
 		u.unsure = append(u.unsure, fmt.Sprintf("user %s may not read the server's accounts: whether those the dump's views, triggers, routines or events run as exist is not checked", t.cred.user))
 		return u, nil
@@ -367,6 +371,13 @@ func (mysql) checkNeeds(ctx context.Context, c Dumps, t target, d snapshot.Datab
 	}
 	return u, nil
 }
+
+// mysqlDeniedRE is the client's message of a statement the server refused to the user: a table
+// (1142), a column (1143), a database (1044) or a privilege (1227) it may not use.
+var mysqlDeniedRE = regexp.MustCompile(`\bERROR (1142|1143|1044|1227) \(`)
+
+// mysqlDenied says whether err is the server's refusal of a statement to the user.
+func mysqlDenied(err error) bool { return mysqlDeniedRE.MatchString(err.Error()) }
 
 // defineForOthersRE is a global grant (ON *.*) that lets a user name another account as an
 // object's DEFINER.

@@ -1,6 +1,7 @@
 package databases
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -149,6 +150,25 @@ func TestMayDefineForOthers(t *testing.T) {
 		}
 		if got := mayDefineForOthers(rows); got != c.want {
 			t.Errorf("mayDefineForOthers(%q) = %v, want %v", c.grants, got, c.want)
+		}
+	}
+}
+
+func TestMySQLDenied(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		want bool
+	}{
+		{`exec ["sh" "-c" "..."] in pod ns/mysql-0: command terminated with exit code 1: ERROR 1142 (42000) at line 1: SELECT command denied to user "(9 bytes not shown)" for table "(4 bytes not shown)"`, true},
+		{"ERROR 1044 (42000): Access denied for user to database", true},
+		{"ERROR 1227 (42000) at line 1: Access denied; you need (at least one of) the SUPER privilege(s)", true},
+		{"error dialing backend: EOF", false},
+		{"stream error: stream ID 3; INTERNAL_ERROR; received from peer", false},
+		{"ERROR 2013 (HY000): Lost connection to server during query", false},
+		{"ERROR 1045 (28000): Access denied for user (using password: YES)", false}, // not let in at all: the check cannot run
+	} {
+		if got := mysqlDenied(errors.New(c.msg)); got != c.want {
+			t.Errorf("mysqlDenied(%q) = %t, want %t", c.msg, got, c.want)
 		}
 	}
 }
