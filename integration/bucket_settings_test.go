@@ -81,6 +81,11 @@ func TestBucketSettingsMove(t *testing.T) {
 	put(open, "public/logo.txt", "logo")
 	put(open, "data/model.bin", "model v1")
 	put(open, "data/model.bin", "model v2") // v1 is now an earlier version
+	// Objects carry tags of their own, which lifecycle rules and reports select by.
+	const tagged = "data/model.bin"
+	pt, err := blue.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String(open), Key: aws.String(tagged),
+		Tagging: &s3types.Tagging{TagSet: []s3types.Tag{{Key: aws.String("stage"), Value: aws.String("prod")}, {Key: aws.String("reviewer"), Value: aws.String(tagCanary)}}}})
+	must("tag "+tagged, pt, err)
 	put(open, "tmp/scratch", "scratch")
 
 	out, err = blue.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(records), ObjectLockEnabledForBucket: aws.Bool(true)})
@@ -124,6 +129,9 @@ func TestBucketSettingsMove(t *testing.T) {
 				t.Errorf("%s: green's bucket %s has settings\n%v\nblue's\n%v", when, b, got, settings)
 			}
 		}
+		if b, g := objectTags(t, blueMinIO, open, tagged), objectTags(t, greenMinIO, open, tagged); !reflect.DeepEqual(b, g) {
+			t.Errorf("%s: green's %s has tags %v, blue's %v", when, tagged, g, b)
+		}
 		if code := anonymousGet(t, greenMinIO, open, "public/logo.txt"); code != http.StatusOK {
 			t.Errorf("%s: anyone may read %s/public/ on blue, on green HTTP %d", when, open, code)
 		}
@@ -158,19 +166,61 @@ func TestBucketSettingsMove(t *testing.T) {
 		tg, err := green.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String(open), Tagging: &s3types.Tagging{TagSet: []s3types.Tag{
 			{Key: aws.String("team"), Value: aws.String("ml")}, {Key: aws.String("cost-center"), Value: aws.String("other")}}}})
 		must("change green's tags", tg, err)
+		ot, err := green.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String(open), Key: aws.String(tagged),
+			Tagging: &s3types.Tagging{TagSet: []s3types.Tag{{Key: aws.String("stage"), Value: aws.String("dev")}, {Key: aws.String("reviewer"), Value: aws.String(tagCanary)}}}})
+		must("change the tags of green's "+tagged, ot, err)
 		code, rep := report(t, "verify")
-		var detail string
+		details := map[string]string{}
 		for _, it := range rep.Items {
-			if it.Kind == "buckets" && it.Name == open && it.Status == snapshot.StatusDifferent {
-				detail = it.Detail
+			if it.Kind == "buckets" && it.Status == snapshot.StatusDifferent {
+				details[it.Name] = it.Detail
 			}
 		}
-		t.Logf("verify exited %d: %s", code, detail)
-		if code == 0 || !strings.Contains(detail, "policy") || !strings.Contains(detail, "cost-center") {
-			t.Errorf("verify exited %d and says %q: want the policy and the tag cost-center named", code, detail)
+		t.Logf("verify exited %d: %v", code, details)
+		if d := details[open]; code == 0 || !strings.Contains(d, "policy") || !strings.Contains(d, "cost-center") {
+			t.Errorf("verify exited %d and says %q of the bucket: want the policy and the tag cost-center named", code, d)
+		}
+		if d := details[open+"/"+tagged]; !strings.Contains(d, "tags differ: stage") {
+			t.Errorf("verify says %q of %s: want its tag stage named", d, tagged)
 		}
 		clean(t, "restore")
 		same(t, "after a second restore")
 		clean(t, "verify")
 	})
+	t.Run("a tag changed on blue moves with the next backup, which reuses the object", func(t *testing.T) {
+		// Tagging an object changes neither its bytes, nor its ETag, nor its time.
+		pt, err := blue.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String(open), Key: aws.String(tagged),
+			Tagging: &s3types.Tagging{TagSet: []s3types.Tag{{Key: aws.String("stage"), Value: aws.String("retired")}}}})
+		must("retag "+tagged, pt, err)
+		const next = "bucket-settings-2"
+		if code, stdout, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", next); code != 0 {
+			t.Fatalf("ferry backup exited %d\nstdout: %.2000s\nstderr: %.2000s", code, stdout, errOut)
+		}
+		_, m := readManifest(t, url, next)
+		for _, b := range m.Buckets {
+			if b.Name == open && b.Reused == 0 {
+				t.Errorf("the second backup read every object of %s again: the reuse is not what is tested", open)
+			}
+		}
+		if code, rep, errOut := runReportCommand(t, "--storage", url, "restore", "--to", "green", "--backup", next, "--namespace-map", blueNS+"="+greenNS); code != 0 {
+			t.Fatalf("ferry restore exited %d: %s %s %+v\n%.2000s", code, rep.Result, rep.Error, rep.Items, errOut)
+		}
+		if g := objectTags(t, greenMinIO, open, tagged); !reflect.DeepEqual(g, map[string]string{"stage": "retired"}) {
+			t.Errorf("green's %s has tags %v after the next backup's restore, blue's stage=retired", tagged, g)
+		}
+	})
+}
+
+// objectTags reads an object's tags through the S3 API.
+func objectTags(t *testing.T, m *testbed.MinIO, bucket, key string) map[string]string {
+	t.Helper()
+	out, err := m.S3Client().GetObjectTagging(context.Background(), &s3.GetObjectTaggingInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("tags of %s/%s: %v", bucket, key, err)
+	}
+	tags := map[string]string{}
+	for _, tag := range out.TagSet {
+		tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+	}
+	return tags
 }

@@ -169,6 +169,9 @@ type ObjectMetadata struct {
 	ContentLanguage    string            `json:"contentLanguage,omitempty"`
 	CacheControl       string            `json:"cacheControl,omitempty"`
 	User               map[string]string `json:"user,omitempty"` // x-amz-meta-*, without the prefix
+	// Tags are the object's tags (x-amz-tagging), which a store may change without changing
+	// the object's bytes, ETag or time.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // BucketSettings are the settings of a bucket that decide how its users reach and keep its

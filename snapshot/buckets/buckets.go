@@ -207,7 +207,13 @@ func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Cl
 	if old, ok := before.unchanged(listed); ok {
 		err := w.CopyStream(ctx, before.backup, old.stream)
 		if err == nil {
-			return old.object, old.meta, true, nil
+			// Tags change without the object's bytes, ETag or time: read again.
+			meta := old.meta
+			err = c.retryBroken(ctx, bucket+"/"+listed.Key, "reading the object's tags", func() (err error) {
+				meta.Tags, err = objectTags(ctx, mc, bucket, listed.Key, -1)
+				return err
+			})
+			return old.object, meta, true, err
 		}
 		if ctx.Err() != nil {
 			return old.object, old.meta, false, err
@@ -229,7 +235,12 @@ func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Cl
 	if !w.Encrypted() { // nothing is copied from an encrypted backup
 		recordVersion(&obj, listed, info, contentMD5)
 	}
-	return obj, metadataOf(info), false, nil
+	meta := metadataOf(info)
+	err = c.retryBroken(ctx, bucket+"/"+listed.Key, "reading the object's tags", func() (err error) {
+		meta.Tags, err = objectTags(ctx, mc, bucket, listed.Key, info.UserTagCount)
+		return err
+	})
+	return obj, meta, false, err
 }
 
 // errDeletedSinceListed is the error of an object the store listed and then no longer had.

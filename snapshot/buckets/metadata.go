@@ -52,7 +52,7 @@ func putOptions(m snapshot.ObjectMetadata, sha string) minio.PutObjectOptions {
 	for k, v := range m.User {
 		user[k] = v
 	}
-	return minio.PutObjectOptions{UserMetadata: user, ContentType: m.ContentType, ContentEncoding: m.ContentEncoding,
+	return minio.PutObjectOptions{UserMetadata: user, UserTags: m.Tags, ContentType: m.ContentType, ContentEncoding: m.ContentEncoding,
 		ContentDisposition: m.ContentDisposition, ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl}
 }
 
@@ -69,26 +69,61 @@ func metadataDifferences(want, got snapshot.ObjectMetadata) []string {
 			out = append(out, fmt.Sprintf("%s: backup %q, target %q", f.name, f.want, f.got))
 		}
 	}
-	var keys []string
-	for _, k := range slices.Sorted(maps.Keys(want.User)) {
-		if v, ok := got.User[k]; !ok || v != want.User[k] {
-			keys = append(keys, k)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(got.User)) {
-		if _, ok := want.User[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) > 0 {
+	if keys := differentKeys(want.User, got.User); len(keys) > 0 {
 		out = append(out, "user metadata differs: "+strings.Join(keys, ", "))
+	}
+	if keys := differentKeys(want.Tags, got.Tags); len(keys) > 0 {
+		out = append(out, "tags differ: "+strings.Join(keys, ", "))
 	}
 	return out
 }
 
+// differentKeys are the keys, sorted, whose values differ between two maps or that only one has.
+func differentKeys(want, got map[string]string) []string {
+	var keys []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := got[k]; !ok || v != want[k] {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// objectTags reads an object's tags when its store says it has some: count is the X-Amz-Tagging-
+// Count of its GET or HEAD, -1 when not known.
+func objectTags(ctx context.Context, mc *minio.Client, bucket, key string, count int) (map[string]string, error) {
+	if count == 0 {
+		return nil, nil
+	}
+	t, err := mc.GetObjectTagging(ctx, bucket, key, minio.GetObjectTaggingOptions{})
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return nil, nil // deleted since it was read: a backup holds it as it was read
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the tags of %s: %w", key, err)
+	}
+	if m := t.ToMap(); len(m) > 0 {
+		return m, nil
+	}
+	return nil, nil
+}
+
+// targetMetadata is a target's object's metadata: what its HEAD says, and its tags.
+func targetMetadata(ctx context.Context, mc *minio.Client, bucket, key string, info minio.ObjectInfo) (snapshot.ObjectMetadata, error) {
+	m := metadataOf(info)
+	var err error
+	m.Tags, err = objectTags(ctx, mc, bucket, key, info.UserTagCount)
+	return m, err
+}
+
 // isZero says whether the object has no metadata but the store's defaults.
 func isZero(m snapshot.ObjectMetadata) bool {
-	return m.ContentType == "" && m.ContentEncoding == "" && m.ContentDisposition == "" && m.ContentLanguage == "" && m.CacheControl == "" && len(m.User) == 0
+	return m.ContentType == "" && m.ContentEncoding == "" && m.ContentDisposition == "" && m.ContentLanguage == "" && m.CacheControl == "" && len(m.User) == 0 && len(m.Tags) == 0
 }
 
 // storeMetadata writes a bucket's objects' metadata into the backup, when any has some.

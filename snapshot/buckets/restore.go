@@ -232,8 +232,17 @@ func sameOnTarget(ctx context.Context, mc *minio.Client, bucket string, o snapsh
 	if err != nil {
 		return false, fmt.Errorf("look at the target's object: %w", err)
 	}
-	if info.Size != o.Size || want != nil && len(metadataDifferences(*want, metadataOf(info))) > 0 {
+	if info.Size != o.Size {
 		return false, nil
+	}
+	if want != nil {
+		got, err := targetMetadata(ctx, mc, bucket, o.Key, info)
+		if err != nil {
+			return false, err
+		}
+		if len(metadataDifferences(*want, got)) > 0 {
+			return false, nil
+		}
 	}
 	for k, v := range info.UserMetadata {
 		if strings.EqualFold(k, SHA256Metadata) {

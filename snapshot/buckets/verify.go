@@ -129,7 +129,11 @@ func compareMetadata(ctx context.Context, mc *minio.Client, bucket, key string, 
 	if err != nil {
 		return "", "", fmt.Errorf("look at the target's object: %w", err)
 	}
-	if diffs := metadataDifferences(want, metadataOf(info)); len(diffs) > 0 {
+	got, err := targetMetadata(ctx, mc, bucket, key, info)
+	if err != nil {
+		return "", "", err
+	}
+	if diffs := metadataDifferences(want, got); len(diffs) > 0 {
 		return snapshot.StatusDifferent, strings.Join(diffs, "; "), nil
 	}
 	return snapshot.StatusIdentical, "", nil
