@@ -798,7 +798,7 @@ func comparePostgres(t *testing.T, ctx context.Context, blue, green side, dbs []
 
 // --- buckets
 
-// bucketFacts lists a bucket with minio-go: each key's size and SHA-256 of its bytes.
+// bucketFacts lists a bucket with minio-go: each key's size, SHA-256 of its bytes and tags.
 func bucketFacts(ctx context.Context, m *testbed.MinIO, bucket string) (map[string]string, error) {
 	u, err := url.Parse(m.Endpoint)
 	if err != nil {
@@ -826,7 +826,11 @@ func bucketFacts(ctx context.Context, m *testbed.MinIO, bucket string) (map[stri
 		if err != nil {
 			return nil, fmt.Errorf("read a key of %d bytes: %w", len(o.Key), err)
 		}
-		out[o.Key] = fmt.Sprintf("%d bytes, SHA-256 %s", n, hex.EncodeToString(h.Sum(nil)))
+		tags, err := mc.GetObjectTagging(ctx, bucket, o.Key, minio.GetObjectTaggingOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("the tags of a key of %d bytes: %w", len(o.Key), err)
+		}
+		out[o.Key] = fmt.Sprintf("%d bytes, SHA-256 %s, tags %v", n, hex.EncodeToString(h.Sum(nil)), tags.ToMap())
 	}
 	return out, nil
 }

@@ -280,8 +280,8 @@ func (b *S3) upload(ctx context.Context, in *transfermanager.UploadObjectInput) 
 		if size, err := remaining(rs); err == nil && size <= singlePutMax {
 			var opts []func(*s3.Options)
 			if sum, _ := ctx.Value(sha256Key{}).(string); sum != "" {
-				// The signature covers the body by its SHA-256: the one the caller computed
-				// spares reading the body once more for it (the store still checks it).
+				// Over plain HTTP the signature covers the body by its SHA-256: the caller's
+				// spares computing it again (the store still checks it).
 				opts = append(opts, s3.WithAPIOptions(func(st *middleware.Stack) error {
 					return st.Build.Add(middleware.BuildMiddlewareFunc("FerryPayloadSHA256", func(ctx context.Context, in middleware.BuildInput, next middleware.BuildHandler) (middleware.BuildOutput, middleware.Metadata, error) {
 						return next.HandleBuild(v4.SetPayloadHash(ctx, sum), in)
@@ -604,8 +604,9 @@ type smallPartsKey struct{}
 type sha256Key struct{}
 
 // WithSHA256 returns ctx, telling a backend that the body of known size Put with it has the
-// SHA-256 sum (hex): a store that signs a request's body by its SHA-256 (S3 over plain HTTP)
-// takes it instead of reading the body once more for it. A wrong sum fails the Put.
+// SHA-256 sum (hex). S3 over plain HTTP signs a body by its SHA-256: it takes this one instead of
+// computing it (the SDK still reads the body for its CRC32), and the store checks it, so a wrong
+// sum fails the Put. Over HTTPS the SDK signs with a trailing checksum and does not use it.
 func WithSHA256(ctx context.Context, sum string) context.Context {
 	return context.WithValue(ctx, sha256Key{}, sum)
 }

@@ -540,7 +540,11 @@ func seedZooBucket(ctx context.Context, m *MinIO) ([]string, error) {
 	}
 	var keys []string
 	for key, data := range objects {
-		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(ZooBucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+		in := &s3.PutObjectInput{Bucket: aws.String(ZooBucket), Key: aws.String(key), Body: bytes.NewReader(data)}
+		if key == "models/big.bin" {
+			in.Tagging = aws.String("stage=prod&owner=zoo") // what lifecycle rules and reports select by
+		}
+		if _, err := s3c.PutObject(ctx, in); err != nil {
 			return nil, fmt.Errorf("zoo: put a key of %d bytes into %s's MinIO: %w", len(key), m.Name, err)
 		}
 		keys = append(keys, key)

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
@@ -159,6 +160,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	defer cancel()
 	var mu sync.Mutex
 	meta := map[string]snapshot.ObjectMetadata{}
+	tags := &tagReader{c: c, mc: mc, bucket: item.Name}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for obj := range mc.ListObjects(gctx, item.Name, minio.ListObjectsOptions{Recursive: true}) {
@@ -167,7 +169,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 			return entry, fmt.Errorf("list: %w", obj.Err)
 		}
 		g.Go(func() error {
-			o, m, reused, err := c.copyListed(gctx, w, mc, item.Name, entry.Prefix, obj, before)
+			o, m, reused, err := c.copyListed(gctx, w, mc, tags, entry.Prefix, obj, before)
 			if errors.Is(err, errDeletedSinceListed) {
 				// A live store (a scheduled backup, a warm run's round) deletes objects while
 				// they are copied: the backup holds the bucket as it was read.
@@ -195,6 +197,9 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	if err := g.Wait(); err != nil {
 		return entry, err
 	}
+	if refusal := tags.refused.Load(); refusal != nil {
+		w.Skip("bucket", item.Name+" object tags", fmt.Sprintf("the store does not let the objects' tags be read (%s): the backup holds the objects without them", *refusal))
+	}
 	if err := c.storeSettings(ctx, w, mc, &entry); err != nil {
 		return entry, err
 	}
@@ -203,16 +208,14 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 
 // copyListed backs up one listed object: copied in the storage from the earlier backup before
 // when the store lists it as that backup recorded it (reused), read from the store otherwise.
-func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Client, bucket, prefix string, listed minio.ObjectInfo, before *earlier) (snapshot.BucketObject, snapshot.ObjectMetadata, bool, error) {
+func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Client, tags *tagReader, prefix string, listed minio.ObjectInfo, before *earlier) (snapshot.BucketObject, snapshot.ObjectMetadata, bool, error) {
+	bucket := tags.bucket
 	if old, ok := before.unchanged(listed); ok {
 		err := w.CopyStream(ctx, before.backup, old.stream)
 		if err == nil {
 			// Tags change without the object's bytes, ETag or time: read again.
 			meta := old.meta
-			err = c.retryBroken(ctx, bucket+"/"+listed.Key, "reading the object's tags", func() (err error) {
-				meta.Tags, err = objectTags(ctx, mc, bucket, listed.Key, -1)
-				return err
-			})
+			meta.Tags, err = tags.read(ctx, listed.Key, -1)
 			return old.object, meta, true, err
 		}
 		if ctx.Err() != nil {
@@ -236,11 +239,31 @@ func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Cl
 		recordVersion(&obj, listed, info, contentMD5)
 	}
 	meta := metadataOf(info)
-	err = c.retryBroken(ctx, bucket+"/"+listed.Key, "reading the object's tags", func() (err error) {
-		meta.Tags, err = objectTags(ctx, mc, bucket, listed.Key, info.UserTagCount)
+	meta.Tags, err = tags.read(ctx, listed.Key, info.UserTagCount)
+	return obj, meta, false, err
+}
+
+// tagReader reads the objects' tags of a bucket for a capture, each again while its connection
+// breaks off, and remembers a store that refuses them (no permission): the capture goes on
+// without the tags and says so.
+type tagReader struct {
+	c       Copies
+	mc      *minio.Client
+	bucket  string
+	refused atomic.Pointer[string] // the store's error code
+}
+
+func (t *tagReader) read(ctx context.Context, key string, count int) (map[string]string, error) {
+	var tags map[string]string
+	err := t.c.retryBroken(ctx, t.bucket+"/"+key, "reading the object's tags", func() (err error) {
+		tags, err = objectTags(ctx, t.mc, t.bucket, key, count)
 		return err
 	})
-	return obj, meta, false, err
+	if refusal := code(err); refusal != "" && ctx.Err() == nil {
+		t.refused.CompareAndSwap(nil, &refusal)
+		return nil, nil
+	}
+	return tags, err
 }
 
 // errDeletedSinceListed is the error of an object the store listed and then no longer had.

@@ -101,7 +101,7 @@ func objectTags(ctx context.Context, mc *minio.Client, bucket, key string, count
 		return nil, nil
 	}
 	t, err := mc.GetObjectTagging(ctx, bucket, key, minio.GetObjectTaggingOptions{})
-	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+	if code(err) == "NoSuchKey" {
 		return nil, nil // deleted since it was read: a backup holds it as it was read
 	}
 	if err != nil {
@@ -113,13 +113,21 @@ func objectTags(ctx context.Context, mc *minio.Client, bucket, key string, count
 	return nil, nil
 }
 
-// targetMetadata is a target's object's metadata: what its HEAD says, and its tags.
-func targetMetadata(ctx context.Context, mc *minio.Client, bucket, key string, info minio.ObjectInfo) (snapshot.ObjectMetadata, error) {
+// targetMetadata is a target's object's metadata: what its HEAD says, and its tags when the
+// backup kept the objects' tags (tagsKept).
+func targetMetadata(ctx context.Context, mc *minio.Client, b snapshot.Bucket, key string, info minio.ObjectInfo) (snapshot.ObjectMetadata, error) {
 	m := metadataOf(info)
+	if !tagsKept(b) {
+		return m, nil
+	}
 	var err error
-	m.Tags, err = objectTags(ctx, mc, bucket, key, info.UserTagCount)
+	m.Tags, err = objectTags(ctx, mc, b.Name, key, info.UserTagCount)
 	return m, err
 }
+
+// tagsKept says whether a backup kept its bucket's objects' tags: those of format 6 and later,
+// which keep the bucket's settings too. A restore of an older one leaves the target's tags.
+func tagsKept(b snapshot.Bucket) bool { return b.Settings != "" }
 
 // isZero says whether the object has no metadata but the store's defaults.
 func isZero(m snapshot.ObjectMetadata) bool {
@@ -143,29 +151,39 @@ func storeMetadata(ctx context.Context, w *snapshot.Writer, entry *snapshot.Buck
 	return nil
 }
 
-// readMetadata reads a bucket's objects' metadata from the backup (checked as every stream is);
-// nil for a backup that kept none.
+// readMetadata reads a bucket's objects' metadata from the backup; nil for a backup that kept
+// none.
 func readMetadata(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (map[string]snapshot.ObjectMetadata, error) {
 	if b.Metadata == "" {
 		return nil, nil
 	}
-	if b.Metadata != metadataFile(b.Name) && b.Metadata != metadataFile(b.Name)+snapshot.EncryptedSuffix {
-		return nil, fmt.Errorf("the manifest keeps its objects' metadata in %.80q, not in %s: %w", b.Metadata, metadataFile(b.Name), snapshot.ErrCorrupt)
-	}
-	rc, err := r.Open(ctx, b.Metadata)
-	if err != nil {
+	meta := map[string]snapshot.ObjectMetadata{}
+	if err := readBucketFile(ctx, r, b.Metadata, metadataFile(b.Name), "the objects' metadata", &meta); err != nil {
 		return nil, err
+	}
+	return meta, nil
+}
+
+// readBucketFile reads one of a bucket's JSON files of the backup into v, checked as every
+// stream is: recorded is the file the manifest names, which must be name (or its encrypted
+// form); what names it in errors.
+func readBucketFile(ctx context.Context, r *snapshot.Reader, recorded, name, what string, v any) error {
+	if recorded != name && recorded != name+snapshot.EncryptedSuffix {
+		return fmt.Errorf("the manifest keeps %s in %.80q, not in %s: %w", what, recorded, name, snapshot.ErrCorrupt)
+	}
+	rc, err := r.Open(ctx, recorded)
+	if err != nil {
+		return err
 	}
 	data, err := io.ReadAll(rc)
 	if cerr := rc.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the objects' metadata: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	meta := map[string]snapshot.ObjectMetadata{}
-	if err := json.Unmarshal(data, &meta); err != nil {
-		return nil, fmt.Errorf("the objects' metadata: %v: %w", err, snapshot.ErrCorrupt)
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %v: %w", what, err, snapshot.ErrCorrupt)
 	}
-	return meta, nil
+	return nil
 }

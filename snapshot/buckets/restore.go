@@ -94,7 +94,7 @@ func (c Copies) openBucket(ctx context.Context, r *snapshot.Reader, b snapshot.B
 	return mc, stop, exists, nil
 }
 
-func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket, report *snapshot.Report) error {
+func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket, report *snapshot.Report) (err error) {
 	mc, stop, exists, err := c.openBucket(ctx, r, b)
 	if err != nil {
 		return err
@@ -116,9 +116,14 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 		}
 	}
 	if want != nil {
-		if err := c.restoreSettings(ctx, mc, b.Name, *want, report); err != nil {
+		if err := c.restoreSettings(ctx, mc, b.Name, *want, true, report); err != nil {
 			return err
 		}
+		defer func() {
+			if err == nil {
+				err = c.restoreSettings(ctx, mc, b.Name, *want, false, report)
+			}
+		}()
 	}
 	var have map[string]int64
 	err = c.retryBroken(ctx, b.Name, "listing the bucket", func() (err error) {
@@ -213,7 +218,7 @@ func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot
 		status = snapshot.StatusUpdated
 	}
 	if o.sameSize {
-		same, err := sameOnTarget(ctx, mc, b.Name, o.BucketObject, want)
+		same, err := sameOnTarget(ctx, mc, b, o.BucketObject, want)
 		if err != nil {
 			return "", err
 		}
@@ -227,7 +232,8 @@ func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot
 // sameOnTarget reports whether the target's object has the backup's size and SHA-256 (by the
 // digest a restore stored with it, or, for objects written otherwise, by hashing its bytes) and,
 // when want is set, its metadata.
-func sameOnTarget(ctx context.Context, mc *minio.Client, bucket string, o snapshot.BucketObject, want *snapshot.ObjectMetadata) (bool, error) {
+func sameOnTarget(ctx context.Context, mc *minio.Client, b snapshot.Bucket, o snapshot.BucketObject, want *snapshot.ObjectMetadata) (bool, error) {
+	bucket := b.Name
 	info, err := mc.StatObject(ctx, bucket, o.Key, minio.StatObjectOptions{})
 	if err != nil {
 		return false, fmt.Errorf("look at the target's object: %w", err)
@@ -236,7 +242,7 @@ func sameOnTarget(ctx context.Context, mc *minio.Client, bucket string, o snapsh
 		return false, nil
 	}
 	if want != nil {
-		got, err := targetMetadata(ctx, mc, bucket, o.Key, info)
+		got, err := targetMetadata(ctx, mc, b, o.Key, info)
 		if err != nil {
 			return false, err
 		}

@@ -83,6 +83,19 @@ func TestSameStore(t *testing.T) {
 	}
 }
 
+// settingNone is a store's error code for a bucket without the setting of a query parameter.
+var settingNone = map[string]string{"object-lock": "ObjectLockConfigurationNotFoundError", "policy": "NoSuchBucketPolicy",
+	"lifecycle": "NoSuchLifecycleConfiguration", "tagging": "NoSuchTagSet"}
+
+func firstQuery(r *http.Request) string {
+	for k := range r.URL.Query() {
+		if _, ok := settingNone[k]; ok {
+			return k
+		}
+	}
+	return ""
+}
+
 // TestCaptureLeavesOutAnObjectDeletedAfterTheListing: a live store lists an object and has
 // deleted it by the time it is read (a compactor, a garbage collection); the backup holds the
 // bucket as it was read, without that object, instead of failing. The store is an S3 server of
@@ -93,6 +106,12 @@ func TestCaptureLeavesOutAnObjectDeletedAfterTheListing(t *testing.T) {
 		switch {
 		case r.URL.Query().Has("location"):
 			io.WriteString(w, `<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></LocationConstraint>`)
+		case r.URL.Query().Has("versioning"):
+			io.WriteString(w, `<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>`)
+		case settingNone[firstQuery(r)] != "": // a bucket without the setting
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `<Error><Code>`+settingNone[firstQuery(r)]+`</Code><Message>none</Message></Error>`)
 		case r.URL.Path == "/mlpipeline/" && r.URL.Query().Get("list-type") == "2":
 			w.Header().Set("Content-Type", "application/xml")
 			io.WriteString(w, `<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>mlpipeline</Name><KeyCount>2</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>`+

@@ -7,11 +7,9 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
@@ -34,120 +32,109 @@ type setting struct {
 	differs func(want, got snapshot.BucketSettings) string
 	// write gives the bucket want's setting (removes it when want has none); got is the bucket's.
 	write func(ctx context.Context, mc *minio.Client, bucket string, want, got snapshot.BucketSettings) error
+	// beforeObjects says the restore writes it before the objects are put, so that they are
+	// kept as the backup's bucket keeps them; the others come after, so that a policy that
+	// denies ferry's writes, or a lifecycle rule, does not act on the restore itself.
+	beforeObjects bool
 }
 
 // settings are a bucket's settings a backup keeps, in the order a restore writes them: object
 // lock's retention before versioning (which object lock needs enabled), both before the objects.
-var settings = []setting{
-	{name: "object lock", read: readObjectLock, has: func(s snapshot.BucketSettings) bool { return s.ObjectLock != nil },
-		differs: func(want, got snapshot.BucketSettings) string {
-			switch w, g := want.ObjectLock, got.ObjectLock; {
-			case w == nil && g == nil || w != nil && g != nil && *w == *g:
-				return ""
-			case g == nil:
-				return "object lock: the backup's bucket has it, the target's does not"
-			case w == nil:
-				return "object lock: the target's bucket has it, the backup's did not"
-			default:
-				return fmt.Sprintf("object lock's default retention: backup %s, target %s", retention(w), retention(g))
-			}
-		},
-		write: func(ctx context.Context, mc *minio.Client, bucket string, want, got snapshot.BucketSettings) error {
-			switch {
-			case want.ObjectLock == nil:
-				return errors.New("a bucket's object lock cannot be turned off")
-			case got.ObjectLock == nil:
-				return errors.New("only a new bucket can get object lock, and the target's bucket was made without it: make it anew with object lock, then restore")
-			case want.ObjectLock.Mode == "":
-				return mc.SetObjectLockConfig(ctx, bucket, nil, nil, nil)
-			}
-			mode, unit := minio.RetentionMode(want.ObjectLock.Mode), minio.ValidityUnit(want.ObjectLock.Unit)
-			validity := want.ObjectLock.Validity
-			return mc.SetObjectLockConfig(ctx, bucket, &mode, &validity, &unit)
-		}},
-	{name: "versioning", read: func(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) error {
-		v, err := mc.GetBucketVersioning(ctx, bucket)
-		s.Versioning = v.Status
-		return err
-	}, has: func(s snapshot.BucketSettings) bool { return versioned(s) },
-		differs: func(want, got snapshot.BucketSettings) string {
-			if versioned(want) == versioned(got) {
-				return ""
-			}
-			return fmt.Sprintf("versioning: backup %s, target %s", or(want.Versioning, "off"), or(got.Versioning, "off"))
-		},
-		write: func(ctx context.Context, mc *minio.Client, bucket string, want, got snapshot.BucketSettings) error {
-			status := minio.Enabled
-			if !versioned(want) {
-				status = minio.Suspended // a bucket that had versioning never goes back to none
-			}
-			return mc.SetBucketVersioning(ctx, bucket, minio.BucketVersioningConfiguration{Status: status})
-		}},
-	{name: "policy", read: func(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) (err error) {
-		s.Policy, err = mc.GetBucketPolicy(ctx, bucket) // "" when it has none
-		return err
-	}, has: func(s snapshot.BucketSettings) bool { return s.Policy != "" },
-		differs: func(want, got snapshot.BucketSettings) string {
-			return presence("policy", want.Policy != "", got.Policy != "", samePolicy(want.Policy, got.Policy))
-		},
-		write: func(ctx context.Context, mc *minio.Client, bucket string, want, _ snapshot.BucketSettings) error {
-			return mc.SetBucketPolicy(ctx, bucket, want.Policy) // "" removes it
-		}},
-	{name: "lifecycle", read: readLifecycle, has: func(s snapshot.BucketSettings) bool { return s.Lifecycle != "" },
-		differs: func(want, got snapshot.BucketSettings) string {
-			return presence("lifecycle", want.Lifecycle != "", got.Lifecycle != "", sameLifecycle(want.Lifecycle, got.Lifecycle))
-		},
-		write: func(ctx context.Context, mc *minio.Client, bucket string, want, _ snapshot.BucketSettings) error {
-			config, err := parseLifecycle(want.Lifecycle)
-			if err != nil {
-				return err
-			}
-			return mc.SetBucketLifecycle(ctx, bucket, config) // an empty one removes it
-		}},
-	{name: "tags", read: func(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) error {
-		t, err := mc.GetBucketTagging(ctx, bucket)
-		if code(err) == "NoSuchTagSet" {
-			return nil
-		}
-		if err == nil {
-			s.Tags = t.ToMap()
-		}
-		return err
-	}, has: func(s snapshot.BucketSettings) bool { return len(s.Tags) > 0 },
-		differs: func(want, got snapshot.BucketSettings) string {
-			var keys []string
-			for k := range merged(want.Tags, got.Tags) {
-				w, inWant := want.Tags[k]
-				g, inGot := got.Tags[k]
-				if inWant != inGot || w != g {
-					keys = append(keys, k)
+func settings() []setting {
+	return []setting{
+		{name: "object lock", beforeObjects: true, read: readObjectLock, has: func(s snapshot.BucketSettings) bool { return s.ObjectLock != nil },
+			differs: func(want, got snapshot.BucketSettings) string {
+				switch w, g := want.ObjectLock, got.ObjectLock; {
+				case w == nil && g == nil || w != nil && g != nil && *w == *g:
+					return ""
+				case g == nil:
+					return "object lock: the backup's bucket has it, the target's does not"
+				case w == nil:
+					return "object lock: the target's bucket has it, the backup's did not"
+				default:
+					return fmt.Sprintf("object lock's default retention: backup %s, target %s", retention(w), retention(g))
 				}
+			},
+			write: func(ctx context.Context, mc *minio.Client, bucket string, want, got snapshot.BucketSettings) error {
+				switch {
+				case want.ObjectLock == nil:
+					return errors.New("a bucket's object lock cannot be turned off")
+				case got.ObjectLock == nil:
+					return errors.New("only a new bucket can get object lock, and the target's bucket was made without it: make it anew with object lock, then restore")
+				case want.ObjectLock.Mode == "":
+					return mc.SetObjectLockConfig(ctx, bucket, nil, nil, nil)
+				}
+				mode, unit := minio.RetentionMode(want.ObjectLock.Mode), minio.ValidityUnit(want.ObjectLock.Unit)
+				validity := want.ObjectLock.Validity
+				return mc.SetObjectLockConfig(ctx, bucket, &mode, &validity, &unit)
+			}},
+		{name: "versioning", beforeObjects: true, read: func(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) error {
+			v, err := mc.GetBucketVersioning(ctx, bucket)
+			s.Versioning = v.Status
+			return err
+		}, has: func(s snapshot.BucketSettings) bool { return s.Versioning != "" },
+			differs: func(want, got snapshot.BucketSettings) string {
+				if versioned(want) == versioned(got) {
+					return ""
+				}
+				return fmt.Sprintf("versioning: backup %s, target %s", or(want.Versioning, "off"), or(got.Versioning, "off"))
+			},
+			write: func(ctx context.Context, mc *minio.Client, bucket string, want, got snapshot.BucketSettings) error {
+				status := minio.Enabled
+				if !versioned(want) {
+					status = minio.Suspended // a bucket that had versioning never goes back to none
+				}
+				return mc.SetBucketVersioning(ctx, bucket, minio.BucketVersioningConfiguration{Status: status})
+			}},
+		{name: "policy", read: func(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) (err error) {
+			s.Policy, err = mc.GetBucketPolicy(ctx, bucket) // "" when it has none
+			return err
+		}, has: func(s snapshot.BucketSettings) bool { return s.Policy != "" },
+			differs: func(want, got snapshot.BucketSettings) string {
+				return presence("policy", want.Policy != "", got.Policy != "", samePolicy(want.Policy, got.Policy))
+			},
+			write: func(ctx context.Context, mc *minio.Client, bucket string, want, _ snapshot.BucketSettings) error {
+				return mc.SetBucketPolicy(ctx, bucket, want.Policy) // "" removes it
+			}},
+		{name: "lifecycle", read: readLifecycle, has: func(s snapshot.BucketSettings) bool { return s.Lifecycle != "" },
+			differs: func(want, got snapshot.BucketSettings) string {
+				return presence("lifecycle", want.Lifecycle != "", got.Lifecycle != "", sameLifecycle(want.Lifecycle, got.Lifecycle))
+			},
+			write: func(ctx context.Context, mc *minio.Client, bucket string, want, _ snapshot.BucketSettings) error {
+				config, err := parseLifecycle(want.Lifecycle)
+				if err != nil {
+					return err
+				}
+				return mc.SetBucketLifecycle(ctx, bucket, config) // an empty one removes it
+			}},
+		{name: "tags", read: func(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) error {
+			t, err := mc.GetBucketTagging(ctx, bucket)
+			if code(err) == "NoSuchTagSet" {
+				return nil
 			}
-			if len(keys) == 0 {
-				return ""
+			if err == nil {
+				s.Tags = t.ToMap()
 			}
-			sort.Strings(keys)
-			return fmt.Sprintf("tags: %s differ from the backup's", strings.Join(keys, ", "))
-		},
-		write: func(ctx context.Context, mc *minio.Client, bucket string, want, _ snapshot.BucketSettings) error {
-			if len(want.Tags) == 0 {
-				return mc.RemoveBucketTagging(ctx, bucket)
-			}
-			t, err := tags.NewTags(want.Tags, false)
-			if err != nil {
-				return err
-			}
-			return mc.SetBucketTagging(ctx, bucket, t)
-		}},
-}
-
-func merged(a, b map[string]string) map[string]string {
-	out := maps.Clone(a)
-	if out == nil {
-		out = map[string]string{}
+			return err
+		}, has: func(s snapshot.BucketSettings) bool { return len(s.Tags) > 0 },
+			differs: func(want, got snapshot.BucketSettings) string {
+				keys := differentKeys(want.Tags, got.Tags)
+				if len(keys) == 0 {
+					return ""
+				}
+				return fmt.Sprintf("tags: %s differ from the backup's", strings.Join(keys, ", "))
+			},
+			write: func(ctx context.Context, mc *minio.Client, bucket string, want, _ snapshot.BucketSettings) error {
+				if len(want.Tags) == 0 {
+					return mc.RemoveBucketTagging(ctx, bucket)
+				}
+				t, err := tags.NewTags(want.Tags, false)
+				if err != nil {
+					return err
+				}
+				return mc.SetBucketTagging(ctx, bucket, t)
+			}},
 	}
-	maps.Copy(out, b)
-	return out
 }
 
 func or(s, otherwise string) string {
@@ -231,7 +218,7 @@ func parseLifecycle(doc string) (*lifecycle.Configuration, error) {
 		return config, nil
 	}
 	if err := xml.Unmarshal([]byte(doc), config); err != nil {
-		return nil, fmt.Errorf("lifecycle configuration: %v", err)
+		return nil, errors.New("the lifecycle configuration is not well-formed") // the parser's message may quote it
 	}
 	return config, nil
 }
@@ -242,7 +229,11 @@ func sameLifecycle(a, b string) bool {
 	if errA != nil || errB != nil {
 		return a == b
 	}
-	return reflect.DeepEqual(ca, cb)
+	// As JSON, which leaves out the XML's element names and namespace (one store's answer has
+	// S3's, another's none) and empty elements.
+	ja, errA := json.Marshal(ca)
+	jb, errB := json.Marshal(cb)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // samePolicy compares two policy documents as JSON values, a list of one value taken for the
@@ -261,6 +252,9 @@ func canonicalPolicy(v any) any {
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, e := range v {
+			if k == "Principal" && e == "*" {
+				e = map[string]any{"AWS": "*"} // the same principal: anyone
+			}
 			out[k] = canonicalPolicy(e)
 		}
 		return out
@@ -288,19 +282,21 @@ func canonicalPolicy(v any) any {
 }
 
 // readSettings reads a bucket's settings from its store, each again while its connection breaks
-// off. Those the store does not give (no permission, a store without them, an answer that is not
-// S3's) are returned in unread; err is only the context's.
-func (c Copies) readSettings(ctx context.Context, mc *minio.Client, bucket string) (s snapshot.BucketSettings, unread map[string]error, err error) {
-	for _, st := range settings {
+// off. Those the store refuses to give (no permission, a store without them) are returned in
+// unread, by their error code; any other failure is err.
+func (c Copies) readSettings(ctx context.Context, mc *minio.Client, bucket string) (s snapshot.BucketSettings, unread map[string]string, err error) {
+	for _, st := range settings() {
 		e := c.retryBroken(ctx, bucket, "reading its "+st.name, func() error { return st.read(ctx, mc, bucket, &s) })
 		switch {
 		case ctx.Err() != nil:
 			return s, nil, ctx.Err()
+		case e != nil && code(e) == "":
+			return s, nil, fmt.Errorf("read its %s: %w", st.name, e)
 		case e != nil:
 			if unread == nil {
-				unread = map[string]error{}
+				unread = map[string]string{}
 			}
-			unread[st.name] = e
+			unread[st.name] = code(e)
 		}
 	}
 	return s, unread, nil
@@ -315,7 +311,7 @@ func (c Copies) storeSettings(ctx context.Context, w *snapshot.Writer, mc *minio
 	}
 	for _, name := range slices.Sorted(maps.Keys(unread)) {
 		s.Unread = append(s.Unread, name)
-		c.warn("the bucket's "+name+" cannot be read: the backup does not hold it, and a restore leaves the target's as it is", "bucket", entry.Name, "error", unread[name])
+		w.Skip("bucket", entry.Name+" "+name, fmt.Sprintf("the store does not let the bucket's %s be read (%s): the backup does not hold it, and a restore leaves the target's as it is", name, unread[name]))
 	}
 	if s.Versioning != "" {
 		c.warn("the bucket keeps versions of its objects: the backup holds each object's current version, not its earlier versions", "bucket", entry.Name, "versioning", s.Versioning)
@@ -332,29 +328,15 @@ func (c Copies) storeSettings(ctx context.Context, w *snapshot.Writer, mc *minio
 	return nil
 }
 
-// readSettingsFile reads a bucket's settings from the backup (checked as every stream is); nil
-// for a backup that kept none.
+// readSettingsFile reads a bucket's settings from the backup, and checks that what a restore
+// would send the store is well-formed; nil for a backup that kept none.
 func readSettingsFile(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (*snapshot.BucketSettings, error) {
 	if b.Settings == "" {
 		return nil, nil
 	}
-	if b.Settings != settingsFile(b.Name) && b.Settings != settingsFile(b.Name)+snapshot.EncryptedSuffix {
-		return nil, fmt.Errorf("the manifest keeps its settings in %.80q, not in %s: %w", b.Settings, settingsFile(b.Name), snapshot.ErrCorrupt)
-	}
-	rc, err := r.Open(ctx, b.Settings)
-	if err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(rc)
-	if cerr := rc.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("the bucket's settings: %w", err)
-	}
 	var s snapshot.BucketSettings
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("the bucket's settings: %v: %w", err, snapshot.ErrCorrupt)
+	if err := readBucketFile(ctx, r, b.Settings, settingsFile(b.Name), "the bucket's settings", &s); err != nil {
+		return nil, err
 	}
 	if s.Policy != "" && !json.Valid([]byte(s.Policy)) {
 		return nil, fmt.Errorf("the bucket's settings: its policy is not JSON: %w", snapshot.ErrCorrupt)
@@ -369,7 +351,7 @@ func readSettingsFile(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket
 // leaving out those the backup could not read.
 func settingsDifferences(want, got snapshot.BucketSettings) []string {
 	var out []string
-	for _, st := range settings {
+	for _, st := range settings() {
 		if slices.Contains(want.Unread, st.name) {
 			continue
 		}
@@ -380,21 +362,22 @@ func settingsDifferences(want, got snapshot.BucketSettings) []string {
 	return out
 }
 
-// restoreSettings gives the target's bucket the backup's settings before its objects are put:
-// those it differs in, and, with Exact, removes those the backup's bucket did not have. What it
-// could not write is listed on the bucket's item.
-func (c Copies) restoreSettings(ctx context.Context, mc *minio.Client, bucket string, want snapshot.BucketSettings, report *snapshot.Report) error {
+// restoreSettings gives the target's bucket the backup's settings of one phase (before or after
+// the objects are put): those it differs in, and, with Exact, removes those the backup's bucket
+// did not have. What it could not write is listed on the bucket's item, by the store's error code
+// only: a store's message may quote the policy or lifecycle it refused.
+func (c Copies) restoreSettings(ctx context.Context, mc *minio.Client, bucket string, want snapshot.BucketSettings, beforeObjects bool, report *snapshot.Report) error {
 	got, unread, err := c.readSettings(ctx, mc, bucket)
 	if err != nil {
 		return err
 	}
 	var wrote, failed []string
-	for _, st := range settings {
-		if slices.Contains(want.Unread, st.name) || st.differs(want, got) == "" || !st.has(want) && !c.Exact {
+	for _, st := range settings() {
+		if st.beforeObjects != beforeObjects || slices.Contains(want.Unread, st.name) || st.differs(want, got) == "" || !st.has(want) && !c.Exact {
 			continue
 		}
-		if e, ok := unread[st.name]; ok {
-			failed = append(failed, fmt.Sprintf("%s: the target's cannot be read: %v", st.name, e))
+		if code, ok := unread[st.name]; ok {
+			failed = append(failed, fmt.Sprintf("%s: the target's cannot be read (%s)", st.name, code))
 			continue
 		}
 		err := c.retryBroken(ctx, bucket, "writing its "+st.name, func() error { return st.write(ctx, mc, bucket, want, got) })
@@ -402,7 +385,7 @@ func (c Copies) restoreSettings(ctx context.Context, mc *minio.Client, bucket st
 			return ctx.Err()
 		}
 		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", st.name, err))
+			failed = append(failed, st.name+": "+or(code(err), err.Error()))
 			continue
 		}
 		wrote = append(wrote, st.name)

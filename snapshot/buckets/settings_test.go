@@ -31,6 +31,12 @@ func TestSettingsDifferences(t *testing.T) {
 		{"the same", full, with(func(*snapshot.BucketSettings) {}), nil},
 		{"none and none", snapshot.BucketSettings{}, snapshot.BucketSettings{}, nil},
 		{"a policy laid out otherwise", full, with(func(s *snapshot.BucketSettings) { s.Policy = policyElsewhere }), nil},
+		{"anyone as a principal of its own", full, with(func(s *snapshot.BucketSettings) {
+			s.Policy = strings.Replace(policyElsewhere, `{"AWS":"*"}`, `"*"`, 1)
+		}), nil},
+		{"lifecycle rules in S3's namespace", full, with(func(s *snapshot.BucketSettings) {
+			s.Lifecycle = strings.Replace(lifecycle, "<LifecycleConfiguration>", `<LifecycleConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">`, 1)
+		}), nil},
 		{"suspended is as never versioned", snapshot.BucketSettings{Versioning: "Suspended"}, snapshot.BucketSettings{}, nil},
 		{"everything missing", full, snapshot.BucketSettings{}, []string{"object lock: the backup's bucket has it", "versioning: backup Enabled, target off",
 			"policy: set on the backup's bucket, not on the target's", "lifecycle: set on the backup's", "tags: cost, team differ"}},

@@ -84,7 +84,7 @@ func (c Copies) verifyBucket(ctx context.Context, r *snapshot.Reader, b snapshot
 				status, detail := compareObject(o, size, sum)
 				if status == snapshot.StatusIdentical && meta != nil {
 					err = c.retryBroken(gctx, name, "reading the object", func() (err error) {
-						status, detail, err = compareMetadata(gctx, mc, b.Name, o.Key, meta[o.Key])
+						status, detail, err = compareMetadata(gctx, mc, b, o.Key, meta[o.Key])
 						return err
 					})
 					if err != nil {
@@ -124,12 +124,13 @@ func compareObject(want snapshot.BucketObject, size int64, sum string) (status, 
 }
 
 // compareMetadata compares a target's object's metadata with the backup's.
-func compareMetadata(ctx context.Context, mc *minio.Client, bucket, key string, want snapshot.ObjectMetadata) (status, detail string, err error) {
+func compareMetadata(ctx context.Context, mc *minio.Client, b snapshot.Bucket, key string, want snapshot.ObjectMetadata) (status, detail string, err error) {
+	bucket := b.Name
 	info, err := mc.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
 	if err != nil {
 		return "", "", fmt.Errorf("look at the target's object: %w", err)
 	}
-	got, err := targetMetadata(ctx, mc, bucket, key, info)
+	got, err := targetMetadata(ctx, mc, b, key, info)
 	if err != nil {
 		return "", "", err
 	}

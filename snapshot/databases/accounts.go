@@ -373,8 +373,9 @@ func (mysql) checkNeeds(ctx context.Context, c Dumps, t target, d snapshot.Datab
 }
 
 // mysqlDeniedRE is the client's message of a statement the server refused to the user: a table
-// (1142), a column (1143), a database (1044) or a privilege (1227) it may not use.
-var mysqlDeniedRE = regexp.MustCompile(`\bERROR (1142|1143|1044|1227) \(`)
+// (1142), a column (1143), a database (1044) or a privilege (1227) it may not use, or a view
+// over tables it may not read (1356: MariaDB's mysql.user over mysql.global_priv).
+var mysqlDeniedRE = regexp.MustCompile(`\bERROR (1142|1143|1044|1227|1356) \(`)
 
 // mysqlDenied says whether err is the server's refusal of a statement to the user.
 func mysqlDenied(err error) bool { return mysqlDeniedRE.MatchString(err.Error()) }
