@@ -120,8 +120,13 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 			return err
 		}
 		defer func() {
-			if err == nil {
-				err = c.restoreSettings(ctx, mc, b.Name, *want, false, report)
+			if err != nil {
+				return
+			}
+			if serr := c.restoreSettings(ctx, mc, b.Name, *want, false, report); ctx.Err() != nil {
+				err = ctx.Err()
+			} else if serr != nil {
+				report.Add(kind, snapshot.StatusFailed, b.Name, fmt.Sprintf("its objects were restored, its policy, lifecycle and tags were not: %v", serr))
 			}
 		}()
 	}

@@ -98,7 +98,8 @@ func firstQuery(r *http.Request) string {
 
 // TestCaptureLeavesOutAnObjectDeletedAfterTheListing: a live store lists an object and has
 // deleted it by the time it is read (a compactor, a garbage collection); the backup holds the
-// bucket as it was read, without that object, instead of failing. The store is an S3 server of
+// bucket as it was read, without that object, instead of failing. Its credentials may not read
+// the objects' tags nor the bucket's policy: the backup goes on and lists both as skipped. The store is an S3 server of
 // the test's own, on loopback.
 func TestCaptureLeavesOutAnObjectDeletedAfterTheListing(t *testing.T) {
 	modified := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -106,6 +107,11 @@ func TestCaptureLeavesOutAnObjectDeletedAfterTheListing(t *testing.T) {
 		switch {
 		case r.URL.Query().Has("location"):
 			io.WriteString(w, `<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></LocationConstraint>`)
+		case r.URL.Query().Has("tagging") && r.URL.Path == "/mlpipeline/kept", r.URL.Query().Has("policy"):
+			// Credentials that may read objects but not their tags nor the bucket's policy.
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `<Error><Code>AccessDenied</Code><Message>Access Denied.</Message></Error>`)
 		case r.URL.Query().Has("versioning"):
 			io.WriteString(w, `<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>`)
 		case settingNone[firstQuery(r)] != "": // a bucket without the setting
@@ -122,6 +128,7 @@ func TestCaptureLeavesOutAnObjectDeletedAfterTheListing(t *testing.T) {
 		case r.URL.Path == "/mlpipeline/kept":
 			w.Header().Set("ETag", `"4d8b6084f3d167b76cac66a22a91be02"`)
 			w.Header().Set("Last-Modified", modified.Format(http.TimeFormat))
+			w.Header().Set("X-Amz-Tagging-Count", "1")
 			w.Header().Set("Content-Length", "4")
 			if r.Method != http.MethodHead {
 				io.WriteString(w, "kept")
@@ -154,5 +161,13 @@ func TestCaptureLeavesOutAnObjectDeletedAfterTheListing(t *testing.T) {
 	}
 	if len(m.Buckets) != 1 || len(m.Buckets[0].Objects) != 1 || m.Buckets[0].Objects[0].Key != "kept" || m.Buckets[0].Objects[0].ETag != "4d8b6084f3d167b76cac66a22a91be02" {
 		t.Fatalf("bucket %+v, want the object kept alone, its ETag recorded", m.Buckets)
+	}
+	// What the store refused to let the backup read is listed as skipped, not failed.
+	skipped := map[string]bool{}
+	for _, sk := range m.Skipped {
+		skipped[sk.Name] = true
+	}
+	if !skipped["mlpipeline object tags"] || !skipped["mlpipeline policy"] || len(m.Skipped) != 2 {
+		t.Errorf("skipped %+v, want the objects' tags and the policy of mlpipeline", m.Skipped)
 	}
 }

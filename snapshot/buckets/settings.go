@@ -171,10 +171,11 @@ func presence(name string, want, got, same bool) string {
 // code is an S3 error's code, "" for an error the store did not answer with (a broken
 // connection).
 func code(err error) string {
-	if err == nil {
-		return ""
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) {
+		return resp.Code
 	}
-	return minio.ToErrorResponse(err).Code
+	return ""
 }
 
 func readObjectLock(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) error {

@@ -1,10 +1,13 @@
 package buckets
 
 import (
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/minio/minio-go/v7"
 )
 
 func TestSettingsDifferences(t *testing.T) {
@@ -66,5 +69,20 @@ func TestSettingsDifferences(t *testing.T) {
 				t.Errorf("the differences show a tag's value or the policy: %s", joined)
 			}
 		})
+	}
+}
+
+// TestCodeOfWrappedErrors: a store's error code is found through the wrapping that names the
+// object, so that a refusal is told from a broken connection.
+func TestCodeOfWrappedErrors(t *testing.T) {
+	denied := minio.ErrorResponse{Code: "AccessDenied", Message: "Access Denied."}
+	if got := code(fmt.Errorf("read the tags of %s: %w", "k", denied)); got != "AccessDenied" {
+		t.Errorf("code of a wrapped refusal = %q", got)
+	}
+	if got := code(fmt.Errorf("read: %w", io.ErrUnexpectedEOF)); got != "" {
+		t.Errorf("code of a broken connection = %q", got)
+	}
+	if got := code(nil); got != "" {
+		t.Errorf("code(nil) = %q", got)
 	}
 }
