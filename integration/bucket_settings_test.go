@@ -183,7 +183,13 @@ func TestBucketSettingsMove(t *testing.T) {
 		if d := details[open+"/"+tagged]; !strings.Contains(d, "tags differ: stage") {
 			t.Errorf("verify says %q of %s: want its tag stage named", d, tagged)
 		}
+		// Only the object's tags differ: the restore gives it the backup's tags, not a new
+		// version of the same bytes.
+		before := versions(t, greenMinIO, open, tagged)
 		clean(t, "restore")
+		if after := versions(t, greenMinIO, open, tagged); after != before {
+			t.Errorf("green's %s had %d versions before the restore, %d after", tagged, before, after)
+		}
 		same(t, "after a second restore")
 		clean(t, "verify")
 	})
@@ -223,4 +229,20 @@ func objectTags(t *testing.T, m *testbed.MinIO, bucket, key string) map[string]s
 		tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
 	}
 	return tags
+}
+
+// versions counts the versions an object of a versioned bucket has.
+func versions(t *testing.T, m *testbed.MinIO, bucket, key string) int {
+	t.Helper()
+	out, err := m.S3Client().ListObjectVersions(context.Background(), &s3.ListObjectVersionsInput{Bucket: aws.String(bucket), Prefix: aws.String(key)})
+	if err != nil {
+		t.Fatalf("versions of %s/%s: %v", bucket, key, err)
+	}
+	n := 0
+	for _, v := range out.Versions {
+		if aws.ToString(v.Key) == key {
+			n++
+		}
+	}
+	return n
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/tags"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/dynamic"
 )
@@ -211,7 +212,9 @@ func decide(want []snapshot.BucketObject, have map[string]int64, prune bool) wor
 }
 
 // restoreObject uploads an object unless the target already holds it with the same size,
-// SHA-256 and metadata (meta: nil when the backup kept none), and returns the item's status.
+// SHA-256 and metadata (meta: nil when the backup kept none), and returns the item's status. An
+// object that differs only in its tags gets the backup's tags, not its bytes again: in a
+// versioned bucket an upload would make a new version.
 func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o put, meta map[string]snapshot.ObjectMetadata) (string, error) {
 	var want *snapshot.ObjectMetadata
 	if meta != nil {
@@ -224,47 +227,84 @@ func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot
 	}
 	if o.sameSize {
 		same, err := sameOnTarget(ctx, mc, b, o.BucketObject, want)
-		if err != nil {
+		switch {
+		case err != nil:
 			return "", err
-		}
-		if same {
+		case same == sameAll:
 			return snapshot.StatusUnchanged, nil
+		case same == sameButTags:
+			return status, retag(ctx, mc, b.Name, o.Key, want.Tags)
 		}
 	}
 	return status, upload(ctx, mc, r, b, o.BucketObject, meta[o.Key])
 }
 
-// sameOnTarget reports whether the target's object has the backup's size and SHA-256 (by the
+// sameness is how much of a backup's object the target's holds.
+type sameness int
+
+const (
+	notSame     sameness = iota
+	sameButTags          // its bytes and metadata, not its tags
+	sameAll
+)
+
+// sameOnTarget says whether the target's object has the backup's size and SHA-256 (by the
 // digest a restore stored with it, or, for objects written otherwise, by hashing its bytes) and,
-// when want is set, its metadata.
-func sameOnTarget(ctx context.Context, mc *minio.Client, b snapshot.Bucket, o snapshot.BucketObject, want *snapshot.ObjectMetadata) (bool, error) {
+// when want is set, its metadata and tags.
+func sameOnTarget(ctx context.Context, mc *minio.Client, b snapshot.Bucket, o snapshot.BucketObject, want *snapshot.ObjectMetadata) (sameness, error) {
 	bucket := b.Name
 	info, err := mc.StatObject(ctx, bucket, o.Key, minio.StatObjectOptions{})
 	if err != nil {
-		return false, fmt.Errorf("look at the target's object: %w", err)
+		return notSame, fmt.Errorf("look at the target's object: %w", err)
 	}
 	if info.Size != o.Size {
-		return false, nil
+		return notSame, nil
 	}
+	same := sameAll
 	if want != nil {
 		got, err := targetMetadata(ctx, mc, b, o.Key, info)
 		if err != nil {
-			return false, err
+			return notSame, err
 		}
 		if len(metadataDifferences(*want, got)) > 0 {
-			return false, nil
+			got.Tags = want.Tags
+			if len(metadataDifferences(*want, got)) > 0 {
+				return notSame, nil
+			}
+			same = sameButTags
 		}
 	}
 	for k, v := range info.UserMetadata {
 		if strings.EqualFold(k, SHA256Metadata) {
-			return v == o.SHA256, nil
+			if v != o.SHA256 {
+				return notSame, nil
+			}
+			return same, nil
 		}
 	}
 	size, sum, err := hashObject(ctx, mc, bucket, o.Key)
-	if err != nil {
-		return false, err
+	if err != nil || size != o.Size || sum != o.SHA256 {
+		return notSame, err
 	}
-	return size == o.Size && sum == o.SHA256, nil
+	return same, nil
+}
+
+// retag gives the target's object the backup's tags.
+func retag(ctx context.Context, mc *minio.Client, bucket, key string, want map[string]string) error {
+	if len(want) == 0 {
+		if err := mc.RemoveObjectTagging(ctx, bucket, key, minio.RemoveObjectTaggingOptions{}); err != nil {
+			return fmt.Errorf("remove the object's tags: %w", err)
+		}
+		return nil
+	}
+	t, err := tags.NewTags(want, true)
+	if err == nil {
+		err = mc.PutObjectTagging(ctx, bucket, key, t, minio.PutObjectTaggingOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("put the object's tags: %w", err)
+	}
+	return nil
 }
 
 // hashObject reads a target's object and returns its size and SHA-256.
