@@ -175,42 +175,55 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 	var staged Staged
 	var sent int64
 	var streamErr error
-	for attempt := 1; ; attempt++ {
-		staged, sent, streamErr, err = stage(ctx, r, v, ns, pod, backup, base)
-		if streamErr != nil || err == nil || ctx.Err() != nil {
-			break
+	var res UnpackResult
+	var restored *snapshot.Report
+	var listErr error
+	for round := 1; ; round++ {
+		for attempt := 1; ; attempt++ {
+			staged, sent, streamErr, err = stage(ctx, r, v, ns, pod, backup, base)
+			if streamErr != nil || err == nil || ctx.Err() != nil {
+				break
+			}
+			if base != nil && !kube.ConnectionBroke(err) {
+				// The claim is not as the base's restore left it (ErrKeptChanged), or the mover
+				// cannot take kept entries (an older image): it gets every file, on a try of its own.
+				c.Log.Warn("the mover refused the files kept since the restore before: sending every file", "claim", name, "restoreBefore", c.Base, "error", err)
+				base = nil
+				attempt--
+			} else if kube.ConnectionBroke(err) && attempt < kube.StreamAttempts {
+				// Nothing is applied before the stage is done: stage it again.
+				c.Log.Warn("the volume's stream ended early; staging it again", "claim", name, "attempt", attempt, "error", err)
+			} else {
+				break // the mover failed
+			}
+			if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
+				report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
+				return nil
+			}
 		}
-		if base != nil && !kube.ConnectionBroke(err) {
-			// The claim is not as the base's restore left it (ErrKeptChanged), or the mover
-			// cannot take kept entries (an older image): it gets every file, on a try of its own.
-			c.Log.Warn("the mover refused the files kept since the restore before: sending every file", "claim", name, "restoreBefore", c.Base, "error", err)
-			base = nil
-			attempt--
-		} else if kube.ConnectionBroke(err) && attempt < kube.StreamAttempts {
-			// Nothing is applied before the stage is done: stage it again.
-			c.Log.Warn("the volume's stream ended early; staging it again", "claim", name, "attempt", attempt, "error", err)
-		} else {
-			break // the mover failed
+		if streamErr != nil || err != nil {
+			if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
+				report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
+			}
 		}
-		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
-			report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
+		if streamErr != nil {
+			report.Add(kindName, snapshot.StatusFailed, name, streamErr.Error()+"; the claim was left as it was")
+			return streamErr
+		}
+		if err != nil {
+			report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error()+"; the claim was left as it was")
 			return nil
 		}
-	}
-	if streamErr != nil || err != nil {
-		if aerr := c.abort(ctx, ns, pod, staged); aerr != nil {
-			report.Add(kindName, snapshot.StatusFailed, name, "what was staged could not be removed (the next restore does): "+aerr.Error())
+		res, restored, listErr, err = c.apply(ctx, ns, pod, name, staged, backup)
+		if err != nil && listErr == nil && kube.ConnectionBroke(err) && round < kube.StreamAttempts && ctx.Err() == nil {
+			// An apply cut short may have put part of the volume in place, or all of it and
+			// removed what it staged: staged again, the volume gets what it still lacks (what is
+			// already as the backup holds it is not touched).
+			c.Log.Warn("the volume's apply was cut short; staging and applying it again", "claim", name, "attempt", round, "error", err)
+			continue
 		}
+		break
 	}
-	if streamErr != nil {
-		report.Add(kindName, snapshot.StatusFailed, name, streamErr.Error()+"; the claim was left as it was")
-		return streamErr
-	}
-	if err != nil {
-		report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error()+"; the claim was left as it was")
-		return nil
-	}
-	res, restored, listErr, err := c.apply(ctx, ns, pod, name, staged, backup)
 	if listErr != nil {
 		report.Add(kindName, snapshot.StatusFailed, name, "restored, but not checked: the backup's file list: "+listErr.Error())
 		return listErr
