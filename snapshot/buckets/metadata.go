@@ -139,16 +139,23 @@ func storeMetadata(ctx context.Context, w *snapshot.Writer, entry *snapshot.Buck
 	if len(meta) == 0 {
 		return nil
 	}
-	data, err := json.Marshal(meta)
-	if err != nil {
-		return err
-	}
-	file, err := w.Put(ctx, metadataFile(entry.Name), bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("store the objects' metadata: %w", err)
-	}
+	file, err := putBucketFile(ctx, w, metadataFile(entry.Name), "the objects' metadata", meta)
 	entry.Metadata = file
-	return nil
+	return err
+}
+
+// putBucketFile writes v as one of a bucket's JSON files into the backup (encrypted when the
+// backup is) and returns the file the manifest names; what names it in errors.
+func putBucketFile(ctx context.Context, w *snapshot.Writer, name, what string, v any) (string, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	file, err := w.Put(ctx, name, bytes.NewReader(data))
+	if err != nil {
+		return "", fmt.Errorf("store %s: %w", what, err)
+	}
+	return file, nil
 }
 
 // readMetadata reads a bucket's objects' metadata from the backup; nil for a backup that kept

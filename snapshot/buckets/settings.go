@@ -285,8 +285,8 @@ func canonicalPolicy(v any) any {
 // readSettings reads a bucket's settings from its store, each again while its connection breaks
 // off. Those the store refuses to give (no permission, a store without them) are returned in
 // unread, by their error code; any other failure is err.
-func (c Copies) readSettings(ctx context.Context, mc *minio.Client, bucket string) (s snapshot.BucketSettings, unread map[string]string, err error) {
-	for _, st := range settings() {
+func (c Copies) readSettings(ctx context.Context, mc *minio.Client, bucket string, of []setting) (s snapshot.BucketSettings, unread map[string]string, err error) {
+	for _, st := range of {
 		e := c.retryBroken(ctx, bucket, "reading its "+st.name, func() error { return st.read(ctx, mc, bucket, &s) })
 		switch {
 		case ctx.Err() != nil:
@@ -306,7 +306,7 @@ func (c Copies) readSettings(ctx context.Context, mc *minio.Client, bucket strin
 // storeSettings reads the bucket's settings and writes them into the backup, warning of those it
 // may not read and of the earlier versions of objects the backup does not hold.
 func (c Copies) storeSettings(ctx context.Context, w *snapshot.Writer, mc *minio.Client, entry *snapshot.Bucket) error {
-	s, unread, err := c.readSettings(ctx, mc, entry.Name)
+	s, unread, err := c.readSettings(ctx, mc, entry.Name, settings())
 	if err != nil {
 		return err
 	}
@@ -317,16 +317,9 @@ func (c Copies) storeSettings(ctx context.Context, w *snapshot.Writer, mc *minio
 	if s.Versioning != "" {
 		c.warn("the bucket keeps versions of its objects: the backup holds each object's current version, not its earlier versions", "bucket", entry.Name, "versioning", s.Versioning)
 	}
-	data, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	file, err := w.Put(ctx, settingsFile(entry.Name), bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("store the bucket's settings: %w", err)
-	}
+	file, err := putBucketFile(ctx, w, settingsFile(entry.Name), "the bucket's settings", s)
 	entry.Settings = file
-	return nil
+	return err
 }
 
 // readSettingsFile reads a bucket's settings from the backup, and checks that what a restore
@@ -368,13 +361,14 @@ func settingsDifferences(want, got snapshot.BucketSettings) []string {
 // did not have. What it could not write is listed on the bucket's item, by the store's error code
 // only: a store's message may quote the policy or lifecycle it refused.
 func (c Copies) restoreSettings(ctx context.Context, mc *minio.Client, bucket string, want snapshot.BucketSettings, beforeObjects bool, report *snapshot.Report) error {
-	got, unread, err := c.readSettings(ctx, mc, bucket)
+	phase := slices.DeleteFunc(settings(), func(st setting) bool { return st.beforeObjects != beforeObjects })
+	got, unread, err := c.readSettings(ctx, mc, bucket, phase)
 	if err != nil {
 		return err
 	}
 	var wrote, failed []string
-	for _, st := range settings() {
-		if st.beforeObjects != beforeObjects || slices.Contains(want.Unread, st.name) || st.differs(want, got) == "" || !st.has(want) && !c.Exact {
+	for _, st := range phase {
+		if slices.Contains(want.Unread, st.name) || st.differs(want, got) == "" || !st.has(want) && !c.Exact {
 			continue
 		}
 		if code, ok := unread[st.name]; ok {

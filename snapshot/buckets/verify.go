@@ -147,7 +147,7 @@ func (c Copies) verifySettings(ctx context.Context, r *snapshot.Reader, mc *mini
 	if err != nil || want == nil {
 		return err
 	}
-	got, unread, err := c.readSettings(ctx, mc, b.Name)
+	got, unread, err := c.readSettings(ctx, mc, b.Name, settings())
 	if err != nil {
 		return err
 	}
