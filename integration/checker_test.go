@@ -98,8 +98,6 @@ var skippedTypes = map[string]string{
 	"events":                           "a record of each cluster's past",
 	"events.events.k8s.io":             "a record of each cluster's past",
 	"leases.coordination.k8s.io":       "held by each cluster's processes",
-	"endpoints":                        "made from Services and Pods by each cluster",
-	"endpointslices.discovery.k8s.io":  "made from Services and Pods by each cluster",
 	"pods":                             "made by their controllers; their templates are compared on the workloads, ReplicaSets and ControllerRevisions",
 	"persistentvolumes":                "green's volumes are new ones; their contents are compared file by file",
 	"componentstatuses":                "each cluster's control plane",
@@ -310,7 +308,20 @@ func clusterMade(resource string, o *unstructured.Unstructured) bool {
 		return o.GetName() == "kube-root-ca.crt" || (o.GetNamespace() == "kube-system" && (o.GetName() == "extension-apiserver-authentication" || strings.HasPrefix(o.GetName(), "kube-apiserver-")))
 	case "secrets":
 		typ, _, _ := unstructured.NestedString(o.Object, "type")
-		return typ == "kubernetes.io/service-account-token" || typ == "bootstrap.kubernetes.io/token"
+		return typ == "bootstrap.kubernetes.io/token"
+	case "endpoints":
+		// Made from a Service's selector and pods; those written by hand are compared.
+		return o.GetLabels()["endpoints.kubernetes.io/managed-by"] == "endpoint-controller" || (o.GetNamespace() == "default" && o.GetName() == "kubernetes")
+	case "endpointslices":
+		// Made from Services and pods, or mirrored from Endpoints (compared themselves), or the
+		// API server's own.
+		if o.GetNamespace() == "default" && o.GetName() == "kubernetes" {
+			return true
+		}
+		switch o.GetLabels()["endpointslice.kubernetes.io/managed-by"] {
+		case "endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io":
+			return true
+		}
 	case "services":
 		return o.GetNamespace() == "default" && o.GetName() == "kubernetes"
 	case "namespaces":
@@ -391,6 +402,15 @@ func normalize(o *unstructured.Unstructured, scope checkScope, isBlue bool) map[
 		// that aggregate into it, which are compared themselves.
 		if _, ok := m["aggregationRule"]; ok {
 			delete(m, "rules")
+		}
+	case "Secret":
+		// A service account token is filled by each cluster's token controller, for its account.
+		if typ, _ := m["type"].(string); typ == "kubernetes.io/service-account-token" {
+			data, _ := m["data"].(map[string]any)
+			for _, k := range []string{"token", "ca.crt", "namespace"} {
+				delete(data, k)
+			}
+			delete(ann, "kubernetes.io/service-account.uid")
 		}
 	case "ReplicaSet":
 		// Follows its Deployment's replicas, compared there.

@@ -45,7 +45,8 @@ func zooGreen(t *testing.T) *testbed.Cluster {
 // TestZooMigratesAndCarriesBackExactly applies the zoo (testbed.ApplyZoo: StatefulSet databases,
 // a quota'd Profile namespace, restricted Pod Security, LONGBLOB rows of 10 and 40 MiB, three
 // revisions of each workload kind, explicit node ports, immutable and finalized objects, CRs
-// stored in a non-storage version, odd files, bucket keys near 1,024 bytes) to blue, migrates it
+// stored in a non-storage version, odd files, bucket keys near 1,024 bytes, endpoints written by
+// hand, a service account token someone asked for) to blue, migrates it
 // to a fresh green with ferry migrate --warm (claims and buckets copied while blue is live), and
 // has the independent checker compare blue and green: every object, file, table and bucket
 // object. Then kubectl rollout history and undo on green,
@@ -150,6 +151,10 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 
 	// 2. The independent checker: green holds what blue holds.
 	failing := requireSame(t, "after ferry migrate", blueSide, greenSide, scope)
+	// The checker leaves out what each token controller fills: green's token is green's own.
+	if who := tokenUser(t, green, filledToken(t, greenKC, "zoo-apps", "ci-token")); who != "system:serviceaccount:zoo-apps:ci" {
+		t.Errorf("green takes the zoo's ci-token as %q, want the ServiceAccount ci", who)
+	}
 	if code != 0 || id == "" {
 		t.Fatalf("the migration did not finish (%d differences): the carry-back is not tried", len(failing))
 	}

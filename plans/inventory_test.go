@@ -113,8 +113,9 @@ func source() []runtime.Object {
 	crd.Object["spec"] = map[string]any{"group": "example.com", "scope": "Namespaced", "names": map[string]any{"kind": "Widget"},
 		"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true}, map[string]any{"name": "v1beta1", "served": false}}}
 	crd.Object["status"] = map[string]any{"storedVersions": []any{"v1beta1", "v1"}}
-	token := object("v1", "Secret", "shop", "default-token")
+	token := object("v1", "Secret", "shop", "default-token-x7k2q") // made by a cluster before 1.24
 	token.Object["type"] = "kubernetes.io/service-account-token"
+	token.SetAnnotations(map[string]string{"kubernetes.io/service-account.name": "default"})
 	return []runtime.Object{
 		object("v1", "Namespace", "", "shop"), object("v1", "Namespace", "", "other"), object("v1", "Namespace", "", "default"),
 		withLabels(object("v1", "ConfigMap", "shop", "settings"), map[string]string{"app": "shop"}),
@@ -169,7 +170,7 @@ func TestInventory(t *testing.T) {
 	}
 	for _, c := range []struct{ gr, name, want string }{
 		{"configmaps", "kube-root-ca.crt", "root-CA publisher"},
-		{"secrets", "default-token", "service account tokens"},
+		{"secrets", "default-token-x7k2q", "the target issues its own"},
 		{"events", "", "record of the source cluster's past"},
 		{"configmaps", "other", "namespace not included"},
 		{"namespaces", "default", "every cluster has this namespace"},

@@ -8,8 +8,8 @@ import (
 
 // Order sorts resource types into waves so that CRDs come first, then namespaces, storage,
 // identity and configuration, everything else, and admission webhooks last, and so that the types
-// owning others (edges: dependent -> owners) come before them — but for rollout history
-// (rules.Rule.History), which comes before its owners. A dependent moves to a later wave
+// owning others (edges: dependent -> owners) or named by them (rules.Rule.After) come before them
+// — but for rollout history (rules.Rule.History), which comes before its owners. A dependent moves to a later wave
 // when its owner is later, except namespaces, which pull their (cluster-scoped) owners earlier
 // instead, as Kubeflow's Profiles own their namespaces.
 func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resource, []Wave) {
@@ -100,7 +100,8 @@ func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resour
 }
 
 // restoreEdges turns ownership (dependent -> owners) into what must be restored first
-// (type -> types before it): the owners, but for history types their owners come after them.
+// (type -> types before it): the owners, but for history types their owners come after them; and
+// the types a type's rule names as After.
 func restoreEdges(ownership map[string]map[string]bool) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	add := func(from, to string) {
@@ -108,6 +109,11 @@ func restoreEdges(ownership map[string]map[string]bool) map[string]map[string]bo
 			out[from] = map[string]bool{}
 		}
 		out[from][to] = true
+	}
+	for _, gr := range rules.Types() {
+		for _, before := range rules.For(gr).After {
+			add(gr, before)
+		}
 	}
 	for dep, owners := range ownership {
 		for owner := range owners {

@@ -50,6 +50,11 @@ func TestOrder(t *testing.T) {
 			want:      []string{"configmaps", "certificates.cert-manager.io", "secrets"},
 		},
 		{
+			name:      "a token Secret's ServiceAccount first",
+			resources: res("secrets", "configmaps", "serviceaccounts"),
+			want:      []string{"configmaps", "serviceaccounts", "secrets"},
+		},
+		{
 			name:      "namespaces pull their owners earlier",
 			resources: res("namespaces", "profiles.kubeflow.org", "configmaps", "customresourcedefinitions.apiextensions.k8s.io"),
 			edges:     map[string]map[string]bool{"namespaces": {"profiles.kubeflow.org": true}},

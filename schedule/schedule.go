@@ -202,7 +202,7 @@ func Selector(name string) string {
 // (a dry run that cannot reach it): a cluster's custom resources and any type it serves beyond
 // these need the cluster's own list, plans.Readable, which create uses.
 var BuiltinReads = []schema.GroupResource{
-	{Resource: "configmaps"}, {Resource: "limitranges"}, {Resource: "namespaces"}, {Resource: "persistentvolumeclaims"},
+	{Resource: "configmaps"}, {Resource: "endpoints"}, {Resource: "limitranges"}, {Resource: "namespaces"}, {Resource: "persistentvolumeclaims"},
 	{Resource: "persistentvolumes"}, {Resource: "pods"}, {Resource: "podtemplates"}, {Resource: "replicationcontrollers"},
 	{Resource: "resourcequotas"}, {Resource: "secrets"}, {Resource: "serviceaccounts"}, {Resource: "services"},
 	{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"},
@@ -214,6 +214,7 @@ var BuiltinReads = []schema.GroupResource{
 	{Group: "apps", Resource: "replicasets"}, {Group: "apps", Resource: "statefulsets"},
 	{Group: "autoscaling", Resource: "horizontalpodautoscalers"},
 	{Group: "batch", Resource: "cronjobs"}, {Group: "batch", Resource: "jobs"},
+	{Group: "discovery.k8s.io", Resource: "endpointslices"},
 	{Group: "networking.k8s.io", Resource: "ingressclasses"}, {Group: "networking.k8s.io", Resource: "ingresses"},
 	{Group: "networking.k8s.io", Resource: "networkpolicies"},
 	{Group: "node.k8s.io", Resource: "runtimeclasses"},

@@ -15,6 +15,9 @@ type Rule struct {
 	Wave int
 	// History marks rollout history, restored before the controllers that own it (plans.Order).
 	History bool
+	// After are the types whose objects this type's objects name and need to exist first (a
+	// service account token Secret its ServiceAccount); restored earlier in the same wave.
+	After []string
 	// Never says why no object of the type ever moves.
 	Never string
 	// Exclude says why one object does not move, or "" (planning and capture).

@@ -1,27 +1,74 @@
 package rules
 
-import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+import (
+	"regexp"
 
-// Secrets come with identity and configuration, with keyed digests; service account and bootstrap
-// tokens stay with the cluster that signs them.
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Secrets come with identity and configuration, with keyed digests. A token Secret someone made
+// for a service account (a long-lived token for a tool outside the cluster) moves without what
+// the source's token controller filled in: the target's fills it with a token it signs, for its
+// account of that name, which must exist first (After). The tokens clusters before Kubernetes
+// 1.24 made for every account by themselves, and bootstrap tokens, stay.
 func secretRules() map[string]Rule {
 	return map[string]Rule{"secrets": {
 		Wave:   WaveConfig,
 		Secret: true,
+		After:  []string{"serviceaccounts"},
 		Exclude: func(obj map[string]any) string {
-			switch t, _, _ := unstructured.NestedString(obj, "type"); t {
-			case "kubernetes.io/service-account-token":
-				return "service account tokens are minted for the cluster that signs them"
-			case "bootstrap.kubernetes.io/token":
+			switch {
+			case isGeneratedToken(obj):
+				return "a token the source cluster made for its service account by itself: the target issues its own"
+			case secretType(obj) == "bootstrap.kubernetes.io/token":
 				return "bootstrap tokens belong to the source cluster"
 			}
 			return ""
 		},
+		Normalize: func(obj map[string]any) {
+			if secretType(obj) != serviceAccountToken {
+				return
+			}
+			if data := nestedMap(obj, "data"); data != nil {
+				for _, key := range []string{"token", "ca.crt", "namespace"} {
+					delete(data, key)
+				}
+				if len(data) == 0 {
+					delete(obj, "data")
+				}
+			}
+			if meta := nestedMap(obj, "metadata"); meta != nil {
+				deleteAnnotations(meta, []string{"kubernetes.io/service-account.uid"})
+			}
+		},
 		Skip: func(obj map[string]any) string {
-			if t, _, _ := unstructured.NestedString(obj, "type"); t == "kubernetes.io/service-account-token" {
-				return "a service account token: the target issues its own"
+			if isGeneratedToken(obj) {
+				return "a token the source cluster made for its service account by itself: the target issues its own"
 			}
 			return ""
 		},
 	}}
+}
+
+const serviceAccountToken = "kubernetes.io/service-account-token"
+
+func secretType(obj map[string]any) string {
+	t, _, _ := unstructured.NestedString(obj, "type")
+	return t
+}
+
+// generatedTokenName is the name the token controller of Kubernetes before 1.24 gave the token it
+// made for every service account: <account>-token-<5 random characters>.
+var generatedTokenName = regexp.MustCompile(`^(.+)-token-[a-z0-9]{5}$`)
+
+// isGeneratedToken says whether a Secret is a service account token the source cluster made by
+// itself (before Kubernetes 1.24), not one someone asked for: named as the controller named them,
+// after the account it is for.
+func isGeneratedToken(obj map[string]any) bool {
+	if secretType(obj) != serviceAccountToken {
+		return false
+	}
+	u := unstructured.Unstructured{Object: obj}
+	m := generatedTokenName.FindStringSubmatch(u.GetName())
+	return m != nil && m[1] == u.GetAnnotations()["kubernetes.io/service-account.name"]
 }

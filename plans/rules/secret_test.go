@@ -4,10 +4,24 @@ import "testing"
 
 func TestSecret(t *testing.T) {
 	runCases(t, []ruleCase{
-		{"token secret", "exclude", "secrets", `{"metadata":{"namespace":"a","name":"t"},"type":"kubernetes.io/service-account-token"}`, "tokens are minted"},
+		{"a token made by a cluster before 1.24", "exclude", "secrets",
+			`{"metadata":{"namespace":"a","name":"builder-token-x7k2q","annotations":{"kubernetes.io/service-account.name":"builder"}},"type":"kubernetes.io/service-account-token"}`, "issues its own"},
+		{"a token someone asked for moves", "exclude", "secrets",
+			`{"metadata":{"namespace":"a","name":"ci-token","annotations":{"kubernetes.io/service-account.name":"ci"}},"type":"kubernetes.io/service-account-token"}`, ""},
+		{"a token named like a made one for another account moves", "exclude", "secrets",
+			`{"metadata":{"namespace":"a","name":"builder-token-x7k2q","annotations":{"kubernetes.io/service-account.name":"ci"}},"type":"kubernetes.io/service-account-token"}`, ""},
+		{"a token's filled data and account UID are the cluster's", "normalize", "secrets",
+			`{"metadata":{"name":"ci-token","annotations":{"kubernetes.io/service-account.name":"ci","kubernetes.io/service-account.uid":"u-1"}},"type":"kubernetes.io/service-account-token","data":{"token":"dA==","ca.crt":"Yw==","namespace":"YQ==","extra":"eA=="}}`,
+			`{"metadata":{"name":"ci-token","annotations":{"kubernetes.io/service-account.name":"ci"}},"type":"kubernetes.io/service-account-token","data":{"extra":"eA=="}}`},
+		{"an opaque secret keeps its token key", "normalize", "secrets",
+			`{"metadata":{"name":"s","annotations":{"kubernetes.io/service-account.uid":"u-1"}},"type":"Opaque","data":{"token":"dA=="}}`,
+			`{"metadata":{"name":"s","annotations":{"kubernetes.io/service-account.uid":"u-1"}},"type":"Opaque","data":{"token":"dA=="}}`},
 		{"bootstrap token", "exclude", "secrets", `{"metadata":{"namespace":"kube-system","name":"bootstrap-token-x"},"type":"bootstrap.kubernetes.io/token"}`, "bootstrap tokens"},
 		{"opaque secret", "exclude", "secrets", `{"metadata":{"namespace":"a","name":"s"},"type":"Opaque"}`, ""},
-		{"a token in a Velero backup is skipped", "skip", "secrets", `{"type":"kubernetes.io/service-account-token"}`, "issues its own"},
+		{"a made token in a Velero backup is skipped", "skip", "secrets",
+			`{"metadata":{"name":"default-token-ab12c","annotations":{"kubernetes.io/service-account.name":"default"}},"type":"kubernetes.io/service-account-token"}`, "issues its own"},
+		{"a token someone asked for in a Velero backup is made", "skip", "secrets",
+			`{"metadata":{"name":"ci-token","annotations":{"kubernetes.io/service-account.name":"ci"}},"type":"kubernetes.io/service-account-token"}`, ""},
 		{"an opaque secret is made", "skip", "secrets", `{"type":"Opaque"}`, ""},
 	})
 	if !For("secrets").Secret || For("configmaps").Secret {

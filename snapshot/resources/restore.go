@@ -163,7 +163,8 @@ type heldEntry struct {
 
 // steps cuts the restore order into steps whose types can be restored at once: consecutive types
 // of one wave, none of them owning another of the step (an owner goes first so that its
-// dependents link to its UID; rollout history goes before its owner), and CRDs on their own
+// dependents link to its UID; rollout history goes before its owner) nor named as made first by
+// another's rule (rules.Rule.After), and CRDs on their own
 // (their custom resources wait until they are Established).
 func steps(order []plans.Resource) [][]plans.Resource {
 	var out [][]plans.Resource
@@ -172,8 +173,8 @@ func steps(order []plans.Resource) [][]plans.Resource {
 	for _, res := range order {
 		gr := res.GroupResource()
 		related := false
-		for _, owner := range res.OwnedBy {
-			related = related || in[owner]
+		for _, before := range slices.Concat(res.OwnedBy, rules.For(gr).After) {
+			related = related || in[before]
 		}
 		for _, prev := range cur {
 			related = related || slices.Contains(prev.OwnedBy, gr)
