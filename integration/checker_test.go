@@ -56,6 +56,8 @@ type checkScope struct {
 	buckets      []string
 	// nodePorts are the node ports set by hand ("namespace/service"): kept, all others dropped.
 	nodePorts map[string][]int32
+	// clusterIPs are the cluster IPs set by hand ("namespace/service"): kept, all others dropped.
+	clusterIPs map[string]string
 	// storageClassMap is the run's: blue's claims' classes as green's are named.
 	storageClassMap map[string]string
 }
@@ -65,7 +67,7 @@ func zooScope(z *testbed.Zoo) checkScope {
 	s := checkScope{
 		namespaces:   append(slices.Clone(z.Namespaces), "kubeflow"),
 		mysqlSchemas: z.MySQLSchemas, pgDatabases: z.PostgresDatabases, buckets: z.Buckets,
-		nodePorts: z.NodePorts, storageClassMap: map[string]string{"gp3": "standard", "nfs-client": "standard"},
+		nodePorts: z.NodePorts, clusterIPs: z.ClusterIPs, storageClassMap: map[string]string{"gp3": "standard", "nfs-client": "standard"},
 	}
 	for _, c := range z.Claims {
 		s.claims = append(s.claims, [2]string{c.Namespace, c.Name})
@@ -360,8 +362,10 @@ func normalize(o *unstructured.Unstructured, scope checkScope, isBlue bool) map[
 	switch o.GetKind() {
 	case "Service":
 		spec, _ := m["spec"].(map[string]any)
-		delete(spec, "clusterIP")
-		delete(spec, "clusterIPs")
+		if ip := scope.clusterIPs[o.GetNamespace()+"/"+o.GetName()]; ip == "" || spec["clusterIP"] != ip {
+			delete(spec, "clusterIP")
+			delete(spec, "clusterIPs")
+		}
 		explicit := scope.nodePorts[o.GetNamespace()+"/"+o.GetName()]
 		if ports, ok := spec["ports"].([]any); ok {
 			for _, p := range ports {

@@ -135,3 +135,77 @@ spec:
 		t.Errorf("verify after green's chosen node port changed: exit %d, items %+v; want exit 3 and %+v", code, rep.Items, want)
 	}
 }
+
+const clusterIPsNS = "cluster-ips"
+
+// TestChosenClusterIPsMove: cluster IPs a user chose on blue (kubectl apply, server-side apply),
+// as an in-cluster NFS server's, which volumes name by IP because nodes do not resolve cluster
+// DNS, are green's Services' IPs after a restore; an allocated one is allocated anew; one held on
+// green is a blocking preflight finding.
+func TestChosenClusterIPsMove(t *testing.T) {
+	testbed.Require(t, tb)
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	removeAfter(t, clusterIPsNS, blueKC, greenKC)
+	kubectl(t, "blue", `apiVersion: v1
+kind: Namespace
+metadata: {name: `+clusterIPsNS+`}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: nfs-server, namespace: `+clusterIPsNS+`}
+spec:
+  clusterIP: 10.0.0.11
+  selector: {app: nfs}
+  ports: [{name: nfs, port: 2049}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: allocated, namespace: `+clusterIPsNS+`}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80}]
+`, "apply", "-f", "-")
+	kubectl(t, "blue", `apiVersion: v1
+kind: Service
+metadata: {name: dns-forwarder, namespace: `+clusterIPsNS+`}
+spec:
+  clusterIP: 10.0.0.12
+  selector: {app: dns}
+  ports: [{name: dns, port: 53, protocol: UDP}]
+`, "apply", "--server-side", "-f", "-")
+
+	dir := t.TempDir()
+	store := "file://" + filepath.Join(dir, "store")
+	config, plan := filepath.Join(dir, "ferry.yaml"), filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(config, []byte("include:\n  namespaces: ["+clusterIPsNS+"]\n  resources: [namespaces, services]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An IP of blue's that a Service of green holds blocks the move, before anything is applied.
+	kubectl(t, "green", "apiVersion: v1\nkind: Namespace\nmetadata: {name: squat-ip}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: squatter, namespace: squat-ip}\nspec: {clusterIP: 10.0.0.12, ports: [{port: 80}]}\n", "apply", "-f", "-")
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "--to", "green", "-f", config)
+	if code != 3 || !strings.Contains(out, "cluster IP 10.0.0.12 was chosen on the source and is taken on the target by service squat-ip/squatter") {
+		t.Errorf("plan with a cluster IP taken on green: exit %d, want 3 and a blocking finding\n%s\n%s", code, out, errOut)
+	}
+	kubectl(t, "green", "", "delete", "namespace", "squat-ip", "--wait")
+	if code, out, errOut := runFerry(t, "plan", "--from", "blue", "--to", "green", "-f", config, "-o", plan); code != 0 {
+		t.Fatalf("plan once the IP is free: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "--plan", plan, "--name", "cluster-ips"); code != 0 {
+		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
+	}
+	if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "cluster-ips"); code != 0 {
+		t.Fatalf("restore exited %d: %s %+v\nstderr: %s", code, rep.Error, rep.Items, errOut)
+	}
+	for service, want := range map[string]string{"nfs-server": "10.0.0.11", "dns-forwarder": "10.0.0.12"} {
+		if got := kubectl(t, "green", "", "get", "-n", clusterIPsNS, "service/"+service, "-o", "jsonpath={.spec.clusterIP}"); got != want {
+			t.Errorf("green's Service %s has cluster IP %s, want blue's chosen %s", service, got, want)
+		}
+	}
+	if got := kubectl(t, "green", "", "get", "-n", clusterIPsNS, "service/allocated", "-o", "jsonpath={.spec.clusterIP}"); got == "" {
+		t.Errorf("green's Service allocated has no cluster IP")
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "cluster-ips"); code != 0 {
+		t.Errorf("verify exited %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -235,7 +235,7 @@ func stagePlan(p *plans.Plan) *plans.Plan {
 		}
 	}
 	out.Volumes = slices.DeleteFunc(slices.Clone(p.Volumes), func(v plans.Volume) bool { return v.Holds != "" })
-	out.CRDs, out.Databases, out.Quiesce, out.NodePorts, out.Upgrade = nil, nil, nil, nil, nil
+	out.CRDs, out.Databases, out.Quiesce, out.NodePorts, out.ClusterIPs, out.Upgrade = nil, nil, nil, nil, nil, nil
 	return &out
 }
 

@@ -69,6 +69,7 @@ type typeTally struct {
 	podUses   map[string][]PodUse // "ns/claim" -> pods
 	names     []string            // object names, for namespaces and tenants
 	ports     []NodePort          // node ports users chose for Services
+	ips       []ClusterIP         // cluster IPs users chose for Services
 	hostPaths []hostPathUse       // pods that write to a node's folder
 }
 
@@ -139,6 +140,7 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 		p.CRDs = append(p.CRDs, t.crds...)
 		p.Volumes = append(p.Volumes, t.claims...)
 		p.NodePorts = append(p.NodePorts, t.ports...)
+		p.ClusterIPs = append(p.ClusterIPs, t.ips...)
 		hostPaths = append(hostPaths, t.hostPaths...)
 		for k, v := range t.podUses {
 			podUses[k] = append(podUses[k], v...)
@@ -479,6 +481,7 @@ func (t *typeTally) observe(gr string, obj *unstructured.Unstructured) {
 		t.claims = append(t.claims, claimInfo(obj))
 	case "services":
 		t.ports = append(t.ports, rules.ChosenNodePortsOf(obj.Object)...)
+		t.ips = append(t.ips, rules.ChosenClusterIPOf(obj.Object)...)
 	case "pods":
 		node, _, _ := unstructured.NestedString(obj.Object, "spec", "nodeName")
 		vols, _, _ := unstructured.NestedSlice(obj.Object, "spec", "volumes")

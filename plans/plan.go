@@ -47,6 +47,9 @@ type Plan struct {
 	Quiesce   []QuiesceItem `json:"quiesce,omitempty"`
 	// NodePorts are the node ports users chose for Services: kept, so they must be free on the target.
 	NodePorts []NodePort `json:"nodePorts,omitempty"`
+	// ClusterIPs are the cluster IPs users chose for Services: kept, so they must be free on the
+	// target and within its service ranges.
+	ClusterIPs []ClusterIP `json:"clusterIPs,omitempty"`
 	// Upgrade is set by ferry plan --upgrade: what moves, what green's release provides, and how
 	// the two releases differ (see upgrade.go).
 	Upgrade  *Upgrade  `json:"upgrade,omitempty"`

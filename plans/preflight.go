@@ -82,7 +82,7 @@ func Preflight(ctx context.Context, p *Plan, target Clients, targetContext strin
 			return fmt.Errorf("target: get namespace %s: %w", ns, err)
 		}
 	}
-	if err := checkNodePorts(ctx, p, target); err != nil {
+	if err := checkChosenAddresses(ctx, p, target); err != nil {
 		return err
 	}
 	return checkWebhooks(ctx, p, target)

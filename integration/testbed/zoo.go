@@ -78,7 +78,9 @@ type Zoo struct {
 	BucketKeys []string
 	// NodePorts are the node ports set by hand, by "namespace/service".
 	NodePorts map[string][]int32
-	Rollouts  []ZooRollout
+	// ClusterIPs are the cluster IPs set by hand, by "namespace/service".
+	ClusterIPs map[string]string
+	Rollouts   []ZooRollout
 	// Config is the part of a ferry.yaml that carries the zoo's data (databases and buckets), to
 	// append to a configuration that has neither section.
 	Config string
@@ -113,6 +115,7 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		PostgresDatabases: []string{ZooPGDB},
 		Buckets:           []string{PlatformBucket, ZooBucket},
 		NodePorts:         map[string][]int32{"zoo-apps/web-nodeport": {30180}, "zoo-apps/web-local": {30181}},
+		ClusterIPs:        map[string]string{"zoo-data/nfs-server": "10.0.0.10"},
 		Config:            zooConfig,
 	}
 	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml"} {

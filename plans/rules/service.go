@@ -8,9 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Services move without what the source's API server allocated: cluster IPs (but "None", which
-// makes one headless) and the node ports no user chose (ChosenNodePorts, Velero's rule). Chosen
-// node ports, loadBalancerIP, externalIPs and loadBalancerSourceRanges are the user's and move.
+// Services move without what the source's API server allocated: the cluster IPs and the node
+// ports no user chose (ChosenClusterIP, ChosenNodePorts: Velero's rule for node ports). Chosen
+// cluster IPs ("None" makes one headless) and node ports, loadBalancerIP, externalIPs and
+// loadBalancerSourceRanges are the user's and move.
 // The default namespace's "kubernetes" stays: the target's API server publishes its own.
 func serviceRules() map[string]Rule {
 	return map[string]Rule{"services": {
@@ -33,7 +34,7 @@ func normalizeService(obj map[string]any) {
 	if spec == nil {
 		return
 	}
-	if spec["clusterIP"] != "None" {
+	if _, chosen := ChosenClusterIP(obj); !chosen {
 		delete(spec, "clusterIP")
 		delete(spec, "clusterIPs")
 	}
@@ -132,6 +133,53 @@ func ChosenNodePorts(svc map[string]any) (ports []bool, healthCheck bool) {
 		ports[i] = (name != "" && named[name]) || (name == "" && unnamed[n]) || keys[portKey(pm)]
 	}
 	return ports, healthCheck
+}
+
+// ChosenClusterIP is a Service's cluster IP and whether a user chose it, by the rule of node ports
+// (ChosenNodePorts): the last-applied configuration holds it, or some field manager set it; the
+// API server's allocation is in no manager's fields. "None" (headless) is always chosen.
+func ChosenClusterIP(svc map[string]any) (ip string, chosen bool) {
+	ip, _ = nestedField(svc, "spec", "clusterIP").(string)
+	switch ip {
+	case "":
+		return "", false
+	case "None":
+		return ip, true
+	}
+	u := unstructured.Unstructured{Object: svc}
+	if cfg := u.GetAnnotations()[lastApplied]; cfg != "" {
+		var applied map[string]any
+		if json.Unmarshal([]byte(cfg), &applied) == nil {
+			if v, _ := nestedField(applied, "spec", "clusterIP").(string); v != "" {
+				return ip, true
+			}
+		}
+	}
+	for _, entry := range managedFields(svc) {
+		fields, _ := nestedField(entry, "fieldsV1", "f:spec").(map[string]any)
+		if _, ok := fields["f:clusterIP"]; ok {
+			return ip, true
+		}
+	}
+	return ip, false
+}
+
+// ClusterIP is a cluster IP a user chose for a Service (ChosenClusterIP), as a plan records it: it
+// moves as it is, so it must be free on the target and within its service ranges.
+type ClusterIP struct {
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	IP        string `json:"ip"`
+}
+
+// ChosenClusterIPOf is the cluster IP a user chose for a Service, if any, but "None".
+func ChosenClusterIPOf(svc map[string]any) []ClusterIP {
+	ip, chosen := ChosenClusterIP(svc)
+	if !chosen || ip == "None" {
+		return nil
+	}
+	u := unstructured.Unstructured{Object: svc}
+	return []ClusterIP{{Namespace: u.GetNamespace(), Service: u.GetName(), IP: ip}}
 }
 
 // ChosenNodePortsOf lists the node ports a user chose for a Service (see ChosenNodePorts).
