@@ -9,9 +9,9 @@ import (
 // Order sorts resource types into waves so that CRDs come first, then namespaces, storage,
 // identity and configuration, everything else, and admission webhooks last, and so that the types
 // owning others (edges: dependent -> owners) or named by them (rules.Rule.After) come before them
-// — but for rollout history (rules.Rule.History), which comes before its owners. A dependent moves to a later wave
-// when its owner is later, except namespaces, which pull their (cluster-scoped) owners earlier
-// instead, as Kubeflow's Profiles own their namespaces.
+// — but for rollout history (rules.Rule.History), which comes before its owners. A dependent
+// moves to a later wave when its owner is later, except namespaces, which pull their
+// (cluster-scoped) owners earlier instead, as Kubeflow's Profiles own their namespaces.
 func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resource, []Wave) {
 	edges := restoreEdges(ownership)
 	wave := map[string]int{}

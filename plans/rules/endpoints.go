@@ -14,6 +14,8 @@ func endpointsRules() map[string]Rule {
 	}
 }
 
+const fromSelector = "made from a Service's selector and pods by the target's endpoints controller"
+
 // endpointsMadeByCluster says why an Endpoints object is the source cluster's own, or "": the
 // endpoints controller labels what it makes (Kubernetes 1.33 and later), and before that its
 // addresses are of pods (targetRef) or it has none; an old-style leader election lock and the API
@@ -24,7 +26,7 @@ func endpointsMadeByCluster(obj map[string]any) string {
 	case apiServersOwn(u):
 		return "the target's API server publishes its own"
 	case u.GetLabels()["endpoints.kubernetes.io/managed-by"] == "endpoint-controller":
-		return "made from a Service's selector and pods by the target's endpoints controller"
+		return fromSelector
 	case u.GetAnnotations()["control-plane.alpha.kubernetes.io/leader"] != "":
 		return "a leader election lock held by the source cluster's processes"
 	case ownedByController(u):
@@ -37,7 +39,7 @@ func endpointsMadeByCluster(obj map[string]any) string {
 			list, _ := asMap(s)[field].([]any)
 			for _, a := range list {
 				if ref := asMap(asMap(a)["targetRef"]); ref["kind"] == "Pod" {
-					return "made from a Service's selector and pods by the target's endpoints controller"
+					return fromSelector
 				}
 				addresses++
 			}

@@ -19,7 +19,7 @@ func secretRules() map[string]Rule {
 		Exclude: func(obj map[string]any) string {
 			switch {
 			case isGeneratedToken(obj):
-				return "a token the source cluster made for its service account by itself: the target issues its own"
+				return generatedToken
 			case secretType(obj) == "bootstrap.kubernetes.io/token":
 				return "bootstrap tokens belong to the source cluster"
 			}
@@ -43,14 +43,17 @@ func secretRules() map[string]Rule {
 		},
 		Skip: func(obj map[string]any) string {
 			if isGeneratedToken(obj) {
-				return "a token the source cluster made for its service account by itself: the target issues its own"
+				return generatedToken
 			}
 			return ""
 		},
 	}}
 }
 
-const serviceAccountToken = "kubernetes.io/service-account-token"
+const (
+	serviceAccountToken = "kubernetes.io/service-account-token"
+	generatedToken      = "a token the source cluster made for its service account by itself: the target issues its own"
+)
 
 func secretType(obj map[string]any) string {
 	t, _, _ := unstructured.NestedString(obj, "type")
