@@ -32,6 +32,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -159,6 +160,7 @@ type listedType struct {
 	gvr        schema.GroupVersionResource
 	kind       string
 	namespaced bool
+	custom     bool // served by a CRD: its objects' status is compared too
 }
 
 // listableTypes are the cluster's preferred versions of the resources that can be listed.
@@ -177,6 +179,19 @@ func listableTypes(t *testing.T, s side) ([]listedType, []string) {
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("discovery on %s: %v", s.name, err))
 	}
+	_, dyn, err := s.cluster.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom := map[string]bool{}
+	crds, err := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("list CRDs on %s: %v", s.name, err))
+	} else {
+		for _, crd := range crds.Items {
+			custom[crd.GetName()] = true // named plural.group
+		}
+	}
 	var out []listedType
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
@@ -194,7 +209,7 @@ func listableTypes(t *testing.T, s side) ([]listedType, []string) {
 			if skippedTypes[gr] != "" || strings.HasSuffix(gv.Group, "kwok.x-k8s.io") {
 				continue
 			}
-			out = append(out, listedType{gvr: gv.WithResource(r.Name), kind: r.Kind, namespaced: r.Namespaced})
+			out = append(out, listedType{gvr: gv.WithResource(r.Name), kind: r.Kind, namespaced: r.Namespaced, custom: custom[gr]})
 		}
 	}
 	return out, problems
@@ -245,6 +260,18 @@ func compareObjects(t *testing.T, ctx context.Context, blue, green side, scope c
 				diffs = append(diffs, what+": only on green")
 			default:
 				bn, gn := normalize(bo, scope, true), normalize(gobj, scope, false)
+				if lt.custom {
+					// A custom resource's status is what its controller did, as a finished
+					// training job or workflow: lost, the controller does it again.
+					for _, pair := range []struct {
+						norm map[string]any
+						obj  *unstructured.Unstructured
+					}{{bn, bo}, {gn, gobj}} {
+						if st, ok := pair.obj.Object["status"]; ok {
+							pair.norm["status"] = runtime.DeepCopyJSONValue(st)
+						}
+					}
+				}
 				quiesced(bn, gn)
 				secret := bo.GetKind() == "Secret"
 				for _, d := range diffValues("", bn, gn, secret) {

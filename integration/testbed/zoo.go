@@ -44,6 +44,9 @@ const (
 	changeCause = "kubernetes.io/change-cause"
 )
 
+// zooCRDs are the zoo's CRDs (zooCRD, whose storage version ApplyZoo changes, first).
+var zooCRDs = []string{zooCRD, "trainjobs.zoo.ferry.dev", "workflows.zoo.ferry.dev"}
+
 // ZooNamespaces are the namespaces the zoo makes.
 var ZooNamespaces = []string{"zoo-apps", "zoo-data", "zoo-team", "zoo-secure"}
 
@@ -118,12 +121,15 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		ClusterIPs:        map[string]string{"zoo-data/nfs-server": "10.0.0.10"},
 		Config:            zooConfig,
 	}
-	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml"} {
+	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml", "65-work.yaml"} {
 		if err := c.Apply(ctx, out, filepath.Join(dir, f)); err != nil {
 			return nil, fmt.Errorf("zoo: %w", err)
 		}
 	}
 	if err := c.storeCrittersInV1(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.finishTrainJob(ctx); err != nil {
 		return nil, err
 	}
 	if err := zooSecrets(ctx, kc, db, pg, m); err != nil {
@@ -279,6 +285,22 @@ func (c *Cluster) storeCrittersInV1(ctx context.Context) error {
 	patch := []byte(`[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]`)
 	if _, err := dc.Resource(crdGVR).Patch(ctx, zooCRD, k8stypes.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("zoo: make v1 the storage version of %s: %w", zooCRD, err)
+	}
+	return nil
+}
+
+// finishTrainJob gives the zoo's TrainJob resnet the status its controller would write once it
+// succeeded, through the status subresource.
+func (c *Cluster) finishTrainJob(ctx context.Context) error {
+	_, dc, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	status := []byte(`{"status":{"observedGeneration":1,"completionTime":"2026-11-29T23:12:00Z","conditions":[` +
+		`{"type":"Created","status":"True"},{"type":"Succeeded","status":"True","reason":"JobSucceeded","observedGeneration":1}]}}`)
+	jobs := dc.Resource(schema.GroupVersionResource{Group: "zoo.ferry.dev", Version: "v1", Resource: "trainjobs"}).Namespace("zoo-team")
+	if _, err := jobs.Patch(ctx, "resnet", k8stypes.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("zoo: finish trainjob resnet: %w", err)
 	}
 	return nil
 }
@@ -584,8 +606,10 @@ func (tb *Testbed) RemoveZoo(ctx context.Context, c *Cluster, servers string) er
 			errs = append(errs, err)
 		}
 	}
-	if err := dc.Resource(crdGVR).Delete(ctx, zooCRD, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, err)
+	for _, crd := range zooCRDs {
+		if err := dc.Resource(crdGVR).Delete(ctx, crd, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
 	}
 	if pvs, err := kc.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
 		for _, pv := range pvs.Items {

@@ -87,7 +87,8 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 		return err
 	}
 	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{},
-		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims}
+		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims,
+		statusPlaces: map[schema.GroupVersionResource]statusPlace{}}
 	// held are the objects set aside for the volumes, step by step.
 	var held [][]heldEntry
 	release := func() error {
@@ -271,6 +272,8 @@ type restorer struct {
 	claims     map[string]bool   // source ns/name of the backup's claims
 	filled     map[string]bool   // source ns/name of the claims the volumes' restore fills
 	archived   map[string]bool   // ownerKey of every object of the backup, in the source's namespaces
+	// statusPlaces are where the target keeps each type's status (see statusPlace).
+	statusPlaces map[schema.GroupVersionResource]statusPlace
 }
 
 func ownerKey(group, kind, namespace, name string) string {
@@ -419,8 +422,17 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 			return "", false
 		}
 	}
+	status := restoredStatus(e.Object)
+	place, err := rs.statusPlace(ctx, gvr)
+	if err != nil {
+		rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
+		return "", false
+	}
+	if status != nil && place == statusInObject {
+		obj.Object["status"] = status
+	}
 	var live *unstructured.Unstructured
-	err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+	err = retry.OnError(retry.DefaultBackoff, transient, func() error {
 		var err error
 		live, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 		return err
@@ -429,11 +441,21 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 	case err == nil:
 		rs.remember(gvr.Group, obj.GetKind(), live)
 		rs.report.Count("objects", snapshot.StatusRestored)
+		if place == statusSubresource {
+			rs.giveStatus(ctx, client, id, live, status)
+		}
 		return live.GetName(), true
 	case apierrors.IsAlreadyExists(err), rs.exists(ctx, client, obj.GetName()):
 		// The API server checks some fields before the name: a Service that holds its chosen node
 		// port is refused as "port already allocated", not as already existing.
-		return rs.existing(ctx, gr, id, client, obj, expected)
+		restored, ok = rs.existing(ctx, gr, id, client, obj, expected)
+		if ok && place == statusSubresource && status != nil {
+			// A restore cut short between the create and the status left it without one.
+			if live, err := client.Get(ctx, restored, metav1.GetOptions{}); err == nil {
+				rs.giveStatus(ctx, client, id, live, status)
+			}
+		}
+		return restored, ok
 	default:
 		rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
 		return "", false

@@ -1,0 +1,41 @@
+package resources
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func TestRestoredStatus(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"no status", `{"metadata":{"generation":3}}`, `null`},
+		{"an empty status", `{"metadata":{"generation":3},"status":{}}`, `null`},
+		{"observed the latest spec: the new object's generation",
+			`{"metadata":{"generation":3},"status":{"observedGeneration":3,"phase":"Succeeded","conditions":[{"type":"Succeeded","status":"True","observedGeneration":3},{"type":"Created","status":"True","observedGeneration":2}]}}`,
+			`{"observedGeneration":1,"phase":"Succeeded","conditions":[{"type":"Succeeded","status":"True","observedGeneration":1},{"type":"Created","status":"True"}]}`},
+		{"an older spec observed: left out",
+			`{"metadata":{"generation":4},"status":{"observedGeneration":3,"phase":"Running"}}`,
+			`{"phase":"Running"}`},
+		{"no generation: left out", `{"metadata":{},"status":{"observedGeneration":1,"phase":"Running"}}`, `{"phase":"Running"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj, want map[string]any
+			if err := json.Unmarshal([]byte(tc.in), &obj); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(tc.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			got := restoredStatus(obj)
+			gotJSON, _ := json.Marshal(got)
+			var gotBack map[string]any
+			_ = json.Unmarshal(gotJSON, &gotBack)
+			if !reflect.DeepEqual(gotBack, want) {
+				t.Errorf("restoredStatus = %s, want %s", gotJSON, tc.want)
+			}
+			if obj["status"] != nil && reflect.ValueOf(obj["status"]).Pointer() == reflect.ValueOf(got).Pointer() {
+				t.Error("restoredStatus returned the backup's own map, not a copy")
+			}
+		})
+	}
+}
