@@ -71,6 +71,7 @@ type typeTally struct {
 	ports     []NodePort          // node ports users chose for Services
 	ips       []ClusterIP         // cluster IPs users chose for Services
 	hostPaths []hostPathUse       // pods that write to a node's folder
+	unlisted  string              // what of the type the plan misses: this identity may not list it
 }
 
 // hostPathUse is a pod that writes to a hostPath volume: data on the node's disk, which no claim holds.
@@ -141,6 +142,9 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 		p.Volumes = append(p.Volumes, t.claims...)
 		p.NodePorts = append(p.NodePorts, t.ports...)
 		p.ClusterIPs = append(p.ClusterIPs, t.ips...)
+		if t.unlisted != "" {
+			p.warn(t.res.GroupResource(), "this identity may not list them, so %s are not in the plan: grant it list (a schedule: create it again)", t.unlisted)
+		}
 		hostPaths = append(hostPaths, t.hostPaths...)
 		for k, v := range t.podUses {
 			podUses[k] = append(podUses[k], v...)
@@ -335,6 +339,10 @@ func listType(ctx context.Context, dyn dynamic.Interface, r servedResource, sel 
 			return nil
 		}
 		if reason := rules.For(gr).ExcludeReason(obj.Object); reason != "" {
+			if rules.For(gr).Counted {
+				exclude(obj.GetNamespace(), reason)
+				return nil
+			}
 			t.single = append(t.single, Exclusion{Resource: gr, Namespace: obj.GetNamespace(), Name: obj.GetName(), Count: 1, Reason: reason})
 			if gr == "namespaces" {
 				t.names = append(t.names, obj.GetName()) // exists, though it does not move
@@ -373,6 +381,12 @@ func listType(ctx context.Context, dyn dynamic.Interface, r servedResource, sel 
 		// A type that does not move may be closed to a least-privilege identity (a schedule's):
 		// it is left out as it would be, uncounted.
 		t.excluded = map[[2]string]*Exclusion{{"", typeReason}: {Resource: gr, Reason: typeReason + " (not counted: this identity may not list them)"}}
+		return t, nil
+	}
+	if unlisted := rules.For(gr).Unlisted; err != nil && unlisted != "" && apierrors.IsForbidden(err) {
+		t.res.Count, t.res.Bytes, t.res.Namespaces = 0, 0, nil
+		t.unlisted = unlisted
+		t.excluded = map[[2]string]*Exclusion{{"", "unlisted"}: {Resource: gr, Reason: "not read: this identity may not list them"}}
 		return t, nil
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans/config"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +33,7 @@ var servedTypes = []struct {
 	{"v1", "persistentvolumeclaims", "PersistentVolumeClaim", true},
 	{"v1", "persistentvolumes", "PersistentVolume", false},
 	{"v1", "services", "Service", true},
+	{"v1", "endpoints", "Endpoints", true},
 	{"v1", "events", "Event", true},
 	{"v1", "resourcequotas", "ResourceQuota", true},
 	{"v1", "limitranges", "LimitRange", true},
@@ -386,5 +388,51 @@ func TestInventoryWarnsOfDataOnNodes(t *testing.T) {
 	want := []string{"warning namespace shop: hostPath /srv/minio is written by pods minio-0 and 1 more: ferry moves claims, not a node's folders, so what is kept there does not move"}
 	if !slices.Equal(got, want) {
 		t.Errorf("findings of hostPath:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestInventoryEndpoints: hand-written endpoints move, the controllers' are counted per namespace
+// (not listed one by one), and an identity that may not list endpoints (a schedule's from a ferry
+// before they moved) gets a plan without them and a warning, not a failure.
+func TestInventoryEndpoints(t *testing.T) {
+	ctx := context.Background()
+	byHand := object("v1", "Endpoints", "shop", "external-db")
+	byHand.Object["subsets"] = []any{map[string]any{"addresses": []any{map[string]any{"ip": "192.0.2.10"}}}}
+	var made []runtime.Object
+	for _, name := range []string{"web", "api"} {
+		made = append(made, withLabels(object("v1", "Endpoints", "shop", name), map[string]string{"endpoints.kubernetes.io/managed-by": "endpoint-controller"}))
+	}
+	cl, dyn := fakeClients("blue", "v1.37.2", nil, append(made, object("v1", "Namespace", "", "shop"), byHand)...)
+	p, err := Inventory(ctx, cl, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resourceOf(p, "endpoints"); r == nil || r.Count != 1 {
+		t.Errorf("endpoints in the plan: %+v, want the one written by hand", r)
+	}
+	var rows []Exclusion
+	for _, e := range p.Excluded {
+		if e.Resource == "endpoints" {
+			rows = append(rows, e)
+		}
+	}
+	if len(rows) != 1 || rows[0].Count != 2 || rows[0].Namespace != "shop" || rows[0].Name != "" || !strings.Contains(rows[0].Reason, "endpoints controller") {
+		t.Errorf("endpoints left out: %+v, want one row of 2 in shop", rows)
+	}
+
+	dyn.PrependReactor("list", "endpoints", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "endpoints"}, "", errors.New("no"))
+	})
+	p, err = Inventory(ctx, cl, Options{})
+	if err != nil {
+		t.Fatalf("an identity that may not list endpoints: %v, want a plan", err)
+	}
+	if r := resourceOf(p, "endpoints"); r != nil {
+		t.Errorf("endpoints in the plan though unread: %+v", r)
+	}
+	if !slices.ContainsFunc(p.Findings, func(f Finding) bool {
+		return f.Severity == Warning && f.Subject == "endpoints" && strings.Contains(f.Message, "written by hand")
+	}) {
+		t.Errorf("findings %+v, want a warning that hand-written endpoints are not in the plan", p.Findings)
 	}
 }

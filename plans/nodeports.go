@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/ferrykube/ferry/plans/rules"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,15 +34,20 @@ func checkChosenAddresses(ctx context.Context, p *Plan, target Clients) error {
 	if err != nil {
 		return fmt.Errorf("target: list services: %w", err)
 	}
-	heldPorts := map[int64]string{} // node port -> namespace/name of the target's service
-	heldIPs := map[string]string{}  // cluster IP -> namespace/name of the target's service
+	heldPorts := map[int64]string{}    // node port -> namespace/name of the target's service
+	heldIPs := map[netip.Addr]string{} // cluster IP -> namespace/name of the target's service
+	ipsOf := map[string][]netip.Addr{} // namespace/name of the target's service -> its cluster IPs
 	for _, svc := range list.Items {
+		name := svc.GetNamespace() + "/" + svc.GetName()
 		for _, n := range rules.HeldNodePorts(svc.Object) {
-			heldPorts[n] = svc.GetNamespace() + "/" + svc.GetName()
+			heldPorts[n] = name
 		}
 		ips, _, _ := unstructured.NestedStringSlice(svc.Object, "spec", "clusterIPs")
 		for _, ip := range ips {
-			heldIPs[ip] = svc.GetNamespace() + "/" + svc.GetName()
+			if addr, err := netip.ParseAddr(ip); err == nil {
+				heldIPs[addr] = name
+				ipsOf[name] = append(ipsOf[name], addr)
+			}
 		}
 	}
 	for _, np := range p.NodePorts {
@@ -49,12 +56,22 @@ func checkChosenAddresses(ctx context.Context, p *Plan, target Clients) error {
 			p.block("service "+own, "node port %d (%s) was chosen on the source and is taken on the target by service %s: free it there, or change the port on the source", np.NodePort, np.Port, holder)
 		}
 	}
-	ranges, known := serviceRanges(ctx, target)
+	if len(p.ClusterIPs) == 0 {
+		return nil
+	}
+	ranges, known := serviceRanges(ctx, p, target)
 	for _, c := range p.ClusterIPs {
 		own := mapNamespace(p, c.Namespace) + "/" + c.Service
-		if holder, ok := heldIPs[c.IP]; ok && holder != own {
+		addr, err := netip.ParseAddr(c.IP)
+		if err != nil {
+			continue
+		}
+		switch holder, held := heldIPs[addr]; {
+		case held && holder != own:
 			p.block("service "+own, "cluster IP %s was chosen on the source and is taken on the target by service %s: free it there, or change the IP on the source", c.IP, holder)
-		} else if known && !inRanges(c.IP, ranges) {
+		case !held && len(ipsOf[own]) > 0:
+			p.warn("service "+own, "cluster IP %s was chosen on the source; the target's service of that name has %s, and a cluster IP cannot change: the restore leaves it (or, replacing it, fails) unless it is deleted there first", c.IP, ipsOf[own][0])
+		case known && !slices.ContainsFunc(ranges, func(r netip.Prefix) bool { return r.Contains(addr) }):
 			p.block("service "+own, "cluster IP %s was chosen on the source and is outside the target's service ranges (%s)", c.IP, strings.Join(prefixStrings(ranges), ", "))
 		}
 	}
@@ -62,9 +79,13 @@ func checkChosenAddresses(ctx context.Context, p *Plan, target Clients) error {
 }
 
 // serviceRanges are the target's service IP ranges (its ServiceCIDRs, Kubernetes 1.33 and later);
-// known is false when the target does not tell them (older, or not readable by this identity).
-func serviceRanges(ctx context.Context, target Clients) (ranges []netip.Prefix, known bool) {
+// known is false when the target does not tell them: an older one, or an identity that may not
+// read them (a warning: the chosen cluster IPs are then not checked against them).
+func serviceRanges(ctx context.Context, p *Plan, target Clients) (ranges []netip.Prefix, known bool) {
 	list, err := target.Dynamic.Resource(serviceCIDRsGVR).List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) {
+		p.warn("target", "its service ranges (ServiceCIDRs) cannot be read by this identity: chosen cluster IPs are not checked against them")
+	}
 	if err != nil || len(list.Items) == 0 {
 		return nil, false
 	}
@@ -77,19 +98,6 @@ func serviceRanges(ctx context.Context, target Clients) (ranges []netip.Prefix, 
 		}
 	}
 	return ranges, len(ranges) > 0
-}
-
-func inRanges(ip string, ranges []netip.Prefix) bool {
-	addr, err := netip.ParseAddr(ip)
-	if err != nil {
-		return false
-	}
-	for _, r := range ranges {
-		if r.Contains(addr) {
-			return true
-		}
-	}
-	return false
 }
 
 func prefixStrings(ranges []netip.Prefix) []string {

@@ -1,6 +1,10 @@
 package rules
 
-import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
 
 // Endpoints and EndpointSlices that a cluster's controllers make from a Service's selector and its
 // pods (or mirror from Endpoints) stay: the target's controllers make its own. Those someone wrote
@@ -9,8 +13,10 @@ import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 // leads nowhere. A restore of a Velero backup, which holds them all, skips the cluster's own.
 func endpointsRules() map[string]Rule {
 	return map[string]Rule{
-		"endpoints":                       {Wave: WaveRest, Exclude: endpointsMadeByCluster, Skip: endpointsMadeByCluster},
-		"endpointslices.discovery.k8s.io": {Wave: WaveRest, Exclude: endpointSliceMadeByCluster, Skip: endpointSliceMadeByCluster},
+		"endpoints": {Wave: WaveRest, Exclude: endpointsMadeByCluster, Skip: endpointsMadeByCluster, Counted: true,
+			Unlisted: "the endpoints written by hand for Services without a selector"},
+		"endpointslices.discovery.k8s.io": {Wave: WaveRest, Exclude: endpointSliceMadeByCluster, Skip: endpointSliceMadeByCluster, Counted: true,
+			Unlisted: "the endpoint slices written by hand for Services without a selector"},
 	}
 }
 
@@ -18,8 +24,9 @@ const fromSelector = "made from a Service's selector and pods by the target's en
 
 // endpointsMadeByCluster says why an Endpoints object is the source cluster's own, or "": the
 // endpoints controller labels what it makes (Kubernetes 1.33 and later), and before that its
-// addresses are of pods (targetRef) or it has none; an old-style leader election lock and the API
-// server's own are the cluster's too.
+// addresses are of pods (targetRef) or it has none; addresses of other objects (a monitoring
+// operator's of nodes), an old-style leader election lock and the API server's own are the
+// source's too. Addresses written by hand name no object.
 func endpointsMadeByCluster(obj map[string]any) string {
 	u := unstructured.Unstructured{Object: obj}
 	switch {
@@ -40,6 +47,8 @@ func endpointsMadeByCluster(obj map[string]any) string {
 			for _, a := range list {
 				if ref := asMap(asMap(a)["targetRef"]); ref["kind"] == "Pod" {
 					return fromSelector
+				} else if ref != nil {
+					return "addresses of the source's " + fmt.Sprint(ref["kind"]) + " objects, kept by the controller that wrote them"
 				}
 				addresses++
 			}
@@ -83,8 +92,8 @@ func ownedByController(u unstructured.Unstructured) bool {
 	return false
 }
 
-// apiServersOwn says whether the object is the API server's own endpoints (of the default
-// namespace's Service "kubernetes"), which it writes without a controller's label.
+// apiServersOwn says whether the object is the API server's own Service "kubernetes" of the
+// default namespace, or its endpoints, which it writes without a controller's label.
 func apiServersOwn(u unstructured.Unstructured) bool {
 	return u.GetNamespace() == "default" && u.GetName() == "kubernetes"
 }

@@ -10,6 +10,8 @@ func TestEndpoints(t *testing.T) {
 			`{"metadata":{"namespace":"a","name":"web","labels":{"endpoints.kubernetes.io/managed-by":"endpoint-controller"}},"subsets":[{"addresses":[{"ip":"10.0.0.5"}]}]}`, "endpoints controller"},
 		{"of pods, from a cluster before the label", "exclude", "endpoints",
 			`{"metadata":{"namespace":"a","name":"web"},"subsets":[{"notReadyAddresses":[{"ip":"10.0.0.5","targetRef":{"kind":"Pod","name":"web-1"}}]}]}`, "endpoints controller"},
+		{"of nodes, by a monitoring operator", "exclude", "endpoints",
+			`{"metadata":{"namespace":"kube-system","name":"kubelet"},"subsets":[{"addresses":[{"ip":"10.1.0.4","targetRef":{"kind":"Node","name":"node-a"}}]}]}`, "Node objects"},
 		{"no addresses", "exclude", "endpoints", `{"metadata":{"namespace":"a","name":"idle"},"subsets":[]}`, "no addresses"},
 		{"a leader election lock", "exclude", "endpoints",
 			`{"metadata":{"namespace":"kube-system","name":"old-controller","annotations":{"control-plane.alpha.kubernetes.io/leader":"{}"}}}`, "leader election"},

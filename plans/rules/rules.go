@@ -22,7 +22,17 @@ type Rule struct {
 	Never string
 	// Exclude says why one object does not move, or "" (planning and capture).
 	Exclude func(obj map[string]any) string
+	// Counted lists the objects Exclude leaves out by namespace and reason with their number,
+	// not one by one (there are as many as the cluster has Services).
+	Counted bool
+	// Unlisted, for a type that moves, is what a backup misses when its identity may not list
+	// the type (a schedule's, granted by a ferry from before the type moved): the plan then
+	// leaves the type out with a warning instead of failing.
+	Unlisted string
 
+	// Capture drops from the object, before a backup stores it, what must never be stored (a
+	// token that is a credential for the source cluster only).
+	Capture func(obj map[string]any)
 	// Normalize drops what the source cluster set in the object by itself. It runs before the
 	// server-set metadata every object loses is dropped (a Service reads its managed fields).
 	Normalize func(obj map[string]any)
@@ -161,6 +171,19 @@ func deleteAnnotations(meta map[string]any, keys []string) {
 	}
 	if len(ann) == 0 {
 		delete(meta, "annotations")
+	}
+}
+
+func deleteLabels(meta map[string]any, keys []string) {
+	labels, ok := meta["labels"].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range keys {
+		delete(labels, k)
+	}
+	if len(labels) == 0 {
+		delete(meta, "labels")
 	}
 }
 

@@ -25,20 +25,15 @@ func secretRules() map[string]Rule {
 			}
 			return ""
 		},
+		Capture: dropFilledToken,
 		Normalize: func(obj map[string]any) {
 			if secretType(obj) != serviceAccountToken {
 				return
 			}
-			if data := nestedMap(obj, "data"); data != nil {
-				for _, key := range []string{"token", "ca.crt", "namespace"} {
-					delete(data, key)
-				}
-				if len(data) == 0 {
-					delete(obj, "data")
-				}
-			}
+			dropFilledToken(obj)
 			if meta := nestedMap(obj, "metadata"); meta != nil {
-				deleteAnnotations(meta, []string{"kubernetes.io/service-account.uid"})
+				// The API server's record of the token's use on the source.
+				deleteLabels(meta, []string{"kubernetes.io/legacy-token-last-used", "kubernetes.io/legacy-token-invalid-since"})
 			}
 		},
 		Skip: func(obj map[string]any) string {
@@ -64,6 +59,27 @@ func secretType(obj map[string]any) string {
 // made for every service account: <account>-token-<5 random characters>.
 var generatedTokenName = regexp.MustCompile(`^(.+)-token-[a-z0-9]{5}$`)
 
+// dropFilledToken drops from a service account token Secret what the source's token controller
+// filled in: its token, a credential for the source cluster only, which is never stored in a
+// backup, and its account's UID (a restore that kept it, Velero's too, would have the target's
+// controller delete the Secret, its account's UID being another).
+func dropFilledToken(obj map[string]any) {
+	if secretType(obj) != serviceAccountToken {
+		return
+	}
+	if data := nestedMap(obj, "data"); data != nil {
+		for _, key := range []string{"token", "ca.crt", "namespace"} {
+			delete(data, key)
+		}
+		if len(data) == 0 {
+			delete(obj, "data")
+		}
+	}
+	if meta := nestedMap(obj, "metadata"); meta != nil {
+		deleteAnnotations(meta, []string{"kubernetes.io/service-account.uid"})
+	}
+}
+
 // isGeneratedToken says whether a Secret is a service account token the source cluster made by
 // itself (before Kubernetes 1.24), not one someone asked for: named as the controller named them,
 // after the account it is for.
@@ -72,6 +88,22 @@ func isGeneratedToken(obj map[string]any) bool {
 		return false
 	}
 	u := unstructured.Unstructured{Object: obj}
-	m := generatedTokenName.FindStringSubmatch(u.GetName())
-	return m != nil && m[1] == u.GetAnnotations()["kubernetes.io/service-account.name"]
+	return isGeneratedTokenName(u.GetAnnotations()["kubernetes.io/service-account.name"], u.GetName())
 }
+
+// isGeneratedTokenName says whether a Secret's name is one the token controller before 1.24 gave
+// the token it made for account: <account>-token-<5 random characters>, the account's name cut
+// to 51 characters (the controller keeps the name within 63).
+func isGeneratedTokenName(account, name string) bool {
+	m := generatedTokenName.FindStringSubmatch(name)
+	if m == nil || account == "" {
+		return false
+	}
+	if len(account) > maxGeneratedPrefix {
+		account = account[:maxGeneratedPrefix]
+	}
+	return m[1] == account
+}
+
+// maxGeneratedPrefix is how much of an account's name the token controller kept in a token's name.
+const maxGeneratedPrefix = 51

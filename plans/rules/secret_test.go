@@ -1,6 +1,9 @@
 package rules
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestSecret(t *testing.T) {
 	runCases(t, []ruleCase{
@@ -13,6 +16,11 @@ func TestSecret(t *testing.T) {
 		{"a token's filled data and account UID are the cluster's", "normalize", "secrets",
 			`{"metadata":{"name":"ci-token","annotations":{"kubernetes.io/service-account.name":"ci","kubernetes.io/service-account.uid":"u-1"}},"type":"kubernetes.io/service-account-token","data":{"token":"dA==","ca.crt":"Yw==","namespace":"YQ==","extra":"eA=="}}`,
 			`{"metadata":{"name":"ci-token","annotations":{"kubernetes.io/service-account.name":"ci"}},"type":"kubernetes.io/service-account-token","data":{"extra":"eA=="}}`},
+		{"a token's record of use on the source goes", "normalize", "secrets",
+			`{"metadata":{"name":"ci-token","labels":{"kubernetes.io/legacy-token-last-used":"2026-11-30","team":"ci"},"annotations":{"kubernetes.io/service-account.name":"ci"}},"type":"kubernetes.io/service-account-token"}`,
+			`{"metadata":{"name":"ci-token","labels":{"team":"ci"},"annotations":{"kubernetes.io/service-account.name":"ci"}},"type":"kubernetes.io/service-account-token"}`},
+		{"a made token of an account with a long name", "exclude", "secrets",
+			`{"metadata":{"namespace":"a","name":"a-service-account-whose-name-runs-on-and-on-and-on--token-x7k2q","annotations":{"kubernetes.io/service-account.name":"a-service-account-whose-name-runs-on-and-on-and-on-and-on"}},"type":"kubernetes.io/service-account-token"}`, "issues its own"},
 		{"an opaque secret keeps its token key", "normalize", "secrets",
 			`{"metadata":{"name":"s","annotations":{"kubernetes.io/service-account.uid":"u-1"}},"type":"Opaque","data":{"token":"dA=="}}`,
 			`{"metadata":{"name":"s","annotations":{"kubernetes.io/service-account.uid":"u-1"}},"type":"Opaque","data":{"token":"dA=="}}`},
@@ -26,5 +34,21 @@ func TestSecret(t *testing.T) {
 	})
 	if !For("secrets").Secret || For("configmaps").Secret {
 		t.Error("only Secrets get keyed digests")
+	}
+}
+
+// TestTokenNeverStored: a backup stores a token Secret without its token (a credential for the
+// source only) and its account's UID; other Secrets as they are.
+func TestTokenNeverStored(t *testing.T) {
+	capture := For("secrets").Capture
+	token := decode(t, `{"metadata":{"name":"ci-token","annotations":{"kubernetes.io/service-account.name":"ci","kubernetes.io/service-account.uid":"u-1"}},"type":"kubernetes.io/service-account-token","data":{"token":"dA==","ca.crt":"Yw==","namespace":"YQ=="}}`)
+	capture(token)
+	if want := decode(t, `{"metadata":{"name":"ci-token","annotations":{"kubernetes.io/service-account.name":"ci"}},"type":"kubernetes.io/service-account-token"}`); !reflect.DeepEqual(token, want) {
+		t.Errorf("captured token Secret %v, want %v", token, want)
+	}
+	opaque := decode(t, `{"metadata":{"name":"s"},"type":"Opaque","data":{"token":"dA=="}}`)
+	capture(opaque)
+	if want := decode(t, `{"metadata":{"name":"s"},"type":"Opaque","data":{"token":"dA=="}}`); !reflect.DeepEqual(opaque, want) {
+		t.Errorf("captured opaque Secret %v, want it as it was", opaque)
 	}
 }

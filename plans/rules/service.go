@@ -17,7 +17,7 @@ func serviceRules() map[string]Rule {
 	return map[string]Rule{"services": {
 		Wave: WaveRest,
 		Exclude: func(obj map[string]any) string {
-			if u := (unstructured.Unstructured{Object: obj}); u.GetNamespace() == "default" && u.GetName() == "kubernetes" {
+			if apiServersOwn(unstructured.Unstructured{Object: obj}) {
 				return "the target's API server publishes its own"
 			}
 			return ""
@@ -34,8 +34,12 @@ func normalizeService(obj map[string]any) {
 	if spec == nil {
 		return
 	}
-	if _, chosen := ChosenClusterIP(obj); !chosen {
+	if ip, chosen := ChosenClusterIP(obj); !chosen {
 		delete(spec, "clusterIP")
+		delete(spec, "clusterIPs")
+	} else if ip != "None" && !specFieldChosen(obj, "clusterIPs") {
+		// The API server fills clusterIPs from clusterIP, and allocates the other family's IP
+		// of a dual-stack Service: the target does both anew.
 		delete(spec, "clusterIPs")
 	}
 	chosen, health := ChosenNodePorts(obj)
@@ -146,22 +150,35 @@ func ChosenClusterIP(svc map[string]any) (ip string, chosen bool) {
 	case "None":
 		return ip, true
 	}
+	return ip, specFieldChosen(svc, "clusterIP")
+}
+
+// specFieldChosen says whether a user set a Service's spec field: the last-applied configuration
+// holds a value for it, or some field manager owns it.
+func specFieldChosen(svc map[string]any, field string) bool {
 	u := unstructured.Unstructured{Object: svc}
 	if cfg := u.GetAnnotations()[lastApplied]; cfg != "" {
 		var applied map[string]any
 		if json.Unmarshal([]byte(cfg), &applied) == nil {
-			if v, _ := nestedField(applied, "spec", "clusterIP").(string); v != "" {
-				return ip, true
+			switch v := nestedField(applied, "spec", field).(type) {
+			case string:
+				if v != "" {
+					return true
+				}
+			case []any:
+				if len(v) > 0 {
+					return true
+				}
 			}
 		}
 	}
 	for _, entry := range managedFields(svc) {
 		fields, _ := nestedField(entry, "fieldsV1", "f:spec").(map[string]any)
-		if _, ok := fields["f:clusterIP"]; ok {
-			return ip, true
+		if _, ok := fields["f:"+field]; ok {
+			return true
 		}
 	}
-	return ip, false
+	return false
 }
 
 // ClusterIP is a cluster IP a user chose for a Service (ChosenClusterIP), as a plan records it: it
@@ -215,11 +232,14 @@ func HeldNodePorts(svc map[string]any) []int64 {
 	return out
 }
 
+// managedFields are an object's managed-fields entries, but the placeholder the API server makes
+// when an object without any (made before 1.18) is first applied server-side: it owns every field
+// then there, allocations too, and says nothing of who set them.
 func managedFields(obj map[string]any) []map[string]any {
 	list, _ := nestedField(obj, "metadata", "managedFields").([]any)
 	out := make([]map[string]any, 0, len(list))
 	for _, e := range list {
-		if m, ok := e.(map[string]any); ok {
+		if m, ok := e.(map[string]any); ok && m["manager"] != "before-first-apply" {
 			out = append(out, m)
 		}
 	}

@@ -3,7 +3,6 @@ package rules
 import (
 	"maps"
 	"reflect"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -108,10 +107,11 @@ func accountSettings(obj map[string]any) []string {
 	return set
 }
 
-// isTokenRef says whether an entry of a service account's secrets names one of its token Secrets.
+// isTokenRef says whether an entry of a service account's secrets names one of the token Secrets
+// its cluster made for it by itself (isGeneratedTokenName), which do not move.
 func isTokenRef(account string, ref any) bool {
 	name, _ := asMap(ref)["name"].(string)
-	return strings.HasPrefix(name, account+"-token-")
+	return isGeneratedTokenName(account, name)
 }
 
 // unionByName is have's references followed by those of add it lacks, and whether it grew.

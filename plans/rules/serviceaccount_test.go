@@ -6,7 +6,7 @@ func TestServiceAccount(t *testing.T) {
 	runCases(t, []ruleCase{
 		{"default SA", "exclude", "serviceaccounts", `{"metadata":{"namespace":"a","name":"default"}}`, "controller manager"},
 		{"default SA with only a token secret", "exclude", "serviceaccounts",
-			`{"metadata":{"namespace":"a","name":"default","uid":"u1","resourceVersion":"7"},"secrets":[{"name":"default-token-x1"}]}`, "controller manager"},
+			`{"metadata":{"namespace":"a","name":"default","uid":"u1","resourceVersion":"7"},"secrets":[{"name":"default-token-x1b2c"}]}`, "controller manager"},
 		{"default SA with pull secrets: moves", "exclude", "serviceaccounts",
 			`{"metadata":{"namespace":"a","name":"default"},"imagePullSecrets":[{"name":"registry"}]}`, ""},
 		{"default SA annotated (workload identity): moves", "exclude", "serviceaccounts",
@@ -17,6 +17,9 @@ func TestServiceAccount(t *testing.T) {
 		{"token secrets dropped from service accounts", "prepare", "serviceaccounts",
 			`{"metadata":{"name":"sa","namespace":"x"},"secrets":[{"name":"sa-token-abcde"},{"name":"other"}]}`,
 			`{"metadata":{"name":"sa","namespace":"x"},"secrets":[{"name":"other"}]}`},
+		{"a token someone named after the account stays listed", "prepare", "serviceaccounts",
+			`{"metadata":{"name":"ci","namespace":"x"},"secrets":[{"name":"ci-token-prod1"},{"name":"ci-token-prod"}]}`,
+			`{"metadata":{"name":"ci","namespace":"x"},"secrets":[{"name":"ci-token-prod"}]}`},
 		{"only token secrets: the list goes", "prepare", "serviceaccounts",
 			`{"metadata":{"name":"sa","namespace":"x"},"secrets":[{"name":"sa-token-abcde"}]}`,
 			`{"metadata":{"name":"sa","namespace":"x"}}`},

@@ -190,6 +190,9 @@ func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans
 		if filter.Reason(r, obj) != "" {
 			return nil
 		}
+		if capture := rules.For(gr).Capture; capture != nil {
+			capture(obj.Object)
+		}
 		// The list's items carry no kind; Velero's reader needs it.
 		obj.SetAPIVersion(gvr.GroupVersion().String())
 		obj.SetKind(r.Kind)

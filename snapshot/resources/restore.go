@@ -416,27 +416,14 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.report.Count("objects", snapshot.StatusLeft) // green's release's own: never changed
 		return "", false
 	}
-	if gr == "pods" {
-		if err := rs.waitServiceAccount(ctx, obj); err != nil {
+	if account := serviceAccountOf(gr, obj); account != "" {
+		if err := rs.waitServiceAccount(ctx, obj.GetNamespace(), account); err != nil {
 			rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
 			return "", false
 		}
 	}
-	status := restoredStatus(e.Object)
-	place, err := rs.statusPlace(ctx, gvr)
-	if err != nil {
-		rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
-		return "", false
-	}
-	if status != nil && place == statusInObject {
-		obj.Object["status"] = status
-	}
-	var live *unstructured.Unstructured
-	err = retry.OnError(retry.DefaultBackoff, transient, func() error {
-		var err error
-		live, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-		return err
-	})
+	status, place := rs.statusFor(ctx, gvr, id, e.Object)
+	live, err := rs.create(ctx, client, id, obj, status, place)
 	switch {
 	case err == nil:
 		rs.remember(gvr.Group, obj.GetKind(), live)
@@ -449,9 +436,9 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		// The API server checks some fields before the name: a Service that holds its chosen node
 		// port is refused as "port already allocated", not as already existing.
 		restored, ok = rs.existing(ctx, gr, id, client, obj, expected)
-		if ok && place == statusSubresource && status != nil {
+		if ok && place == statusSubresource {
 			// A restore cut short between the create and the status left it without one.
-			if live, err := client.Get(ctx, restored, metav1.GetOptions{}); err == nil {
+			if live, err := client.Get(ctx, restored, metav1.GetOptions{}); err == nil && madeByFerry(live) {
 				rs.giveStatus(ctx, client, id, live, status)
 			}
 		}
@@ -806,13 +793,27 @@ func (rs *restorer) ensureNamespace(ctx context.Context, ns string) error {
 	return nil
 }
 
-// waitServiceAccount waits for the account a pod runs as: a namespace restored a moment ago may
-// not have its default one yet, and the API server refuses the pod until it does.
-func (rs *restorer) waitServiceAccount(ctx context.Context, pod *unstructured.Unstructured) error {
-	account, _, _ := unstructured.NestedString(pod.Object, "spec", "serviceAccountName")
-	account = cmp.Or(account, "default")
-	accounts := rs.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).Namespace(pod.GetNamespace())
-	return kube.WaitServiceAccount(ctx, pod.GetNamespace(), account, kube.ServiceAccountWait, func(ctx context.Context) error {
+// serviceAccountOf is the ServiceAccount an object needs on the target before it is made, or "":
+// a pod's (admission refuses a pod whose account is missing) and a token Secret's (the token
+// controller deletes a token whose account is missing). A namespace's "default" account is made
+// by the target's controller manager a moment after the namespace.
+func serviceAccountOf(gr string, obj *unstructured.Unstructured) string {
+	switch gr {
+	case "pods":
+		account, _, _ := unstructured.NestedString(obj.Object, "spec", "serviceAccountName")
+		return cmp.Or(account, "default")
+	case "secrets":
+		if typ, _, _ := unstructured.NestedString(obj.Object, "type"); typ == "kubernetes.io/service-account-token" {
+			return obj.GetAnnotations()["kubernetes.io/service-account.name"]
+		}
+	}
+	return ""
+}
+
+// waitServiceAccount waits until the ServiceAccount exists in namespace.
+func (rs *restorer) waitServiceAccount(ctx context.Context, namespace, account string) error {
+	accounts := rs.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).Namespace(namespace)
+	return kube.WaitServiceAccount(ctx, namespace, account, kube.ServiceAccountWait, func(ctx context.Context) error {
 		_, err := accounts.Get(ctx, account, metav1.GetOptions{})
 		return err
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
 
@@ -32,9 +33,28 @@ const (
 
 var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
+// statusFor is the status a backed-up object's new copy takes (restoredStatus) and where the
+// target keeps it; nil when there is none, or when where cannot be read (a skipped item: the
+// object is still made).
+func (rs *restorer) statusFor(ctx context.Context, gvr schema.GroupVersionResource, id string, obj map[string]any) (map[string]any, statusPlace) {
+	status := restoredStatus(obj)
+	if status == nil {
+		return nil, statusNotKept
+	}
+	place, err := rs.statusPlace(ctx, gvr)
+	if err != nil {
+		rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "restored without its status: "+err.Error())
+		return nil, statusNotKept
+	}
+	return status, place
+}
+
 // statusPlace says where the target keeps the status of gvr's objects, from its CRD (looked up
 // once per type). A type no CRD serves is built in (or aggregated): its status is not restored.
 func (rs *restorer) statusPlace(ctx context.Context, gvr schema.GroupVersionResource) (statusPlace, error) {
+	if !strings.Contains(gvr.Group, ".") {
+		return statusNotKept, nil // the core group, apps, batch, policy …: built in
+	}
 	rs.mu.Lock()
 	place, ok := rs.statusPlaces[gvr]
 	rs.mu.Unlock()
@@ -58,12 +78,48 @@ func (rs *restorer) statusPlace(ctx context.Context, gvr schema.GroupVersionReso
 		}
 	case apierrors.IsNotFound(err):
 	default:
-		return statusNotKept, fmt.Errorf("read the definition of %s: %w", gvr.GroupResource(), err)
+		return statusNotKept, fmt.Errorf("the definition of %s cannot be read: %w", gvr.GroupResource(), err)
 	}
 	rs.mu.Lock()
 	rs.statusPlaces[gvr] = place
 	rs.mu.Unlock()
 	return place, nil
+}
+
+// create makes obj on the target, with status when its type keeps it in the object. A status the
+// target refuses there (a stricter schema, an admission webhook) does not keep the object from
+// being made: it is made without, and the status is a skipped item.
+func (rs *restorer) create(ctx context.Context, client dynamic.ResourceInterface, id string, obj *unstructured.Unstructured, status map[string]any, place statusPlace) (*unstructured.Unstructured, error) {
+	createOnce := func(o *unstructured.Unstructured) (live *unstructured.Unstructured, err error) {
+		err = retry.OnError(retry.DefaultBackoff, transient, func() error {
+			live, err = client.Create(ctx, o, metav1.CreateOptions{FieldManager: FieldManager})
+			return err
+		})
+		return live, err
+	}
+	if status == nil || place != statusInObject {
+		return createOnce(obj)
+	}
+	withStatus := obj.DeepCopy() // obj stays as the backup's object is compared and updated
+	withStatus.Object["status"] = runtime.DeepCopyJSONValue(status)
+	live, err := createOnce(withStatus)
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+		if live, err2 := createOnce(obj); err2 == nil {
+			rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "restored without its status ("+err.Error()+"): its controller takes it for new work")
+			return live, nil
+		}
+	}
+	return live, err
+}
+
+// madeByFerry says whether a restore of ferry's made the object (its field manager created it).
+func madeByFerry(live *unstructured.Unstructured) bool {
+	for _, f := range live.GetManagedFields() {
+		if f.Manager == FieldManager && f.Operation == metav1.ManagedFieldsOperationUpdate {
+			return true
+		}
+	}
+	return false
 }
 
 // restoredStatus is the status a backed-up object's new copy on the target takes, or nil when it
@@ -115,8 +171,9 @@ func asInt(v any) (int64, bool) {
 }
 
 // writeStatus gives a custom resource just made on the target (live) the backup's status through
-// its status subresource, again on a conflict (its controller may have written it meanwhile) or
-// a transient failure.
+// its status subresource, again on a conflict or a transient failure. A conflict means its
+// controller on the target acted first, taking it for new work: the backup's status is written
+// over it all the same, so that the controller stops what it started.
 func writeStatus(ctx context.Context, client dynamic.ResourceInterface, live *unstructured.Unstructured, status map[string]any) error {
 	return retry.OnError(retry.DefaultBackoff, transient, func() error {
 		obj := live.DeepCopy()
@@ -131,9 +188,9 @@ func writeStatus(ctx context.Context, client dynamic.ResourceInterface, live *un
 	})
 }
 
-// giveStatus writes the backup's status (if any) to a custom resource of the target that has none
-// yet, made by this restore or by one cut short before it wrote the status; one its controller on
-// the target already gave a status is left alone. A refusal is a skipped item.
+// giveStatus writes the backup's status (if any) to a custom resource ferry made on the target that
+// has none yet: made by this restore, or by one cut short before it wrote the status (one that
+// already has a status is left alone). A refusal is a skipped item.
 func (rs *restorer) giveStatus(ctx context.Context, client dynamic.ResourceInterface, id string, live *unstructured.Unstructured, status map[string]any) {
 	if have, _ := live.Object["status"].(map[string]any); status == nil || len(have) > 0 {
 		return
@@ -141,5 +198,21 @@ func (rs *restorer) giveStatus(ctx context.Context, client dynamic.ResourceInter
 	if err := writeStatus(ctx, client, live, status); err != nil {
 		rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)",
 			"restored without its status ("+err.Error()+"): its controller takes it for new work")
+	}
+}
+
+// keepStatus puts back into a prepared object (which has neither) the status and generation of
+// the object it was prepared from, for the restore that makes it (restoredStatus reads them, and
+// its own preparing drops them again): a carry-back's work that finished on green stays finished.
+func keepStatus(prepared, from map[string]any) {
+	status, ok := from["status"]
+	if !ok {
+		return
+	}
+	prepared["status"] = runtime.DeepCopyJSONValue(status)
+	if generation, ok := nestedMap(from, "metadata")["generation"]; ok {
+		if meta := nestedMap(prepared, "metadata"); meta != nil {
+			meta["generation"] = generation
+		}
 	}
 }

@@ -39,3 +39,14 @@ func TestRestoredStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoredStatusNumbers: an archive's objects hold numbers as json.Number (read from the
+// archive) or float64 (from the spool), the API machinery's as int64.
+func TestRestoredStatusNumbers(t *testing.T) {
+	for _, n := range []any{json.Number("2"), float64(2), int64(2)} {
+		obj := map[string]any{"metadata": map[string]any{"generation": n}, "status": map[string]any{"observedGeneration": n}}
+		if got := restoredStatus(obj)["observedGeneration"]; got != int64(1) {
+			t.Errorf("generation %T: observedGeneration %v, want 1", n, got)
+		}
+	}
+}

@@ -70,7 +70,7 @@ func demo(ctx context.Context, args []string) error {
 	fmt.Printf("    blue: 502 database rows in 2 schemas, %d objects in bucket %s, files in %s\n", len(seeded.Objects), testbed.PlatformBucket, workspace)
 	var zoo *testbed.Zoo
 	if *withZoo {
-		stage("applying the zoo to blue: StatefulSet databases, a quota'd Profile namespace, restricted Pod Security, big rows, rollout history, node ports, odd files, long bucket keys")
+		stage("applying the zoo to blue: StatefulSet databases, a quota'd Profile namespace, restricted Pod Security, big rows, rollout history, node ports and a chosen cluster IP, hand-written endpoints, a CI token, finished jobs, odd files, long bucket keys")
 		if zoo, err = tb.ApplyZoo(ctx, blue, tb.DataDir, io.Discard); err != nil {
 			return err
 		}
