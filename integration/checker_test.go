@@ -442,6 +442,13 @@ func normalize(o *unstructured.Unstructured, scope checkScope, isBlue bool) map[
 				delete(data, k)
 			}
 			delete(ann, "kubernetes.io/service-account.uid")
+			// Each API server's record of the token's use.
+			labels, _ := meta["labels"].(map[string]any)
+			delete(labels, "kubernetes.io/legacy-token-last-used")
+			delete(labels, "kubernetes.io/legacy-token-invalid-since")
+			if len(labels) == 0 {
+				delete(meta, "labels")
+			}
 		}
 	case "ReplicaSet":
 		// Follows its Deployment's replicas, compared there.

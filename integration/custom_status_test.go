@@ -87,7 +87,7 @@ status:
   finishedAt: "2026-11-30T02:41:07Z"
   nodes: {nightly-etl: {phase: Succeeded, type: Steps}}
 `, "apply", "-f", "-")
-	kubectl(t, "blue", "", "patch", "-n", finishedWorkNS, "trainjob/resnet", "--subresource=status", "--type=merge", "-p",
+	kubectl(t, "blue", "", "patch", "-n", finishedWorkNS, "trainjobs.work.ferry.dev/resnet", "--subresource=status", "--type=merge", "-p",
 		`{"status":{"observedGeneration":1,"completionTime":"2026-11-29T23:12:00Z","conditions":[{"type":"Created","status":"True"},{"type":"Succeeded","status":"True","reason":"JobSucceeded","observedGeneration":1}]}}`)
 
 	dir := t.TempDir()
@@ -104,9 +104,9 @@ status:
 	}
 	// What a user (and the job's controller) reads on green.
 	for _, tc := range []struct{ object, path, want string }{
-		{"trainjob/resnet", `{.status.conditions[?(@.type=="Succeeded")].status} {.status.completionTime} {.status.observedGeneration}`, "True 2026-11-29T23:12:00Z 1"},
-		{"trainjob/queued", `{.status}`, ""},
-		{"workflow/nightly-etl", `{.status.phase} {.status.finishedAt}`, "Succeeded 2026-11-30T02:41:07Z"},
+		{"trainjobs.work.ferry.dev/resnet", `{.status.conditions[?(@.type=="Succeeded")].status} {.status.completionTime} {.status.observedGeneration}`, "True 2026-11-29T23:12:00Z 1"},
+		{"trainjobs.work.ferry.dev/queued", `{.status}`, ""},
+		{"workflows.work.ferry.dev/nightly-etl", `{.status.phase} {.status.finishedAt}`, "Succeeded 2026-11-30T02:41:07Z"},
 	} {
 		if got := kubectl(t, "green", "", "get", "-n", finishedWorkNS, tc.object, "-o", "jsonpath="+tc.path); got != tc.want {
 			t.Errorf("green's %s: %q, want blue's %q", tc.object, got, tc.want)

@@ -7,12 +7,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Pods move without their node, priority and the token volume admission added; mirror pods and
-// finished pods stay; a pod whose controller the backup holds is left for that controller to make.
+// Pods move without their node, priority and the token volume admission added; mirror pods,
+// finished pods and ferry's own mover pods stay; a pod whose controller the backup holds is left
+// for that controller to make.
 func podRules() map[string]Rule {
 	return map[string]Rule{"pods": {
 		Wave: WaveRest,
 		Exclude: func(obj map[string]any) string {
+			if isMover(obj) {
+				return moverPod
+			}
 			if _, mirror := (&unstructured.Unstructured{Object: obj}).GetAnnotations()["kubernetes.io/config.mirror"]; mirror {
 				return "mirror pod of a static pod on a source node"
 			}
@@ -28,6 +32,9 @@ func podRules() map[string]Rule {
 			dropTokenVolumes(spec)
 		},
 		Skip: func(obj map[string]any) string {
+			if isMover(obj) {
+				return moverPod
+			}
 			phase, _, _ := unstructured.NestedString(obj, "status", "phase")
 			if phase == "Succeeded" || phase == "Failed" {
 				return "the pod has finished (" + phase + ")"
@@ -91,4 +98,18 @@ func dropTokenVolumes(spec map[string]any) {
 			}
 		}
 	}
+}
+
+// MoverLabel, of value MoverName, marks ferry's own mover pods.
+const (
+	MoverLabel = "app.kubernetes.io/name"
+	MoverName  = "ferry-mover"
+)
+
+// moverPod is why a mover pod never moves: a backup taken while one runs (a copy of volumes at the
+// same time, or one being removed) would otherwise make it again on the target, holding its claim.
+const moverPod = "ferry's own mover pod, made for one copy of a volume and removed after it"
+
+func isMover(obj map[string]any) bool {
+	return (&unstructured.Unstructured{Object: obj}).GetLabels()[MoverLabel] == MoverName
 }

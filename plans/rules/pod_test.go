@@ -26,3 +26,14 @@ func TestPod(t *testing.T) {
 		{"a bare pod", "recreated", "pods", `{"metadata":{"namespace":"team-a","name":"p"}}`, "false"},
 	})
 }
+
+// TestMoverPodsStay: ferry's own mover pods, which a backup taken while one runs would hold, never
+// move, from ferry's backups (exclude) nor from Velero's (skip).
+func TestMoverPodsStay(t *testing.T) {
+	mover := `{"metadata":{"namespace":"a","name":"ferry-mover-x7k2q","labels":{"app.kubernetes.io/name":"ferry-mover"}},"status":{"phase":"Running"}}`
+	runCases(t, []ruleCase{
+		{"excluded", "exclude", "pods", mover, "mover pod"},
+		{"skipped", "skip", "pods", mover, "mover pod"},
+		{"another app's pod moves", "exclude", "pods", `{"metadata":{"namespace":"a","name":"web","labels":{"app.kubernetes.io/name":"web"}},"status":{"phase":"Running"}}`, ""},
+	})
+}

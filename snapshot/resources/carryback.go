@@ -104,7 +104,7 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 				continue
 			}
 			blue, green := Prepare(gr, obj, back), Prepare(gr, obj, snapshot.Mapping{})
-			keepStatus(blue, obj)
+			keepStatus(gr, blue, obj)
 			if u := (unstructured.Unstructured{Object: blue}); !placement.Moves(gr, u.GetNamespace(), u.GetName()) {
 				continue // an upgrade's: green's release's own, or never moved
 			}

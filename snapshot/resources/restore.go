@@ -422,7 +422,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 			return "", false
 		}
 	}
-	status, place := rs.statusFor(ctx, gvr, id, e.Object)
+	status, place := rs.statusFor(ctx, gvr, e.Object)
 	live, err := rs.create(ctx, client, id, obj, status, place)
 	switch {
 	case err == nil:

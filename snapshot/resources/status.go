@@ -3,7 +3,6 @@ package resources
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
@@ -34,56 +33,62 @@ const (
 var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // statusFor is the status a backed-up object's new copy takes (restoredStatus) and where the
-// target keeps it; nil when there is none, or when where cannot be read (a skipped item: the
-// object is still made).
-func (rs *restorer) statusFor(ctx context.Context, gvr schema.GroupVersionResource, id string, obj map[string]any) (map[string]any, statusPlace) {
+// target keeps it; nil when there is none.
+func (rs *restorer) statusFor(ctx context.Context, gvr schema.GroupVersionResource, obj map[string]any) (map[string]any, statusPlace) {
 	status := restoredStatus(obj)
 	if status == nil {
 		return nil, statusNotKept
 	}
-	place, err := rs.statusPlace(ctx, gvr)
-	if err != nil {
-		rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "restored without its status: "+err.Error())
-		return nil, statusNotKept
-	}
-	return status, place
+	return status, rs.statusPlace(ctx, gvr)
 }
 
-// statusPlace says where the target keeps the status of gvr's objects, from its CRD (looked up
-// once per type). A type no CRD serves is built in (or aggregated): its status is not restored.
-func (rs *restorer) statusPlace(ctx context.Context, gvr schema.GroupVersionResource) (statusPlace, error) {
-	if !strings.Contains(gvr.Group, ".") {
-		return statusNotKept, nil // the core group, apps, batch, policy …: built in
+// statusPlace says where the target keeps the status of gvr's objects, from its CRD, or the
+// backup's when the target's cannot be read (looked up once per type). A type no CRD serves is
+// built in (or aggregated): its status is not restored.
+func (rs *restorer) statusPlace(ctx context.Context, gvr schema.GroupVersionResource) statusPlace {
+	if !customGroup(gvr.Group) {
+		return statusNotKept
 	}
 	rs.mu.Lock()
 	place, ok := rs.statusPlaces[gvr]
 	rs.mu.Unlock()
 	if ok {
-		return place, nil
+		return place
+	}
+	name := gvr.Resource + "." + gvr.Group
+	var crd map[string]any
+	if live, err := rs.Dynamic.Resource(crdsGVR).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		crd = live.Object
+	} else {
+		crd = rs.archivedCRD(name)
 	}
 	place = statusNotKept
-	crd, err := rs.Dynamic.Resource(crdsGVR).Get(ctx, gvr.Resource+"."+gvr.Group, metav1.GetOptions{})
-	switch {
-	case err == nil:
+	if crd != nil {
 		place = statusInObject
-		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		versions, _, _ := unstructured.NestedSlice(crd, "spec", "versions")
 		for _, v := range versions {
 			vm, _ := v.(map[string]any)
-			if vm["name"] != gvr.Version {
-				continue
-			}
-			if _, ok, _ := unstructured.NestedFieldNoCopy(vm, "subresources", "status"); ok {
+			if _, ok, _ := unstructured.NestedFieldNoCopy(vm, "subresources", "status"); ok && vm["name"] == gvr.Version {
 				place = statusSubresource
 			}
 		}
-	case apierrors.IsNotFound(err):
-	default:
-		return statusNotKept, fmt.Errorf("the definition of %s cannot be read: %w", gvr.GroupResource(), err)
 	}
 	rs.mu.Lock()
 	rs.statusPlaces[gvr] = place
 	rs.mu.Unlock()
-	return place, nil
+	return place
+}
+
+// archivedCRD is the backup's CRD of that name, or nil.
+func (rs *restorer) archivedCRD(name string) map[string]any {
+	for _, e := range rs.archive.ByResource[crdResource] {
+		if e.Name == name {
+			if obj, err := rs.archive.Object(e); err == nil {
+				return obj
+			}
+		}
+	}
+	return nil
 }
 
 // create makes obj on the target, with status when its type keeps it in the object. A status the
@@ -204,9 +209,9 @@ func (rs *restorer) giveStatus(ctx context.Context, client dynamic.ResourceInter
 // keepStatus puts back into a prepared object (which has neither) the status and generation of
 // the object it was prepared from, for the restore that makes it (restoredStatus reads them, and
 // its own preparing drops them again): a carry-back's work that finished on green stays finished.
-func keepStatus(prepared, from map[string]any) {
+func keepStatus(gr string, prepared, from map[string]any) {
 	status, ok := from["status"]
-	if !ok {
+	if !ok || !customGroup(schema.ParseGroupResource(gr).Group) {
 		return
 	}
 	prepared["status"] = runtime.DeepCopyJSONValue(status)
@@ -215,4 +220,10 @@ func keepStatus(prepared, from map[string]any) {
 			meta["generation"] = generation
 		}
 	}
+}
+
+// customGroup says whether an API group may be a custom resource's: a CRD's group has a dot, the
+// core group, apps, batch, policy and autoscaling have none.
+func customGroup(group string) bool {
+	return strings.Contains(group, ".")
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -572,7 +573,7 @@ func (c Contents) liveVolume(ctx context.Context, ns, claim string) (plans.Volum
 		return v, fmt.Errorf("pods in %s: %w", ns, err)
 	}
 	for _, p := range pods.Items {
-		if p.Labels[MoverLabel] == "ferry-mover" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Labels[MoverLabel] == rules.MoverName || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		for _, vol := range p.Spec.Volumes {

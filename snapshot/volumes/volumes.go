@@ -24,6 +24,7 @@ import (
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/plans/rules"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/storage"
 	"github.com/ferrykube/ferry/storage/repo"
@@ -38,8 +39,8 @@ import (
 // MountPath is where mover pods mount the claim; it is also their working directory.
 const MountPath = "/data"
 
-// MoverLabel marks mover pods.
-const MoverLabel = "app.kubernetes.io/name"
+// MoverLabel, of value rules.MoverName, marks mover pods.
+const MoverLabel = rules.MoverLabel
 
 // Contents captures the plan's volumes, and restores and verifies a backup's.
 type Contents struct {
@@ -159,7 +160,7 @@ func (c Contents) moverPod(v plans.Volume, restricted bool) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "ferry-mover-", Namespace: v.Namespace,
-			Labels:      map[string]string{MoverLabel: "ferry-mover"},
+			Labels:      map[string]string{MoverLabel: rules.MoverName},
 			Annotations: map[string]string{"ferry.dev/claim": v.Name},
 		},
 		Spec: corev1.PodSpec{
