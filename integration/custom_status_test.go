@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ferrykube/ferry/integration/testbed"
@@ -90,18 +88,7 @@ status:
 	kubectl(t, "blue", "", "patch", "-n", finishedWorkNS, "trainjobs.work.ferry.dev/resnet", "--subresource=status", "--type=merge", "-p",
 		`{"status":{"observedGeneration":1,"completionTime":"2026-11-29T23:12:00Z","conditions":[{"type":"Created","status":"True"},{"type":"Succeeded","status":"True","reason":"JobSucceeded","observedGeneration":1}]}}`)
 
-	dir := t.TempDir()
-	store := "file://" + filepath.Join(dir, "store")
-	config := filepath.Join(dir, "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+finishedWorkNS+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "finished-work"); code != 0 {
-		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
-	}
-	if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "finished-work"); code != 0 {
-		t.Fatalf("restore exited %d: %s %+v\nstderr: %s", code, rep.Error, rep.Items, errOut)
-	}
+	store := moveNamespace(t, finishedWorkNS, "finished-work")
 	// What a user (and the job's controller) reads on green.
 	for _, tc := range []struct{ object, path, want string }{
 		{"trainjobs.work.ferry.dev/resnet", `{.status.conditions[?(@.type=="Succeeded")].status} {.status.completionTime} {.status.observedGeneration}`, "True 2026-11-29T23:12:00Z 1"},

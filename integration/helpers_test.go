@@ -221,3 +221,17 @@ func namespacesConfig(t testing.TB, namespaces ...string) string {
 	}
 	return path
 }
+
+// moveNamespace backs up namespace from blue into a new file store as the backup name and
+// restores it onto green, failing the test unless both exit 0; it returns the store's URL.
+func moveNamespace(t *testing.T, namespace, name string) string {
+	t.Helper()
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, namespace), "--name", name); code != 0 {
+		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
+	}
+	if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", name); code != 0 {
+		t.Fatalf("restore exited %d: %s %+v\nstderr: %s", code, rep.Error, rep.Items, errOut)
+	}
+	return store
+}

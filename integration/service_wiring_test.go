@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -111,18 +109,7 @@ func TestServiceWiringMoves(t *testing.T) {
 		return len(sliceAddresses(t, blueKC, "web")) > 0, nil
 	})
 
-	dir := t.TempDir()
-	store := "file://" + filepath.Join(dir, "store")
-	config := filepath.Join(dir, "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+wiringNS+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "wiring"); code != 0 {
-		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
-	}
-	if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "wiring"); code != 0 {
-		t.Fatalf("restore exited %d: %s %+v\nstderr: %s", code, rep.Error, rep.Items, errOut)
-	}
+	store := moveNamespace(t, wiringNS, "wiring")
 
 	// What kube-proxy routes by: the EndpointSlices of each Service.
 	for svc, want := range map[string][]string{"external-db": {"192.0.2.10", "192.0.2.11"}, "legacy-api": {"192.0.2.20"}} {

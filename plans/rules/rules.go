@@ -161,29 +161,22 @@ func asMap(v any) map[string]any {
 	return m
 }
 
-func deleteAnnotations(meta map[string]any, keys []string) {
-	ann, ok := meta["annotations"].(map[string]any)
-	if !ok {
-		return
-	}
-	for _, k := range keys {
-		delete(ann, k)
-	}
-	if len(ann) == 0 {
-		delete(meta, "annotations")
-	}
-}
+func deleteAnnotations(meta map[string]any, keys []string) { deleteKeys(meta, "annotations", keys) }
 
-func deleteLabels(meta map[string]any, keys []string) {
-	labels, ok := meta["labels"].(map[string]any)
+func deleteLabels(meta map[string]any, keys []string) { deleteKeys(meta, "labels", keys) }
+
+// deleteKeys deletes keys from the metadata's map field (labels, annotations), and the field when
+// it is left empty.
+func deleteKeys(meta map[string]any, field string, keys []string) {
+	m, ok := meta[field].(map[string]any)
 	if !ok {
 		return
 	}
 	for _, k := range keys {
-		delete(labels, k)
+		delete(m, k)
 	}
-	if len(labels) == 0 {
-		delete(meta, "labels")
+	if len(m) == 0 {
+		delete(meta, field)
 	}
 }
 
