@@ -25,3 +25,16 @@ func TestNever(t *testing.T) {
 		}
 	}
 }
+
+// TestBeingDeletedStays: an object being deleted on the source (held by a finalizer, say) never
+// moves, of any type: made on the target, it would not be being deleted there.
+func TestBeingDeletedStays(t *testing.T) {
+	runCases(t, []ruleCase{
+		{"a ConfigMap held by a finalizer", "exclude", "configmaps",
+			`{"metadata":{"namespace":"a","name":"c","deletionTimestamp":"2026-12-01T00:00:00Z","finalizers":["example.com/hold"]}}`, "being deleted"},
+		{"a custom resource", "exclude", "widgets.example.com",
+			`{"metadata":{"namespace":"a","name":"w","deletionTimestamp":"2026-12-01T00:00:00Z"}}`, "being deleted"},
+		{"a ConfigMap with a finalizer, not being deleted, moves", "exclude", "configmaps",
+			`{"metadata":{"namespace":"a","name":"c","finalizers":["example.com/hold"]}}`, ""},
+	})
+}

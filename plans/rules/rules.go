@@ -206,8 +206,13 @@ func same(r Rule, grs ...string) map[string]Rule {
 	return out
 }
 
-// ExcludeReason is Exclude's reason, or "" when the rule has none.
+// ExcludeReason is why an object does not move, or "": one being deleted never does (made on the
+// target it would not be being deleted there; Velero's backup leaves such objects out too), the
+// others as the rule's Exclude says.
 func (r Rule) ExcludeReason(obj map[string]any) string {
+	if ts, _, _ := unstructured.NestedString(obj, "metadata", "deletionTimestamp"); ts != "" {
+		return "being deleted on the source"
+	}
 	if r.Exclude == nil {
 		return ""
 	}
