@@ -187,7 +187,7 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 		})
 	}
 
-	// 4. Green takes writes: a row, a file, a bucket object, ConfigMaps.
+	// 4. Green takes writes: a row, a file, a bucket object, ConfigMaps, and work finishes there.
 	if _, err := tb.MariaDB["green"].SQL(ctx, tb.Bins, "INSERT INTO "+testbed.ZooSchema+".items VALUES (1001, 'written on green', 1.50, NOW(), 1)"); err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +210,15 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	}
 	if _, err := greenKC.CoreV1().ConfigMaps("zoo-apps").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "made-on-green"},
 		Data: map[string]string{"on": "green"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Work that finished on green is finished on blue after the carry-back: its status on blue
+	// still says queued or running, and blue's controllers would run it again after a rollback.
+	if err := green.FinishTrainJob(ctx, "queued"); err != nil {
+		t.Fatal(err)
+	}
+	if err := green.FinishWorkflow(ctx, "hourly-etl"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -129,7 +129,7 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 	if err := c.storeCrittersInV1(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.finishTrainJob(ctx); err != nil {
+	if err := c.FinishTrainJob(ctx, "resnet"); err != nil {
 		return nil, err
 	}
 	if err := zooSecrets(ctx, kc, db, pg, m); err != nil {
@@ -289,9 +289,9 @@ func (c *Cluster) storeCrittersInV1(ctx context.Context) error {
 	return nil
 }
 
-// finishTrainJob gives the zoo's TrainJob resnet the status its controller would write once it
-// succeeded, through the status subresource.
-func (c *Cluster) finishTrainJob(ctx context.Context) error {
+// FinishTrainJob gives the zoo's TrainJob of that name the status its controller would write once
+// it succeeded, through the status subresource.
+func (c *Cluster) FinishTrainJob(ctx context.Context, name string) error {
 	_, dc, err := c.Clients()
 	if err != nil {
 		return err
@@ -299,8 +299,23 @@ func (c *Cluster) finishTrainJob(ctx context.Context) error {
 	status := []byte(`{"status":{"observedGeneration":1,"completionTime":"2026-11-29T23:12:00Z","conditions":[` +
 		`{"type":"Created","status":"True"},{"type":"Succeeded","status":"True","reason":"JobSucceeded","observedGeneration":1}]}}`)
 	jobs := dc.Resource(schema.GroupVersionResource{Group: "zoo.ferry.dev", Version: "v1", Resource: "trainjobs"}).Namespace("zoo-team")
-	if _, err := jobs.Patch(ctx, "resnet", k8stypes.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("zoo: finish trainjob resnet: %w", err)
+	if _, err := jobs.Patch(ctx, name, k8stypes.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("zoo: finish trainjob %s: %w", name, err)
+	}
+	return nil
+}
+
+// FinishWorkflow makes the zoo's Workflow of that name (its status part of the object) succeed, as
+// its controller would.
+func (c *Cluster) FinishWorkflow(ctx context.Context, name string) error {
+	_, dc, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	status := []byte(`{"status":{"phase":"Succeeded","finishedAt":"2026-11-30T03:12:40Z","nodes":{"` + name + `":{"phase":"Succeeded","type":"Steps"}}}}`)
+	workflows := dc.Resource(schema.GroupVersionResource{Group: "zoo.ferry.dev", Version: "v1", Resource: "workflows"}).Namespace("zoo-team")
+	if _, err := workflows.Patch(ctx, name, k8stypes.MergePatchType, status, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("zoo: finish workflow %s: %w", name, err)
 	}
 	return nil
 }

@@ -436,7 +436,11 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		// The API server checks some fields before the name: a Service that holds its chosen node
 		// port is refused as "port already allocated", not as already existing.
 		restored, ok = rs.existing(ctx, gr, id, client, obj, expected)
-		if ok && place == statusSubresource {
+		switch {
+		case !ok:
+		case rs.Existing == ExistingReplace:
+			rs.replaceStatus(ctx, client, id, restored, e.Object, place)
+		case place == statusSubresource:
 			// A restore cut short between the create and the status left it without one.
 			if live, err := client.Get(ctx, restored, metav1.GetOptions{}); err == nil && madeByFerry(live) {
 				rs.giveStatus(ctx, client, id, live, status)

@@ -35,7 +35,7 @@ var crdsGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version
 // statusFor is the status a backed-up object's new copy takes (restoredStatus) and where the
 // target keeps it; nil when there is none.
 func (rs *restorer) statusFor(ctx context.Context, gvr schema.GroupVersionResource, obj map[string]any) (map[string]any, statusPlace) {
-	status := restoredStatus(obj)
+	status := restoredStatus(obj, 1)
 	if status == nil {
 		return nil, statusNotKept
 	}
@@ -127,11 +127,11 @@ func madeByFerry(live *unstructured.Unstructured) bool {
 	return false
 }
 
-// restoredStatus is the status a backed-up object's new copy on the target takes, or nil when it
-// has none. The generation its controller observed (status.observedGeneration, and each
-// condition's) becomes the new object's, 1, where it was the source object's latest; where it
-// was older, the controller had not seen the spec yet, and it is left out.
-func restoredStatus(obj map[string]any) map[string]any {
+// restoredStatus is the status a backed-up object's copy on the target takes, or nil when it has
+// none. The generation its controller observed (status.observedGeneration, and each condition's)
+// becomes the copy's (1 for a new one) where it was the source object's latest; where it was
+// older, the controller had not seen the spec yet, and it is left out.
+func restoredStatus(obj map[string]any, copyGeneration int64) map[string]any {
 	status, _ := obj["status"].(map[string]any)
 	if len(status) == 0 {
 		return nil
@@ -144,7 +144,7 @@ func restoredStatus(obj map[string]any) map[string]any {
 			return
 		}
 		if n, ok := asInt(v); ok && generation > 0 && n == generation {
-			m["observedGeneration"] = int64(1)
+			m["observedGeneration"] = copyGeneration
 		} else {
 			delete(m, "observedGeneration")
 		}
@@ -175,15 +175,22 @@ func asInt(v any) (int64, bool) {
 	return 0, false
 }
 
-// writeStatus gives a custom resource just made on the target (live) the backup's status through
-// its status subresource, again on a conflict or a transient failure. A conflict means its
-// controller on the target acted first, taking it for new work: the backup's status is written
-// over it all the same, so that the controller stops what it started.
-func writeStatus(ctx context.Context, client dynamic.ResourceInterface, live *unstructured.Unstructured, status map[string]any) error {
+// writeStatus gives a custom resource on the target (live) the backup's status, all of it, where
+// its type keeps it (through the status subresource, or in the object), again on a conflict or a
+// transient failure. A conflict means its controller on the target acted first, taking it for
+// new work: the backup's status is written over it all the same, so that the controller stops
+// what it started.
+func writeStatus(ctx context.Context, client dynamic.ResourceInterface, live *unstructured.Unstructured, status map[string]any, place statusPlace) error {
+	update := client.UpdateStatus
+	if place == statusInObject {
+		update = func(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+			return client.Update(ctx, obj, opts)
+		}
+	}
 	return retry.OnError(retry.DefaultBackoff, transient, func() error {
 		obj := live.DeepCopy()
 		obj.Object["status"] = runtime.DeepCopyJSONValue(status)
-		_, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err := update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
 		if apierrors.IsConflict(err) {
 			if fresh, gerr := client.Get(ctx, live.GetName(), metav1.GetOptions{}); gerr == nil {
 				live = fresh
@@ -200,10 +207,40 @@ func (rs *restorer) giveStatus(ctx context.Context, client dynamic.ResourceInter
 	if have, _ := live.Object["status"].(map[string]any); status == nil || len(have) > 0 {
 		return
 	}
-	if err := writeStatus(ctx, client, live, status); err != nil {
+	if err := writeStatus(ctx, client, live, status, statusSubresource); err != nil {
 		rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)",
 			"restored without its status ("+err.Error()+"): its controller takes it for new work")
 	}
+}
+
+// replaceStatus makes the status of a custom resource already on the target (live, named name)
+// the backup's (obj's), when they differ: a replace makes the object the backup's, and for a
+// carry-back, work that finished on green is finished on blue, where its controller would
+// otherwise run it again after a rollback. The backup's status is left out where it has none
+// (the target's controller may have written one since). A refusal is a skipped item.
+func (rs *restorer) replaceStatus(ctx context.Context, client dynamic.ResourceInterface, id, name string, obj map[string]any, place statusPlace) {
+	if place == statusNotKept || restoredStatus(obj, 1) == nil {
+		return
+	}
+	live, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "its status could not be compared: "+err.Error())
+		return
+	}
+	want := restoredStatus(obj, live.GetGeneration())
+	if sameJSON(live.Object["status"], want) {
+		return
+	}
+	if err := writeStatus(ctx, client, live, want, place); err != nil {
+		rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "its status is not the backup's: writing it failed: "+err.Error())
+	}
+}
+
+// sameJSON says whether two decoded JSON values are equal, whichever decoder gave their numbers.
+func sameJSON(a, b any) bool {
+	aj, aerr := json.Marshal(a)
+	bj, berr := json.Marshal(b)
+	return aerr == nil && berr == nil && string(aj) == string(bj)
 }
 
 // keepStatus puts back into a prepared object (which has neither) the status and generation of
