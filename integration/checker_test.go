@@ -332,9 +332,13 @@ func listObjects(ctx context.Context, dyn dynamic.Interface, lt listedType, name
 
 // clusterMade says whether each cluster makes this object for itself (so it is not compared).
 func clusterMade(resource string, o *unstructured.Unstructured) bool {
+	switch o.GetNamespace() {
+	case "kube-system", "kube-public", "kube-node-lease":
+		return true // what each cluster runs for itself, set up for it: it stays
+	}
 	switch resource {
 	case "configmaps":
-		return o.GetName() == "kube-root-ca.crt" || (o.GetNamespace() == "kube-system" && (o.GetName() == "extension-apiserver-authentication" || strings.HasPrefix(o.GetName(), "kube-apiserver-")))
+		return o.GetName() == "kube-root-ca.crt"
 	case "secrets":
 		typ, _, _ := unstructured.NestedString(o.Object, "type")
 		return typ == "bootstrap.kubernetes.io/token"

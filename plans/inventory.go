@@ -244,6 +244,7 @@ func discover(dc discovery.DiscoveryInterface, p *Plan) ([]servedResource, error
 // selector applies the include/exclude configuration.
 type selector struct {
 	inNS, exNS   map[string]bool
+	namedNS      map[string]bool // include.namespaces as written, "*" or not
 	inRes, exRes map[string]bool
 	labels       labels.Selector
 }
@@ -263,7 +264,11 @@ func newSelector(cfg config.Planning) (*selector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &selector{inNS: set(cfg.Include.Namespaces), exNS: set(cfg.Exclude.Namespaces), inRes: set(cfg.Include.Resources), exRes: set(cfg.Exclude.Resources), labels: ls}, nil
+	named := map[string]bool{}
+	for _, ns := range cfg.Include.Namespaces {
+		named[strings.ToLower(ns)] = true
+	}
+	return &selector{inNS: set(cfg.Include.Namespaces), exNS: set(cfg.Exclude.Namespaces), namedNS: named, inRes: set(cfg.Include.Resources), exRes: set(cfg.Exclude.Resources), labels: ls}, nil
 }
 
 // resourceReason says why a whole resource type is left out by the user's selection, or "".
@@ -287,7 +292,9 @@ func (s *selector) resourceReason(r servedResource) string {
 }
 
 // namespaceReason says why the user's selection leaves out what lives in namespace ns, or "";
-// cluster-scoped things (ns "") are never left out for their namespace.
+// cluster-scoped things (ns "") are never left out for their namespace. The contents of a
+// cluster's own namespaces (kube-system) move only when include.namespaces names them (beside
+// "*" for the rest).
 func (s *selector) namespaceReason(ns string) string {
 	switch {
 	case ns == "":
@@ -296,6 +303,8 @@ func (s *selector) namespaceReason(ns string) string {
 		return "namespace not included"
 	case s.exNS[ns]:
 		return "namespace excluded"
+	case rules.ClusterOwnNamespace(ns) && !s.namedNS[ns]:
+		return rules.ClusterOwnReason
 	}
 	return ""
 }

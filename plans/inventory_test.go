@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/plans/rules"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -320,6 +321,42 @@ func TestFilterAgreesWithInventory(t *testing.T) {
 		if got := f.Namespaces(); !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
 			t.Errorf("namespaces to list of %+v: %q, want %q", c.cfg, got, c.want)
 		}
+	}
+}
+
+// TestClusterOwnNamespaces: what lives in kube-system, kube-public and kube-node-lease stays
+// unless include.namespaces names the namespace; default's contents are the user's.
+func TestClusterOwnNamespaces(t *testing.T) {
+	cm := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+	for _, c := range []struct {
+		name      string
+		include   []string
+		namespace string
+		want      string
+	}{
+		{"everything: kube-system stays", nil, "kube-system", rules.ClusterOwnReason},
+		{"everything: kube-public stays", nil, "kube-public", rules.ClusterOwnReason},
+		{"everything: kube-node-lease stays", nil, "kube-node-lease", rules.ClusterOwnReason},
+		{"everything: default moves", nil, "default", ""},
+		{"everything: a tenant's moves", nil, "team-a", ""},
+		{"\"*\": kube-system stays", []string{"*"}, "kube-system", rules.ClusterOwnReason},
+		{"\"*\" and kube-system named: it moves", []string{"*", "kube-system"}, "kube-system", ""},
+		{"\"*\" and kube-system named: the rest moves", []string{"*", "kube-system"}, "team-a", ""},
+		{"kube-system named alone: it moves", []string{"kube-system"}, "kube-system", ""},
+		{"another namespace named", []string{"team-a"}, "kube-system", "namespace not included"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := NewFilter(config.Planning{Include: config.Selection{Namespaces: c.include}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Reason(cm, object("v1", "ConfigMap", c.namespace, "coredns")); got != c.want {
+				t.Errorf("a ConfigMap in %s: %q, want %q", c.namespace, got, c.want)
+			}
+			if got := f.DataReason(c.namespace, true); got != c.want {
+				t.Errorf("a claim's files in %s: %q, want %q", c.namespace, got, c.want)
+			}
+		})
 	}
 }
 
