@@ -411,6 +411,15 @@ func writeClaimFiles(t *testing.T, dir string, files map[string][]byte) {
 // size and SHA-256 (fileDigest) — the file set and bytes, not times or owners.
 func claimFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
+	out, err := claimFilesOf(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// claimFilesOf lists a claim's folder as claimFiles does, and what it could list when it fails.
+func claimFilesOf(dir string) (map[string]string, error) {
 	out := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == dir {
@@ -436,10 +445,7 @@ func claimFiles(t *testing.T, dir string) map[string]string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return out, err
 }
 
 func fileDigest(data []byte) string {

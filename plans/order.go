@@ -11,7 +11,8 @@ import (
 // owning others (edges: dependent -> owners) or named by them (rules.Rule.After) come before them
 // — but for rollout history (rules.Rule.History), which comes before its owners. A dependent
 // moves to a later wave when its owner is later, except namespaces, which pull their
-// (cluster-scoped) owners earlier instead, as Kubeflow's Profiles own their namespaces.
+// (cluster-scoped) owners earlier instead, as Kubeflow's Profiles own their namespaces, and the
+// types that keep their wave (rules.Rule.KeepsWave: claims).
 func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resource, []Wave) {
 	edges := restoreEdges(ownership)
 	wave := map[string]int{}
@@ -34,7 +35,7 @@ func Order(resources []Resource, ownership map[string]map[string]bool) ([]Resour
 						wave[owner] = rules.WaveNamespaces
 						changed = true
 					}
-				} else if wave[dep] != wo {
+				} else if wave[dep] != wo && !rules.For(dep).KeepsWave {
 					wave[dep] = wo
 					changed = true
 				}

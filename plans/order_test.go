@@ -50,6 +50,14 @@ func TestOrder(t *testing.T) {
 			want:      []string{"configmaps", "certificates.cert-manager.io", "secrets"},
 		},
 		{
+			// An operator's claims (CloudNativePG's) are owned by its resource: they must exist
+			// before the volumes' restore fills them, and get their owner references once it is made.
+			name:      "claims stay with the storage, whatever owns them",
+			resources: res("persistentvolumeclaims", "clusters.postgresql.cnpg.io", "configmaps"),
+			edges:     map[string]map[string]bool{"persistentvolumeclaims": {"clusters.postgresql.cnpg.io": true}},
+			want:      []string{"persistentvolumeclaims", "configmaps", "clusters.postgresql.cnpg.io"},
+		},
+		{
 			name:      "a token Secret's ServiceAccount first",
 			resources: res("secrets", "configmaps", "serviceaccounts"),
 			want:      []string{"configmaps", "serviceaccounts", "secrets"},

@@ -18,10 +18,12 @@ var bindingAnnotations = []string{
 // source (a VolumeSnapshot, a claim cloned, a populator's object) says how the source cluster
 // first filled the claim; on the target ferry fills it (its files, or its database's dump), and a
 // provisioner given the source would wait for a snapshot or populator the target lacks, or clone
-// files the claim has since deleted.
+// files the claim has since deleted. Claims an operator's resource owns (CloudNativePG's) are
+// made with the storage all the same: the volumes' restore fills them while the rest is made.
 func claimRules() map[string]Rule {
 	return map[string]Rule{"persistentvolumeclaims": {
-		Wave: WaveStorage,
+		Wave:      WaveStorage,
+		KeepsWave: true,
 		Normalize: func(obj map[string]any) {
 			deleteAnnotations(nestedMap(obj, "metadata"), bindingAnnotations)
 			spec := nestedMap(obj, "spec")

@@ -13,6 +13,9 @@ import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 type Rule struct {
 	// Wave is the restore wave of the type (WaveCRDs … WaveWebhooks).
 	Wave int
+	// KeepsWave keeps the type in its wave when its objects' owners come later (plans.Order):
+	// they are made without those owner references, linked once the owners are made.
+	KeepsWave bool
 	// History marks rollout history, restored before the controllers that own it (plans.Order).
 	History bool
 	// After are the types whose objects this type's objects name and need to exist first (a

@@ -62,7 +62,10 @@ type Archive struct {
 	ownerKinds map[string]map[string]bool
 	// controlled holds the ownerKey of each object with a controlling owner reference.
 	controlled map[string]bool
-	transform  func(map[string]any) map[string]any
+	// ownedBy holds, by the ownerKey of each object with owner references, its owners'
+	// (a namespaced object's owners taken to be in its namespace).
+	ownedBy   map[string][]string
+	transform func(map[string]any) map[string]any
 }
 
 // newSpooledArchive is an empty archive whose objects go to a local spool; Close removes it.
@@ -71,7 +74,7 @@ func newSpooledArchive() (*Archive, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Archive{ByResource: map[string][]Entry{}, spool: s, ownerKinds: map[string]map[string]bool{}, controlled: map[string]bool{}}, nil
+	return &Archive{ByResource: map[string][]Entry{}, spool: s, ownerKinds: map[string]map[string]bool{}, controlled: map[string]bool{}, ownedBy: map[string][]string{}}, nil
 }
 
 // Close removes the archive's spool.
@@ -120,6 +123,10 @@ func (a *Archive) noteKeys(gr string, e Entry, obj map[string]any) {
 	if a.controlled == nil {
 		a.controlled = map[string]bool{}
 	}
+	if a.ownedBy == nil {
+		a.ownedBy = map[string][]string{}
+	}
+	key := e.ownerKey()
 	for _, ref := range (&unstructured.Unstructured{Object: obj}).GetOwnerReferences() {
 		gv, _ := schema.ParseGroupVersion(ref.APIVersion)
 		if a.ownerKinds[gr] == nil {
@@ -127,10 +134,16 @@ func (a *Archive) noteKeys(gr string, e Entry, obj map[string]any) {
 		}
 		a.ownerKinds[gr][gv.Group+"/"+ref.Kind] = true
 		if ref.Controller != nil && *ref.Controller {
-			gv, _ := schema.ParseGroupVersion(e.APIVersion)
-			a.controlled[ownerKey(gv.Group, e.Kind, e.Namespace, e.Name)] = true
+			a.controlled[key] = true
 		}
+		a.ownedBy[key] = append(a.ownedBy[key], ownerKey(gv.Group, ref.Kind, e.Namespace, ref.Name))
 	}
+}
+
+// ownerKey is the entry's key as owner references name it (see ownerKey).
+func (e Entry) ownerKey() string {
+	gv, _ := schema.ParseGroupVersion(e.APIVersion)
+	return ownerKey(gv.Group, e.Kind, e.Namespace, e.Name)
 }
 
 // index fills in the keys of an archive made in memory (a literal: Object set, keys not).
@@ -138,7 +151,7 @@ func (a *Archive) index() {
 	if a.ownerKinds != nil {
 		return
 	}
-	a.ownerKinds, a.controlled = map[string]map[string]bool{}, map[string]bool{}
+	a.ownerKinds, a.controlled, a.ownedBy = map[string]map[string]bool{}, map[string]bool{}, map[string][]string{}
 	for gr, entries := range a.ByResource {
 		for i, e := range entries {
 			if e.Object == nil {
@@ -177,8 +190,7 @@ func (a *Archive) Object(e Entry) (map[string]any, error) {
 // Controlled says whether the entry's object has a controlling owner reference.
 func (a *Archive) Controlled(e Entry) bool {
 	a.index()
-	gv, _ := schema.ParseGroupVersion(e.APIVersion)
-	return a.controlled[ownerKey(gv.Group, e.Kind, e.Namespace, e.Name)]
+	return a.controlled[e.ownerKey()]
 }
 
 // ArchiveFile finds the stored name of the backup's object archive (encrypted or not).

@@ -61,3 +61,52 @@ func mountsFilledClaim(obj map[string]any, ns string, claims map[string]bool) bo
 	}
 	return false
 }
+
+// waitingOwners are the objects (ownerKey) that wait for the volumes beside what mounts them
+// (mountsFilledClaim): the owners of a filled claim or of an object that mounts one, and their
+// owners in turn. An operator's resource (a CloudNativePG Cluster, a Prometheus) makes the pods
+// that run on the claims it owns, itself or through a StatefulSet it owns: made before the claims
+// are filled, its operator would start them on an empty volume (a database would initialize one),
+// under the files the restore then writes.
+func waitingOwners(a *Archive, claims map[string]bool) (map[string]bool, error) {
+	if len(claims) == 0 {
+		return nil, nil
+	}
+	namespaces := map[string]bool{}
+	for claim := range claims {
+		ns, _, _ := strings.Cut(claim, "/")
+		namespaces[ns] = true
+	}
+	waiting := map[string]bool{}
+	var mark func(key string)
+	mark = func(key string) {
+		for _, owner := range a.ownedBy[key] {
+			if !waiting[owner] {
+				waiting[owner] = true
+				mark(owner)
+			}
+		}
+	}
+	for gr, entries := range a.ByResource {
+		for _, e := range entries {
+			key := e.ownerKey()
+			if !namespaces[e.Namespace] || len(a.ownedBy[key]) == 0 {
+				continue
+			}
+			if gr == "persistentvolumeclaims" {
+				if claims[e.Namespace+"/"+e.Name] {
+					mark(key)
+				}
+				continue
+			}
+			obj, err := a.Object(e) // only owned objects of the claims' namespaces are read
+			if err != nil {
+				return nil, err
+			}
+			if mountsFilledClaim(obj, e.Namespace, claims) {
+				mark(key)
+			}
+		}
+	}
+	return waiting, nil
+}

@@ -58,3 +58,67 @@ rules: []`, false},
 		})
 	}
 }
+
+// TestWaitingOwners: the owners of a filled claim and of what mounts one wait for the volumes,
+// and their owners in turn; owners of nothing that runs on a filled claim do not.
+func TestWaitingOwners(t *testing.T) {
+	claims := map[string]bool{"team/main-1": true, "team/data-metrics-0": true}
+	objects := []struct{ gr, yaml string }{
+		{"persistentvolumeclaims", `
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: main-1, namespace: team, ownerReferences: [{apiVersion: ops.example/v1, kind: DBCluster, name: main, controller: true}]}`},
+		{"persistentvolumeclaims", `
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: scratch, namespace: team, ownerReferences: [{apiVersion: ops.example/v1, kind: Scratch, name: tmp}]}`},
+		{"dbclusters.ops.example", `
+apiVersion: ops.example/v1
+kind: DBCluster
+metadata: {name: main, namespace: team, ownerReferences: [{apiVersion: ops.example/v1, kind: Fleet, name: all}]}`},
+		{"statefulsets.apps", `
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: metrics, namespace: team, ownerReferences: [{apiVersion: monitoring.example/v1, kind: Prometheus, name: metrics, controller: true}]}
+spec: {volumeClaimTemplates: [{metadata: {name: data}}], template: {spec: {}}}`},
+		{"configmaps", `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: rules, namespace: team, ownerReferences: [{apiVersion: monitoring.example/v1, kind: PrometheusRule, name: alerts}]}`},
+		{"deployments.apps", `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: other, ownerReferences: [{apiVersion: apps.example/v1, kind: App, name: web}]}
+spec: {template: {spec: {volumes: [{name: w, persistentVolumeClaim: {claimName: main-1}}]}}}`},
+	}
+	a := &Archive{ByResource: map[string][]Entry{}}
+	for _, o := range objects {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(o.yaml), &obj); err != nil {
+			t.Fatal(err)
+		}
+		meta := obj["metadata"].(map[string]any)
+		a.ByResource[o.gr] = append(a.ByResource[o.gr], Entry{GroupResource: o.gr, Namespace: meta["namespace"].(string), Name: meta["name"].(string), Object: obj})
+	}
+	a.index()
+	got, err := waitingOwners(a, claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{
+		"ops.example/DBCluster/team/main":            true, // owns a filled claim
+		"ops.example/Fleet/team/all":                 true, // owns that owner
+		"monitoring.example/Prometheus/team/metrics": true, // owns a StatefulSet that makes one
+	}
+	if len(got) != len(want) {
+		t.Errorf("waiting owners %v, want %v", got, want)
+	}
+	for key := range want {
+		if !got[key] {
+			t.Errorf("%s does not wait for the volumes (waiting: %v)", key, got)
+		}
+	}
+	if none, err := waitingOwners(a, nil); err != nil || len(none) != 0 {
+		t.Errorf("without filled claims: %v %v, want none", none, err)
+	}
+}

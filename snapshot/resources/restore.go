@@ -89,6 +89,9 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{},
 		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims,
 		statusPlaces: map[schema.GroupVersionResource]statusPlace{}}
+	if rs.waiting, err = waitingOwners(archive, claims); err != nil {
+		return err
+	}
 	// held are the objects set aside for the volumes, step by step.
 	var held [][]heldEntry
 	release := func() error {
@@ -271,6 +274,7 @@ type restorer struct {
 	namespaces map[string]bool   // target namespaces known to exist
 	claims     map[string]bool   // source ns/name of the backup's claims
 	filled     map[string]bool   // source ns/name of the claims the volumes' restore fills
+	waiting    map[string]bool   // ownerKey of the owners that wait for them (waitingOwners)
 	archived   map[string]bool   // ownerKey of every object of the backup, in the source's namespaces
 	// statusPlaces are where the target keeps each type's status (see statusPlace).
 	statusPlaces map[schema.GroupVersionResource]statusPlace
@@ -303,7 +307,7 @@ func (rs *restorer) restoreTypes(ctx context.Context, types []plans.Resource) ([
 						rs.report.Add("objects", snapshot.StatusFailed, e.ID(), err.Error())
 						return gctx.Err()
 					}
-					if mountsFilledClaim(obj, e.Namespace, rs.filled) {
+					if mountsFilledClaim(obj, e.Namespace, rs.filled) || rs.waiting[e.ownerKey()] {
 						mu.Lock()
 						held = append(held, heldEntry{res: res, entry: e})
 						mu.Unlock()
@@ -908,8 +912,7 @@ func (a *Archive) owners() map[string]bool {
 	out := map[string]bool{}
 	for _, entries := range a.ByResource {
 		for _, e := range entries {
-			gv, _ := schema.ParseGroupVersion(e.APIVersion)
-			out[ownerKey(gv.Group, e.Kind, e.Namespace, e.Name)] = true
+			out[e.ownerKey()] = true
 		}
 	}
 	return out
