@@ -22,6 +22,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -230,11 +231,32 @@ func TestRestoreMapsNamespaces(t *testing.T) {
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "editors", Namespace: ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default-editor", Namespace: ns}, {Kind: "User", Name: "bob@example.com", APIGroup: "rbac.authorization.k8s.io"}},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default-editor", Namespace: ns}, {Kind: "User", Name: "bob@example.com", APIGroup: "rbac.authorization.k8s.io"},
+			// The namespace's accounts as the API server names them.
+			{Kind: "Group", Name: "system:serviceaccounts:" + ns, APIGroup: "rbac.authorization.k8s.io"},
+			{Kind: "User", Name: "system:serviceaccount:" + ns + ":default-viewer", APIGroup: "rbac.authorization.k8s.io"}},
 	}
-	if _, err := blue.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := blue.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		_, err = blue.RbacV1().RoleBindings(ns).Update(ctx, rb, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { blue.RbacV1().RoleBindings(ns).Delete(context.Background(), "editors", metav1.DeleteOptions{}) })
+	// Pods of the namespace may reach each other, by the namespace's name label.
+	sameNamespace := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "same-namespace", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+			{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+			{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{ns, "monitoring"}}}}},
+		}}}}}
+	if _, err := blue.NetworkingV1().NetworkPolicies(ns).Create(ctx, sameNamespace, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		blue.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), "same-namespace", metav1.DeleteOptions{})
+	})
 	url := backupMinIO(t, "mapping")
 	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--name", "for-mapping"); code != 0 && code != 3 {
 		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
@@ -257,8 +279,17 @@ func TestRestoreMapsNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Subjects[0].Namespace != to || got.Subjects[1].Namespace != "" {
+	if got.Subjects[0].Namespace != to || got.Subjects[1].Namespace != "" || got.Subjects[1].Name != "bob@example.com" ||
+		got.Subjects[2].Name != "system:serviceaccounts:"+to || got.Subjects[3].Name != "system:serviceaccount:"+to+":default-viewer" {
 		t.Errorf("RoleBinding subjects should follow the mapping: %+v", got.Subjects)
+	}
+	np, err := kc.NetworkingV1().NetworkPolicies(to).Get(ctx, "same-namespace", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from := np.Spec.Ingress[0].From; from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != to ||
+		!slices.Equal(from[1].NamespaceSelector.MatchExpressions[0].Values, []string{to, "monitoring"}) {
+		t.Errorf("the NetworkPolicy's namespace selectors should follow the mapping: %+v", from)
 	}
 	code, rep, errOut = runReportCommand(t, append([]string{"--storage", url, "verify", "--to", "dr", "--backup", "for-mapping"}, mapping...)...)
 	if code != 0 {

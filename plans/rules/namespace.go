@@ -36,8 +36,8 @@ func namespaceRules() map[string]Rule {
 			u.SetName(to)
 			// The API server keeps this label equal to the name.
 			if labels := u.GetLabels(); labels != nil {
-				if _, ok := labels["kubernetes.io/metadata.name"]; ok {
-					labels["kubernetes.io/metadata.name"] = to
+				if _, ok := labels[namespaceNameLabel]; ok {
+					labels[namespaceNameLabel] = to
 					u.SetLabels(labels)
 				}
 			}

@@ -1,6 +1,17 @@
 package rules
 
-import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// The names the API server gives a namespace's service accounts: the group of all of them, and
+// each one as a user.
+const (
+	accountsGroup = "system:serviceaccounts:"
+	accountUser   = "system:serviceaccount:"
+)
 
 // RBAC comes with identity and configuration, but for the bootstrap roles the target's API server
 // keeps up to date; a binding's subjects follow the namespace mapping.
@@ -18,9 +29,21 @@ func rbacRules() map[string]Rule {
 	bindings.Prepare = func(obj map[string]any, namespace func(string) string) {
 		subjects, _ := obj["subjects"].([]any)
 		for _, s := range subjects {
-			if sm, ok := s.(map[string]any); ok {
-				if ns, ok := sm["namespace"].(string); ok {
-					sm["namespace"] = namespace(ns)
+			sm, ok := s.(map[string]any)
+			if !ok {
+				continue
+			}
+			if ns, ok := sm["namespace"].(string); ok {
+				sm["namespace"] = namespace(ns)
+			}
+			// A namespace's service accounts as the API server names them to authorizers.
+			name, _ := sm["name"].(string)
+			switch kind, _ := sm["kind"].(string); {
+			case kind == "Group" && strings.HasPrefix(name, accountsGroup):
+				sm["name"] = accountsGroup + namespace(strings.TrimPrefix(name, accountsGroup))
+			case kind == "User" && strings.HasPrefix(name, accountUser):
+				if ns, account, ok := strings.Cut(strings.TrimPrefix(name, accountUser), ":"); ok {
+					sm["name"] = accountUser + namespace(ns) + ":" + account
 				}
 			}
 		}

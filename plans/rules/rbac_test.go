@@ -13,5 +13,8 @@ func TestRBAC(t *testing.T) {
 		{"cluster role binding subjects follow", "prepare", "clusterrolebindings.rbac.authorization.k8s.io",
 			`{"metadata":{"name":"crb"},"subjects":[{"kind":"ServiceAccount","name":"s","namespace":"team-a"}]}`,
 			`{"metadata":{"name":"crb"},"subjects":[{"kind":"ServiceAccount","name":"s","namespace":"team-b"}]}`},
+		{"a namespace's accounts as a group and as users follow", "prepare", "clusterrolebindings.rbac.authorization.k8s.io",
+			`{"metadata":{"name":"crb"},"subjects":[{"kind":"Group","name":"system:serviceaccounts:team-a"},{"kind":"User","name":"system:serviceaccount:team-a:ci"},{"kind":"Group","name":"system:serviceaccounts"},{"kind":"User","name":"system:serviceaccount:other:ci"},{"kind":"Group","name":"team-a"}]}`,
+			`{"metadata":{"name":"crb"},"subjects":[{"kind":"Group","name":"system:serviceaccounts:team-b"},{"kind":"User","name":"system:serviceaccount:team-b:ci"},{"kind":"Group","name":"system:serviceaccounts"},{"kind":"User","name":"system:serviceaccount:other:ci"},{"kind":"Group","name":"team-a"}]}`},
 	})
 }
