@@ -469,3 +469,82 @@ func TestZonalClaimsAreMadeWhereTheirWorkloadRuns(t *testing.T) {
 		t.Errorf("the claim on %s holds %v, blue's %v", cluster, g, w)
 	}
 }
+
+// TestClaimsOnlyMadeVolumesBind: a claim that selects its volume by labels, or one of a class
+// whose provisioner makes no volumes (local volumes), binds only to a volume someone made. A
+// restore onto a target without such a volume would make the claim and wait for ever, its files
+// with it: it is a blocking finding that names the claims, and nothing is made. Once green has
+// the volumes, the restore binds the claims to them and fills them.
+func TestClaimsOnlyMadeVolumesBind(t *testing.T) {
+	const ns = "claim-handmade"
+	_, greenKC := restoreShapesNamespace(t, ns)
+	ctx := context.Background()
+	kubectl(t, "green", `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-storage}
+provisioner: kubernetes.io/no-provisioner
+`, "apply", "-f", "-")
+	t.Cleanup(func() {
+		kubectl(t, "green", "", "delete", "storageclass/local-storage", "pv/handmade-ssd", "pv/handmade-local", "--ignore-not-found", "--wait=false")
+	})
+	pickedDir := blueClaim(t, ns, "picked", map[string][]byte{"cache/index.db": []byte("on the ssd\n")}, func(s *corev1.PersistentVolumeClaimSpec) {
+		s.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}
+	})
+	localDir := blueClaim(t, ns, "local", map[string][]byte{"scratch/run.log": []byte("on the node's disk\n")}, func(s *corev1.PersistentVolumeClaimSpec) {
+		s.StorageClassName = ptr.To("local-storage")
+	})
+	store := "file://" + t.TempDir()
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "handmade"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "handmade")
+	for _, want := range []string{
+		"storageclass standard: 1 claim selects its volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class standard that matches (e.g. " + ns + "/picked)",
+		"storageclass local-storage: 1 claim uses class local-storage, whose provisioner makes no volumes (kubernetes.io/no-provisioner), and the target has no free volume of it (e.g. " + ns + "/local)",
+	} {
+		if code != 3 || !strings.Contains(out, want) {
+			t.Errorf("ferry restore exited %d, want 3 and the blocking finding %q\nstdout: %s\nstderr: %s", code, want, out, lastLines(errOut, 10))
+		}
+	}
+	for _, claim := range []string{"picked", "local"} {
+		if _, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the blocked restore made claim %s on green (%v)", claim, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	// The volumes made by hand on green.
+	for _, pv := range []struct{ name, class, labels string }{{"handmade-ssd", "standard", "{disk: ssd}"}, {"handmade-local", "local-storage", "{}"}} {
+		kubectl(t, "green", `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: `+pv.name+`, labels: `+pv.labels+`}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: `+pv.class+`
+  hostPath: {path: `+dataDir(t, "green-"+pv.name)+`}
+`, "apply", "-f", "-")
+	}
+	waitUntil(t, "green's volumes made by hand available", time.Minute, func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"handmade-ssd", "handmade-local"} {
+			pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || pv.Status.Phase != corev1.VolumeAvailable {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "handmade"); code != 0 {
+		t.Fatalf("ferry restore with the volumes made exited %d\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 10))
+	}
+	for claim, dir := range map[string]string{"picked": pickedDir, "local": localDir} {
+		if g, w := claimFiles(t, claimFolder(t, greenKC, ns, claim)), claimFiles(t, dir); !equalMaps(g, w) {
+			t.Errorf("green's claim %s holds %v, blue's %v", claim, g, w)
+		}
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "handmade"); code != 0 {
+		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 10))
+	}
+}

@@ -573,6 +573,10 @@ func claimInfo(obj *unstructured.Unstructured) Volume {
 	var set bool
 	v.StorageClass, set, _ = unstructured.NestedString(obj.Object, "spec", "storageClassName")
 	v.NoClass = set && v.StorageClass == ""
+	if sel, ok, _ := unstructured.NestedMap(obj.Object, "spec", "selector"); ok && len(sel) > 0 {
+		v.Selector = &metav1.LabelSelector{}
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(sel, v.Selector) // as the API server wrote it
+	}
 	v.AccessModes, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "accessModes")
 	v.Phase, _, _ = unstructured.NestedString(obj.Object, "status", "phase")
 	v.VolumeName, _, _ = unstructured.NestedString(obj.Object, "spec", "volumeName")

@@ -15,6 +15,7 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans/config"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -139,10 +140,13 @@ type Volume struct {
 	StorageClass string `json:"storageClass,omitempty"`
 	// NoClass is set when the claim names no class outright (storageClassName ""): it binds only
 	// to a volume made by hand, never to a provisioner's.
-	NoClass     bool     `json:"noClass,omitempty"`
-	AccessModes []string `json:"accessModes"`
-	Phase       string   `json:"phase"`
-	VolumeName  string   `json:"volumeName,omitempty"`
+	NoClass bool `json:"noClass,omitempty"`
+	// Selector is the claim's spec.selector: it binds only to a volume whose labels match, which
+	// someone made, never to a provisioner's.
+	Selector    *metav1.LabelSelector `json:"selector,omitempty"`
+	AccessModes []string              `json:"accessModes"`
+	Phase       string                `json:"phase"`
+	VolumeName  string                `json:"volumeName,omitempty"`
 	// VolumeMode is the claim's volumeMode when it is not a filesystem ("Block").
 	VolumeMode string   `json:"volumeMode,omitempty"`
 	Pods       []PodUse `json:"pods,omitempty"`

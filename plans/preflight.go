@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -197,6 +199,7 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 		existing[c.GetNamespace()+"/"+c.GetName()] = true
 	}
 	classes := map[string]bool{}
+	static := map[string]bool{} // classes whose provisioner makes no volumes
 	defaultClass := ""
 	list, err := target.Dynamic.Resource(storageClassesGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -207,9 +210,12 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 		if sc.GetAnnotations()["storageclass.kubernetes.io/is-default-class"] == "true" {
 			defaultClass = sc.GetName()
 		}
+		if provisioner, _, _ := unstructured.NestedString(sc.Object, "provisioner"); provisioner == noProvisioner {
+			static[sc.GetName()] = true
+		}
 	}
 	needed := map[string][]string{}
-	var handMade []Volume // claims of no class the mapping leaves so
+	var handMade []handMadeClaim
 	for _, v := range volumes {
 		if existing[mapNamespace(p, v.Namespace)+"/"+v.Name] {
 			continue
@@ -218,10 +224,17 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 		if mapped, ok := classMap[class]; ok && (class != "" || v.NoClass) {
 			class = mapped
 		} else if v.NoClass {
-			handMade = append(handMade, v)
+			handMade = append(handMade, handMadeClaim{Volume: v, why: noClassClaims})
 			continue
 		}
 		needed[class] = append(needed[class], v.Namespace+"/"+v.Name)
+		bound := cmp.Or(class, defaultClass)
+		switch {
+		case v.Selector != nil:
+			handMade = append(handMade, handMadeClaim{Volume: v, class: bound, why: selectingClaims})
+		case static[bound]:
+			handMade = append(handMade, handMadeClaim{Volume: v, class: bound, why: staticClassClaims})
+		}
 	}
 	if err := checkHandMade(ctx, p, target, handMade); err != nil {
 		return nil, err
@@ -238,11 +251,30 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 	return p.Findings, nil
 }
 
-// checkHandMade blocks the claims of no class (storageClassName "") that no volume of no class on
-// the target is pre-bound to: they bind only to a volume made by hand, and ferry never reuses the
-// source's (its disk or share is the source's data), so they would wait for ever, and their files
-// with them.
-func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []Volume) error {
+// noProvisioner is the provisioner of classes whose volumes are made by hand (local volumes).
+const noProvisioner = "kubernetes.io/no-provisioner"
+
+// A handMadeClaim binds only to a volume someone made (ferry never reuses the source's: its disk
+// or share is the source's data), of its class on the target, for one of these reasons.
+type handMadeClaim struct {
+	Volume
+	class string
+	why   handMadeReason
+}
+
+type handMadeReason int
+
+const (
+	noClassClaims     handMadeReason = iota // storageClassName ""
+	selectingClaims                         // spec.selector
+	staticClassClaims                       // a class of noProvisioner
+)
+
+// checkHandMade blocks the claims that only a volume made by hand binds (handMadeClaim) when the
+// target has no volume for them: one pre-bound to the claim, or a free one of its class whose
+// labels its selector matches (each volume serves one claim). They would wait for ever, and
+// their files with them.
+func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []handMadeClaim) error {
 	if len(claims) == 0 {
 		return nil
 	}
@@ -250,28 +282,73 @@ func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []Volume
 	if err != nil {
 		return fmt.Errorf("target: list persistent volumes: %w", err)
 	}
-	ready := map[string]bool{}
+	preBound := map[string]string{} // claim namespace/name -> the class of the volume made for it
+	var free []unstructured.Unstructured
 	for _, pv := range volumes.Items {
 		ns, _, _ := unstructured.NestedString(pv.Object, "spec", "claimRef", "namespace")
 		name, _, _ := unstructured.NestedString(pv.Object, "spec", "claimRef", "name")
 		uid, _, _ := unstructured.NestedString(pv.Object, "spec", "claimRef", "uid")
 		class, _, _ := unstructured.NestedString(pv.Object, "spec", "storageClassName")
-		// Pre-bound to the claim to come: one still naming a claim's UID was another's (Released).
-		if uid == "" && class == "" {
-			ready[ns+"/"+name] = true
+		phase, _, _ := unstructured.NestedString(pv.Object, "status", "phase")
+		switch {
+		case name != "" && uid == "":
+			// Pre-bound to the claim to come: one still naming a claim's UID was another's (Released).
+			preBound[ns+"/"+name] = class
+		case name == "" && phase == "Available":
+			free = append(free, pv)
 		}
 	}
-	var lacking []string
-	for _, v := range claims {
-		if !ready[mapNamespace(p, v.Namespace)+"/"+v.Name] {
-			lacking = append(lacking, v.Namespace+"/"+v.Name)
+	used := map[int]bool{}
+	lacking := map[handMadeReason]map[string][]string{} // by reason and class
+	for _, c := range claims {
+		if class, ok := preBound[mapNamespace(p, c.Namespace)+"/"+c.Name]; ok && class == c.class {
+			continue
+		}
+		selector := labels.Everything()
+		if c.Selector != nil {
+			if selector, err = metav1.LabelSelectorAsSelector(c.Selector); err != nil {
+				selector = labels.Nothing()
+			}
+		}
+		found := false
+		for i, pv := range free {
+			class, _, _ := unstructured.NestedString(pv.Object, "spec", "storageClassName")
+			if !used[i] && class == c.class && selector.Matches(labels.Set(pv.GetLabels())) {
+				used[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			if lacking[c.why] == nil {
+				lacking[c.why] = map[string][]string{}
+			}
+			lacking[c.why][c.class] = append(lacking[c.why][c.class], c.Namespace+"/"+c.Name)
 		}
 	}
-	if len(lacking) > 0 {
-		p.block(`storageclass ""`, `%s no class (storageClassName ""), so only a volume made by hand binds them, and the target has none for them (e.g. %s): map them to a class of the target with --storage-class-map =CLASS, or make their volumes on the target first`,
-			claimsUse(len(lacking)), lacking[0])
+	for _, why := range slices.Sorted(maps.Keys(lacking)) {
+		for _, class := range slices.Sorted(maps.Keys(lacking[why])) {
+			names := lacking[why][class]
+			switch why {
+			case noClassClaims:
+				p.block(`storageclass ""`, `%s no class (storageClassName ""), so only a volume made by hand binds them, and the target has none for them (e.g. %s): map them to a class of the target with --storage-class-map =CLASS, or make their volumes on the target first`,
+					claimsUse(len(names)), names[0])
+			case selectingClaims:
+				p.block("storageclass "+class, "%s its volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class %s that matches (e.g. %s): make their volumes on the target first",
+					claimsSelect(len(names)), class, names[0])
+			case staticClassClaims:
+				p.block("storageclass "+class, "%s class %s, whose provisioner makes no volumes (%s), and the target has no free volume of it (e.g. %s): make their volumes on the target first, or map them to another class with --storage-class-map %s=OTHER",
+					claimsUse(len(names)), class, noProvisioner, names[0], class)
+			}
+		}
 	}
 	return nil
+}
+
+func claimsSelect(n int) string {
+	if n == 1 {
+		return "1 claim selects"
+	}
+	return fmt.Sprintf("%d claims select", n)
 }
 
 func claimsUse(n int) string {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans/config"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -30,6 +31,17 @@ func TestPreflight(t *testing.T) {
 		u.Object["spec"] = map[string]any{"storageClassName": "", "claimRef": map[string]any{"namespace": ns, "name": claim, "uid": "gone"}}
 		return u
 	}
+	selecting := Volume{Namespace: "shop", Name: "cache", StorageClass: "standard", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}}
+	local := Volume{Namespace: "shop", Name: "scratch-local", StorageClass: "local-storage"}
+	free := func(name, class string, labels map[string]string) runtime.Object {
+		u := object("v1", "PersistentVolume", "", name)
+		u.SetLabels(labels)
+		u.Object["spec"] = map[string]any{"storageClassName": class}
+		u.Object["status"] = map[string]any{"phase": "Available"}
+		return u
+	}
+	staticClass := object("storage.k8s.io/v1", "StorageClass", "", "local-storage")
+	staticClass.Object["provisioner"] = "kubernetes.io/no-provisioner"
 	class := func(name string, isDefault bool) runtime.Object {
 		u := object("storage.k8s.io/v1", "StorageClass", "", name)
 		if isDefault {
@@ -82,6 +94,15 @@ func TestPreflight(t *testing.T) {
 		{name: "the empty class maps no claim that names none", plan: Plan{Volumes: []Volume{noClass}, Config: config.Planning{StorageClassMap: map[string]string{"": "standard"}}},
 			objs: []runtime.Object{class("standard", false)},
 			want: []finding{{Blocking, "storageclass (default)", "1 claim uses the default storage class, and the target has none"}}},
+		{name: "a claim that selects its volume, none there", plan: Plan{Volumes: []Volume{selecting}}, objs: []runtime.Object{class("standard", true), free("pv-hdd", "standard", map[string]string{"disk": "hdd"})},
+			want: []finding{{Blocking, "storageclass standard", `1 claim selects its volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class standard that matches (e.g. shop/cache)`}}},
+		{name: "a claim that selects its volume, one there", plan: Plan{Volumes: []Volume{selecting}}, objs: []runtime.Object{class("standard", true), free("pv-ssd", "standard", map[string]string{"disk": "ssd"})}},
+		{name: "a claim of a class that provisions nothing, no volume", plan: Plan{Volumes: []Volume{local}}, objs: []runtime.Object{staticClass},
+			want: []finding{{Blocking, "storageclass local-storage", `1 claim uses class local-storage, whose provisioner makes no volumes (kubernetes.io/no-provisioner), and the target has no free volume of it (e.g. shop/scratch-local)`}}},
+		{name: "a claim of a class that provisions nothing, a volume made", plan: Plan{Volumes: []Volume{local}}, objs: []runtime.Object{staticClass, free("local-pv-1", "local-storage", nil)}},
+		{name: "two claims of a class that provisions nothing, one volume", plan: Plan{Volumes: []Volume{local, {Namespace: "shop", Name: "scratch-2", StorageClass: "local-storage"}}},
+			objs: []runtime.Object{staticClass, free("local-pv-1", "local-storage", nil)},
+			want: []finding{{Blocking, "storageclass local-storage", `1 claim uses class local-storage, whose provisioner makes no volumes (kubernetes.io/no-provisioner), and the target has no free volume of it (e.g. shop/scratch-2)`}}},
 		{name: "namespace exists", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{object("v1", "Namespace", "", "shop")},
 			want: []finding{{Warning, "namespace shop", "already exists on the target"}}},
 		{name: "mapped namespace exists", plan: Plan{Resources: []Resource{configMaps}, Config: config.Planning{NamespaceMap: map[string]string{"shop": "shop-green"}}},
