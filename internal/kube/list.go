@@ -20,6 +20,15 @@ import (
 // memory while the archive's writer caught up.
 const listPagesAhead = 2
 
+// listPageBytes is about the most one page of a list holds, decoded many times over: a type of
+// large objects (Helm's release Secrets reach 1 MiB each) is listed in pages of as many as fit,
+// not of the page size, which with pages fetched ahead held gigabytes. The first page, whose
+// objects' size is not known yet, holds at most listFirstPage.
+const (
+	listPageBytes = 8 << 20
+	listFirstPage = 50
+)
+
 // Dynamic is a dynamic client whose lists EachObject decodes in one pass. client-go's decoder of
 // an unstructured list reads a page five times (its kind, its items as raw messages, the whole
 // page into maps that are then dropped, then each item again); on a backup of 50,000 objects that
@@ -49,8 +58,16 @@ func EachObject(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVers
 		return dyn.Resource(gvr).Namespace(namespace).List(ctx, o)
 	}
 	if d, ok := dyn.(*Dynamic); ok {
+		limit := min(pageSize, listFirstPage) // the pager asks for its pages one at a time
 		page = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return d.list(ctx, gvr, namespace, o)
+			if limit > 0 {
+				o.Limit = limit
+			}
+			list, size, err := d.list(ctx, gvr, namespace, o)
+			if err == nil && len(list.Items) > 0 && pageSize > 0 {
+				limit = max(1, min(pageSize, int64(listPageBytes)*int64(len(list.Items))/max(size, 1)))
+			}
+			return list, err
 		}
 	}
 	lister := pager.New(page)
@@ -62,8 +79,8 @@ func EachObject(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVers
 }
 
 // list gets one page of gvr's objects in namespace as the dynamic client's List does, and decodes
-// it once into the same list.
-func (d *Dynamic) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+// it once into the same list; it also returns the page's size in bytes.
+func (d *Dynamic) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, int64, error) {
 	path := []string{"api"}
 	if gvr.Group != "" {
 		path = []string{"apis", gvr.Group}
@@ -76,10 +93,11 @@ func (d *Dynamic) list(ctx context.Context, gvr schema.GroupVersionResource, nam
 		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
 		SetHeader("Accept", "application/json").Do(ctx)
 	if err := res.Error(); err != nil { // the API server's Status, as the dynamic client's
-		return nil, err
+		return nil, 0, err
 	}
 	body, _ := res.Raw()
-	return decodeList(body)
+	list, err := decodeList(body)
+	return list, int64(len(body)), err
 }
 
 // decodeList decodes a list's JSON as unstructured.UnstructuredList's decoder does: numbers that

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,7 +91,7 @@ func TestFastListDecodesAsClientGo(t *testing.T) {
 				t.Errorf("fast list:\n%v\nclient-go:\n%v", got, want)
 			}
 			// One page, its list's own fields too.
-			page, err := fast.list(ctx, tc.gvr, tc.namespace, metav1.ListOptions{Limit: 2})
+			page, _, err := fast.list(ctx, tc.gvr, tc.namespace, metav1.ListOptions{Limit: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,4 +150,63 @@ func BenchmarkDecodeList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestListPagesFitInMemory: a type of large objects (Helm's release Secrets reach 1 MiB each) is
+// listed in pages of about listPageBytes, not of the page size: 500 of them at once, with pages
+// fetched ahead, held gigabytes. A type of small objects gets the page size after its first page.
+func TestListPagesFitInMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		objectSize int
+		objects    int
+		wantMax    int64 // the largest limit after the first page
+	}{
+		{"large objects", 256 << 10, 200, listPageBytes / (256 << 10)},
+		{"small objects", 512, 3000, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var limits []int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var limit, from int
+				fmt.Sscan(r.URL.Query().Get("limit"), &limit)
+				fmt.Sscan(r.URL.Query().Get("continue"), &from)
+				limits = append(limits, int64(limit))
+				to := min(from+limit, tc.objects)
+				var items []string
+				for i := from; i < to; i++ {
+					items = append(items, fmt.Sprintf(`{"metadata":{"name":"s%d","namespace":"apps"},"data":{"release":%q}}`, i, strings.Repeat("x", tc.objectSize)))
+				}
+				next := ""
+				if to < tc.objects {
+					next = fmt.Sprint(to)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"kind":"SecretList","apiVersion":"v1","metadata":{"continue":%q},"items":[%s]}`, next, strings.Join(items, ","))
+			}))
+			defer srv.Close()
+			dyn, err := NewDynamic(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := 0
+			err = EachObject(context.Background(), dyn, schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "", 500, func(*unstructured.Unstructured) error {
+				seen++
+				return nil
+			})
+			if err != nil || seen != tc.objects {
+				t.Fatalf("listed %d of %d objects: %v", seen, tc.objects, err)
+			}
+			if limits[0] > 500 || int64(tc.objectSize)*limits[0] > 64<<20 {
+				t.Errorf("first page of %d objects of %d bytes", limits[0], tc.objectSize)
+			}
+			if len(limits) < 2 {
+				t.Fatalf("%d objects of %d bytes listed in one page (limits %v)", tc.objects, tc.objectSize, limits)
+			}
+			largest := slices.Max(limits[1:])
+			if largest > tc.wantMax || (tc.wantMax == 500 && largest != 500) {
+				t.Errorf("pages after the first: limits %v, want at most %d (objects of %d bytes)", limits[1:], tc.wantMax, tc.objectSize)
+			}
+		})
+	}
 }
