@@ -161,6 +161,16 @@ func TestPlanOfKubeflowOnBlue(t *testing.T) {
 			t.Errorf("%s are not recorded as excluded", want)
 		}
 	}
+	if fixture {
+		// The release's parts in kube-system move (the preset names them); the rest stays.
+		for gr, want := range map[string]int{"daemonsets.apps": 1, "serviceaccounts": 1, "configmaps": 1, "roles.rbac.authorization.k8s.io": 2, "rolebindings.rbac.authorization.k8s.io": 2} {
+			for _, r := range p.Resources {
+				if r.GroupResource() == gr && r.Namespaces["kube-system"].Count != want {
+					t.Errorf("the plan moves %d %s of kube-system, want the release's %d", r.Namespaces["kube-system"].Count, gr, want)
+				}
+			}
+		}
+	}
 	if !slices.ContainsFunc(p.Excluded, func(e plans.Exclusion) bool {
 		return e.Resource == "configmaps" && e.Name == "kube-root-ca.crt" && e.Namespace == "kubeflow"
 	}) {

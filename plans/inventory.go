@@ -245,6 +245,8 @@ func discover(dc discovery.DiscoveryInterface, p *Plan) ([]servedResource, error
 type selector struct {
 	inNS, exNS   map[string]bool
 	namedNS      map[string]bool // include.namespaces as written, "*" or not
+	anyNS        bool            // a cluster's own namespaces are not left out by themselves
+	namedObjects map[string]bool // group-resource/namespace/name of include.objects and state.objects
 	inRes, exRes map[string]bool
 	labels       labels.Selector
 }
@@ -268,7 +270,14 @@ func newSelector(cfg config.Planning) (*selector, error) {
 	for _, ns := range cfg.Include.Namespaces {
 		named[strings.ToLower(ns)] = true
 	}
-	return &selector{inNS: set(cfg.Include.Namespaces), exNS: set(cfg.Exclude.Namespaces), namedNS: named, inRes: set(cfg.Include.Resources), exRes: set(cfg.Exclude.Resources), labels: ls}, nil
+	// An upgrade's state objects are named as much as the selection's.
+	objects := map[string]bool{}
+	for _, o := range slices.Concat(cfg.Include.Objects, cfg.State.Objects) {
+		for _, name := range o.Names {
+			objects[strings.ToLower(o.Resource)+"/"+o.Namespace+"/"+name] = true
+		}
+	}
+	return &selector{inNS: set(cfg.Include.Namespaces), exNS: set(cfg.Exclude.Namespaces), namedNS: named, namedObjects: objects, inRes: set(cfg.Include.Resources), exRes: set(cfg.Exclude.Resources), labels: ls}, nil
 }
 
 // resourceReason says why a whole resource type is left out by the user's selection, or "".
@@ -303,10 +312,20 @@ func (s *selector) namespaceReason(ns string) string {
 		return "namespace not included"
 	case s.exNS[ns]:
 		return "namespace excluded"
-	case rules.ClusterOwnNamespace(ns) && !s.namedNS[ns]:
+	case rules.ClusterOwnNamespace(ns) && !s.namedNS[ns] && !s.anyNS:
 		return rules.ClusterOwnReason
 	}
 	return ""
+}
+
+// named says whether include.objects (or an upgrade's state.objects) names obj, of type r.
+func (s *selector) named(r servedResource, obj *unstructured.Unstructured) bool {
+	for _, resource := range []string{r.groupResource(), r.gvr.Resource} {
+		if s.namedObjects[resource+"/"+obj.GetNamespace()+"/"+obj.GetName()] {
+			return true
+		}
+	}
+	return false
 }
 
 // objectReason says why the user's selection leaves an object out, or "".
@@ -315,7 +334,7 @@ func (s *selector) objectReason(r servedResource, obj *unstructured.Unstructured
 	if r.groupResource() == "namespaces" {
 		ns = obj.GetName()
 	}
-	if reason := s.namespaceReason(ns); reason != "" {
+	if reason := s.namespaceReason(ns); reason != "" && (reason != rules.ClusterOwnReason || !s.named(r, obj)) {
 		return reason
 	}
 	// CRDs and namespaces carry what the selected objects need, whatever their labels.
@@ -629,6 +648,18 @@ func NewFilter(cfg config.Planning) (*Filter, error) {
 		return nil, err
 	}
 	return &Filter{sel: sel}, nil
+}
+
+// NewBackupFilter makes the filter of a restore's or verify's selection: it leaves out what the
+// selection does and no more. The backup holds what its own plan chose, the contents of a
+// cluster's own namespaces too when it named them (or when Velero made it).
+func NewBackupFilter(cfg config.Planning) (*Filter, error) {
+	f, err := NewFilter(cfg)
+	if err != nil {
+		return nil, err
+	}
+	f.sel.anyNS = true
+	return f, nil
 }
 
 // DataReason says why the selection leaves out data that lives in namespace ns (a database's or

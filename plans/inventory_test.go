@@ -356,7 +356,44 @@ func TestClusterOwnNamespaces(t *testing.T) {
 			if got := f.DataReason(c.namespace, true); got != c.want {
 				t.Errorf("a claim's files in %s: %q, want %q", c.namespace, got, c.want)
 			}
+			// A restore's selection leaves out what it names: the backup's plan chose the rest.
+			b, err := NewBackupFilter(config.Planning{Include: config.Selection{Namespaces: c.include}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := b.Reason(cm, object("v1", "ConfigMap", c.namespace, "coredns")); got != "" && got != "namespace not included" {
+				t.Errorf("a restore's selection: a ConfigMap in %s: %q", c.namespace, got)
+			}
 		})
+	}
+}
+
+// TestClusterOwnNamespacesNamedObjects: a platform's parts in kube-system move when
+// include.objects (or an upgrade's state.objects) names them; the rest of kube-system stays.
+func TestClusterOwnNamespacesNamedObjects(t *testing.T) {
+	ds := Resource{Group: "apps", Version: "v1", Resource: "daemonsets", Kind: "DaemonSet", Namespaced: true}
+	cm := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+	cfg := config.Planning{
+		Include: config.Selection{Objects: []config.ObjectNames{{Resource: "daemonsets.apps", Namespace: "kube-system", Names: []string{"istio-cni-node"}}}},
+		State:   config.ReleasePart{Objects: []config.ObjectNames{{Resource: "secrets", Namespace: "kube-system", Names: []string{"sealed-secrets-key"}}}},
+	}
+	f, err := NewFilter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		r    Resource
+		obj  *unstructured.Unstructured
+		want string
+	}{
+		{ds, object("apps/v1", "DaemonSet", "kube-system", "istio-cni-node"), ""},
+		{ds, object("apps/v1", "DaemonSet", "kube-system", "kube-proxy"), rules.ClusterOwnReason},
+		{cm, object("v1", "ConfigMap", "kube-system", "istio-cni-node"), rules.ClusterOwnReason},
+		{Resource{Version: "v1", Resource: "secrets", Kind: "Secret", Namespaced: true}, object("v1", "Secret", "kube-system", "sealed-secrets-key"), ""},
+	} {
+		if got := f.Reason(c.r, c.obj); got != c.want {
+			t.Errorf("%s %s/%s: %q, want %q", c.r.Resource, c.obj.GetNamespace(), c.obj.GetName(), got, c.want)
+		}
 	}
 }
 

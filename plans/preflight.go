@@ -300,6 +300,10 @@ func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []handMa
 	}
 	used := map[int]bool{}
 	lacking := map[handMadeReason]map[string][]string{} // by reason and class
+	// Claims that select their volume first: one that selects none may take any.
+	slices.SortStableFunc(claims, func(a, b handMadeClaim) int {
+		return cmp.Compare(boolRank(a.Selector == nil), boolRank(b.Selector == nil))
+	})
 	for _, c := range claims {
 		if class, ok := preBound[mapNamespace(p, c.Namespace)+"/"+c.Name]; ok && class == c.class {
 			continue
@@ -313,7 +317,10 @@ func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []handMa
 		found := false
 		for i, pv := range free {
 			class, _, _ := unstructured.NestedString(pv.Object, "spec", "storageClassName")
-			if !used[i] && class == c.class && selector.Matches(labels.Set(pv.GetLabels())) {
+			modes, _, _ := unstructured.NestedStringSlice(pv.Object, "spec", "accessModes")
+			mode, _, _ := unstructured.NestedString(pv.Object, "spec", "volumeMode")
+			if !used[i] && class == c.class && selector.Matches(labels.Set(pv.GetLabels())) &&
+				cmp.Or(mode, "Filesystem") == cmp.Or(c.VolumeMode, "Filesystem") && !slices.ContainsFunc(c.AccessModes, func(m string) bool { return !slices.Contains(modes, m) }) {
 				used[i], found = true, true
 				break
 			}
@@ -342,6 +349,13 @@ func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []handMa
 		}
 	}
 	return nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func claimsSelect(n int) string {

@@ -72,7 +72,7 @@ func (o *targetOptions) complete([]string) error {
 		return err
 	}
 	if o.selection.isSet() {
-		if o.filter, err = plans.NewFilter(o.selection.config().Planning); err != nil {
+		if o.filter, err = plans.NewBackupFilter(o.selection.config().Planning); err != nil {
 			return badinput.Wrap(err)
 		}
 	}

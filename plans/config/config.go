@@ -67,6 +67,9 @@ type Selection struct {
 	// Resources are plural resource names, optionally with their group: "configmaps", "profiles.kubeflow.org".
 	Resources     []string `yaml:"resources,omitempty" json:"resources,omitempty"`
 	LabelSelector string   `yaml:"labelSelector,omitempty" json:"labelSelector,omitempty"`
+	// Objects (include only) are objects that move from a cluster's own namespace (kube-system),
+	// whose other contents stay: a platform's parts installed there beside the cluster's own.
+	Objects []ObjectNames `yaml:"objects,omitempty" json:"objects,omitempty"`
 }
 
 // Database is a database running in a pod of the cluster.
@@ -262,6 +265,18 @@ func (c Planning) validate(bad func(field, format string, args ...any)) {
 	}
 	checkSelection("include", c.Include)
 	checkSelection("exclude", c.Exclude)
+	for i, o := range c.Include.Objects {
+		f := fmt.Sprintf("include.objects[%d]", i)
+		if o.Resource == "" || strings.ContainsAny(o.Resource, " /") {
+			bad(f+".resource", "%q is not a resource such as configmaps or daemonsets.apps", o.Resource)
+		}
+		if len(o.Names) == 0 {
+			bad(f+".names", "missing")
+		}
+	}
+	if len(c.Exclude.Objects) > 0 {
+		bad("exclude.objects", "not supported: objects are named to move from a cluster's own namespace (include.objects)")
+	}
 	if c.Exclude.LabelSelector != "" {
 		bad("exclude.labelSelector", "not supported: negate it in include.labelSelector (e.g. app!=cache)")
 	}
@@ -414,6 +429,7 @@ func mergeSelection(a, b Selection) Selection {
 		Namespaces:    append(append([]string(nil), a.Namespaces...), b.Namespaces...),
 		Resources:     append(append([]string(nil), a.Resources...), b.Resources...),
 		LabelSelector: a.LabelSelector,
+		Objects:       append(append([]ObjectNames(nil), a.Objects...), b.Objects...),
 	}
 	if b.LabelSelector != "" {
 		out.LabelSelector = b.LabelSelector

@@ -18,7 +18,7 @@ var clusterOwnNamespaces = map[string]bool{"kube-system": true, "kube-public": t
 func ClusterOwnNamespace(name string) bool { return clusterOwnNamespaces[name] }
 
 // ClusterOwnReason is why the contents of a cluster's own namespace do not move.
-const ClusterOwnReason = "the cluster's own namespace: what runs there (DNS, the proxy, the network, cloud controllers) is set up for each cluster; name it in include.namespaces to move it"
+const ClusterOwnReason = "the cluster's own namespace: what runs there (DNS, the proxy, the network, cloud controllers) is set up for each cluster; name objects in include.objects, or the namespace in include.namespaces beside \"*\", to move them"
 
 // Namespaces come before what they hold, the system ones stay, and a mapping renames them.
 func namespaceRules() map[string]Rule {

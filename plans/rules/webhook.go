@@ -1,7 +1,7 @@
 package rules
 
-// Admission webhooks and policies go last, once what they admit is in place; a webhook's service
-// follows the namespace mapping.
+// Admission webhooks and policies go last, once what they admit is in place; a webhook's service,
+// and the namespaces its selector picks by name, follow the namespace mapping.
 func webhookRules() map[string]Rule {
 	policies := Rule{Wave: WaveWebhooks}
 	webhooks := Rule{Wave: WaveWebhooks, Prepare: func(obj map[string]any, namespace func(string) string) {
@@ -10,6 +10,7 @@ func webhookRules() map[string]Rule {
 			if svc := nestedMap(asMap(h), "clientConfig", "service"); svc != nil {
 				mapServiceNamespace(svc, namespace)
 			}
+			mapSelectedNamespaces(nestedMap(asMap(h), "namespaceSelector"), namespace)
 		}
 	}}
 	out := same(webhooks, "mutatingwebhookconfigurations.admissionregistration.k8s.io", "validatingwebhookconfigurations.admissionregistration.k8s.io")

@@ -62,6 +62,13 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 	back := m.Inverse()
 	original.index()
 	carried.index()
+	// Green's objects are listed as cfg selects them (Live): the original's objects it leaves
+	// out (a cluster's own namespaces, which an older ferry backed up) are not compared, nor
+	// taken for deleted on green.
+	filter, err := plans.NewFilter(cfg)
+	if err != nil {
+		return nil, err
+	}
 	origClaims, origOwners := claimsOf(original), original.owners()
 	restored := map[string]Entry{} // group-resource/namespace/name on green -> the original's entry
 	for gr, entries := range original.ByResource {
@@ -70,7 +77,8 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 			if err != nil {
 				return nil, err
 			}
-			if rules.For(gr).SkipReason(obj) != "" || recreated(gr, obj, origClaims, origOwners) || !placement.Moves(gr, e.Namespace, e.Name) {
+			if rules.For(gr).SkipReason(obj) != "" || recreated(gr, obj, origClaims, origOwners) || !placement.Moves(gr, e.Namespace, e.Name) ||
+				filter.Reason(resourceOf(gr, e), &unstructured.Unstructured{Object: obj}) != "" {
 				continue
 			}
 			restored[gr+"/"+targetKey(m, gr, e)] = e
@@ -104,16 +112,20 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 				continue
 			}
 			blue, green := Prepare(gr, obj, back), Prepare(gr, obj, snapshot.Mapping{})
-			keepStatus(gr, blue, obj)
 			if u := (unstructured.Unstructured{Object: blue}); !placement.Moves(gr, u.GetNamespace(), u.GetName()) {
 				continue // an upgrade's: green's release's own, or never moved
 			}
 			restoredForm := map[string]any(nil)
-			if had {
+			if !had {
+				keepStatus(gr, blue, obj)
+			} else {
 				origObj, err := original.Object(orig)
 				if err != nil {
 					cb.Close()
 					return nil, err
+				}
+				if !sameJSON(obj["status"], restoredStatus(origObj, 1)) {
+					keepStatus(gr, blue, obj) // the work went on on green: blue's status is stale
 				}
 				restoredForm = Prepare(gr, origObj, m)
 				// Green's admission may have given a claim without a class its default, and
@@ -144,6 +156,13 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 	sort.Strings(cb.Created)
 	sort.Strings(cb.Changed)
 	return cb, nil
+}
+
+// resourceOf is the resource type of an archive's entry of group-resource gr.
+func resourceOf(gr string, e Entry) plans.Resource {
+	parsed := schema.ParseGroupResource(gr)
+	gv, _ := schema.ParseGroupVersion(e.APIVersion)
+	return plans.Resource{Group: parsed.Group, Version: gv.Version, Resource: parsed.Resource, Kind: e.Kind, Namespaced: e.Namespace != ""}
 }
 
 // DeletedIDs names the objects deleted on green.

@@ -57,8 +57,9 @@ func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapsh
 
 // RestoreFilling implements snapshot.FillingRestorer: Restore, giving fill's signals. Once the
 // storage wave is made the claims exist; the objects whose pods would mount a claim the backup
-// holds files of (workloads, their rollout history, bare pods) are set aside, and made once the
-// volumes are filled, before the admission webhooks: no pod starts on an empty volume.
+// holds files of (workloads, their rollout history, bare pods), and their owners and the claims'
+// (an operator's resource), are set aside, and made once the volumes are filled, before the
+// admission webhooks: no pod starts on an empty volume.
 func (c Objects) RestoreFilling(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, fill *snapshot.Fill) error {
 	archive, err := ReadArchive(ctx, r)
 	if err != nil {
@@ -74,8 +75,8 @@ func (c Objects) RestoreFilling(ctx context.Context, r *snapshot.Reader, report 
 
 // restoreArchive restores the archive's objects in the plan's order (or, without a plan, the
 // order their owner references imply). The types of one step (see steps) are restored at once,
-// their objects Concurrency at a time in all. The objects that mount one of claims wait for fill
-// (see RestoreFilling).
+// their objects Concurrency at a time in all. The objects that mount one of claims, and their
+// owners (waitingOwners), wait for fill (see RestoreFilling).
 func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report, fill *snapshot.Fill, claims map[string]bool) error {
 	c, err := c.withDefaults().forUpgrade(plan)
 	if err != nil {
@@ -242,8 +243,9 @@ func restoreOrder(plan *plans.Plan, a *Archive) ([]plans.Resource, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: apiVersion %q: %w", e.ID(), e.APIVersion, err)
 		}
-		parsed := schema.ParseGroupResource(gr)
-		types = append(types, plans.Resource{Group: parsed.Group, Version: gv.Version, Resource: parsed.Resource, Kind: e.Kind, Namespaced: e.Namespace != "", Count: len(entries)})
+		r := resourceOf(gr, e)
+		r.Count = len(entries)
+		types = append(types, r)
 		kinds[gv.Group+"/"+e.Kind] = gr
 	}
 	edges := map[string]map[string]bool{}
@@ -286,7 +288,7 @@ func ownerKey(group, kind, namespace, name string) string {
 
 // restoreTypes restores the objects of the types at once, Concurrency at a time in all, each read
 // from the archive as its turn comes. It returns the objects it set aside because they mount a
-// claim the volumes' restore fills.
+// claim the volumes' restore fills, or own what does (waitingOwners).
 func (rs *restorer) restoreTypes(ctx context.Context, types []plans.Resource) ([]heldEntry, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(rs.Concurrency)

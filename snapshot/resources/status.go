@@ -227,7 +227,11 @@ func (rs *restorer) replaceStatus(ctx context.Context, client dynamic.ResourceIn
 		rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "its status could not be compared: "+err.Error())
 		return
 	}
-	want := restoredStatus(obj, live.GetGeneration())
+	generation := live.GetGeneration()
+	if place == statusInObject {
+		generation++ // the update that writes it changes the object: its generation with it
+	}
+	want := restoredStatus(obj, generation)
 	if sameJSON(live.Object["status"], want) {
 		return
 	}
