@@ -548,3 +548,64 @@ spec:
 		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 10))
 	}
 }
+
+// TestEphemeralVolumesStayWithTheirPods: a generic ephemeral volume (a pod's `ephemeral` volume)
+// is a claim its pod owns, made with the pod and deleted with it: scratch space. The pod's
+// controller makes a new pod on green, and the new pod its own claim. Moved, blue's claim had no
+// owner on green (its pod is never made there): the restore reported the dropped reference, verify
+// the difference, and the claim and its volume stayed on green for ever.
+func TestEphemeralVolumesStayWithTheirPods(t *testing.T) {
+	const ns = "claim-ephemeral"
+	blueKC, greenKC := restoreShapesNamespace(t, ns)
+	ctx := context.Background()
+	kubectl(t, "blue", `apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: spark-exec, namespace: `+ns+`}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: spark-exec}}
+  template:
+    metadata: {labels: {app: spark-exec}}
+    spec:
+      containers: [{name: exec, image: "registry.example/spark:3", volumeMounts: [{name: scratch, mountPath: /tmp/spark}]}]
+      volumes:
+      - name: scratch
+        ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce], storageClassName: standard, resources: {requests: {storage: 1Gi}}}}}
+`, "apply", "-f", "-")
+	var pod corev1.Pod
+	waitUntil(t, "blue's ReplicaSet's pod", time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := blueKC.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=spark-exec"})
+		if err != nil || len(pods.Items) == 0 {
+			return false, nil
+		}
+		pod = pods.Items[0]
+		return true, nil
+	})
+	// Blue's ephemeral volume controller makes the claim, <pod>-<volume>, owned by the pod.
+	claim := pod.Name + "-scratch"
+	waitUntil(t, "the pod's ephemeral claim on blue", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := blueKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	made, err := blueKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := made.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Pod" || refs[0].Name != pod.Name {
+		t.Fatalf("blue's ephemeral claim %s is owned by %+v, want pod %s", claim, refs, pod.Name)
+	}
+	dir := dataDir(t, ns+"-"+claim)
+	writeClaimFiles(t, dir, map[string][]byte{"shuffle/part-0": []byte("spilled\n")})
+	blue, _ := clients(t, "blue")
+	if err := blue.BindClaim(ctx, ns, claim, dir); err != nil {
+		t.Fatal(err)
+	}
+
+	store := moveNamespace(t, ns, "ephemeral")
+	if _, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("green has blue's pod's ephemeral claim %s (get: %v)", claim, err)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "ephemeral"); code != 0 {
+		t.Errorf("verify exited %d\n%s\n%s", code, out, lastLines(errOut, 10))
+	}
+}

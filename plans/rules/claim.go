@@ -20,10 +20,14 @@ var bindingAnnotations = []string{
 // provisioner given the source would wait for a snapshot or populator the target lacks, or clone
 // files the claim has since deleted. Claims an operator's resource owns (CloudNativePG's) are
 // made with the storage all the same: the volumes' restore fills them while the rest is made.
+// A generic ephemeral volume's claim, which its pod owns, stays: scratch space, made and deleted
+// with the pod, whose controller makes a new pod, with a claim of its own, on the target.
 func claimRules() map[string]Rule {
 	return map[string]Rule{"persistentvolumeclaims": {
 		Wave:      WaveStorage,
 		KeepsWave: true,
+		Exclude:   ephemeralClaim,
+		Skip:      ephemeralClaim,
 		Normalize: func(obj map[string]any) {
 			deleteAnnotations(nestedMap(obj, "metadata"), bindingAnnotations)
 			spec := nestedMap(obj, "spec")
@@ -36,6 +40,16 @@ func claimRules() map[string]Rule {
 			return phase == "Bound", "the claim is " + strings.ToLower(phase)
 		},
 	}}
+}
+
+// ephemeralClaim says why a claim its pod controls (a generic ephemeral volume's) does not move.
+func ephemeralClaim(obj map[string]any) string {
+	for _, ref := range (&unstructured.Unstructured{Object: obj}).GetOwnerReferences() {
+		if ref.Kind == "Pod" && ref.APIVersion == "v1" && ref.Controller != nil && *ref.Controller {
+			return "a generic ephemeral volume of pod " + ref.Name + ": scratch space, made and deleted with its pod"
+		}
+	}
+	return ""
 }
 
 // dropDataSource takes the data source out of a claim's spec (or a claim template's).
