@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -151,6 +152,10 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 
 	// 2. The independent checker: green holds what blue holds.
 	failing := requireSame(t, "after ferry migrate", blueSide, greenSide, scope)
+	// The checker leaves out kube-system, which each cluster keeps for itself: blue's stays.
+	if _, err := greenKC.CoreV1().ConfigMaps("kube-system").Get(ctx, testbed.ZooClusterOwn, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("green has blue's kube-system/%s (get: %v): the cluster's own namespace moved", testbed.ZooClusterOwn, err)
+	}
 	// The checker leaves out what each token controller fills: green's token is green's own.
 	if who := tokenUser(t, green, filledToken(t, greenKC, "zoo-apps", "ci-token")); who != "system:serviceaccount:zoo-apps:ci" {
 		t.Errorf("green takes the zoo's ci-token as %q, want the ServiceAccount ci", who)

@@ -45,7 +45,10 @@ const (
 )
 
 // zooCRDs are the zoo's CRDs (zooCRD, whose storage version ApplyZoo changes, first).
-var zooCRDs = []string{zooCRD, "trainjobs.zoo.ferry.dev", "workflows.zoo.ferry.dev"}
+var zooCRDs = []string{zooCRD, "trainjobs.zoo.ferry.dev", "workflows.zoo.ferry.dev", "searchclusters.zoo.ferry.dev"}
+
+// ZooClusterOwn is the zoo's object in kube-system, which stays on the cluster it is on.
+const ZooClusterOwn = "zoo-cluster-dns"
 
 // ZooNamespaces are the namespaces the zoo makes.
 var ZooNamespaces = []string{"zoo-apps", "zoo-data", "zoo-team", "zoo-secure"}
@@ -121,7 +124,7 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		ClusterIPs:        map[string]string{"zoo-data/nfs-server": "10.0.0.10"},
 		Config:            zooConfig,
 	}
-	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml", "65-work.yaml"} {
+	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml", "65-work.yaml", "66-operator.yaml"} {
 		if err := c.Apply(ctx, out, filepath.Join(dir, f)); err != nil {
 			return nil, fmt.Errorf("zoo: %w", err)
 		}
@@ -130,6 +133,9 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		return nil, err
 	}
 	if err := c.FinishTrainJob(ctx, "resnet"); err != nil {
+		return nil, err
+	}
+	if err := c.ownClaim(ctx, "zoo-team", "logs-data-0", "searchclusters", "logs"); err != nil {
 		return nil, err
 	}
 	if err := zooSecrets(ctx, kc, db, pg, m); err != nil {
@@ -144,6 +150,7 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		{"zoo-apps", "odd-files", "", fillOddFiles},
 		{"zoo-team", "workspace", "", fillPlain("notebook")},
 		{"zoo-secure", "vault-data", "", fillPlain("vault")},
+		{"zoo-team", "logs-data-0", "", fillPlain("search index")},
 		{zooDataNS, "data-zoo-mariadb-0", "zoo-mariadb", nil},
 		{zooDataNS, "data-zoo-postgres-0", "zoo-postgres", nil},
 	} {
@@ -301,6 +308,29 @@ func (c *Cluster) FinishTrainJob(ctx context.Context, name string) error {
 	jobs := dc.Resource(schema.GroupVersionResource{Group: "zoo.ferry.dev", Version: "v1", Resource: "trainjobs"}).Namespace("zoo-team")
 	if _, err := jobs.Patch(ctx, name, k8stypes.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("zoo: finish trainjob %s: %w", name, err)
+	}
+	return nil
+}
+
+// ownClaim makes the zoo's custom resource (of resource, in group zoo.ferry.dev) the controlling
+// owner of a claim in its namespace, as an operator makes its resource own its data.
+func (c *Cluster) ownClaim(ctx context.Context, ns, claim, resource, owner string) error {
+	kc, dc, err := c.Clients()
+	if err != nil {
+		return err
+	}
+	cr, err := dc.Resource(schema.GroupVersionResource{Group: "zoo.ferry.dev", Version: "v1", Resource: resource}).Namespace(ns).Get(ctx, owner, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("zoo: %s %s: %w", resource, owner, err)
+	}
+	pvc, err := kc.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("zoo: claim %s: %w", claim, err)
+	}
+	yes := true
+	pvc.OwnerReferences = []metav1.OwnerReference{{APIVersion: cr.GetAPIVersion(), Kind: cr.GetKind(), Name: owner, UID: cr.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}}
+	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("zoo: claim %s owned by %s %s: %w", claim, resource, owner, err)
 	}
 	return nil
 }
@@ -615,6 +645,9 @@ func (tb *Testbed) RemoveZoo(ctx context.Context, c *Cluster, servers string) er
 			}
 			break
 		}
+	}
+	if err := kc.CoreV1().ConfigMaps("kube-system").Delete(ctx, ZooClusterOwn, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
 	}
 	for _, ns := range ZooNamespaces {
 		if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
