@@ -470,7 +470,7 @@ func TestZonalClaimsAreMadeWhereTheirWorkloadRuns(t *testing.T) {
 	}
 }
 
-// TestClaimsOnlyMadeVolumesBind: a claim that selects its volume by labels, or one of a class
+// TestClaimsOnlyMadeVolumesBind: a claim that selects a volume by labels, or one of a class
 // whose provisioner makes no volumes (local volumes), binds only to a volume someone made. A
 // restore onto a target without such a volume would make the claim and wait for ever, its files
 // with it: it is a blocking finding that names the claims, and nothing is made. Once green has
@@ -499,7 +499,7 @@ provisioner: kubernetes.io/no-provisioner
 	}
 	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "handmade")
 	for _, want := range []string{
-		"storageclass standard: 1 claim selects its volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class standard that matches (e.g. " + ns + "/picked)",
+		"storageclass standard: 1 claim selects a volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class standard that matches (e.g. " + ns + "/picked)",
 		"storageclass local-storage: 1 claim uses class local-storage, whose provisioner makes no volumes (kubernetes.io/no-provisioner), and the target has no free volume of it (e.g. " + ns + "/local)",
 	} {
 		if code != 3 || !strings.Contains(out, want) {

@@ -54,13 +54,7 @@ func TestFinishedWorkStaysFinished(t *testing.T) {
 	_, blueKC := clients(t, "blue")
 	_, greenKC := clients(t, "green")
 	removeAfter(t, finishedWorkNS, blueKC, greenKC)
-	for _, cluster := range []string{"blue", "green"} {
-		kubectl(t, cluster, finishedWorkCRDs, "apply", "-f", "-")
-		t.Cleanup(func() {
-			kubectl(t, cluster, "", "delete", "crd", "trainjobs.work.ferry.dev", "workflows.work.ferry.dev", "--ignore-not-found", "--wait")
-		})
-		kubectl(t, cluster, "", "wait", "--for=condition=Established", "crd/trainjobs.work.ferry.dev", "crd/workflows.work.ferry.dev", "--timeout=60s")
-	}
+	installCRDs(t, finishedWorkCRDs, "trainjobs.work.ferry.dev", "workflows.work.ferry.dev")
 	kubectl(t, "blue", `apiVersion: v1
 kind: Namespace
 metadata: {name: `+finishedWorkNS+`}

@@ -235,3 +235,20 @@ func moveNamespace(t *testing.T, namespace, name string) string {
 	}
 	return store
 }
+
+// installCRDs applies the CRDs of manifest (named names) to blue and green, as a platform
+// installed on each has them, waits until they are Established, and removes them after the test.
+func installCRDs(t *testing.T, manifest string, names ...string) {
+	t.Helper()
+	established := make([]string, len(names))
+	for i, name := range names {
+		established[i] = "crd/" + name
+	}
+	for _, cluster := range []string{"blue", "green"} {
+		kubectl(t, cluster, manifest, "apply", "-f", "-")
+		t.Cleanup(func() {
+			kubectl(t, cluster, "", append(append([]string{"delete", "crd"}, names...), "--ignore-not-found", "--wait")...)
+		})
+		kubectl(t, cluster, "", append(append([]string{"wait", "--for=condition=Established"}, established...), "--timeout=60s")...)
+	}
+}

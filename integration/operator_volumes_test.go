@@ -48,13 +48,7 @@ func TestOperatorsWaitForTheirVolumes(t *testing.T) {
 	ns := operatorVolumesNS
 	blueKC, greenKC := restoreShapesNamespace(t, ns)
 	ctx := context.Background()
-	for _, cluster := range []string{"blue", "green"} {
-		kubectl(t, cluster, dbClustersCRD, "apply", "-f", "-")
-		t.Cleanup(func() {
-			kubectl(t, cluster, "", "delete", "crd", "dbclusters.ops.ferry.dev", "--ignore-not-found", "--wait")
-		})
-		kubectl(t, cluster, "", "wait", "--for=condition=Established", "crd/dbclusters.ops.ferry.dev", "--timeout=60s")
-	}
+	installCRDs(t, dbClustersCRD, "dbclusters.ops.ferry.dev")
 	blue, _ := clients(t, "blue")
 	_, blueDC, err := blue.Clients()
 	if err != nil {

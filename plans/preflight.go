@@ -340,7 +340,7 @@ func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []handMa
 				p.block(`storageclass ""`, `%s no class (storageClassName ""), so only a volume made by hand binds them, and the target has none for them (e.g. %s): map them to a class of the target with --storage-class-map =CLASS, or make their volumes on the target first`,
 					claimsUse(len(names)), names[0])
 			case selectingClaims:
-				p.block("storageclass "+class, "%s its volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class %s that matches (e.g. %s): make their volumes on the target first",
+				p.block("storageclass "+class, "%s a volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class %s that matches (e.g. %s): make their volumes on the target first",
 					claimsSelect(len(names)), class, names[0])
 			case staticClassClaims:
 				p.block("storageclass "+class, "%s class %s, whose provisioner makes no volumes (%s), and the target has no free volume of it (e.g. %s): make their volumes on the target first, or map them to another class with --storage-class-map %s=OTHER",

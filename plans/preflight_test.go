@@ -95,7 +95,7 @@ func TestPreflight(t *testing.T) {
 			objs: []runtime.Object{class("standard", false)},
 			want: []finding{{Blocking, "storageclass (default)", "1 claim uses the default storage class, and the target has none"}}},
 		{name: "a claim that selects its volume, none there", plan: Plan{Volumes: []Volume{selecting}}, objs: []runtime.Object{class("standard", true), free("pv-hdd", "standard", map[string]string{"disk": "hdd"})},
-			want: []finding{{Blocking, "storageclass standard", `1 claim selects its volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class standard that matches (e.g. shop/cache)`}}},
+			want: []finding{{Blocking, "storageclass standard", `1 claim selects a volume by labels (spec.selector), which no provisioner serves, and the target has no free volume of class standard that matches (e.g. shop/cache)`}}},
 		{name: "a claim that selects its volume, one there", plan: Plan{Volumes: []Volume{selecting}}, objs: []runtime.Object{class("standard", true), free("pv-ssd", "standard", map[string]string{"disk": "ssd"})}},
 		{name: "a claim of a class that provisions nothing, no volume", plan: Plan{Volumes: []Volume{local}}, objs: []runtime.Object{staticClass},
 			want: []finding{{Blocking, "storageclass local-storage", `1 claim uses class local-storage, whose provisioner makes no volumes (kubernetes.io/no-provisioner), and the target has no free volume of it (e.g. shop/scratch-local)`}}},

@@ -60,7 +60,7 @@ func EachObject(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVers
 	if d, ok := dyn.(*Dynamic); ok {
 		limit := min(pageSize, listFirstPage) // the pager asks for its pages one at a time
 		page = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			if limit > 0 {
+			if limit > 0 && o.Limit > 0 { // Limit 0: the whole list, as the pager asks once a continue token expired
 				o.Limit = limit
 			}
 			list, size, err := d.list(ctx, gvr, namespace, o)

@@ -228,14 +228,13 @@ func (rs *restorer) replaceStatus(ctx context.Context, client dynamic.ResourceIn
 		return
 	}
 	generation := live.GetGeneration()
+	if sameJSON(live.Object["status"], restoredStatus(obj, generation)) {
+		return
+	}
 	if place == statusInObject {
 		generation++ // the update that writes it changes the object: its generation with it
 	}
-	want := restoredStatus(obj, generation)
-	if sameJSON(live.Object["status"], want) {
-		return
-	}
-	if err := writeStatus(ctx, client, live, want, place); err != nil {
+	if err := writeStatus(ctx, client, live, restoredStatus(obj, generation), place); err != nil {
 		rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "its status is not the backup's: writing it failed: "+err.Error())
 	}
 }
