@@ -11,39 +11,7 @@ const finishedWorkNS = "finished-work"
 // finishedWorkCRDs are two kinds of work a controller runs from a custom resource: a training job
 // whose status is a subresource (as Kubeflow's PyTorchJob), and a workflow whose status is part of
 // the object (as Argo's Workflow).
-const finishedWorkCRDs = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: trainjobs.work.ferry.dev}
-spec:
-  group: work.ferry.dev
-  scope: Namespaced
-  names: {plural: trainjobs, singular: trainjob, kind: TrainJob, listKind: TrainJobList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: workflows.work.ferry.dev}
-spec:
-  group: work.ferry.dev
-  scope: Namespaced
-  names: {plural: workflows, singular: workflow, kind: Workflow, listKind: WorkflowList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+var finishedWorkCRDs = []testCRD{{group: "work.ferry.dev", kind: "TrainJob", statusSubresource: true}, {group: "work.ferry.dev", kind: "Workflow"}}
 
 // TestFinishedWorkStaysFinished: custom resources whose status records finished work (a training
 // job, a workflow) are on green as finished as on blue, so that green's controllers do not run
@@ -54,7 +22,7 @@ func TestFinishedWorkStaysFinished(t *testing.T) {
 	_, blueKC := clients(t, "blue")
 	_, greenKC := clients(t, "green")
 	removeAfter(t, finishedWorkNS, blueKC, greenKC)
-	installCRDs(t, finishedWorkCRDs, "trainjobs.work.ferry.dev", "workflows.work.ferry.dev")
+	installCRDs(t, finishedWorkCRDs...)
 	kubectl(t, "blue", `apiVersion: v1
 kind: Namespace
 metadata: {name: `+finishedWorkNS+`}

@@ -3,6 +3,7 @@ package integration
 import (
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -236,16 +237,51 @@ func moveNamespace(t *testing.T, namespace, name string) string {
 	return store
 }
 
-// installCRDs applies the CRDs of manifest (named names) to blue and green, as a platform
-// installed on each has them, waits until they are Established, and removes them after the test.
-func installCRDs(t *testing.T, manifest string, names ...string) {
+// testCRD is a namespaced custom resource type of one version, v1, that keeps any field: its
+// plural is its kind in lower case with an s.
+type testCRD struct {
+	group, kind string
+	// statusSubresource: its status is written through the subresource, not with the object.
+	statusSubresource bool
+}
+
+func (c testCRD) plural() string { return strings.ToLower(c.kind) + "s" }
+
+func (c testCRD) name() string { return c.plural() + "." + c.group }
+
+func (c testCRD) manifest() string {
+	subresources := ""
+	if c.statusSubresource {
+		subresources = "\n    subresources: {status: {}}"
+	}
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: %s}
+spec:
+  group: %s
+  scope: Namespaced
+  names: {plural: %s, singular: %s, kind: %s, listKind: %sList}
+  versions:
+  - name: v1
+    served: true
+    storage: true%s
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, c.name(), c.group, c.plural(), strings.ToLower(c.kind), c.kind, c.kind, subresources)
+}
+
+// installCRDs applies the CRDs to blue and green, as a platform installed on each has them, waits
+// until they are Established, and removes them after the test.
+func installCRDs(t *testing.T, crds ...testCRD) {
 	t.Helper()
-	established := make([]string, len(names))
-	for i, name := range names {
-		established[i] = "crd/" + name
+	var manifests, names, established []string
+	for _, c := range crds {
+		manifests = append(manifests, c.manifest())
+		names = append(names, c.name())
+		established = append(established, "crd/"+c.name())
 	}
 	for _, cluster := range []string{"blue", "green"} {
-		kubectl(t, cluster, manifest, "apply", "-f", "-")
+		kubectl(t, cluster, strings.Join(manifests, "---\n"), "apply", "-f", "-")
 		t.Cleanup(func() {
 			kubectl(t, cluster, "", append(append([]string{"delete", "crd"}, names...), "--ignore-not-found", "--wait")...)
 		})

@@ -19,23 +19,6 @@ import (
 
 const operatorVolumesNS = "operator-volumes"
 
-const dbClustersCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: dbclusters.ops.ferry.dev}
-spec:
-  group: ops.ferry.dev
-  scope: Namespaced
-  names: {plural: dbclusters, singular: dbcluster, kind: DBCluster, listKind: DBClusterList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
-
 // TestOperatorsWaitForTheirVolumes: an operator's custom resource (a CloudNativePG Cluster, a
 // Prometheus, an Elasticsearch) makes the pods that run on its claims: directly, owning the claims
 // (main), or through a StatefulSet it owns whose claim templates make them (metrics). Made on
@@ -48,7 +31,7 @@ func TestOperatorsWaitForTheirVolumes(t *testing.T) {
 	ns := operatorVolumesNS
 	blueKC, greenKC := restoreShapesNamespace(t, ns)
 	ctx := context.Background()
-	installCRDs(t, dbClustersCRD, "dbclusters.ops.ferry.dev")
+	installCRDs(t, testCRD{group: "ops.ferry.dev", kind: "DBCluster"})
 	blue, _ := clients(t, "blue")
 	_, blueDC, err := blue.Clients()
 	if err != nil {
