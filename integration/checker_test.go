@@ -101,7 +101,6 @@ var skippedTypes = map[string]string{
 	"events":                           "a record of each cluster's past",
 	"events.events.k8s.io":             "a record of each cluster's past",
 	"leases.coordination.k8s.io":       "held by each cluster's processes",
-	"pods":                             "made by their controllers; their templates are compared on the workloads, ReplicaSets and ControllerRevisions",
 	"persistentvolumes":                "green's volumes are new ones; their contents are compared file by file",
 	"componentstatuses":                "each cluster's control plane",
 	"csinodes.storage.k8s.io":          "each cluster's nodes",
@@ -357,6 +356,18 @@ func clusterMade(resource string, o *unstructured.Unstructured) bool {
 		}
 	case "services":
 		return o.GetNamespace() == "default" && o.GetName() == "kubernetes"
+	case "pods":
+		// Made by their controllers (their templates are compared on the workloads, ReplicaSets
+		// and ControllerRevisions), by a node's kubelet (mirror pods), or by ferry for one copy
+		// of a volume; a finished pod is history. Pods run by hand are compared.
+		for _, ref := range o.GetOwnerReferences() {
+			if ref.Controller != nil && *ref.Controller {
+				return true
+			}
+		}
+		phase, _, _ := unstructured.NestedString(o.Object, "status", "phase")
+		_, mirror := o.GetAnnotations()["kubernetes.io/config.mirror"]
+		return mirror || phase == "Succeeded" || phase == "Failed" || o.GetLabels()["app.kubernetes.io/name"] == "ferry-mover"
 	case "namespaces":
 		switch o.GetName() {
 		case "default", "kube-system", "kube-public", "kube-node-lease":
@@ -452,6 +463,30 @@ func normalize(o *unstructured.Unstructured, scope checkScope, isBlue bool) map[
 			delete(labels, "kubernetes.io/legacy-token-invalid-since")
 			if len(labels) == 0 {
 				delete(meta, "labels")
+			}
+		}
+	case "Pod":
+		spec, _ := m["spec"].(map[string]any)
+		// Each cluster's scheduler places it; a debugging session (kubectl debug) ran on blue's
+		// node for the one who started it, and a pod is only ever made without one.
+		delete(spec, "nodeName")
+		delete(spec, "ephemeralContainers")
+		// Admission gives each pod a token volume of a random name, kube-api-access-xxxxx.
+		if vols, ok := spec["volumes"].([]any); ok {
+			spec["volumes"] = slices.DeleteFunc(vols, func(v any) bool {
+				name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
+				return strings.HasPrefix(name, "kube-api-access-")
+			})
+		}
+		if cs, ok := spec["containers"].([]any); ok {
+			for _, c := range cs {
+				cm := c.(map[string]any)
+				if mounts, ok := cm["volumeMounts"].([]any); ok {
+					cm["volumeMounts"] = slices.DeleteFunc(mounts, func(v any) bool {
+						name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
+						return strings.HasPrefix(name, "kube-api-access-")
+					})
+				}
 			}
 		}
 	case "ReplicaSet":

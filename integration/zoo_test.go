@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // zooGreen is a fresh cluster for the zoo's run, served like a real green: a provisioner, the
@@ -215,6 +216,14 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	}
 	if _, err := greenKC.CoreV1().ConfigMaps("zoo-apps").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "made-on-green"},
 		Data: map[string]string{"on": "green"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Green's release changes an immutable ConfigMap the only way there is: it makes it again.
+	if err := greenKC.CoreV1().ConfigMaps("zoo-apps").Delete(ctx, "frozen", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := greenKC.CoreV1().ConfigMaps("zoo-apps").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "frozen"}, Immutable: ptr.To(true),
+		Data: map[string]string{"release": "2026.12", "flags": "a,b,c,d"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -93,9 +93,10 @@ type Object struct {
 	Resource  string `json:"resource"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
-	// SHA256 is the digest of the normalized form, of the scheme Digest names.
+	// SHA256 is the object's digest, of the scheme Digest names.
 	SHA256 string `json:"sha256"`
-	// Digest is the digest's scheme: DigestSHA256 (empty) or DigestHMAC (Secrets, format 2).
+	// Digest is the digest's scheme: DigestFile, or DigestFileHMAC for Secrets; in older
+	// backups DigestSHA256 (empty) or DigestHMAC (Secrets, format 2), of the normalized form.
 	Digest string `json:"digest,omitempty"`
 }
 

@@ -13,13 +13,29 @@ import (
 
 // Digest schemes of an object's digest (objects[].digest in the manifest).
 const (
+	// DigestFile is the SHA-256 of the object's file in the archive, byte for byte: what a
+	// backup records since its digests stopped depending on the rules that compare objects,
+	// which each ferry refines.
+	DigestFile = "sha256-file"
+	// DigestFileHMAC is the HMAC-SHA-256 of the object's file keyed with the backup's digest
+	// key. Secrets get it: a plain hash of a short value is a guessing oracle.
+	DigestFileHMAC = "hmac-sha256-file"
+
 	// DigestSHA256 is the SHA-256 of the normalized form; it is what format 1 wrote for every
-	// object and what an object without a digest field has.
+	// object and what an object without a digest field has. The normalized form is the one
+	// the reading ferry makes, whose rules may differ from the writing ferry's.
 	DigestSHA256 = ""
-	// DigestHMAC is the HMAC-SHA-256 of the normalized form keyed with the backup's digest key.
-	// Secrets get it: a plain hash of a short value is a guessing oracle.
+	// DigestHMAC is the HMAC-SHA-256 of the normalized form keyed with the backup's digest key,
+	// as backups before DigestFileHMAC recorded Secrets' digests.
 	DigestHMAC = "hmac-sha256"
 )
+
+// KeyedDigest reports whether digests of the scheme are keyed with the backup's digest key.
+func KeyedDigest(scheme string) bool { return scheme == DigestHMAC || scheme == DigestFileHMAC }
+
+// NormalizedDigest reports whether digests of the scheme are of the normalized form (backups
+// made before file digests).
+func NormalizedDigest(scheme string) bool { return scheme == DigestSHA256 || scheme == DigestHMAC }
 
 // DigestKeyFile holds a backup's digest key (64 hexadecimal digits); it is a stream like any
 // other, so it is encrypted when the backup is and never part of the manifest.
@@ -29,7 +45,9 @@ const DigestKeyFile = "ferry-digest-key"
 const digestKeySize = 32
 
 // knownDigest reports whether this ferry can check digests of the scheme.
-func knownDigest(scheme string) bool { return scheme == DigestSHA256 || scheme == DigestHMAC }
+func knownDigest(scheme string) bool {
+	return NormalizedDigest(scheme) || scheme == DigestFile || scheme == DigestFileHMAC
+}
 
 // DigestKey returns the backup's digest key, storing it first (as DigestKeyFile, encrypted when
 // the backup is) when this is the first call. Objects' keyed digests need it.
@@ -92,9 +110,9 @@ func checkDigests(name string, m *Manifest, recorded map[string]bool) error {
 			if o.Namespace != "" {
 				id = o.Resource + " " + o.Namespace + "/" + o.Name
 			}
-			return badinput.Errorf("backup %s: object %s has a digest of scheme %q, which this ferry does not know (it knows sha256 and %s): use a newer ferry", name, id, o.Digest, DigestHMAC)
+			return badinput.Errorf("backup %s: object %s has a digest of scheme %q, which this ferry does not know (it knows %s, %s, sha256 and %s): use a newer ferry", name, id, o.Digest, DigestFile, DigestFileHMAC, DigestHMAC)
 		}
-		keyed = keyed || o.Digest == DigestHMAC
+		keyed = keyed || KeyedDigest(o.Digest)
 	}
 	if m.DigestKey != "" && !recorded[m.DigestKey] {
 		return fmt.Errorf("backup %s: %s: %w: digest key %q is not a recorded stream", name, ManifestFile, ErrBadManifest, m.DigestKey)

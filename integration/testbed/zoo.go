@@ -138,6 +138,9 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 	if err := c.ownClaim(ctx, "zoo-team", "logs-data-0", "searchclusters", "logs"); err != nil {
 		return nil, err
 	}
+	if err := debugPod(ctx, kc, "zoo-apps", "toolbox", "shell"); err != nil {
+		return nil, err
+	}
 	if err := zooSecrets(ctx, kc, db, pg, m); err != nil {
 		return nil, err
 	}
@@ -292,6 +295,23 @@ func (c *Cluster) storeCrittersInV1(ctx context.Context) error {
 	patch := []byte(`[{"op":"replace","path":"/spec/versions/0/storage","value":false},{"op":"replace","path":"/spec/versions/1/storage","value":true}]`)
 	if _, err := dc.Resource(crdGVR).Patch(ctx, zooCRD, k8stypes.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("zoo: make v1 the storage version of %s: %w", zooCRD, err)
+	}
+	return nil
+}
+
+// debugPod adds to a pod the ephemeral container `kubectl debug --target` adds, through the
+// pod's ephemeralcontainers subresource (the only way to add one).
+func debugPod(ctx context.Context, kc kubernetes.Interface, ns, name, target string) error {
+	pod, err := kc.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("zoo: pod %s/%s: %w", ns, name, err)
+	}
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger-x7k2p", Image: "registry.zoo.invalid/busybox:1", Stdin: true, TTY: true},
+		TargetContainerName:      target,
+	})
+	if _, err := kc.CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, name, pod, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("zoo: debug pod %s/%s: %w", ns, name, err)
 	}
 	return nil
 }

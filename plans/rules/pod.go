@@ -7,9 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Pods move without their node, priority and the token volume admission added; mirror pods,
-// finished pods and ferry's own mover pods stay; a pod whose controller the backup holds is left
-// for that controller to make.
+// Pods move without their node, priority, debugging sessions and the token volume admission
+// added; mirror pods, finished pods and ferry's own mover pods stay; a pod whose controller the
+// backup holds is left for that controller to make.
 func podRules() map[string]Rule {
 	return map[string]Rule{"pods": {
 		Wave: WaveRest,
@@ -29,6 +29,9 @@ func podRules() map[string]Rule {
 			spec := nestedMap(obj, "spec")
 			delete(spec, "nodeName")
 			delete(spec, "priority")
+			// Debugging sessions (kubectl debug), added through the pod's ephemeralcontainers
+			// subresource, which a create refuses; they ran on the source's node.
+			delete(spec, "ephemeralContainers")
 			dropTokenVolumes(spec)
 		},
 		Skip: func(obj map[string]any) string {

@@ -52,6 +52,8 @@ type Rule struct {
 	// Recreated says whether the target makes the object anew by itself once the rest is restored.
 	// claims are the backup's claims (namespace/name); holds says whether the backup holds an object.
 	Recreated func(obj map[string]any, claims map[string]bool, holds func(group, kind, namespace, name string) bool) bool
+	// Default is how the type marks its default object, which stays each cluster's choice.
+	Default *DefaultMark
 	// Ready says whether the target is ready for what depends on the object (a CRD: its custom
 	// resources); a restore waits for it.
 	Ready func(obj map[string]any) bool
@@ -68,6 +70,9 @@ type Rule struct {
 	// settings (want) to the target's object (live), or nil when it has them. It is applied
 	// whatever the existing-object policy: the target's object holds nothing of its users.
 	Merge func(want, live map[string]any) map[string]any
+	// RemadeToChange says whether the object on the target changes only by being deleted and made
+	// again (a ConfigMap or Secret marked immutable): updating or replacing it then does that.
+	RemadeToChange func(live map[string]any) bool
 	// RolloutHistory says where a workload keeps its rollout history, which verify compares.
 	RolloutHistory *RolloutHistory
 	// Revision is a history object's revision number.

@@ -66,7 +66,14 @@ type Archive struct {
 	// (a namespaced object's owners taken to be in its namespace).
 	ownedBy   map[string][]string
 	transform func(map[string]any) map[string]any
+	// Drifted names the objects (as Entry.ID does) of a backup made before file digests whose
+	// normalized form under this ferry's rules is not the one the backup recorded: rules that
+	// changed since, which DriftNote explains.
+	Drifted []string
 }
+
+// DriftNote says why the Drifted objects were restored all the same.
+const DriftNote = "recorded with a digest of its normalized form by an older ferry, whose rules for this kind differ from this one's; the archive's stream matched the manifest's SHA-256 and size"
 
 // newSpooledArchive is an empty archive whose objects go to a local spool; Close removes it.
 func newSpooledArchive() (*Archive, error) {
@@ -243,38 +250,50 @@ func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
 	return a, nil
 }
 
-// objectCheck checks one object of the archive, as stored, against what the manifest says of it.
-type objectCheck func(gr, namespace, name string, obj map[string]any) error
+// objectCheck checks one object of the archive, as stored (data) and decoded (obj), against what
+// the manifest says of it. drifted is true when only the rules that normalize it changed since
+// the backup (a digest of the normalized form that differs).
+type objectCheck func(gr, namespace, name string, obj map[string]any, data []byte) (drifted bool, err error)
 
 // manifestCheck checks each object's digest against the manifest's: the stream's SHA-256 proves
 // the archive is the one stored, this proves each object is the one the backup recorded (and
 // listed in its report), so that no writer's slip is restored unnoticed. Keyed digests need the
-// backup's digest key, read (and checked) first.
+// backup's digest key, read (and checked) first. A digest of the normalized form (backups made
+// before file digests) depends on the rules of the ferry that reads it, which change: one that
+// differs is drifted, not corrupt, since the stream it came in was checked whole.
 func manifestCheck(ctx context.Context, r *snapshot.Reader) (objectCheck, error) {
 	want := make(map[string]snapshot.Object, len(r.Manifest.Objects))
 	var key []byte
 	for _, o := range r.Manifest.Objects {
 		want[objectKey(o.GroupResource(), o.Namespace, o.Name)] = o
-		if o.Digest == snapshot.DigestHMAC && key == nil {
+		if snapshot.KeyedDigest(o.Digest) && key == nil {
 			var err error
 			if key, err = r.DigestKey(ctx); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return func(gr, namespace, name string, obj map[string]any) error {
+	return func(gr, namespace, name string, obj map[string]any, data []byte) (bool, error) {
 		o, ok := want[objectKey(gr, namespace, name)]
 		if !ok || o.SHA256 == "" {
-			return nil // matchManifest names objects the manifest lacks; format 1 had no empty digests
+			return false, nil // matchManifest names objects the manifest lacks; format 1 had no empty digests
 		}
-		digest, err := DigestOf(gr, obj, o.Digest, key)
-		if err != nil {
-			return err
+		var digest string
+		var err error
+		if snapshot.NormalizedDigest(o.Digest) {
+			digest, err = DigestOf(gr, obj, o.Digest, key)
+		} else {
+			digest, err = digestBytes(data, o.Digest, key)
 		}
-		if digest != o.SHA256 {
-			return fmt.Errorf("%s %s: not the object the manifest recorded (digest differs): %w", gr, path.Join(namespace, name), snapshot.ErrCorrupt)
+		switch {
+		case err != nil:
+			return false, err
+		case digest == o.SHA256:
+			return false, nil
+		case snapshot.NormalizedDigest(o.Digest):
+			return true, nil
 		}
-		return nil
+		return false, fmt.Errorf("%s %s: not the object the manifest recorded (digest differs): %w", gr, path.Join(namespace, name), snapshot.ErrCorrupt)
 	}, nil
 }
 
@@ -318,8 +337,12 @@ func readArchive(in io.Reader, check objectCheck) (*Archive, error) {
 			return a, fmt.Errorf("%s holds %s/%s", h.Name, u.GetNamespace(), u.GetName())
 		}
 		if check != nil {
-			if err := check(gr, ns, name, obj); err != nil {
+			drifted, err := check(gr, ns, name, obj, data)
+			if err != nil {
 				return a, err
+			}
+			if drifted {
+				a.Drifted = append(a.Drifted, objectID(obj, ns))
 			}
 		}
 		if err := a.add(gr, ns, name, obj, data); err != nil {

@@ -30,8 +30,8 @@ import (
 const FormatVersion = "1.1.0"
 
 // Objects lists the plan's resource types on the live cluster and writes every object that moves
-// into the backup, as a Velero archive (<name>.tar.gz) and resource list, recording each object's
-// normalized digest in the manifest.
+// into the backup, as a Velero archive (<name>.tar.gz) and resource list, recording the digest of
+// each object's file in the manifest.
 type Objects struct {
 	Dynamic     dynamic.Interface
 	Plan        *plans.Plan
@@ -61,9 +61,9 @@ type Objects struct {
 	WaitTimeout time.Duration
 	Log         *slog.Logger
 
-	// digest makes the manifest's digest of a listed object and names its scheme; set while a
-	// backup captures, nil when objects are only listed (Live).
-	digest func(gr string, obj map[string]any) (digest, scheme string, err error)
+	// digest makes the manifest's digest of a listed object stored as data and names its
+	// scheme; set while a backup captures, nil when objects are only listed (Live).
+	digest func(gr string, data []byte) (digest, scheme string, err error)
 	// placement is the upgrade plan's, set from the plan when Upgrade is (forUpgrade).
 	placement *plans.Placement
 }
@@ -106,7 +106,7 @@ func (c Objects) Capture(ctx context.Context, w *snapshot.Writer) error {
 	}()
 
 	items := make(chan item, 256)
-	c.digest = func(gr string, obj map[string]any) (string, string, error) { return ObjectDigest(gr, obj, key) }
+	c.digest = func(gr string, data []byte) (string, string, error) { return FileDigest(gr, data, key) }
 	listed := c.listAll(ctx, filter, items)
 
 	bytesTotal, resourceList, objects, writeErr := writeArchive(pw, items)
@@ -202,7 +202,7 @@ func (c Objects) listResource(ctx context.Context, filter *plans.Filter, r plans
 		}
 		var digest, scheme string
 		if c.digest != nil {
-			if digest, scheme, err = c.digest(gr, obj.Object); err != nil {
+			if digest, scheme, err = c.digest(gr, data); err != nil {
 				return fmt.Errorf("digest of %s %s/%s: %w", gr, obj.GetNamespace(), obj.GetName(), err)
 			}
 		}

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -99,17 +100,18 @@ func TestSecretDigestsAreKeyed(t *testing.T) {
 			m1 := backUpObjects(t, ctx, store, "one", fakeCluster(secretObj("aHVudGVyMg=="), configMapObj()), tc.recipients)
 			m2 := backUpObjects(t, ctx, store, "two", fakeCluster(secretObj("aHVudGVyMg=="), configMapObj()), tc.recipients)
 
-			plain, _ := Digest("secrets", secretObj("aHVudGVyMg==").Object)
+			secretFile, _ := json.Marshal(secretObj("aHVudGVyMg==").Object)
+			plain := sha256Hex(secretFile)
 			s1, s2 := objectNamed(m1, "secrets"), objectNamed(m2, "secrets")
-			if s1.SHA256 == plain || s1.Digest != snapshot.DigestHMAC {
+			if s1.SHA256 == plain || s1.Digest != snapshot.DigestFileHMAC {
 				t.Errorf("the Secret's digest is %s of scheme %q; want a keyed one, not its plain SHA-256 %s", s1.SHA256, s1.Digest, plain)
 			}
 			if s1.SHA256 == s2.SHA256 {
 				t.Errorf("two backups of the same Secret have the same digest %s; want a key per backup", s1.SHA256)
 			}
-			cmPlain, _ := Digest("configmaps", configMapObj().Object)
-			if cm := objectNamed(m1, "configmaps"); cm.SHA256 != cmPlain || cm.Digest != snapshot.DigestSHA256 {
-				t.Errorf("the ConfigMap's digest is %s of scheme %q; want its plain SHA-256 %s", cm.SHA256, cm.Digest, cmPlain)
+			cmFile, _ := json.Marshal(configMapObj().Object)
+			if cm := objectNamed(m1, "configmaps"); cm.SHA256 != sha256Hex(cmFile) || cm.Digest != snapshot.DigestFile {
+				t.Errorf("the ConfigMap's digest is %s of scheme %q; want its file's plain SHA-256 %s", cm.SHA256, cm.Digest, sha256Hex(cmFile))
 			}
 			if m1.DigestKey != tc.keyFile || m1.FormatVersion != snapshot.FormatVersion {
 				t.Errorf("manifest names digest key %q (format %s); want %q", m1.DigestKey, m1.FormatVersion, tc.keyFile)
@@ -123,7 +125,7 @@ func TestSecretDigestsAreKeyed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := DigestOf("secrets", secretObj("aHVudGVyMg==").Object, snapshot.DigestHMAC, key); got != s1.SHA256 {
+			if got, _, _ := FileDigest("secrets", secretFile, key); got != s1.SHA256 {
 				t.Errorf("the Secret's digest with the stored key is %s; the manifest says %s", got, s1.SHA256)
 			}
 			// The key is nowhere in the manifest.
@@ -186,51 +188,70 @@ func TestVerifyOfAKeyedSecret(t *testing.T) {
 	}
 }
 
-// ObjectDigest keys exactly the objects whose content is secret.
-func TestObjectDigestSchemes(t *testing.T) {
+// FileDigest keys exactly the objects whose content is secret, and is of the bytes stored.
+func TestFileDigestSchemes(t *testing.T) {
 	key := []byte(strings.Repeat("k", 32))
 	for _, tc := range []struct {
 		gr         string
 		obj        map[string]any
 		wantScheme string
 	}{
-		{"secrets", secretObj("YQ==").Object, snapshot.DigestHMAC},
-		{"configmaps", configMapObj().Object, snapshot.DigestSHA256},
-		{"deployments.apps", map[string]any{"metadata": map[string]any{"name": "web"}}, snapshot.DigestSHA256},
+		{"secrets", secretObj("YQ==").Object, snapshot.DigestFileHMAC},
+		{"configmaps", configMapObj().Object, snapshot.DigestFile},
+		{"deployments.apps", map[string]any{"metadata": map[string]any{"name": "web"}}, snapshot.DigestFile},
 	} {
-		got, scheme, err := ObjectDigest(tc.gr, tc.obj, key)
+		data, _ := json.Marshal(tc.obj)
+		got, scheme, err := FileDigest(tc.gr, data, key)
 		if err != nil || scheme != tc.wantScheme {
 			t.Errorf("%s: scheme %q, %v; want %q", tc.gr, scheme, err, tc.wantScheme)
 		}
-		plain, _ := Digest(tc.gr, tc.obj)
-		if (got == plain) != (tc.wantScheme == snapshot.DigestSHA256) {
-			t.Errorf("%s: digest %s, plain %s", tc.gr, got, plain)
+		if (got == sha256Hex(data)) != (tc.wantScheme == snapshot.DigestFile) {
+			t.Errorf("%s: digest %s, plain %s", tc.gr, got, sha256Hex(data))
 		}
 	}
-	if _, _, err := ObjectDigest("secrets", secretObj("YQ==").Object, nil); err == nil {
+	if _, _, err := FileDigest("secrets", []byte("{}"), nil); err == nil {
 		t.Error("a Secret's digest without a key: no error")
 	}
-	if _, err := DigestOf("configmaps", configMapObj().Object, "blake3", nil); err == nil {
-		t.Error("an unknown scheme: no error")
+	for _, scheme := range []string{"blake3", snapshot.DigestFile} {
+		if _, err := DigestOf("configmaps", configMapObj().Object, scheme, nil); err == nil {
+			t.Errorf("DigestOf of scheme %q: no error", scheme)
+		}
 	}
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // Each object read from an archive must be the one its manifest records: a digest that does not
 // match (a writer's slip; the stream's own SHA-256 cannot tell) makes the backup corrupt, named by
-// the object, before anything is applied. Large integers and keyed digests check as captured.
+// the object, before anything is applied. Large integers and keyed digests check as captured. A
+// backup made before file digests records its objects' normalized forms, which depend on the
+// reading ferry's rules: one that differs is drifted (named), not corrupt.
 func TestArchiveObjectsMatchTheirDigests(t *testing.T) {
 	ctx := context.Background()
 	big := configMapObj()
 	big.SetName("big")
 	big.Object["spec"] = map[string]any{"limit": int64(9007199254740993), "ratio": 0.1}
+	otherRules := configMapObj() // its normalized form as an older ferry's rules made it
+	otherRules.Object["data"] = map[string]any{"mode": "slow"}
+	legacy := func(o *snapshot.Object, obj *unstructured.Unstructured) {
+		o.Digest = snapshot.DigestSHA256
+		o.SHA256, _ = Digest(o.GroupResource(), obj.Object)
+	}
 	for _, tc := range []struct {
 		name    string
 		tamper  string // the resource whose manifest digest is changed
+		edit    func(o *snapshot.Object)
 		corrupt bool
+		drifted string
 	}{
-		{"intact", "", false},
-		{"config map recorded otherwise", "configmaps", true},
-		{"keyed secret recorded otherwise", "secrets", true},
+		{name: "intact"},
+		{name: "config map recorded otherwise", tamper: "configmaps", edit: func(o *snapshot.Object) { o.SHA256 = strings.Repeat("0", 64) }, corrupt: true},
+		{name: "keyed secret recorded otherwise", tamper: "secrets", edit: func(o *snapshot.Object) { o.SHA256 = strings.Repeat("0", 64) }, corrupt: true},
+		{name: "normalized digest, as recorded", tamper: "configmaps", edit: func(o *snapshot.Object) { legacy(o, configMapObj()) }},
+		{name: "normalized digest, under other rules", tamper: "configmaps", edit: func(o *snapshot.Object) { legacy(o, otherRules) }, drifted: "v1 ConfigMap team-a/settings"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store, err := storage.NewFile(t.TempDir())
@@ -240,8 +261,8 @@ func TestArchiveObjectsMatchTheirDigests(t *testing.T) {
 			m := backUpObjects(t, ctx, store, "b", fakeCluster(secretObj("aHVudGVyMg=="), configMapObj(), big), nil)
 			if tc.tamper != "" {
 				for i, o := range m.Objects {
-					if o.Resource == tc.tamper {
-						m.Objects[i].SHA256 = strings.Repeat("0", 64)
+					if o.Resource == tc.tamper && o.Name != "big" {
+						tc.edit(&m.Objects[i])
 						break
 					}
 				}
@@ -261,7 +282,7 @@ func TestArchiveObjectsMatchTheirDigests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = ReadArchive(ctx, r)
+			a, err := ReadArchive(ctx, r)
 			switch {
 			case !tc.corrupt && err != nil:
 				t.Fatalf("ReadArchive: %v", err)
@@ -269,6 +290,11 @@ func TestArchiveObjectsMatchTheirDigests(t *testing.T) {
 				t.Fatalf("ReadArchive: %v; want ErrCorrupt", err)
 			case tc.corrupt && !strings.Contains(err.Error(), tc.tamper+" team-a/"):
 				t.Errorf("ReadArchive: %v; want the object named", err)
+			case !tc.corrupt && strings.Join(a.Drifted, ",") != tc.drifted:
+				t.Errorf("drifted objects %q, want %q", a.Drifted, tc.drifted)
+			}
+			if a != nil {
+				a.Close()
 			}
 		})
 	}

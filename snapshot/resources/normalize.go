@@ -64,35 +64,42 @@ func Digest(gr string, obj map[string]any) (string, error) {
 	return DigestOf(gr, obj, snapshot.DigestSHA256, nil)
 }
 
-// ObjectDigest is the digest a backup records for an object, and its scheme: keyed with the
-// backup's digest key for a Secret (key must then be set), plain SHA-256 for the rest.
-func ObjectDigest(gr string, obj map[string]any, key []byte) (digest, scheme string, err error) {
-	scheme = snapshot.DigestSHA256
+// FileDigest is the digest a backup records for an object stored as data (its file in the
+// archive), and its scheme: keyed with the backup's digest key for a Secret (key must then be
+// set), plain SHA-256 for the rest. It is of the bytes stored, not of a normalized form, so that
+// no later ferry's rules change what it proves.
+func FileDigest(gr string, data, key []byte) (digest, scheme string, err error) {
+	scheme = snapshot.DigestFile
 	if rules.For(gr).Secret {
-		scheme = snapshot.DigestHMAC
+		scheme = snapshot.DigestFileHMAC
 	}
-	digest, err = DigestOf(gr, obj, scheme, key)
+	digest, err = digestBytes(data, scheme, key)
 	return digest, scheme, err
 }
 
 // DigestOf is the digest of the scheme of an object's normalized form as canonical JSON (sorted
-// keys, compact): SHA-256, or HMAC-SHA-256 with key.
+// keys, compact): SHA-256, or HMAC-SHA-256 with key; what backups recorded before FileDigest.
 func DigestOf(gr string, obj map[string]any, scheme string, key []byte) (string, error) {
+	if !snapshot.NormalizedDigest(scheme) {
+		return "", fmt.Errorf("digest scheme %q is not of the normalized form", scheme)
+	}
 	data, err := json.Marshal(Normalize(gr, obj))
 	if err != nil {
 		return "", err
 	}
-	switch scheme {
-	case snapshot.DigestSHA256:
+	return digestBytes(data, scheme, key)
+}
+
+// digestBytes is the SHA-256 of data, or its HMAC-SHA-256 with key when the scheme is keyed.
+func digestBytes(data []byte, scheme string, key []byte) (string, error) {
+	if !snapshot.KeyedDigest(scheme) {
 		sum := sha256.Sum256(data)
 		return hex.EncodeToString(sum[:]), nil
-	case snapshot.DigestHMAC:
-		if len(key) == 0 {
-			return "", fmt.Errorf("a keyed digest without a key")
-		}
-		mac := hmac.New(sha256.New, key)
-		mac.Write(data)
-		return hex.EncodeToString(mac.Sum(nil)), nil
 	}
-	return "", fmt.Errorf("digest scheme %q is not known", scheme)
+	if len(key) == 0 {
+		return "", fmt.Errorf("a keyed digest without a key")
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write(data)
+	return hex.EncodeToString(mac.Sum(nil)), nil
 }

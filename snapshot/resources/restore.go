@@ -61,7 +61,7 @@ func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapsh
 // (an operator's resource), are set aside, and made once the volumes are filled, before the
 // admission webhooks: no pod starts on an empty volume.
 func (c Objects) RestoreFilling(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, fill *snapshot.Fill) error {
-	archive, err := ReadArchive(ctx, r)
+	archive, err := c.readArchive(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -71,6 +71,15 @@ func (c Objects) RestoreFilling(ctx context.Context, r *snapshot.Reader, report 
 		claims = filledClaims(r.Manifest)
 	}
 	return c.restoreArchive(ctx, r.Manifest.Plan, archive, report, fill, claims)
+}
+
+// readArchive reads the backup's archive (ReadArchive), saying which objects' digests drifted.
+func (c Objects) readArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
+	archive, err := ReadArchive(ctx, r)
+	if err == nil && len(archive.Drifted) > 0 && c.Log != nil {
+		c.Log.Warn("objects whose digests differ under this ferry's rules", "backup", r.Name(), "count", len(archive.Drifted), "first", first(archive.Drifted, 3), "why", DriftNote)
+	}
+	return archive, err
 }
 
 // restoreArchive restores the archive's objects in the plan's order (or, without a plan, the
@@ -89,7 +98,7 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 	}
 	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{},
 		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims,
-		statusPlaces: map[schema.GroupVersionResource]statusPlace{}}
+		statusPlaces: map[schema.GroupVersionResource]statusPlace{}, defaults: map[schema.GroupVersionResource]string{}}
 	if rs.waiting, err = waitingOwners(archive, claims); err != nil {
 		return err
 	}
@@ -280,6 +289,10 @@ type restorer struct {
 	archived   map[string]bool   // ownerKey of every object of the backup, in the source's namespaces
 	// statusPlaces are where the target keeps each type's status (see statusPlace).
 	statusPlaces map[schema.GroupVersionResource]statusPlace
+	// defaults are the names of the target's default objects of each type that marks one ("" for
+	// none; see markDefault).
+	defaults   map[schema.GroupVersionResource]string
+	defaultsMu sync.Mutex
 }
 
 func ownerKey(group, kind, namespace, name string) string {
@@ -428,6 +441,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 			return "", false
 		}
 	}
+	rs.markDefault(ctx, gvr, rules.For(gr).Default, obj.Object, e.Object)
 	status, place := rs.statusFor(ctx, gvr, e.Object)
 	live, err := rs.create(ctx, client, id, obj, status, place)
 	switch {
@@ -513,6 +527,9 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 	}
 	switch rs.Existing {
 	case ExistingUpdate, ExistingReplace:
+		if remade := rules.For(gr).RemadeToChange; remade != nil && remade(live.Object) {
+			return rs.remake(ctx, id, client, live, obj, diffs[0])
+		}
 		// update: a server-side apply of the backed-up object; replace: a merge patch that also
 		// removes what the backup lacks.
 		write := func() error {
@@ -544,6 +561,30 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		rs.report.Add("objects", snapshot.StatusSkipped, id, fmt.Sprintf("exists on the target and differs (%s; %d differences): left as it is (--existing update replaces it)", diffs[0], len(diffs)))
 		return live.GetName(), true
 	}
+}
+
+// remake puts obj in the place of live, which changes only by being made again (a ConfigMap
+// marked immutable, as a release changes one): live is deleted, on the condition that it is still
+// the one read, and obj made. diff is the first difference.
+func (rs *restorer) remake(ctx context.Context, id string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string) (string, bool) {
+	uid, version := live.GetUID(), live.GetResourceVersion()
+	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target, differs ("+diff+") and changes only by being made again; deleting it failed: "+err.Error())
+		return "", false
+	}
+	var made *unstructured.Unstructured
+	err = retry.OnError(retry.DefaultBackoff, func(err error) bool { return transient(err) || apierrors.IsAlreadyExists(err) }, func() error {
+		var err error
+		made, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		return err
+	})
+	if err != nil {
+		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target, differs ("+diff+") and changes only by being made again; it was deleted, and making the backup's failed: "+err.Error())
+		return "", false
+	}
+	rs.report.Count("objects", snapshot.StatusUpdated)
+	return made.GetName(), true
 }
 
 // compare lists how the live object differs from the expected one: where it lacks or changes

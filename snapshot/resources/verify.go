@@ -26,7 +26,7 @@ import (
 // restored workloads must become healthy within WaitTimeout: Deployments Available, StatefulSets
 // ready, PersistentVolumeClaims Bound, Jobs not failed.
 func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
-	archive, err := ReadArchive(ctx, r)
+	archive, err := c.readArchive(ctx, r)
 	if err != nil {
 		return err
 	}
