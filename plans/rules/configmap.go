@@ -7,11 +7,11 @@ import (
 )
 
 // ConfigMaps come with identity and configuration, but for those the target's own components
-// publish; one marked immutable is made again to change.
+// publish; one marked immutable is made again to change (Remade).
 func configMapRules() map[string]Rule {
 	return map[string]Rule{"configmaps": {
-		Wave:           WaveConfig,
-		RemadeToChange: markedImmutable,
+		Wave:   WaveConfig,
+		Remade: true,
 		Exclude: func(obj map[string]any) string {
 			u := unstructured.Unstructured{Object: obj}
 			name, ns := u.GetName(), u.GetNamespace()
@@ -24,11 +24,4 @@ func configMapRules() map[string]Rule {
 			return ""
 		},
 	}}
-}
-
-// markedImmutable says whether a ConfigMap or Secret is marked immutable: the API server then
-// refuses any change to its data, so it changes only by being deleted and made again.
-func markedImmutable(obj map[string]any) bool {
-	immutable, _, _ := unstructured.NestedBool(obj, "immutable")
-	return immutable
 }

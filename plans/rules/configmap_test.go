@@ -9,21 +9,3 @@ func TestConfigMap(t *testing.T) {
 		{"user configmap", "exclude", "configmaps", `{"metadata":{"namespace":"kubeflow","name":"pipeline-install-config"}}`, ""},
 	})
 }
-
-// A ConfigMap or Secret marked immutable changes only by being made again.
-func TestRemadeToChange(t *testing.T) {
-	for _, tc := range []struct {
-		gr   string
-		obj  map[string]any
-		want bool
-	}{
-		{"configmaps", map[string]any{"immutable": true}, true},
-		{"configmaps", map[string]any{"immutable": false}, false},
-		{"configmaps", map[string]any{}, false},
-		{"secrets", map[string]any{"immutable": true}, true},
-	} {
-		if got := For(tc.gr).RemadeToChange(tc.obj); got != tc.want {
-			t.Errorf("%s %v: remade to change %v, want %v", tc.gr, tc.obj, got, tc.want)
-		}
-	}
-}

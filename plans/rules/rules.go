@@ -70,9 +70,12 @@ type Rule struct {
 	// settings (want) to the target's object (live), or nil when it has them. It is applied
 	// whatever the existing-object policy: the target's object holds nothing of its users.
 	Merge func(want, live map[string]any) map[string]any
-	// RemadeToChange says whether the object on the target changes only by being deleted and made
-	// again (a ConfigMap or Secret marked immutable): updating or replacing it then does that.
-	RemadeToChange func(live map[string]any) bool
+	// Remade says that the target refuses some changes to the type's objects, which then change
+	// only by being deleted and made again (a ConfigMap or Secret marked immutable, a
+	// StatefulSet's claim templates, as an operator grows its volumes): an update or replace the
+	// target refuses as invalid does that, dependents orphaned, once a dry run shows the target
+	// takes the backup's object.
+	Remade bool
 	// RolloutHistory says where a workload keeps its rollout history, which verify compares.
 	RolloutHistory *RolloutHistory
 	// Revision is a history object's revision number.

@@ -13,10 +13,10 @@ import (
 // 1.24 made for every account by themselves, and bootstrap tokens, stay.
 func secretRules() map[string]Rule {
 	return map[string]Rule{"secrets": {
-		Wave:           WaveConfig,
-		Secret:         true,
-		After:          []string{"serviceaccounts"},
-		RemadeToChange: markedImmutable,
+		Wave:   WaveConfig,
+		Secret: true,
+		After:  []string{"serviceaccounts"},
+		Remade: true,
 		Exclude: func(obj map[string]any) string {
 			switch {
 			case isGeneratedToken(obj):

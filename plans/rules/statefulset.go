@@ -9,11 +9,13 @@ import (
 // StatefulSets move with their claim templates' storage classes mapped (the target's controller
 // makes the claims from them) and their data sources dropped, as the claims' are (claimRules): a
 // replica added on the target would wait for a snapshot or populator the target lacks; a restored
-// one is healthy once its replicas are ready.
+// one is healthy once its replicas are ready. One whose claim templates or selector changed is
+// made again (Remade), its pods and claims orphaned for the new one to adopt.
 func statefulSetRules() map[string]Rule {
 	return map[string]Rule{"statefulsets.apps": {
 		Wave:           WaveRest,
 		RolloutHistory: &RolloutHistory{Kind: "StatefulSet", In: "controllerrevisions.apps"},
+		Remade:         true,
 		Normalize: func(obj map[string]any) {
 			for _, t := range claimTemplates(obj) {
 				if spec := nestedMap(t, "spec"); spec != nil {

@@ -527,9 +527,6 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 	}
 	switch rs.Existing {
 	case ExistingUpdate, ExistingReplace:
-		if remade := rules.For(gr).RemadeToChange; remade != nil && remade(live.Object) {
-			return rs.remake(ctx, id, client, live, obj, diffs[0])
-		}
 		// update: a server-side apply of the backed-up object; replace: a merge patch that also
 		// removes what the backup lacks.
 		write := func() error {
@@ -548,7 +545,11 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 			}
 			verb = "replacing"
 		}
-		if err := retry.OnError(retry.DefaultBackoff, transient, write); err != nil {
+		err := retry.OnError(retry.DefaultBackoff, transient, write)
+		if apierrors.IsInvalid(err) && rules.For(gr).Remade {
+			return rs.remake(ctx, id, client, live, obj, diffs[0], err)
+		}
+		if err != nil {
 			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: "+err.Error())
 			return "", false
 		}
@@ -563,15 +564,27 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 	}
 }
 
-// remake puts obj in the place of live, which changes only by being made again (a ConfigMap
-// marked immutable, as a release changes one): live is deleted, on the condition that it is still
-// the one read, and obj made. diff is the first difference.
-func (rs *restorer) remake(ctx context.Context, id string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string) (string, bool) {
-	uid, version := live.GetUID(), live.GetResourceVersion()
-	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target, differs ("+diff+") and changes only by being made again; deleting it failed: "+err.Error())
+// remake puts obj in the place of live, whose change the target refused (refused): a ConfigMap
+// marked immutable, as a release changes one, or a StatefulSet's claim templates. A dry run of
+// obj's create under another name shows the target takes it; live is then deleted, on the
+// condition that it is still the one read, its dependents orphaned (a StatefulSet's pods and
+// claims, adopted by the new one), and obj made. diff is the first difference.
+func (rs *restorer) remake(ctx context.Context, id string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
+	fail := func(what string, err error) (string, bool) {
+		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diff+"), which it changes only by making it again ("+refused.Error()+"); "+what+": "+err.Error())
 		return "", false
+	}
+	trial := obj.DeepCopy()
+	trial.SetName("")
+	trial.SetGenerateName(obj.GetName()[:min(len(obj.GetName()), 50)] + "-")
+	if _, err := client.Create(ctx, trial, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager}); err != nil {
+		return fail("the target refuses the backup's (a dry run), so it is left as it is", err)
+	}
+	uid, version := live.GetUID(), live.GetResourceVersion()
+	orphan := metav1.DeletePropagationOrphan
+	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version}, PropagationPolicy: &orphan})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fail("deleting it failed", err)
 	}
 	var made *unstructured.Unstructured
 	err = retry.OnError(retry.DefaultBackoff, func(err error) bool { return transient(err) || apierrors.IsAlreadyExists(err) }, func() error {
@@ -580,8 +593,7 @@ func (rs *restorer) remake(ctx context.Context, id string, client dynamic.Resour
 		return err
 	})
 	if err != nil {
-		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target, differs ("+diff+") and changes only by being made again; it was deleted, and making the backup's failed: "+err.Error())
-		return "", false
+		return fail("it was deleted, and making the backup's failed", err)
 	}
 	rs.report.Count("objects", snapshot.StatusUpdated)
 	return made.GetName(), true
