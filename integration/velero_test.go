@@ -25,6 +25,7 @@ import (
 	"github.com/vmware-tanzu/velero/pkg/util/filesystem"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -240,6 +241,11 @@ func TestRestoreReadsAVeleroBackup(t *testing.T) {
 			count++
 		}
 	}
+	// Velero's backups hold kube-system whatever they name: what runs there is the cluster's own.
+	ownDNS, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "velero-made-dns", "namespace": "kube-system"}, "data": map[string]any{"Corefile": ".:53 { forward . 10.9.0.53 }"}})
+	add("resources/configmaps/namespaces/kube-system/velero-made-dns.json", ownDNS)
+	add("resources/configmaps/v1-preferredversion/namespaces/kube-system/velero-made-dns.json", ownDNS)
 	tw.Close()
 	gz.Close()
 
@@ -288,6 +294,12 @@ func TestRestoreReadsAVeleroBackup(t *testing.T) {
 	if code != 0 || len(rep.Items) != 0 {
 		t.Errorf("the restore of a Velero backup without volume data should exit 0 and skip nothing: exit %d, %+v", code, rep.Items)
 	}
+	if _, err := dr.CoreV1().ConfigMaps("kube-system").Get(ctx, "velero-made-dns", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Velero backup's kube-system ConfigMap was restored (get: %v); want it left, as the cluster's own", err)
+	}
+	if left := rep.Counts["objects"][snapshot.StatusLeft]; left != 1 {
+		t.Errorf("the restore's report counts %d objects left, want the one of kube-system: %v", left, rep.Counts)
+	}
 	cm, err := dr.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
 	if err != nil || cm.Data["greeting"] != "grüße ✓ 日本語" {
 		t.Fatalf("the ConfigMap on the fresh cluster: %+v (%v)", cm, err)
@@ -301,6 +313,13 @@ func TestRestoreReadsAVeleroBackup(t *testing.T) {
 	}
 	if rep.Counts["health"][snapshot.StatusHealthy] == 0 {
 		t.Errorf("the restored Deployment should be healthy: %v", rep.Counts)
+	}
+	// Named, it is restored.
+	if code, rep, errOut := runReportCommand(t, "--storage", url, "restore", "--to", "dr", "--backup", "velero-made", "--include-namespaces", ns+",kube-system"); code != 0 {
+		t.Errorf("restore naming kube-system exited %d: %+v\n%s", code, rep.Items, lastLines(errOut, 5))
+	}
+	if _, err := dr.CoreV1().ConfigMaps("kube-system").Get(ctx, "velero-made-dns", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Velero backup's kube-system ConfigMap, named: %v", err)
 	}
 
 	// The same objects with a pod volume backup of the web pod's volume: Velero keeps its data in

@@ -652,7 +652,8 @@ func NewFilter(cfg config.Planning) (*Filter, error) {
 
 // NewBackupFilter makes the filter of a restore's or verify's selection: it leaves out what the
 // selection does and no more. The backup holds what its own plan chose, the contents of a
-// cluster's own namespaces too when it named them (or when Velero made it).
+// cluster's own namespaces too when it named them (a Velero backup holds them whatever it names:
+// its restore leaves them unless NamesNamespace).
 func NewBackupFilter(cfg config.Planning) (*Filter, error) {
 	f, err := NewFilter(cfg)
 	if err != nil {
@@ -661,6 +662,9 @@ func NewBackupFilter(cfg config.Planning) (*Filter, error) {
 	f.sel.anyNS = true
 	return f, nil
 }
+
+// NamesNamespace says whether the selection names namespace ns in include.namespaces.
+func (f *Filter) NamesNamespace(ns string) bool { return f != nil && f.sel.namedNS[ns] }
 
 // DataReason says why the selection leaves out data that lives in namespace ns (a database's or
 // a bucket's pod, a claim), or "": data goes with its namespace. A claim's files go with the

@@ -66,6 +66,8 @@ type Objects struct {
 	digest func(gr string, data []byte) (digest, scheme string, err error)
 	// placement is the upgrade plan's, set from the plan when Upgrade is (forUpgrade).
 	placement *plans.Placement
+	// velero is set when the backup restored or verified is Velero's (see clusterOwn).
+	velero bool
 }
 
 type item struct {

@@ -141,7 +141,7 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 				continue
 			}
 			e.Object = obj
-			if why, _ := c.leftOut(owner, e); !c.selected(ownerRes, e) || why != "" {
+			if why, _ := c.leftOut(owner, e); !c.selected(ownerRes, e) || c.clusterOwn(e) || why != "" {
 				continue
 			}
 			ns := c.Mapping.Namespace(e.Namespace)

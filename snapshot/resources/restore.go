@@ -61,6 +61,7 @@ func (c Objects) Restore(ctx context.Context, r *snapshot.Reader, report *snapsh
 // (an operator's resource), are set aside, and made once the volumes are filled, before the
 // admission webhooks: no pod starts on an empty volume.
 func (c Objects) RestoreFilling(ctx context.Context, r *snapshot.Reader, report *snapshot.Report, fill *snapshot.Fill) error {
+	c.velero = r.Velero
 	archive, err := c.readArchive(ctx, r)
 	if err != nil {
 		return err
@@ -383,6 +384,10 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 	id := e.ID()
 	if !rs.selected(res, e) {
 		return "", false // not part of this restore
+	}
+	if rs.clusterOwn(e) {
+		rs.report.Count("objects", snapshot.StatusLeft)
+		return "", false
 	}
 	if why, behind := rs.leftOut(gr, e); why != "" {
 		if behind {
@@ -911,6 +916,13 @@ func (rs *restorer) waitEstablished(ctx context.Context, gvr schema.GroupVersion
 
 func (c Objects) selected(res plans.Resource, e Entry) bool {
 	return c.Select == nil || c.Select.Reason(res, &unstructured.Unstructured{Object: e.Object}) == ""
+}
+
+// clusterOwn says whether the entry is of a Velero backup's kube-system (or another of a cluster's
+// own namespaces) that the selection does not name: it stays, as a ferry backup leaves it
+// (rules.ClusterOwnNamespace). What runs there is set up for the cluster it came from.
+func (c Objects) clusterOwn(e Entry) bool {
+	return c.velero && rules.ClusterOwnNamespace(e.Namespace) && !c.Select.NamesNamespace(e.Namespace)
 }
 
 const crdResource = "customresourcedefinitions.apiextensions.k8s.io"

@@ -26,6 +26,7 @@ import (
 // restored workloads must become healthy within WaitTimeout: Deployments Available, StatefulSets
 // ready, PersistentVolumeClaims Bound, Jobs not failed.
 func (c Objects) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	c.velero = r.Velero
 	archive, err := c.readArchive(ctx, r)
 	if err != nil {
 		return err
@@ -77,7 +78,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, claims, archived map[string]bool, report *snapshot.Report) bool {
 	gr := res.GroupResource()
 	e.Object = obj
-	if !c.selected(res, e) || rules.For(gr).SkipReason(obj) != "" {
+	if !c.selected(res, e) || c.clusterOwn(e) || rules.For(gr).SkipReason(obj) != "" {
 		return false // not restored, by design; the restore's report lists them
 	}
 	if why, _ := c.leftOut(gr, e); why != "" {
