@@ -478,15 +478,15 @@ func normalize(o *unstructured.Unstructured, scope checkScope, isBlue bool) map[
 				return strings.HasPrefix(name, "kube-api-access-")
 			})
 		}
-		if cs, ok := spec["containers"].([]any); ok {
-			for _, c := range cs {
-				cm := c.(map[string]any)
-				if mounts, ok := cm["volumeMounts"].([]any); ok {
-					cm["volumeMounts"] = slices.DeleteFunc(mounts, func(v any) bool {
-						name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
-						return strings.HasPrefix(name, "kube-api-access-")
-					})
-				}
+		initContainers, _ := spec["initContainers"].([]any)
+		containers, _ := spec["containers"].([]any)
+		for _, c := range slices.Concat(initContainers, containers) {
+			cm := c.(map[string]any)
+			if mounts, ok := cm["volumeMounts"].([]any); ok {
+				cm["volumeMounts"] = slices.DeleteFunc(mounts, func(v any) bool {
+					name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
+					return strings.HasPrefix(name, "kube-api-access-")
+				})
 			}
 		}
 	case "ReplicaSet":

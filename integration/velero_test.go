@@ -315,6 +315,11 @@ func TestRestoreReadsAVeleroBackup(t *testing.T) {
 		t.Errorf("the restored Deployment should be healthy: %v", rep.Counts)
 	}
 	// Named, it is restored.
+	t.Cleanup(func() {
+		if err := dr.CoreV1().ConfigMaps("kube-system").Delete(context.Background(), "velero-made-dns", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("clean up kube-system/velero-made-dns: %v", err)
+		}
+	})
 	if code, rep, errOut := runReportCommand(t, "--storage", url, "restore", "--to", "dr", "--backup", "velero-made", "--include-namespaces", ns+",kube-system"); code != 0 {
 		t.Errorf("restore naming kube-system exited %d: %+v\n%s", code, rep.Items, lastLines(errOut, 5))
 	}

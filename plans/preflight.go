@@ -207,7 +207,7 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 	}
 	for _, sc := range list.Items {
 		classes[sc.GetName()] = true
-		if sc.GetAnnotations()["storageclass.kubernetes.io/is-default-class"] == "true" {
+		if rules.For("storageclasses.storage.k8s.io").Default.Marked(sc.Object) {
 			defaultClass = sc.GetName()
 		}
 		if provisioner, _, _ := unstructured.NestedString(sc.Object, "provisioner"); provisioner == noProvisioner {

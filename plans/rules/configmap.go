@@ -7,11 +7,11 @@ import (
 )
 
 // ConfigMaps come with identity and configuration, but for those the target's own components
-// publish; one marked immutable is made again to change (Remade).
+// publish; one marked immutable is made again to change (Remake).
 func configMapRules() map[string]Rule {
 	return map[string]Rule{"configmaps": {
 		Wave:   WaveConfig,
-		Remade: true,
+		Remake: remade,
 		Exclude: func(obj map[string]any) string {
 			u := unstructured.Unstructured{Object: obj}
 			name, ns := u.GetName(), u.GetNamespace()

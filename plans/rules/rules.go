@@ -70,12 +70,15 @@ type Rule struct {
 	// settings (want) to the target's object (live), or nil when it has them. It is applied
 	// whatever the existing-object policy: the target's object holds nothing of its users.
 	Merge func(want, live map[string]any) map[string]any
-	// Remade says that the target refuses some changes to the type's objects, which then change
-	// only by being deleted and made again (a ConfigMap or Secret marked immutable, a
-	// StatefulSet's claim templates, as an operator grows its volumes): an update or replace the
-	// target refuses as invalid does that, dependents orphaned, once a dry run shows the target
-	// takes the backup's object.
-	Remade bool
+	// Remake, for a type of which the target refuses some changes (a ConfigMap or Secret marked
+	// immutable, a StatefulSet's claim templates, as an operator grows its volumes), says why the
+	// live object may not be deleted and made again as want instead, or "" when it may: an update
+	// or replace the target refuses as invalid then does that, once a dry run shows the target
+	// takes want. Nil: never.
+	Remake func(live, want map[string]any) string
+	// RemakeOrphans keeps the dependents of an object made again (a StatefulSet's pods and
+	// claims) for the new one to adopt; other types' go with the object.
+	RemakeOrphans bool
 	// RolloutHistory says where a workload keeps its rollout history, which verify compares.
 	RolloutHistory *RolloutHistory
 	// Revision is a history object's revision number.
@@ -190,6 +193,9 @@ func deleteKeys(meta map[string]any, field string, keys []string) {
 		delete(meta, field)
 	}
 }
+
+// remade is the Remake of a type whose objects may always be made again.
+func remade(_, _ map[string]any) string { return "" }
 
 func conditionTrue(conds []any, typ string) bool {
 	for _, c := range conds {

@@ -16,7 +16,7 @@ func secretRules() map[string]Rule {
 		Wave:   WaveConfig,
 		Secret: true,
 		After:  []string{"serviceaccounts"},
-		Remade: true,
+		Remake: remade,
 		Exclude: func(obj map[string]any) string {
 			switch {
 			case isGeneratedToken(obj):

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -9,13 +10,20 @@ import (
 // StatefulSets move with their claim templates' storage classes mapped (the target's controller
 // makes the claims from them) and their data sources dropped, as the claims' are (claimRules): a
 // replica added on the target would wait for a snapshot or populator the target lacks; a restored
-// one is healthy once its replicas are ready. One whose claim templates or selector changed is
-// made again (Remade), its pods and claims orphaned for the new one to adopt.
+// one is healthy once its replicas are ready. One whose claim templates changed is made again
+// (Remake), its pods and claims orphaned for the new one to adopt.
 func statefulSetRules() map[string]Rule {
 	return map[string]Rule{"statefulsets.apps": {
 		Wave:           WaveRest,
 		RolloutHistory: &RolloutHistory{Kind: "StatefulSet", In: "controllerrevisions.apps"},
-		Remade:         true,
+		RemakeOrphans:  true,
+		// Its pods and claims are adopted by the new one only when its selector stays.
+		Remake: func(live, want map[string]any) string {
+			if !reflect.DeepEqual(nestedMap(live, "spec", "selector"), nestedMap(want, "spec", "selector")) {
+				return "its selector changes too, so the StatefulSet made again would not adopt its pods, whose names it needs"
+			}
+			return ""
+		},
 		Normalize: func(obj map[string]any) {
 			for _, t := range claimTemplates(obj) {
 				if spec := nestedMap(t, "spec"); spec != nil {

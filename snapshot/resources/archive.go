@@ -211,9 +211,10 @@ func ArchiveFile(r *snapshot.Reader) string {
 
 // ReadArchive reads the backup's object archive: the version-less tree of Velero's layout, which
 // holds every object once at its preferred version. For a ferry backup, the archive must hold
-// exactly the objects of the manifest, each with the digest the manifest records for it, and the
-// stored stream must be the manifest's to its last byte: all of it is checked before ReadArchive
-// returns, so nothing is applied from an archive that fails. The objects checked wait in a local
+// exactly the objects of the manifest, each with the digest the manifest records for it (or, of
+// a backup made before file digests, drifted: see manifestCheck), and the stored stream must be
+// the manifest's to its last byte: all of it is checked before ReadArchive returns, so nothing is
+// applied from an archive that fails. The objects checked wait in a local
 // spool (memory holds their keys only); Close removes it.
 func ReadArchive(ctx context.Context, r *snapshot.Reader) (*Archive, error) {
 	file := ArchiveFile(r)

@@ -21,7 +21,7 @@ func (rs *restorer) markDefault(ctx context.Context, gvr schema.GroupVersionReso
 	switch {
 	case err != nil:
 		rs.Log.Warn("made without its default mark: the target's default cannot be read", "resource", gvr.Resource, "name", name, "err", err)
-	case current != "":
+	case current != "" && current != name:
 		rs.Log.Info("made without its default mark: the target has a default of its own", "resource", gvr.Resource, "name", name, "default", current)
 	default:
 		mark.Mark(obj, backedUp)

@@ -90,13 +90,15 @@ func DigestOf(gr string, obj map[string]any, scheme string, key []byte) (string,
 	return digestBytes(data, scheme, key)
 }
 
-// digestBytes is the SHA-256 of data, or its HMAC-SHA-256 with key when the scheme is keyed.
+// digestBytes is the digest of the scheme of data: its SHA-256, or its HMAC-SHA-256 with key.
 func digestBytes(data []byte, scheme string, key []byte) (string, error) {
-	if !snapshot.KeyedDigest(scheme) {
+	switch {
+	case scheme == snapshot.DigestSHA256 || scheme == snapshot.DigestFile:
 		sum := sha256.Sum256(data)
 		return hex.EncodeToString(sum[:]), nil
-	}
-	if len(key) == 0 {
+	case !snapshot.KeyedDigest(scheme):
+		return "", fmt.Errorf("digest scheme %q is not known", scheme)
+	case len(key) == 0:
 		return "", fmt.Errorf("a keyed digest without a key")
 	}
 	mac := hmac.New(sha256.New, key)

@@ -551,8 +551,8 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 			verb = "replacing"
 		}
 		err := retry.OnError(retry.DefaultBackoff, transient, write)
-		if apierrors.IsInvalid(err) && rules.For(gr).Remade {
-			return rs.remake(ctx, id, client, live, obj, diffs[0], err)
+		if apierrors.IsInvalid(err) && rules.For(gr).Remake != nil {
+			return rs.remake(ctx, gr, id, client, live, obj, diffs[0], err)
 		}
 		if err != nil {
 			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: "+err.Error())
@@ -570,36 +570,53 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 }
 
 // remake puts obj in the place of live, whose change the target refused (refused): a ConfigMap
-// marked immutable, as a release changes one, or a StatefulSet's claim templates. A dry run of
-// obj's create under another name shows the target takes it; live is then deleted, on the
-// condition that it is still the one read, its dependents orphaned (a StatefulSet's pods and
-// claims, adopted by the new one), and obj made. diff is the first difference.
-func (rs *restorer) remake(ctx context.Context, id string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
-	fail := func(what string, err error) (string, bool) {
-		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diff+"), which it changes only by making it again ("+refused.Error()+"); "+what+": "+err.Error())
+// marked immutable, as a release changes one, or a StatefulSet's claim templates. It does so only
+// when the type's rule allows it (rules.Rule.Remake), nothing holds live back from going (a
+// finalizer), and a dry run of obj's create under another name shows the target takes it. live
+// is then deleted, on the condition that it is still that object, with its dependents or
+// leaving them for the new one (rules.Rule.RemakeOrphans); once it is gone, obj is made. diff is
+// the first difference.
+func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
+	fail := func(why string) (string, bool) {
+		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diff+"), which it changes only by making it again ("+refused.Error()+"); "+why)
 		return "", false
+	}
+	rule := rules.For(gr)
+	if why := rule.Remake(live.Object, obj.Object); why != "" {
+		return fail(why + ": left as it is")
+	}
+	if finalizers := live.GetFinalizers(); len(finalizers) > 0 {
+		return fail("finalizers " + strings.Join(finalizers, ", ") + " would hold it back from going: left as it is")
 	}
 	trial := obj.DeepCopy()
 	trial.SetName("")
-	trial.SetGenerateName(obj.GetName()[:min(len(obj.GetName()), 50)] + "-")
+	trial.SetGenerateName(strings.TrimRight(obj.GetName()[:min(len(obj.GetName()), 50)], ".-") + "-")
 	if _, err := client.Create(ctx, trial, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager}); err != nil {
-		return fail("the target refuses the backup's (a dry run), so it is left as it is", err)
+		return fail("the target refuses the backup's (a dry run: " + err.Error() + "): left as it is")
 	}
-	uid, version := live.GetUID(), live.GetResourceVersion()
-	orphan := metav1.DeletePropagationOrphan
-	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version}, PropagationPolicy: &orphan})
+	uid := live.GetUID()
+	propagation := metav1.DeletePropagationBackground
+	if rule.RemakeOrphans {
+		propagation = metav1.DeletePropagationOrphan
+	}
+	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &propagation})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fail("deleting it failed", err)
+		return fail("deleting it failed: " + err.Error())
 	}
-	var made *unstructured.Unstructured
-	err = retry.OnError(retry.DefaultBackoff, func(err error) bool { return transient(err) || apierrors.IsAlreadyExists(err) }, func() error {
-		var err error
-		made, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-		return err
+	// An orphaning delete waits for the garbage collector to take its dependents off it.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, rs.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		now, err := client.Get(ctx, live.GetName(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && now.GetUID() != uid), nil
 	})
 	if err != nil {
-		return fail("it was deleted, and making the backup's failed", err)
+		return fail("it was deleted and had not gone after " + rs.WaitTimeout.String() + "; the backup's is not made")
 	}
+	made, err := rs.createRetrying(ctx, client, obj)
+	if err != nil {
+		return fail("it was deleted, and making the backup's failed: " + err.Error())
+	}
+	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), made)
+	rs.Log.Info("made again: the target changes it only so", "object", id)
 	rs.report.Count("objects", snapshot.StatusUpdated)
 	return made.GetName(), true
 }

@@ -95,25 +95,27 @@ func (rs *restorer) archivedCRD(name string) map[string]any {
 // target refuses there (a stricter schema, an admission webhook) does not keep the object from
 // being made: it is made without, and the status is a skipped item.
 func (rs *restorer) create(ctx context.Context, client dynamic.ResourceInterface, id string, obj *unstructured.Unstructured, status map[string]any, place statusPlace) (*unstructured.Unstructured, error) {
-	createOnce := func(o *unstructured.Unstructured) (live *unstructured.Unstructured, err error) {
-		err = retry.OnError(retry.DefaultBackoff, transient, func() error {
-			live, err = client.Create(ctx, o, metav1.CreateOptions{FieldManager: FieldManager})
-			return err
-		})
-		return live, err
-	}
 	if status == nil || place != statusInObject {
-		return createOnce(obj)
+		return rs.createRetrying(ctx, client, obj)
 	}
 	withStatus := obj.DeepCopy() // obj stays as the backup's object is compared and updated
 	withStatus.Object["status"] = runtime.DeepCopyJSONValue(status)
-	live, err := createOnce(withStatus)
+	live, err := rs.createRetrying(ctx, client, withStatus)
 	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
-		if live, err2 := createOnce(obj); err2 == nil {
+		if live, err2 := rs.createRetrying(ctx, client, obj); err2 == nil {
 			rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "restored without its status ("+err.Error()+"): its controller takes it for new work")
 			return live, nil
 		}
 	}
+	return live, err
+}
+
+// createRetrying makes obj on the target, trying again on a transient error.
+func (rs *restorer) createRetrying(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (live *unstructured.Unstructured, err error) {
+	err = retry.OnError(retry.DefaultBackoff, transient, func() error {
+		live, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		return err
+	})
 	return live, err
 }
 

@@ -78,8 +78,12 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, claims, archived map[string]bool, report *snapshot.Report) bool {
 	gr := res.GroupResource()
 	e.Object = obj
-	if !c.selected(res, e) || c.clusterOwn(e) || rules.For(gr).SkipReason(obj) != "" {
+	if !c.selected(res, e) || rules.For(gr).SkipReason(obj) != "" {
 		return false // not restored, by design; the restore's report lists them
+	}
+	if c.clusterOwn(e) {
+		report.Count("objects", snapshot.StatusLeft) // a Velero backup's kube-system, as restore left it
+		return false
 	}
 	if why, _ := c.leftOut(gr, e); why != "" {
 		report.Count("objects", snapshot.StatusLeft) // not moved, so not compared
