@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/integration/testbed"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -31,16 +30,8 @@ spec:
   containers: [{name: shell, image: "registry.example/toolbox:1", command: [sleep, infinity]}]
 `, "apply", "-f", "-")
 	ctx := context.Background()
-	pod, err := blueKC.CoreV1().Pods(debuggedNS).Get(ctx, "toolbox", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// What `kubectl debug -n debugged toolbox --image=busybox --target=shell` writes.
-	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
-		EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger-x7k2p", Image: "registry.example/busybox:1", Stdin: true, TTY: true},
-		TargetContainerName:      "shell",
-	})
-	if _, err := blueKC.CoreV1().Pods(debuggedNS).UpdateEphemeralContainers(ctx, "toolbox", pod, metav1.UpdateOptions{}); err != nil {
+	if err := testbed.DebugPod(ctx, blueKC, debuggedNS, "toolbox", "shell"); err != nil {
 		t.Fatalf("debug blue's pod: %v", err)
 	}
 

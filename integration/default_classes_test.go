@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -74,6 +75,10 @@ kind: Namespace
 metadata: {name: ` + defaultClassesNS + `}
 `
 	kubectl(t, "green", greenIngress, "apply", "-f", "-")
+	green := tb.Clusters["green"]
+	if err := green.Apply(context.Background(), io.Discard, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		t.Fatal(err)
+	}
 
 	dir := t.TempDir()
 	config := filepath.Join(dir, "ferry.yaml")

@@ -28,6 +28,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // The zoo: shapes real platforms have every day beyond the Kubeflow fixture, for the tests and the
@@ -138,8 +139,8 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 	if err := c.ownClaim(ctx, "zoo-team", "logs-data-0", "searchclusters", "logs"); err != nil {
 		return nil, err
 	}
-	if err := debugPod(ctx, kc, "zoo-apps", "toolbox", "shell"); err != nil {
-		return nil, err
+	if err := DebugPod(ctx, kc, "zoo-apps", "toolbox", "shell"); err != nil {
+		return nil, fmt.Errorf("zoo: %w", err)
 	}
 	if err := zooSecrets(ctx, kc, db, pg, m); err != nil {
 		return nil, err
@@ -299,19 +300,24 @@ func (c *Cluster) storeCrittersInV1(ctx context.Context) error {
 	return nil
 }
 
-// debugPod adds to a pod the ephemeral container `kubectl debug --target` adds, through the
-// pod's ephemeralcontainers subresource (the only way to add one).
-func debugPod(ctx context.Context, kc kubernetes.Interface, ns, name, target string) error {
-	pod, err := kc.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("zoo: pod %s/%s: %w", ns, name, err)
-	}
-	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
-		EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger-x7k2p", Image: "registry.zoo.invalid/busybox:1", Stdin: true, TTY: true},
-		TargetContainerName:      target,
+// DebugPod adds to a pod the ephemeral container `kubectl debug --target` adds, through the
+// pod's ephemeralcontainers subresource (the only way to add one), as kubectl does again when the
+// pod changed in between (kwok writes its status).
+func DebugPod(ctx context.Context, kc kubernetes.Interface, ns, name, target string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := kc.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger-x7k2p", Image: "registry.example/busybox:1", Stdin: true, TTY: true},
+			TargetContainerName:      target,
+		})
+		_, err = kc.CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, name, pod, metav1.UpdateOptions{})
+		return err
 	})
-	if _, err := kc.CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, name, pod, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("zoo: debug pod %s/%s: %w", ns, name, err)
+	if err != nil {
+		return fmt.Errorf("debug pod %s/%s: %w", ns, name, err)
 	}
 	return nil
 }
