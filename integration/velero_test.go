@@ -329,14 +329,18 @@ func TestRestoreReadsAVeleroBackup(t *testing.T) {
 
 	// The same objects with a pod volume backup of the web pod's volume: Velero keeps its data in
 	// Kopia, which ferry does not read, so that volume is skipped, by name, and verify exits 3.
+	// One of a kube-system pod's is left with that pod, unnamed.
 	web := runningPod(t, blue, ns, "app=web")
-	put("velero-pvb", []velerov1.PodVolumeBackup{{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "velero.io/v1", Kind: "PodVolumeBackup"},
-		ObjectMeta: metav1.ObjectMeta{Name: "velero-pvb-x1", Namespace: "velero"},
-		Spec: velerov1.PodVolumeBackupSpec{Volume: "data", UploaderType: "kopia",
-			Pod: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: web}},
-		Status: velerov1.PodVolumeBackupStatus{Phase: velerov1.PodVolumeBackupPhaseCompleted},
-	}})
+	pvb := func(name, namespace, pod string) velerov1.PodVolumeBackup {
+		return velerov1.PodVolumeBackup{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "velero.io/v1", Kind: "PodVolumeBackup"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "velero"},
+			Spec: velerov1.PodVolumeBackupSpec{Volume: "data", UploaderType: "kopia",
+				Pod: corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: pod}},
+			Status: velerov1.PodVolumeBackupStatus{Phase: velerov1.PodVolumeBackupPhaseCompleted},
+		}
+	}
+	put("velero-pvb", []velerov1.PodVolumeBackup{pvb("velero-pvb-x1", ns, web), pvb("velero-pvb-x2", "kube-system", "csi-node-x7k2p")})
 	code, rep, _ = runReportCommand(t, "--storage", url, "verify", "--to", "dr", "--backup", "velero-pvb")
 	wantOnly(t, code, rep, snapshot.ReportItem{Kind: "volumes", Status: snapshot.StatusSkipped, Name: ns + "/" + web + " volume data"})
 }

@@ -293,6 +293,9 @@ type Skipped struct {
 	Kind   string `json:"kind"` // volume, database, bucket, object
 	Name   string `json:"name"`
 	Reason string `json:"reason"`
+	// Namespace is the namespace of a Velero backup's volume data (Reader.VeleroVolumes), when
+	// it has one; never stored.
+	Namespace string `json:"-"`
 }
 
 // Stream is a file of the backup as written.

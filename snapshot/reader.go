@@ -114,7 +114,7 @@ func readVeleroVolumes(ctx context.Context, store storage.Reader, name string) (
 		return nil, err
 	}
 	for _, p := range pvbs {
-		out = append(out, Skipped{Kind: "volume", Name: p.Spec.Pod.Namespace + "/" + p.Spec.Pod.Name + " volume " + p.Spec.Volume,
+		out = append(out, Skipped{Kind: "volume", Name: p.Spec.Pod.Namespace + "/" + p.Spec.Pod.Name + " volume " + p.Spec.Volume, Namespace: p.Spec.Pod.Namespace,
 			Reason: "a pod volume backup of Velero's (its data is in Velero's repository, which ferry does not read)"})
 	}
 	var snaps []struct {
@@ -139,7 +139,7 @@ func readVeleroVolumes(ctx context.Context, store storage.Reader, name string) (
 		return nil, err
 	}
 	for _, sn := range csi {
-		out = append(out, Skipped{Kind: "volume", Name: "volumesnapshot " + sn.Metadata.Namespace + "/" + sn.Metadata.Name,
+		out = append(out, Skipped{Kind: "volume", Name: "volumesnapshot " + sn.Metadata.Namespace + "/" + sn.Metadata.Name, Namespace: sn.Metadata.Namespace,
 			Reason: "a CSI snapshot Velero took, which ferry does not restore"})
 	}
 	return out, nil

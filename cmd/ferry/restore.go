@@ -134,7 +134,15 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, snapshot.Ma
 	if err := checkMapping(mapping); err != nil {
 		return nil, snapshot.Mapping{}, nil, badinput.Errorf("backup %s's ferry.yaml with the flags: %w", o.backup, err)
 	}
-	r = kinds.Selected(r, o.filter)
+	dataFilter := o.filter
+	if r.Velero {
+		// Velero's backups hold the volume data of kube-system's pods too, which a restore leaves
+		// with their objects unless the selection names it (plans.Filter.DataReason).
+		if dataFilter, err = plans.NewFilter(o.selection.config().Planning); err != nil {
+			return nil, snapshot.Mapping{}, nil, badinput.Wrap(err)
+		}
+	}
+	r = kinds.Selected(r, dataFilter)
 	cfg, err := o.global.restConfig(o.to)
 	if err != nil {
 		return nil, snapshot.Mapping{}, nil, badinput.Wrap(err)

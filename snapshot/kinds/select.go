@@ -14,7 +14,8 @@ import (
 // verify of some namespaces neither loads nor checks nor names the databases, buckets and claims
 // of others, nor what the backup skipped of them. Objects are selected one by one as they are
 // restored (RestoreOptions.Select). A database or a bucket the backup's configuration does not
-// place is kept.
+// place is kept, as is a Velero backup's volume data of no namespace (a persistent volume's
+// snapshot).
 func Selected(r *snapshot.Reader, f *plans.Filter) *snapshot.Reader {
 	if f == nil || r.Manifest == nil {
 		return r
@@ -52,5 +53,8 @@ func Selected(r *snapshot.Reader, f *plans.Filter) *snapshot.Reader {
 	})
 	out := *r
 	out.Manifest = &m
+	out.VeleroVolumes = slices.DeleteFunc(slices.Clone(r.VeleroVolumes), func(s snapshot.Skipped) bool {
+		return s.Namespace != "" && f.DataReason(s.Namespace, true) != ""
+	})
 	return &out
 }

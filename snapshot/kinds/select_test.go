@@ -75,3 +75,39 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 		t.Error("without a selection Selected should return the reader itself")
 	}
 }
+
+// A Velero backup's volume data of a namespace the selection leaves out (kube-system, unless
+// named) is neither restored nor named as skipped; a persistent volume's snapshot, of no
+// namespace, stays named.
+func TestSelectedVeleroVolumes(t *testing.T) {
+	r := &snapshot.Reader{Manifest: &snapshot.Manifest{Name: "v"}, Velero: true, VeleroVolumes: []snapshot.Skipped{
+		{Kind: "volume", Name: "kube-system/csi-node-x volume plugin-dir", Namespace: "kube-system"},
+		{Kind: "volume", Name: "team/web-0 volume data", Namespace: "team"},
+		{Kind: "volume", Name: "volumesnapshot other/snap-1", Namespace: "other"},
+		{Kind: "volume", Name: "persistentvolume pv-1"},
+	}}
+	for _, tc := range []struct {
+		name      string
+		selection config.Planning
+		want      []string
+	}{
+		{"everything", config.Planning{}, []string{"team/web-0 volume data", "volumesnapshot other/snap-1", "persistentvolume pv-1"}},
+		{"one namespace", config.Planning{Include: config.Selection{Namespaces: []string{"team"}}}, []string{"team/web-0 volume data", "persistentvolume pv-1"}},
+		{"kube-system named", config.Planning{Include: config.Selection{Namespaces: []string{"*", "kube-system"}}},
+			[]string{"kube-system/csi-node-x volume plugin-dir", "team/web-0 volume data", "volumesnapshot other/snap-1", "persistentvolume pv-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := plans.NewFilter(tc.selection)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, v := range Selected(r, f).VeleroVolumes {
+				got = append(got, v.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Velero volumes %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
