@@ -825,7 +825,8 @@ func compareFacts(engine string, b, g map[string]string) []string {
 }
 
 // pgFacts reads what the checker compares of a PostgreSQL database: each table's row count and the
-// MD5 of its rows in order, each view's, function's and trigger's definition, each sequence's value.
+// MD5 of its rows in order, each view's, function's and trigger's definition, each sequence's value,
+// each large object's contents.
 func pgFacts(ctx context.Context, s side, db string) (map[string]string, error) {
 	q := func(sql string) ([]string, error) {
 		out, err := s.pg.SQL(ctx, tb.Bins, db, sql)
@@ -858,6 +859,7 @@ func pgFacts(ctx context.Context, s side, db string) (map[string]string, error) 
 		{"function", "SELECT n.nspname || '.' || p.proname || '|' || md5(pg_get_functiondef(p.oid)) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')"},
 		{"trigger", "SELECT tgrelid::regclass::text || '.' || tgname || '|' || md5(pg_get_triggerdef(oid)) FROM pg_trigger WHERE NOT tgisinternal"},
 		{"sequence", "SELECT schemaname || '.' || sequencename || '|' || coalesce(last_value::text, 'unused') FROM pg_sequences"},
+		{"large object", "SELECT oid::text || '|' || md5(lo_get(oid)) FROM pg_largeobject_metadata"},
 	} {
 		lines, err := q(c.sql)
 		if err != nil {

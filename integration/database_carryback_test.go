@@ -187,8 +187,8 @@ SHOW DATABASES LIKE 'ferry_stage%';`)
 
 // TestCarryBackPostgresAcrossUpgrade is TestCarryBackDatabaseAcrossUpgrade for PostgreSQL: green's
 // migrated database carried back into blue's old one, blue's schema unchanged and its rows
-// green's in the shared columns; a too long value and a NULL in blue's NOT NULL column refused
-// naming table and column, blue unchanged.
+// green's in the shared columns, its sequences where green's are; a too long value and a NULL in
+// blue's NOT NULL column refused naming table and column, blue unchanged.
 func TestCarryBackPostgresAcrossUpgrade(t *testing.T) {
 	testbed.Require(t, tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -208,7 +208,9 @@ func TestCarryBackPostgresAcrossUpgrade(t *testing.T) {
 CREATE TABLE public.users (id int PRIMARY KEY, email varchar(64) NOT NULL, age int);
 INSERT INTO public.users SELECT g, 'usér' || g || '@example.com', g % 90 FROM generate_series(1, 100) g;
 CREATE TABLE billing.invoices (id int, amount numeric);
-INSERT INTO billing.invoices VALUES (1, 9.99), (1, 9.99), (2, 19.5);`
+INSERT INTO billing.invoices VALUES (1, 9.99), (1, 9.99), (2, 19.5);
+CREATE TABLE public.events (id serial PRIMARY KEY, what text);
+INSERT INTO public.events (what) SELECT 'event ' || g FROM generate_series(1, 10) g;`
 	sql := func(pg *testbed.PostgreSQL, db, q string) string {
 		t.Helper()
 		out, err := pg.SQL(ctx, tb.Bins, db, q)
@@ -229,7 +231,8 @@ INSERT INTO public.sessions VALUES (1, 'tok');
 INSERT INTO public.users (id, email, tenant) VALUES (101, 'new@example.com', 'alice'), (102, E'tab\there', 'bob');
 DELETE FROM public.users WHERE id = 7;
 UPDATE public.users SET email = 'renamed@example.com' WHERE id = 3;
-DELETE FROM billing.invoices WHERE id = 2;`)
+DELETE FROM billing.invoices WHERE id = 2;
+INSERT INTO public.events (what) VALUES ('on green'), ('on green too');`)
 
 	config := filepath.Join(t.TempDir(), "ferry.yaml")
 	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+greenNS+`]}
@@ -297,6 +300,10 @@ databases:
 	}
 	if n := sql(bluePG, "cb_appdb", "SELECT count(*) FROM public.blue_only"); strings.TrimSpace(n) != "1" {
 		t.Fatalf("blue's own table holds %s rows", n)
+	}
+	// Blue's application writes again after the rollback: its sequences go on from green's.
+	if id, err := bluePG.SQL(ctx, tb.Bins, "cb_appdb", "INSERT INTO public.events (what) VALUES ('after the rollback') RETURNING id"); err != nil || strings.SplitN(id, "\n", 2)[0] != "13" {
+		t.Fatalf("a new event on blue after the carry-back: %q (%v), want id 13, after green's 12", id, err)
 	}
 
 	blueRowsBefore = rowsOf(bluePG)

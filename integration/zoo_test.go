@@ -197,7 +197,8 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 	if _, err := tb.MariaDB["green"].SQL(ctx, tb.Bins, "INSERT INTO "+testbed.ZooSchema+".items VALUES (1001, 'written on green', 1.50, NOW(), 1)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Postgres["green"].SQL(ctx, tb.Bins, testbed.ZooPGDB, "INSERT INTO shop.orders (user_id, total, meta) VALUES (7, 99.99, '{\"on\": \"green\"}')"); err != nil {
+	if _, err := tb.Postgres["green"].SQL(ctx, tb.Bins, testbed.ZooPGDB, "INSERT INTO shop.orders (user_id, total, meta) VALUES (7, 99.99, '{\"on\": \"green\"}');"+
+		"INSERT INTO public.attachments VALUES (6, 7, lo_from_bytea(0, convert_to('attached on green', 'UTF8')))"); err != nil {
 		t.Fatal(err)
 	}
 	greenFiles := claimFolder(t, greenKC, "zoo-apps", "odd-files")

@@ -121,6 +121,18 @@ type Database struct {
 	// (see package databases), for verify after a schema upgrade: a stream like the dump, so
 	// encrypted when the backup is. Backups made before it have none.
 	RowDigests string `json:"rowDigests,omitempty"`
+	// LargeObjects are the large objects of each dumped PostgreSQL database, which live in no
+	// table of its own (pg_largeobject): files an application keeps by their oid. Backups made
+	// before them have none, and their large objects are not compared.
+	LargeObjects []LargeObjects `json:"largeObjects,omitempty"`
+}
+
+// LargeObjects is the number of a PostgreSQL database's large objects and a checksum of their
+// oids and contents, taken as its tables' are.
+type LargeObjects struct {
+	Database string `json:"database"`
+	Count    int64  `json:"count"`
+	Checksum string `json:"checksum"`
 }
 
 // Table is one table's row count and engine checksum, taken in one consistent snapshot.

@@ -562,7 +562,8 @@ INSERT INTO `+ZooSchema+`.blobs VALUES (3, 'small', UNHEX('00FF10'));`)
 	return err
 }
 
-// seedZooPostgres makes the database ZooPGDB: two schemas, bytea, a view, a function and a trigger.
+// seedZooPostgres makes the database ZooPGDB: two schemas, bytea, a view, a function, a trigger
+// and files kept as large objects, which rows name by their oids.
 func (tb *Testbed) seedZooPostgres(ctx context.Context, pg *PostgreSQL) error {
 	if _, err := pg.SQL(ctx, tb.Bins, "postgres", "DROP DATABASE IF EXISTS "+ZooPGDB+" WITH (FORCE)"); err != nil {
 		return err
@@ -579,7 +580,9 @@ INSERT INTO shop.orders (user_id, total, meta) SELECT 1 + g % 500, g * 1.25, jso
 CREATE VIEW shop.big_orders AS SELECT id, total FROM shop.orders WHERE total > 1000;
 CREATE FUNCTION shop.order_total(u int) RETURNS numeric LANGUAGE sql AS $$ SELECT coalesce(sum(total), 0) FROM shop.orders WHERE user_id = u $$;
 CREATE FUNCTION shop.log_order() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO shop.log (what) VALUES ('order ' || NEW.id); RETURN NEW; END $$;
-CREATE TRIGGER orders_log AFTER INSERT ON shop.orders FOR EACH ROW EXECUTE FUNCTION shop.log_order();`)
+CREATE TRIGGER orders_log AFTER INSERT ON shop.orders FOR EACH ROW EXECUTE FUNCTION shop.log_order();
+CREATE TABLE public.attachments (id int PRIMARY KEY, user_id int REFERENCES public.users(id), file oid NOT NULL);
+INSERT INTO public.attachments SELECT g, g, lo_from_bytea(0, decode(repeat(md5(g::text), 512 * g), 'hex')) FROM generate_series(1, 5) g;`)
 	return err
 }
 

@@ -94,3 +94,56 @@ func TestPgCopyLines(t *testing.T) {
 		t.Fatalf("%d lines written: %q", s.lines, out.String())
 	}
 }
+
+// TestPgLargeObjectStatements: the statements of pg_dump that make, own, grant, describe and
+// write a large object run in a carry-back; nothing else of the dump does, the BEGIN and COMMIT
+// around the large objects' contents neither.
+func TestPgLargeObjectStatements(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		runs bool
+	}{
+		{`SELECT pg_catalog.lo_create('16390');`, true},
+		{`ALTER LARGE OBJECT 16390 OWNER TO app;`, true},
+		{`ALTER LARGE OBJECT 16390 OWNER TO "App Owner";`, true},
+		{`GRANT SELECT ON LARGE OBJECT 16390 TO reader;`, true},
+		{`REVOKE ALL ON LARGE OBJECT 16390 FROM PUBLIC;`, true},
+		{`COMMENT ON LARGE OBJECT 16390 IS 'the model';`, true},
+		{`SELECT pg_catalog.lo_open('16390', 131072);`, true},
+		{`SELECT pg_catalog.lowrite(0, '\x68656c6c6f');`, true},
+		{`SELECT pg_catalog.lowrite(0, '\x');`, true},
+		{`SELECT pg_catalog.lo_close(0);`, true},
+		{`BEGIN;`, false},
+		{`COMMIT;`, false},
+		{`SELECT pg_catalog.set_config('search_path', '', false);`, false},
+		{`SELECT pg_catalog.lo_unlink(oid) FROM pg_catalog.pg_largeobject_metadata WHERE oid = '16390';`, false},
+		{`SELECT pg_catalog.lowrite(0, '\x00'); DROP TABLE users;`, false},
+		{`SELECT pg_catalog.lo_create('16390'); DROP TABLE users;`, false},
+		{`DROP DATABASE app;`, false},
+	} {
+		if got := pgLargeObjectRE.MatchString(tc.line); got != tc.runs {
+			t.Errorf("%q runs: %v, want %v", tc.line, got, tc.runs)
+		}
+	}
+}
+
+// TestPgSetval: a sequence's value goes to blue's sequence of that name, and only when blue has
+// one.
+func TestPgSetval(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`SELECT pg_catalog.setval('public.events_id_seq', 12, true);`,
+			`SELECT pg_catalog.setval(s, 12, true) FROM pg_catalog.to_regclass('public.events_id_seq') s WHERE s IS NOT NULL;` + "\n"},
+		{`SELECT pg_catalog.setval('"We''ird"."Seq"', 1, false);`,
+			`SELECT pg_catalog.setval(s, 1, false) FROM pg_catalog.to_regclass('"We''ird"."Seq"') s WHERE s IS NOT NULL;` + "\n"},
+		{`SELECT pg_catalog.setval('public.s', 1, true); DROP TABLE users;`, ""},
+		{`SELECT pg_catalog.setval('public.s', 1, true) FROM users;`, ""},
+	} {
+		got := ""
+		if m := pgSetvalRE.FindStringSubmatch(tc.line); m != nil {
+			got = pgSetval(m)
+		}
+		if got != tc.want {
+			t.Errorf("%q carried back as %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}

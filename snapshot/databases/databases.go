@@ -80,6 +80,9 @@ type engine interface {
 	// stats counts and checksums the base tables of the schemas the server has, in one
 	// consistent snapshot a schema at least.
 	stats(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.Table, error)
+	// largeObjects counts and checksums the large objects of the schemas the server has (none
+	// of an engine without them).
+	largeObjects(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.LargeObjects, error)
 	// shapes reads the columns and primary keys of those tables, by tableKey.
 	shapes(ctx context.Context, c Dumps, t target, schemas []string) (map[string]*shape, error)
 	// digests writes what the server prints for the digest queries, in their order, to out (see
@@ -157,6 +160,9 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 		return entry, err
 	}
 	if entry.Tables, err = eng.stats(ctx, c, t, schemas); err != nil {
+		return entry, err
+	}
+	if entry.LargeObjects, err = eng.largeObjects(ctx, c, t, schemas); err != nil {
 		return entry, err
 	}
 	if err := c.captureShapes(ctx, w, t, &entry); err != nil {

@@ -21,10 +21,35 @@ import (
 // a line, its columns named in the COPY statement and separated by tabs (a tab in a value is
 // written \t). The dump is read once more after its check, and each table both have is sent to
 // blue as "DELETE FROM t; COPY t (shared columns) FROM stdin;" with its rows cut down to the
-// shared columns; nothing else of the dump runs. Each database of the dump gets its own psql
+// shared columns; of the rest of the dump, only the values of the sequences blue has
+// (pgSetvalRE) and the large objects (pgLargeObjectRE) are carried back. Each database of the dump gets its own psql
 // session and transaction; all are held open until every one has taken its rows, then committed
 // one after the other (a failure in between leaves those committed before it: the report says
 // which).
+
+// Large objects live in no table: pg_dump makes each one (lo_create), gives it its owner,
+// grants and comment, and writes its contents (lo_open, lowrite, lo_close) in statements of
+// their own. A carry-back makes blue's large objects green's, as it makes the shared tables'
+// rows green's: in each database's transaction, blue's are unlinked first (pgUnlinkLargeObjects)
+// and these statements of the dump run as they are; rows that point at a large object by its oid
+// find it, with green's contents. The dump's BEGIN and COMMIT around the contents do not run.
+var pgLargeObjectRE = regexp.MustCompile(`^(?:SELECT pg_catalog\.(?:lo_create\('\d+'\)|lo_open\('\d+', \d+\)|lowrite\(0, '\\x[0-9a-f]*'\)|lo_close\(0\))|ALTER LARGE OBJECT \d+ OWNER TO .+|(?:GRANT|REVOKE) .+ ON LARGE OBJECT \d+ (?:TO|FROM) .+|COMMENT ON LARGE OBJECT \d+ IS .+);$`)
+
+// pgUnlinkLargeObjects ends a session's output of query results, which the large objects'
+// statements print and nothing reads (the markers of \echo still come), and unlinks every large
+// object of the database.
+const pgUnlinkLargeObjects = "\\o /dev/null\nSELECT count(pg_catalog.lo_unlink(oid)) FROM pg_catalog.pg_largeobject_metadata;\n"
+
+// pgSetvalRE is pg_dump's statement that sets a sequence where the source's is: its name as a
+// string, its value and whether that value was taken. A carry-back sets blue's sequence of that
+// name (one of green's only is left, with its table) to green's value, or blue's application would
+// take numbers green's rows already hold, and its next insert would fail.
+var pgSetvalRE = regexp.MustCompile(`^SELECT pg_catalog\.setval\(('(?:[^']|'')+'), (-?\d+), (true|false)\);$`)
+
+// pgSetval is the statement that sets blue's sequence, when blue has it, as m (pgSetvalRE) sets it.
+func pgSetval(m []string) string {
+	return "SELECT pg_catalog.setval(s, " + m[2] + ", " + m[3] + ") FROM pg_catalog.to_regclass(" + m[1] + ") s WHERE s IS NOT NULL;\n"
+}
 
 // pgCopyRE is a COPY statement of pg_dump: its table and its columns.
 var pgCopyRE = regexp.MustCompile(`^COPY ((?:"(?:[^"]|"")+"|[^\s.(]+)\.(?:"(?:[^"]|"")+"|[^\s(]+)) \(([^)]*)\) FROM stdin;$`)
@@ -216,11 +241,26 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 		if strings.HasPrefix(string(full), `\connect`) {
 			if scan.schema != "" && (cur == nil || cur.db != scan.schema) {
 				cur = open(scan.schema)
-				if err := cur.write("BEGIN;\n"); err != nil {
+				if err := cur.write("BEGIN;\n" + pgUnlinkLargeObjects); err != nil {
 					return c.pgFailure(d, cur, err)
 				}
 			}
 			continue
+		}
+		if cur != nil && scan.state == stNormal && !scan.open {
+			// A whole statement on its line, as pg_dump writes these.
+			statement := ""
+			if pgLargeObjectRE.Match(full) {
+				statement = string(full) + "\n"
+			} else if m := pgSetvalRE.FindStringSubmatch(string(full)); m != nil {
+				statement = pgSetval(m)
+			}
+			if statement != "" {
+				if err := cur.write(statement); err != nil {
+					return c.pgFailure(d, cur, err)
+				}
+				continue
+			}
 		}
 		m := pgCopyRE.FindStringSubmatch(string(full))
 		if m == nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,6 +117,36 @@ func TestCompareTables(t *testing.T) {
 	}
 	if diffs := compareTables(d, d.Tables); len(diffs) != 0 {
 		t.Errorf("identical tables differ: %+v", diffs)
+	}
+}
+
+func TestCompareLargeObjects(t *testing.T) {
+	d := snapshot.Database{Name: "app-db", LargeObjects: []snapshot.LargeObjects{
+		{Database: "same", Count: 2, Checksum: "s"},
+		{Database: "fewer", Count: 3, Checksum: "f"},
+		{Database: "changed", Count: 1, Checksum: "a"},
+		{Database: "gone", Count: 4, Checksum: "g"},
+		{Database: "gone-empty", Count: 0, Checksum: "e"},
+		{Database: "none-now", Count: 0, Checksum: "e"},
+	}}
+	target := []snapshot.LargeObjects{
+		{Database: "changed", Count: 1, Checksum: "b"},
+		{Database: "same", Count: 2, Checksum: "s"},
+		{Database: "fewer", Count: 2, Checksum: "x"},
+		{Database: "none-now", Count: 1, Checksum: "n"},
+	}
+	want := []difference{
+		{status: snapshot.StatusDifferent, name: "app-db/fewer.pg_catalog.pg_largeobject", detail: "large objects: backup 3, target 2"},
+		{status: snapshot.StatusDifferent, name: "app-db/changed.pg_catalog.pg_largeobject", detail: "checksum: backup a, target b"},
+		{status: snapshot.StatusMissing, name: "app-db/gone.pg_catalog.pg_largeobject", detail: "not on the target (backup: 4 large objects)"},
+		{status: snapshot.StatusDifferent, name: "app-db/none-now.pg_catalog.pg_largeobject", detail: "large objects: backup 0, target 1"},
+	}
+	if got := compareLargeObjects(d, target); !slices.Equal(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	// A backup made before large objects were recorded compares none.
+	if got := compareLargeObjects(snapshot.Database{Name: "old"}, target); len(got) != 0 {
+		t.Fatalf("an older backup's large objects differ: %+v", got)
 	}
 }
 

@@ -43,8 +43,9 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 			continue
 		}
 		var got []snapshot.Table
+		var gotObjects []snapshot.LargeObjects
 		err := c.runAgainIfBroken(ctx, d.Name, "verify", func() (err error) {
-			got, err = c.targetStats(ctx, dyn, r, d)
+			got, gotObjects, err = c.targetStats(ctx, dyn, r, d)
 			return err
 		})
 		if ctx.Err() != nil {
@@ -62,16 +63,32 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 			}
 		}
 		report.CountN(kind, snapshot.StatusIdentical, len(d.Tables)-differ)
+		for _, diff := range compareLargeObjects(d, gotObjects) {
+			report.Add(kind, diff.status, diff.name, diff.detail)
+		}
 	}
 	return nil
 }
 
-func (c Dumps) targetStats(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) ([]snapshot.Table, error) {
+// targetStats counts and checksums the tables of d on the target, and its large objects when the
+// backup recorded them.
+func (c Dumps) targetStats(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) ([]snapshot.Table, []snapshot.LargeObjects, error) {
 	t, err := c.locate(ctx, dyn, r, d)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return t.eng.stats(ctx, c, t, d.Schemas)
+	return c.statsOf(ctx, t, d)
+}
+
+// statsOf counts and checksums the tables of d on t's server, and its large objects when the
+// backup recorded them.
+func (c Dumps) statsOf(ctx context.Context, t target, d snapshot.Database) ([]snapshot.Table, []snapshot.LargeObjects, error) {
+	tables, err := t.eng.stats(ctx, c, t, d.Schemas)
+	if err != nil || d.LargeObjects == nil {
+		return tables, nil, err
+	}
+	objects, err := t.eng.largeObjects(ctx, c, t, d.Schemas)
+	return tables, objects, err
 }
 
 // difference is a table that is not as the backup holds it.
@@ -107,6 +124,31 @@ func compareTables(d snapshot.Database, target []snapshot.Table) []difference {
 	for _, t := range target {
 		if !backed[key(t)] {
 			out = append(out, difference{status: snapshot.StatusDifferent, name: name(t), detail: fmt.Sprintf("not in the backup (target: %d rows)", t.Rows), extra: true})
+		}
+	}
+	return out
+}
+
+// compareLargeObjects compares the backup's large objects of d with the target's, database by
+// database, each named as the catalog that holds them. A database the target lacks is named
+// only when it had large objects (its tables are named either way).
+func compareLargeObjects(d snapshot.Database, target []snapshot.LargeObjects) []difference {
+	have := make(map[string]snapshot.LargeObjects, len(target))
+	for _, lo := range target {
+		have[lo.Database] = lo
+	}
+	var out []difference
+	for _, want := range d.LargeObjects {
+		name := d.Name + "/" + want.Database + ".pg_catalog.pg_largeobject"
+		got, ok := have[want.Database]
+		switch {
+		case !ok && want.Count > 0:
+			out = append(out, difference{status: snapshot.StatusMissing, name: name, detail: fmt.Sprintf("not on the target (backup: %d large objects)", want.Count)})
+		case !ok:
+		case got.Count != want.Count:
+			out = append(out, difference{status: snapshot.StatusDifferent, name: name, detail: fmt.Sprintf("large objects: backup %d, target %d", want.Count, got.Count)})
+		case got.Checksum != want.Checksum:
+			out = append(out, difference{status: snapshot.StatusDifferent, name: name, detail: fmt.Sprintf("checksum: backup %s, target %s", want.Checksum, got.Checksum)})
 		}
 	}
 	return out
