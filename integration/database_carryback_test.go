@@ -210,7 +210,11 @@ INSERT INTO public.users SELECT g, 'usér' || g || '@example.com', g % 90 FROM g
 CREATE TABLE billing.invoices (id int, amount numeric);
 INSERT INTO billing.invoices VALUES (1, 9.99), (1, 9.99), (2, 19.5);
 CREATE TABLE public.events (id serial PRIMARY KEY, what text);
-INSERT INTO public.events (what) SELECT 'event ' || g FROM generate_series(1, 10) g;`
+INSERT INTO public.events (what) SELECT 'event ' || g FROM generate_series(1, 10) g;
+CREATE TABLE public.metrics (at date NOT NULL, value int) PARTITION BY RANGE (at);
+CREATE TABLE public.metrics_2026_11 PARTITION OF public.metrics FOR VALUES FROM ('2026-11-01') TO ('2026-12-01');
+CREATE TABLE public.metrics_2026_12 PARTITION OF public.metrics FOR VALUES FROM ('2026-12-01') TO ('2027-01-01');
+INSERT INTO public.metrics VALUES ('2026-11-15', 1), ('2026-12-01', 2);`
 	sql := func(pg *testbed.PostgreSQL, db, q string) string {
 		t.Helper()
 		out, err := pg.SQL(ctx, tb.Bins, db, q)
@@ -232,7 +236,9 @@ INSERT INTO public.users (id, email, tenant) VALUES (101, 'new@example.com', 'al
 DELETE FROM public.users WHERE id = 7;
 UPDATE public.users SET email = 'renamed@example.com' WHERE id = 3;
 DELETE FROM billing.invoices WHERE id = 2;
-INSERT INTO public.events (what) VALUES ('on green'), ('on green too');`)
+INSERT INTO public.events (what) VALUES ('on green'), ('on green too');
+INSERT INTO public.metrics VALUES ('2026-12-24', 3);
+DELETE FROM public.metrics WHERE value = 1;`)
 
 	config := filepath.Join(t.TempDir(), "ferry.yaml")
 	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+greenNS+`]}
@@ -280,7 +286,8 @@ databases:
  FROM information_schema.columns WHERE table_schema IN ('public', 'billing') ORDER BY 1, 2, ordinal_position`)
 	}
 	rowsOf := func(pg *testbed.PostgreSQL) string {
-		return sql(pg, "cb_appdb", "SELECT id, email, age FROM public.users ORDER BY id") + sql(pg, "cb_appdb", "SELECT * FROM billing.invoices ORDER BY 1, 2")
+		return sql(pg, "cb_appdb", "SELECT id, email, age FROM public.users ORDER BY id") + sql(pg, "cb_appdb", "SELECT * FROM billing.invoices ORDER BY 1, 2") +
+			sql(pg, "cb_appdb", "SELECT tableoid::regclass, * FROM public.metrics ORDER BY 1, 2")
 	}
 	schemaBefore, blueRowsBefore := schemaOf(), rowsOf(bluePG)
 	report := carryBack("green-1")

@@ -33,6 +33,8 @@ import (
 type tableCopy struct {
 	schema, name string
 	columns      []string
+	// partitioned is a table of blue's whose rows are its partitions', carried back as theirs.
+	partitioned bool
 }
 
 // carryPlan is what a carry-back into blue's schema does with each table.
@@ -78,7 +80,7 @@ func planCarryBack(d snapshot.Database, green, blue map[string]*shape) carryPlan
 			p.left = append(p.left, tableNote{name, fmt.Sprintf("only in the backup (%d rows), not on the target: left, not carried back", t.Rows)})
 			continue
 		}
-		c := tableCopy{schema: t.Schema, name: t.Name}
+		c := tableCopy{schema: t.Schema, name: t.Name, partitioned: b.Partitioned}
 		var required []string
 		for _, col := range b.Columns {
 			_, inGreen := g.column(col.Name)

@@ -48,10 +48,19 @@ func TestPlanCarryBack(t *testing.T) {
 	if !slices.Equal(p.left, want) {
 		t.Errorf("left %q, want %q", p.left, want)
 	}
+
+	// A partitioned table of blue's is carried back by its partitions' rows.
+	green[tableKey("kfp", "runs")].Partitioned = true
+	blue[tableKey("kfp", "runs")].Partitioned = true
+	for _, c := range planCarryBack(d, green, blue).copies {
+		if c.partitioned != (c.name == "runs") {
+			t.Errorf("copy of %s: partitioned %v", c.name, c.partitioned)
+		}
+	}
 }
 
 func TestSwapSQLNamesEachLinesTable(t *testing.T) {
-	sql, tables := swapSQL([]tableCopy{{"kfp", "runs", []string{"id", "na`me"}}}, map[string]string{"kfp": "ferry_stage_kfp"})
+	sql, tables := swapSQL([]tableCopy{{schema: "kfp", name: "runs", columns: []string{"id", "na`me"}}}, map[string]string{"kfp": "ferry_stage_kfp"})
 	lines := strings.Split(sql, "\n")
 	if len(lines) != len(tables) || tables[4] != "kfp.runs" || tables[len(tables)-1] != "" {
 		t.Fatalf("lines %q tables %q", lines, tables)

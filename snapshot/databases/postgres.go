@@ -153,7 +153,8 @@ func (p postgres) shapes(ctx context.Context, c Dumps, t target, dbs []string) (
 	return out, nil
 }
 
-// pgShapeSQL is mysqlShapeSQL for a PostgreSQL database.
+// pgShapeSQL is mysqlShapeSQL for a PostgreSQL database, and lists its partitioned tables ("p",
+// schema, table) too.
 const pgShapeSQL = `SELECT 'c', n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
  (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''), a.attgenerated <> ''
  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -162,7 +163,9 @@ const pgShapeSQL = `SELECT 'c', n.nspname, c.relname, a.attname, format_type(a.a
 SELECT 'k', n.nspname, c.relname, a.attname FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
  JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
  WHERE i.indisprimary AND c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
- ORDER BY 2, 3, array_position(i.indkey::int2[], a.attnum);`
+ ORDER BY 2, 3, array_position(i.indkey::int2[], a.attnum);
+SELECT 'p', n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relkind = 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY 2, 3;`
 
 // digests runs the queries of each database in a session of its own, in one repeatable-read
 // snapshot. psql streams rows (FETCH_COUNT) rather than hold a table's in memory.

@@ -23,6 +23,9 @@ type shape struct {
 	Schema, Name string // Schema as snapshot.Table names it (PostgreSQL: "database.schema")
 	Columns      []column
 	Key          []string
+	// Partitioned tables (PostgreSQL's) hold no rows of their own: their partitions, tables of
+	// their own, do.
+	Partitioned bool
 }
 
 func (s shape) column(name string) (column, bool) {
@@ -58,6 +61,8 @@ func readShapeRows(rows [][]string, prefix string, get func(schema, name string)
 		case len(r) == 4 && r[0] == "k":
 			s := get(prefix+r[1], r[2])
 			s.Key = append(s.Key, r[3])
+		case len(r) == 3 && r[0] == "p":
+			get(prefix+r[1], r[2]).Partitioned = true
 		default:
 			return fmt.Errorf("the server's list of columns has a row of %d fields", len(r))
 		}
