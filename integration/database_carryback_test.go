@@ -214,7 +214,9 @@ INSERT INTO public.events (what) SELECT 'event ' || g FROM generate_series(1, 10
 CREATE TABLE public.metrics (at date NOT NULL, value int) PARTITION BY RANGE (at);
 CREATE TABLE public.metrics_2026_11 PARTITION OF public.metrics FOR VALUES FROM ('2026-11-01') TO ('2026-12-01');
 CREATE TABLE public.metrics_2026_12 PARTITION OF public.metrics FOR VALUES FROM ('2026-12-01') TO ('2027-01-01');
-INSERT INTO public.metrics VALUES ('2026-11-15', 1), ('2026-12-01', 2);`
+INSERT INTO public.metrics VALUES ('2026-11-15', 1), ('2026-12-01', 2);
+CREATE TABLE public.orders (id int PRIMARY KEY, user_id int REFERENCES public.users(id) ON DELETE CASCADE, total numeric);
+INSERT INTO public.orders SELECT g, g, g * 1.5 FROM generate_series(1, 20) g;`
 	sql := func(pg *testbed.PostgreSQL, db, q string) string {
 		t.Helper()
 		out, err := pg.SQL(ctx, tb.Bins, db, q)
@@ -283,11 +285,12 @@ databases:
 	}
 	schemaOf := func() string {
 		return sql(bluePG, "cb_appdb", `SELECT table_schema, table_name, column_name, data_type, character_maximum_length, is_nullable, column_default
- FROM information_schema.columns WHERE table_schema IN ('public', 'billing') ORDER BY 1, 2, ordinal_position`)
+ FROM information_schema.columns WHERE table_schema IN ('public', 'billing') ORDER BY 1, 2, ordinal_position`) +
+			sql(bluePG, "cb_appdb", "SELECT conrelid::regclass, conname, pg_get_constraintdef(oid), condeferrable, condeferred FROM pg_constraint ORDER BY 1, 2")
 	}
 	rowsOf := func(pg *testbed.PostgreSQL) string {
 		return sql(pg, "cb_appdb", "SELECT id, email, age FROM public.users ORDER BY id") + sql(pg, "cb_appdb", "SELECT * FROM billing.invoices ORDER BY 1, 2") +
-			sql(pg, "cb_appdb", "SELECT tableoid::regclass, * FROM public.metrics ORDER BY 1, 2")
+			sql(pg, "cb_appdb", "SELECT tableoid::regclass, * FROM public.metrics ORDER BY 1, 2") + sql(pg, "cb_appdb", "SELECT * FROM public.orders ORDER BY id")
 	}
 	schemaBefore, blueRowsBefore := schemaOf(), rowsOf(bluePG)
 	report := carryBack("green-1")
@@ -301,6 +304,10 @@ databases:
 	}
 	if got := schemaOf(); got != schemaBefore {
 		t.Fatalf("blue's schema changed:\nbefore %s\nafter  %s", schemaBefore, got)
+	}
+	// Blue's foreign keys hold while its tables are replaced, and cascade nothing away.
+	if b, g := sql(bluePG, "cb_appdb", "SELECT count(*) FROM public.orders"), sql(greenPG, "cb_appdb", "SELECT count(*) FROM public.orders"); b != g {
+		t.Errorf("blue holds %s of green's %s orders", strings.TrimSpace(b), strings.TrimSpace(g))
 	}
 	if b, g := rowsOf(bluePG), rowsOf(greenPG); b != g || b == blueRowsBefore {
 		t.Fatalf("blue's rows are not green's in the shared columns:\nblue  %.400s\ngreen %.400s", b, g)

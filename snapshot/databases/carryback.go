@@ -35,6 +35,9 @@ type tableCopy struct {
 	columns      []string
 	// partitioned is a table of blue's whose rows are its partitions', carried back as theirs.
 	partitioned bool
+	// deferred are its foreign keys (PostgreSQL's) whose check waits for the end of the
+	// carry-back: the dump writes its rows before those of the table they reference.
+	deferred []string
 }
 
 // carryPlan is what a carry-back into blue's schema does with each table.
@@ -113,6 +116,7 @@ func planCarryBack(d snapshot.Database, green, blue map[string]*shape) carryPlan
 		}
 		p.copies = append(p.copies, c)
 	}
+	deferForeignKeys(p.copies, blue)
 	var blueOnly []tableNote
 	for key, b := range blue {
 		if !seen[key] {
@@ -122,6 +126,29 @@ func planCarryBack(d snapshot.Database, green, blue map[string]*shape) carryPlan
 	sortNotes(blueOnly)
 	p.left = append(p.left, blueOnly...)
 	return p
+}
+
+// deferForeignKeys names, of each copy, blue's foreign keys that cannot be checked as its rows
+// come: those to another copied table whose rows pg_dump writes after its own (it writes tables'
+// rows by schema, then name, and makes its foreign keys after all of them), unless they may be
+// deferred already.
+func deferForeignKeys(copies []tableCopy, blue map[string]*shape) {
+	copied := map[string]bool{}
+	for _, c := range copies {
+		copied[tableKey(c.schema, c.name)] = true
+	}
+	for i, c := range copies {
+		b := blue[tableKey(c.schema, c.name)]
+		if b == nil {
+			continue
+		}
+		for _, fk := range b.ForeignKeys {
+			before := c.schema < fk.ParentSchema || c.schema == fk.ParentSchema && c.name < fk.ParentName
+			if !fk.Deferrable && before && copied[tableKey(fk.ParentSchema, fk.ParentName)] {
+				copies[i].deferred = append(copies[i].deferred, fk.Name)
+			}
+		}
+	}
 }
 
 func sortNotes(n []tableNote) {

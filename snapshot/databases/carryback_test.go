@@ -156,3 +156,44 @@ func TestPgSetval(t *testing.T) {
 		}
 	}
 }
+
+// TestDeferForeignKeys: a foreign key waits for the end of a PostgreSQL carry-back only when the
+// dump writes its table's rows before those of the table it references, both carried back, and it
+// cannot be deferred already; the tables are emptied together, a partitioned one through its
+// partitions.
+func TestDeferForeignKeys(t *testing.T) {
+	fk := func(name, schema, table string, deferrable bool) foreignKey {
+		return foreignKey{Name: name, ParentSchema: schema, ParentName: table, Deferrable: deferrable}
+	}
+	blue := map[string]*shape{
+		tableKey("app.public", "orders"): {ForeignKeys: []foreignKey{fk("orders_user", "app.public", "users", false), fk("orders_lazy", "app.public", "users", true),
+			fk("orders_left", "app.public", "zones", false)}},
+		tableKey("app.public", "users"):  {ForeignKeys: []foreignKey{fk("users_boss", "app.public", "users", false), fk("users_dept", "app.billing", "depts", false)}},
+		tableKey("app.billing", "depts"): {},
+	}
+	copies := []tableCopy{{schema: "app.billing", name: "depts"}, {schema: "app.public", name: "orders"}, {schema: "app.public", name: "users"},
+		{schema: "app.public", name: "metrics", partitioned: true}}
+	deferForeignKeys(copies, blue)
+	for _, c := range copies {
+		want := map[string][]string{"orders": {"orders_user"}}[c.name]
+		if !slices.Equal(c.deferred, want) {
+			t.Errorf("%s defers %v, want %v", c.name, c.deferred, want)
+		}
+	}
+	begin := `TRUNCATE "billing"."depts", "public"."orders", "public"."users";
+ALTER TABLE "public"."orders" ALTER CONSTRAINT "orders_user" DEFERRABLE;
+SET CONSTRAINTS ALL DEFERRED;
+`
+	if got := pgBegin(copies); got != begin {
+		t.Errorf("begin:\n%s\nwant\n%s", got, begin)
+	}
+	end := `SET CONSTRAINTS ALL IMMEDIATE;
+ALTER TABLE "public"."orders" ALTER CONSTRAINT "orders_user" NOT DEFERRABLE;
+`
+	if got := pgEnd(copies); got != end {
+		t.Errorf("end:\n%s\nwant\n%s", got, end)
+	}
+	if got := pgEnd(copies[2:3]); got != "" {
+		t.Errorf("end without deferred keys: %q", got)
+	}
+}

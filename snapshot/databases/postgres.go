@@ -154,7 +154,8 @@ func (p postgres) shapes(ctx context.Context, c Dumps, t target, dbs []string) (
 }
 
 // pgShapeSQL is mysqlShapeSQL for a PostgreSQL database, and lists its partitioned tables ("p",
-// schema, table) too.
+// schema, table) and foreign keys ("f", schema, table, name, referenced schema and table,
+// deferrable) too.
 const pgShapeSQL = `SELECT 'c', n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
  (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''), a.attgenerated <> ''
  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -165,7 +166,12 @@ SELECT 'k', n.nspname, c.relname, a.attname FROM pg_index i JOIN pg_class c ON c
  WHERE i.indisprimary AND c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
  ORDER BY 2, 3, array_position(i.indkey::int2[], a.attnum);
 SELECT 'p', n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE c.relkind = 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY 2, 3;`
+ WHERE c.relkind = 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY 2, 3;
+SELECT 'f', cn.nspname, cr.relname, c.conname, pn.nspname, pr.relname, c.condeferrable FROM pg_constraint c
+ JOIN pg_class cr ON cr.oid = c.conrelid JOIN pg_namespace cn ON cn.oid = cr.relnamespace
+ JOIN pg_class pr ON pr.oid = c.confrelid JOIN pg_namespace pn ON pn.oid = pr.relnamespace
+ WHERE c.contype = 'f' AND cr.relkind = 'r' AND pr.relkind = 'r' AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.conrelid)
+ ORDER BY 2, 3, 4;`
 
 // digests runs the queries of each database in a session of its own, in one repeatable-read
 // snapshot. psql streams rows (FETCH_COUNT) rather than hold a table's in memory.
@@ -222,12 +228,11 @@ func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container 
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	ident := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 	var script strings.Builder
 	script.WriteString("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
 	for _, r := range rows {
 		fmt.Fprintf(&script, "SELECT %s, %s, count(*), md5(coalesce(string_agg(md5(t::text), '' ORDER BY md5(t::text)), '')) FROM %s.%s t;\n",
-			quote(r[0]), quote(r[1]), ident(r[0]), ident(r[1]))
+			quote(r[0]), quote(r[1]), pgQuoted(r[0]), pgQuoted(r[1]))
 	}
 	script.WriteString("COMMIT;")
 	out, err := c.pgQuery(ctx, item, container, cred, db, script.String())

@@ -19,10 +19,13 @@ import (
 
 // A PostgreSQL carry-back needs no staging: pg_dump writes each table's rows as COPY text, one row
 // a line, its columns named in the COPY statement and separated by tabs (a tab in a value is
-// written \t). The dump is read once more after its check, and each table both have is sent to
-// blue as "DELETE FROM t; COPY t (shared columns) FROM stdin;" with its rows cut down to the
-// shared columns; of the rest of the dump, only the values of the sequences blue has
-// (pgSetvalRE) and the large objects (pgLargeObjectRE) are carried back. Each database of the dump gets its own psql
+// written \t). The dump is read once more after its check. Each database's transaction first
+// empties the tables both have, in one TRUNCATE (a DELETE of one table would cascade into another
+// already carried back, through blue's foreign keys); each of them is then sent to blue as
+// "COPY t (shared columns) FROM stdin;" with its rows cut down to the shared columns. Blue's
+// foreign keys from a table to one whose rows come later in the dump are made deferrable until the
+// end (pgBegin, pgEnd), when they are checked. Of the rest of the dump, only the values of the
+// sequences blue has (pgSetvalRE) and the large objects (pgLargeObjectRE) are carried back. Each database of the dump gets its own psql
 // session and transaction; all are held open until every one has taken its rows, then committed
 // one after the other (a failure in between leaves those committed before it: the report says
 // which).
@@ -146,8 +149,11 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 	}
 	name := func(table string) string { return d.Name + "/" + table }
 	copies := map[string]tableCopy{}
+	byDatabase := map[string][]tableCopy{}
 	for _, cp := range plan.copies {
 		copies[tableKey(cp.schema, cp.name)] = cp
+		db, _, _ := strings.Cut(cp.schema, ".")
+		byDatabase[db] = append(byDatabase[db], cp)
 	}
 	if _, err := checkDump(ctx, r, d); err != nil {
 		return fmt.Errorf("%w; checked before loading: nothing was changed", err)
@@ -241,7 +247,7 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 		if strings.HasPrefix(string(full), `\connect`) {
 			if scan.schema != "" && (cur == nil || cur.db != scan.schema) {
 				cur = open(scan.schema)
-				if err := cur.write("BEGIN;\n" + pgUnlinkLargeObjects); err != nil {
+				if err := cur.write("BEGIN;\n" + pgUnlinkLargeObjects + pgBegin(byDatabase[cur.db])); err != nil {
 					return c.pgFailure(d, cur, err)
 				}
 			}
@@ -288,14 +294,12 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 		if len(keep) != len(cp.columns) {
 			return fmt.Errorf("table %s.%s: the dump's COPY lacks some of the columns its manifest records; nothing was committed", cp.schema, cp.name)
 		}
-		ident := func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 		quoted := make([]string, len(cp.columns))
 		for i, col := range cp.columns {
-			quoted[i] = ident(col)
+			quoted[i] = pgQuoted(col)
 		}
-		qt := ident(nsp) + "." + ident(table)
 		first := cur.lines + 1
-		if err := cur.write("DELETE FROM " + qt + ";\nCOPY " + qt + " (" + strings.Join(quoted, ", ") + ") FROM stdin;\n"); err != nil {
+		if err := cur.write("COPY " + cp.pgTable() + " (" + strings.Join(quoted, ", ") + ") FROM stdin;\n"); err != nil {
 			return c.pgFailure(d, cur, err)
 		}
 		cur.ranges = append(cur.ranges, lineRange{first: first, table: cp.schema + "." + cp.name})
@@ -311,7 +315,7 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 	}
 	// Every session took its rows: then commit them, one after the other.
 	for _, s := range sessions {
-		if err := s.write("\\echo ferry-ready\n"); err != nil {
+		if err := s.write(pgEnd(byDatabase[s.db]) + "\\echo ferry-ready\n"); err != nil {
 			return c.pgFailure(d, s, err)
 		}
 	}
@@ -339,6 +343,52 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 	}
 	report.Count(kind, snapshot.StatusRestored)
 	return nil
+}
+
+// pgQuoted quotes a PostgreSQL identifier.
+func pgQuoted(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// pgTable is the copied table's name in its database, quoted.
+func (c tableCopy) pgTable() string {
+	_, nsp, _ := strings.Cut(c.schema, ".")
+	return pgQuoted(nsp) + "." + pgQuoted(c.name)
+}
+
+// pgBegin empties the copied tables of a database (a partitioned one through its partitions,
+// which are copied tables themselves), and makes the foreign keys that must wait deferrable, and
+// deferred.
+func pgBegin(copies []tableCopy) string {
+	var tables, alter []string
+	for _, c := range copies {
+		if !c.partitioned {
+			tables = append(tables, c.pgTable())
+		}
+		for _, fk := range c.deferred {
+			alter = append(alter, "ALTER TABLE "+c.pgTable()+" ALTER CONSTRAINT "+pgQuoted(fk)+" DEFERRABLE;\n")
+		}
+	}
+	var b strings.Builder
+	if len(tables) > 0 {
+		b.WriteString("TRUNCATE " + strings.Join(tables, ", ") + ";\n")
+	}
+	if len(alter) > 0 {
+		b.WriteString(strings.Join(alter, "") + "SET CONSTRAINTS ALL DEFERRED;\n")
+	}
+	return b.String()
+}
+
+// pgEnd checks the deferred foreign keys and makes those pgBegin changed as they were.
+func pgEnd(copies []tableCopy) string {
+	var alter []string
+	for _, c := range copies {
+		for _, fk := range c.deferred {
+			alter = append(alter, "ALTER TABLE "+c.pgTable()+" ALTER CONSTRAINT "+pgQuoted(fk)+" NOT DEFERRABLE;\n")
+		}
+	}
+	if len(alter) == 0 {
+		return ""
+	}
+	return "SET CONSTRAINTS ALL IMMEDIATE;\n" + strings.Join(alter, "")
 }
 
 // projectRow gathers the pieces of a COPY row and, at its end, writes its fields at keep (in

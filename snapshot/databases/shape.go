@@ -26,6 +26,17 @@ type shape struct {
 	// Partitioned tables (PostgreSQL's) hold no rows of their own: their partitions, tables of
 	// their own, do.
 	Partitioned bool
+	// ForeignKeys are the table's foreign keys to other tables (PostgreSQL's, but those of
+	// partitions and partitioned tables).
+	ForeignKeys []foreignKey
+}
+
+// foreignKey is a table's foreign key: its name, the table it references, and whether its check
+// may be put off to the end of a transaction.
+type foreignKey struct {
+	Name                     string
+	ParentSchema, ParentName string
+	Deferrable               bool
 }
 
 func (s shape) column(name string) (column, bool) {
@@ -63,6 +74,9 @@ func readShapeRows(rows [][]string, prefix string, get func(schema, name string)
 			s.Key = append(s.Key, r[3])
 		case len(r) == 3 && r[0] == "p":
 			get(prefix+r[1], r[2]).Partitioned = true
+		case len(r) == 7 && r[0] == "f":
+			s := get(prefix+r[1], r[2])
+			s.ForeignKeys = append(s.ForeignKeys, foreignKey{Name: r[3], ParentSchema: prefix + r[4], ParentName: r[5], Deferrable: truth(r[6])})
 		default:
 			return fmt.Errorf("the server's list of columns has a row of %d fields", len(r))
 		}
