@@ -210,6 +210,11 @@ INSERT INTO public.users SELECT g, 'usér' || g || '@example.com', g % 90 FROM g
 CREATE TABLE billing.invoices (id int, amount numeric);
 INSERT INTO billing.invoices VALUES (1, 9.99), (1, 9.99), (2, 19.5);
 CREATE TABLE public.events (id serial PRIMARY KEY, what text);
+CREATE TABLE public.audit (what text);
+CREATE FUNCTION public.audit_event() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.audit VALUES ('event ' || NEW.id); RETURN NEW; END $$;
+CREATE TRIGGER events_audit AFTER INSERT ON public.events FOR EACH ROW EXECUTE FUNCTION public.audit_event();
+CREATE TRIGGER events_replica AFTER INSERT ON public.events FOR EACH ROW EXECUTE FUNCTION public.audit_event();
+ALTER TABLE public.events ENABLE REPLICA TRIGGER events_replica;
 INSERT INTO public.events (what) SELECT 'event ' || g FROM generate_series(1, 10) g;
 CREATE TABLE public.metrics (at date NOT NULL, value int) PARTITION BY RANGE (at);
 CREATE TABLE public.metrics_2026_11 PARTITION OF public.metrics FOR VALUES FROM ('2026-11-01') TO ('2026-12-01');
@@ -286,7 +291,8 @@ databases:
 	schemaOf := func() string {
 		return sql(bluePG, "cb_appdb", `SELECT table_schema, table_name, column_name, data_type, character_maximum_length, is_nullable, column_default
  FROM information_schema.columns WHERE table_schema IN ('public', 'billing') ORDER BY 1, 2, ordinal_position`) +
-			sql(bluePG, "cb_appdb", "SELECT conrelid::regclass, conname, pg_get_constraintdef(oid), condeferrable, condeferred FROM pg_constraint ORDER BY 1, 2")
+			sql(bluePG, "cb_appdb", "SELECT conrelid::regclass, conname, pg_get_constraintdef(oid), condeferrable, condeferred FROM pg_constraint ORDER BY 1, 2") +
+			sql(bluePG, "cb_appdb", "SELECT tgrelid::regclass, tgname, tgenabled FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2")
 	}
 	rowsOf := func(pg *testbed.PostgreSQL) string {
 		return sql(pg, "cb_appdb", "SELECT id, email, age FROM public.users ORDER BY id") + sql(pg, "cb_appdb", "SELECT * FROM billing.invoices ORDER BY 1, 2") +
@@ -304,6 +310,10 @@ databases:
 	}
 	if got := schemaOf(); got != schemaBefore {
 		t.Fatalf("blue's schema changed:\nbefore %s\nafter  %s", schemaBefore, got)
+	}
+	// Blue's triggers do not run again what green's did: green's audit rows come back as they are.
+	if b, g := sql(bluePG, "cb_appdb", "SELECT count(*) FROM public.audit"), sql(greenPG, "cb_appdb", "SELECT count(*) FROM public.audit"); b != g {
+		t.Errorf("blue holds %s audit rows, green %s", strings.TrimSpace(b), strings.TrimSpace(g))
 	}
 	// Blue's foreign keys hold while its tables are replaced, and cascade nothing away.
 	if b, g := sql(bluePG, "cb_appdb", "SELECT count(*) FROM public.orders"), sql(greenPG, "cb_appdb", "SELECT count(*) FROM public.orders"); b != g {

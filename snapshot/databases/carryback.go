@@ -38,6 +38,9 @@ type tableCopy struct {
 	// deferred are its foreign keys (PostgreSQL's) whose check waits for the end of the
 	// carry-back: the dump writes its rows before those of the table they reference.
 	deferred []string
+	// triggers are blue's triggers on its writes (PostgreSQL's), which do not fire while green's
+	// rows come: green's fired when they were written, and what they wrote comes with the rows.
+	triggers []trigger
 }
 
 // carryPlan is what a carry-back into blue's schema does with each table.
@@ -83,7 +86,7 @@ func planCarryBack(d snapshot.Database, green, blue map[string]*shape) carryPlan
 			p.left = append(p.left, tableNote{name, fmt.Sprintf("only in the backup (%d rows), not on the target: left, not carried back", t.Rows)})
 			continue
 		}
-		c := tableCopy{schema: t.Schema, name: t.Name, partitioned: b.Partitioned}
+		c := tableCopy{schema: t.Schema, name: t.Name, partitioned: b.Partitioned, triggers: b.Triggers}
 		var required []string
 		for _, col := range b.Columns {
 			_, inGreen := g.column(col.Name)

@@ -160,7 +160,7 @@ func TestPgSetval(t *testing.T) {
 // TestDeferForeignKeys: a foreign key waits for the end of a PostgreSQL carry-back only when the
 // dump writes its table's rows before those of the table it references, both carried back, and it
 // cannot be deferred already; the tables are emptied together, a partitioned one through its
-// partitions.
+// partitions; triggers are off until the end, and then fire as they did.
 func TestDeferForeignKeys(t *testing.T) {
 	fk := func(name, schema, table string, deferrable bool) foreignKey {
 		return foreignKey{Name: name, ParentSchema: schema, ParentName: table, Deferrable: deferrable}
@@ -171,7 +171,7 @@ func TestDeferForeignKeys(t *testing.T) {
 		tableKey("app.public", "users"):  {ForeignKeys: []foreignKey{fk("users_boss", "app.public", "users", false), fk("users_dept", "app.billing", "depts", false)}},
 		tableKey("app.billing", "depts"): {},
 	}
-	copies := []tableCopy{{schema: "app.billing", name: "depts"}, {schema: "app.public", name: "orders"}, {schema: "app.public", name: "users"},
+	copies := []tableCopy{{schema: "app.billing", name: "depts"}, {schema: "app.public", name: "orders"}, {schema: "app.public", name: "users", triggers: []trigger{{"audit", "O"}, {"always", "A"}}},
 		{schema: "app.public", name: "metrics", partitioned: true}}
 	deferForeignKeys(copies, blue)
 	for _, c := range copies {
@@ -182,6 +182,8 @@ func TestDeferForeignKeys(t *testing.T) {
 	}
 	begin := `TRUNCATE "billing"."depts", "public"."orders", "public"."users";
 ALTER TABLE "public"."orders" ALTER CONSTRAINT "orders_user" DEFERRABLE;
+ALTER TABLE "public"."users" DISABLE TRIGGER "audit";
+ALTER TABLE "public"."users" DISABLE TRIGGER "always";
 SET CONSTRAINTS ALL DEFERRED;
 `
 	if got := pgBegin(copies); got != begin {
@@ -189,11 +191,13 @@ SET CONSTRAINTS ALL DEFERRED;
 	}
 	end := `SET CONSTRAINTS ALL IMMEDIATE;
 ALTER TABLE "public"."orders" ALTER CONSTRAINT "orders_user" NOT DEFERRABLE;
+ALTER TABLE "public"."users" ENABLE TRIGGER "audit";
+ALTER TABLE "public"."users" ENABLE ALWAYS TRIGGER "always";
 `
 	if got := pgEnd(copies); got != end {
 		t.Errorf("end:\n%s\nwant\n%s", got, end)
 	}
-	if got := pgEnd(copies[2:3]); got != "" {
-		t.Errorf("end without deferred keys: %q", got)
+	if got := pgEnd(copies[3:]); got != "" {
+		t.Errorf("end without deferred keys or triggers: %q", got)
 	}
 }

@@ -22,9 +22,10 @@ import (
 // written \t). The dump is read once more after its check. Each database's transaction first
 // empties the tables both have, in one TRUNCATE (a DELETE of one table would cascade into another
 // already carried back, through blue's foreign keys); each of them is then sent to blue as
-// "COPY t (shared columns) FROM stdin;" with its rows cut down to the shared columns. Blue's
-// foreign keys from a table to one whose rows come later in the dump are made deferrable until the
-// end (pgBegin, pgEnd), when they are checked. Of the rest of the dump, only the values of the
+// "COPY t (shared columns) FROM stdin;" with its rows cut down to the shared columns. Until the
+// end (pgBegin, pgEnd) blue's triggers on those tables are off, as pg_dump's are made after the
+// rows, and blue's foreign keys from a table to one whose rows come later in the dump are
+// deferrable; they are checked then. Of the rest of the dump, only the values of the
 // sequences blue has (pgSetvalRE) and the large objects (pgLargeObjectRE) are carried back. Each database of the dump gets its own psql
 // session and transaction; all are held open until every one has taken its rows, then committed
 // one after the other (a failure in between leaves those committed before it: the report says
@@ -355,40 +356,55 @@ func (c tableCopy) pgTable() string {
 }
 
 // pgBegin empties the copied tables of a database (a partitioned one through its partitions,
-// which are copied tables themselves), and makes the foreign keys that must wait deferrable, and
-// deferred.
+// which are copied tables themselves), turns their triggers off, and makes the foreign keys that
+// must wait deferrable, and deferred.
 func pgBegin(copies []tableCopy) string {
 	var tables, alter []string
+	deferred := false
 	for _, c := range copies {
 		if !c.partitioned {
 			tables = append(tables, c.pgTable())
 		}
+		for _, tr := range c.triggers {
+			alter = append(alter, "ALTER TABLE "+c.pgTable()+" DISABLE TRIGGER "+pgQuoted(tr.Name)+";\n")
+		}
 		for _, fk := range c.deferred {
 			alter = append(alter, "ALTER TABLE "+c.pgTable()+" ALTER CONSTRAINT "+pgQuoted(fk)+" DEFERRABLE;\n")
+			deferred = true
 		}
 	}
 	var b strings.Builder
 	if len(tables) > 0 {
 		b.WriteString("TRUNCATE " + strings.Join(tables, ", ") + ";\n")
 	}
-	if len(alter) > 0 {
-		b.WriteString(strings.Join(alter, "") + "SET CONSTRAINTS ALL DEFERRED;\n")
+	b.WriteString(strings.Join(alter, ""))
+	if deferred {
+		b.WriteString("SET CONSTRAINTS ALL DEFERRED;\n")
 	}
 	return b.String()
 }
 
-// pgEnd checks the deferred foreign keys and makes those pgBegin changed as they were.
+// pgEnd checks the deferred foreign keys and puts back what pgBegin changed.
 func pgEnd(copies []tableCopy) string {
 	var alter []string
+	deferred := false
 	for _, c := range copies {
 		for _, fk := range c.deferred {
 			alter = append(alter, "ALTER TABLE "+c.pgTable()+" ALTER CONSTRAINT "+pgQuoted(fk)+" NOT DEFERRABLE;\n")
+			deferred = true
+		}
+		for _, tr := range c.triggers {
+			enable := " ENABLE TRIGGER "
+			if tr.Enabled == "A" {
+				enable = " ENABLE ALWAYS TRIGGER "
+			}
+			alter = append(alter, "ALTER TABLE "+c.pgTable()+enable+pgQuoted(tr.Name)+";\n")
 		}
 	}
-	if len(alter) == 0 {
-		return ""
+	if deferred {
+		return "SET CONSTRAINTS ALL IMMEDIATE;\n" + strings.Join(alter, "")
 	}
-	return "SET CONSTRAINTS ALL IMMEDIATE;\n" + strings.Join(alter, "")
+	return strings.Join(alter, "")
 }
 
 // projectRow gathers the pieces of a COPY row and, at its end, writes its fields at keep (in

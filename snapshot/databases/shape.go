@@ -29,7 +29,14 @@ type shape struct {
 	// ForeignKeys are the table's foreign keys to other tables (PostgreSQL's, but those of
 	// partitions and partitioned tables).
 	ForeignKeys []foreignKey
+	// Triggers are the table's triggers that fire on its writes (PostgreSQL's, but those of
+	// partitions and partitioned tables).
+	Triggers []trigger
 }
+
+// trigger is a table's trigger and when it fires (pg_trigger.tgenabled: O as the session's role is
+// the origin's, A always).
+type trigger struct{ Name, Enabled string }
 
 // foreignKey is a table's foreign key: its name, the table it references, and whether its check
 // may be put off to the end of a transaction.
@@ -74,6 +81,9 @@ func readShapeRows(rows [][]string, prefix string, get func(schema, name string)
 			s.Key = append(s.Key, r[3])
 		case len(r) == 3 && r[0] == "p":
 			get(prefix+r[1], r[2]).Partitioned = true
+		case len(r) == 5 && r[0] == "t":
+			s := get(prefix+r[1], r[2])
+			s.Triggers = append(s.Triggers, trigger{Name: r[3], Enabled: r[4]})
 		case len(r) == 7 && r[0] == "f":
 			s := get(prefix+r[1], r[2])
 			s.ForeignKeys = append(s.ForeignKeys, foreignKey{Name: r[3], ParentSchema: prefix + r[4], ParentName: r[5], Deferrable: truth(r[6])})
