@@ -74,18 +74,30 @@ func (postgres) databases(ctx context.Context, c Dumps, t target) (map[string]bo
 	return exists, nil
 }
 
+// existing are those of the databases dbs the server has.
+func (p postgres) existing(ctx context.Context, c Dumps, t target, dbs []string) ([]string, error) {
+	exists, err := p.databases(ctx, c, t)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, db := range dbs {
+		if exists[db] {
+			out = append(out, db)
+		}
+	}
+	return out, nil
+}
+
 // stats counts and checksums the tables of those of the databases the server has, each in one
 // snapshot (pgTableStats).
 func (p postgres) stats(ctx context.Context, c Dumps, t target, dbs []string) ([]snapshot.Table, error) {
-	exists, err := p.databases(ctx, c, t)
+	dbs, err := p.existing(ctx, c, t, dbs)
 	if err != nil {
 		return nil, err
 	}
 	var tables []snapshot.Table
 	for _, db := range dbs {
-		if !exists[db] {
-			continue
-		}
 		got, err := c.pgTableStats(ctx, t.item, t.cfg.Container, t.cred, db)
 		if err != nil {
 			return nil, fmt.Errorf("database %s: %w", db, err)
@@ -98,15 +110,12 @@ func (p postgres) stats(ctx context.Context, c Dumps, t target, dbs []string) ([
 // largeObjects counts the large objects of each of the databases the server has and checksums
 // their oids and contents (pgLargeObjectsSQL).
 func (p postgres) largeObjects(ctx context.Context, c Dumps, t target, dbs []string) ([]snapshot.LargeObjects, error) {
-	exists, err := p.databases(ctx, c, t)
+	dbs, err := p.existing(ctx, c, t, dbs)
 	if err != nil {
 		return nil, err
 	}
 	var out []snapshot.LargeObjects
 	for _, db := range dbs {
-		if !exists[db] {
-			continue
-		}
 		rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, db, pgLargeObjectsSQL)
 		if err != nil {
 			return nil, fmt.Errorf("database %s: count and checksum the large objects: %w", db, err)
@@ -133,15 +142,12 @@ const pgLargeObjectsSQL = `WITH RECURSIVE parts(oid, off, sum, more) AS (
 SELECT count(*) FILTER (WHERE off = 0), md5(coalesce(string_agg(oid::text || ':' || off || ':' || sum, ',' ORDER BY oid, off), '')) FROM parts;`
 
 func (p postgres) shapes(ctx context.Context, c Dumps, t target, dbs []string) (map[string]*shape, error) {
-	exists, err := p.databases(ctx, c, t)
+	dbs, err := p.existing(ctx, c, t, dbs) // the tables of the others are not there
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]*shape{}
 	for _, db := range dbs {
-		if !exists[db] {
-			continue // its tables are not there
-		}
 		rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, db, pgShapeSQL)
 		if err != nil {
 			return nil, fmt.Errorf("database %s: read the tables' columns: %w", db, err)
