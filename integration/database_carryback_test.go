@@ -216,10 +216,10 @@ CREATE TRIGGER events_audit AFTER INSERT ON public.events FOR EACH ROW EXECUTE F
 CREATE TRIGGER events_replica AFTER INSERT ON public.events FOR EACH ROW EXECUTE FUNCTION public.audit_event();
 ALTER TABLE public.events ENABLE REPLICA TRIGGER events_replica;
 INSERT INTO public.events (what) SELECT 'event ' || g FROM generate_series(1, 10) g;
-CREATE TABLE public.metrics (at date NOT NULL, value int) PARTITION BY RANGE (at);
+CREATE TABLE public.metrics (at date NOT NULL, value int, user_id int REFERENCES public.users(id)) PARTITION BY RANGE (at);
 CREATE TABLE public.metrics_2026_11 PARTITION OF public.metrics FOR VALUES FROM ('2026-11-01') TO ('2026-12-01');
 CREATE TABLE public.metrics_2026_12 PARTITION OF public.metrics FOR VALUES FROM ('2026-12-01') TO ('2027-01-01');
-INSERT INTO public.metrics VALUES ('2026-11-15', 1), ('2026-12-01', 2);
+INSERT INTO public.metrics VALUES ('2026-11-15', 1, 1), ('2026-12-01', 2, 2);
 CREATE TABLE public.orders (id int PRIMARY KEY, user_id int REFERENCES public.users(id) ON DELETE CASCADE, total numeric);
 INSERT INTO public.orders SELECT g, g, g * 1.5 FROM generate_series(1, 20) g;`
 	sql := func(pg *testbed.PostgreSQL, db, q string) string {
@@ -235,7 +235,8 @@ INSERT INTO public.orders SELECT g, g, g * 1.5 FROM generate_series(1, 20) g;`
 		sql(pg, "postgres", "CREATE DATABASE cb_appdb")
 		sql(pg, "cb_appdb", old)
 	}
-	sql(bluePG, "cb_appdb", "CREATE TABLE public.blue_only (id int); INSERT INTO public.blue_only VALUES (1);")
+	sql(bluePG, "cb_appdb", `CREATE TABLE public.blue_only (id int); INSERT INTO public.blue_only VALUES (1);
+CREATE TABLE public.blue_notes (user_id int REFERENCES public.users(id), note text); INSERT INTO public.blue_notes VALUES (1, 'kept');`)
 	sql(greenPG, "cb_appdb", `ALTER TABLE public.users ADD COLUMN tenant text NOT NULL DEFAULT 'default', ALTER COLUMN email TYPE varchar(255), ALTER COLUMN age TYPE bigint;
 CREATE TABLE public.sessions (id int PRIMARY KEY, token text);
 INSERT INTO public.sessions VALUES (1, 'tok');
@@ -296,11 +297,13 @@ databases:
 	}
 	rowsOf := func(pg *testbed.PostgreSQL) string {
 		return sql(pg, "cb_appdb", "SELECT id, email, age FROM public.users ORDER BY id") + sql(pg, "cb_appdb", "SELECT * FROM billing.invoices ORDER BY 1, 2") +
-			sql(pg, "cb_appdb", "SELECT tableoid::regclass, * FROM public.metrics ORDER BY 1, 2") + sql(pg, "cb_appdb", "SELECT * FROM public.orders ORDER BY id")
+			sql(pg, "cb_appdb", "SELECT tableoid::regclass, * FROM public.metrics ORDER BY 1, 2") + sql(pg, "cb_appdb", "SELECT * FROM public.orders ORDER BY id") +
+			sql(pg, "cb_appdb", "SELECT last_value, is_called FROM public.events_id_seq")
 	}
 	schemaBefore, blueRowsBefore := schemaOf(), rowsOf(bluePG)
 	report := carryBack("green-1")
 	want := []string{
+		"skipped app-pg/cb_appdb.public.blue_notes: not in the backup: left as it is on the target",
 		"skipped app-pg/cb_appdb.public.blue_only: not in the backup: left as it is on the target",
 		"skipped app-pg/cb_appdb.public.sessions: only in the backup (1 rows), not on the target: left, not carried back",
 		"skipped app-pg/cb_appdb.public.users: columns only in the backup, their values not carried back: tenant",
@@ -324,6 +327,9 @@ databases:
 	}
 	if n := sql(bluePG, "cb_appdb", "SELECT count(*) FROM public.blue_only"); strings.TrimSpace(n) != "1" {
 		t.Fatalf("blue's own table holds %s rows", n)
+	}
+	if n := sql(bluePG, "cb_appdb", "SELECT note FROM public.blue_notes WHERE user_id = 1"); strings.TrimSpace(n) != "kept" {
+		t.Fatalf("blue's own table referencing users holds %q, want its row", n)
 	}
 	// Blue's application writes again after the rollback: its sequences go on from green's.
 	if id, err := bluePG.SQL(ctx, tb.Bins, "cb_appdb", "INSERT INTO public.events (what) VALUES ('after the rollback') RETURNING id"); err != nil || strings.SplitN(id, "\n", 2)[0] != "13" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferrykube/ferry/snapshot"
@@ -29,15 +31,24 @@ import (
 // stage.go. In MySQL the transaction covers transactional tables (InnoDB); blue's triggers fire on the rows written, and
 // foreign keys are not checked while the tables are replaced (green's rows satisfied green's).
 
+// constraintOf is a constraint of a table.
+type constraintOf struct{ schema, table, name string }
+
 // tableCopy is one table whose rows are carried back.
 type tableCopy struct {
 	schema, name string
 	columns      []string
 	// partitioned is a table of blue's whose rows are its partitions', carried back as theirs.
 	partitioned bool
-	// deferred are its foreign keys (PostgreSQL's) whose check waits for the end of the
-	// carry-back: the dump writes its rows before those of the table they reference.
-	deferred []string
+	// waits says some of its foreign keys (PostgreSQL's) are checked only at the end of the
+	// carry-back: the dump writes its rows before those of the table they reference; deferred
+	// are those of them made deferrable for it.
+	waits    bool
+	deferred []constraintOf
+	// deleteOrder, when not 0, says a table left as it is references this one (or one that
+	// references it, and so on), which a TRUNCATE of it would refuse: it is emptied with a
+	// DELETE, in this order, each table before those it references.
+	deleteOrder int
 	// triggers are blue's triggers on its writes (PostgreSQL's), which do not fire while green's
 	// rows come: green's fired when they were written, and what they wrote comes with the rows.
 	triggers []trigger
@@ -119,7 +130,7 @@ func planCarryBack(d snapshot.Database, green, blue map[string]*shape) carryPlan
 		}
 		p.copies = append(p.copies, c)
 	}
-	deferForeignKeys(p.copies, blue)
+	p.refused = append(p.refused, deferForeignKeys(p.copies, blue)...)
 	var blueOnly []tableNote
 	for key, b := range blue {
 		if !seen[key] {
@@ -131,14 +142,57 @@ func planCarryBack(d snapshot.Database, green, blue map[string]*shape) carryPlan
 	return p
 }
 
-// deferForeignKeys names, of each copy, blue's foreign keys that cannot be checked as its rows
+// deferForeignKeys marks, of each copy, blue's foreign keys that cannot be checked as its rows
 // come: those to another copied table whose rows pg_dump writes after its own (it writes tables'
-// rows by schema, then name, and makes its foreign keys after all of them), unless they may be
-// deferred already.
-func deferForeignKeys(copies []tableCopy, blue map[string]*shape) {
-	copied := map[string]bool{}
-	for _, c := range copies {
-		copied[tableKey(c.schema, c.name)] = true
+// rows by schema, then name, and makes its foreign keys after all of them), and those of tables
+// left as they are, whose rows keep referencing rows that are deleted and come again; each is
+// made deferrable unless it is. A copy that a table left as it is references is emptied with a
+// DELETE (a TRUNCATE would refuse), and so is each copy such a one references, after it. A
+// table left as it is whose key would delete or change its rows as the copy's go is a refusal.
+func deferForeignKeys(copies []tableCopy, blue map[string]*shape) (refused []tableNote) {
+	index := map[string]int{}
+	for i, c := range copies {
+		index[tableKey(c.schema, c.name)] = i
+	}
+	var next []int
+	for _, b := range sortedShapes(blue) {
+		if _, copied := index[tableKey(b.Schema, b.Name)]; copied {
+			continue
+		}
+		for _, fk := range b.ForeignKeys {
+			i, ok := index[tableKey(fk.ParentSchema, fk.ParentName)]
+			if !ok {
+				continue
+			}
+			if fk.OnDelete != "a" {
+				refused = append(refused, tableNote{copies[i].schema + "." + copies[i].name, fmt.Sprintf("table %s.%s, which is not in the backup and stays as it is, has foreign key %s to it, which would delete or change its rows (or refuse) as the rows are replaced", b.Schema, b.Name, fk.Name)})
+				continue
+			}
+			copies[i].waits = true
+			if !fk.Deferrable {
+				copies[i].deferred = append(copies[i].deferred, constraintOf{b.Schema, b.Name, fk.Name})
+			}
+			if copies[i].deleteOrder == 0 {
+				copies[i].deleteOrder = 1
+				next = append(next, i)
+			}
+		}
+	}
+	for len(next) > 0 {
+		i := next[0]
+		next = next[1:]
+		b := blue[tableKey(copies[i].schema, copies[i].name)]
+		if b == nil {
+			continue
+		}
+		for _, fk := range b.ForeignKeys {
+			if j, ok := index[tableKey(fk.ParentSchema, fk.ParentName)]; ok && j != i && copies[j].deleteOrder <= copies[i].deleteOrder {
+				copies[j].deleteOrder = copies[i].deleteOrder + 1
+				if copies[j].deleteOrder <= len(copies) { // a cycle stops here
+					next = append(next, j)
+				}
+			}
+		}
 	}
 	for i, c := range copies {
 		b := blue[tableKey(c.schema, c.name)]
@@ -147,11 +201,23 @@ func deferForeignKeys(copies []tableCopy, blue map[string]*shape) {
 		}
 		for _, fk := range b.ForeignKeys {
 			before := c.schema < fk.ParentSchema || c.schema == fk.ParentSchema && c.name < fk.ParentName
-			if !fk.Deferrable && before && copied[tableKey(fk.ParentSchema, fk.ParentName)] {
-				copies[i].deferred = append(copies[i].deferred, fk.Name)
+			if _, copied := index[tableKey(fk.ParentSchema, fk.ParentName)]; !before || !copied {
+				continue
+			}
+			copies[i].waits = true
+			if !fk.Deferrable {
+				copies[i].deferred = append(copies[i].deferred, constraintOf{c.schema, c.name, fk.Name})
 			}
 		}
 	}
+	return refused
+}
+
+// sortedShapes are the shapes by schema and name.
+func sortedShapes(shapes map[string]*shape) []*shape {
+	out := slices.Collect(maps.Values(shapes))
+	slices.SortFunc(out, func(a, b *shape) int { return strings.Compare(tableKey(a.Schema, a.Name), tableKey(b.Schema, b.Name)) })
+	return out
 }
 
 func sortNotes(n []tableNote) {

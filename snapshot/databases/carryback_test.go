@@ -129,9 +129,30 @@ func TestPgLargeObjectStatements(t *testing.T) {
 		{`SELECT pg_catalog.lowrite(0, '\x00'); DROP TABLE users;`, false},
 		{`SELECT pg_catalog.lo_create('16390'); DROP TABLE users;`, false},
 		{`DROP DATABASE app;`, false},
+		{`SELECT pg_catalog.lowrite(0, '\\x6869');`, true}, // standard_conforming_strings off
+		{`GRANT SELECT,UPDATE ON LARGE OBJECT 16390 TO "Read Er", app WITH GRANT OPTION;`, true},
+		{`REVOKE GRANT OPTION FOR SELECT ON LARGE OBJECT 16390 FROM PUBLIC;`, true},
+		{`COMMENT ON LARGE OBJECT 16390 IS 'it''s the model';`, true},
+		{`GRANT SELECT ON TABLE public."t ON LARGE OBJECT 1 TO x" TO bob;`, false},
+		{`REVOKE ALL ON SCHEMA public FROM x ON LARGE OBJECT 1 FROM y;`, false},
+		{`COMMENT ON LARGE OBJECT 16390 IS 'a'; DROP TABLE users; --';`, false},
 	} {
 		if got := pgLargeObjectRE.MatchString(tc.line); got != tc.runs {
 			t.Errorf("%q runs: %v, want %v", tc.line, got, tc.runs)
+		}
+	}
+	// What is about large objects but not taken stops the carry-back; other statements are
+	// only left out.
+	for line, about := range map[string]bool{
+		`SELECT pg_catalog.lo_unlink('16390');`:                    true,
+		`COMMENT ON LARGE OBJECT 16390 IS 'two`:                    true,
+		`SECURITY LABEL FOR selinux ON LARGE OBJECT 16390 IS 'x';`: true,
+		`-- Name: LARGE OBJECT 16390; Type: COMMENT; Schema: -`:    false,
+		`SELECT pg_catalog.set_config('search_path', '', false);`:  false,
+		`BEGIN;`: false,
+	} {
+		if got := pgLargeObjectStatement([]byte(line)); got != about {
+			t.Errorf("%q is about large objects: %v, want %v", line, got, about)
 		}
 	}
 }
@@ -158,46 +179,75 @@ func TestPgSetval(t *testing.T) {
 }
 
 // TestDeferForeignKeys: a foreign key waits for the end of a PostgreSQL carry-back only when the
-// dump writes its table's rows before those of the table it references, both carried back, and it
-// cannot be deferred already; the tables are emptied together, a partitioned one through its
-// partitions; triggers are off until the end, and then fire as they did.
+// dump writes its table's rows before those of the table it references, both carried back, and is
+// made deferrable when it is not; the tables are emptied together (a partitioned one with its
+// partitions), but one a table left as it is references, and those it references, which are
+// deleted, each before those it references; triggers are off until the end, and then fire as
+// they did.
 func TestDeferForeignKeys(t *testing.T) {
 	fk := func(name, schema, table string, deferrable bool) foreignKey {
-		return foreignKey{Name: name, ParentSchema: schema, ParentName: table, Deferrable: deferrable}
+		return foreignKey{Name: name, ParentSchema: schema, ParentName: table, Deferrable: deferrable, OnDelete: "a"}
 	}
 	blue := map[string]*shape{
 		tableKey("app.public", "orders"): {ForeignKeys: []foreignKey{fk("orders_user", "app.public", "users", false), fk("orders_lazy", "app.public", "users", true),
 			fk("orders_left", "app.public", "zones", false)}},
 		tableKey("app.public", "users"):  {ForeignKeys: []foreignKey{fk("users_boss", "app.public", "users", false), fk("users_dept", "app.billing", "depts", false)}},
 		tableKey("app.billing", "depts"): {},
+		tableKey("app.billing", "notes"): {ForeignKeys: []foreignKey{fk("notes_user", "app.public", "users", false)}}, // left as it is
+		tableKey("app.public", "zones"):  {},
 	}
-	copies := []tableCopy{{schema: "app.billing", name: "depts"}, {schema: "app.public", name: "orders"}, {schema: "app.public", name: "users", triggers: []trigger{{"audit", "O"}, {"always", "A"}}},
+	named := func(shapes map[string]*shape) map[string]*shape {
+		for key, sh := range shapes {
+			sh.Schema, sh.Name, _ = strings.Cut(key, "\x00")
+		}
+		return shapes
+	}
+	named(blue)
+	copies := []tableCopy{{schema: "app.billing", name: "depts"}, {schema: "app.public", name: "orders"},
+		{schema: "app.public", name: "users", triggers: []trigger{{"audit", "O"}, {"always", "A"}}},
 		{schema: "app.public", name: "metrics", partitioned: true}}
-	deferForeignKeys(copies, blue)
+	if refused := deferForeignKeys(copies, blue); len(refused) > 0 {
+		t.Fatalf("refused %v", refused)
+	}
 	for _, c := range copies {
-		want := map[string][]string{"orders": {"orders_user"}}[c.name]
-		if !slices.Equal(c.deferred, want) {
-			t.Errorf("%s defers %v, want %v", c.name, c.deferred, want)
+		want := map[string][]constraintOf{"orders": {{"app.public", "orders", "orders_user"}}, "users": {{"app.billing", "notes", "notes_user"}}}[c.name]
+		if !slices.Equal(c.deferred, want) || c.waits != (c.name == "orders" || c.name == "users") {
+			t.Errorf("%s defers %v (waits %v), want %v", c.name, c.deferred, c.waits, want)
 		}
 	}
-	begin := `TRUNCATE "billing"."depts", "public"."orders", "public"."users";
-ALTER TABLE "public"."orders" ALTER CONSTRAINT "orders_user" DEFERRABLE;
+	begin := `ALTER TABLE "public"."orders" ALTER CONSTRAINT "orders_user" DEFERRABLE;
 ALTER TABLE "public"."users" DISABLE TRIGGER "audit";
 ALTER TABLE "public"."users" DISABLE TRIGGER "always";
+ALTER TABLE "billing"."notes" ALTER CONSTRAINT "notes_user" DEFERRABLE;
 SET CONSTRAINTS ALL DEFERRED;
+TRUNCATE "public"."orders", "public"."metrics";
+DELETE FROM "public"."users";
+DELETE FROM "billing"."depts";
 `
 	if got := pgBegin(copies); got != begin {
 		t.Errorf("begin:\n%s\nwant\n%s", got, begin)
 	}
 	end := `SET CONSTRAINTS ALL IMMEDIATE;
 ALTER TABLE "public"."orders" ALTER CONSTRAINT "orders_user" NOT DEFERRABLE;
+ALTER TABLE "billing"."notes" ALTER CONSTRAINT "notes_user" NOT DEFERRABLE;
 ALTER TABLE "public"."users" ENABLE TRIGGER "audit";
 ALTER TABLE "public"."users" ENABLE ALWAYS TRIGGER "always";
 `
 	if got := pgEnd(copies); got != end {
 		t.Errorf("end:\n%s\nwant\n%s", got, end)
 	}
-	if got := pgEnd(copies[3:]); got != "" {
-		t.Errorf("end without deferred keys or triggers: %q", got)
+	// A table left as it is whose rows would go (or change) with the copy's: refused.
+	cascade := fk("notes_user", "app.public", "users", false)
+	cascade.OnDelete = "c"
+	blue[tableKey("app.billing", "notes")].ForeignKeys = []foreignKey{cascade}
+	refused := deferForeignKeys([]tableCopy{{schema: "app.public", name: "users"}}, blue)
+	if len(refused) != 1 || refused[0].table != "app.public.users" || !strings.Contains(refused[0].detail, "table app.billing.notes") {
+		t.Errorf("refused %v, want users for app.billing.notes", refused)
+	}
+	// A key that may be deferred already is deferred, not altered.
+	lazy := []tableCopy{{schema: "app.public", name: "orders"}, {schema: "app.public", name: "users"}}
+	deferForeignKeys(lazy, named(map[string]*shape{tableKey("app.public", "orders"): {ForeignKeys: []foreignKey{fk("orders_lazy", "app.public", "users", true)}}}))
+	if got, want := pgBegin(lazy), "SET CONSTRAINTS ALL DEFERRED;\nTRUNCATE \"public\".\"orders\", \"public\".\"users\";\n"; got != want {
+		t.Errorf("begin with a deferrable key: %q, want %q", got, want)
 	}
 }

@@ -161,7 +161,8 @@ func (p postgres) shapes(ctx context.Context, c Dumps, t target, dbs []string) (
 
 // pgShapeSQL is mysqlShapeSQL for a PostgreSQL database, and lists its partitioned tables ("p",
 // schema, table), foreign keys ("f", schema, table, name, referenced schema and table,
-// deferrable) and the triggers that fire on writes ("t", schema, table, name, when) too.
+// deferrable, on delete; not the copies a partitioned table's key has in its partitions) and the triggers
+// that fire on writes of its tables and partitions ("t", schema, table, name, when) too.
 const pgShapeSQL = `SELECT 'c', n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
  (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''), a.attgenerated <> ''
  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -173,14 +174,14 @@ SELECT 'k', n.nspname, c.relname, a.attname FROM pg_index i JOIN pg_class c ON c
  ORDER BY 2, 3, array_position(i.indkey::int2[], a.attnum);
 SELECT 'p', n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE c.relkind = 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY 2, 3;
-SELECT 'f', cn.nspname, cr.relname, c.conname, pn.nspname, pr.relname, c.condeferrable FROM pg_constraint c
+SELECT 'f', cn.nspname, cr.relname, c.conname, pn.nspname, pr.relname, c.condeferrable, c.confdeltype FROM pg_constraint c
  JOIN pg_class cr ON cr.oid = c.conrelid JOIN pg_namespace cn ON cn.oid = cr.relnamespace
  JOIN pg_class pr ON pr.oid = c.confrelid JOIN pg_namespace pn ON pn.oid = pr.relnamespace
- WHERE c.contype = 'f' AND cr.relkind = 'r' AND pr.relkind = 'r' AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.conrelid)
+ WHERE c.contype = 'f' AND NOT cr.relispartition AND NOT pr.relispartition AND cn.nspname NOT IN ('pg_catalog', 'information_schema')
  ORDER BY 2, 3, 4;
 SELECT 't', n.nspname, c.relname, t.tgname, t.tgenabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
  JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE NOT t.tgisinternal AND t.tgenabled IN ('O', 'A') AND c.relkind = 'r' AND NOT EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid)
+ WHERE NOT t.tgisinternal AND t.tgenabled IN ('O', 'A') AND c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
  ORDER BY 2, 3, 4;`
 
 // digests runs the queries of each database in a session of its own, in one repeatable-read

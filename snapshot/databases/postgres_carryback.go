@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,9 +36,28 @@ import (
 // grants and comment, and writes its contents (lo_open, lowrite, lo_close) in statements of
 // their own. A carry-back makes blue's large objects green's, as it makes the shared tables'
 // rows green's: in each database's transaction, blue's are unlinked first (pgUnlinkLargeObjects)
-// and these statements of the dump run as they are; rows that point at a large object by its oid
-// find it, with green's contents. The dump's BEGIN and COMMIT around the contents do not run.
-var pgLargeObjectRE = regexp.MustCompile(`^(?:SELECT pg_catalog\.(?:lo_create\('\d+'\)|lo_open\('\d+', \d+\)|lowrite\(0, '\\x[0-9a-f]*'\)|lo_close\(0\))|ALTER LARGE OBJECT \d+ OWNER TO .+|(?:GRANT|REVOKE) .+ ON LARGE OBJECT \d+ (?:TO|FROM) .+|COMMENT ON LARGE OBJECT \d+ IS .+);$`)
+// and these statements of the dump run as they are, with the dump's setting of how a string
+// literal reads a backslash (pgStringsRE); rows that point at a large object by its oid find it,
+// with green's contents. The dump's BEGIN and COMMIT around the contents do not run. Any other
+// statement on a large object stops the carry-back before anything is committed: one left out
+// would lose green's large object.
+var pgLargeObjectRE = regexp.MustCompile(`^(?:SELECT pg_catalog\.(?:lo_create\('\d+'\)|lo_open\('\d+', \d+\)|lowrite\(0, '\\{1,2}x[0-9a-f]*'\)|lo_close\(0\))` +
+	`|ALTER LARGE OBJECT \d+ OWNER TO ` + pgRole +
+	`|(?:GRANT|REVOKE) [A-Z, ]+ ON LARGE OBJECT \d+ (?:TO|FROM) ` + pgRole + `(?:, ` + pgRole + `)*(?: WITH GRANT OPTION)?` +
+	`|COMMENT ON LARGE OBJECT \d+ IS '(?:[^']|'')*');$`)
+
+// pgRole is a role as pg_dump names it: quoted but for lower-case ones.
+const pgRole = `(?:"(?:[^"]|"")+"|[a-z_][a-z0-9_$]*|PUBLIC)`
+
+// pgStringsRE is the dump's setting of standard_conforming_strings, which says how its large
+// objects' contents read.
+var pgStringsRE = regexp.MustCompile(`^SET standard_conforming_strings = (?:on|off);$`)
+
+// pgLargeObjectStatement says whether a statement of the dump, not one pgLargeObjectRE takes,
+// is about large objects.
+func pgLargeObjectStatement(line []byte) bool {
+	return bytes.HasPrefix(line, []byte("SELECT pg_catalog.lo")) || !bytes.HasPrefix(line, []byte("--")) && bytes.Contains(line, []byte(" LARGE OBJECT "))
+}
 
 // pgUnlinkLargeObjects ends a session's output of query results, which the large objects'
 // statements print and nothing reads (the markers of \echo still come), and unlinks every large
@@ -47,7 +67,9 @@ const pgUnlinkLargeObjects = "\\o /dev/null\nSELECT count(pg_catalog.lo_unlink(o
 // pgSetvalRE is pg_dump's statement that sets a sequence where the source's is: its name as a
 // string, its value and whether that value was taken. A carry-back sets blue's sequence of that
 // name (one of green's only is left, with its table) to green's value, or blue's application would
-// take numbers green's rows already hold, and its next insert would fail.
+// take numbers green's rows already hold, and its next insert would fail. A sequence's value is
+// not rolled back with a transaction: they are set just before the commit, once every database
+// took its rows.
 var pgSetvalRE = regexp.MustCompile(`^SELECT pg_catalog\.setval\(('(?:[^']|'')+'), (-?\d+), (true|false)\);$`)
 
 // pgSetval is the statement that sets blue's sequence, when blue has it, as m (pgSetvalRE) sets it.
@@ -85,10 +107,12 @@ type pgSession struct {
 	w      *io.PipeWriter
 	lines  int64 // written, for the table a psql error names
 	ranges []lineRange
-	stdout bytes.Buffer
-	stderr stderrBuffer
-	done   chan error
-	mu     sync.Mutex
+	// setvals set blue's sequences, just before the commit.
+	setvals []string
+	stdout  bytes.Buffer
+	stderr  stderrBuffer
+	done    chan error
+	mu      sync.Mutex
 }
 
 type lineRange struct {
@@ -256,18 +280,19 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 		}
 		if cur != nil && scan.state == stNormal && !scan.open {
 			// A whole statement on its line, as pg_dump writes these.
-			statement := ""
-			if pgLargeObjectRE.Match(full) {
-				statement = string(full) + "\n"
-			} else if m := pgSetvalRE.FindStringSubmatch(string(full)); m != nil {
-				statement = pgSetval(m)
+			if m := pgSetvalRE.FindStringSubmatch(string(full)); m != nil {
+				cur.setvals = append(cur.setvals, pgSetval(m))
+				continue
 			}
-			if statement != "" {
-				if err := cur.write(statement); err != nil {
+			if pgLargeObjectRE.Match(full) || pgStringsRE.Match(full) {
+				if err := cur.write(string(full) + "\n"); err != nil {
 					return c.pgFailure(d, cur, err)
 				}
 				continue
 			}
+		}
+		if cur != nil && pgLargeObjectStatement(full) {
+			return fmt.Errorf("database %s: the dump's line %d is a statement on large objects that a carry-back does not run, and leaving it out would lose large objects; nothing was committed", cur.db, scan.line-1)
 		}
 		m := pgCopyRE.FindStringSubmatch(string(full))
 		if m == nil {
@@ -327,7 +352,7 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 	}
 	var committed []string
 	for _, s := range sessions {
-		err := s.write("COMMIT;\n\\echo ferry-committed\n\\q\n")
+		err := s.write(strings.Join(s.setvals, "") + "COMMIT;\n\\echo ferry-committed\n\\q\n")
 		if err == nil {
 			err = s.waitFor(ctx, "ferry-committed")
 		}
@@ -350,61 +375,75 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 func pgQuoted(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // pgTable is the copied table's name in its database, quoted.
-func (c tableCopy) pgTable() string {
-	_, nsp, _ := strings.Cut(c.schema, ".")
-	return pgQuoted(nsp) + "." + pgQuoted(c.name)
+func (c tableCopy) pgTable() string { return pgTable(c.schema, c.name) }
+
+// pgTable is the constraint's table's name in its database, quoted.
+func (c constraintOf) pgTable() string { return pgTable(c.schema, c.table) }
+
+// pgTable quotes a table's name in its database, of its schema as snapshot.Table names it
+// ("database.schema").
+func pgTable(schema, name string) string {
+	_, nsp, _ := strings.Cut(schema, ".")
+	return pgQuoted(nsp) + "." + pgQuoted(name)
 }
 
-// pgBegin empties the copied tables of a database (a partitioned one through its partitions,
-// which are copied tables themselves), turns their triggers off, and makes the foreign keys that
-// must wait deferrable, and deferred.
+// pgBegin turns the copied tables' triggers off, makes the foreign keys that must wait
+// deferrable, and deferred, and empties the copied tables of a database: in one TRUNCATE (a
+// partitioned table's partitions with it), but those a table left as it is references, and those
+// they reference, which a DELETE empties (TRUNCATE would refuse), each before those it references.
 func pgBegin(copies []tableCopy) string {
-	var tables, alter []string
-	deferred := false
+	var b strings.Builder
+	var truncated []string
+	var deleted []tableCopy
+	waits := false
 	for _, c := range copies {
-		if !c.partitioned {
-			tables = append(tables, c.pgTable())
-		}
 		for _, tr := range c.triggers {
-			alter = append(alter, "ALTER TABLE "+c.pgTable()+" DISABLE TRIGGER "+pgQuoted(tr.Name)+";\n")
+			b.WriteString("ALTER TABLE " + c.pgTable() + " DISABLE TRIGGER " + pgQuoted(tr.Name) + ";\n")
 		}
 		for _, fk := range c.deferred {
-			alter = append(alter, "ALTER TABLE "+c.pgTable()+" ALTER CONSTRAINT "+pgQuoted(fk)+" DEFERRABLE;\n")
-			deferred = true
+			b.WriteString("ALTER TABLE " + fk.pgTable() + " ALTER CONSTRAINT " + pgQuoted(fk.name) + " DEFERRABLE;\n")
+		}
+		waits = waits || c.waits
+		if c.deleteOrder > 0 {
+			deleted = append(deleted, c)
+		} else {
+			truncated = append(truncated, c.pgTable())
 		}
 	}
-	var b strings.Builder
-	if len(tables) > 0 {
-		b.WriteString("TRUNCATE " + strings.Join(tables, ", ") + ";\n")
-	}
-	b.WriteString(strings.Join(alter, ""))
-	if deferred {
+	if waits {
 		b.WriteString("SET CONSTRAINTS ALL DEFERRED;\n")
+	}
+	if len(truncated) > 0 {
+		b.WriteString("TRUNCATE " + strings.Join(truncated, ", ") + ";\n")
+	}
+	slices.SortStableFunc(deleted, func(x, y tableCopy) int { return x.deleteOrder - y.deleteOrder })
+	for _, c := range deleted {
+		b.WriteString("DELETE FROM " + c.pgTable() + ";\n")
 	}
 	return b.String()
 }
 
 // pgEnd checks the deferred foreign keys and puts back what pgBegin changed.
 func pgEnd(copies []tableCopy) string {
-	var alter []string
-	deferred := false
+	if len(copies) == 0 {
+		return ""
+	}
+	// Checked now, with no check pending when the tables are altered.
+	var b strings.Builder
+	b.WriteString("SET CONSTRAINTS ALL IMMEDIATE;\n")
 	for _, c := range copies {
 		for _, fk := range c.deferred {
-			alter = append(alter, "ALTER TABLE "+c.pgTable()+" ALTER CONSTRAINT "+pgQuoted(fk)+" NOT DEFERRABLE;\n")
-			deferred = true
+			b.WriteString("ALTER TABLE " + fk.pgTable() + " ALTER CONSTRAINT " + pgQuoted(fk.name) + " NOT DEFERRABLE;\n")
 		}
 		for _, tr := range c.triggers {
 			enable := " ENABLE TRIGGER "
 			if tr.Enabled == "A" {
 				enable = " ENABLE ALWAYS TRIGGER "
 			}
-			alter = append(alter, "ALTER TABLE "+c.pgTable()+enable+pgQuoted(tr.Name)+";\n")
+			b.WriteString("ALTER TABLE " + c.pgTable() + enable + pgQuoted(tr.Name) + ";\n")
 		}
 	}
-	if deferred {
-		return "SET CONSTRAINTS ALL IMMEDIATE;\n" + strings.Join(alter, "")
-	}
-	return strings.Join(alter, "")
+	return b.String()
 }
 
 // projectRow gathers the pieces of a COPY row and, at its end, writes its fields at keep (in

@@ -26,11 +26,11 @@ type shape struct {
 	// Partitioned tables (PostgreSQL's) hold no rows of their own: their partitions, tables of
 	// their own, do.
 	Partitioned bool
-	// ForeignKeys are the table's foreign keys to other tables (PostgreSQL's, but those of
-	// partitions and partitioned tables).
+	// ForeignKeys are the table's foreign keys to other tables (PostgreSQL's, but the copies in
+	// partitions of a partitioned table's).
 	ForeignKeys []foreignKey
-	// Triggers are the table's triggers that fire on its writes (PostgreSQL's, but those of
-	// partitions and partitioned tables).
+	// Triggers are the table's triggers that fire on its writes (PostgreSQL's; a partition's
+	// are its own).
 	Triggers []trigger
 }
 
@@ -38,12 +38,14 @@ type shape struct {
 // the origin's, A always).
 type trigger struct{ Name, Enabled string }
 
-// foreignKey is a table's foreign key: its name, the table it references, and whether its check
-// may be put off to the end of a transaction.
+// foreignKey is a table's foreign key: its name, the table it references, whether its check
+// may be put off to the end of a transaction, and what a delete of a referenced row does
+// (pg_constraint.confdeltype: a nothing, r refuse, c delete, n set null, d set the default).
 type foreignKey struct {
 	Name                     string
 	ParentSchema, ParentName string
 	Deferrable               bool
+	OnDelete                 string
 }
 
 func (s shape) column(name string) (column, bool) {
@@ -84,9 +86,9 @@ func readShapeRows(rows [][]string, prefix string, get func(schema, name string)
 		case len(r) == 5 && r[0] == "t":
 			s := get(prefix+r[1], r[2])
 			s.Triggers = append(s.Triggers, trigger{Name: r[3], Enabled: r[4]})
-		case len(r) == 7 && r[0] == "f":
+		case len(r) == 8 && r[0] == "f":
 			s := get(prefix+r[1], r[2])
-			s.ForeignKeys = append(s.ForeignKeys, foreignKey{Name: r[3], ParentSchema: prefix + r[4], ParentName: r[5], Deferrable: truth(r[6])})
+			s.ForeignKeys = append(s.ForeignKeys, foreignKey{Name: r[3], ParentSchema: prefix + r[4], ParentName: r[5], Deferrable: truth(r[6]), OnDelete: r[7]})
 		default:
 			return fmt.Errorf("the server's list of columns has a row of %d fields", len(r))
 		}
