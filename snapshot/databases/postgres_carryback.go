@@ -59,6 +59,11 @@ func pgLargeObjectStatement(line []byte) bool {
 	return bytes.HasPrefix(line, []byte("SELECT pg_catalog.lo")) || !bytes.HasPrefix(line, []byte("--")) && bytes.Contains(line, []byte(" LARGE OBJECT "))
 }
 
+// pgLockTimeout bounds each wait for a lock: emptying and altering a table waits for every
+// session that reads it (one of blue's left open, idle in a transaction, would hold the
+// carry-back forever); a carry-back that waited too long fails, nothing committed.
+const pgLockTimeout = "SET LOCAL lock_timeout = '60s';\n"
+
 // pgUnlinkLargeObjects ends a session's output of query results, which the large objects'
 // statements print and nothing reads (the markers of \echo still come), and unlinks every large
 // object of the database.
@@ -272,7 +277,7 @@ func (c Dumps) carryBackPostgres(ctx context.Context, r *snapshot.Reader, d snap
 		if strings.HasPrefix(string(full), `\connect`) {
 			if scan.schema != "" && (cur == nil || cur.db != scan.schema) {
 				cur = open(scan.schema)
-				if err := cur.write("BEGIN;\n" + pgUnlinkLargeObjects + pgBegin(byDatabase[cur.db])); err != nil {
+				if err := cur.write("BEGIN;\n" + pgLockTimeout + pgUnlinkLargeObjects + pgBegin(byDatabase[cur.db])); err != nil {
 					return c.pgFailure(d, cur, err)
 				}
 			}
