@@ -161,8 +161,9 @@ func (p postgres) shapes(ctx context.Context, c Dumps, t target, dbs []string) (
 
 // pgShapeSQL is mysqlShapeSQL for a PostgreSQL database, and lists its partitioned tables ("p",
 // schema, table), foreign keys ("f", schema, table, name, referenced schema and table,
-// deferrable, on delete; not the copies a partitioned table's key has in its partitions) and the triggers
-// that fire on writes of its tables and partitions ("t", schema, table, name, when) too.
+// deferrable, on delete; not the copies a partitioned table's key has in its partitions) and
+// the triggers that fire on writes of its tables and partitions ("t", schema, table, name,
+// when) too.
 const pgShapeSQL = `SELECT 'c', n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
  (a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''), a.attgenerated <> ''
  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -21,16 +21,16 @@ import (
 // A PostgreSQL carry-back needs no staging: pg_dump writes each table's rows as COPY text, one row
 // a line, its columns named in the COPY statement and separated by tabs (a tab in a value is
 // written \t). The dump is read once more after its check. Each database's transaction first
-// empties the tables both have, in one TRUNCATE (a DELETE of one table would cascade into another
-// already carried back, through blue's foreign keys); each of them is then sent to blue as
-// "COPY t (shared columns) FROM stdin;" with its rows cut down to the shared columns. Until the
-// end (pgBegin, pgEnd) blue's triggers on those tables are off, as pg_dump's are made after the
-// rows, and blue's foreign keys from a table to one whose rows come later in the dump are
-// deferrable; they are checked then. Of the rest of the dump, only the values of the
-// sequences blue has (pgSetvalRE) and the large objects (pgLargeObjectRE) are carried back. Each database of the dump gets its own psql
-// session and transaction; all are held open until every one has taken its rows, then committed
-// one after the other (a failure in between leaves those committed before it: the report says
-// which).
+// empties the tables both have, before any rows come (pgBegin: a DELETE of one table as its rows
+// came would cascade into another already carried back, through blue's foreign keys); each of
+// them is then sent to blue as "COPY t (shared columns) FROM stdin;" with its rows cut down to the
+// shared columns. Until the end (pgEnd) blue's triggers on those tables are off, as pg_dump's are
+// made after the rows, and blue's foreign keys that the dump's order of rows would break are
+// deferred; they are checked then. Of the rest of the dump, only the values of the sequences blue
+// has (pgSetvalRE) and the large objects (pgLargeObjectRE) are carried back. Each database of the
+// dump gets its own psql session and transaction; all are held open until every one has taken its
+// rows, then committed one after the other (a failure in between leaves those committed before
+// it: the report says which).
 
 // Large objects live in no table: pg_dump makes each one (lo_create), gives it its owner,
 // grants and comment, and writes its contents (lo_open, lowrite, lo_close) in statements of
