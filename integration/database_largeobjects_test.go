@@ -15,9 +15,10 @@ import (
 
 // TestPostgresLargeObjectsMove: a PostgreSQL application that keeps its files as large objects
 // (a table of oid columns, as Hibernate's @Lob and JDBC's Blob do) keeps them. Restored onto
-// green, the documents read the same; verify names a large object changed on green since; and a
-// carry-back after an upgrade gives blue green's documents, the large objects its rows point to
-// included, which verify of blue then holds to green's.
+// green, the documents read the same; verify names a large object changed on green since, and a
+// sequence set back behind the backup's; and a carry-back after an upgrade gives blue green's
+// documents, the large objects its rows point to included, which verify of blue then holds to
+// green's.
 func TestPostgresLargeObjectsMove(t *testing.T) {
 	testbed.Require(t, tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -49,7 +50,9 @@ func TestPostgresLargeObjectsMove(t *testing.T) {
 INSERT INTO public.documents VALUES
  (1, 'readme.txt', lo_from_bytea(0, convert_to('hello, large objects', 'UTF8'))),
  (2, 'model.bin', lo_from_bytea(0, decode(repeat(md5('weights'), 6144), 'hex'))),
- (3, 'empty', lo_from_bytea(0, ''));`)
+ (3, 'empty', lo_from_bytea(0, ''));
+CREATE SEQUENCE public.doc_numbers;
+SELECT nextval('public.doc_numbers') FROM generate_series(1, 5);`)
 	// What a user checks: each document's name and the digest of the file it points to.
 	documents := func(pg *testbed.PostgreSQL) string {
 		t.Helper()
@@ -130,6 +133,12 @@ databases:
 	// One gone.
 	sql(greenPG, "lo_appdb", "SELECT lo_unlink(body) FROM public.documents WHERE id = 2")
 	onlyOne(t, verifyGreen(), snapshot.StatusDifferent, "app-pg/lo_appdb.pg_catalog.pg_largeobject", "large objects: backup 3, target 2")
+	// A sequence set back: the next document would take a number blue had given out.
+	clean("a restore", run("restore", func(rep *snapshot.Report) error { return green.Restore(ctx, open("lo-blue"), rep) }))
+	sql(greenPG, "lo_appdb", "SELECT setval('public.doc_numbers', 2)")
+	onlyOne(t, verifyGreen(), snapshot.StatusDifferent, "app-pg/lo_appdb.public.doc_numbers", "sequence behind the backup's: next value backup 6, target 3")
+	sql(greenPG, "lo_appdb", "SELECT setval('public.doc_numbers', 9)")
+	clean("verify of a sequence ahead", verifyGreen())
 
 	// Green's writes: a new document, a changed one, one deleted with its file. Carried back
 	// into blue's existing database, blue holds green's documents.

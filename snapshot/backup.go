@@ -125,6 +125,17 @@ type Database struct {
 	// table of its own (pg_largeobject): files an application keeps by their oid. Backups made
 	// before them have none, and their large objects are not compared.
 	LargeObjects []LargeObjects `json:"largeObjects,omitempty"`
+	// Sequences are the PostgreSQL database's sequences that have given out values, and the
+	// next each gives: a target's must not be behind (its next inserts would take numbers the
+	// rows hold). Backups made before them have none.
+	Sequences []Sequence `json:"sequences,omitempty"`
+}
+
+// Sequence is a sequence of a database and the next value it gives; Schema as Table's.
+type Sequence struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+	Next   int64  `json:"next"`
 }
 
 // LargeObjects is the number of a PostgreSQL database's large objects and a checksum of their

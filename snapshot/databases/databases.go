@@ -80,9 +80,9 @@ type engine interface {
 	// stats counts and checksums the base tables of the schemas the server has, in one
 	// consistent snapshot a schema at least.
 	stats(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.Table, error)
-	// largeObjects counts and checksums the large objects of the schemas the server has (none
-	// of an engine without them).
-	largeObjects(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.LargeObjects, error)
+	// beyondTables counts and checksums the large objects of the schemas the server has and
+	// reads where their sequences are (none of an engine without them).
+	beyondTables(ctx context.Context, c Dumps, t target, schemas []string) (beyondTables, error)
 	// shapes reads the columns and primary keys of those tables, by tableKey.
 	shapes(ctx context.Context, c Dumps, t target, schemas []string) (map[string]*shape, error)
 	// digests writes what the server prints for the digest queries, in their order, to out (see
@@ -94,6 +94,13 @@ type engine interface {
 	// carryBack carries dump d, taken on green after an upgrade, back into the target's
 	// existing schemas (see carryback.go), each table refused or left in the report.
 	carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snapshot.Database, t target, report *snapshot.Report) error
+}
+
+// beyondTables is what a database holds beside its tables' rows: PostgreSQL's large objects
+// and sequences.
+type beyondTables struct {
+	largeObjects []snapshot.LargeObjects
+	sequences    []snapshot.Sequence
 }
 
 // loading is how a dump's client runs on the target: the command, what stdin holds before the
@@ -162,9 +169,11 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 	if entry.Tables, err = eng.stats(ctx, c, t, schemas); err != nil {
 		return entry, err
 	}
-	if entry.LargeObjects, err = eng.largeObjects(ctx, c, t, schemas); err != nil {
+	beyond, err := eng.beyondTables(ctx, c, t, schemas)
+	if err != nil {
 		return entry, err
 	}
+	entry.LargeObjects, entry.Sequences = beyond.largeObjects, beyond.sequences
 	if err := c.captureShapes(ctx, w, t, &entry); err != nil {
 		return entry, err
 	}

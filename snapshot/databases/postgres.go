@@ -107,30 +107,50 @@ func (p postgres) stats(ctx context.Context, c Dumps, t target, dbs []string) ([
 	return tables, nil
 }
 
-// largeObjects counts the large objects of each of the databases the server has and checksums
-// their oids and contents (pgLargeObjectsSQL).
-func (p postgres) largeObjects(ctx context.Context, c Dumps, t target, dbs []string) ([]snapshot.LargeObjects, error) {
+// beyondTables counts the large objects of each of the databases the server has and checksums
+// their oids and contents (pgLargeObjectsSQL), and reads the next value of each of their
+// sequences that has given out values (pgSequencesSQL).
+func (p postgres) beyondTables(ctx context.Context, c Dumps, t target, dbs []string) (beyondTables, error) {
+	var out beyondTables
 	dbs, err := p.existing(ctx, c, t, dbs)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	var out []snapshot.LargeObjects
 	for _, db := range dbs {
-		rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, db, pgLargeObjectsSQL)
+		rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, db, pgLargeObjectsSQL+"\n"+pgSequencesSQL)
 		if err != nil {
-			return nil, fmt.Errorf("database %s: count and checksum the large objects: %w", db, err)
+			return out, fmt.Errorf("database %s: count and checksum the large objects, read the sequences: %w", db, err)
 		}
-		if len(rows) != 1 || len(rows[0]) != 2 {
-			return nil, fmt.Errorf("database %s: the large objects' count came as %d rows", db, len(rows))
+		for _, r := range rows {
+			switch {
+			case len(r) == 3 && r[0] == "lo":
+				n, err := strconv.ParseInt(r[1], 10, 64)
+				if err != nil {
+					return out, fmt.Errorf("database %s: the large objects' count %q", db, r[1])
+				}
+				out.largeObjects = append(out.largeObjects, snapshot.LargeObjects{Database: db, Count: n, Checksum: r[2]})
+			case len(r) == 4 && r[0] == "seq":
+				next, err := strconv.ParseInt(r[3], 10, 64)
+				if err != nil {
+					return out, fmt.Errorf("database %s: sequence %s.%s's next value %q", db, r[1], r[2], r[3])
+				}
+				out.sequences = append(out.sequences, snapshot.Sequence{Schema: db + "." + r[1], Name: r[2], Next: next})
+			default:
+				return out, fmt.Errorf("database %s: the large objects and sequences came as a row of %d fields", db, len(r))
+			}
 		}
-		n, err := strconv.ParseInt(rows[0][0], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("database %s: the large objects' count %q", db, rows[0][0])
+		if len(out.largeObjects) == 0 || out.largeObjects[len(out.largeObjects)-1].Database != db {
+			return out, fmt.Errorf("database %s: the large objects were not counted", db)
 		}
-		out = append(out, snapshot.LargeObjects{Database: db, Count: n, Checksum: rows[0][1]})
 	}
 	return out, nil
 }
+
+// pgSequencesSQL lists a database's ascending sequences that have given out values, and the
+// next value each gives. One the user may not read has no last value: it is left out, as is a
+// sequence counting down.
+const pgSequencesSQL = `SELECT 'seq', schemaname, sequencename, last_value + increment_by FROM pg_catalog.pg_sequences
+ WHERE last_value IS NOT NULL AND increment_by > 0 ORDER BY 2, 3;`
 
 // pgLargeObjectsSQL counts a database's large objects and checksums them: the MD5 of each one's
 // oid and the MD5s of its MiBs, in order. A large object is read a MiB at a time, since lo_get
@@ -139,7 +159,7 @@ const pgLargeObjectsSQL = `WITH RECURSIVE parts(oid, off, sum, more) AS (
  SELECT m.oid, 0::bigint, md5(p), length(p) = 1048576 FROM pg_catalog.pg_largeobject_metadata m, pg_catalog.lo_get(m.oid, 0, 1048576) p
  UNION ALL
  SELECT parts.oid, off + 1048576, md5(p), length(p) = 1048576 FROM parts, pg_catalog.lo_get(parts.oid, off + 1048576, 1048576) p WHERE more)
-SELECT count(*) FILTER (WHERE off = 0), md5(coalesce(string_agg(oid::text || ':' || off || ':' || sum, ',' ORDER BY oid, off), '')) FROM parts;`
+SELECT 'lo', count(*) FILTER (WHERE off = 0), md5(coalesce(string_agg(oid::text || ':' || off || ':' || sum, ',' ORDER BY oid, off), '')) FROM parts;`
 
 func (p postgres) shapes(ctx context.Context, c Dumps, t target, dbs []string) (map[string]*shape, error) {
 	dbs, err := p.existing(ctx, c, t, dbs) // the tables of the others are not there

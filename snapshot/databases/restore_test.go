@@ -120,7 +120,7 @@ func TestCompareTables(t *testing.T) {
 	}
 }
 
-func TestCompareLargeObjects(t *testing.T) {
+func TestCompareBeyondTables(t *testing.T) {
 	d := snapshot.Database{Name: "app-db", LargeObjects: []snapshot.LargeObjects{
 		{Database: "same", Count: 2, Checksum: "s"},
 		{Database: "fewer", Count: 3, Checksum: "f"},
@@ -128,25 +128,42 @@ func TestCompareLargeObjects(t *testing.T) {
 		{Database: "gone", Count: 4, Checksum: "g"},
 		{Database: "gone-empty", Count: 0, Checksum: "e"},
 		{Database: "none-now", Count: 0, Checksum: "e"},
+	}, Sequences: []snapshot.Sequence{
+		{Schema: "same.public", Name: "ids", Next: 13},
+		{Schema: "same.public", Name: "ahead", Next: 13},
+		{Schema: "same.public", Name: "behind", Next: 13},
+		{Schema: "same.public", Name: "dropped", Next: 2},
 	}}
-	target := []snapshot.LargeObjects{
+	target := beyondTables{largeObjects: []snapshot.LargeObjects{
 		{Database: "changed", Count: 1, Checksum: "b"},
 		{Database: "same", Count: 2, Checksum: "s"},
 		{Database: "fewer", Count: 2, Checksum: "x"},
 		{Database: "none-now", Count: 1, Checksum: "n"},
-	}
-	want := []difference{
+	}, sequences: []snapshot.Sequence{
+		{Schema: "same.public", Name: "ids", Next: 13},
+		{Schema: "same.public", Name: "ahead", Next: 20},
+		{Schema: "same.public", Name: "behind", Next: 11},
+		{Schema: "same.public", Name: "new", Next: 5},
+	}}
+	objects := []difference{
 		{status: snapshot.StatusDifferent, name: "app-db/fewer.pg_catalog.pg_largeobject", detail: "large objects: backup 3, target 2"},
 		{status: snapshot.StatusDifferent, name: "app-db/changed.pg_catalog.pg_largeobject", detail: "checksum: backup a, target b"},
 		{status: snapshot.StatusMissing, name: "app-db/gone.pg_catalog.pg_largeobject", detail: "not on the target (backup: 4 large objects)"},
 		{status: snapshot.StatusDifferent, name: "app-db/none-now.pg_catalog.pg_largeobject", detail: "large objects: backup 0, target 1"},
 	}
-	if got := compareLargeObjects(d, target); !slices.Equal(got, want) {
+	behind := difference{status: snapshot.StatusDifferent, name: "app-db/same.public.behind",
+		detail: "sequence behind the backup's: next value backup 13, target 11; the next inserts would take numbers the rows hold"}
+	dropped := difference{status: snapshot.StatusMissing, name: "app-db/same.public.dropped", detail: "sequence not on the target, or never used there (backup: next value 2)"}
+	if got, want := compareBeyondTables(d, target, false), append(slices.Clone(objects), behind, dropped); !slices.Equal(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
-	// A backup made before large objects were recorded compares none.
-	if got := compareLargeObjects(snapshot.Database{Name: "old"}, target); len(got) != 0 {
-		t.Fatalf("an older backup's large objects differ: %+v", got)
+	// After a schema upgrade, a release may drop a sequence; none may be behind.
+	if got, want := compareBeyondTables(d, target, true), append(slices.Clone(objects), behind); !slices.Equal(got, want) {
+		t.Fatalf("upgrade: got %+v\nwant %+v", got, want)
+	}
+	// A backup made before these were recorded compares none.
+	if got := compareBeyondTables(snapshot.Database{Name: "old"}, target, false); len(got) != 0 {
+		t.Fatalf("an older backup's large objects and sequences differ: %+v", got)
 	}
 }
 

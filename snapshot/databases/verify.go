@@ -43,9 +43,9 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 			continue
 		}
 		var got []snapshot.Table
-		var gotObjects []snapshot.LargeObjects
+		var gotBeyond beyondTables
 		err := c.runAgainIfBroken(ctx, d.Name, "verify", func() (err error) {
-			got, gotObjects, err = c.targetStats(ctx, dyn, r, d)
+			got, gotBeyond, err = c.targetStats(ctx, dyn, r, d)
 			return err
 		})
 		if ctx.Err() != nil {
@@ -63,32 +63,41 @@ func (c Dumps) Verify(ctx context.Context, r *snapshot.Reader, report *snapshot.
 			}
 		}
 		report.CountN(kind, snapshot.StatusIdentical, len(d.Tables)-differ)
-		for _, diff := range compareLargeObjects(d, gotObjects) {
+		for _, diff := range compareBeyondTables(d, gotBeyond, false) {
 			report.Add(kind, diff.status, diff.name, diff.detail)
 		}
 	}
 	return nil
 }
 
-// targetStats counts and checksums the tables of d on the target, and its large objects when the
-// backup recorded them.
-func (c Dumps) targetStats(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) ([]snapshot.Table, []snapshot.LargeObjects, error) {
+// targetStats counts and checksums the tables of d on the target, and what it holds beyond them
+// when the backup recorded that.
+func (c Dumps) targetStats(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) ([]snapshot.Table, beyondTables, error) {
 	t, err := c.locate(ctx, dyn, r, d)
 	if err != nil {
-		return nil, nil, err
+		return nil, beyondTables{}, err
 	}
 	return c.statsOf(ctx, t, d)
 }
 
-// statsOf counts and checksums the tables of d on t's server, and its large objects when the
-// backup recorded them.
-func (c Dumps) statsOf(ctx context.Context, t target, d snapshot.Database) ([]snapshot.Table, []snapshot.LargeObjects, error) {
+// statsOf counts and checksums the tables of d on t's server, and reads what it holds beyond
+// them when the backup recorded that.
+func (c Dumps) statsOf(ctx context.Context, t target, d snapshot.Database) ([]snapshot.Table, beyondTables, error) {
 	tables, err := t.eng.stats(ctx, c, t, d.Schemas)
-	if err != nil || d.LargeObjects == nil {
-		return tables, nil, err
+	if err != nil {
+		return nil, beyondTables{}, err
 	}
-	objects, err := t.eng.largeObjects(ctx, c, t, d.Schemas)
-	return tables, objects, err
+	beyond, err := c.beyondTablesOf(ctx, t, d)
+	return tables, beyond, err
+}
+
+// beyondTablesOf reads what d's databases hold beyond their tables on t's server, when the
+// backup recorded that.
+func (c Dumps) beyondTablesOf(ctx context.Context, t target, d snapshot.Database) (beyondTables, error) {
+	if d.LargeObjects == nil && d.Sequences == nil {
+		return beyondTables{}, nil
+	}
+	return t.eng.beyondTables(ctx, c, t, d.Schemas)
 }
 
 // difference is a table that is not as the backup holds it.
@@ -129,12 +138,14 @@ func compareTables(d snapshot.Database, target []snapshot.Table) []difference {
 	return out
 }
 
-// compareLargeObjects compares the backup's large objects of d with the target's, database by
-// database, each named as the catalog that holds them. A database the target lacks is named
-// only when it had large objects (its tables are named either way).
-func compareLargeObjects(d snapshot.Database, target []snapshot.LargeObjects) []difference {
-	have := make(map[string]snapshot.LargeObjects, len(target))
-	for _, lo := range target {
+// compareBeyondTables compares what the backup's databases of d hold beyond their tables with
+// the target's: the large objects, named as the catalog that holds them, and the sequences. A
+// database the target lacks is named only when it had large objects (its tables are named either
+// way). A sequence may be ahead of the backup's, not behind; in a schema upgrade (upgrade) a
+// release may drop one.
+func compareBeyondTables(d snapshot.Database, target beyondTables, upgrade bool) []difference {
+	have := make(map[string]snapshot.LargeObjects, len(target.largeObjects))
+	for _, lo := range target.largeObjects {
 		have[lo.Database] = lo
 	}
 	var out []difference
@@ -149,6 +160,20 @@ func compareLargeObjects(d snapshot.Database, target []snapshot.LargeObjects) []
 			out = append(out, difference{status: snapshot.StatusDifferent, name: name, detail: fmt.Sprintf("large objects: backup %d, target %d", want.Count, got.Count)})
 		case got.Checksum != want.Checksum:
 			out = append(out, difference{status: snapshot.StatusDifferent, name: name, detail: fmt.Sprintf("checksum: backup %s, target %s", want.Checksum, got.Checksum)})
+		}
+	}
+	next := make(map[string]int64, len(target.sequences))
+	for _, s := range target.sequences {
+		next[tableKey(s.Schema, s.Name)] = s.Next
+	}
+	for _, want := range d.Sequences {
+		name := d.Name + "/" + want.Schema + "." + want.Name
+		got, ok := next[tableKey(want.Schema, want.Name)]
+		switch {
+		case !ok && !upgrade:
+			out = append(out, difference{status: snapshot.StatusMissing, name: name, detail: fmt.Sprintf("sequence not on the target, or never used there (backup: next value %d)", want.Next)})
+		case ok && got < want.Next:
+			out = append(out, difference{status: snapshot.StatusDifferent, name: name, detail: fmt.Sprintf("sequence behind the backup's: next value backup %d, target %d; the next inserts would take numbers the rows hold", want.Next, got)})
 		}
 	}
 	return out
