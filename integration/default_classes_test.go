@@ -24,16 +24,19 @@ const defaultClassesNS = "default-classes"
 // priority class. A target without a default takes blue's.
 func TestTargetKeepsItsDefaultClasses(t *testing.T) {
 	testbed.Require(t, tb)
-	_, blueKC := clients(t, "blue")
+	// Blue is a cluster of the test's own: a default storage class gives itself to every pending
+	// claim that names none, those already made too (Kubernetes 1.28 and later), so on the
+	// shared blue the platform's claims of the other tests took blue-ssd.
+	const blue = "classes-blue"
+	upgradeCluster(t, blue)
+	removeClustersAfter(t, blue)
 	_, greenKC := clients(t, "green")
-	removeAfter(t, defaultClassesNS, blueKC, greenKC)
+	removeAfter(t, defaultClassesNS, greenKC)
 	t.Cleanup(func() {
-		for _, side := range []string{"blue", "green"} {
-			kubectl(t, side, "", "delete", "storageclass/blue-ssd", "ingressclass/blue-ingress", "ingressclass/green-ingress",
-				"priorityclass/blue-normal", "priorityclass/green-normal", "--ignore-not-found")
-		}
+		kubectl(t, "green", "", "delete", "storageclass/blue-ssd", "ingressclass/blue-ingress", "ingressclass/green-ingress",
+			"priorityclass/blue-normal", "priorityclass/green-normal", "--ignore-not-found")
 	})
-	kubectl(t, "blue", `apiVersion: storage.k8s.io/v1
+	kubectl(t, blue, `apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
   name: blue-ssd
@@ -86,7 +89,7 @@ metadata: {name: ` + defaultClassesNS + `}
 		t.Fatal(err)
 	}
 	store := "file://" + filepath.Join(dir, "store")
-	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "classes"); code != 0 {
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", blue, "-f", config, "--name", "classes"); code != 0 {
 		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
 	}
 	restore := func(when string) {
