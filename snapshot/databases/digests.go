@@ -44,11 +44,11 @@ func (q digestQuery) database(pg bool) string {
 
 // digestSQL is the statements that print a table's marker and its rows' digests.
 func digestSQL(pg bool, q digestQuery) string {
-	ident := func(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+	ident := mysqlIdent
 	table := ident(q.schema) + "." + ident(q.name)
 	md5 := func(col string) string { return "MD5(" + ident(col) + ")" }
 	if pg {
-		ident = func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+		ident = pgQuoted
 		_, nsp, _ := strings.Cut(q.schema, ".")
 		table = ident(nsp) + "." + ident(q.name)
 		md5 = func(col string) string { return "md5(t." + ident(col) + "::text)" }
