@@ -99,7 +99,7 @@ func TestBucketSettingsMove(t *testing.T) {
 	if code := anonymousGet(t, blueMinIO, open, "public/logo.txt"); code != http.StatusOK {
 		t.Fatalf("blue's policy does not let anyone read public/: HTTP %d", code)
 	}
-	want := map[string]map[string]string{open: bucketSettings(t, blueMinIO, open), records: bucketSettings(t, blueMinIO, records)}
+	want := map[string]map[string]string{open: bucketSettings(t, blueMinIO.S3Client(), open), records: bucketSettings(t, blueMinIO.S3Client(), records)}
 	t.Logf("blue's settings: %v", want)
 
 	config := filepath.Join(t.TempDir(), "ferry.yaml")
@@ -125,7 +125,7 @@ func TestBucketSettingsMove(t *testing.T) {
 	same := func(t *testing.T, when string) {
 		t.Helper()
 		for b, settings := range want {
-			if got := bucketSettings(t, greenMinIO, b); !reflect.DeepEqual(got, settings) {
+			if got := bucketSettings(t, greenMinIO.S3Client(), b); !reflect.DeepEqual(got, settings) {
 				t.Errorf("%s: green's bucket %s has settings\n%v\nblue's\n%v", when, b, got, settings)
 			}
 		}

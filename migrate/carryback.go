@@ -148,13 +148,14 @@ func (r *Runner) greenConfig() config.Planning {
 	}
 	cfg.Include.Namespaces = mapAll(cfg.Include.Namespaces)
 	cfg.Exclude.Namespaces = mapAll(cfg.Exclude.Namespaces)
+	// Green's data is where the run restored it; the carry-back restores it where blue keeps it.
 	cfg.Databases = append([]config.Database(nil), cfg.Databases...)
 	for i := range cfg.Databases {
-		cfg.Databases[i].Namespace = m.Namespace(cfg.Databases[i].Namespace)
+		cfg.Databases[i] = cfg.Databases[i].Reversed(m.Namespace)
 	}
 	cfg.Buckets = append([]config.Bucket(nil), cfg.Buckets...)
 	for i := range cfg.Buckets {
-		cfg.Buckets[i].Namespace = m.Namespace(cfg.Buckets[i].Namespace)
+		cfg.Buckets[i] = cfg.Buckets[i].Reversed(m.Namespace)
 	}
 	cfg.Quiesce = append([]config.QuiesceRule(nil), cfg.Quiesce...)
 	for i := range cfg.Quiesce {

@@ -61,9 +61,12 @@ func NewSides(cfg config.Planning, tenants []Tenant, data []DataItem) *Sides {
 		}
 	}
 	for _, d := range data {
-		what := "database " + d.Name
+		what, kind := "database "+d.Name, "database"
 		if d.Engine == "" {
-			what = "bucket " + d.Name
+			what, kind = "bucket "+d.Name, "bucket"
+		}
+		if cfg.TargetOf(kind, d.Name) != "" {
+			continue // green keeps it in a server of its own: the source's claims and Secret are the source server's
 		}
 		for _, claim := range d.Volumes {
 			s.objects = append(s.objects, sideRule{resource: "persistentvolumeclaims", namespace: d.Namespace, name: claim, side: State, why: "holds " + what})

@@ -16,7 +16,10 @@ func TestSidesOf(t *testing.T) {
 		Platform: config.ReleasePart{Objects: []config.ObjectNames{{Resource: "configmaps", Namespace: "alice", Names: []string{"kfp-launcher"}, Why: "made by the release's profile controller"}}},
 	})
 	tenants := []Tenant{{Name: "alice", Namespace: "alice"}}
-	data := []DataItem{{Name: "app-db", Engine: "postgresql", Namespace: "kubeflow", Volumes: []string{"data-pg-0"}, Secret: "pg"}, {Name: "mlpipeline", Namespace: "kubeflow", Secret: "mlpipeline-minio-artifact"}}
+	cfg.Buckets = append(cfg.Buckets, config.Bucket{Name: "models", Namespace: "kubeflow", Workload: "deployment/model-store", Port: 9000,
+		Target: &config.BucketTarget{Workload: "deployment/seaweedfs", Port: 8333}})
+	data := []DataItem{{Name: "app-db", Engine: "postgresql", Namespace: "kubeflow", Volumes: []string{"data-pg-0"}, Secret: "pg"}, {Name: "mlpipeline", Namespace: "kubeflow", Secret: "mlpipeline-minio-artifact"},
+		{Name: "models", Namespace: "kubeflow", Volumes: []string{"model-store"}, Secret: "model-store-keys"}}
 	s := NewSides(cfg.Planning, tenants, data)
 	for _, tc := range []struct {
 		gr, namespace, name string
@@ -34,6 +37,9 @@ func TestSidesOf(t *testing.T) {
 		{"persistentvolumeclaims", "kubeflow", "data-pg-0", State, "holds database app-db"},
 		{"secrets", "kubeflow", "pg", State, "credentials of database app-db"},
 		{"secrets", "kubeflow", "other", Platform, "namespace of the release"},
+		// Green keeps bucket models in a store of its own: the source store's claim and keys are not moved.
+		{"persistentvolumeclaims", "kubeflow", "model-store", Platform, "namespace of the release"},
+		{"secrets", "kubeflow", "model-store-keys", Platform, "namespace of the release"},
 		{"customresourcedefinitions.apiextensions.k8s.io", "", "notebooks.kubeflow.org", Platform, "cluster-scoped, of the release (platform.clusterScoped)"},
 		{"clusterroles.rbac.authorization.k8s.io", "", "team-a-admin", State, "listed in state.objects"},
 		{"configmaps", "alice", "kfp-launcher", Platform, "made by the release's profile controller"},

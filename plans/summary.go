@@ -94,6 +94,9 @@ func (p *Plan) WriteSummary(out io.Writer) error {
 					kind += " (" + d.Engine + ")"
 				}
 				where := orDefault(d.Endpoint, d.Namespace+"/"+d.Workload)
+				if t := p.Config.TargetOf(group.kind, d.Name); t != "" {
+					where += " (target: " + t + ")"
+				}
 				status := "found"
 				if d.Pod != "" {
 					status += ", pod " + d.Pod

@@ -33,6 +33,7 @@ var components = []component{
 	{"etcd", "v3.6.16", map[string]string{"etcd": "go.etcd.io/etcd/server/v3"}, ""},
 	{"kwok", "v0.8.0", map[string]string{"kwok": "sigs.k8s.io/kwok/cmd/kwok", "kwokctl": "sigs.k8s.io/kwok/cmd/kwokctl"}, ""},
 	{"minio", "v0.0.0-20260212201848-7aac2a2c5b7c", map[string]string{"minio": "github.com/minio/minio"}, ""},
+	{"seaweedfs", "v0.0.0-20261109003541-7506e5f91cd6", map[string]string{"weed": "github.com/seaweedfs/seaweedfs/weed"}, ""},
 	{"kubernetes", "v1.37.2", map[string]string{
 		"kube-apiserver":          "k8s.io/kubernetes/cmd/kube-apiserver",
 		"kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
@@ -80,7 +81,7 @@ func EnsureBinaries(ctx context.Context, opts Options, out io.Writer) (Binaries,
 	}
 	defer unlock()
 
-	needed := map[string]bool{"minio": len(opts.MinIOs) > 0}
+	needed := map[string]bool{"minio": len(opts.MinIOs) > 0, "seaweedfs": len(opts.SeaweedFSs) > 0}
 	for _, module := range []string{"kubernetes", "etcd", "kwok"} {
 		needed[module] = len(opts.Clusters) > 0
 	}

@@ -40,6 +40,8 @@ type Options struct {
 	MariaDBs []string
 	// PostgreSQLs to start, e.g. "blue" and "green".
 	PostgreSQLs []string
+	// SeaweedFSs to start: S3 stores of another make than MinIO, e.g. "green" (a newer release's).
+	SeaweedFSs []string
 	// Provisioned clusters get a dynamic provisioner for the storage classes of Provisioner:
 	// their claims bind to new folders under the data folder, as on a real cluster.
 	Provisioned []string
@@ -57,6 +59,7 @@ var Everything = Options{
 	MinIOs:      []string{"backup", "blue", "green"},
 	MariaDBs:    []string{"blue", "green"},
 	PostgreSQLs: []string{"blue", "green"},
+	SeaweedFSs:  []string{"green"},
 	// Only green: blue's tests bind their claims to folders they fill (BindClaim).
 	Provisioned: []string{"green"},
 }
@@ -70,6 +73,8 @@ type Testbed struct {
 	MinIO    map[string]*MinIO      `json:"minio"`
 	MariaDB  map[string]*MariaDB    `json:"mariadb"`
 	Postgres map[string]*PostgreSQL `json:"postgres"`
+	// SeaweedFS holds the SeaweedFS servers (Options.SeaweedFSs).
+	SeaweedFS map[string]*SeaweedFS `json:"seaweedfs,omitempty"`
 	// HAProxy holds the HAProxies tests started with StartHAProxy.
 	HAProxy map[string]*HAProxy `json:"haproxy,omitempty"`
 	// Kubeconfig holds every cluster, each as a context of its own name.
@@ -100,7 +105,8 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	if err != nil {
 		return nil, err
 	}
-	tb := &Testbed{Dir: opts.Dir, Bins: bins, Clusters: map[string]*Cluster{}, MinIO: map[string]*MinIO{}, MariaDB: map[string]*MariaDB{}, Postgres: map[string]*PostgreSQL{}}
+	tb := &Testbed{Dir: opts.Dir, Bins: bins, Clusters: map[string]*Cluster{}, MinIO: map[string]*MinIO{}, MariaDB: map[string]*MariaDB{}, Postgres: map[string]*PostgreSQL{},
+		SeaweedFS: map[string]*SeaweedFS{}}
 	if tb.Dir == "" {
 		if tb.Dir, err = os.MkdirTemp("", "ferry-testbed-"); err != nil {
 			return nil, err
@@ -164,6 +170,17 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 			return err
 		})
 	}
+	for _, name := range opts.SeaweedFSs {
+		g.Go(func() error {
+			w, err := startSeaweedFS(gctx, bins, tb.Dir, name)
+			if w != nil {
+				mu.Lock()
+				tb.SeaweedFS[name] = w
+				mu.Unlock()
+			}
+			return err
+		})
+	}
 	err = g.Wait()
 	if err == nil {
 		err = tb.writeKubeconfig()
@@ -210,6 +227,9 @@ func describe(opts Options) string {
 	}
 	if len(opts.PostgreSQLs) > 0 {
 		parts = append(parts, "PostgreSQL "+strings.Join(opts.PostgreSQLs, ", "))
+	}
+	if len(opts.SeaweedFSs) > 0 {
+		parts = append(parts, "SeaweedFS "+strings.Join(opts.SeaweedFSs, ", "))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -283,6 +303,11 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 	}
 	for _, p := range tb.Postgres {
 		if err := p.Process.stop(30 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, w := range tb.SeaweedFS {
+		if err := w.Process.stop(10 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}

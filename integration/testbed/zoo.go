@@ -715,14 +715,14 @@ func (tb *Testbed) RemoveZoo(ctx context.Context, c *Cluster, servers string) er
 		}
 	}
 	if m := tb.MinIO[servers]; m != nil {
-		errs = append(errs, emptyBucket(ctx, m, ZooBucket))
+		errs = append(errs, RemoveBucket(ctx, m.S3Client(), ZooBucket))
 	}
 	return errors.Join(errs...)
 }
 
-// emptyBucket deletes a bucket and its objects, every version of them; a missing bucket is fine.
-func emptyBucket(ctx context.Context, m *MinIO, bucket string) error {
-	s3c := m.S3Client()
+// RemoveBucket deletes a bucket of the store s3c reaches and its objects, every version of them;
+// a missing bucket is fine.
+func RemoveBucket(ctx context.Context, s3c *s3.Client, bucket string) error {
 	p := s3.NewListObjectVersionsPaginator(s3c, &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -731,7 +731,7 @@ func emptyBucket(ctx context.Context, m *MinIO, bucket string) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("empty bucket %s of %s: %w", bucket, m.Name, err)
+			return fmt.Errorf("empty bucket %s: %w", bucket, err)
 		}
 		type version struct{ key, id *string }
 		var versions []version
@@ -743,7 +743,7 @@ func emptyBucket(ctx context.Context, m *MinIO, bucket string) error {
 		}
 		for _, v := range versions {
 			if _, err := s3c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: v.key, VersionId: v.id}); err != nil {
-				return fmt.Errorf("empty bucket %s of %s: %w", bucket, m.Name, err)
+				return fmt.Errorf("empty bucket %s: %w", bucket, err)
 			}
 		}
 	}

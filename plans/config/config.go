@@ -84,6 +84,8 @@ type Database struct {
 	Secret *SecretRef `yaml:"secret,omitempty" json:"secret,omitempty"`
 	// Schemas to dump; empty means all but the engine's own.
 	Schemas []string `yaml:"schemas,omitempty" json:"schemas,omitempty"`
+	// Target is where the cluster a restore writes to keeps the database, when not here.
+	Target *DatabaseTarget `yaml:"target,omitempty" json:"target,omitempty"`
 }
 
 // SecretRef names a Secret and the keys holding credentials.
@@ -103,6 +105,8 @@ type Bucket struct {
 	Port      int        `yaml:"port,omitempty" json:"port,omitempty"`
 	Endpoint  string     `yaml:"endpoint,omitempty" json:"endpoint,omitempty"` // or directly
 	Secret    *SecretRef `yaml:"secret,omitempty" json:"secret,omitempty"`
+	// Target is where the cluster a restore writes to keeps the bucket, when not here.
+	Target *BucketTarget `yaml:"target,omitempty" json:"target,omitempty"`
 }
 
 // Tenants describes per-tenant namespaces made from a cluster-scoped resource.
@@ -302,6 +306,9 @@ func (c Planning) validate(bad func(field, format string, args ...any)) {
 		if d.Secret != nil && d.Secret.Name == "" {
 			bad(f+".secret.name", "missing")
 		}
+		if d.Target != nil {
+			validateDatabaseTarget(targetField("databases", i), d.Target, bad)
+		}
 	}
 	for i, b := range c.Buckets {
 		f := fmt.Sprintf("buckets[%d]", i)
@@ -321,6 +328,9 @@ func (c Planning) validate(bad func(field, format string, args ...any)) {
 			if b.Port <= 0 || b.Port > 65535 {
 				bad(f+".port", "%d: want a port from 1 to 65535", b.Port)
 			}
+		}
+		if b.Target != nil {
+			validateBucketTarget(targetField("buckets", i), b.Target, b, bad)
 		}
 	}
 	if c.Tenants != nil && c.Tenants.Resource == "" {

@@ -57,9 +57,15 @@ func putOptions(m snapshot.ObjectMetadata, sha string) minio.PutObjectOptions {
 }
 
 // metadataDifferences names how a target's object's metadata differs from the backup's: the
-// standard headers with both values, user metadata by key only (its values may be secret).
+// standard headers with both values, user metadata by key only (its values may be secret). An
+// object the backup holds with the store's default content type has none of its own: the
+// target's store gives it its own default, which one of another make may guess from the key
+// (SeaweedFS serves "x.txt" as text/plain).
 func metadataDifferences(want, got snapshot.ObjectMetadata) []string {
 	var out []string
+	if want.ContentType == "" {
+		got.ContentType = ""
+	}
 	for _, f := range []struct{ name, want, got string }{
 		{"content type", want.ContentType, got.ContentType}, {"content encoding", want.ContentEncoding, got.ContentEncoding},
 		{"content disposition", want.ContentDisposition, got.ContentDisposition}, {"content language", want.ContentLanguage, got.ContentLanguage},

@@ -29,7 +29,8 @@ const SHA256Metadata = "Ferry-Sha256"
 
 // targetClient reaches a backed-up bucket's store on the target cluster as the capture reached
 // the source's: the configured endpoint, or a port-forward to a running pod of the workload in
-// the mapped namespace, with the credentials of the Secret there.
+// the mapped namespace, with the credentials of the Secret there; the bucket's target section
+// over each of them.
 func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (*minio.Client, func(), error) {
 	var cfg config.Bucket
 	found := false
@@ -39,7 +40,8 @@ func (c Copies) targetClient(ctx context.Context, r *snapshot.Reader, b snapshot
 	if !found {
 		return nil, nil, fmt.Errorf("the backup's configuration does not say where bucket %s is kept", b.Name)
 	}
-	item := plans.DataItem{Name: b.Name, Namespace: c.Mapping.Namespace(cfg.Namespace), Workload: cfg.Workload, Endpoint: cfg.Endpoint}
+	cfg = cfg.OnTarget(c.Mapping.Namespace)
+	item := plans.DataItem{Name: b.Name, Namespace: cfg.Namespace, Workload: cfg.Workload, Endpoint: cfg.Endpoint}
 	if item.Endpoint == "" {
 		dyn := c.dyn
 		if dyn == nil {

@@ -40,8 +40,9 @@ func (c Dumps) dynamicClient() (dynamic.Interface, error) {
 }
 
 // locate finds the pod of a backed-up database on the target cluster as planning found it on the
-// source: by the workload the backup's configuration names, in the mapped namespace; the
-// credentials come from the target's Secret (or, without one, the pod's environment).
+// source: by the workload the backup's configuration names, in the mapped namespace, unless its
+// target section says otherwise; the credentials come from the target's Secret (or, without
+// one, the pod's environment).
 func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Reader, d snapshot.Database) (target, error) {
 	var cfg config.Database
 	found := false
@@ -54,10 +55,11 @@ func (c Dumps) locate(ctx context.Context, dyn dynamic.Interface, r *snapshot.Re
 	return c.locateConfigured(ctx, dyn, cfg, d, plans.TargetPodWait)
 }
 
-// locateConfigured finds database d on the target as cfg, its configuration, says, waiting up to
-// wait for its pod to run.
+// locateConfigured finds database d on the target as cfg, its configuration, says (its target
+// section over the source's place), waiting up to wait for its pod to run.
 func (c Dumps) locateConfigured(ctx context.Context, dyn dynamic.Interface, cfg config.Database, d snapshot.Database, wait time.Duration) (target, error) {
-	ns := c.Mapping.Namespace(cfg.Namespace)
+	cfg = cfg.OnTarget(c.Mapping.Namespace)
+	ns := cfg.Namespace
 	w, pod, err := plans.WaitForWorkloadPod(ctx, dyn, ns, cfg.Workload, wait)
 	if err != nil {
 		return target{}, err
