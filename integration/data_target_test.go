@@ -222,9 +222,17 @@ namespaceMap: {%[1]s: %[2]s}
 		return out + errOut
 	}
 
-	// Without the target sections green has neither blue's workloads: the restore fails, naming them.
-	ferry(0, "backup", "--from", "blue", "-f", configFile("plain.yaml", fmt.Sprintf(source, blueNS, greenNS, "", "")), "--name", "data-target-plain")
-	out := ferry(3, "restore", "--to", "green", "--backup", "data-target-plain")
+	// Without the target sections green has neither blue's workloads, nor does the restore make
+	// them: the plan's preflight blocks, and the restore fails, each naming them.
+	plain, targeted := configFile("plain.yaml", fmt.Sprintf(source, blueNS, greenNS, "", "")), configFile("target.yaml", fmt.Sprintf(source, blueNS, greenNS, dbTarget, bucketTarget))
+	out := ferry(3, "plan", "--from", "blue", "--to", "green", "-f", plain)
+	for _, want := range []string{"the target runs no deployment/minio in namespace " + greenNS, "the target runs no deployment/mysql in namespace " + greenNS} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan without target sections does not say %q:\n%s", want, out)
+		}
+	}
+	ferry(0, "backup", "--from", "blue", "-f", plain, "--name", "data-target-plain")
+	out = ferry(3, "restore", "--to", "green", "--backup", "data-target-plain")
 	for _, want := range []string{"no deployment/minio in namespace " + greenNS, "no deployment/mysql in namespace " + greenNS} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the restore without target sections does not say %q:\n%s", want, out)
@@ -236,7 +244,10 @@ namespaceMap: {%[1]s: %[2]s}
 	if len(wantObjects) != 5 {
 		t.Fatalf("blue's bucket holds %d objects, want 5", len(wantObjects))
 	}
-	ferry(0, "backup", "--from", "blue", "-f", configFile("target.yaml", fmt.Sprintf(source, blueNS, greenNS, dbTarget, bucketTarget)), "--name", "data-target")
+	if out := ferry(0, "plan", "--from", "blue", "--to", "green", "-f", targeted); !strings.Contains(out, "(target: "+greenNS+"/deployment/seaweedfs:8333)") {
+		t.Errorf("the plan does not show where green keeps the bucket:\n%s", out)
+	}
+	ferry(0, "backup", "--from", "blue", "-f", targeted, "--name", "data-target")
 	ferry(0, "restore", "--to", "green", "--backup", "data-target")
 	// An object of the store's default content type has none of its own: SeaweedFS serves its
 	// own guess from the key (text/plain for .txt), as it would for a release writing it there.
@@ -308,5 +319,22 @@ namespaceMap: {` + greenNS + `: ` + blueNS + `}
 	}
 	if b, g := rows(blueDB), rows(greenDB); b != g {
 		t.Fatalf("after the way back blue's database holds\n%s\nwant green's\n%s", b, g)
+	}
+
+	// A later backup of SeaweedFS copies only what changed since (a schedule's), and restores
+	// exactly.
+	if _, err := weed.S3Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("v2/artifacts/run-1/metrics.json"),
+		Body: strings.NewReader(`{"accuracy": 0.95}`), ContentType: aws.String("application/json"), Metadata: map[string]string{"run": "run-1b"}}); err != nil {
+		t.Fatal(err)
+	}
+	ferry(0, "backup", "--from", "green", "-f", configFile("reversed.yaml", reversed), "--name", "data-target-back-2")
+	_, m := readManifest(t, url, "data-target-back-2")
+	if len(m.Buckets) != 1 || m.Buckets[0].Reused != len(m.Buckets[0].Objects)-1 || m.Buckets[0].ReusedFrom != "data-target-back" {
+		t.Errorf("the second backup of SeaweedFS copied again objects that had not changed: %d of %d reused from %q, want all but the one changed, from data-target-back",
+			m.Buckets[0].Reused, len(m.Buckets[0].Objects), m.Buckets[0].ReusedFrom)
+	}
+	ferry(0, "restore", "--to", "blue", "--backup", "data-target-back-2", "--existing", "update")
+	if got, want := storeContents(t, blueS3.S3Client(), bucket), storeContents(t, weed.S3Client(), bucket); !maps.Equal(got, want) {
+		t.Fatalf("after the second backup's restore blue's MinIO holds\n%v\nwant green's\n%v", got, want)
 	}
 }

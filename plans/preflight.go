@@ -87,7 +87,81 @@ func Preflight(ctx context.Context, p *Plan, target Clients, targetContext strin
 	if err := checkChosenAddresses(ctx, p, target); err != nil {
 		return err
 	}
+	if err := checkDataPlaces(ctx, p, target); err != nil {
+		return err
+	}
 	return checkWebhooks(ctx, p, target)
+}
+
+// checkDataPlaces blocks on a database or bucket that the restore would find no server for on
+// the target: the workload its target section names is not there, or, in an upgrade, green's
+// release runs none where blue keeps it and the upgrade leaves blue's to the release (Kubeflow's
+// releases after 1.11 serve the pipelines' objects from SeaweedFS, not MinIO). A migration would
+// otherwise stop blue's writers and fail at the data. A workload the restore makes is fine.
+func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
+	placement := PlacementOf(p)
+	mapNS := func(ns string) string { return mapNamespace(p, ns) }
+	type place struct{ namespace, workload string }
+	check := func(kind, name string, source, onTarget place, targeted bool) error {
+		if onTarget.workload == "" { // a bucket reached at an endpoint
+			return nil
+		}
+		w, _, err := WorkloadPod(ctx, target.Dynamic, onTarget.namespace, onTarget.workload)
+		if err != nil {
+			return fmt.Errorf("target: %w", err)
+		}
+		if w != nil {
+			return nil
+		}
+		subject := kind + " " + name
+		if targeted {
+			p.block(subject, "the target runs no %s in namespace %s, where the %s's target section keeps it", onTarget.workload, onTarget.namespace, kind)
+			return nil
+		}
+		workloadKind, workloadName, err := config.ParseWorkload(source.workload)
+		if err != nil {
+			return nil
+		}
+		gr := workloadKind + "s.apps"
+		switch {
+		case placement != nil && !placement.Moves(gr, source.namespace, workloadName):
+			p.block(subject, "green's release runs no %s in namespace %s, where blue keeps the %s, and the upgrade leaves blue's to the release: "+
+				"name where green keeps it in the %s's target section", onTarget.workload, onTarget.namespace, kind, kind)
+		case !movesType(p, gr, source.namespace):
+			p.block(subject, "the target runs no %s in namespace %s, where the source keeps the %s, and the restore does not make it (the selection "+
+				"leaves out the %s there): run it there first, or name where the target keeps the %s in its target section", onTarget.workload, onTarget.namespace, kind, gr, kind)
+		}
+		return nil
+	}
+	for _, item := range p.Databases {
+		cfg, ok := p.Config.DatabaseNamed(item.Name)
+		if !ok || !item.Found {
+			continue
+		}
+		on := cfg.OnTarget(mapNS)
+		if err := check("database", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}, cfg.Target != nil); err != nil {
+			return err
+		}
+	}
+	for _, item := range p.Buckets {
+		cfg, ok := p.Config.BucketNamed(item.Name)
+		if !ok || !item.Found {
+			continue
+		}
+		on := cfg.OnTarget(mapNS)
+		if err := check("bucket", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}, cfg.Target != nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// movesType says whether the plan moves objects of type gr from namespace.
+func movesType(p *Plan, gr, namespace string) bool {
+	return slices.ContainsFunc(p.Resources, func(r Resource) bool {
+		_, ok := r.Namespaces[namespace]
+		return r.GroupResource() == gr && ok
+	})
 }
 
 // checkWebhooks blocks on the target's own webhooks that fail closed while their service is

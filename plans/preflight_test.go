@@ -17,6 +17,7 @@ import (
 func TestPreflight(t *testing.T) {
 	configMaps := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Count: 2, Namespaces: map[string]Count{"shop": {Count: 2}}}
 	widgets := Resource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true, Count: 3, Namespaces: map[string]Count{"shop": {Count: 3}}}
+	statefulSets := Resource{Group: "apps", Version: "v1", Resource: "statefulsets", Kind: "StatefulSet", Namespaced: true, Count: 1, Namespaces: map[string]Count{"shop": {Count: 1}}}
 	kubeSystem := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true, Count: 1, Namespaces: map[string]Count{"kube-system": {Count: 1}}}
 	fast := Volume{Namespace: "shop", Name: "data", StorageClass: "fast"}
 	noClass := Volume{Namespace: "shop", Name: "scratch"}
@@ -55,6 +56,12 @@ func TestPreflight(t *testing.T) {
 			"clientConfig": map[string]any{"service": map[string]any{"namespace": "hooks", "name": "checker"}}}}
 		return u
 	}
+	minio := config.Bucket{Name: "mlpipeline", Namespace: "kubeflow", Workload: "deployment/minio", Port: 9000}
+	moved := minio
+	moved.Target = &config.BucketTarget{Workload: "deployment/seaweedfs", Port: 8333}
+	storeMoved := Plan{Config: config.Planning{Buckets: []config.Bucket{moved}}, Buckets: []DataItem{{Name: "mlpipeline", Namespace: "kubeflow", Found: true}}}
+	storeReplaced := Plan{Config: config.Planning{Buckets: []config.Bucket{minio}, Platform: config.ReleasePart{Namespaces: []string{"kubeflow"}}},
+		Buckets: []DataItem{{Name: "mlpipeline", Namespace: "kubeflow", Found: true}}, Upgrade: &Upgrade{}}
 	type finding struct{ severity, subject, message string }
 	for _, tc := range []struct {
 		name     string
@@ -115,6 +122,17 @@ func TestPreflight(t *testing.T) {
 			want: []finding{{Blocking, "validatingwebhookconfigurations policy", "webhook check.example.com calls service hooks/checker, which does not exist on the target, and fails closed"}}},
 		{name: "webhook ignored", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{webhook("Ignore")},
 			want: []finding{{Warning, "validatingwebhookconfigurations policy", "(failurePolicy Ignore)"}}},
+		{name: "a bucket's target section names a workload the target lacks", plan: storeMoved, objs: []runtime.Object{object("apps/v1", "Deployment", "kubeflow", "minio")},
+			want: []finding{{Blocking, "bucket mlpipeline", "the target runs no deployment/seaweedfs in namespace kubeflow, where the bucket's target section keeps it"}}},
+		{name: "a bucket's target section names a workload the target runs", plan: storeMoved, objs: []runtime.Object{object("apps/v1", "Deployment", "kubeflow", "seaweedfs")}},
+		{name: "an upgrade onto a release without blue's store", plan: storeReplaced,
+			want: []finding{{Blocking, "bucket mlpipeline", "green's release runs no deployment/minio in namespace kubeflow, where blue keeps the bucket, and the upgrade leaves blue's to the release: name where green keeps it in the bucket's target section"}}},
+		{name: "an upgrade onto a release with blue's store", plan: storeReplaced, objs: []runtime.Object{object("apps/v1", "Deployment", "kubeflow", "minio")}},
+		{name: "a migration makes the database's workload", plan: Plan{Config: config.Planning{Databases: []config.Database{{Name: "db", Engine: "mysql", Namespace: "shop", Workload: "statefulset/db"}}},
+			Databases: []DataItem{{Name: "db", Engine: "mysql", Found: true}}, Resources: []Resource{statefulSets}}},
+		{name: "a migration that leaves the database's workload out", plan: Plan{Config: config.Planning{Databases: []config.Database{{Name: "db", Engine: "mysql", Namespace: "shop", Workload: "statefulset/db"}}},
+			Databases: []DataItem{{Name: "db", Engine: "mysql", Found: true}}, Resources: []Resource{configMaps}},
+			want: []finding{{Blocking, "database db", "the target runs no statefulset/db in namespace shop, where the source keeps the database, and the restore does not make it (the selection leaves out the statefulsets.apps there)"}}},
 		{name: "webhook's service there", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{webhook("Fail"), object("v1", "Service", "hooks", "checker")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
