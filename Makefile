@@ -12,7 +12,7 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/ferrykube/ferry/internal/buildinfo.version=$(VERSION)
 FIXTURES ?= ../shared/fixtures/kubeflow
 
-.PHONY: all build test test-short test-integration test-kubeflow test-fuzz fuzz lint bench testbed-bin testbed-up testbed-down demo demo-upgrade check-go clean
+.PHONY: all build test test-short test-integration test-kubeflow test-fuzz fuzz lint bench testbed-bin testbed-bin-demo testbed-up testbed-down demo demo-upgrade check-go clean
 
 all: build
 
@@ -37,8 +37,13 @@ test-short: lint
 # about 15 minutes on two cores and prints progress), installs MariaDB and PostgreSQL with apt-get
 # when missing.
 testbed-bin: check-go
-	@echo "==> testbed binaries (Kubernetes v1.37.2, etcd, kwok v0.8.0, MinIO, MariaDB, PostgreSQL); compiling the testbed tool first"
+	@echo "==> testbed binaries (Kubernetes v1.37.2, etcd, kwok v0.8.0, MinIO, SeaweedFS, MariaDB, PostgreSQL); compiling the testbed tool first"
 	@$(TESTBED) build
+
+# The demos need all but SeaweedFS, whose cold build takes ten minutes more.
+testbed-bin-demo: check-go
+	@echo "==> testbed binaries (Kubernetes v1.37.2, etcd, kwok v0.8.0, MinIO, MariaDB, PostgreSQL); compiling the testbed tool first"
+	@$(TESTBED) build -demo
 
 test-integration: testbed-bin
 	@echo "==> all tests, integration included, against the testbed"
@@ -91,7 +96,7 @@ testbed-down: check-go
 # HAProxy in front of a blue and a green HTTP endpoint with a client counting answers, ferry migrate
 # with progress and the run's report; then writes on green carried back to blue by ferry rollback
 # --carry-back. The testbed stays up: make testbed-down.
-demo: build testbed-bin
+demo: build testbed-bin-demo
 	@$(TESTBED) demo -ferry bin/ferry -fixtures $(FIXTURES)
 
 # The blue-green platform upgrade end to end on a fresh testbed (integration/testbed/cmd/testbed/
@@ -101,7 +106,7 @@ demo: build testbed-bin
 # naming the PyTorchJob; migrate --upgrade --leave-behind pytorchjobs.kubeflow.org moves the state
 # only, with progress and its report; then what a user checks on green and blue. The testbed stays
 # up: make testbed-down.
-demo-upgrade: build testbed-bin
+demo-upgrade: build testbed-bin-demo
 	@$(TESTBED) demo-upgrade -ferry bin/ferry
 
 clean:

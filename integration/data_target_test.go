@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"mime"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -239,6 +241,18 @@ namespaceMap: {%[1]s: %[2]s}
 		}
 	}
 
+	// A backup made without them (a schedule's, before green ran its own servers) is restored
+	// there with the sections given to the restore: a disaster recovery onto the new release.
+	ferry(0, "restore", "--to", "green", "--backup", "data-target-plain", "--data-targets", targeted)
+	ferry(0, "verify", "--to", "green", "--backup", "data-target-plain", "--data-targets", targeted)
+	if b, g := rows(blueDB), rows(greenDB); b != g {
+		t.Fatalf("green's database holds\n%s\nwant blue's\n%s", g, b)
+	}
+	if out := ferry(2, "restore", "--to", "green", "--backup", "data-target-plain", "--data-targets",
+		configFile("typo.yaml", "buckets:\n- {name: store-targt, endpoint: 'http://127.0.0.1:1', target: {endpoint: 'http://127.0.0.1:2'}}\n")); !strings.Contains(out, `the backup holds no bucket "store-targt"`) {
+		t.Errorf("a target section of a bucket the backup lacks is not refused by name:\n%s", out)
+	}
+
 	// With them, blue's data lands in green's own servers, as a user reading them finds.
 	wantObjects := storeContents(t, blueS3.S3Client(), bucket)
 	if len(wantObjects) != 5 {
@@ -253,7 +267,7 @@ namespaceMap: {%[1]s: %[2]s}
 	// own guess from the key (text/plain for .txt), as it would for a release writing it there.
 	gotObjects := storeContents(t, weed.S3Client(), bucket)
 	for key, o := range gotObjects {
-		if want, ok := wantObjects[key]; ok && want.ContentType == "application/octet-stream" {
+		if want, ok := wantObjects[key]; ok && want.ContentType == "application/octet-stream" && o.ContentType == mime.TypeByExtension(path.Ext(key)) {
 			o.ContentType = want.ContentType
 			gotObjects[key] = o
 		}

@@ -200,7 +200,26 @@ func (r *Runner) greenPlan(ctx context.Context) (*plans.Plan, error) {
 	if r.o.Upgrade != nil {
 		plans.CarryBackVersions(plan, r.plan)
 	}
+	keepHeld(plan, r.plan, kinds.EffectiveMappingOf(r.plan, r.o.Mapping))
 	return plan, nil
+}
+
+// keepHeld marks green's copy of each claim whose files moved as a database or bucket of the
+// run (run's) as held still, when green keeps that item elsewhere (a target section) and so
+// nothing on green holds it: the copy the restore made of it is not the item's data, and carried
+// back it would replace the files of blue's server.
+func keepHeld(green, run *plans.Plan, m snapshot.Mapping) {
+	held := map[string]string{}
+	for _, v := range run.Volumes {
+		if v.Holds != "" {
+			held[m.Namespace(v.Namespace)+"/"+v.Name] = v.Holds
+		}
+	}
+	for i, v := range green.Volumes {
+		if h := held[v.Namespace+"/"+v.Name]; h != "" && v.Holds == "" {
+			green.Volumes[i].Holds = h
+		}
+	}
 }
 
 // leaveOutSkipped takes out of green's plan the volumes, databases and buckets that the run's

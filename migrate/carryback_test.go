@@ -38,3 +38,17 @@ func TestGreenConfigReversesTheDataTargets(t *testing.T) {
 		t.Errorf("greenConfig changed the run's configuration: %+v", cfg)
 	}
 }
+
+// A claim of blue's that held a bucket's files stays out of the carry-back when green keeps the
+// bucket in another store: green's copy of the claim is empty, and carried back it would replace
+// the files of blue's MinIO.
+func TestKeepHeld(t *testing.T) {
+	run := &plans.Plan{Volumes: []plans.Volume{{Namespace: "kubeflow", Name: "minio-pvc", Holds: "bucket mlpipeline"}, {Namespace: "kubeflow", Name: "notes"}}}
+	green := &plans.Plan{Volumes: []plans.Volume{{Namespace: "kf", Name: "minio-pvc"}, {Namespace: "kf", Name: "notes"}, {Namespace: "kf", Name: "seaweedfs-data", Holds: "bucket mlpipeline"}}}
+	keepHeld(green, run, snapshot.Mapping{Namespaces: map[string]string{"kubeflow": "kf"}})
+	for i, want := range []string{"bucket mlpipeline", "", "bucket mlpipeline"} {
+		if got := green.Volumes[i].Holds; got != want {
+			t.Errorf("green's claim %s holds %q, want %q", green.Volumes[i].Name, got, want)
+		}
+	}
+}

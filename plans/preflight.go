@@ -93,16 +93,17 @@ func Preflight(ctx context.Context, p *Plan, target Clients, targetContext strin
 	return checkWebhooks(ctx, p, target)
 }
 
-// checkDataPlaces blocks on a database or bucket that the restore would find no server for on
-// the target: the workload its target section names is not there, or, in an upgrade, green's
-// release runs none where blue keeps it and the upgrade leaves blue's to the release (Kubeflow's
-// releases after 1.11 serve the pipelines' objects from SeaweedFS, not MinIO). A migration would
-// otherwise stop blue's writers and fail at the data. A workload the restore makes is fine.
+// checkDataPlaces finds the databases and buckets the restore would find no server for on the
+// target: in an upgrade, where green's release runs none (Kubeflow's releases after 1.11 serve
+// the pipelines' objects from SeaweedFS, not MinIO) and blue's is left to the release, or where
+// the target section says and green lacks it, which blocks; the source's workload that the
+// selection leaves out, which blocks; a target section's own workload the target lacks in a plain
+// migration, which warns (objects the restore makes may make it: an operator's). A migration
+// would otherwise stop blue's writers and fail at the data.
 func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
 	placement := PlacementOf(p)
-	mapNS := func(ns string) string { return mapNamespace(p, ns) }
 	type place struct{ namespace, workload string }
-	check := func(kind, name string, source, onTarget place, targeted bool) error {
+	check := func(kind, name string, source, onTarget place) error {
 		if onTarget.workload == "" { // a bucket reached at an endpoint
 			return nil
 		}
@@ -114,8 +115,12 @@ func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
 			return nil
 		}
 		subject := kind + " " + name
-		if targeted {
-			p.block(subject, "the target runs no %s in namespace %s, where the %s's target section keeps it", onTarget.workload, onTarget.namespace, kind)
+		if onTarget != (place{mapNamespace(p, source.namespace), source.workload}) {
+			if placement != nil {
+				p.block(subject, "green's release runs no %s in namespace %s, where the %s's target section keeps it", onTarget.workload, onTarget.namespace, kind)
+			} else {
+				p.warn(subject, "the target runs no %s in namespace %s, where the %s's target section keeps it, unless objects the restore makes create it", onTarget.workload, onTarget.namespace, kind)
+			}
 			return nil
 		}
 		workloadKind, workloadName, err := config.ParseWorkload(source.workload)
@@ -133,24 +138,21 @@ func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
 		}
 		return nil
 	}
+	mapNS := func(ns string) string { return mapNamespace(p, ns) }
 	for _, item := range p.Databases {
-		cfg, ok := p.Config.DatabaseNamed(item.Name)
-		if !ok || !item.Found {
-			continue
-		}
-		on := cfg.OnTarget(mapNS)
-		if err := check("database", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}, cfg.Target != nil); err != nil {
-			return err
+		if cfg, ok := p.Config.DatabaseNamed(item.Name); ok && item.Found {
+			on := cfg.OnTarget(mapNS)
+			if err := check("database", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}); err != nil {
+				return err
+			}
 		}
 	}
 	for _, item := range p.Buckets {
-		cfg, ok := p.Config.BucketNamed(item.Name)
-		if !ok || !item.Found {
-			continue
-		}
-		on := cfg.OnTarget(mapNS)
-		if err := check("bucket", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}, cfg.Target != nil); err != nil {
-			return err
+		if cfg, ok := p.Config.BucketNamed(item.Name); ok && item.Found {
+			on := cfg.OnTarget(mapNS)
+			if err := check("bucket", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

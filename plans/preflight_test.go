@@ -62,6 +62,12 @@ func TestPreflight(t *testing.T) {
 	storeMoved := Plan{Config: config.Planning{Buckets: []config.Bucket{moved}}, Buckets: []DataItem{{Name: "mlpipeline", Namespace: "kubeflow", Found: true}}}
 	storeReplaced := Plan{Config: config.Planning{Buckets: []config.Bucket{minio}, Platform: config.ReleasePart{Namespaces: []string{"kubeflow"}}},
 		Buckets: []DataItem{{Name: "mlpipeline", Namespace: "kubeflow", Found: true}}, Upgrade: &Upgrade{}}
+	storeMovedUpgrade := storeMoved
+	storeMovedUpgrade.Upgrade = &Upgrade{}
+	keys := minio
+	keys.Target = &config.BucketTarget{Secret: &config.SecretRef{Name: "green-keys"}}
+	otherKeys := Plan{Config: config.Planning{Buckets: []config.Bucket{keys}}, Buckets: []DataItem{{Name: "mlpipeline", Namespace: "kubeflow", Found: true}},
+		Resources: []Resource{{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Namespaced: true, Count: 1, Namespaces: map[string]Count{"kubeflow": {Count: 1}}}}}
 	type finding struct{ severity, subject, message string }
 	for _, tc := range []struct {
 		name     string
@@ -123,7 +129,10 @@ func TestPreflight(t *testing.T) {
 		{name: "webhook ignored", plan: Plan{Resources: []Resource{configMaps}}, objs: []runtime.Object{webhook("Ignore")},
 			want: []finding{{Warning, "validatingwebhookconfigurations policy", "(failurePolicy Ignore)"}}},
 		{name: "a bucket's target section names a workload the target lacks", plan: storeMoved, objs: []runtime.Object{object("apps/v1", "Deployment", "kubeflow", "minio")},
-			want: []finding{{Blocking, "bucket mlpipeline", "the target runs no deployment/seaweedfs in namespace kubeflow, where the bucket's target section keeps it"}}},
+			want: []finding{{Warning, "bucket mlpipeline", "the target runs no deployment/seaweedfs in namespace kubeflow, where the bucket's target section keeps it, unless objects the restore makes create it"}}},
+		{name: "an upgrade's target section names a workload green lacks", plan: storeMovedUpgrade,
+			want: []finding{{Blocking, "bucket mlpipeline", "green's release runs no deployment/seaweedfs in namespace kubeflow, where the bucket's target section keeps it"}}},
+		{name: "a target section of other credentials alone, the workload made by the restore", plan: otherKeys},
 		{name: "a bucket's target section names a workload the target runs", plan: storeMoved, objs: []runtime.Object{object("apps/v1", "Deployment", "kubeflow", "seaweedfs")}},
 		{name: "an upgrade onto a release without blue's store", plan: storeReplaced,
 			want: []finding{{Blocking, "bucket mlpipeline", "green's release runs no deployment/minio in namespace kubeflow, where blue keeps the bucket, and the upgrade leaves blue's to the release: name where green keeps it in the bucket's target section"}}},

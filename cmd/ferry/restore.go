@@ -11,6 +11,7 @@ import (
 	"filippo.io/age"
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
@@ -36,11 +37,13 @@ type targetOptions struct {
 	existing    string // restore only
 	upgrade     bool
 	waitTimeout time.Duration
+	dataTargets string // a ferry.yaml whose target sections replace the backup's
 
 	// Set by complete.
 	ids         []age.Identity
 	flagMapping snapshot.Mapping
 	filter      *plans.Filter
+	targets     *config.Planning // dataTargets' databases and buckets
 }
 
 func newTargetOptions(global *globalOptions, streams genericiooptions.IOStreams, command string) *targetOptions {
@@ -59,6 +62,7 @@ func (o *targetOptions) addFlags(cmd *cobra.Command) {
 	o.movers.addFlags(f, "mover pods read volumes from the S3 storage themselves, through a URL ferry presigns for each (valid 15 minutes; no credentials); ferry decrypts an encrypted backup's volumes itself")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 2*time.Minute, "how long to wait for CRDs to be Established and workloads to become healthy")
 	o.output.addFlags(f, "json or yaml for a machine-readable report")
+	f.StringVar(&o.dataTargets, "data-targets", "", "ferry.yaml whose databases' and buckets' target sections say where this target keeps them, in place of the backup's (a backup made before the target kept them elsewhere)")
 	f.BoolVar(&o.upgrade, "upgrade", false, "the backup was made by ferry migrate --upgrade and the target runs the platform's new release: only the state is restored or verified, what the release provides is left as it is")
 }
 
@@ -75,6 +79,13 @@ func (o *targetOptions) complete([]string) error {
 		if o.filter, err = plans.NewBackupFilter(o.selection.config().Planning); err != nil {
 			return badinput.Wrap(err)
 		}
+	}
+	if o.dataTargets != "" {
+		cfg, err := config.LoadConfig(o.dataTargets, "")
+		if err != nil {
+			return err
+		}
+		o.targets = &cfg.Planning
 	}
 	return nil
 }
@@ -129,6 +140,16 @@ func (o *targetOptions) open(ctx context.Context) (*snapshot.Reader, snapshot.Ma
 	}
 	if o.upgrade && (r.Manifest.Plan == nil || r.Manifest.Plan.Upgrade == nil) {
 		return nil, snapshot.Mapping{}, nil, badinput.Errorf("--upgrade: backup %s was not made for an upgrade (ferry migrate --upgrade)", o.backup)
+	}
+	if o.targets != nil {
+		if r.Manifest.Plan == nil {
+			return nil, snapshot.Mapping{}, nil, badinput.Errorf("--data-targets: backup %s holds no databases or buckets of ferry's", o.backup)
+		}
+		plan := *r.Manifest.Plan
+		if plan.Config, err = plan.Config.WithTargetsOf(*o.targets); err != nil {
+			return nil, snapshot.Mapping{}, nil, badinput.Errorf("--data-targets %s: %w", o.dataTargets, err)
+		}
+		r.Manifest.Plan = &plan
 	}
 	mapping := kinds.EffectiveMapping(r, o.flagMapping)
 	if err := checkMapping(mapping); err != nil {

@@ -62,12 +62,15 @@ func startMinIO(ctx context.Context, bins Binaries, dir, name string) (*MinIO, e
 }
 
 // S3Client returns an S3 client with the server's root credentials.
-func (m *MinIO) S3Client() *s3.Client {
+func (m *MinIO) S3Client() *s3.Client { return s3Client(m.Endpoint, m.AccessKey, m.SecretKey) }
+
+// s3Client is an S3 client of a testbed store: its endpoint, path-style, with these keys.
+func s3Client(endpoint, accessKey, secretKey string) *s3.Client {
 	return s3.New(s3.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(m.Endpoint),
+		BaseEndpoint: aws.String(endpoint),
 		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(m.AccessKey, m.SecretKey, ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
 	})
 }
 

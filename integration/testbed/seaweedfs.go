@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -70,14 +68,7 @@ func startSeaweedFS(ctx context.Context, bins Binaries, dir, name string) (*Seaw
 }
 
 // S3Client returns an S3 client with the server's keys.
-func (w *SeaweedFS) S3Client() *s3.Client {
-	return s3.New(s3.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(w.Endpoint),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(w.AccessKey, w.SecretKey, ""),
-	})
-}
+func (w *SeaweedFS) S3Client() *s3.Client { return s3Client(w.Endpoint, w.AccessKey, w.SecretKey) }
 
 // waitHealthy waits until the S3 gateway answers a signed request: it starts after the master,
 // volume server and filer it stores through.

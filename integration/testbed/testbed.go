@@ -64,6 +64,13 @@ var Everything = Options{
 	Provisioned: []string{"green"},
 }
 
+// Demo is Everything but what only tests need: SeaweedFS, whose cold build takes ten minutes.
+var Demo = func() Options {
+	o := Everything
+	o.SeaweedFSs = nil
+	return o
+}()
+
 // Testbed is a running testbed.
 type Testbed struct {
 	Dir string `json:"dir"`

@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // DatabaseTarget says where a database is kept on the cluster a restore writes to, when not
 // where it is on the source: green's new release runs the server in another workload (an
@@ -116,6 +119,28 @@ func (c Planning) TargetOf(kind, name string) string {
 		return or(b.Endpoint, fmt.Sprintf("%s/%s:%d", b.Namespace, b.Workload, b.Port))
 	}
 	return ""
+}
+
+// WithTargetsOf is c (a backup's configuration) with the target sections of the databases and
+// buckets other names: for restoring a backup made before the target kept them elsewhere. One
+// named there without a section is restored where the source kept it; one c lacks is an error.
+func (c Planning) WithTargetsOf(other Planning) (Planning, error) {
+	c.Databases, c.Buckets = slices.Clone(c.Databases), slices.Clone(c.Buckets)
+	for i, d := range other.Databases {
+		j := slices.IndexFunc(c.Databases, func(b Database) bool { return b.Name == d.Name })
+		if j < 0 {
+			return c, fmt.Errorf("databases[%d]: the backup holds no database %q", i, d.Name)
+		}
+		c.Databases[j].Target = d.Target
+	}
+	for i, b := range other.Buckets {
+		j := slices.IndexFunc(c.Buckets, func(a Bucket) bool { return a.Name == b.Name })
+		if j < 0 {
+			return c, fmt.Errorf("buckets[%d]: the backup holds no bucket %q", i, b.Name)
+		}
+		c.Buckets[j].Target = b.Target
+	}
+	return c, nil
 }
 
 func or(s, otherwise string) string {

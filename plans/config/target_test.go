@@ -90,3 +90,24 @@ func TestDataOnTargetAndReversed(t *testing.T) {
 		}
 	}
 }
+
+func TestWithTargetsOf(t *testing.T) {
+	backup := Planning{
+		Databases: []Database{{Name: "kfp", Namespace: "kubeflow", Workload: "deployment/mysql", Target: &DatabaseTarget{Workload: "statefulset/old"}}, {Name: "katib", Namespace: "kubeflow", Workload: "deployment/katib-mysql"}},
+		Buckets:   []Bucket{{Name: "mlpipeline", Namespace: "kubeflow", Workload: "deployment/minio", Port: 9000}},
+	}
+	weed := &BucketTarget{Workload: "deployment/seaweedfs", Port: 8333}
+	got, err := backup.WithTargetsOf(Planning{Databases: []Database{{Name: "kfp"}}, Buckets: []Bucket{{Name: "mlpipeline", Target: weed}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Databases[0].Target != nil || got.Databases[1].Target != nil || got.Buckets[0].Target != weed || got.Buckets[0].Workload != "deployment/minio" {
+		t.Errorf("WithTargetsOf = %+v", got)
+	}
+	if backup.Databases[0].Target == nil || backup.Buckets[0].Target != nil {
+		t.Errorf("WithTargetsOf changed the backup's configuration: %+v", backup)
+	}
+	if _, err := backup.WithTargetsOf(Planning{Buckets: []Bucket{{Name: "mlpipelin", Target: weed}}}); err == nil || err.Error() != `buckets[0]: the backup holds no bucket "mlpipelin"` {
+		t.Errorf("a bucket the backup lacks: %v", err)
+	}
+}

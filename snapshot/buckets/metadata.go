@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"mime"
+	"path"
 	"slices"
 	"strings"
 
@@ -56,14 +58,14 @@ func putOptions(m snapshot.ObjectMetadata, sha string) minio.PutObjectOptions {
 		ContentDisposition: m.ContentDisposition, ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl}
 }
 
-// metadataDifferences names how a target's object's metadata differs from the backup's: the
-// standard headers with both values, user metadata by key only (its values may be secret). An
-// object the backup holds with the store's default content type has none of its own: the
-// target's store gives it its own default, which one of another make may guess from the key
-// (SeaweedFS serves "x.txt" as text/plain).
-func metadataDifferences(want, got snapshot.ObjectMetadata) []string {
+// metadataDifferences names how the target's object key's metadata differs from the backup's:
+// the standard headers with both values, user metadata by key only (its values may be secret).
+// An object the backup holds with the store's default content type has none of its own: a
+// store of another make may serve it with the type its key's extension suggests (SeaweedFS serves
+// "x.txt" as text/plain), which is no difference.
+func metadataDifferences(key string, want, got snapshot.ObjectMetadata) []string {
 	var out []string
-	if want.ContentType == "" {
+	if want.ContentType == "" && got.ContentType != "" && got.ContentType == mime.TypeByExtension(path.Ext(key)) {
 		got.ContentType = ""
 	}
 	for _, f := range []struct{ name, want, got string }{

@@ -268,9 +268,9 @@ func sameOnTarget(ctx context.Context, mc *minio.Client, b snapshot.Bucket, o sn
 		if err != nil {
 			return notSame, err
 		}
-		if len(metadataDifferences(*want, got)) > 0 {
+		if len(metadataDifferences(o.Key, *want, got)) > 0 {
 			got.Tags = want.Tags
-			if len(metadataDifferences(*want, got)) > 0 {
+			if len(metadataDifferences(o.Key, *want, got)) > 0 {
 				return notSame, nil
 			}
 			same = sameButTags

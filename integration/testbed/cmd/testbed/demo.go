@@ -300,9 +300,8 @@ func freshTestbed(ctx context.Context, dir, ferry string) (*testbed.Testbed, err
 		}
 	}
 	stage("starting a fresh testbed (clusters blue and green, MinIO, MariaDB, PostgreSQL)")
-	opts := testbed.Everything
+	opts := testbed.Demo
 	opts.Dir, opts.Persistent = dir, true
-	opts.SeaweedFSs = nil // only a test of a store of another make needs it; building it takes minutes
 	tb, err := testbed.Start(ctx, opts)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,7 @@
 // Command testbed builds, starts and stops ferry's local testbed for people (make testbed-up,
 // make testbed-down, make demo, make demo-upgrade); Go tests start their own through the testbed package.
 //
-//	testbed build                 build or find every binary, printing progress
+//	testbed build [-demo]         build or find every binary (-demo: those the demos need), printing progress
 //	testbed up [-dir D]           start blue, green, three MinIO and two MariaDB; print how to reach them
 //	testbed down [-dir D]         stop what up started
 //	testbed info [-dir D]         print how to reach the running testbed
@@ -56,12 +56,17 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "ferry-testbed"), "folder holding the testbed's state")
 	cluster := fs.String("cluster", "blue", "cluster to apply to")
+	demoOnly := fs.Bool("demo", false, "build: only what the demos need")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	switch args[0] {
 	case "build":
-		_, err := testbed.EnsureBinaries(ctx, testbed.Everything, os.Stderr)
+		opts := testbed.Everything
+		if *demoOnly {
+			opts = testbed.Demo
+		}
+		_, err := testbed.EnsureBinaries(ctx, opts, os.Stderr)
 		return err
 	case "up":
 		return up(ctx, *dir)
