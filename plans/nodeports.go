@@ -51,7 +51,7 @@ func checkChosenAddresses(ctx context.Context, p *Plan, target Clients) error {
 		}
 	}
 	for _, np := range p.NodePorts {
-		own := mapNamespace(p, np.Namespace) + "/" + np.Service
+		own := p.Config.MapNamespace(np.Namespace) + "/" + np.Service
 		if holder, ok := heldPorts[np.NodePort]; ok && holder != own {
 			p.block("service "+own, "node port %d (%s) was chosen on the source and is taken on the target by service %s: free it there, or change the port on the source", np.NodePort, np.Port, holder)
 		}
@@ -61,7 +61,7 @@ func checkChosenAddresses(ctx context.Context, p *Plan, target Clients) error {
 	}
 	ranges, known := serviceRanges(ctx, p, target)
 	for _, c := range p.ClusterIPs {
-		own := mapNamespace(p, c.Namespace) + "/" + c.Service
+		own := p.Config.MapNamespace(c.Namespace) + "/" + c.Service
 		addr, err := netip.ParseAddr(c.IP)
 		if err != nil {
 			continue

@@ -77,9 +77,9 @@ func Preflight(ctx context.Context, p *Plan, target Clients, targetContext strin
 		if p.Upgrade.LeftNamespace(ns) {
 			continue // green's release has it, and none of blue's objects there moves
 		}
-		_, err := target.Dynamic.Resource(namespacesGVR).Get(ctx, mapNamespace(p, ns), metav1.GetOptions{})
+		_, err := target.Dynamic.Resource(namespacesGVR).Get(ctx, p.Config.MapNamespace(ns), metav1.GetOptions{})
 		if err == nil {
-			p.warn("namespace "+mapNamespace(p, ns), "already exists on the target; its objects meet the existing-object policy")
+			p.warn("namespace "+p.Config.MapNamespace(ns), "already exists on the target; its objects meet the existing-object policy")
 		} else if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("target: get namespace %s: %w", ns, err)
 		}
@@ -115,7 +115,7 @@ func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
 			return nil
 		}
 		subject := kind + " " + name
-		if onTarget != (place{mapNamespace(p, source.namespace), source.workload}) {
+		if onTarget != (place{p.Config.MapNamespace(source.namespace), source.workload}) {
 			if placement != nil {
 				p.block(subject, "green's release runs no %s in namespace %s, where the %s's target section keeps it", onTarget.workload, onTarget.namespace, kind)
 			} else {
@@ -138,10 +138,9 @@ func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
 		}
 		return nil
 	}
-	mapNS := func(ns string) string { return mapNamespace(p, ns) }
 	for _, item := range p.Databases {
 		if cfg, ok := p.Config.DatabaseNamed(item.Name); ok && item.Found {
-			on := cfg.OnTarget(mapNS)
+			on := cfg.OnTarget(p.Config.MapNamespace)
 			if err := check("database", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}); err != nil {
 				return err
 			}
@@ -149,7 +148,7 @@ func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
 	}
 	for _, item := range p.Buckets {
 		if cfg, ok := p.Config.BucketNamed(item.Name); ok && item.Found {
-			on := cfg.OnTarget(mapNS)
+			on := cfg.OnTarget(p.Config.MapNamespace)
 			if err := check("bucket", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}); err != nil {
 				return err
 			}
@@ -240,13 +239,6 @@ func namespacesOf(p *Plan) []string {
 	return out
 }
 
-func mapNamespace(p *Plan, ns string) string {
-	if to, ok := p.Config.NamespaceMap[ns]; ok {
-		return to
-	}
-	return ns
-}
-
 // older reports whether version a is older than b (major.minor only: patch releases do not matter).
 func older(a, b string) bool {
 	mm := func(v string) string {
@@ -293,7 +285,7 @@ func CheckClaimClasses(ctx context.Context, volumes []Volume, classMap, nsMap ma
 	needed := map[string][]string{}
 	var handMade []handMadeClaim
 	for _, v := range volumes {
-		if existing[mapNamespace(p, v.Namespace)+"/"+v.Name] {
+		if existing[p.Config.MapNamespace(v.Namespace)+"/"+v.Name] {
 			continue
 		}
 		class := v.StorageClass
@@ -381,7 +373,7 @@ func checkHandMade(ctx context.Context, p *Plan, target Clients, claims []handMa
 		return cmp.Compare(boolRank(a.Selector == nil), boolRank(b.Selector == nil))
 	})
 	for _, c := range claims {
-		if class, ok := preBound[mapNamespace(p, c.Namespace)+"/"+c.Name]; ok && class == c.class {
+		if class, ok := preBound[p.Config.MapNamespace(c.Namespace)+"/"+c.Name]; ok && class == c.class {
 			continue
 		}
 		selector := labels.Everything()

@@ -77,7 +77,7 @@ func PreflightMovers(ctx context.Context, p *Plan, source Clients, target *Clien
 			}
 			return ns
 		}}
-	findings, err = q.Check(ctx, Movers(p.FileClaims(func(ns string) string { return mapNamespace(p, ns) }), parallel))
+	findings, err = q.Check(ctx, Movers(p.FileClaims(p.Config.MapNamespace), parallel))
 	if err != nil {
 		return err
 	}

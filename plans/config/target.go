@@ -106,16 +106,15 @@ func (b Bucket) Reversed(mapNamespace func(string) string) Bucket {
 // target section says: an endpoint, or namespace/workload with the namespace as ferry.yaml's
 // namespaceMap maps it.
 func (c Planning) TargetOf(kind, name string) string {
-	mapNamespace := func(ns string) string { return or(c.NamespaceMap[ns], ns) }
 	if kind == "database" {
 		if d, ok := c.DatabaseNamed(name); ok && d.Target != nil {
-			d = d.OnTarget(mapNamespace)
+			d = d.OnTarget(c.MapNamespace)
 			return d.Namespace + "/" + d.Workload
 		}
 		return ""
 	}
 	if b, ok := c.BucketNamed(name); ok && b.Target != nil {
-		b = b.OnTarget(mapNamespace)
+		b = b.OnTarget(c.MapNamespace)
 		return or(b.Endpoint, fmt.Sprintf("%s/%s:%d", b.Namespace, b.Workload, b.Port))
 	}
 	return ""
@@ -141,6 +140,14 @@ func (c Planning) WithTargetsOf(other Planning) (Planning, error) {
 		c.Buckets[j].Target = b.Target
 	}
 	return c, nil
+}
+
+// MapNamespace is a source namespace as namespaceMap names it on the target.
+func (c Planning) MapNamespace(ns string) string {
+	if to, ok := c.NamespaceMap[ns]; ok {
+		return to
+	}
+	return ns
 }
 
 func or(s, otherwise string) string {
