@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -41,7 +42,7 @@ func (d Database) OnTarget(mapNamespace func(string) string) Database {
 		d.Namespace = mapNamespace(d.Namespace)
 		return d
 	}
-	d.Namespace = or(t.Namespace, mapNamespace(d.Namespace))
+	d.Namespace = cmp.Or(t.Namespace, mapNamespace(d.Namespace))
 	if t.Workload != "" {
 		d.Workload, d.Container = t.Workload, t.Container
 	} else if t.Container != "" {
@@ -76,7 +77,7 @@ func (b Bucket) OnTarget(mapNamespace func(string) string) Bucket {
 	if t == nil {
 		return b
 	}
-	b.Namespace = or(t.Namespace, b.Namespace)
+	b.Namespace = cmp.Or(t.Namespace, b.Namespace)
 	switch {
 	case t.Endpoint != "":
 		b.Endpoint, b.Workload, b.Port = t.Endpoint, "", 0
@@ -115,7 +116,7 @@ func (c Planning) TargetOf(kind, name string) string {
 	}
 	if b, ok := c.BucketNamed(name); ok && b.Target != nil {
 		b = b.OnTarget(c.MapNamespace)
-		return or(b.Endpoint, fmt.Sprintf("%s/%s:%d", b.Namespace, b.Workload, b.Port))
+		return cmp.Or(b.Endpoint, fmt.Sprintf("%s/%s:%d", b.Namespace, b.Workload, b.Port))
 	}
 	return ""
 }
@@ -148,13 +149,6 @@ func (c Planning) MapNamespace(ns string) string {
 		return to
 	}
 	return ns
-}
-
-func or(s, otherwise string) string {
-	if s != "" {
-		return s
-	}
-	return otherwise
 }
 
 // validateDatabaseTarget checks a database's target section (field names it in errors).
