@@ -510,3 +510,141 @@ func removeCarryBack(t *testing.T, kcs ...kubernetes.Interface) {
 	}
 	removeNamespace(t, carryNS, kcs...)
 }
+
+// TestCarryBackLeavesBlueServersClaim: blue's bucket lives in a MinIO whose files are on a claim;
+// green keeps it in SeaweedFS (a target section). ferry migrate makes blue's MinIO and its claim on
+// green too (they are objects of the moved namespace), empty. After green's writes, rollback
+// --carry-back brings green's objects into blue's MinIO and leaves the files of blue's MinIO
+// claim as they were: green's empty copy of the claim is not carried back over them. Neither
+// the migration nor the carry-back touches the volume of a namespace beside it.
+func TestCarryBackLeavesBlueServersClaim(t *testing.T) {
+	green, greenKC := cutover(t)
+	blue, blueKC := clients(t, "blue")
+	weed, blueS3 := tb.SeaweedFS["green"], tb.MinIO["blue"]
+	if weed == nil {
+		t.Fatal("the testbed runs no SeaweedFS named green")
+	}
+	ctx := context.Background()
+	const ns, bucket, claim = "store-carry", "store-carry", "minio-data"
+	const neighbour = ns + "-neighbour" // a namespace the migration leaves, with a volume of its own
+	cleanup := func() {
+		removeNamespace(t, ns, blueKC, greenKC)
+		removeNamespace(t, neighbour, blueKC, greenKC)
+		for _, s3c := range []*s3.Client{blueS3.S3Client(), weed.S3Client()} {
+			if err := testbed.RemoveBucket(ctx, s3c, bucket); err != nil {
+				t.Logf("remove bucket %s: %v", bucket, err)
+			}
+		}
+	}
+	cleanup()
+	t.Cleanup(cleanup)
+
+	// Blue: MinIO with its files on a claim (what a user's MinIO keeps there), and a bucket.
+	createClaim(t, blueKC, ns, claim, ptr.To("gp3"))
+	serverFiles := map[string][]byte{"xl.meta": []byte("blue's MinIO keeps its objects here\n"), ".minio.sys/format.json": []byte(`{"format":"xl"}`)}
+	blueDir := dataDir(t, ns+"-"+claim)
+	writeClaimFiles(t, blueDir, serverFiles)
+	blueFiles := claimFiles(t, blueDir)
+	if err := blue.BindClaim(ctx, ns, claim, blueDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blueKC.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "artifact-keys"},
+		StringData: map[string]string{"accesskey": blueS3.AccessKey, "secretkey": blueS3.SecretKey}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createDeployment(t, blueKC, ns, "minio", corev1.PodSpec{Containers: []corev1.Container{{Name: "minio", Image: "minio",
+		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}})
+	if err := blue.MapPortForward(ctx, ns, runningPod(t, blueKC, ns, "app=minio"), 9000, "127.0.0.1", blueS3.Port); err != nil {
+		t.Fatal(err)
+	}
+	if err := blueS3.CreateBucket(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	put := func(s3c *s3.Client, key, body string) {
+		t.Helper()
+		if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+	}
+	put(blueS3.S3Client(), "runs/1.json", `{"run": 1}`)
+	createClaim(t, blueKC, neighbour, "data", ptr.To("gp3"))
+	if err := blue.BindClaim(ctx, neighbour, "data", dataDir(t, neighbour+"-data")); err != nil {
+		t.Fatal(err)
+	}
+	// Green: SeaweedFS, as its release runs it.
+	pod := serveWorkload(t, greenKC, ns, "seaweedfs", "weed-keys", map[string]string{"accesskey": weed.AccessKey, "secretkey": weed.SecretKey})
+	if err := green.MapPortForward(ctx, ns, pod, 8333, "127.0.0.1", weed.Port); err != nil {
+		t.Fatal(err)
+	}
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+ns+`]}
+storageClassMap: {gp3: standard}
+buckets:
+- name: `+bucket+`
+  namespace: `+ns+`
+  workload: deployment/minio
+  port: 9000
+  secret: {name: artifact-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}
+  target:
+    workload: deployment/seaweedfs
+    port: 8333
+    secret: {name: weed-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := backupMinIO(t, "carry-back-servers-claim")
+	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	id := runID(t, errOut)
+	t.Cleanup(func() { runFerry(t, "--storage", url, "rollback", "--run", id, "--discard-green-writes") })
+	if got := storeContents(t, weed.S3Client(), bucket); len(got) != 1 {
+		t.Fatalf("green's SeaweedFS holds %v after the migration, want blue's runs/1.json", got)
+	}
+
+	// A migration of one namespace makes no volume of another on green: it would point at
+	// blue's storage, for a claim green does not have.
+	for name := range volumesOfOtherNamespaces(t, greenKC, ns) {
+		if strings.Contains(name, neighbour) {
+			t.Errorf("the migration of %s made volume %s, of namespace %s, on green", ns, name, neighbour)
+		}
+	}
+
+	put(weed.S3Client(), "runs/2.json", `{"run": 2, "on": "green"}`)
+	othersBefore := volumesOfOtherNamespaces(t, blueKC, ns)
+	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String())
+	if code != 0 {
+		t.Fatalf("ferry rollback --carry-back exited %d, want 0\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if got, want := storeContents(t, blueS3.S3Client(), bucket), storeContents(t, weed.S3Client(), bucket); !maps.Equal(got, want) {
+		t.Errorf("after the carry-back blue's MinIO holds\n%v\nwant green's\n%v", got, want)
+	}
+	if got := claimFiles(t, blueDir); !maps.Equal(got, blueFiles) {
+		t.Errorf("after the carry-back the files of blue's MinIO claim are\n%v\nwant them as they were\n%v", got, blueFiles)
+	}
+	// The carry-back moves what the migration selected and no more: the volumes of other
+	// namespaces' claims (other tests' here) stay as blue had them.
+	if got := volumesOfOtherNamespaces(t, blueKC, ns); !maps.Equal(got, othersBefore) {
+		t.Errorf("after the carry-back blue's volumes of other namespaces (name: resource version) are\n%v\nwant them untouched\n%v", got, othersBefore)
+	}
+}
+
+// volumesOfOtherNamespaces are the PersistentVolumes bound to claims outside namespace ns, by
+// name, with their resource versions (which any write changes).
+func volumesOfOtherNamespaces(t *testing.T, kc kubernetes.Interface, ns string) map[string]string {
+	t.Helper()
+	list, err := kc.CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, pv := range list.Items {
+		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace != ns {
+			out[pv.Name] = pv.ResourceVersion
+		}
+	}
+	return out
+}

@@ -337,6 +337,15 @@ func (s *selector) objectReason(r servedResource, obj *unstructured.Unstructured
 	if reason := s.namespaceReason(ns); reason != "" && (reason != rules.ClusterOwnReason || !s.named(r, obj)) {
 		return reason
 	}
+	// A volume bound to a claim of a namespace the selection leaves out is that namespace's: the
+	// target's copy would point at the source's storage, and a carry-back would write it back.
+	if bound := rules.For(r.groupResource()).BoundTo; ns == "" && bound != nil {
+		if owner := bound.Namespace(obj.Object); owner != "" {
+			if reason := s.namespaceReason(owner); reason != "" && !s.named(r, obj) {
+				return "bound to " + bound.What + " in namespace " + owner + ": " + reason
+			}
+		}
+	}
 	// CRDs and namespaces carry what the selected objects need, whatever their labels.
 	if gr := r.groupResource(); gr != "namespaces" && gr != "customresourcedefinitions.apiextensions.k8s.io" && !s.labels.Matches(labels.Set(obj.GetLabels())) {
 		return "labels do not match the selector"

@@ -94,6 +94,17 @@ func object(apiVersion, kind, ns, name string) *unstructured.Unstructured {
 	return u
 }
 
+// boundTo binds a PersistentVolume to a claim in namespace ns.
+func boundTo(u *unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	return withRef(u, "claimRef", ns)
+}
+
+// withRef sets spec.<field> to a reference to an object named "x" in namespace ns.
+func withRef(u *unstructured.Unstructured, field, ns string) *unstructured.Unstructured {
+	_ = unstructured.SetNestedMap(u.Object, map[string]any{"namespace": ns, "name": "x"}, "spec", field)
+	return u
+}
+
 func withLabels(u *unstructured.Unstructured, l map[string]string) *unstructured.Unstructured {
 	u.SetLabels(l)
 	return u
@@ -281,6 +292,8 @@ func TestFilterAgreesWithInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+	pv := Resource{Version: "v1", Resource: "persistentvolumes", Kind: "PersistentVolume"}
+	snapContent := Resource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents", Kind: "VolumeSnapshotContent"}
 	for _, c := range []struct {
 		r    Resource
 		obj  *unstructured.Unstructured
@@ -291,6 +304,11 @@ func TestFilterAgreesWithInventory(t *testing.T) {
 		{cm, object("v1", "ConfigMap", "shop", "kube-root-ca.crt"), "published into every namespace by the target's root-CA publisher"},
 		{Resource{Version: "v1", Resource: "events", Kind: "Event", Namespaced: true}, object("v1", "Event", "shop", "e"), "events are a record of the source cluster's past"},
 		{Resource{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Namespaced: true}, object("v1", "PersistentVolumeClaim", "shop", "d"), "in the excluded resources"},
+		// A volume goes with its claim's namespace; one bound to no claim is the cluster's.
+		{pv, boundTo(object("v1", "PersistentVolume", "", "pv-shop"), "shop"), ""},
+		{pv, boundTo(object("v1", "PersistentVolume", "", "pv-other"), "other"), "bound to a claim in namespace other: namespace not included"},
+		{pv, object("v1", "PersistentVolume", "", "pv-free"), ""},
+		{snapContent, withRef(object("snapshot.storage.k8s.io/v1", "VolumeSnapshotContent", "", "snapcontent-x"), "volumeSnapshotRef", "other"), "bound to a snapshot in namespace other: namespace not included"},
 	} {
 		if got := f.Reason(c.r, c.obj); got != c.want {
 			t.Errorf("%s %s/%s: %q, want %q", c.r.Resource, c.obj.GetNamespace(), c.obj.GetName(), got, c.want)
@@ -328,6 +346,7 @@ func TestFilterAgreesWithInventory(t *testing.T) {
 // unless include.namespaces names the namespace; default's contents are the user's.
 func TestClusterOwnNamespaces(t *testing.T) {
 	cm := Resource{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}
+	pv := Resource{Version: "v1", Resource: "persistentvolumes", Kind: "PersistentVolume"}
 	for _, c := range []struct {
 		name      string
 		include   []string
@@ -352,6 +371,14 @@ func TestClusterOwnNamespaces(t *testing.T) {
 			}
 			if got := f.Reason(cm, object("v1", "ConfigMap", c.namespace, "coredns")); got != c.want {
 				t.Errorf("a ConfigMap in %s: %q, want %q", c.namespace, got, c.want)
+			}
+			// A volume goes with its claim's namespace.
+			wantVolume := c.want
+			if wantVolume != "" {
+				wantVolume = "bound to a claim in namespace " + c.namespace + ": " + c.want
+			}
+			if got := f.Reason(pv, boundTo(object("v1", "PersistentVolume", "", "pv-1"), c.namespace)); got != wantVolume {
+				t.Errorf("a volume bound to a claim in %s: %q, want %q", c.namespace, got, wantVolume)
 			}
 			if got := f.DataReason(c.namespace, true); got != c.want {
 				t.Errorf("a claim's files in %s: %q, want %q", c.namespace, got, c.want)

@@ -33,6 +33,11 @@ type Rule struct {
 	// leaves the type out with a warning instead of failing.
 	Unlisted string
 
+	// BoundTo, for a cluster-scoped type whose objects are bound to one namespace's object (a
+	// volume to its claim), is where they name it: such an object goes with that namespace, and a
+	// selection that leaves the namespace out leaves it out too.
+	BoundTo *Binding
+
 	// Capture drops from the object, before a backup stores it, what must never be stored (a
 	// token that is a credential for the source cluster only).
 	Capture func(obj map[string]any)
@@ -88,6 +93,21 @@ type Rule struct {
 	// Secret marks content that is secret: a backup records a keyed digest of it, so that the
 	// manifest, which is never encrypted, is no oracle for guessing it.
 	Secret bool
+}
+
+// Binding is the reference of a cluster-scoped object to the namespaced object it is bound to.
+type Binding struct {
+	Field string // the spec's field holding the reference (with namespace and name)
+	What  string // what it references, for messages: "a claim"
+}
+
+// Namespace is the namespace of the object obj is bound to, or "" when it is bound to none.
+func (b *Binding) Namespace(obj map[string]any) string {
+	if b == nil {
+		return ""
+	}
+	ns, _, _ := unstructured.NestedString(obj, "spec", b.Field, "namespace")
+	return ns
 }
 
 // RolloutHistory is where a workload's rollout history is: what kubectl rollout history lists and

@@ -7,7 +7,8 @@ import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 // the backup restores (reprovisioned).
 func volumeRules() map[string]Rule {
 	return map[string]Rule{"persistentvolumes": {
-		Wave: WaveStorage,
+		Wave:    WaveStorage,
+		BoundTo: &Binding{Field: "claimRef", What: "a claim"},
 		Normalize: func(obj map[string]any) {
 			deleteAnnotations(nestedMap(obj, "metadata"), bindingAnnotations)
 			if ref := nestedMap(obj, "spec", "claimRef"); ref != nil {

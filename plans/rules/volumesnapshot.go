@@ -10,8 +10,10 @@ func volumeSnapshotRules() map[string]Rule {
 	skip := func(why string) Rule {
 		return Rule{Wave: WaveRest, Skip: func(map[string]any) string { return why }}
 	}
+	content := skip("a snapshot in the source cluster's storage: the target's snapshot controller would own it, and could delete it")
+	content.BoundTo = &Binding{Field: "volumeSnapshotRef", What: "a snapshot"}
 	return map[string]Rule{
-		"volumesnapshotcontents.snapshot.storage.k8s.io": skip("a snapshot in the source cluster's storage: the target's snapshot controller would own it, and could delete it"),
+		"volumesnapshotcontents.snapshot.storage.k8s.io": content,
 		"volumesnapshots.snapshot.storage.k8s.io":        skip("a snapshot of the source cluster's storage: its content is not restored, and a new one would snapshot the claim before ferry filled it"),
 		// Group snapshots (of several claims at once) are the same, by the group.
 		"volumegroupsnapshotcontents.groupsnapshot.storage.k8s.io": skip("a group snapshot in the source cluster's storage: the target's snapshot controller would own it, and could delete it"),
