@@ -609,3 +609,46 @@ spec:
 		t.Errorf("verify exited %d\n%s\n%s", code, out, lastLines(errOut, 10))
 	}
 }
+
+// TestReleasedVolumesStayOnTheSource: blue holds a volume whose claim was deleted (of policy
+// Retain, as a chart's uninstall leaves it), still naming the claim. A restore of the namespace
+// onto green must not make it there: it would be blue's storage waiting for a claim of that name,
+// and the first one made on green (the chart installed again) would write into it. The restore
+// says it skipped it and why (exit 3, as for any skipped item); the namespace's other claim moves
+// with its files; verify passes.
+func TestReleasedVolumesStayOnTheSource(t *testing.T) {
+	const ns = "claim-released"
+	blueKC, greenKC := restoreShapesNamespace(t, ns)
+	ctx := context.Background()
+	standard := func(s *corev1.PersistentVolumeClaimSpec) {}
+	dir := blueClaim(t, ns, "data", map[string][]byte{"notes.txt": []byte("kept\n")}, standard)
+	blueClaim(t, ns, "old", map[string][]byte{"model.bin": []byte("released\n")}, standard)
+	if err := blueKC.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const releasedPV = "pv-" + ns + "-old"
+	waitUntil(t, "blue's volume of the deleted claim released", time.Minute, func(ctx context.Context) (bool, error) {
+		pv, err := blueKC.CoreV1().PersistentVolumes().Get(ctx, releasedPV, metav1.GetOptions{})
+		return err == nil && pv.Status.Phase == corev1.VolumeReleased, nil
+	})
+
+	store := "file://" + t.TempDir()
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "released"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	// Exit 3: the released volume is skipped, and said so; nothing else is.
+	code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "released")
+	if code != 3 || rep.Error != "" || len(rep.Items) != 1 || rep.Items[0].Status != snapshot.StatusSkipped || rep.Items[0].Name != "v1 PersistentVolume "+releasedPV ||
+		!strings.Contains(rep.Items[0].Detail, "bound to claim "+ns+"/old, which the backup does not hold") {
+		t.Fatalf("ferry restore exited %d (%s), listing %+v; want 3, listing only %s skipped, bound to a claim the backup does not hold\nstderr: %s", code, rep.Error, rep.Items, releasedPV, errOut)
+	}
+	if pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, releasedPV, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the restore made blue's released volume on green (%v): %+v", err, pv.Spec)
+	}
+	if g, w := claimFiles(t, claimFolder(t, greenKC, ns, "data")), claimFiles(t, dir); !equalMaps(g, w) {
+		t.Errorf("green's claim holds %v, blue's %v", g, w)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "released"); code != 0 {
+		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}

@@ -54,6 +54,9 @@ type Rule struct {
 	// Skip says why a restore does not create a backed-up object, as Velero's restore decides it
 	// (docs/format.md, Velero compatibility), or "".
 	Skip func(obj map[string]any) string
+	// Released says why a restore does not create an object bound to a claim the backup does
+	// not hold (claims: namespace/name), or "": a volume the source released.
+	Released func(obj map[string]any, claims map[string]bool) string
 	// Recreated says whether the target makes the object anew by itself once the rest is restored.
 	// claims are the backup's claims (namespace/name); holds says whether the backup holds an object.
 	Recreated func(obj map[string]any, claims map[string]bool, holds func(group, kind, namespace, name string) bool) bool
@@ -256,12 +259,17 @@ func (r Rule) ExcludeReason(obj map[string]any) string {
 	return r.Exclude(obj)
 }
 
-// SkipReason is Skip's reason, or "" when the rule has none.
-func (r Rule) SkipReason(obj map[string]any) string {
-	if r.Skip == nil {
-		return ""
+// SkipReason is Skip's or Released's reason (claims are the backup's), or "" when neither has one.
+func (r Rule) SkipReason(obj map[string]any, claims map[string]bool) string {
+	if r.Skip != nil {
+		if why := r.Skip(obj); why != "" {
+			return why
+		}
 	}
-	return r.Skip(obj)
+	if r.Released != nil {
+		return r.Released(obj, claims)
+	}
+	return ""
 }
 
 // IsRecreated is Recreated's answer, false when the rule has none.

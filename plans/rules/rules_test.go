@@ -37,7 +37,7 @@ func runCases(t *testing.T, cases []ruleCase) {
 			case "exclude":
 				got = rule.ExcludeReason(obj)
 			case "skip":
-				got = rule.SkipReason(obj)
+				got = rule.SkipReason(obj, testClaims)
 			case "normalize":
 				rule.Normalize(obj)
 			case "prepare":

@@ -34,7 +34,21 @@ func volumeRules() map[string]Rule {
 		Recreated: func(obj map[string]any, claims map[string]bool, _ func(group, kind, namespace, name string) bool) bool {
 			return reprovisioned(obj, claims)
 		},
+		Released: released,
 	}}
+}
+
+// released says why a PersistentVolume bound to a claim the backup does not hold is not
+// restored: it is one the source released when its claim was deleted (or one waiting for a claim
+// not made yet). Made on the target it would be the source's storage waiting for that claim, and
+// the first claim of that name made there (a chart installed again) would write into it.
+func released(obj map[string]any, claims map[string]bool) string {
+	ns, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "namespace")
+	name, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "name")
+	if name == "" || claims[ns+"/"+name] {
+		return ""
+	}
+	return "bound to claim " + ns + "/" + name + ", which the backup does not hold: a volume the source released, whose storage the target's next claim of that name would take"
 }
 
 // reprovisioned reports whether a PersistentVolume is left for the target to provision anew: it is

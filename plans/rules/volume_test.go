@@ -13,6 +13,12 @@ func TestVolume(t *testing.T) {
 		{"bound to a restored claim: provisioned anew", "recreated", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"data"}}}`, "true"},
 		{"bound to another claim", "recreated", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"other"}}}`, "false"},
 		{"unbound", "recreated", "persistentvolumes", `{"spec":{}}`, "false"},
+		// A volume bound to a claim the backup does not hold (one the source released when its
+		// claim was deleted) would give the source's storage to the target's next claim of
+		// that name.
+		{"released: bound to a claim not in the backup", "skip", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"gone"}}}`, "bound to claim team-a/gone, which the backup does not hold"},
+		{"bound to a restored claim: no skip", "skip", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"data"}}}`, ""},
+		{"unbound: restored", "skip", "persistentvolumes", `{"spec":{"nfs":{"server":"files","path":"/share"}}}`, ""},
 	})
 }
 

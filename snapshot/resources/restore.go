@@ -397,7 +397,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		}
 		return "", false
 	}
-	if reason := rules.For(gr).SkipReason(e.Object); reason != "" {
+	if reason := rules.For(gr).SkipReason(e.Object, rs.claims); reason != "" {
 		rs.report.Add("objects", snapshot.StatusSkipped, id, reason)
 		return "", false
 	}

@@ -78,7 +78,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, claims, archived map[string]bool, report *snapshot.Report) bool {
 	gr := res.GroupResource()
 	e.Object = obj
-	if !c.selected(res, e) || rules.For(gr).SkipReason(obj) != "" {
+	if !c.selected(res, e) || rules.For(gr).SkipReason(obj, claims) != "" {
 		return false // not restored, by design; the restore's report lists them
 	}
 	if c.clusterOwn(e) {
