@@ -605,6 +605,10 @@ spec:
 	if _, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("green has blue's pod's ephemeral claim %s (get: %v)", claim, err)
 	}
+	// Nor blue's volume of it: the claim green's pod makes would take blue's storage.
+	if pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, "pv-"+ns+"-"+claim, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("green has blue's volume of the ephemeral claim %s (get: %v): %+v", claim, err, pv.Spec.PersistentVolumeSource)
+	}
 	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "ephemeral"); code != 0 {
 		t.Errorf("verify exited %d\n%s\n%s", code, out, lastLines(errOut, 10))
 	}
@@ -639,7 +643,7 @@ func TestReleasedVolumesStayOnTheSource(t *testing.T) {
 	// Exit 3: the released volume is skipped, and said so; nothing else is.
 	code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "released")
 	if code != 3 || rep.Error != "" || len(rep.Items) != 1 || rep.Items[0].Status != snapshot.StatusSkipped || rep.Items[0].Name != "v1 PersistentVolume "+releasedPV ||
-		!strings.Contains(rep.Items[0].Detail, "bound to claim "+ns+"/old, which the backup does not hold") {
+		!strings.Contains(rep.Items[0].Detail, "released by the source: bound to claim "+ns+"/old, which the backup does not hold") {
 		t.Fatalf("ferry restore exited %d (%s), listing %+v; want 3, listing only %s skipped, bound to a claim the backup does not hold\nstderr: %s", code, rep.Error, rep.Items, releasedPV, errOut)
 	}
 	if pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, releasedPV, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -363,3 +363,122 @@ databases:
 	backupGreen("green-null")
 	refused("green-null", "cb_appdb.public.users", `column "email"`)
 }
+
+// TestCarryBackMySQLTriggersDoNotFire: blue's tables have triggers, as applications keep an audit
+// trail, a counter or a derived column with them: one that rewrites a column of each new row
+// (BEFORE INSERT), one that writes another table (AFTER INSERT), one of several statements that
+// counts deletions (AFTER DELETE, BEGIN ... END). Green's rows were written through the same
+// triggers, so what they wrote comes with green's tables. Carried back into blue, blue's tables
+// must hold green's rows exactly: blue's triggers must not fire on the carry-back's writes (each
+// row's column rewritten twice, audit rows and deletions counted twice). Afterwards blue has its
+// triggers as they were, and they fire on its own writes.
+func TestCarryBackMySQLTriggersDoNotFire(t *testing.T) {
+	testbed.Require(t, tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const blueNS, greenNS = "db-trg", "db-trg-green"
+	serveDatabases(t, "blue", blueNS)
+	serveDatabases(t, "green", greenNS)
+	blueDB, greenDB := tb.MariaDB["blue"], tb.MariaDB["green"]
+	t.Cleanup(func() {
+		for _, db := range []*testbed.MariaDB{blueDB, greenDB} {
+			if _, err := db.SQL(context.Background(), tb.Bins, "DROP DATABASE IF EXISTS cb_trg;"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	schema := `DROP DATABASE IF EXISTS cb_trg; CREATE DATABASE cb_trg; USE cb_trg;
+CREATE TABLE orders (id INT PRIMARY KEY, note VARCHAR(255) NOT NULL) ENGINE=InnoDB;
+CREATE TABLE audit (id INT AUTO_INCREMENT PRIMARY KEY, order_id INT, what VARCHAR(16)) ENGINE=InnoDB;
+CREATE TABLE counters (name VARCHAR(16) PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB;
+INSERT INTO counters VALUES ('deleted', 0);
+CREATE TRIGGER orders_checked BEFORE INSERT ON orders FOR EACH ROW SET NEW.note = CONCAT(NEW.note, ' (checked)');
+CREATE TRIGGER orders_audit AFTER INSERT ON orders FOR EACH ROW INSERT INTO audit (order_id, what) VALUES (NEW.id, 'insert');
+DELIMITER //
+CREATE TRIGGER orders_deleted AFTER DELETE ON orders FOR EACH ROW BEGIN
+  UPDATE counters SET n = n + 1 WHERE name = 'deleted';
+  INSERT INTO audit (order_id, what) VALUES (OLD.id, 'delete');
+END//
+DELIMITER ;
+INSERT INTO orders VALUES (1, 'first'), (2, 'second'), (3, 'third');`
+	for _, db := range []*testbed.MariaDB{blueDB, greenDB} {
+		if _, err := db.SQL(ctx, tb.Bins, schema); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Green's writes, through its triggers.
+	if _, err := greenDB.SQL(ctx, tb.Bins, "INSERT INTO cb_trg.orders VALUES (4, 'on green'); DELETE FROM cb_trg.orders WHERE id = 1;"); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+greenNS+`]}
+databases:
+- name: trg-mysql
+  engine: mysql
+  namespace: `+greenNS+`
+  workload: deployment/mysql
+  secret: {name: mysql-secret, userKey: username, passwordKey: password}
+  schemas: [cb_trg]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := backupMinIO(t, "dbtriggers")
+	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "green", "-f", config, "--name", "green-trg"); code != 0 {
+		t.Fatalf("ferry backup of green exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	query := func(db *testbed.MariaDB, q string) string {
+		t.Helper()
+		out, err := db.SQL(ctx, tb.Bins, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	rowsOf := func(db *testbed.MariaDB) string {
+		return query(db, "SELECT * FROM cb_trg.orders ORDER BY id; SELECT * FROM cb_trg.audit ORDER BY id; SELECT * FROM cb_trg.counters;")
+	}
+	const triggersQuery = `SELECT trigger_name, action_timing, event_manipulation, event_object_table, action_order, action_statement, sql_mode, definer
+FROM information_schema.triggers WHERE trigger_schema = 'cb_trg' ORDER BY trigger_name;
+SHOW DATABASES LIKE 'ferry_stage%';`
+	triggersBefore := query(blueDB, triggersQuery)
+
+	blueCluster, blueKC := clients(t, "blue")
+	cfg, err := blueCluster.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := readManifest(t, url, "green-trg")
+	carryBack := func(when string) {
+		t.Helper()
+		r, err := snapshot.Open(ctx, store, "green-trg", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var report snapshot.Report
+		dumps := databases.Dumps{Config: cfg, Client: blueKC, Mapping: snapshot.Mapping{Namespaces: map[string]string{greenNS: blueNS}}, IntoExistingSchema: true}
+		if err := dumps.Restore(ctx, r, &report); err != nil {
+			t.Fatal(err)
+		}
+		if problems := report.Problems(); len(problems) > 0 || report.Counts["databases"][snapshot.StatusRestored] != 1 {
+			t.Errorf("the carry-back %s lists %+v, counts %v; want the database restored, nothing else", when, problems, report.Counts)
+		}
+		if b, g := rowsOf(blueDB), rowsOf(greenDB); b != g {
+			t.Errorf("blue's rows after the carry-back %s are not green's:\nblue  %s\ngreen %s", when, b, g)
+		}
+		if got := query(blueDB, triggersQuery); got != triggersBefore {
+			t.Errorf("blue's triggers after the carry-back %s:\n%s\nwant them as they were:\n%s", when, got, triggersBefore)
+		}
+	}
+	carryBack("")
+	// A carry-back broken off after it took the triggers off (ferry killed) left their
+	// definitions kept; run again, it makes them first.
+	query(blueDB, "CREATE DATABASE ferry_stage_triggers; CREATE TABLE ferry_stage_triggers.kept AS SELECT * FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'cb_trg';"+
+		" DROP TRIGGER cb_trg.orders_audit; DROP TRIGGER cb_trg.orders_deleted;")
+	carryBack("run again after one broken off")
+	// And they still fire on blue's own writes.
+	query(blueDB, "INSERT INTO cb_trg.orders VALUES (5, 'on blue again'); DELETE FROM cb_trg.orders WHERE id = 2;")
+	if got, want := query(blueDB, "SELECT note FROM cb_trg.orders WHERE id = 5; SELECT COUNT(*) FROM cb_trg.audit WHERE order_id IN (2, 5); SELECT n FROM cb_trg.counters;"),
+		"on blue again (checked)\n3\n2\n"; got != want {
+		t.Errorf("blue's triggers on its own writes after the carry-back: %q, want %q", got, want)
+	}
+}

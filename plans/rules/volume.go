@@ -3,8 +3,9 @@ package rules
 import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 // PersistentVolumes come with the storage, lose their binding, have their storage class and their
-// claim's namespace mapped, and are left for the target to provision anew when bound to a claim
-// the backup restores (reprovisioned).
+// claim's namespace mapped. One bound to a claim is never made on the target: the target
+// provisions its own (reprovisioned), or, released by the source, it is skipped and listed
+// (released). One bound to no claim (made by hand) is restored.
 func volumeRules() map[string]Rule {
 	return map[string]Rule{"persistentvolumes": {
 		Wave:    WaveStorage,
@@ -38,24 +39,26 @@ func volumeRules() map[string]Rule {
 	}}
 }
 
-// released says why a PersistentVolume bound to a claim the backup does not hold is not
-// restored: it is one the source released when its claim was deleted (or one waiting for a claim
-// not made yet). Made on the target it would be the source's storage waiting for that claim, and
-// the first claim of that name made there (a chart installed again) would write into it.
+// reprovisioned reports whether a PersistentVolume is left for the target to provision anew: it is
+// bound to a claim, and not one the source released. Its claim's contents move as files when the
+// backup restores it; the target makes its own claim and volume for others (a pod's ephemeral
+// volume); and the source's volume, a path or disk of the source cluster, must never be reused by
+// the target.
+func reprovisioned(obj map[string]any, claims map[string]bool) bool {
+	name, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "name")
+	return name != "" && released(obj, claims) == ""
+}
+
+// released says why a PersistentVolume the source released (its claim deleted, the volume kept by
+// its policy Retain) is not restored when the backup does not hold a claim of that name: made on
+// the target it would be the source's storage waiting for that claim, and the first claim of
+// that name made there (a chart installed again) would write into it.
 func released(obj map[string]any, claims map[string]bool) string {
 	ns, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "namespace")
 	name, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "name")
-	if name == "" || claims[ns+"/"+name] {
+	phase, _, _ := unstructured.NestedString(obj, "status", "phase")
+	if name == "" || claims[ns+"/"+name] || phase != "Released" {
 		return ""
 	}
-	return "bound to claim " + ns + "/" + name + ", which the backup does not hold: a volume the source released, whose storage the target's next claim of that name would take"
-}
-
-// reprovisioned reports whether a PersistentVolume is left for the target to provision anew: it is
-// bound to a claim that the backup restores (the claim's contents move as files, and the source's
-// volume, a path or disk of the source cluster, must never be reused by the target).
-func reprovisioned(obj map[string]any, claims map[string]bool) bool {
-	ns, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "namespace")
-	name, _, _ := unstructured.NestedString(obj, "spec", "claimRef", "name")
-	return name != "" && claims[ns+"/"+name]
+	return "released by the source: bound to claim " + ns + "/" + name + ", which the backup does not hold; on the target the source's storage would wait for the next claim of that name"
 }

@@ -11,13 +11,17 @@ func TestVolume(t *testing.T) {
 			`{"metadata":{"name":"pv"},"spec":{"storageClassName":"gp3","claimRef":{"namespace":"team-a","name":"p"}}}`,
 			`{"metadata":{"name":"pv"},"spec":{"storageClassName":"standard","claimRef":{"namespace":"team-b","name":"p"}}}`},
 		{"bound to a restored claim: provisioned anew", "recreated", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"data"}}}`, "true"},
-		{"bound to another claim", "recreated", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"other"}}}`, "false"},
+		// One bound to a claim the backup does not hold is the target's to make too (a pod's
+		// ephemeral volume: the pod makes its claim there), unless the source released it.
+		{"bound to another claim", "recreated", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"other"}},"status":{"phase":"Bound"}}`, "true"},
+		{"released, its claim not in the backup", "recreated", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"gone"}},"status":{"phase":"Released"}}`, "false"},
 		{"unbound", "recreated", "persistentvolumes", `{"spec":{}}`, "false"},
-		// A volume bound to a claim the backup does not hold (one the source released when its
-		// claim was deleted) would give the source's storage to the target's next claim of
-		// that name.
-		{"released: bound to a claim not in the backup", "skip", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"gone"}}}`, "bound to claim team-a/gone, which the backup does not hold"},
-		{"bound to a restored claim: no skip", "skip", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"data"}}}`, ""},
+		// A volume the source released when its claim was deleted would give the source's
+		// storage to the target's next claim of that name.
+		{"released: its claim not in the backup", "skip", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"gone"}},"status":{"phase":"Released"}}`,
+			"released by the source: bound to claim team-a/gone, which the backup does not hold"},
+		{"released, a claim of its name restored: provisioned anew", "skip", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"data"}},"status":{"phase":"Released"}}`, ""},
+		{"bound to a claim not in the backup: no skip", "skip", "persistentvolumes", `{"spec":{"claimRef":{"namespace":"team-a","name":"other"}},"status":{"phase":"Bound"}}`, ""},
 		{"unbound: restored", "skip", "persistentvolumes", `{"spec":{"nfs":{"server":"files","path":"/share"}}}`, ""},
 	})
 }

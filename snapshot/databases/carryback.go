@@ -28,8 +28,9 @@ import (
 //     back). Nothing of the database is changed then.
 //
 // PostgreSQL dumps need no staging (see postgres_carryback.go); MySQL's is in mysql.go and
-// stage.go. In MySQL the transaction covers transactional tables (InnoDB); blue's triggers fire on the rows written, and
-// foreign keys are not checked while the tables are replaced (green's rows satisfied green's).
+// stage.go. In MySQL the transaction covers transactional tables (InnoDB); blue's triggers on the replaced
+// tables are off for it (mysql_triggers.go), and foreign keys are not checked while the tables are
+// replaced (green's rows satisfied green's).
 
 // constraintOf is a constraint of a table.
 type constraintOf struct{ schema, table, name string }

@@ -60,7 +60,7 @@ func TestPlanCarryBack(t *testing.T) {
 }
 
 func TestSwapSQLNamesEachLinesTable(t *testing.T) {
-	sql, tables := swapSQL([]tableCopy{{schema: "kfp", name: "runs", columns: []string{"id", "na`me"}}}, map[string]string{"kfp": "ferry_stage_kfp"})
+	sql, tables := swapSQL([]tableCopy{{schema: "kfp", name: "runs", columns: []string{"id", "na`me"}}}, map[string]string{"kfp": "ferry_stage_kfp"}, nil)
 	lines := strings.Split(sql, "\n")
 	if len(lines) != len(tables) || tables[4] != "kfp.runs" || tables[len(tables)-1] != "" {
 		t.Fatalf("lines %q tables %q", lines, tables)
@@ -249,5 +249,67 @@ ALTER TABLE "public"."users" ENABLE ALWAYS TRIGGER "always";
 	deferForeignKeys(lazy, named(map[string]*shape{tableKey("app.public", "orders"): {ForeignKeys: []foreignKey{fk("orders_lazy", "app.public", "users", true)}}}))
 	if got, want := pgBegin(lazy), "SET CONSTRAINTS ALL DEFERRED;\nTRUNCATE \"public\".\"orders\", \"public\".\"users\";\n"; got != want {
 		t.Errorf("begin with a deferrable key: %q, want %q", got, want)
+	}
+}
+
+// TestSwapSQLTakesTriggersOff: blue's triggers on the replaced tables are kept in a table with a
+// primary key and dropped, waiting a minute at most for each table's lock, before the
+// transaction; each statement on a line of its own.
+func TestSwapSQLTakesTriggersOff(t *testing.T) {
+	copies := []tableCopy{{schema: "shop", name: "orders", columns: []string{"id"}}, {schema: "shop", name: "audit", columns: []string{"id"}}}
+	triggers := []mysqlTrigger{{schema: "shop", name: "orders_audit", table: "orders"}, {schema: "shop", name: "o`dd", table: "orders"}}
+	sql, tables := swapSQL(copies, map[string]string{"shop": "ferry_stage_shop"}, triggers)
+	lines := strings.Split(sql, "\n")
+	if len(lines) != len(tables) {
+		t.Fatalf("%d lines, %d tables", len(lines), len(tables))
+	}
+	want := []string{
+		"CREATE DATABASE IF NOT EXISTS `ferry_stage_triggers`;",
+		createKeptTriggers[strings.Index(createKeptTriggers, "\n")+1:],
+		"REPLACE INTO `ferry_stage_triggers`.`kept` (" + triggerColumns + ") SELECT " + triggerColumns + " FROM information_schema.TRIGGERS WHERE " +
+			"(EVENT_OBJECT_SCHEMA = 'shop' AND EVENT_OBJECT_TABLE = 'orders') OR (EVENT_OBJECT_SCHEMA = 'shop' AND EVENT_OBJECT_TABLE = 'audit');",
+		"SET SESSION lock_wait_timeout = 60;",
+		"DROP TRIGGER `shop`.`orders_audit`;",
+		"DROP TRIGGER `shop`.`o``dd`;",
+		"START TRANSACTION;",
+	}
+	if got := lines[2 : 2+len(want)]; !slices.Equal(got, want) {
+		t.Fatalf("lines 3 to %d:\n%s\nwant\n%s", 2+len(want), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if tables[2+len(want)] != "shop.orders" || tables[2] != "" || lines[len(lines)-1] != "COMMIT;" {
+		t.Fatalf("tables %q, last line %q", tables, lines[len(lines)-1])
+	}
+}
+
+func TestMakeTriggersSQL(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tr   mysqlTrigger
+		want []string
+	}{
+		{"one statement, an account", mysqlTrigger{schema: "shop", name: "orders_audit", table: "orders", timing: "AFTER", event: "INSERT",
+			statement: "INSERT INTO audit (order_id) VALUES (NEW.id)", sqlMode: "STRICT_TRANS_TABLES", definer: "app@%", charset: "utf8mb4", collation: "utf8mb4_general_ci"},
+			[]string{"SET SESSION sql_mode = 'STRICT_TRANS_TABLES';", "SET SESSION character_set_client = 'utf8mb4';", "SET SESSION collation_connection = 'utf8mb4_general_ci';",
+				"DROP TRIGGER IF EXISTS `shop`.`orders_audit`;", "DELIMITER $$ferry$$",
+				"CREATE DEFINER=`app`@`%` TRIGGER `shop`.`orders_audit` AFTER INSERT ON `shop`.`orders` FOR EACH ROW INSERT INTO audit (order_id) VALUES (NEW.id)$$ferry$$",
+				"DELIMITER ;", ""}},
+		{"a body of statements holding the delimiter, a user with @ in its name, latin1 and non-ASCII", mysqlTrigger{schema: "s", name: "t", table: "x", timing: "BEFORE", event: "UPDATE",
+			statement: "BEGIN\n  SET NEW.note = 'é$$ferry$$';\nEND", definer: "a@b@localhost", charset: "latin1", collation: "latin1_swedish_ci"},
+			[]string{"SET SESSION sql_mode = '';", "SET SESSION character_set_client = 'utf8mb4';", "SET SESSION collation_connection = 'utf8mb4_general_ci';",
+				"DROP TRIGGER IF EXISTS `s`.`t`;", "DELIMITER $$ferry0$$",
+				"CREATE DEFINER=`a@b`@`localhost` TRIGGER `s`.`t` BEFORE UPDATE ON `s`.`x` FOR EACH ROW BEGIN", "  SET NEW.note = 'é$$ferry$$';", "END$$ferry0$$",
+				"DELIMITER ;", ""}},
+		{"latin1 with an ASCII body keeps it; a role", mysqlTrigger{schema: "s", name: "t", table: "x", timing: "AFTER", event: "DELETE",
+			statement: "DELETE FROM y", definer: "auditor", charset: "latin1", collation: "latin1_swedish_ci"},
+			[]string{"SET SESSION sql_mode = '';", "SET SESSION character_set_client = 'latin1';", "SET SESSION collation_connection = 'latin1_swedish_ci';",
+				"DROP TRIGGER IF EXISTS `s`.`t`;", "DELIMITER $$ferry$$",
+				"CREATE DEFINER=`auditor` TRIGGER `s`.`t` AFTER DELETE ON `s`.`x` FOR EACH ROW DELETE FROM y$$ferry$$",
+				"DELIMITER ;", ""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := strings.Split(makeTriggersSQL([]mysqlTrigger{c.tr}), "\n"); !slices.Equal(got, c.want) {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
 	}
 }

@@ -28,12 +28,13 @@ func mysqlShell(program string, cred credentials, args ...string) []string {
 	return clientShell("MYSQL_PWD", "MYSQL_ROOT_PASSWORD", program, append([]string{"--user=" + cred.user}, args...)...)
 }
 
-// query runs SQL in one mysql session and returns its tab-separated rows. The script ends with quit,
-// so the client stops without waiting for the end of stdin.
-func (c Dumps) query(ctx context.Context, item plans.DataItem, container string, cred credentials, sql string) ([][]string, error) {
+// query runs SQL in one mysql session, the client given args beside its own, and returns its
+// tab-separated rows. The script ends with quit, so the client stops without waiting for the end
+// of stdin.
+func (c Dumps) query(ctx context.Context, item plans.DataItem, container string, cred credentials, sql string, args ...string) ([][]string, error) {
 	var out bytes.Buffer
 	stdin := strings.NewReader(cred.passwordLine() + sql + "\nquit\n")
-	if err := c.exec(ctx, item, container, mysqlShell("mysql", cred, "--batch", "--skip-column-names"), stdin, &out); err != nil {
+	if err := c.exec(ctx, item, container, mysqlShell("mysql", cred, append([]string{"--batch", "--skip-column-names"}, args...)...), stdin, &out); err != nil {
 		return nil, err
 	}
 	return tabRows(&out)
@@ -227,7 +228,8 @@ func (c Dumps) endMySQLSessions(ctx context.Context, t target, schemas []string)
 }
 
 // carryBack loads the dump into staging schemas beside blue's (dropped again at the end), then
-// replaces the rows of the tables both have in one transaction (swapSQL) and counts them.
+// replaces the rows of the tables both have in one transaction (swapSQL), with blue's triggers
+// on them off (mysql_triggers.go), and counts them.
 func (mysql) carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snapshot.Database, t target, report *snapshot.Report) (err error) {
 	stage := map[string]string{}
 	back := map[string]string{}
@@ -236,9 +238,18 @@ func (mysql) carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snaps
 		stage[s], back[stagingName(s)] = stagingName(s), s
 		staging = append(staging, stagingName(s))
 	}
+	if n, err := remakeKeptTriggers(ctx, c, t, d.Schemas); err != nil {
+		return err
+	} else if n > 0 && c.Log != nil {
+		c.Log.Warn("made again blue's triggers that a carry-back broken off had taken off", "database", d.Name, "triggers", n)
+	}
+	var triggersOff []mysqlTrigger // taken off by the swap (some may still be there), made again at the end
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
+		if rerr := remakeTriggers(ctx, c, t, triggersOff); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("blue's triggers on the carried tables: %w", rerr))
+		}
 		var drop strings.Builder
 		for _, s := range staging {
 			drop.WriteString("DROP DATABASE IF EXISTS " + mysqlIdent(s) + ";\n")
@@ -265,7 +276,19 @@ func (mysql) carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snaps
 	}
 	name := func(table string) string { return d.Name + "/" + table }
 	if len(plan.copies) > 0 {
-		sql, tables := swapSQL(plan.copies, stage)
+		triggers, err := readTriggers(ctx, c, t, "information_schema.TRIGGERS", triggersOn(plan.copies))
+		if err != nil {
+			return fmt.Errorf("read blue's triggers on the carried tables: %w", err)
+		}
+		if len(triggers) > 0 {
+			if err := tryTriggers(ctx, c, t, triggers); err != nil {
+				report.Add(kind, snapshot.StatusFailed, d.Name, fmt.Sprintf("blue's %d triggers on the carried tables must be off while green's rows come, and made again after: "+
+					"ferry's user cannot make them as their definers (tried on empty tables of their tables' shape: %v); nothing of database %s was changed", len(triggers), err, d.Name))
+				return nil
+			}
+		}
+		sql, tables := swapSQL(plan.copies, stage, triggers)
+		triggersOff = triggers
 		if _, err := c.query(ctx, t.item, t.cfg.Container, t.cred, sql); err != nil {
 			var ce *clientError
 			if line := int(clientLineOf(err)); errors.As(err, &ce) && line > 0 && line <= len(tables) && tables[line-1] != "" {
@@ -302,10 +325,15 @@ func (mysql) carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snaps
 }
 
 // swapSQL replaces the rows of each table to copy by the staging table's, in one transaction, one
-// statement a line; tables[i] is the table of the statement on line i+1 ("" for none).
-func swapSQL(copies []tableCopy, stage map[string]string) (string, []string) {
-	lines := []string{"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION';", "SET SESSION foreign_key_checks = 0;", "START TRANSACTION;"}
-	tables := []string{"", "", ""}
+// statement a line; tables[i] is the table of the statement on line i+1 ("" for none). The
+// triggers on those tables are kept (keptTriggers) and dropped first.
+func swapSQL(copies []tableCopy, stage map[string]string, triggers []mysqlTrigger) (string, []string) {
+	lines := []string{"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION';", "SET SESSION foreign_key_checks = 0;"}
+	if len(triggers) > 0 {
+		lines = append(lines, keepAndDropTriggersSQL(triggers, copies)...)
+	}
+	lines = append(lines, "START TRANSACTION;")
+	tables := make([]string, len(lines))
 	for _, c := range copies {
 		cols := make([]string, len(c.columns))
 		for i, col := range c.columns {
