@@ -311,29 +311,37 @@ func locate(ctx context.Context, dyn dynamic.Interface, item *DataItem, secret *
 	if len(item.Volumes) > 0 {
 		item.Volume = item.Volumes[0]
 	}
-	if secret != nil {
-		s, err := dyn.Resource(secretsGVR).Namespace(item.Namespace).Get(ctx, secret.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			item.Problem = fmt.Sprintf("secret %s/%s not found", item.Namespace, secret.Name)
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("get secret %s/%s: %w", item.Namespace, secret.Name, err)
-		}
-		data, _, _ := unstructured.NestedMap(s.Object, "data")
-		var missing []string
-		for _, k := range keys {
-			if _, ok := data[k]; k != "" && !ok {
-				missing = append(missing, k)
-			}
-		}
-		if len(missing) > 0 {
-			item.Problem = fmt.Sprintf("secret %s/%s has no key %s", item.Namespace, secret.Name, strings.Join(missing, ", "))
-			return nil
-		}
+	if item.Problem, err = secretProblem(ctx, dyn, item.Namespace, secret, keys); err != nil || item.Problem != "" {
+		return err
 	}
 	item.Found = true
 	return nil
+}
+
+// secretProblem says what a data item's Secret in namespace lacks: it is not there, or has not
+// the keys, or "" when it has them (or the item names no Secret). Its values are never read out.
+func secretProblem(ctx context.Context, dyn dynamic.Interface, namespace string, secret *config.SecretRef, keys []string) (string, error) {
+	if secret == nil {
+		return "", nil
+	}
+	s, err := dyn.Resource(secretsGVR).Namespace(namespace).Get(ctx, secret.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("secret %s/%s not found", namespace, secret.Name), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get secret %s/%s: %w", namespace, secret.Name, err)
+	}
+	data, _, _ := unstructured.NestedMap(s.Object, "data")
+	var missing []string
+	for _, k := range keys {
+		if _, ok := data[k]; k != "" && !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("secret %s/%s has no key %s", namespace, secret.Name, strings.Join(missing, ", ")), nil
+	}
+	return "", nil
 }
 
 // findServed finds a served resource by "plural" or "plural.group".

@@ -138,11 +138,33 @@ func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
 		}
 		return nil
 	}
+	// The Secret a target section names is the target's own: the restore reads the target's
+	// credentials from it, after the quiesce.
+	checkSecret := func(kind, name, namespace string, secret *config.SecretRef, keys ...string) error {
+		if namespace == "" {
+			return nil // a bucket at an endpoint, its Secret nowhere to look for
+		}
+		problem, err := secretProblem(ctx, target.Dynamic, namespace, secret, keys)
+		if err != nil || problem == "" {
+			return err
+		}
+		if placement != nil {
+			p.block(kind+" "+name, "the %s's target section names credentials green lacks: %s", kind, problem)
+		} else {
+			p.warn(kind+" "+name, "the %s's target section names credentials the target lacks: %s, unless objects the restore makes create them", kind, problem)
+		}
+		return nil
+	}
 	for _, item := range p.Databases {
 		if cfg, ok := p.Config.DatabaseNamed(item.Name); ok && item.Found {
 			on := cfg.OnTarget(p.Config.MapNamespace)
 			if err := check("database", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}); err != nil {
 				return err
+			}
+			if cfg.Target != nil && cfg.Target.Secret != nil {
+				if err := checkSecret("database", item.Name, on.Namespace, on.Secret, secretKey(on.Secret, "user"), secretKey(on.Secret, "password")); err != nil {
+					return fmt.Errorf("target: %w", err)
+				}
 			}
 		}
 	}
@@ -151,6 +173,11 @@ func checkDataPlaces(ctx context.Context, p *Plan, target Clients) error {
 			on := cfg.OnTarget(p.Config.MapNamespace)
 			if err := check("bucket", item.Name, place{cfg.Namespace, cfg.Workload}, place{on.Namespace, on.Workload}); err != nil {
 				return err
+			}
+			if cfg.Target != nil && cfg.Target.Secret != nil {
+				if err := checkSecret("bucket", item.Name, on.Namespace, on.Secret, secretKey(on.Secret, "access"), secretKey(on.Secret, "secret")); err != nil {
+					return fmt.Errorf("target: %w", err)
+				}
 			}
 		}
 	}

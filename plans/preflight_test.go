@@ -68,6 +68,22 @@ func TestPreflight(t *testing.T) {
 	keys.Target = &config.BucketTarget{Secret: &config.SecretRef{Name: "green-keys"}}
 	otherKeys := Plan{Config: config.Planning{Buckets: []config.Bucket{keys}}, Buckets: []DataItem{{Name: "mlpipeline", Namespace: "kubeflow", Found: true}},
 		Resources: []Resource{{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Namespaced: true, Count: 1, Namespaces: map[string]Count{"kubeflow": {Count: 1}}}}}
+	otherKeysUpgrade := otherKeys
+	otherKeysUpgrade.Upgrade = &Upgrade{}
+	otherKeysUpgrade.Config.Platform = config.ReleasePart{Namespaces: []string{"other"}}
+	secret := func(name string, keys ...string) runtime.Object {
+		u := object("v1", "Secret", "kubeflow", name)
+		data := map[string]any{}
+		for _, k := range keys {
+			data[k] = "c2VjcmV0"
+		}
+		u.Object["data"] = data
+		return u
+	}
+	namedKeys := minio
+	namedKeys.Target = &config.BucketTarget{Secret: &config.SecretRef{Name: "green-keys", AccessKey: "accesskey", SecretKey: "secretkey"}}
+	otherNamedKeys := otherKeys
+	otherNamedKeys.Config = config.Planning{Buckets: []config.Bucket{namedKeys}}
 	type finding struct{ severity, subject, message string }
 	for _, tc := range []struct {
 		name     string
@@ -132,7 +148,15 @@ func TestPreflight(t *testing.T) {
 			want: []finding{{Warning, "bucket mlpipeline", "the target runs no deployment/seaweedfs in namespace kubeflow, where the bucket's target section keeps it, unless objects the restore makes create it"}}},
 		{name: "an upgrade's target section names a workload green lacks", plan: storeMovedUpgrade,
 			want: []finding{{Blocking, "bucket mlpipeline", "green's release runs no deployment/seaweedfs in namespace kubeflow, where the bucket's target section keeps it"}}},
-		{name: "a target section of other credentials alone, the workload made by the restore", plan: otherKeys},
+		{name: "a target section of other credentials alone, the workload made by the restore", plan: otherKeys, objs: []runtime.Object{secret("green-keys")}},
+		// The target's credentials are read after the quiesce: their Secret must be there.
+		{name: "a target section's Secret missing", plan: otherKeys,
+			want: []finding{{Warning, "bucket mlpipeline", "the bucket's target section names credentials the target lacks: secret kubeflow/green-keys not found, unless objects the restore makes create them"}}},
+		{name: "an upgrade's target section's Secret missing", plan: otherKeysUpgrade, objs: []runtime.Object{object("apps/v1", "Deployment", "kubeflow", "minio")},
+			want: []finding{{Blocking, "bucket mlpipeline", "the bucket's target section names credentials green lacks: secret kubeflow/green-keys not found"}}},
+		{name: "a target section's Secret without a key", plan: otherNamedKeys, objs: []runtime.Object{secret("green-keys", "accesskey")},
+			want: []finding{{Warning, "bucket mlpipeline", "secret kubeflow/green-keys has no key secretkey"}}},
+		{name: "a target section's Secret with its keys", plan: otherNamedKeys, objs: []runtime.Object{secret("green-keys", "accesskey", "secretkey")}},
 		{name: "a bucket's target section names a workload the target runs", plan: storeMoved, objs: []runtime.Object{object("apps/v1", "Deployment", "kubeflow", "seaweedfs")}},
 		{name: "an upgrade onto a release without blue's store", plan: storeReplaced,
 			want: []finding{{Blocking, "bucket mlpipeline", "green's release runs no deployment/minio in namespace kubeflow, where blue keeps the bucket, and the upgrade leaves blue's to the release: name where green keeps it in the bucket's target section"}}},
