@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -68,13 +70,26 @@ type QuiesceItem struct {
 
 // Stop applies every rule to the objects it selects, recording each original first, and returns
 // once no pod of the writers it stopped runs (waitStopped, up to StopTimeout). An object already
-// carrying the record is left as it is, so Stop is idempotent (a resumed run repeats it, and waits
-// for the pods again).
+// carrying the record keeps it, so Stop is idempotent (a resumed run repeats it, and waits for the
+// pods again); one that something started again since (Held) is stopped again.
 func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
 	var writers []writerPods
 	err := q.each(ctx, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
-		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; !ok {
+		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
+			_, patch, err := quiescePatch(rule, obj)
+			if err != nil {
+				return err
+			}
+			if field, now, want := unmet(patch, obj.Object); field != "" {
+				if obj, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
+					return err
+				}
+				q.Log.Warn("a writer was started again since the quiesce; stopped it again", "resource", rule.Resource, "namespace", obj.GetNamespace(), "name", obj.GetName(),
+					"field", field, "was", now, "now", want)
+				done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: "stopped again: started since the quiesce"})
+			}
+		} else {
 			orig, patch, err := quiescePatch(rule, obj)
 			if err != nil {
 				return err
@@ -97,11 +112,93 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 		return done, err
 	}
 	start := time.Now()
-	pods, err := q.waitStopped(ctx, writers, cmp.Or(q.StopTimeout, WritersStopTimeout))
+	pods, err := q.waitStopped(ctx, writers, cmp.Or(q.StopTimeout, WritersStopTimeout), func() error {
+		// A writer started again as soon as it was stopped (a GitOps tool's self-heal) keeps
+		// its pods: say so now rather than at the timeout.
+		again, _, err := q.startedAgain(ctx)
+		if err == nil && len(again) > 0 {
+			err = fmt.Errorf("writers were started again as ferry stopped them: %s: stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then run again: %w",
+				strings.Join(again[:min(len(again), 5)], "; "), ErrStopped)
+		}
+		return err
+	})
 	if pods > 0 && err == nil {
 		q.Log.Info("the stopped writers' pods ended", "pods", pods, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return done, err
+}
+
+// Held says how the quiesce no longer holds, one line each, or nothing: every object the rules
+// select must carry the record and be as Stop left it, and none of their pods run. While a backup
+// reads, something may start a stopped writer again (a GitOps tool's self-heal puts back the
+// replicas its repository holds, an autoscaler, an operator), or a new writer may appear; what
+// they write then is not all in the backup.
+func (q Quiescer) Held(ctx context.Context) ([]string, error) {
+	broken, writers, err := q.startedAgain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	running, _, err := q.runningPods(ctx, writers, ownerCache{})
+	for _, p := range running {
+		broken = append(broken, "pod "+p+" runs")
+	}
+	return broken, err
+}
+
+// startedAgain names the objects the rules select that are no longer as Stop left them, and
+// lists the pods of all of them.
+func (q Quiescer) startedAgain(ctx context.Context) ([]string, []writerPods, error) {
+	var broken []string
+	var writers []writerPods
+	err := q.each(ctx, func(rule config.QuiesceRule, _ dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+		id := rule.Resource + " " + path.Join(obj.GetNamespace(), obj.GetName())
+		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; !ok {
+			broken = append(broken, id+": not stopped: made, or its quiesce record removed, since the quiesce")
+		} else if _, patch, err := quiescePatch(rule, obj); err != nil {
+			return err
+		} else if field, now, want := unmet(patch, obj.Object); field != "" {
+			broken = append(broken, fmt.Sprintf("%s: started again (%s is %s, the quiesce set %s)", id, field, now, want))
+		}
+		found, err := q.writerPodsOf(ctx, rule, obj)
+		writers = append(writers, found...)
+		return err
+	})
+	return broken, writers, err
+}
+
+// unmet names the first field the merge patch sets that obj does not hold as it sets it, with
+// both values as JSON, or "" when obj holds the whole patch.
+func unmet(patch []byte, obj map[string]any) (field, now, want string) {
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return "the quiesce's patch", "unreadable", err.Error()
+	}
+	var walk func(prefix string, p, o map[string]any) (string, string, string)
+	walk = func(prefix string, p, o map[string]any) (string, string, string) {
+		for _, k := range slices.Sorted(maps.Keys(p)) {
+			got, has := o[k]
+			if sub, ok := p[k].(map[string]any); ok {
+				gotMap, _ := got.(map[string]any)
+				if f, n, w := walk(prefix+k+".", sub, gotMap); f != "" {
+					return f, n, w
+				}
+				continue
+			}
+			wantJSON, _ := json.Marshal(p[k])
+			gotJSON, _ := json.Marshal(got)
+			if p[k] == nil && !has {
+				continue
+			}
+			if !has || string(gotJSON) != string(wantJSON) {
+				if !has {
+					gotJSON = []byte("unset")
+				}
+				return prefix + k, string(gotJSON), string(wantJSON)
+			}
+		}
+		return "", "", ""
+	}
+	return walk("", p, obj)
 }
 
 // Start undoes Stop on every object that carries the record, and removes the record.
@@ -155,48 +252,27 @@ type writerPods struct {
 // Pods that ended (Succeeded, Failed) write nothing. It waits up to timeout, longer by as much as
 // the longest grace period of a pod it saw exceeds Kubernetes' default: a database given ten
 // minutes to flush gets them.
-func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout time.Duration) (int, error) {
+func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout time.Duration, stillStopped func() error) (int, error) {
 	start := time.Now()
 	deadline := start.Add(timeout)
 	first := -1
 	owners := ownerCache{} // kept across polls: an object's owners do not change as its pods end
 	for {
-		var running []string
-		lists := map[[2]string]*unstructured.UnstructuredList{} // by namespace and selector: many writers share one
-		for _, w := range writers {
-			list := lists[[2]string{w.namespace, w.selector}]
-			if list == nil {
-				var err error
-				if list, err = q.Dynamic.Resource(podsGVR).Namespace(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector}); err != nil {
-					return first, fmt.Errorf("pods of %s: %w", w.owner, err)
-				}
-				lists[[2]string{w.namespace, w.selector}] = list
-			}
-			for i := range list.Items {
-				p := &list.Items[i]
-				if phase, _, _ := unstructured.NestedString(p.Object, "status", "phase"); phase == "Succeeded" || phase == "Failed" {
-					continue
-				}
-				if w.selector == "" {
-					owned, err := q.ownedBy(ctx, p, w.owned, owners)
-					if err != nil {
-						return first, fmt.Errorf("pods of %s: %w", w.owner, err)
-					}
-					if !owned {
-						continue
-					}
-				}
-				running = append(running, p.GetNamespace()+"/"+p.GetName()+" of "+w.owner)
-				if extra := gracePeriod(p) - defaultGracePeriod; extra > 0 && start.Add(timeout+extra).After(deadline) {
-					deadline = start.Add(timeout + extra)
-				}
-			}
+		running, grace, err := q.runningPods(ctx, writers, owners)
+		if err != nil {
+			return first, err
+		}
+		if extra := grace - defaultGracePeriod; extra > 0 && start.Add(timeout+extra).After(deadline) {
+			deadline = start.Add(timeout + extra)
 		}
 		if first < 0 {
 			first = len(running)
 		}
 		if len(running) == 0 {
 			return first, nil
+		}
+		if err := stillStopped(); err != nil {
+			return first, err
 		}
 		if !time.Now().Before(deadline) {
 			return first, fmt.Errorf("%d pods of the writers stopped still run after %s (%s): a backup now could miss what they write last; "+
@@ -208,6 +284,42 @@ func (q Quiescer) waitStopped(ctx context.Context, writers []writerPods, timeout
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// runningPods lists the writers' pods that have not ended ("namespace/name of owner"), and the
+// longest grace period among them.
+func (q Quiescer) runningPods(ctx context.Context, writers []writerPods, owners ownerCache) ([]string, time.Duration, error) {
+	var running []string
+	var longest time.Duration
+	lists := map[[2]string]*unstructured.UnstructuredList{} // by namespace and selector: many writers share one
+	for _, w := range writers {
+		list := lists[[2]string{w.namespace, w.selector}]
+		if list == nil {
+			var err error
+			if list, err = q.Dynamic.Resource(podsGVR).Namespace(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector}); err != nil {
+				return nil, 0, fmt.Errorf("pods of %s: %w", w.owner, err)
+			}
+			lists[[2]string{w.namespace, w.selector}] = list
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if phase, _, _ := unstructured.NestedString(p.Object, "status", "phase"); phase == "Succeeded" || phase == "Failed" {
+				continue
+			}
+			if w.selector == "" {
+				owned, err := q.ownedBy(ctx, p, w.owned, owners)
+				if err != nil {
+					return nil, 0, fmt.Errorf("pods of %s: %w", w.owner, err)
+				}
+				if !owned {
+					continue
+				}
+			}
+			running = append(running, p.GetNamespace()+"/"+p.GetName()+" of "+w.owner)
+			longest = max(longest, gracePeriod(p))
+		}
+	}
+	return running, longest, nil
 }
 
 // defaultGracePeriod is Kubernetes' default terminationGracePeriodSeconds.

@@ -2,7 +2,9 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
@@ -272,5 +275,94 @@ func TestKubeflowPresetWaitsForRunningWorkflowSteps(t *testing.T) {
 	}
 	if _, ok := mustGet(t, dyn, workflowsGVR, "train").GetAnnotations()[QuiescedAnnotation]; !ok {
 		t.Fatal("the running workflow carries no quiesce record")
+	}
+}
+
+// TestHeldFindsWritersStartedAgain: while the backup reads, something may start a stopped writer
+// again (a GitOps tool's self-heal puts back its repository's replicas, an autoscaler, an
+// operator), or a new writer may appear; what they write then is not all in the backup. Held
+// names each, and nothing while the writers stay stopped.
+func TestHeldFindsWritersStartedAgain(t *testing.T) {
+	ctx := context.Background()
+	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	deployment := func(name string, replicas int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": name, "namespace": "shop"},
+			"spec":     map[string]any{"replicas": replicas, "selector": map[string]any{"matchLabels": map[string]any{"app": name}}}}}
+	}
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "web-2", "namespace": "shop", "labels": map[string]any{"app": "web"}},
+		"status":   map[string]any{"phase": "Running"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}, deployment("web", 2))
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler),
+		Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+	if _, err := q.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := func(want ...string) {
+		t.Helper()
+		got, err := q.Held(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("Held: %q, want %q", got, want)
+		}
+	}
+	held()
+	deployments := dyn.Resource(deploymentsGVR).Namespace("shop")
+	if _, err := deployments.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held("deployments.apps shop/web: started again (spec.replicas is 3, the quiesce set 0)")
+	if _, err := deployments.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(podsGVR).Namespace("shop").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held("pod shop/web-2 of deployments.apps shop/web runs")
+	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "web-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deployments.Create(ctx, deployment("api", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held("deployments.apps shop/api: not stopped: made, or its quiesce record removed, since the quiesce")
+}
+
+// TestStopSaysAtOnceWhenAWriterIsStartedAgain: a writer started again as soon as Stop stopped it
+// (a GitOps tool's self-heal) keeps its pods running; Stop says so at once, naming it, rather
+// than after waiting its whole timeout for the pods.
+func TestStopSaysAtOnceWhenAWriterIsStartedAgain(t *testing.T) {
+	ctx := context.Background()
+	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	deployment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop"},
+		"spec":     map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}}}
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "web-1", "namespace": "shop", "labels": map[string]any{"app": "web"}},
+		"status":   map[string]any{"phase": "Running"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}, deployment, pod)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute,
+		Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+	done := stopAsync(ctx, q)
+	mustStillWait(t, done, "web-1 still runs")
+	if _, err := dyn.Resource(deploymentsGVR).Namespace("shop").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "deployments.apps shop/web: started again (spec.replicas is 2, the quiesce set 0)") {
+			t.Fatalf("Stop: %v; want it stopped, naming the writer started again", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop still waits for the pods of a writer started again")
 	}
 }

@@ -415,14 +415,43 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 }
 
 func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
-	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil }, nil)
+	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.quiescer(r.o.Blue, false), r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil }, nil)
 }
 
-// backup makes the backup name of the source's plan, once, and applies the same gate to it
+// backup makes the backup of the source's plan while its writers stay stopped: it stops again
+// those started since the quiesce (as a resumed run's may have been), backs up (backupOnce), and
+// checks the quiesce held. Something may start a writer while the backup reads (a GitOps tool's
+// self-heal, an autoscaler, an operator): the backup, which may lack what it wrote, is deleted
+// then, and the run stops, naming the writers.
+func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, writers Quiescer, encryptTo []string, plan func() (*plans.Plan, error),
+	lacking func(*snapshot.Manifest) []string) (any, string, error) {
+	if _, err := writers.Stop(ctx); err != nil {
+		return nil, "", fmt.Errorf("keep the writers stopped: %w", err)
+	}
+	data, detail, err := r.backupOnce(ctx, name, source, encryptTo, plan, lacking)
+	if err != nil {
+		return data, detail, err
+	}
+	broken, err := writers.Held(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("check the writers stayed stopped: %w", err)
+	}
+	if len(broken) > 0 {
+		if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil {
+			r.o.Log.Warn("could not delete the backup made while writers ran", "backup", name, "error", err)
+		}
+		return nil, "", fmt.Errorf("writers ran during backup %s, which is deleted, as it may lack what they wrote: %s: "+
+			"stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then resume the run, which stops them again, or roll it back: %w",
+			name, strings.Join(broken[:min(len(broken), 5)], "; "), ErrStopped)
+	}
+	return data, detail, nil
+}
+
+// backupOnce makes the backup name of the source's plan, once, and applies the same gate to it
 // whether it was made now or by a run that died: skipped items stop the run unless AllowSkipped.
 // A backup begun by a run that died is kept when complete, unless it skipped items that are not
 // allowed (it is made again: what was missing may be back), or lacks what lacking names.
-func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, encryptTo []string, plan func() (*plans.Plan, error),
+func (r *Runner) backupOnce(ctx context.Context, name string, source kinds.Cluster, encryptTo []string, plan func() (*plans.Plan, error),
 	lacking func(*snapshot.Manifest) []string) (any, string, error) {
 	again := ""
 	if m, err := snapshot.ReadManifest(ctx, r.o.Store, name); err == nil {

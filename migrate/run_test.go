@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,13 @@ import (
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -257,7 +265,7 @@ func TestResumedBackupAppliesTheGate(t *testing.T) {
 			if err := r.o.Store.Create(ctx, snapshot.Prefix(name)+snapshot.ManifestFile, bytes.NewReader(data)); err != nil {
 				t.Fatal(err)
 			}
-			_, detail, err := r.backup(ctx, name, kinds.Cluster{}, nil, func() (*plans.Plan, error) { return nil, errAgain },
+			_, detail, err := r.backupOnce(ctx, name, kinds.Cluster{}, nil, func() (*plans.Plan, error) { return nil, errAgain },
 				func(*snapshot.Manifest) []string { return tc.lacks })
 			if again := errors.Is(err, errAgain); again != tc.wantAgain {
 				t.Fatalf("backed up again: %v (%v), want %v", again, err, tc.wantAgain)
@@ -288,5 +296,50 @@ func TestLacks(t *testing.T) {
 	}
 	if got := lacks(original, original, snapshot.Mapping{}); len(got) != 0 {
 		t.Errorf("a backup holding everything lacks %q", got)
+	}
+}
+
+// TestBackupWhileAWriterRanIsDeleted: a writer started again while the backup read (here, when
+// the backup's gate looks at it) makes the backup untrustworthy: it is deleted and the run stops,
+// naming the writer. With the writers stopped, the same backup passes.
+func TestBackupWhileAWriterRanIsDeleted(t *testing.T) {
+	ctx := context.Background()
+	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	for _, selfHeal := range []bool{false, true} {
+		r := testRunner(t, Options{})
+		name := r.Journal.Run.ID
+		data, _ := json.Marshal(snapshot.Manifest{FormatVersion: "1", Name: name})
+		if err := r.o.Store.Create(ctx, snapshot.Prefix(name)+snapshot.ManifestFile, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"},
+			&unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+				"metadata": map[string]any{"name": "web", "namespace": "shop"},
+				"spec":     map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}}})
+		mapper := meta.NewDefaultRESTMapper(nil)
+		mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+		q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler),
+			Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+		if _, err := q.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := r.backup(ctx, name, kinds.Cluster{}, q, nil, nil, func(*snapshot.Manifest) []string {
+			if selfHeal {
+				if _, err := dyn.Resource(deploymentsGVR).Namespace("shop").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return nil
+		})
+		_, readErr := snapshot.ReadManifest(ctx, r.o.Store, name)
+		switch {
+		case !selfHeal && (err != nil || readErr != nil):
+			t.Errorf("writers stopped: %v, the backup: %v; want it passed and kept", err, readErr)
+		case selfHeal && (!errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "deployments.apps shop/web: started again (spec.replicas is 2, the quiesce set 0)")):
+			t.Errorf("a writer started during the backup: %v; want the run stopped, naming it", err)
+		case selfHeal && readErr == nil:
+			t.Error("a writer started during the backup: the backup is still there")
+		}
 	}
 }
