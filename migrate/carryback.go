@@ -176,7 +176,7 @@ func (r *Runner) backupGreenStep(ctx context.Context) (any, string, error) {
 		recipients = original.Encryption.Recipients // green's data is kept as the run's backup was
 	}
 	var left []string
-	data, detail, err := r.backup(ctx, CarryBackName(r.Journal.Run.ID), r.o.Green, r.quiescer(r.o.Green, true), recipients, func() (*plans.Plan, error) {
+	data, detail, err := r.backup(ctx, CarryBackName(r.Journal.Run.ID), r.o.Green, []Quiescer{r.quiescer(r.o.Green, true)}, recipients, func() (*plans.Plan, error) {
 		plan, err := r.greenPlan(ctx)
 		if err != nil {
 			return nil, err

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,22 +71,24 @@ type QuiesceItem struct {
 // Stop applies every rule to the objects it selects, recording each original first, and returns
 // once no pod of the writers it stopped runs (waitStopped, up to StopTimeout). An object already
 // carrying the record keeps it, so Stop is idempotent (a resumed run repeats it, and waits for the
-// pods again); one that something started again since (Held) is stopped again.
+// pods again); one its rule stopped that something started again since (restarted) is stopped
+// again, and one started again while Stop waits for the pods stops it at once.
 func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
 	var writers []writerPods
+	var checked []stoppedObject
 	err := q.each(ctx, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
-		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
-			_, patch, err := quiescePatch(rule, obj)
-			if err != nil {
-				return err
-			}
-			if field, now, want := unmet(patch, obj.Object); field != "" {
+		if record, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
+			if field, now := restarted(rule, record, obj); field != "" {
+				_, patch, err := quiescePatch(rule, obj)
+				if err != nil {
+					return err
+				}
 				if obj, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
 					return err
 				}
 				q.Log.Warn("a writer was started again since the quiesce; stopped it again", "resource", rule.Resource, "namespace", obj.GetNamespace(), "name", obj.GetName(),
-					"field", field, "was", now, "now", want)
+					"field", field, "was", now)
 				done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: "stopped again: started since the quiesce"})
 			}
 		} else {
@@ -104,6 +106,7 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 			}
 			done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: rule.Why})
 		}
+		checked = append(checked, stoppedObject{rule: rule, client: client, name: obj.GetName()})
 		found, err := q.writerPodsOf(ctx, rule, obj)
 		writers = append(writers, found...)
 		return err
@@ -113,14 +116,24 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 	}
 	start := time.Now()
 	pods, err := q.waitStopped(ctx, writers, cmp.Or(q.StopTimeout, WritersStopTimeout), func() error {
-		// A writer started again as soon as it was stopped (a GitOps tool's self-heal) keeps
-		// its pods: say so now rather than at the timeout.
-		again, _, err := q.startedAgain(ctx)
-		if err == nil && len(again) > 0 {
-			err = fmt.Errorf("writers were started again as ferry stopped them: %s: stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then run again: %w",
+		// A writer started again as soon as it was stopped (a GitOps tool's self-heal) keeps its
+		// pods: say so now rather than at the timeout. An object that cannot be read now is
+		// read again at the next poll.
+		var again []string
+		for _, o := range checked {
+			obj, err := o.client.Get(ctx, o.name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			if field, now := restarted(o.rule, obj.GetAnnotations()[QuiescedAnnotation], obj); field != "" {
+				again = append(again, startedAgainLine(o.rule, obj, field, now))
+			}
+		}
+		if len(again) > 0 {
+			return fmt.Errorf("writers were started again as ferry stopped them: %s: stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then run again: %w",
 				strings.Join(again[:min(len(again), 5)], "; "), ErrStopped)
 		}
-		return err
+		return nil
 	})
 	if pods > 0 && err == nil {
 		q.Log.Info("the stopped writers' pods ended", "pods", pods, "took", time.Since(start).Round(time.Millisecond))
@@ -128,13 +141,67 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 	return done, err
 }
 
+// stoppedObject is an object Stop stopped, or found stopped, by rule.
+type stoppedObject struct {
+	rule   config.QuiesceRule
+	client dynamic.ResourceInterface
+	name   string
+}
+
+// restarted names the field of obj that says it was started again since its rule stopped it,
+// and its value now, or "" when it is as the rule left it. Only the fields a rule to scale to
+// zero or to suspend sets are read: the annotations and patches of the others are for
+// controllers that may rewrite them (their pods are what Held reads), and an object another
+// rule recorded (record) is that rule's.
+func restarted(rule config.QuiesceRule, record string, obj *unstructured.Unstructured) (field, now string) {
+	var orig original
+	if json.Unmarshal([]byte(record), &orig) != nil || orig.Action != rule.Action {
+		return "", ""
+	}
+	switch rule.Action {
+	case ScaleToZero:
+		replicas, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+		if !found {
+			return "spec.replicas", "unset (1)"
+		}
+		if replicas != 0 {
+			return "spec.replicas", strconv.FormatInt(replicas, 10)
+		}
+	case Suspend:
+		if suspend, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend"); !suspend {
+			return "spec.suspend", "false"
+		}
+	}
+	return "", ""
+}
+
+// startedAgainLine says that obj, stopped by rule, was started again: field is now now.
+func startedAgainLine(rule config.QuiesceRule, obj *unstructured.Unstructured, field, now string) string {
+	want := "0"
+	if rule.Action == Suspend {
+		want = "true"
+	}
+	return fmt.Sprintf("%s %s: started again (%s is %s, the quiesce set %s)", rule.Resource, path.Join(obj.GetNamespace(), obj.GetName()), field, now, want)
+}
+
 // Held says how the quiesce no longer holds, one line each, or nothing: every object the rules
-// select must carry the record and be as Stop left it, and none of their pods run. While a backup
-// reads, something may start a stopped writer again (a GitOps tool's self-heal puts back the
-// replicas its repository holds, an autoscaler, an operator), or a new writer may appear; what
-// they write then is not all in the backup.
+// select must carry the record and be as its rule left it (restarted), and none of their pods
+// run. While a backup reads, something may start a stopped writer again (a GitOps tool's
+// self-heal puts back the replicas its repository holds, an autoscaler, an operator), or a new
+// writer may appear; what they write then is not all in the backup.
 func (q Quiescer) Held(ctx context.Context) ([]string, error) {
-	broken, writers, err := q.startedAgain(ctx)
+	var broken []string
+	var writers []writerPods
+	err := q.each(ctx, func(rule config.QuiesceRule, _ dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+		if record, ok := obj.GetAnnotations()[QuiescedAnnotation]; !ok {
+			broken = append(broken, rule.Resource+" "+path.Join(obj.GetNamespace(), obj.GetName())+": not stopped: made, or its quiesce record removed, since the quiesce")
+		} else if field, now := restarted(rule, record, obj); field != "" {
+			broken = append(broken, startedAgainLine(rule, obj, field, now))
+		}
+		found, err := q.writerPodsOf(ctx, rule, obj)
+		writers = append(writers, found...)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -143,62 +210,6 @@ func (q Quiescer) Held(ctx context.Context) ([]string, error) {
 		broken = append(broken, "pod "+p+" runs")
 	}
 	return broken, err
-}
-
-// startedAgain names the objects the rules select that are no longer as Stop left them, and
-// lists the pods of all of them.
-func (q Quiescer) startedAgain(ctx context.Context) ([]string, []writerPods, error) {
-	var broken []string
-	var writers []writerPods
-	err := q.each(ctx, func(rule config.QuiesceRule, _ dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
-		id := rule.Resource + " " + path.Join(obj.GetNamespace(), obj.GetName())
-		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; !ok {
-			broken = append(broken, id+": not stopped: made, or its quiesce record removed, since the quiesce")
-		} else if _, patch, err := quiescePatch(rule, obj); err != nil {
-			return err
-		} else if field, now, want := unmet(patch, obj.Object); field != "" {
-			broken = append(broken, fmt.Sprintf("%s: started again (%s is %s, the quiesce set %s)", id, field, now, want))
-		}
-		found, err := q.writerPodsOf(ctx, rule, obj)
-		writers = append(writers, found...)
-		return err
-	})
-	return broken, writers, err
-}
-
-// unmet names the first field the merge patch sets that obj does not hold as it sets it, with
-// both values as JSON, or "" when obj holds the whole patch.
-func unmet(patch []byte, obj map[string]any) (field, now, want string) {
-	var p map[string]any
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return "the quiesce's patch", "unreadable", err.Error()
-	}
-	var walk func(prefix string, p, o map[string]any) (string, string, string)
-	walk = func(prefix string, p, o map[string]any) (string, string, string) {
-		for _, k := range slices.Sorted(maps.Keys(p)) {
-			got, has := o[k]
-			if sub, ok := p[k].(map[string]any); ok {
-				gotMap, _ := got.(map[string]any)
-				if f, n, w := walk(prefix+k+".", sub, gotMap); f != "" {
-					return f, n, w
-				}
-				continue
-			}
-			wantJSON, _ := json.Marshal(p[k])
-			gotJSON, _ := json.Marshal(got)
-			if p[k] == nil && !has {
-				continue
-			}
-			if !has || string(gotJSON) != string(wantJSON) {
-				if !has {
-					gotJSON = []byte("unset")
-				}
-				return prefix + k, string(gotJSON), string(wantJSON)
-			}
-		}
-		return "", "", ""
-	}
-	return walk("", p, obj)
 }
 
 // Start undoes Stop on every object that carries the record, and removes the record.

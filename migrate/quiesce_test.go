@@ -366,3 +366,36 @@ func TestStopSaysAtOnceWhenAWriterIsStartedAgain(t *testing.T) {
 		t.Fatal("Stop still waits for the pods of a writer started again")
 	}
 }
+
+// TestTwoRulesOnOneObject: the object carries the record of the rule that stopped it first; the
+// other rule's is not its record, so it is not taken for started again, nor stopped again
+// without a record that Start would undo.
+func TestTwoRulesOnOneObject(t *testing.T) {
+	ctx := context.Background()
+	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"},
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "shop"},
+			"spec":     map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}}})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), Rules: []config.QuiesceRule{
+		{Resource: "deployments.apps", Namespace: "shop", Action: Annotate, Annotations: map[string]string{"example.com/paused": "true"}},
+		{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+	for range 2 {
+		if _, err := q.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if broken, err := q.Held(ctx); err != nil || len(broken) > 0 {
+		t.Fatalf("Held: %q, %v; want nothing", broken, err)
+	}
+	if _, err := q.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	web := mustGet(t, dyn, deploymentsGVR, "web")
+	if replicas, _, _ := unstructured.NestedInt64(web.Object, "spec", "replicas"); replicas != 2 || len(web.GetAnnotations()) > 0 {
+		t.Fatalf("after Start: replicas %d, annotations %v; want 2 and none", replicas, web.GetAnnotations())
+	}
+}

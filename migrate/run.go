@@ -415,7 +415,34 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 }
 
 func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
-	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.quiescer(r.o.Blue, false), r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil }, nil)
+	return r.backup(ctx, r.Journal.Run.Backup, r.o.Blue, r.writers(), r.o.EncryptTo, func() (*plans.Plan, error) { return r.plan, nil }, nil)
+}
+
+// writers are the quiescers of the writers the run stopped until the shift: blue's, and in an
+// upgrade green's release's, which must not set up its databases before blue's data is in.
+func (r *Runner) writers() []Quiescer {
+	writers := []Quiescer{r.quiescer(r.o.Blue, false)}
+	if r.o.Upgrade != nil {
+		writers = append(writers, r.quiescer(r.o.Green, true))
+	}
+	return writers
+}
+
+// writersHeld stops the run when a writer it stopped (writers) was started again; what names what
+// the writers' data must not have missed.
+func writersHeld(ctx context.Context, writers []Quiescer, what string) error {
+	var broken []string
+	for _, q := range writers {
+		found, err := q.Held(ctx)
+		if err != nil {
+			return fmt.Errorf("check the writers stayed stopped: %w", err)
+		}
+		broken = append(broken, found...)
+	}
+	if len(broken) == 0 {
+		return nil
+	}
+	return fmt.Errorf("writers ran during %s: %s: %w", what, strings.Join(broken[:min(len(broken), 5)], "; "), ErrStopped)
 }
 
 // backup makes the backup of the source's plan while its writers stay stopped: it stops again
@@ -423,26 +450,30 @@ func (r *Runner) backupStep(ctx context.Context) (any, string, error) {
 // checks the quiesce held. Something may start a writer while the backup reads (a GitOps tool's
 // self-heal, an autoscaler, an operator): the backup, which may lack what it wrote, is deleted
 // then, and the run stops, naming the writers.
-func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, writers Quiescer, encryptTo []string, plan func() (*plans.Plan, error),
+func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, writers []Quiescer, encryptTo []string, plan func() (*plans.Plan, error),
 	lacking func(*snapshot.Manifest) []string) (any, string, error) {
-	if _, err := writers.Stop(ctx); err != nil {
-		return nil, "", fmt.Errorf("keep the writers stopped: %w", err)
+	for _, q := range writers {
+		again, err := q.Stop(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("keep the writers stopped: %w", err)
+		}
+		// A backup left by a run that died may have been made while these ran.
+		if len(again) > 0 {
+			if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+				return nil, "", err
+			}
+		}
 	}
 	data, detail, err := r.backupOnce(ctx, name, source, encryptTo, plan, lacking)
 	if err != nil {
 		return data, detail, err
 	}
-	broken, err := writers.Held(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("check the writers stayed stopped: %w", err)
-	}
-	if len(broken) > 0 {
-		if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil {
-			r.o.Log.Warn("could not delete the backup made while writers ran", "backup", name, "error", err)
+	if err := writersHeld(ctx, writers, "backup "+name); err != nil {
+		deleted := "it is deleted, as it may lack what they wrote"
+		if _, derr := snapshot.Delete(ctx, r.o.Store, name); derr != nil {
+			deleted = "it may lack what they wrote, and deleting it failed (" + derr.Error() + "): delete it"
 		}
-		return nil, "", fmt.Errorf("writers ran during backup %s, which is deleted, as it may lack what they wrote: %s: "+
-			"stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then resume the run, which stops them again, or roll it back: %w",
-			name, strings.Join(broken[:min(len(broken), 5)], "; "), ErrStopped)
+		return nil, "", fmt.Errorf("%w; %s: stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then resume the run, which stops them again, or roll it back", err, deleted)
 	}
 	return data, detail, nil
 }
@@ -621,6 +652,10 @@ func (r *Runner) shift(ctx context.Context) error {
 		return err
 	}
 	if err := r.step(ctx, Shifting, 0, func() (any, string, error) {
+		// What blue's writers wrote after the backup would stay behind on blue.
+		if err := writersHeld(ctx, r.writers()[:1], "the restore onto green"); err != nil {
+			return nil, "", fmt.Errorf("%w; green lacks what they wrote since the backup: stop what starts them, then roll the run back and migrate again", err)
+		}
 		items, err := r.quiescer(r.o.Green, true).Start(ctx)
 		if err != nil {
 			return items, "", fmt.Errorf("start green's writers: %w", err)

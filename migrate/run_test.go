@@ -324,7 +324,7 @@ func TestBackupWhileAWriterRanIsDeleted(t *testing.T) {
 		if _, err := q.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := r.backup(ctx, name, kinds.Cluster{}, q, nil, nil, func(*snapshot.Manifest) []string {
+		_, _, err := r.backup(ctx, name, kinds.Cluster{}, []Quiescer{q}, nil, nil, func(*snapshot.Manifest) []string {
 			if selfHeal {
 				if _, err := dyn.Resource(deploymentsGVR).Namespace("shop").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
 					t.Fatal(err)
