@@ -459,7 +459,7 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 		}
 		// A backup left by a run that died may have been made while these ran.
 		if len(again) > 0 {
-			if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+			if err := r.deleteBackup(ctx, name); err != nil {
 				return nil, "", err
 			}
 		}
@@ -470,7 +470,7 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 	}
 	if err := writersHeld(ctx, writers, "backup "+name); err != nil {
 		deleted := "it is deleted, as it may lack what they wrote"
-		if _, derr := snapshot.Delete(ctx, r.o.Store, name); derr != nil {
+		if derr := r.deleteBackup(ctx, name); derr != nil {
 			deleted = "it may lack what they wrote, and deleting it failed (" + derr.Error() + "): delete it"
 		}
 		return nil, "", fmt.Errorf("%w; %s: stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then resume the run, which stops them again, or roll it back", err, deleted)
@@ -503,7 +503,7 @@ func (r *Runner) backupOnce(ctx context.Context, name string, source kinds.Clust
 		}
 		r.o.Log.Info("backing up again", "backup", name, "why", again)
 	}
-	if _, err := snapshot.Delete(ctx, r.o.Store, name); err != nil && !errors.Is(err, storage.ErrNotExist) && !strings.Contains(err.Error(), "no backup named") {
+	if err := r.deleteBackup(ctx, name); err != nil {
 		return nil, "", err
 	}
 	// Pinned before it is written, so that it is never complete and unpinned.
