@@ -284,21 +284,7 @@ func TestKubeflowPresetWaitsForRunningWorkflowSteps(t *testing.T) {
 // names each, and nothing while the writers stay stopped.
 func TestHeldFindsWritersStartedAgain(t *testing.T) {
 	ctx := context.Background()
-	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	deployment := func(name string, replicas int64) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-			"metadata": map[string]any{"name": name, "namespace": "shop"},
-			"spec":     map[string]any{"replicas": replicas, "selector": map[string]any{"matchLabels": map[string]any{"app": name}}}}}
-	}
-	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": "web-2", "namespace": "shop", "labels": map[string]any{"app": "web"}},
-		"status":   map[string]any{"phase": "Running"}}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}, deployment("web", 2))
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
-	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler),
-		Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+	q, dyn := deploymentQuiescer(nil, shopDeployment("web", 2))
 	if _, err := q.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -321,14 +307,14 @@ func TestHeldFindsWritersStartedAgain(t *testing.T) {
 	if _, err := deployments.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(podsGVR).Namespace("shop").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(podsGVR).Namespace("shop").Create(ctx, shopPod("web-2", "web"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	held("pod shop/web-2 of deployments.apps shop/web runs")
 	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "web-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deployments.Create(ctx, deployment("api", 1), metav1.CreateOptions{}); err != nil {
+	if _, err := deployments.Create(ctx, shopDeployment("api", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	held("deployments.apps shop/api: not stopped: made, or its quiesce record removed, since the quiesce")
@@ -339,19 +325,8 @@ func TestHeldFindsWritersStartedAgain(t *testing.T) {
 // than after waiting its whole timeout for the pods.
 func TestStopSaysAtOnceWhenAWriterIsStartedAgain(t *testing.T) {
 	ctx := context.Background()
-	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	deployment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-		"metadata": map[string]any{"name": "web", "namespace": "shop"},
-		"spec":     map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}}}
-	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": "web-1", "namespace": "shop", "labels": map[string]any{"app": "web"}},
-		"status":   map[string]any{"phase": "Running"}}}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}, deployment, pod)
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
-	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute,
-		Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+	q, dyn := deploymentQuiescer(nil, shopDeployment("web", 2), shopPod("web-1", "web"))
+	q.StopTimeout = time.Minute
 	done := stopAsync(ctx, q)
 	mustStillWait(t, done, "web-1 still runs")
 	if _, err := dyn.Resource(deploymentsGVR).Namespace("shop").Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
@@ -372,17 +347,9 @@ func TestStopSaysAtOnceWhenAWriterIsStartedAgain(t *testing.T) {
 // without a record that Start would undo.
 func TestTwoRulesOnOneObject(t *testing.T) {
 	ctx := context.Background()
-	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"},
-		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-			"metadata": map[string]any{"name": "web", "namespace": "shop"},
-			"spec":     map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}}})
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
-	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), Rules: []config.QuiesceRule{
+	q, dyn := deploymentQuiescer([]config.QuiesceRule{
 		{Resource: "deployments.apps", Namespace: "shop", Action: Annotate, Annotations: map[string]string{"example.com/paused": "true"}},
-		{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+		{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}, shopDeployment("web", 2))
 	for range 2 {
 		if _, err := q.Stop(ctx); err != nil {
 			t.Fatal(err)
@@ -398,4 +365,33 @@ func TestTwoRulesOnOneObject(t *testing.T) {
 	if replicas, _, _ := unstructured.NestedInt64(web.Object, "spec", "replicas"); replicas != 2 || len(web.GetAnnotations()) > 0 {
 		t.Fatalf("after Start: replicas %d, annotations %v; want 2 and none", replicas, web.GetAnnotations())
 	}
+}
+
+// shopDeployment is Deployment name in namespace shop, of replicas, its pods labelled app=name.
+func shopDeployment(name string, replicas int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": name, "namespace": "shop"},
+		"spec":     map[string]any{"replicas": replicas, "selector": map[string]any{"matchLabels": map[string]any{"app": name}}}}}
+}
+
+// shopPod is a running pod name in namespace shop, labelled app=app.
+func shopPod(name, app string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "namespace": "shop", "labels": map[string]any{"app": app}},
+		"status":   map[string]any{"phase": "Running"}}}
+}
+
+var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+// deploymentQuiescer is a Quiescer of rules (by default: scale shop's Deployments to zero) on a
+// fake cluster holding objs, which serves Deployments, their ReplicaSets and pods.
+func deploymentQuiescer(rules []config.QuiesceRule, objs ...runtime.Object) (Quiescer, *dynamicfake.FakeDynamicClient) {
+	if rules == nil {
+		rules = []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"}, objs...)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	return Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), Rules: rules}, dyn
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -18,13 +17,8 @@ import (
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -304,7 +298,6 @@ func TestLacks(t *testing.T) {
 // naming the writer. With the writers stopped, the same backup passes.
 func TestBackupWhileAWriterRanIsDeleted(t *testing.T) {
 	ctx := context.Background()
-	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	for _, selfHeal := range []bool{false, true} {
 		r := testRunner(t, Options{})
 		name := r.Journal.Run.ID
@@ -312,15 +305,7 @@ func TestBackupWhileAWriterRanIsDeleted(t *testing.T) {
 		if err := r.o.Store.Create(ctx, snapshot.Prefix(name)+snapshot.ManifestFile, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
-		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"},
-			&unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
-				"metadata": map[string]any{"name": "web", "namespace": "shop"},
-				"spec":     map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}}}}})
-		mapper := meta.NewDefaultRESTMapper(nil)
-		mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
-		q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler),
-			Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+		q, dyn := deploymentQuiescer(nil, shopDeployment("web", 2))
 		if _, err := q.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
