@@ -345,7 +345,7 @@ func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
 		return nil, "", fmt.Errorf("preflight green: %w", err)
 	}
 	green := r.o.Green.Plans()
-	if err := plans.PreflightMovers(ctx, r.plan, r.o.Blue.Plans(), &green, r.o.Parallel); err != nil {
+	if err := plans.PreflightQuotas(ctx, r.plan, r.o.Blue.Plans(), &green, r.o.Parallel); err != nil {
 		return nil, "", fmt.Errorf("preflight of the mover pods: %w", err)
 	}
 	findings, err := kinds.PreflightDatabases(ctx, r.plan, r.o.Blue, r.o.Green, r.o.Mapping)

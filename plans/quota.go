@@ -54,10 +54,11 @@ func (p *Plan) FileClaims(mapNS func(string) string) []string {
 	return out
 }
 
-// PreflightMovers adds the quota findings for the plan's mover pods, parallel at most at once:
+// PreflightQuotas adds the quota findings for the plan's mover pods, parallel at most at once:
 // a backup's on source and, when target is set, a restore's on target (namespaces it lacks yet
-// are judged by the source's).
-func PreflightMovers(ctx context.Context, p *Plan, source Clients, target *Clients, parallel int) error {
+// are judged by the source's); and there the quotas that would refuse part of what the restore
+// makes (restoreQuotaFindings).
+func PreflightQuotas(ctx context.Context, p *Plan, source Clients, target *Clients, parallel int) error {
 	findings, err := QuotaCheck{Dynamic: source.Dynamic, Cluster: "source", Mover: p.Config.Mover}.Check(ctx, Movers(p.FileClaims(nil), parallel))
 	if err != nil {
 		return err
@@ -82,7 +83,99 @@ func PreflightMovers(ctx context.Context, p *Plan, source Clients, target *Clien
 		return err
 	}
 	p.Findings = append(p.Findings, findings...)
+	findings, err = restoreQuotaFindings(ctx, p, source, *target)
+	if err != nil {
+		return err
+	}
+	p.Findings = append(p.Findings, findings...)
 	return nil
+}
+
+// restoreQuotaFindings are blocking findings for the quotas of the target that would refuse part
+// of what the restore makes in a namespace. Kubernetes checks a quota only when an object is
+// made, so a namespace may hold more than its quota allows (the quota was set, or lowered, after).
+// The quotas a restore makes itself come after everything they count (rules.WaveQuotas); these
+// are the ones there before: the target namespace's own, and, for a namespace the target lacks
+// yet, the source's quotas another object makes (a Kubeflow Profile's controller makes its
+// namespace's quota as soon as the restore makes the Profile, before the namespace's claims and
+// objects come). What the source's quotas count is a floor of what the restore makes, so only
+// that is compared, and only between quotas without scopes (a scoped one counts a part).
+func restoreQuotaFindings(ctx context.Context, p *Plan, source, target Clients) ([]Finding, error) {
+	var findings []Finding
+	for _, ns := range namespacesOf(p) {
+		var sourceQuotas []corev1.ResourceQuota
+		if err := listTyped(ctx, source.Dynamic, resourceQuotasGVR, ns, &sourceQuotas); err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		used := corev1.ResourceList{}
+		for _, q := range sourceQuotas {
+			if !unscoped(q) {
+				continue
+			}
+			for name, u := range q.Status.Used {
+				if cur, ok := used[name]; !ok || u.Cmp(cur) > 0 {
+					used[name] = u
+				}
+			}
+		}
+		if len(used) == 0 {
+			continue
+		}
+		to := p.Config.MapNamespace(ns)
+		_, err := target.Dynamic.Resource(namespacesGVR).Get(ctx, to, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			for _, q := range sourceQuotas {
+				if len(q.OwnerReferences) == 0 {
+					continue // the restore makes it, after what it counts
+				}
+				owner := strings.ToLower(q.OwnerReferences[0].Kind) + " " + q.OwnerReferences[0].Name
+				if over := overQuota(q, used); over != "" {
+					findings = append(findings, Finding{Severity: Blocking, Subject: fmt.Sprintf("resourcequota %s/%s", to, q.Name),
+						Message: fmt.Sprintf("made on the target by the controller of %s as soon as the restore makes it, before the namespace's objects, it allows less than namespace %s holds on the source (%s): "+
+							"the objects beyond it would be refused; raise the quota (in %s) first", owner, ns, over, owner)})
+				}
+			}
+		case err != nil:
+			return nil, fmt.Errorf("target: get namespace %s: %w", to, err)
+		case p.Upgrade != nil:
+			// Green's release has the namespace: blue's release's objects there, which the
+			// source's quotas count, do not move.
+		default:
+			var quotas []corev1.ResourceQuota
+			if err := listTyped(ctx, target.Dynamic, resourceQuotasGVR, to, &quotas); err != nil {
+				return nil, fmt.Errorf("target: %w", err)
+			}
+			for _, q := range quotas {
+				if over := overQuota(q, used); over != "" {
+					findings = append(findings, Finding{Severity: Blocking, Subject: fmt.Sprintf("resourcequota %s/%s", to, q.Name),
+						Message: fmt.Sprintf("on the target, it allows less than namespace %s holds on the source (%s): the objects beyond it would be refused; raise the quota on the target first", ns, over)})
+				}
+			}
+		}
+	}
+	return findings, nil
+}
+
+// overQuota names the resources of quota whose hard limit is below used (the source's usage),
+// or "" when there are none or the quota has scopes.
+func overQuota(quota corev1.ResourceQuota, used corev1.ResourceList) string {
+	if !unscoped(quota) {
+		return ""
+	}
+	var over []string
+	for name, hard := range quota.Spec.Hard {
+		if u, ok := used[name]; ok && u.Cmp(hard) > 0 {
+			over = append(over, fmt.Sprintf("%s %s, the quota allows %s", name, u.String(), hard.String()))
+		}
+	}
+	sort.Strings(over)
+	return strings.Join(over, "; ")
+}
+
+// unscoped says whether quota counts everything of its namespace.
+func unscoped(quota corev1.ResourceQuota) bool {
+	return len(quota.Spec.Scopes) == 0 && (quota.Spec.ScopeSelector == nil || len(quota.Spec.ScopeSelector.MatchExpressions) == 0)
 }
 
 // QuotaCheck finds the namespaces whose ResourceQuotas leave no room for the mover pods ferry

@@ -163,7 +163,7 @@ func (o *planOptions) run(ctx context.Context) error {
 		target = &t
 	}
 	// As many movers at once as ferry backup and restore run by default (--parallel 8).
-	if err := plans.PreflightMovers(ctx, p, source, target, 8); err != nil {
+	if err := plans.PreflightQuotas(ctx, p, source, target, 8); err != nil {
 		return err
 	}
 	switch {

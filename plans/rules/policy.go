@@ -1,10 +1,13 @@
 package rules
 
-// LimitRanges and ResourceQuotas come with identity and configuration, before the workloads they
-// constrain. A NetworkPolicy's peers that pick namespaces by name (the label the API server keeps
-// equal to it) follow the namespace mapping.
+// LimitRanges come with identity and configuration, before the workloads whose pods they give
+// defaults. ResourceQuotas come last, after everything a restore makes that they count: Kubernetes
+// checks a quota only when an object is made, so a namespace may hold more than its quota allows
+// (the quota was set, or lowered, after), and made first the quota would refuse part of it. A
+// NetworkPolicy's peers that pick namespaces by name (the label the API server keeps equal to
+// it) follow the namespace mapping.
 func policyRules() map[string]Rule {
-	out := same(Rule{Wave: WaveConfig}, "limitranges", "resourcequotas")
+	out := map[string]Rule{"limitranges": {Wave: WaveConfig}, "resourcequotas": {Wave: WaveQuotas}}
 	out["networkpolicies.networking.k8s.io"] = Rule{Wave: WaveRest, Prepare: mapPeerNamespaces}
 	return out
 }

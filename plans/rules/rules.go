@@ -128,6 +128,7 @@ const (
 	WaveConfig
 	WaveRest
 	WaveWebhooks
+	WaveQuotas
 )
 
 // WaveName is a wave's name and the condition its objects are waited on for, if any.
@@ -142,6 +143,7 @@ func Waves() []WaveName {
 		WaveConfig:     {"identity and configuration", ""},
 		WaveRest:       {"workloads and everything else", ""},
 		WaveWebhooks:   {"admission webhooks", ""},
+		WaveQuotas:     {"quotas", ""},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/snapshot"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,11 +111,14 @@ func (rs *restorer) create(ctx context.Context, client dynamic.ResourceInterface
 	return live, err
 }
 
-// createRetrying makes obj on the target, trying again on a transient error.
+// createRetrying makes obj on the target, trying again on a transient error and while a quota
+// of its namespace is not counted yet (a Profile's controller made it a moment before).
 func (rs *restorer) createRetrying(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (live *unstructured.Unstructured, err error) {
-	err = retry.OnError(retry.DefaultBackoff, transient, func() error {
-		live, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-		return err
+	err = kube.CreateCounted(ctx, func() error {
+		return retry.OnError(retry.DefaultBackoff, transient, func() error {
+			live, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+			return err
+		})
 	})
 	return live, err
 }

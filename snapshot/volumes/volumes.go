@@ -302,7 +302,11 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 		return "", nil, fmt.Errorf("mover pod in %s: %w", spec.Namespace, err)
 	}
 	pods := c.Client.CoreV1().Pods(spec.Namespace)
-	pod, err := pods.Create(ctx, spec, metav1.CreateOptions{})
+	var pod *corev1.Pod
+	err = kube.CreateCounted(ctx, func() (err error) {
+		pod, err = pods.Create(ctx, spec, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return "", nil, fmt.Errorf("create mover pod in %s: %w", spec.Namespace, err)
 	}
