@@ -201,6 +201,12 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 			return nil, err
 		}
 	}
+	// An admin lowers the Profile's quota below what its namespace holds: Kubernetes keeps what
+	// was made, and so must a copy.
+	lower := []byte(`{"spec":{"hard":{"persistentvolumeclaims":"1","requests.storage":"1Gi","count/deployments.apps":"0","count/trainjobs.zoo.ferry.dev":"1"}}}`)
+	if _, err := kc.CoreV1().ResourceQuotas("zoo-team").Patch(ctx, "kf-resource-quota", k8stypes.MergePatchType, lower, metav1.PatchOptions{}); err != nil {
+		return nil, fmt.Errorf("zoo: lower the quota of zoo-team: %w", err)
+	}
 	return z, nil
 }
 
