@@ -159,6 +159,9 @@ INSERT INTO `+carryTable+` VALUES (1, 'one'), (2, 'two');`); err != nil {
 		if e.Phase == migrate.Failed {
 			t.Logf("journal: %s failed: %s", e.State, e.Detail)
 		}
+		if e.Phase == migrate.Note && e.Detail == migrate.NoteCarryingBack {
+			t.Errorf("the journal says the carry-back began writing into blue, though it checked the streams first and refused them")
+		}
 	}
 	t.Logf("run %s: blue's folder %d entries and schemas %v (%d lines) unchanged", id, len(filesBefore), schemas, strings.Count(schemasBefore, "\n"))
 }

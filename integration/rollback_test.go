@@ -213,13 +213,13 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 			t.Errorf("blue's weight after a refused rollback: %q, want 0 (traffic stays on green)", w)
 		}
 
-	}}, step{"the carry-back, killed twice and resumed", func(t *testing.T) {
-		// 5. The carry-back, killed right after green's backup and as the restore onto blue begins,
-		// then resumed by the same command.
+	}}, step{"the carry-back, killed three times and resumed", func(t *testing.T) {
+		// 5. The carry-back, killed right after green's backup, as the restore onto blue begins and
+		// as it begins writing into blue (every stream checked), then resumed by the same command.
 		client.phase.Store("carry-back")
 		carryBack := []string{"--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String()}
 		start := time.Now()
-		for _, at := range []string{"green-backed-up:done", "carried-back:begin"} {
+		for _, at := range []string{"green-backed-up:done", "carried-back:begin", "carried-back:note"} {
 			code, out, errOut := runFerry(t, append(slices.Clone(carryBack), "--crash-at", at)...)
 			if code != -1 { // killed by its signal
 				t.Fatalf("rollback --carry-back should have been killed at %s, exited %d\nstdout: %s\nstderr: %s", at, code, out, errOut)
@@ -229,7 +229,12 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 			}
 			time.Sleep(testLeaseTTL + 100*time.Millisecond) // the killed run's lease expires
 		}
-		code, out, errOut := runFerry(t, carryBack...)
+		// Blue may now hold part of green's data: discarding green's writes is refused.
+		code, out, errOut := runFerry(t, "--storage", url, "rollback", "--run", id, "--discard-green-writes", "--lease-ttl", testLeaseTTL.String())
+		if code != 4 || !strings.Contains(errOut, "began writing green's data into blue and did not finish") || !strings.Contains(errOut, "--despite-partial-carry-back") {
+			t.Errorf("rollback --discard-green-writes after the carry-back began writing into blue exited %d, want 4 naming it\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+		code, out, errOut = runFerry(t, carryBack...)
 		if code != 0 {
 			t.Fatalf("the resumed rollback --carry-back exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 		}
@@ -317,7 +322,7 @@ DELETE FROM `+carryTable+` WHERE id = 2;`); err != nil {
 		for _, s := range steps {
 			want := 1
 			if s == migrate.CarriedBack {
-				want = 2 // killed after it began: begun again, finished once
+				want = 3 // killed after it began and as it wrote: begun again twice, finished once
 			}
 			if begins[s] != want || dones[s] != 1 {
 				t.Errorf("%s began %d times and finished %d times, want %d and 1", s, begins[s], dones[s], want)

@@ -24,6 +24,9 @@ type RollbackOptions struct {
 	CarryBack bool
 	// DiscardGreenWrites goes back without them.
 	DiscardGreenWrites bool
+	// DespitePartialCarryBack lets DiscardGreenWrites go back though a carry-back began writing
+	// green's data into blue and did not finish, leaving blue so.
+	DespitePartialCarryBack bool
 	// By names who chose, for the journal.
 	By string
 }
@@ -35,10 +38,18 @@ const (
 	NoteCarryBack = "carry-back requested"
 	// NoteWritesDiscarded records who chose to roll back without green's writes.
 	NoteWritesDiscarded = "green's writes discarded"
+	// NoteCarryingBack marks that the carry-back checked every stream of green's backup and
+	// begins writing it into blue: until its step is done, blue may hold part of it.
+	NoteCarryingBack = "carry-back writing into blue"
 )
 
 // ErrGreenWrites matches Rollback's refusal to drop what green may have written.
 var ErrGreenWrites = errors.New("green may hold writes that a rollback would lose")
+
+// ErrPartlyCarried matches Rollback's refusal to discard green's writes once a carry-back began
+// writing them into blue and did not finish: blue may hold part of green's data and part of its
+// own (a database half loaded, its MySQL triggers taken off), and would start so.
+var ErrPartlyCarried = errors.New("a carry-back began writing green's data into blue and did not finish")
 
 // Rollback puts traffic back to blue's saved state, starts blue's writers again and stops green's.
 // Blue was never changed beyond its quiesce, so it serves as it did. Once green may have taken
@@ -68,6 +79,10 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 		_, carrying := r.carryBackNote()
 		switch {
 		case o.DiscardGreenWrites:
+			if e, began := r.lastNote(NoteCarryingBack); began && !r.Journal.IsDone(CarriedBack, 0) && !o.DespitePartialCarryBack {
+				return fmt.Errorf("run %s: %w (at %s): blue may hold part of green's data and part of its own, and discarding green's writes would start it so",
+					r.Journal.Run.ID, ErrPartlyCarried, e.At.Local().Format(time.RFC3339))
+			}
 			if err := r.record(ctx, Event{State: r.Journal.Current(), Phase: Note, Detail: NoteWritesDiscarded + " by " + o.By}); err != nil {
 				return err
 			}
@@ -326,7 +341,13 @@ func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Re
 	defer cb.Close() // its spool; the names it keeps stay
 	restorers := kinds.CarryBackRestorers(rd, cb, r.o.Blue, kinds.RestoreOptions{Parallel: r.o.Parallel, MoverImage: r.o.MoverImage,
 		WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Log: r.o.Log})
-	rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
+	if command == kinds.Verify {
+		rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
+		return rep, cb, err
+	}
+	rep, err := kinds.RestoreAfterCheck(ctx, rd, restorers, r.o.Log, func(ctx context.Context) error {
+		return r.record(ctx, Event{State: CarriedBack, Phase: Note, Detail: NoteCarryingBack})
+	})
 	return rep, cb, err
 }
 

@@ -213,9 +213,10 @@ func TestCarryBack(t *testing.T) {
 // TestCarryBackResumesAfterEachEvent: a carry-back killed right after any of its events goes on
 // from its journal with a plain rollback (the request is journaled), each step finished once;
 // while it is unfinished the forward run refuses to go on; discarding green's writes instead
-// ends it without carrying them.
+// ends it without carrying them, unless it had begun writing into blue: that is refused unless
+// told to leave blue so.
 func TestCarryBackResumesAfterEachEvent(t *testing.T) {
-	const events = 11 // the request, four steps and the rollback, each begun and done
+	const events = 12 // the request, four steps and the rollback, each begun and done, and the note that blue is written
 	for n := 1; n <= events; n++ {
 		for _, discard := range []bool{false, true} {
 			name := itoa(n)
@@ -260,7 +261,15 @@ func TestCarryBackResumesAfterEachEvent(t *testing.T) {
 						t.Errorf("drive during a carry-back: %v, want it refused", err)
 					}
 				}
-				if err := r.Rollback(ctx, RollbackOptions{DiscardGreenWrites: discard, By: "ops2"}); err != nil {
+				partly := killedAt.State == CarriedBack && killedAt.Phase == Note
+				err := r.Rollback(ctx, RollbackOptions{DiscardGreenWrites: discard, By: "ops2"})
+				if discard && partly {
+					if !errors.Is(err, ErrPartlyCarried) {
+						t.Fatalf("killed while writing into blue: discarding green's writes: %v, want it refused", err)
+					}
+					err = r.Rollback(ctx, RollbackOptions{DiscardGreenWrites: true, DespitePartialCarryBack: true, By: "ops2"})
+				}
+				if err != nil {
 					t.Fatalf("killed after %s %s: rollback: %v", killedAt.State, killedAt.Phase, err)
 				}
 				begins, dones := map[State]int{}, map[State]int{}
@@ -280,7 +289,7 @@ func TestCarryBackResumesAfterEachEvent(t *testing.T) {
 				carried := dones[BlueVerified] == 1
 				for _, s := range append(append([]State(nil), CarryBackStates...), RolledBack) {
 					want := 1
-					if s == killedAt.State && killedAt.Phase == Begin {
+					if s == killedAt.State && (killedAt.Phase == Begin || killedAt.Phase == Note && s == CarriedBack) {
 						want = 2
 					}
 					if dones[s] > 1 || (dones[s] == 1 && begins[s] != want) {

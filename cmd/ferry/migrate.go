@@ -500,8 +500,10 @@ the backup is restored onto blue replacing blue's copies (schemas replaced, volu
 synced with deletions, objects replaced, objects deleted on green deleted on blue) and blue is
 verified against it; only then does traffic go back. Every step is journaled: run the same command
 again to resume. --discard-green-writes goes back without them. Either choice is journaled, with who.
-Exit codes: 0 rolled back, 4 refused because green's writes would be lost (named), 3 stopped (the
-report says why, and how to go on), 1 failed, 2 bad input.`,
+Once a carry-back began writing into blue and did not finish, --discard-green-writes is refused too
+(blue may hold part of green's data): finish the carry-back, or add --despite-partial-carry-back.
+Exit codes: 0 rolled back, 4 refused because green's writes would be lost (named) or blue is partly
+carried back, 3 stopped (the report says why, and how to go on), 1 failed, 2 bad input.`,
 		Args: noArgs,
 		RunE: runE(o),
 	}
@@ -510,6 +512,7 @@ report says why, and how to go on), 1 failed, 2 bad input.`,
 	f.StringVar(&o.id, "run", "", "the run's ID")
 	f.BoolVar(&o.ro.CarryBack, "carry-back", false, "first bring what green holds back to blue, verified; then roll back")
 	f.BoolVar(&o.ro.DiscardGreenWrites, "discard-green-writes", false, "roll back even though green may hold writes blue lacks; they are lost")
+	f.BoolVar(&o.ro.DespitePartialCarryBack, "despite-partial-carry-back", false, "with --discard-green-writes: roll back though a carry-back began writing green's data into blue and did not finish, leaving blue so")
 	o.addDataFlags(cmd)
 	o.output.addFlags(f, "json or yaml")
 	return cmd
@@ -537,9 +540,13 @@ func (o *rollbackOptions) run(ctx context.Context) error {
 	}
 	o.ro.By = operator()
 	err = r.Rollback(ctx, o.ro)
-	if errors.Is(err, migrate.ErrGreenWrites) {
+	switch {
+	case errors.Is(err, migrate.ErrGreenWrites):
 		r.Close(ctx)
 		return &refusedError{err: fmt.Errorf("%w; --carry-back brings them to blue first, --discard-green-writes rolls back without them", err)}
+	case errors.Is(err, migrate.ErrPartlyCarried):
+		r.Close(ctx)
+		return &refusedError{err: fmt.Errorf("%w; finish the carry-back (ferry rollback --run %s --carry-back goes on where it stopped), or add --despite-partial-carry-back to leave blue so", err, o.id)}
 	}
 	return o.finish(ctx, r, err)
 }

@@ -283,6 +283,17 @@ const (
 // it holds data of (pod volume backups, snapshots), which ferry does not read, is reported as
 // skipped.
 func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []snapshot.Restorer, log *slog.Logger) (*snapshot.Report, error) {
+	return runChecked(ctx, command, r, restorers, log, nil)
+}
+
+// RestoreAfterCheck is Run's restore that calls applying once every stream of the backup is
+// checked, before anything is applied; an error of applying stops it there. A caller journals
+// so that the target may have changed from then on.
+func RestoreAfterCheck(ctx context.Context, r *snapshot.Reader, restorers []snapshot.Restorer, log *slog.Logger, applying func(context.Context) error) (*snapshot.Report, error) {
+	return runChecked(ctx, Restore, r, restorers, log, applying)
+}
+
+func runChecked(ctx context.Context, command string, r *snapshot.Reader, restorers []snapshot.Restorer, log *slog.Logger, applying func(context.Context) error) (*snapshot.Report, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -293,6 +304,11 @@ func Run(ctx context.Context, command string, r *snapshot.Reader, restorers []sn
 	if command == Restore {
 		if err := checkBeforeApplying(ctx, r, report, log); err != nil {
 			return report, fmt.Errorf("%s %s: %w", command, r.Name(), err)
+		}
+		if applying != nil {
+			if err := applying(ctx); err != nil {
+				return report, err
+			}
 		}
 	}
 	run := func(ctx context.Context, k snapshot.Restorer, fill *snapshot.Fill) error {
