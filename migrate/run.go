@@ -346,7 +346,10 @@ func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
 	}
 	green := r.o.Green.Plans()
 	if err := plans.PreflightQuotas(ctx, r.plan, r.o.Blue.Plans(), &green, r.o.Parallel); err != nil {
-		return nil, "", fmt.Errorf("preflight of the mover pods: %w", err)
+		return nil, "", fmt.Errorf("preflight of the quotas: %w", err)
+	}
+	if err := plans.PreflightPods(ctx, r.plan, r.o.Blue.Plans(), green); err != nil {
+		return nil, "", fmt.Errorf("preflight of the workloads' pods: %w", err)
 	}
 	findings, err := kinds.PreflightDatabases(ctx, r.plan, r.o.Blue, r.o.Green, r.o.Mapping)
 	if err != nil {

@@ -92,34 +92,3 @@ func TestClaimsOfAWorkload(t *testing.T) {
 		t.Fatalf("claimsOf = %v, want %s", got, want)
 	}
 }
-
-// TestOverQuota: a quota on the target before the restore's objects come refuses what the
-// source's namespace holds beyond its limits; a quota with scopes counts only a part and is
-// not judged.
-func TestOverQuota(t *testing.T) {
-	list := func(kv ...string) corev1.ResourceList {
-		out := corev1.ResourceList{}
-		for i := 0; i < len(kv); i += 2 {
-			out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
-		}
-		return out
-	}
-	used := list("requests.storage", "20Gi", "persistentvolumeclaims", "4", "services", "2", "count/secrets", "7")
-	for _, tc := range []struct {
-		name string
-		spec corev1.ResourceQuotaSpec
-		want string
-	}{
-		{"room", corev1.ResourceQuotaSpec{Hard: list("requests.storage", "20Gi", "persistentvolumeclaims", "10", "requests.cpu", "1")}, ""},
-		{"storage and claims", corev1.ResourceQuotaSpec{Hard: list("requests.storage", "10Gi", "persistentvolumeclaims", "3", "services", "5")},
-			"persistentvolumeclaims 4, the quota allows 3; requests.storage 20Gi, the quota allows 10Gi"},
-		{"counts of what the source does not count", corev1.ResourceQuotaSpec{Hard: list("count/configmaps", "0")}, ""},
-		{"scoped", corev1.ResourceQuotaSpec{Hard: list("services", "1"), Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := overQuota(corev1.ResourceQuota{Spec: tc.spec}, used); got != tc.want {
-				t.Errorf("overQuota = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}

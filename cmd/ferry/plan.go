@@ -160,6 +160,9 @@ func (o *planOptions) run(ctx context.Context) error {
 		if err := o.preflightDatabases(ctx, p); err != nil {
 			return err
 		}
+		if err := plans.PreflightPods(ctx, p, source, t); err != nil {
+			return err
+		}
 		target = &t
 	}
 	// As many movers at once as ferry backup and restore run by default (--parallel 8).

@@ -17,6 +17,12 @@ func QuotaUncounted(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "status unknown for quota")
 }
 
+// QuotaRefused says err is a refusal by a ResourceQuota: one not counted yet (QuotaUncounted), or
+// one without room ("exceeded quota").
+func QuotaRefused(err error) bool {
+	return QuotaUncounted(err) || apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
+}
+
 // quotaCountWait bounds how long CreateCounted waits for a quota to be counted.
 const quotaCountWait = 15 * time.Second
 
@@ -31,7 +37,7 @@ func CreateCounted(ctx context.Context, create func() error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return ctx.Err()
 		case <-time.After(delay):
 		}
 	}

@@ -1,9 +1,10 @@
 package rules
 
 // LimitRanges come with identity and configuration, before the workloads whose pods they give
-// defaults. ResourceQuotas come last, after everything a restore makes that they count: Kubernetes
-// checks a quota only when an object is made, so a namespace may hold more than its quota allows
-// (the quota was set, or lowered, after), and made first the quota would refuse part of it. A
+// defaults. ResourceQuotas come after everything a restore makes that they count (the admission
+// webhooks, made last, count in no namespace): Kubernetes checks a quota only when an object is
+// made, so a namespace may hold more than its quota allows (the quota was set, or lowered, after),
+// and made first the quota would refuse part of it. A
 // NetworkPolicy's peers that pick namespaces by name (the label the API server keeps equal to
 // it) follow the namespace mapping.
 func policyRules() map[string]Rule {

@@ -127,8 +127,8 @@ const (
 	WaveStorage
 	WaveConfig
 	WaveRest
-	WaveWebhooks
 	WaveQuotas
+	WaveWebhooks
 )
 
 // WaveName is a wave's name and the condition its objects are waited on for, if any.
@@ -142,8 +142,8 @@ func Waves() []WaveName {
 		WaveStorage:    {"storage", ""},
 		WaveConfig:     {"identity and configuration", ""},
 		WaveRest:       {"workloads and everything else", ""},
-		WaveWebhooks:   {"admission webhooks", ""},
 		WaveQuotas:     {"quotas", ""},
+		WaveWebhooks:   {"admission webhooks", ""},
 	}
 }
 

@@ -169,7 +169,7 @@ func TestWaves(t *testing.T) {
 			t.Errorf("%s: rollout history %+v, want %+v (a history type)", gr, got, want)
 		}
 	}
-	if len(Waves()) != WaveQuotas+1 || Waves()[WaveCRDs].WaitFor != "Established" {
+	if len(Waves()) != WaveWebhooks+1 || Waves()[WaveCRDs].WaitFor != "Established" {
 		t.Errorf("waves %+v", Waves())
 	}
 }

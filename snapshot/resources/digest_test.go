@@ -44,8 +44,9 @@ func configMapObj() *unstructured.Unstructured {
 
 func fakeCluster(objs ...runtime.Object) *dynfake.FakeDynamicClient {
 	return dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		{Version: "v1", Resource: "secrets"}:    "SecretList",
-		{Version: "v1", Resource: "configmaps"}: "ConfigMapList",
+		{Version: "v1", Resource: "secrets"}:        "SecretList",
+		{Version: "v1", Resource: "configmaps"}:     "ConfigMapList",
+		{Version: "v1", Resource: "resourcequotas"}: "ResourceQuotaList",
 	}, objs...)
 }
 

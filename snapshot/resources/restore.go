@@ -97,10 +97,13 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 	if err != nil {
 		return err
 	}
-	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{},
+	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{}, quotas: map[string]bool{},
 		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims,
 		statusPlaces: map[schema.GroupVersionResource]statusPlace{}, defaults: map[schema.GroupVersionResource]string{}}
 	if rs.waiting, err = waitingOwners(archive, claims); err != nil {
+		return err
+	}
+	if err := rs.raiseQuotas(ctx); err != nil {
 		return err
 	}
 	// held are the objects set aside for the volumes, step by step.
@@ -128,7 +131,7 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 		if step[0].Wave > rules.WaveStorage {
 			fill.ClaimsExist()
 		}
-		if step[0].Wave >= rules.WaveWebhooks && !released {
+		if step[0].Wave >= rules.WaveQuotas && !released {
 			if err := release(); err != nil {
 				return err
 			}
@@ -284,6 +287,7 @@ type restorer struct {
 	absent     map[string]bool   // owners looked up on the target and not found there (yet)
 	deferred   []deferredLink    // objects created before owners the backup holds
 	namespaces map[string]bool   // target namespaces known to exist
+	quotas     map[string]bool   // target namespaces with a ResourceQuota, by quotaCharges
 	claims     map[string]bool   // source ns/name of the backup's claims
 	filled     map[string]bool   // source ns/name of the claims the volumes' restore fills
 	waiting    map[string]bool   // ownerKey of the owners that wait for them (waitingOwners)
@@ -448,7 +452,13 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 	}
 	rs.markDefault(ctx, gvr, rules.For(gr).Default, obj.Object, e.Object)
 	status, place := rs.statusFor(ctx, gvr, e.Object)
-	live, err := rs.create(ctx, client, id, obj, status, place)
+	var live *unstructured.Unstructured
+	var err error
+	if rs.quotaCharges(ctx, obj.GetNamespace()) && rs.exists(ctx, client, obj.GetName()) {
+		err = apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName()) // as a create would say, but for its charge
+	} else {
+		live, err = rs.create(ctx, client, id, obj, status, place)
+	}
 	switch {
 	case err == nil:
 		rs.remember(gvr.Group, obj.GetKind(), live)

@@ -102,7 +102,8 @@ func (rs *restorer) create(ctx context.Context, client dynamic.ResourceInterface
 	withStatus := obj.DeepCopy() // obj stays as the backup's object is compared and updated
 	withStatus.Object["status"] = runtime.DeepCopyJSONValue(status)
 	live, err := rs.createRetrying(ctx, client, withStatus)
-	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+	// A quota's refusal is not the status's: made without it, finished work would run again.
+	if (apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)) && !kube.QuotaRefused(err) {
 		if live, err2 := rs.createRetrying(ctx, client, obj); err2 == nil {
 			rs.report.Add("objects", snapshot.StatusSkipped, id+" (status)", "restored without its status ("+err.Error()+"): its controller takes it for new work")
 			return live, nil
