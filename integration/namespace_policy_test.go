@@ -221,6 +221,11 @@ func TestPodsANamespaceNowRefuses(t *testing.T) {
 	deploy(secure, "hardened", corev1.Container{SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true),
 		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}})
 	claimTemplateSet(t, secure, "db")
+	// Scaled to zero by its owner: it makes no pods to refuse.
+	deploy(secure, "parked", corev1.Container{})
+	if _, err := kc.AppsV1().Deployments(secure).Patch(ctx, "parked", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	cpu := func(n string) corev1.ResourceRequirements {
 		list := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}
 		return corev1.ResourceRequirements{Requests: list, Limits: list}
@@ -264,7 +269,7 @@ func TestPodsANamespaceNowRefuses(t *testing.T) {
 			t.Log(line)
 		}
 	}
-	for _, fine := range []string{secure + "/hardened", limited + "/small"} {
+	for _, fine := range []string{secure + "/hardened", secure + "/parked", limited + "/small"} {
 		if strings.Contains(out, fine) {
 			t.Errorf("ferry plan names %s, whose pods meet the policy\nstdout: %s", fine, out)
 		}

@@ -79,7 +79,7 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 		_, carrying := r.carryBackNote()
 		switch {
 		case o.DiscardGreenWrites:
-			if e, began := r.lastNote(NoteCarryingBack); began && !r.Journal.IsDone(CarriedBack, 0) && !o.DespitePartialCarryBack {
+			if e, _ := r.lastNote(NoteCarryingBack); r.PartlyCarriedBack() && !o.DespitePartialCarryBack {
 				return fmt.Errorf("run %s: %w (at %s): blue may hold part of green's data and part of its own, and discarding green's writes would start it so",
 					r.Journal.Run.ID, ErrPartlyCarried, e.At.Local().Format(time.RFC3339))
 			}
@@ -113,6 +113,13 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 func (r *Runner) CarryingBack() bool {
 	_, ok := r.carryBackNote()
 	return ok && !r.Journal.IsDone(RolledBack, 0)
+}
+
+// PartlyCarriedBack reports whether a carry-back began writing green's data into blue and did
+// not finish: blue may hold part of it.
+func (r *Runner) PartlyCarriedBack() bool {
+	_, began := r.lastNote(NoteCarryingBack)
+	return began && !r.Journal.IsDone(CarriedBack, 0)
 }
 
 func (r *Runner) carryBackNote() (Event, bool) {

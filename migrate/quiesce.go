@@ -27,7 +27,7 @@ import (
 
 // QuiescedAnnotation holds, on each object ferry quiesced, what it was before (JSON): the undo.
 // It moves with the object to green, where the same record starts green's writers.
-const QuiescedAnnotation = "ferry.dev/quiesced"
+const QuiescedAnnotation = plans.QuiescedAnnotation
 
 // Quiesce actions.
 const (

@@ -18,6 +18,10 @@ import (
 // namespace brings (its labels come with it, its LimitRanges before the workloads): those
 // workloads would not start there. Admission webhooks are left out: a restore makes them last.
 
+// QuiescedAnnotation holds, on each object a migration's quiesce stopped, what it was before: the
+// object runs again on the target.
+const QuiescedAnnotation = "ferry.dev/quiesced"
+
 // podTemplates are the workload types whose pods the target makes from a template, and where
 // the template is.
 var podTemplates = map[string][]string{
@@ -39,7 +43,7 @@ func PreflightPods(ctx context.Context, p *Plan, source, target Clients) error {
 	if err != nil {
 		return err
 	}
-	for _, ns := range namespacesOf(p) {
+	for _, ns := range namespacesMoved(p) {
 		to := p.Config.MapNamespace(ns)
 		try, in := source, ns
 		_, err := target.Dynamic.Resource(namespacesGVR).Get(ctx, to, metav1.GetOptions{})
@@ -65,8 +69,8 @@ func PreflightPods(ctx context.Context, p *Plan, source, target Clients) error {
 			}
 			for i := range list.Items {
 				obj := &list.Items[i]
-				if metav1.GetControllerOfNoCopy(obj) != nil || filter.Reason(r, obj) != "" || finished(obj) {
-					continue // made by its owner (checked there), left out, or done
+				if metav1.GetControllerOfNoCopy(obj) != nil || filter.Reason(r, obj) != "" || finished(obj) || idle(obj) {
+					continue // made by its owner (checked there), left out, done, or making no pods
 				}
 				pod := podOf(obj, where)
 				pod.SetNamespace(in)
@@ -92,6 +96,7 @@ func podOf(obj *unstructured.Unstructured, where []string) *unstructured.Unstruc
 		// A node of the source, and what only a running pod has.
 		unstructured.RemoveNestedField(pod.Object, "spec", "nodeName")
 		unstructured.RemoveNestedField(pod.Object, "spec", "ephemeralContainers")
+		unstructured.RemoveNestedField(pod.Object, "spec", "priority") // the target's class gives it
 		return pod
 	}
 	template, _, _ := unstructured.NestedMap(obj.Object, where...)
@@ -113,6 +118,16 @@ func podOf(obj *unstructured.Unstructured, where []string) *unstructured.Unstruc
 	return pod
 }
 
+// idle says whether obj makes no pods now: scaled to zero by its owner (not by ferry's quiesce,
+// which scales it up again on the target), or suspended.
+func idle(obj *unstructured.Unstructured) bool {
+	if suspended, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend"); suspended {
+		return obj.GetAnnotations()[QuiescedAnnotation] == ""
+	}
+	replicas, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+	return found && replicas == 0 && obj.GetAnnotations()[QuiescedAnnotation] == ""
+}
+
 // finished says whether obj is a Job or a pod that ended: it makes no pod again.
 func finished(obj *unstructured.Unstructured) bool {
 	if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase == "Succeeded" || phase == "Failed" {
@@ -130,9 +145,10 @@ func finished(obj *unstructured.Unstructured) bool {
 
 // refusedByNamespacePolicy says why the API server refused a pod by the namespace's Pod Security
 // level or a LimitRange, or "" for any other answer: quotas are judged apart, and what the
-// source's admission webhooks say does not hold on a target that makes them last.
+// source's admission webhooks say (a policy engine's Pod Security rules too) does not hold on a
+// target that makes them last.
 func refusedByNamespacePolicy(err error) string {
-	if err == nil || !apierrors.IsForbidden(err) {
+	if err == nil || !apierrors.IsForbidden(err) || strings.Contains(err.Error(), "admission webhook") {
 		return ""
 	}
 	msg := err.Error()

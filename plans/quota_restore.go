@@ -3,6 +3,7 @@ package plans
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -27,7 +28,7 @@ import (
 // are left: the target's controllers make the pods.
 func restoreQuotaFindings(ctx context.Context, p *Plan, source, target Clients) ([]Finding, error) {
 	var findings []Finding
-	for _, ns := range namespacesOf(p) {
+	for _, ns := range namespacesMoved(p) {
 		var sourceQuotas []corev1.ResourceQuota
 		if err := listTyped(ctx, source.Dynamic, resourceQuotasGVR, ns, &sourceQuotas); err != nil {
 			return nil, fmt.Errorf("source: %w", err)
@@ -102,11 +103,14 @@ func restoredUsage(p *Plan, ns string, quotas []corev1.ResourceQuota) corev1.Res
 		if to := p.Config.StorageClassMap[class]; to != "" {
 			class = to
 		}
+		// The claims' count is the persistentvolumeclaims resource's, above; by class it is here.
+		if class != "" {
+			count(class+".storageclass.storage.k8s.io/count/persistentvolumeclaims", 1)
+		}
 		for _, prefix := range []string{"", class + ".storageclass.storage.k8s.io/"} {
 			if prefix == ".storageclass.storage.k8s.io/" {
 				continue
 			}
-			count(prefix+"count/persistentvolumeclaims", 1)
 			if planned[prefix+"requests.storage"] == nil {
 				planned[prefix+"requests.storage"] = resource.NewQuantity(0, resource.BinarySI)
 			}
@@ -188,4 +192,19 @@ func (p *Plan) moves(owner *metav1.OwnerReference) bool {
 		return false
 	}
 	return slices.ContainsFunc(p.Resources, func(r Resource) bool { return r.Group == gv.Group && r.Kind == owner.Kind && r.Count > 0 })
+}
+
+// namespacesMoved are the namespaces whose objects the plan moves, the cluster's own ones
+// (default, or kube-system when named) too, and its tenants', sorted.
+func namespacesMoved(p *Plan) []string {
+	seen := map[string]bool{}
+	for _, r := range p.Resources {
+		for ns := range r.Namespaces {
+			seen[ns] = true
+		}
+	}
+	for _, t := range p.Tenants {
+		seen[t.Namespace] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -1,6 +1,7 @@
 package plans
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ferrykube/ferry/plans/config"
@@ -26,6 +27,7 @@ func TestRestoredUsage(t *testing.T) {
 			{Resource: "services", Kind: "Service", Count: 3, Namespaces: map[string]Count{"team": {Count: 3}}},
 			{Resource: "secrets", Kind: "Secret", Count: 2, Namespaces: map[string]Count{"team": {Count: 2}}},
 			{Resource: "pods", Kind: "Pod", Count: 9, Namespaces: map[string]Count{"team": {Count: 9}}},
+			{Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Count: 3, Namespaces: map[string]Count{"team": {Count: 2}, "other": {Count: 1}}},
 		},
 		Volumes: []Volume{
 			{Namespace: "team", Name: "a", Capacity: "10Gi", StorageClass: "gp2"},
@@ -35,13 +37,14 @@ func TestRestoredUsage(t *testing.T) {
 	}
 	quotas := []corev1.ResourceQuota{
 		{Status: corev1.ResourceQuotaStatus{Used: resourceList("services", "3", "count/secrets", "7", "requests.storage", "40Gi",
-			"persistentvolumeclaims", "2", "gp2.storageclass.storage.k8s.io/requests.storage", "15Gi", "pods", "9", "requests.cpu", "4")}},
+			"persistentvolumeclaims", "5", "gp2.storageclass.storage.k8s.io/requests.storage", "15Gi", "gp2.storageclass.storage.k8s.io/persistentvolumeclaims", "5",
+			"pods", "9", "requests.cpu", "4")}},
 		{Spec: corev1.ResourceQuotaSpec{Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}},
 			Status: corev1.ResourceQuotaStatus{Used: resourceList("services", "30")}},
 	}
 	got := restoredUsage(p, "team", quotas)
 	want := resourceList("count/services", "3", "count/secrets", "2", "requests.storage", "15Gi", "count/persistentvolumeclaims", "2",
-		"gp3.storageclass.storage.k8s.io/requests.storage", "15Gi")
+		"gp3.storageclass.storage.k8s.io/requests.storage", "15Gi", "gp3.storageclass.storage.k8s.io/count/persistentvolumeclaims", "2")
 	if len(got) != len(want) {
 		t.Fatalf("restoredUsage = %v, want %v", got, want)
 	}
@@ -79,5 +82,17 @@ func TestOverQuota(t *testing.T) {
 				t.Errorf("overQuota = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNamespacesMoved: the namespaces whose objects move, the cluster's own default too, and the
+// tenants'.
+func TestNamespacesMoved(t *testing.T) {
+	p := &Plan{
+		Resources: []Resource{{Resource: "configmaps", Namespaces: map[string]Count{"default": {Count: 1}, "team": {Count: 2}}}},
+		Tenants:   []Tenant{{Namespace: "alice"}},
+	}
+	if got := namespacesMoved(p); strings.Join(got, ",") != "alice,default,team" {
+		t.Errorf("namespacesMoved = %v, want alice, default, team", got)
 	}
 }

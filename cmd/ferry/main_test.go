@@ -115,6 +115,7 @@ func TestValidateBeforeRun(t *testing.T) {
 		{"warm encrypted", []string{"migrate", "--from", "a", "--to", "b", "--warm", "--encrypt-to", "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}, "--warm: not encrypted"},
 		{"resume warm", []string{"migrate", "--resume", "r-1", "--warm"}, "drop -f/--preset/--upgrade/--leave-behind/--warm"},
 		{"rollback with bad parallel", []string{"rollback", "--run", "r-1", "--parallel", "0"}, "--parallel 0"},
+		{"rollback despite a partial carry-back, not discarding", []string{"rollback", "--run", "r-1", "--despite-partial-carry-back"}, "--despite-partial-carry-back goes only with --discard-green-writes"},
 		{"finalize with a bad identity", []string{"migrate", "finalize", "r-1", "--identity", dir + "/nokey"}, "--identity"},
 		{"restore without a backup", []string{"restore", "--to", "b"}, "needs --backup"},
 		{"restore with a bad existing", []string{"restore", "--backup", "b1", "--existing", "sometimes"}, `--existing "sometimes"`},

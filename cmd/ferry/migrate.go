@@ -164,7 +164,11 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 		if errors.Is(err, migrate.ErrSkipped) {
 			fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped: green's backup skipped items. To go on without them: ferry rollback --run %s --carry-back --allow-skipped\n", id)
 		}
-		fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped. When it is fixed: ferry rollback --run %s --carry-back   (or without green's writes: ferry rollback --run %s --discard-green-writes)\n", id, id)
+		discard := "--discard-green-writes"
+		if r.PartlyCarriedBack() {
+			discard += " --despite-partial-carry-back, leaving blue partly carried back"
+		}
+		fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped. When it is fixed: ferry rollback --run %s --carry-back   (or without green's writes: ferry rollback --run %s %s)\n", id, id, discard)
 		if errors.Is(err, migrate.ErrStopped) {
 			return &incompleteError{msg: err.Error()}
 		}
@@ -529,6 +533,9 @@ func (o *rollbackOptions) validate() error {
 	}
 	if o.ro.CarryBack && o.ro.DiscardGreenWrites {
 		return badinput.Errorf("--carry-back and --discard-green-writes exclude each other: carry green's writes back, or drop them")
+	}
+	if o.ro.DespitePartialCarryBack && !o.ro.DiscardGreenWrites {
+		return badinput.Errorf("--despite-partial-carry-back goes only with --discard-green-writes")
 	}
 	return nil
 }

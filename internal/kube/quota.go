@@ -27,7 +27,7 @@ func QuotaRefused(err error) bool {
 const quotaCountWait = 15 * time.Second
 
 // CreateCounted runs create, and again while the API server refuses it for a quota not counted
-// yet (QuotaUncounted), for up to quotaCountWait; it returns create's last error.
+// yet (QuotaUncounted), for up to quotaCountWait; it returns create's last error, or ctx's.
 func CreateCounted(ctx context.Context, create func() error) error {
 	deadline := time.Now().Add(quotaCountWait)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
