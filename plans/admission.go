@@ -23,8 +23,9 @@ import (
 const QuiescedAnnotation = "ferry.dev/quiesced"
 
 // podTemplates are the workload types whose pods the target makes from a template, and where
-// the template is.
+// the template is; a pod run by hand is its own.
 var podTemplates = map[string][]string{
+	"pods":              nil,
 	"deployments.apps":  {"spec", "template"},
 	"statefulsets.apps": {"spec", "template"},
 	"daemonsets.apps":   {"spec", "template"},
@@ -57,9 +58,6 @@ func PreflightPods(ctx context.Context, p *Plan, source, target Clients) error {
 		}
 		for _, r := range p.Resources {
 			where, isWorkload := podTemplates[r.GroupResource()]
-			if r.GroupResource() == "pods" {
-				isWorkload = true
-			}
 			if !isWorkload || r.Namespaces[ns].Count == 0 {
 				continue
 			}

@@ -80,12 +80,13 @@ func restoreQuotaFindings(ctx context.Context, p *Plan, source, target Clients) 
 // capacities there. Resources a restore does not make (pods, compute) are left out.
 func restoredUsage(p *Plan, ns string, quotas []corev1.ResourceQuota) corev1.ResourceList {
 	planned := map[string]*resource.Quantity{}
-	count := func(name string, n int64) {
+	add := func(name string, q resource.Quantity) {
 		if planned[name] == nil {
-			planned[name] = resource.NewQuantity(0, resource.DecimalSI)
+			planned[name] = resource.NewQuantity(0, q.Format)
 		}
-		planned[name].Add(*resource.NewQuantity(n, resource.DecimalSI))
+		planned[name].Add(q)
 	}
+	count := func(name string, n int64) { add(name, *resource.NewQuantity(n, resource.DecimalSI)) }
 	for _, r := range p.Resources {
 		if c := r.Namespaces[ns].Count; c > 0 && r.GroupResource() != "pods" {
 			count("count/"+r.GroupResource(), int64(c))
@@ -104,17 +105,10 @@ func restoredUsage(p *Plan, ns string, quotas []corev1.ResourceQuota) corev1.Res
 			class = to
 		}
 		// The claims' count is the persistentvolumeclaims resource's, above; by class it is here.
+		add("requests.storage", size)
 		if class != "" {
 			count(class+".storageclass.storage.k8s.io/count/persistentvolumeclaims", 1)
-		}
-		for _, prefix := range []string{"", class + ".storageclass.storage.k8s.io/"} {
-			if prefix == ".storageclass.storage.k8s.io/" {
-				continue
-			}
-			if planned[prefix+"requests.storage"] == nil {
-				planned[prefix+"requests.storage"] = resource.NewQuantity(0, resource.BinarySI)
-			}
-			planned[prefix+"requests.storage"].Add(size)
+			add(class+".storageclass.storage.k8s.io/requests.storage", size)
 		}
 	}
 	out := corev1.ResourceList{}
