@@ -13,6 +13,7 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,6 +58,9 @@ type Quiescer struct {
 	Log       *slog.Logger
 	// StopTimeout bounds Stop's wait for the stopped writers' pods; 0 is WritersStopTimeout.
 	StopTimeout time.Duration
+	// AdmissionWait bounds the wait for an admission webhook's server to take a change; 0 is
+	// AdmissionWait.
+	AdmissionWait time.Duration
 }
 
 // QuiesceItem is one object stopped or started.
@@ -77,15 +81,15 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
 	var writers []writerPods
 	var checked []stoppedObject
-	err := q.each(ctx, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	err := q.each(ctx, stopping, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		if record, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
 			if field, now := restarted(rule, record, obj); field != "" {
 				_, patch, err := quiescePatch(rule, obj)
 				if err != nil {
-					return err
+					return nil, err
 				}
-				if obj, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
-					return err
+				if obj, err = q.patch(ctx, client, obj.GetName(), patch); err != nil {
+					return nil, err
 				}
 				q.Log.Warn("a writer was started again since the quiesce; stopped it again", "resource", rule.Resource, "namespace", obj.GetNamespace(), "name", obj.GetName(),
 					"field", field, "was", now)
@@ -94,22 +98,22 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 		} else {
 			orig, patch, err := quiescePatch(rule, obj)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			record, _ := json.Marshal(orig)
 			full, err := mergePatches(patch, map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: string(record)}}})
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if obj, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, full, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
-				return err
+			if obj, err = q.patch(ctx, client, obj.GetName(), full); err != nil {
+				return nil, err
 			}
 			done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: rule.Why})
 		}
 		checked = append(checked, stoppedObject{rule: rule, client: client, name: obj.GetName()})
 		found, err := q.writerPodsOf(ctx, rule, obj)
 		writers = append(writers, found...)
-		return err
+		return obj, err
 	})
 	if err != nil {
 		return done, err
@@ -192,7 +196,7 @@ func startedAgainLine(rule config.QuiesceRule, obj *unstructured.Unstructured, f
 func (q Quiescer) Held(ctx context.Context) ([]string, error) {
 	var broken []string
 	var writers []writerPods
-	err := q.each(ctx, func(rule config.QuiesceRule, _ dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	err := q.each(ctx, stopping, func(rule config.QuiesceRule, _ dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		if record, ok := obj.GetAnnotations()[QuiescedAnnotation]; !ok {
 			broken = append(broken, rule.Resource+" "+path.Join(obj.GetNamespace(), obj.GetName())+": not stopped: made, or its quiesce record removed, since the quiesce")
 		} else if field, now := restarted(rule, record, obj); field != "" {
@@ -200,7 +204,7 @@ func (q Quiescer) Held(ctx context.Context) ([]string, error) {
 		}
 		found, err := q.writerPodsOf(ctx, rule, obj)
 		writers = append(writers, found...)
-		return err
+		return obj, err
 	})
 	if err != nil {
 		return nil, err
@@ -215,23 +219,24 @@ func (q Quiescer) Held(ctx context.Context) ([]string, error) {
 // Start undoes Stop on every object that carries the record, and removes the record.
 func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
-	err := q.each(ctx, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	err := q.each(ctx, starting, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		record, ok := obj.GetAnnotations()[QuiescedAnnotation]
 		if !ok {
-			return nil
+			return obj, nil
 		}
 		patch, action, err := undoPatch(record)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
-			return err
+		started, err := q.patch(ctx, client, obj.GetName(), patch)
+		if err != nil {
+			return nil, err
 		}
 		if err := q.forgetOnReplicaSets(ctx, obj); err != nil {
-			return err
+			return nil, err
 		}
 		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: "un-" + action})
-		return nil
+		return started, nil
 	})
 	return done, err
 }
@@ -247,6 +252,11 @@ var (
 // grace periods (30 s unless a pod sets its own, which lengthens the wait), with room for slow
 // nodes.
 const WritersStopTimeout = 5 * time.Minute
+
+// AdmissionWait is how long a change waits for an admission webhook's server that cannot be
+// called: a workload Start scaled up moments before may be that server, and it serves once its
+// pods are ready.
+const AdmissionWait = 5 * time.Minute
 
 // writerPods are the pods of one writer Stop stopped: those of namespace matching selector, or,
 // without one, those owned (through their owner references) by the object of UID owned.
@@ -493,7 +503,45 @@ func (q Quiescer) forgetOnReplicaSets(ctx context.Context, obj *unstructured.Uns
 
 // each calls fn for every object a rule selects; resource types the cluster does not serve are
 // logged and passed over (a preset names more than every platform runs).
-func (q Quiescer) each(ctx context.Context, fn func(config.QuiesceRule, dynamic.ResourceInterface, *unstructured.Unstructured) error) error {
+// Stop changes the objects that controllers and admission webhooks act on (annotate, patch,
+// suspend) before it scales workloads to zero, and Start scales them up first: a scaled workload
+// may be what serves an admission webhook for the others (Katib's controller admits every change
+// of an Experiment), which refuses them while it does not run.
+const (
+	stopping = iota
+	starting
+)
+
+// target is an object a rule selects, with the client that writes it.
+type target struct {
+	rule   config.QuiesceRule
+	client dynamic.ResourceInterface
+	obj    *unstructured.Unstructured
+}
+
+// each calls fn on every object the rules select, rule by rule, in the order of phase (stopping
+// or starting: ordered). fn returns the object as it left it, which an object's next rule sees.
+func (q Quiescer) each(ctx context.Context, phase int, fn func(config.QuiesceRule, dynamic.ResourceInterface, *unstructured.Unstructured) (*unstructured.Unstructured, error)) error {
+	targets, err := q.targets(ctx)
+	if err != nil {
+		return err
+	}
+	latest := map[string]*unstructured.Unstructured{}
+	for _, t := range ordered(targets, phase) {
+		key := targetKey(t)
+		obj := cmp.Or(latest[key], t.obj)
+		now, err := fn(t.rule, t.client, obj)
+		if err != nil {
+			return fmt.Errorf("quiesce %s %s/%s: %w", t.rule.Resource, obj.GetNamespace(), obj.GetName(), err)
+		}
+		latest[key] = now
+	}
+	return nil
+}
+
+// targets lists the objects the rules select, rule by rule.
+func (q Quiescer) targets(ctx context.Context) ([]target, error) {
+	var out []target
 	for _, rule := range q.Rules {
 		gvr, namespaced, err := q.resolve(rule.Resource)
 		if err != nil {
@@ -513,20 +561,67 @@ func (q Quiescer) each(ctx context.Context, fn func(config.QuiesceRule, dynamic.
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return fmt.Errorf("quiesce %s: %w", rule.Resource, err)
+			return nil, fmt.Errorf("quiesce %s: %w", rule.Resource, err)
 		}
 		for i := range list.Items {
 			obj := &list.Items[i]
 			if len(rule.Names) > 0 && !slices.Contains(rule.Names, obj.GetName()) {
 				continue
 			}
-			client := q.Dynamic.Resource(gvr).Namespace(obj.GetNamespace())
-			if err := fn(rule, client, obj); err != nil {
-				return fmt.Errorf("quiesce %s %s/%s: %w", rule.Resource, obj.GetNamespace(), obj.GetName(), err)
-			}
+			out = append(out, target{rule: rule, client: q.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()), obj: obj})
 		}
 	}
-	return nil
+	return out, nil
+}
+
+func targetKey(t target) string {
+	return t.obj.GetAPIVersion() + "/" + t.obj.GetKind() + "/" + t.obj.GetNamespace() + "/" + t.obj.GetName()
+}
+
+// ordered puts the objects whose first rule scales them to zero last when stopping and first
+// when starting, keeping the order of the rest and each object's rules in their order (its first
+// rule is the one that stops it).
+func ordered(targets []target, phase int) []target {
+	scaled := map[string]bool{}
+	for _, t := range targets {
+		if _, seen := scaled[targetKey(t)]; !seen {
+			scaled[targetKey(t)] = t.rule.Action == ScaleToZero
+		}
+	}
+	out := slices.Clone(targets)
+	slices.SortStableFunc(out, func(a, b target) int {
+		x, y := scaled[targetKey(a)], scaled[targetKey(b)]
+		if phase == starting {
+			x, y = !x, !y
+		}
+		switch {
+		case x == y:
+			return 0
+		case y:
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// patch applies a merge patch, and again while an admission webhook's server cannot be called,
+// for up to AdmissionWait: a workload Start scaled up moments before may be that server.
+func (q Quiescer) patch(ctx context.Context, client dynamic.ResourceInterface, name string, patch []byte) (*unstructured.Unstructured, error) {
+	var out *unstructured.Unstructured
+	said := false
+	err := kube.RetryWhile(ctx, cmp.Or(q.AdmissionWait, AdmissionWait), func(err error) bool {
+		unreachable := kube.WebhookUnreachable(err)
+		if unreachable && !said {
+			q.Log.Info("waiting for an admission webhook's server to take the change", "name", name, "error", err)
+			said = true
+		}
+		return unreachable
+	}, func() (err error) {
+		out, err = client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry"})
+		return err
+	})
+	return out, err
 }
 
 func (q Quiescer) resolve(resource string) (schema.GroupVersionResource, bool, error) {

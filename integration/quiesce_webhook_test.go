@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/migrate"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// TestWritersServingWebhooksMoveAndComeBack: Katib's controller is a writer Kubeflow's preset
+// stops, and it serves the admission webhook that must admit every change of an Experiment
+// (failurePolicy Fail). The preset scaled it to zero, then annotated the Experiments: on a real
+// Kubeflow the webhook, its server stopped, refused the annotation, and the quiesce failed; a
+// rollback took the annotation off before the controller was ready again.
+//
+// Here the webhook's server runs on this machine and serves while blue's controller has a ready
+// pod, not being deleted, as a Service's endpoints do. ferry migrate, then rollback with
+// green's writes discarded, must both finish, with blue's Experiment and controller as they were.
+func TestWritersServingWebhooksMoveAndComeBack(t *testing.T) {
+	_, greenKC := cutover(t)
+	blue, blueKC := clients(t, "blue")
+	_, blueDyn, err := blue.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const ns = "quiesce-webhook"
+	experiments := testCRD{group: "hooks.ferry.dev", kind: "Experiment"}
+	experimentsGVR := schema.GroupVersionResource{Group: experiments.group, Version: "v1", Resource: experiments.plural()}
+	kubectl(t, "blue", experiments.manifest(), "apply", "-f", "-")
+	kubectl(t, "blue", "", "wait", "--for=condition=Established", "crd/"+experiments.name(), "--timeout=60s")
+	t.Cleanup(func() {
+		for _, cluster := range []string{"blue", "cutover"} {
+			kubectl(t, cluster, "", "delete", "crd", experiments.name(), "--ignore-not-found", "--wait")
+		}
+	})
+	createNamespace(t, blueKC, ns, nil)
+	removeAfter(t, ns, greenKC)
+	createDeployment(t, blueKC, ns, "controller", corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "controller"}}})
+	experiment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": experiments.group + "/v1", "kind": experiments.kind,
+		"metadata": map[string]any{"name": "tune", "namespace": ns}, "spec": map[string]any{"trials": int64(4)}}}
+	if _, err := blueDyn.Resource(experimentsGVR).Namespace(ns).Create(ctx, experiment, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "blue's controller ready", time.Minute, func(ctx context.Context) (bool, error) {
+		return serving(ctx, blueKC, ns, "controller"), nil
+	})
+
+	// The webhook: served while the controller has a pod that serves (serving).
+	var admitted, unreachable atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !serving(r.Context(), blueKC, ns, "controller") {
+			unreachable.Add(1)
+			http.Error(w, "no endpoints available for service \"controller\"", http.StatusServiceUnavailable)
+			return
+		}
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "not an admission review", http.StatusBadRequest)
+			return
+		}
+		admitted.Add(1)
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(review)
+	}))
+	t.Cleanup(srv.Close)
+	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "experiments." + experiments.group},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "validator.experiments." + experiments.group,
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(srv.URL + "/validate"),
+				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{experiments.group}, APIVersions: []string{"*"}, Resources: []string{experiments.plural()}}}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To(int32(5)),
+		}},
+	}
+	if _, err := blueKC.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhook, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = blueKC.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), webhook.Name, metav1.DeleteOptions{})
+	})
+	// The API server takes a moment to call a new webhook.
+	waitUntil(t, "the webhook admits changes of experiments", 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := blueDyn.Resource(experimentsGVR).Namespace(ns).Patch(ctx, "tune", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"checked":"yes"}}}`), metav1.PatchOptions{})
+		return err == nil && admitted.Load() > 0, nil
+	})
+
+	// As Kubeflow's preset orders them: the controller first, then its Experiments. The webhook
+	// stays on blue: on green its address would be blue's server.
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+ns+`]}
+exclude: {resources: [validatingwebhookconfigurations.admissionregistration.k8s.io]}
+quiesce:
+- {resource: deployments.apps, namespace: `+ns+`, names: [controller], action: scale-to-zero, why: writes the experiments' results}
+- {resource: `+experiments.name()+`, action: annotate, annotations: {ferry.dev/paused: "true"}, why: records which experiments ran}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, unreachable.Load(), out, errOut)
+	}
+	id := runID(t, errOut)
+	blueTune, err := blueDyn.Resource(experimentsGVR).Namespace(ns).Get(ctx, "tune", metav1.GetOptions{})
+	if err != nil || blueTune.GetAnnotations()["ferry.dev/paused"] != "true" {
+		t.Fatalf("blue's experiment after the migration: %v, %v; want it annotated ferry.dev/paused", blueTune.GetAnnotations(), err)
+	}
+
+	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--discard-green-writes", "--lease-ttl", testLeaseTTL.String())
+	if code != 0 {
+		t.Fatalf("ferry rollback exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, unreachable.Load(), out, errOut)
+	}
+	blueTune, err = blueDyn.Resource(experimentsGVR).Namespace(ns).Get(ctx, "tune", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ann := blueTune.GetAnnotations(); ann["ferry.dev/paused"] != "" || ann[migrate.QuiescedAnnotation] != "" {
+		t.Errorf("blue's experiment after the rollback carries %v; want the quiesce undone", ann)
+	}
+	d, err := blueKC.AppsV1().Deployments(ns).Get(ctx, "controller", metav1.GetOptions{})
+	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("blue's controller after the rollback: %v, %v; want 1 replica", d.Spec.Replicas, err)
+	}
+	t.Logf("the webhook admitted %d changes and was unreachable for %d", admitted.Load(), unreachable.Load())
+}
+
+// serving says whether a pod of app serves, as a Service's ready endpoints say: it is ready, and
+// not being deleted (a pod being deleted leaves the endpoints at once). The testbed's pods are
+// ready the moment they are made; a real server takes seconds to start (an image to pull, a
+// readiness probe), so a pod serves here from serverStart after it became ready.
+func serving(ctx context.Context, kc kubernetes.Interface, ns, app string) bool {
+	const serverStart = 2 * time.Second
+	pods, err := kc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		return false
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil && time.Since(c.LastTransitionTime.Time) >= serverStart {
+				return true
+			}
+		}
+	}
+	return false
+}
