@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -34,9 +35,111 @@ import (
 // pod, not being deleted, as a Service's endpoints do. ferry migrate, then rollback with
 // green's writes discarded, must both finish, with blue's Experiment and controller as they were.
 func TestWritersServingWebhooksMoveAndComeBack(t *testing.T) {
-	_, greenKC := cutover(t)
+	g := guardedExperiments(t)
+	ctx := context.Background()
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", g.config, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.unreachable.Load(), out, errOut)
+	}
+	id := runID(t, errOut)
+	blueTune, err := g.blueDyn.Resource(g.gvr).Namespace(g.ns).Get(ctx, "tune", metav1.GetOptions{})
+	if err != nil || blueTune.GetAnnotations()["ferry.dev/paused"] != "true" {
+		t.Fatalf("blue's experiment after the migration: %v, %v; want it annotated ferry.dev/paused", blueTune.GetAnnotations(), err)
+	}
+
+	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--discard-green-writes", "--lease-ttl", testLeaseTTL.String())
+	if code != 0 {
+		t.Fatalf("ferry rollback exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.unreachable.Load(), out, errOut)
+	}
+	blueTune, err = g.blueDyn.Resource(g.gvr).Namespace(g.ns).Get(ctx, "tune", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ann := blueTune.GetAnnotations(); ann["ferry.dev/paused"] != "" || ann[migrate.QuiescedAnnotation] != "" {
+		t.Errorf("blue's experiment after the rollback carries %v; want the quiesce undone", ann)
+	}
+	d, err := g.blueKC.AppsV1().Deployments(g.ns).Get(ctx, "controller", metav1.GetOptions{})
+	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("blue's controller after the rollback: %v, %v; want 1 replica", d.Spec.Replicas, err)
+	}
+	t.Logf("the webhook admitted %d changes and was unreachable for %d", g.admitted.Load(), g.unreachable.Load())
+}
+
+// TestCarryBackOfWhatAStoppedWriterAdmits: after the shift, green's users start an Experiment
+// and change another. rollback --carry-back brings both to blue, where the webhook that must
+// admit them is served by a writer the run keeps stopped until the carry-back is done: it failed
+// there ("2 items failed to carry back to blue … failed calling webhook"). They await blue's
+// writers, are made once those start, and verified.
+func TestCarryBackOfWhatAStoppedWriterAdmits(t *testing.T) {
+	g := guardedExperiments(t)
+	ctx := context.Background()
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", g.config, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	id := runID(t, errOut)
+	greenExperiments := g.greenDyn.Resource(g.gvr).Namespace(g.ns)
+	if _, err := greenExperiments.Patch(ctx, "tune", "application/merge-patch+json", []byte(`{"spec":{"trials":8}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	more := &unstructured.Unstructured{Object: map[string]any{"apiVersion": g.gvr.Group + "/v1", "kind": "Experiment",
+		"metadata": map[string]any{"name": "tune-more", "namespace": g.ns}, "spec": map[string]any{"trials": int64(2)}}}
+	if _, err := greenExperiments.Create(ctx, more, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String())
+	if code != 0 {
+		t.Fatalf("ferry rollback --carry-back exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.unreachable.Load(), out, errOut)
+	}
+	for _, said := range []string{"objects awaiting 2", "awaiting blue's writers, one of which may serve their admission webhook: 2",
+		"made and verified once they started"} {
+		if !strings.Contains(out, said) {
+			t.Errorf("the carry-back's report does not say %q\nstdout: %s", said, out)
+		}
+	}
+	for name, trials := range map[string]int64{"tune": 8, "tune-more": 2} {
+		e, err := g.blueDyn.Resource(g.gvr).Namespace(g.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("blue's experiment %s after the carry-back: %v", name, err)
+			continue
+		}
+		if got, _, _ := unstructured.NestedInt64(e.Object, "spec", "trials"); got != trials {
+			t.Errorf("blue's experiment %s after the carry-back: %d trials, want green's %d", name, got, trials)
+		}
+		if ann := e.GetAnnotations(); ann["ferry.dev/paused"] != "" || ann[migrate.QuiescedAnnotation] != "" {
+			t.Errorf("blue's experiment %s after the carry-back carries %v; want no quiesce", name, ann)
+		}
+	}
+	d, err := g.blueKC.AppsV1().Deployments(g.ns).Get(ctx, "controller", metav1.GetOptions{})
+	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("blue's controller after the carry-back: %v, %v; want 1 replica", d.Spec.Replicas, err)
+	}
+	t.Logf("the webhook admitted %d changes and was unreachable for %d", g.admitted.Load(), g.unreachable.Load())
+}
+
+// guarded is a namespace of blue, quiesce-webhook, holding an Experiment "tune" (spec.trials 4)
+// and the Deployment "controller" that serves the webhook admitting every create and change of
+// Experiments there; config moves it, with rules that stop both as Kubeflow's preset does.
+type guarded struct {
+	ns, config            string
+	gvr                   schema.GroupVersionResource
+	blueKC                kubernetes.Interface
+	blueDyn, greenDyn     dynamic.Interface
+	admitted, unreachable *atomic.Int32
+}
+
+func guardedExperiments(t *testing.T) guarded {
+	t.Helper()
+	green, greenKC := cutover(t)
 	blue, blueKC := clients(t, "blue")
 	_, blueDyn, err := blue.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, greenDyn, err := green.Clients()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,33 +223,7 @@ quiesce:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := "file://" + filepath.Join(t.TempDir(), "store")
-	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
-	if code != 0 || !strings.Contains(out, "shifted") {
-		t.Fatalf("ferry migrate exited %d, want 0 and shifted (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, unreachable.Load(), out, errOut)
-	}
-	id := runID(t, errOut)
-	blueTune, err := blueDyn.Resource(experimentsGVR).Namespace(ns).Get(ctx, "tune", metav1.GetOptions{})
-	if err != nil || blueTune.GetAnnotations()["ferry.dev/paused"] != "true" {
-		t.Fatalf("blue's experiment after the migration: %v, %v; want it annotated ferry.dev/paused", blueTune.GetAnnotations(), err)
-	}
-
-	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--discard-green-writes", "--lease-ttl", testLeaseTTL.String())
-	if code != 0 {
-		t.Fatalf("ferry rollback exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, unreachable.Load(), out, errOut)
-	}
-	blueTune, err = blueDyn.Resource(experimentsGVR).Namespace(ns).Get(ctx, "tune", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ann := blueTune.GetAnnotations(); ann["ferry.dev/paused"] != "" || ann[migrate.QuiescedAnnotation] != "" {
-		t.Errorf("blue's experiment after the rollback carries %v; want the quiesce undone", ann)
-	}
-	d, err := blueKC.AppsV1().Deployments(ns).Get(ctx, "controller", metav1.GetOptions{})
-	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-		t.Errorf("blue's controller after the rollback: %v, %v; want 1 replica", d.Spec.Replicas, err)
-	}
-	t.Logf("the webhook admitted %d changes and was unreachable for %d", admitted.Load(), unreachable.Load())
+	return guarded{ns: ns, config: config, gvr: experimentsGVR, blueKC: blueKC, blueDyn: blueDyn, greenDyn: greenDyn, admitted: &admitted, unreachable: &unreachable}
 }
 
 // serving says whether a pod of app serves, as a Service's ready endpoints say: it is ready, and

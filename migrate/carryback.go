@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -305,7 +306,57 @@ func lacks(original, carried *snapshot.Manifest, m snapshot.Mapping) []string {
 // carryRecord is what the carried-back step journals.
 type carryRecord struct {
 	Objects ObjectChanges `json:"objects"`
+	// Awaiting are the objects an admission webhook refused because its server could not be
+	// called: one of blue's writers, stopped until the carry-back is done, may be that server.
+	// They are made once blue's writers start (admitAwaiting).
+	Awaiting []string `json:"awaiting,omitempty"`
 	Summary
+}
+
+// carryBackOptions are the options of the carry-back's restore and verify onto blue, whose
+// writers are stopped: an object whose admission webhook's server cannot be called awaits them.
+func (r *Runner) carryBackOptions() kinds.RestoreOptions {
+	return kinds.RestoreOptions{Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil,
+		AwaitAdmission: true, Log: r.o.Log}
+}
+
+// carriedAwaiting are the objects the carry-back left awaiting blue's writers (carryRecord).
+func (r *Runner) carriedAwaiting() []string {
+	var rec carryRecord
+	if e, ok := r.Journal.Last(CarriedBack, Done, 0); ok && json.Unmarshal(e.Data, &rec) == nil {
+		return rec.Awaiting
+	}
+	return nil
+}
+
+// admitAwaiting makes on blue, once its writers started, the objects the carry-back left
+// awaiting (carriedAwaiting), each as soon as its admission webhook's server takes it (within
+// AdmissionWait), and verifies them against green's backup. It returns how many there were.
+func (r *Runner) admitAwaiting(ctx context.Context) (int, error) {
+	ids := r.carriedAwaiting()
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	rd, cb, err := r.carryBackPlan(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cb.Close()
+	o := r.carryBackOptions()
+	o.AwaitAdmission, o.AdmissionWait = false, AdmissionWait
+	objects := kinds.CarryBackRestorers(rd, cb.Only(ids), r.o.Blue, o)[0]
+	rep := &snapshot.Report{}
+	if err := objects.Restore(ctx, rd, rep); err != nil {
+		return 0, fmt.Errorf("make the objects that awaited blue's writers: %w", err)
+	}
+	if err := objects.Verify(ctx, rd, rep); err != nil {
+		return 0, fmt.Errorf("verify the objects that awaited blue's writers: %w", err)
+	}
+	if problems := rep.Problems(); len(problems) > 0 {
+		return 0, fmt.Errorf("%d of the %d objects that awaited blue's writers are not as green held them, e.g. %s %s: %s: %w",
+			len(problems), len(ids), problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
+	}
+	return len(ids), nil
 }
 
 // carryBackPlan compares the run's backup with the backup of green.
@@ -346,8 +397,7 @@ func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Re
 		return nil, nil, err
 	}
 	defer cb.Close() // its spool; the names it keeps stay
-	restorers := kinds.CarryBackRestorers(rd, cb, r.o.Blue, kinds.RestoreOptions{Parallel: r.o.Parallel, MoverImage: r.o.MoverImage,
-		WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Log: r.o.Log})
+	restorers := kinds.CarryBackRestorers(rd, cb, r.o.Blue, r.carryBackOptions())
 	if command == kinds.Verify {
 		rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
 		return rep, cb, err
@@ -364,11 +414,18 @@ func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
 		return nil, "", err
 	}
 	rec := carryRecord{Objects: ObjectChanges{Created: cb.Created, Changed: cb.Changed, Deleted: cb.DeletedIDs()}, Summary: summarize(rep)}
+	for _, it := range rep.Problems(snapshot.StatusAwaiting) {
+		rec.Awaiting = append(rec.Awaiting, it.Name)
+	}
 	if failed := rep.Problems(snapshot.StatusFailed); len(failed) > 0 {
 		return rec, "", fmt.Errorf("%d items failed to carry back to blue, e.g. %s %s: %s: %w", len(failed), failed[0].Kind, failed[0].Name, failed[0].Detail, ErrStopped)
 	}
-	return rec, fmt.Sprintf("objects %d created, %d changed, %d deleted on green; on blue: %s", len(cb.Created), len(cb.Changed), len(cb.Deleted),
-		countLine(rep, snapshot.StatusRestored, snapshot.StatusUpdated, snapshot.StatusDeleted)), nil
+	detail := fmt.Sprintf("objects %d created, %d changed, %d deleted on green; on blue: %s", len(cb.Created), len(cb.Changed), len(cb.Deleted),
+		countLine(rep, snapshot.StatusRestored, snapshot.StatusUpdated, snapshot.StatusDeleted))
+	if len(rec.Awaiting) > 0 {
+		detail += fmt.Sprintf("; %d await blue's writers, one of which may serve their admission webhook (e.g. %s): made once they start", len(rec.Awaiting), rec.Awaiting[0])
+	}
+	return rec, detail, nil
 }
 
 func (r *Runner) verifyBlueStep(ctx context.Context) (any, string, error) {
@@ -390,10 +447,17 @@ func (r *Runner) verifyBlueStep(ctx context.Context) (any, string, error) {
 		kind, name, _ := strings.Cut(what, " ")
 		rep.Add(kind+"s", snapshot.StatusMissing, name, "not in green's backup "+carried.Name+": its writes on green were not carried back")
 	}
-	if problems := rep.Problems(); len(problems) > 0 {
+	// The objects that await blue's writers are verified once made (admitAwaiting).
+	awaiting := r.carriedAwaiting()
+	problems := slices.DeleteFunc(rep.Problems(), func(it snapshot.ReportItem) bool { return it.Kind == "objects" && slices.Contains(awaiting, it.Name) })
+	if len(problems) > 0 {
 		return summarize(rep), "", fmt.Errorf("blue differs from green's backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
 	}
-	return summarize(rep), "blue holds what green held: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusDeleted, snapshot.StatusHealthy), nil
+	detail := "blue holds what green held: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusDeleted, snapshot.StatusHealthy)
+	if len(awaiting) > 0 {
+		detail += fmt.Sprintf(", but for the %d objects that await blue's writers", len(awaiting))
+	}
+	return summarize(rep), detail, nil
 }
 
 // atRisk names what green holds that blue would not get back: its databases, volumes and

@@ -162,6 +162,10 @@ type CarryBackSummary struct {
 	// serving all traffic again with its writers running.
 	Seconds       float64 `json:"seconds,omitempty"`
 	ToBlueSeconds float64 `json:"toBlueSeconds,omitempty"`
+	// Awaiting are the objects whose admission webhook's server could not be called while blue's
+	// writers were stopped; AwaitingMade says they were made and verified once those started.
+	Awaiting     []string `json:"awaiting,omitempty"`
+	AwaitingMade bool     `json:"awaitingMade,omitempty"`
 
 	started time.Time
 }
@@ -238,13 +242,15 @@ func BuildReport(j *Journal) Report {
 				rep.addSchemas(e.Data)
 			case e.State == RolledBack && e.Phase == Done:
 				var d struct {
-					Why     string  `json:"why"`
-					Seconds float64 `json:"seconds"`
+					Why          string  `json:"why"`
+					Seconds      float64 `json:"seconds"`
+					AwaitingMade int     `json:"awaitingMade"`
 				}
 				json.Unmarshal(e.Data, &d)
 				rep.Rollback = &RollbackSummary{Why: d.Why, Seconds: d.Seconds}
 				if cb := rep.CarryBack; cb != nil {
 					cb.ToBlueSeconds = e.At.Sub(cb.RequestedAt).Seconds()
+					cb.AwaitingMade = d.AwaitingMade > 0
 				}
 			}
 			if cb := rep.CarryBack; cb != nil && e.Phase == Done {
@@ -303,7 +309,7 @@ func (cb *CarryBackSummary) add(e Event) {
 	case CarriedBack:
 		var rec carryRecord
 		if json.Unmarshal(e.Data, &rec) == nil {
-			cb.Objects, cb.Moved = &rec.Objects, &rec.Summary
+			cb.Objects, cb.Moved, cb.Awaiting = &rec.Objects, &rec.Summary, rec.Awaiting
 		}
 	case BlueVerified:
 		var s Summary
@@ -425,9 +431,19 @@ func (cb *CarryBackSummary) print(w io.Writer) {
 		if s.sum != nil {
 			fmt.Fprintf(w, "  %s: %s\n", s.title, countsLine(s.sum.Counts))
 			for _, it := range s.sum.Items {
+				if s.sum == cb.Verification && it.Kind == "objects" && slices.Contains(cb.Awaiting, it.Name) {
+					continue // verified once made, below
+				}
 				fmt.Fprintf(w, "    %s %s %s: %s\n", it.Kind, it.Status, it.Name, it.Detail)
 			}
 		}
+	}
+	if len(cb.Awaiting) > 0 {
+		state := "made once they start"
+		if cb.AwaitingMade {
+			state = "made and verified once they started"
+		}
+		fmt.Fprintf(w, "  awaiting blue's writers, one of which may serve their admission webhook: %d (%s), %s\n", len(cb.Awaiting), oneLine(strings.Join(cb.Awaiting, ", ")), state)
 	}
 	if cb.ToBlueSeconds > 0 {
 		fmt.Fprintf(w, "  blue served all traffic again %s after the rollback was asked for\n", seconds(cb.ToBlueSeconds))

@@ -151,4 +151,38 @@ func TestBuildReport(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("carried back with objects awaiting blue's writers", func(t *testing.T) {
+		const tune = "kubeflow.org/v1beta1 Experiment team/tune"
+		awaiting := carried
+		awaiting.Awaiting = []string{tune}
+		missing := Summary{Counts: map[string]map[string]int{"objects": {snapshot.StatusIdentical: 3, snapshot.StatusMissing: 1}},
+			Items: []snapshot.ReportItem{{Kind: "objects", Status: snapshot.StatusMissing, Name: tune, Detail: "not on the target"}}}
+		made := map[string]any{"why": "by hand, green's writes carried back", "seconds": 2.5, "awaitingMade": 1}
+		for _, tc := range []struct {
+			name   string
+			events []Event
+			want   string
+		}{
+			{"before blue's writers start", nil, "made once they start"},
+			{"once they started", []Event{{State: RolledBack, Phase: Begin}, {State: RolledBack, Phase: Done, Data: raw(t, made)}}, "made and verified once they started"},
+		} {
+			rep := BuildReport(journalOf(t0, append([]Event{
+				{State: Shifted, Phase: Begin}, {State: Shifted, Phase: Done},
+				{State: Shifted, Phase: Note, Detail: NoteCarryBack + " by ops"},
+				{State: CarriedBack, Phase: Begin}, {State: CarriedBack, Phase: Done, Data: raw(t, awaiting)},
+				{State: BlueVerified, Phase: Begin}, {State: BlueVerified, Phase: Done, Data: raw(t, missing)},
+			}, tc.events...)...))
+			var out strings.Builder
+			if err := rep.Print(&out); err != nil {
+				t.Fatal(err)
+			}
+			if want := "awaiting blue's writers, one of which may serve their admission webhook: 1 (" + tune + "), " + tc.want; !strings.Contains(out.String(), want) {
+				t.Errorf("%s: printed report lacks %q:\n%s", tc.name, want, out.String())
+			}
+			if strings.Contains(out.String(), "objects missing "+tune) {
+				t.Errorf("%s: the object awaiting blue's writers is listed as missing:\n%s", tc.name, out.String())
+			}
+		}
+	})
 }

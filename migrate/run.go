@@ -791,6 +791,18 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 		if err != nil {
 			return nil, "", fmt.Errorf("start blue's writers: %w", err)
 		}
+		admitted, err := r.admitAwaiting(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		if admitted > 0 {
+			// They came with green's quiesce record, which blue's start undoes as it did the others'.
+			more, err := r.quiescer(r.o.Blue, false).Start(ctx)
+			if err != nil {
+				return nil, "", fmt.Errorf("start blue's writers: %w", err)
+			}
+			blueItems = append(blueItems, more...)
+		}
 		var greenItems, greenStarted []QuiesceItem
 		switch {
 		case r.Journal.IsDone(Restored, 0):
@@ -809,7 +821,11 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 		if len(greenStarted) > 0 {
 			detail += fmt.Sprintf(", %d of green's release started again (it never got blue's data)", len(greenStarted))
 		}
-		return map[string]any{"why": why, "byHand": byHand, "blueStarted": blueItems, "greenStopped": greenItems, "greenStarted": greenStarted, "seconds": took.Seconds()},
+		if admitted > 0 {
+			detail += fmt.Sprintf(", %d carried-back objects made once blue's writers started and verified", admitted)
+		}
+		return map[string]any{"why": why, "byHand": byHand, "blueStarted": blueItems, "greenStopped": greenItems, "greenStarted": greenStarted, "seconds": took.Seconds(),
+				"awaitingMade": admitted},
 			fmt.Sprintf("%s, in %s", detail, took), nil
 	})
 }

@@ -28,6 +28,10 @@ const (
 	// StatusLeft counts what an upgrade does not move: objects green's release provides, CRDs
 	// green has (never changed), and lists those --leave-behind keeps on blue.
 	StatusLeft = "left"
+	// StatusAwaiting lists objects an admission webhook refused because its server could not be
+	// called, while a writer the run stopped may be that server: the run makes them once the
+	// writers start (resources.Objects.AwaitAdmission).
+	StatusAwaiting = "awaiting"
 
 	// Verify.
 	StatusIdentical = "identical"

@@ -59,7 +59,15 @@ type Objects struct {
 	// WaitTimeout bounds waiting for CRDs to be Established and workloads to become healthy
 	// (default 2 minutes).
 	WaitTimeout time.Duration
-	Log         *slog.Logger
+	// AwaitAdmission lists an object an admission webhook refuses because its server cannot be
+	// called as awaiting (snapshot.StatusAwaiting), not failed: the target's writers are stopped
+	// (a carry-back's blue, an upgrade's green), and one of them may be that server (Katib's
+	// controller admits every Experiment).
+	AwaitAdmission bool
+	// AdmissionWait makes a create or change again while an admission webhook's server cannot be
+	// called, for up to this long: the writers were started moments before.
+	AdmissionWait time.Duration
+	Log           *slog.Logger
 
 	// digest makes the manifest's digest of a listed object stored as data and names its
 	// scheme; set while a backup captures, nil when objects are only listed (Live).

@@ -424,14 +424,17 @@ func (c Carried) deleteAll(ctx context.Context, plan *plans.Plan, report *snapsh
 		g.SetLimit(c.Concurrency)
 		for _, e := range byRank[r] {
 			g.Go(func() error {
-				err := retry.OnError(retry.DefaultBackoff, transient, func() error {
-					return c.clientFor(e).Delete(gctx, e.Name, metav1.DeleteOptions{})
+				err := c.admitted(gctx, func() error {
+					return retry.OnError(retry.DefaultBackoff, transient, func() error {
+						return c.clientFor(e).Delete(gctx, e.Name, metav1.DeleteOptions{})
+					})
 				})
 				switch {
 				case err == nil || apierrors.IsNotFound(err):
 					report.Add("objects", snapshot.StatusDeleted, e.ID(), "deleted on green")
 				default:
-					report.Add("objects", snapshot.StatusFailed, e.ID(), "deleted on green; deleting it on the target failed: "+err.Error())
+					status, why := c.refusal(err)
+					report.Add("objects", status, e.ID(), "deleted on green; deleting it on the target failed: "+why+err.Error())
 				}
 				return gctx.Err()
 			})
@@ -490,4 +493,35 @@ func (c Objects) Live(ctx context.Context) (*Archive, error) {
 		return nil, addErr
 	}
 	return a, nil
+}
+
+// Only is the carry-back narrowed to the objects ids names (as Entry.ID does, in blue's names):
+// those a restore left awaiting their admission webhook's server, made once blue's writers
+// start. It shares Expected's spool: Close the carry-back it came from, not it.
+func (cb *CarryBack) Only(ids []string) *CarryBack {
+	keep := map[string]bool{}
+	for _, id := range ids {
+		keep[id] = true
+	}
+	cb.Expected.index()
+	expected := *cb.Expected
+	expected.ByResource, expected.Count = map[string][]Entry{}, 0
+	for gr, entries := range cb.Expected.ByResource {
+		for _, e := range entries {
+			if keep[e.ID()] {
+				expected.ByResource[gr] = append(expected.ByResource[gr], e)
+				expected.Count++
+			}
+		}
+	}
+	out := &CarryBack{Expected: &expected, Differences: cb.Differences}
+	for _, e := range cb.Deleted {
+		if keep[e.ID()] {
+			out.Deleted = append(out.Deleted, e)
+		}
+	}
+	in := func(id string) bool { return keep[id] }
+	out.Created = slices.DeleteFunc(slices.Clone(cb.Created), func(id string) bool { return !in(id) })
+	out.Changed = slices.DeleteFunc(slices.Clone(cb.Changed), func(id string) bool { return !in(id) })
+	return out
 }

@@ -483,9 +483,35 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		}
 		return restored, ok
 	default:
-		rs.report.Add("objects", snapshot.StatusFailed, id, err.Error())
+		rs.refused(id, "", err)
 		return "", false
 	}
+}
+
+// refused reports an object the target refused (refusal); what says what was refused, before
+// the error.
+func (rs *restorer) refused(id, what string, err error) {
+	status, why := rs.refusal(err)
+	rs.report.Add("objects", status, id, what+why+err.Error())
+}
+
+// refusal is how a report lists an object the target refused with err: awaiting, when an
+// admission webhook's server could not be called and the target's writers are stopped
+// (AwaitAdmission), else failed; why goes before the error.
+func (c Objects) refusal(err error) (status, why string) {
+	if c.AwaitAdmission && kube.WebhookUnreachable(err) {
+		return snapshot.StatusAwaiting, "made once the writers start, one of which may serve the admission webhook that refused it: "
+	}
+	return snapshot.StatusFailed, ""
+}
+
+// admitted runs write, and again while an admission webhook's server cannot be called, for up to
+// AdmissionWait.
+func (c Objects) admitted(ctx context.Context, write func() error) error {
+	if c.AdmissionWait <= 0 {
+		return write()
+	}
+	return kube.RetryWhile(ctx, c.AdmissionWait, kube.WebhookUnreachable, write)
 }
 
 // exists says whether an object of that name is on the target.
@@ -560,12 +586,12 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 			}
 			verb = "replacing"
 		}
-		err := retry.OnError(retry.DefaultBackoff, transient, write)
+		err := rs.admitted(ctx, func() error { return retry.OnError(retry.DefaultBackoff, transient, write) })
 		if apierrors.IsInvalid(err) && rules.For(gr).Remake != nil {
 			return rs.remake(ctx, gr, id, client, live, obj, diffs[0], err)
 		}
 		if err != nil {
-			rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: "+err.Error())
+			rs.refused(id, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: ", err)
 			return "", false
 		}
 		rs.report.Count("objects", snapshot.StatusUpdated)

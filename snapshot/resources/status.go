@@ -112,13 +112,16 @@ func (rs *restorer) create(ctx context.Context, client dynamic.ResourceInterface
 	return live, err
 }
 
-// createRetrying makes obj on the target, trying again on a transient error and while a quota
-// of its namespace is not counted yet (a Profile's controller made it a moment before).
+// createRetrying makes obj on the target, trying again on a transient error, while a quota of
+// its namespace is not counted yet (a Profile's controller made it a moment before), and while
+// an admission webhook's server starts (admitted).
 func (rs *restorer) createRetrying(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (live *unstructured.Unstructured, err error) {
-	err = kube.CreateCounted(ctx, func() error {
-		return retry.OnError(retry.DefaultBackoff, transient, func() error {
-			live, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-			return err
+	err = rs.admitted(ctx, func() error {
+		return kube.CreateCounted(ctx, func() error {
+			return retry.OnError(retry.DefaultBackoff, transient, func() error {
+				live, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+				return err
+			})
 		})
 	})
 	return live, err
