@@ -40,7 +40,7 @@ func TestWritersServingWebhooksMoveAndComeBack(t *testing.T) {
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", g.config, "--lease-ttl", testLeaseTTL.String())
 	if code != 0 || !strings.Contains(out, "shifted") {
-		t.Fatalf("ferry migrate exited %d, want 0 and shifted (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.unreachable.Load(), out, errOut)
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.webhook.unreachable.Load(), out, errOut)
 	}
 	id := runID(t, errOut)
 	blueTune, err := g.blueDyn.Resource(g.gvr).Namespace(g.ns).Get(ctx, "tune", metav1.GetOptions{})
@@ -50,7 +50,7 @@ func TestWritersServingWebhooksMoveAndComeBack(t *testing.T) {
 
 	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--discard-green-writes", "--lease-ttl", testLeaseTTL.String())
 	if code != 0 {
-		t.Fatalf("ferry rollback exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.unreachable.Load(), out, errOut)
+		t.Fatalf("ferry rollback exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.webhook.unreachable.Load(), out, errOut)
 	}
 	blueTune, err = g.blueDyn.Resource(g.gvr).Namespace(g.ns).Get(ctx, "tune", metav1.GetOptions{})
 	if err != nil {
@@ -63,7 +63,7 @@ func TestWritersServingWebhooksMoveAndComeBack(t *testing.T) {
 	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
 		t.Errorf("blue's controller after the rollback: %v, %v; want 1 replica", d.Spec.Replicas, err)
 	}
-	t.Logf("the webhook admitted %d changes and was unreachable for %d", g.admitted.Load(), g.unreachable.Load())
+	t.Logf("the webhook admitted %d changes and was unreachable for %d", g.webhook.admitted.Load(), g.webhook.unreachable.Load())
 }
 
 // TestCarryBackOfWhatAStoppedWriterAdmits: after the shift, green's users start an Experiment
@@ -92,7 +92,7 @@ func TestCarryBackOfWhatAStoppedWriterAdmits(t *testing.T) {
 
 	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String())
 	if code != 0 {
-		t.Fatalf("ferry rollback --carry-back exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.unreachable.Load(), out, errOut)
+		t.Fatalf("ferry rollback --carry-back exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.webhook.unreachable.Load(), out, errOut)
 	}
 	for _, said := range []string{"objects awaiting 2", "awaiting blue's writers, one of which may serve their admission webhook: 2",
 		"made and verified once they started"} {
@@ -117,18 +117,63 @@ func TestCarryBackOfWhatAStoppedWriterAdmits(t *testing.T) {
 	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
 		t.Errorf("blue's controller after the carry-back: %v, %v; want 1 replica", d.Spec.Replicas, err)
 	}
-	t.Logf("the webhook admitted %d changes and was unreachable for %d", g.admitted.Load(), g.unreachable.Load())
+	t.Logf("the webhook admitted %d changes and was unreachable for %d", g.webhook.admitted.Load(), g.webhook.unreachable.Load())
+}
+
+// TestRestoreOfWhatGreensStoppedWriterAdmits: green already has the webhook that admits every
+// Experiment (as an upgrade's green has its release's, or a green whose admission policies are
+// installed with its CRDs), and its server is the controller the restore makes stopped, from
+// blue's quiesce record. The restore of the Experiment failed there ("failed calling webhook"),
+// after blue was quiesced. It awaits green's writers, is made once they start, before traffic
+// moves, and is verified.
+func TestRestoreOfWhatGreensStoppedWriterAdmits(t *testing.T) {
+	g := guardedExperiments(t)
+	ctx := context.Background()
+	createNamespace(t, g.greenKC, g.ns, nil) // the webhook's namespace selector reads its name
+	greens := guardExperiments(t, g.greenKC, g.ns, g.crd)
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", g.config, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted (green's webhook server was unreachable %d times)\nstdout: %s\nstderr: %s", code, greens.unreachable.Load(), out, errOut)
+	}
+	id := runID(t, errOut)
+	t.Cleanup(func() { runFerry(t, "--storage", store, "rollback", "--run", id, "--discard-green-writes") })
+	for _, said := range []string{"await green's writers", "awaiting green's writers, one of which may serve their admission webhook: 1",
+		"made and verified once they started"} {
+		if !strings.Contains(out+errOut, said) {
+			t.Errorf("the run does not say %q\nstdout: %s\nstderr: %s", said, out, errOut)
+		}
+	}
+	tune, err := g.greenDyn.Resource(g.gvr).Namespace(g.ns).Get(ctx, "tune", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("green's experiment after the migration: %v", err)
+	}
+	if trials, _, _ := unstructured.NestedInt64(tune.Object, "spec", "trials"); trials != 4 {
+		t.Errorf("green's experiment has %d trials, want blue's 4", trials)
+	}
+	if ann := tune.GetAnnotations(); ann["ferry.dev/paused"] != "" || ann[migrate.QuiescedAnnotation] != "" {
+		t.Errorf("green's experiment carries %v; want its quiesce undone", ann)
+	}
+	if greens.admitted.Load() == 0 {
+		t.Error("green's webhook admitted nothing")
+	}
+	d, err := g.greenKC.AppsV1().Deployments(g.ns).Get(ctx, "controller", metav1.GetOptions{})
+	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("green's controller after the migration: %v, %v; want 1 replica", d.Spec.Replicas, err)
+	}
+	t.Logf("green's webhook admitted %d changes and was unreachable for %d", greens.admitted.Load(), greens.unreachable.Load())
 }
 
 // guarded is a namespace of blue, quiesce-webhook, holding an Experiment "tune" (spec.trials 4)
 // and the Deployment "controller" that serves the webhook admitting every create and change of
 // Experiments there; config moves it, with rules that stop both as Kubeflow's preset does.
 type guarded struct {
-	ns, config            string
-	gvr                   schema.GroupVersionResource
-	blueKC                kubernetes.Interface
-	blueDyn, greenDyn     dynamic.Interface
-	admitted, unreachable *atomic.Int32
+	ns, config        string
+	crd               testCRD
+	gvr               schema.GroupVersionResource
+	blueKC, greenKC   kubernetes.Interface
+	blueDyn, greenDyn dynamic.Interface
+	*webhook          // blue's
 }
 
 func guardedExperiments(t *testing.T) guarded {
@@ -166,50 +211,11 @@ func guardedExperiments(t *testing.T) guarded {
 		return serving(ctx, blueKC, ns, "controller"), nil
 	})
 
-	// The webhook: served while the controller has a pod that serves (serving).
-	var admitted, unreachable atomic.Int32
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !serving(r.Context(), blueKC, ns, "controller") {
-			unreachable.Add(1)
-			http.Error(w, "no endpoints available for service \"controller\"", http.StatusServiceUnavailable)
-			return
-		}
-		var review admissionv1.AdmissionReview
-		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-			http.Error(w, "not an admission review", http.StatusBadRequest)
-			return
-		}
-		admitted.Add(1)
-		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		review.Request = nil
-		_ = json.NewEncoder(w).Encode(review)
-	}))
-	t.Cleanup(srv.Close)
-	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "experiments." + experiments.group},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "validator.experiments." + experiments.group,
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(srv.URL + "/validate"),
-				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{experiments.group}, APIVersions: []string{"*"}, Resources: []string{experiments.plural()}}}},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			TimeoutSeconds:          ptr.To(int32(5)),
-		}},
-	}
-	if _, err := blueKC.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = blueKC.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), webhook.Name, metav1.DeleteOptions{})
-	})
+	hook := guardExperiments(t, blueKC, ns, experiments)
 	// The API server takes a moment to call a new webhook.
 	waitUntil(t, "the webhook admits changes of experiments", 30*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := blueDyn.Resource(experimentsGVR).Namespace(ns).Patch(ctx, "tune", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"checked":"yes"}}}`), metav1.PatchOptions{})
-		return err == nil && admitted.Load() > 0, nil
+		return err == nil && hook.admitted.Load() > 0, nil
 	})
 
 	// As Kubeflow's preset orders them: the controller first, then its Experiments. The webhook
@@ -223,7 +229,61 @@ quiesce:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return guarded{ns: ns, config: config, gvr: experimentsGVR, blueKC: blueKC, blueDyn: blueDyn, greenDyn: greenDyn, admitted: &admitted, unreachable: &unreachable}
+	return guarded{ns: ns, config: config, crd: experiments, gvr: experimentsGVR, blueKC: blueKC, greenKC: greenKC, blueDyn: blueDyn, greenDyn: greenDyn, webhook: hook}
+}
+
+// webhook is an admission webhook's server on this machine, as a cluster's controller serves it.
+type webhook struct {
+	admitted, unreachable atomic.Int32
+}
+
+// guardExperiments makes the cluster of kc call a webhook, served on this machine, to admit every
+// create and change of the Experiments of namespace ns; it serves while the cluster's Deployment
+// "controller" there has a pod that serves (serving), and refuses to be called otherwise, as a
+// Service without ready endpoints does.
+func guardExperiments(t *testing.T, kc kubernetes.Interface, ns string, experiments testCRD) *webhook {
+	t.Helper()
+	hook := &webhook{}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !serving(r.Context(), kc, ns, "controller") {
+			hook.unreachable.Add(1)
+			http.Error(w, "no endpoints available for service \"controller\"", http.StatusServiceUnavailable)
+			return
+		}
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "not an admission review", http.StatusBadRequest)
+			return
+		}
+		hook.admitted.Add(1)
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(review)
+	}))
+	t.Cleanup(srv.Close)
+	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "experiments." + experiments.group},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "validator.experiments." + experiments.group,
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(srv.URL + "/validate"),
+				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{experiments.group}, APIVersions: []string{"*"}, Resources: []string{experiments.plural()}}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To(int32(5)),
+		}},
+	}
+	if _, err := kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
+	})
+	return hook
 }
 
 // serving says whether a pod of app serves, as a Service's ready endpoints say: it is ready, and

@@ -306,10 +306,7 @@ func lacks(original, carried *snapshot.Manifest, m snapshot.Mapping) []string {
 // carryRecord is what the carried-back step journals.
 type carryRecord struct {
 	Objects ObjectChanges `json:"objects"`
-	// Awaiting are the objects an admission webhook refused because its server could not be
-	// called: one of blue's writers, stopped until the carry-back is done, may be that server.
-	// They are made once blue's writers start (admitAwaiting).
-	Awaiting []string `json:"awaiting,omitempty"`
+	// Summary.Awaiting are made once blue's writers start (admitAwaiting).
 	Summary
 }
 
@@ -329,10 +326,9 @@ func (r *Runner) carriedAwaiting() []string {
 	return nil
 }
 
-// admitAwaiting makes on blue, once its writers started, the objects the carry-back left
-// awaiting (carriedAwaiting), each as soon as its admission webhook's server takes it (within
-// AdmissionWait), and verifies them against green's backup. It returns how many there were.
-func (r *Runner) admitAwaiting(ctx context.Context) (int, error) {
+// admitCarried makes on blue, once its writers started, the objects the carry-back left awaiting
+// them (carriedAwaiting), and verifies them (admit). It returns how many there were.
+func (r *Runner) admitCarried(ctx context.Context) (int, error) {
 	ids := r.carriedAwaiting()
 	if len(ids) == 0 {
 		return 0, nil
@@ -344,19 +340,7 @@ func (r *Runner) admitAwaiting(ctx context.Context) (int, error) {
 	defer cb.Close()
 	o := r.carryBackOptions()
 	o.AwaitAdmission, o.AdmissionWait = false, AdmissionWait
-	objects := kinds.CarryBackRestorers(rd, cb.Only(ids), r.o.Blue, o)[0]
-	rep := &snapshot.Report{}
-	if err := objects.Restore(ctx, rd, rep); err != nil {
-		return 0, fmt.Errorf("make the objects that awaited blue's writers: %w", err)
-	}
-	if err := objects.Verify(ctx, rd, rep); err != nil {
-		return 0, fmt.Errorf("verify the objects that awaited blue's writers: %w", err)
-	}
-	if problems := rep.Problems(); len(problems) > 0 {
-		return 0, fmt.Errorf("%d of the %d objects that awaited blue's writers are not as green held them, e.g. %s %s: %s: %w",
-			len(problems), len(ids), problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
-	}
-	return len(ids), nil
+	return len(ids), admit(ctx, kinds.CarryBackRestorers(rd, cb.Only(ids), r.o.Blue, o)[0], rd, len(ids), "blue")
 }
 
 // carryBackPlan compares the run's backup with the backup of green.
@@ -414,9 +398,6 @@ func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
 		return nil, "", err
 	}
 	rec := carryRecord{Objects: ObjectChanges{Created: cb.Created, Changed: cb.Changed, Deleted: cb.DeletedIDs()}, Summary: summarize(rep)}
-	for _, it := range rep.Problems(snapshot.StatusAwaiting) {
-		rec.Awaiting = append(rec.Awaiting, it.Name)
-	}
 	if failed := rep.Problems(snapshot.StatusFailed); len(failed) > 0 {
 		return rec, "", fmt.Errorf("%d items failed to carry back to blue, e.g. %s %s: %s: %w", len(failed), failed[0].Kind, failed[0].Name, failed[0].Detail, ErrStopped)
 	}
@@ -449,8 +430,7 @@ func (r *Runner) verifyBlueStep(ctx context.Context) (any, string, error) {
 	}
 	// The objects that await blue's writers are verified once made (admitAwaiting).
 	awaiting := r.carriedAwaiting()
-	problems := slices.DeleteFunc(rep.Problems(), func(it snapshot.ReportItem) bool { return it.Kind == "objects" && slices.Contains(awaiting, it.Name) })
-	if len(problems) > 0 {
+	if problems := withoutAwaiting(rep.Problems(), awaiting); len(problems) > 0 {
 		return summarize(rep), "", fmt.Errorf("blue differs from green's backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
 	}
 	detail := "blue holds what green held: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusDeleted, snapshot.StatusHealthy)

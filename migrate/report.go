@@ -38,8 +38,12 @@ type Report struct {
 	Rounds []Round `json:"rounds,omitempty"`
 	// RestoreSentBytes are the bytes of volume contents the run's restore sent to green (of a
 	// warm run, only what changed since its last round); nil before the restore is done.
-	RestoreSentBytes     *int64            `json:"restoreSentBytes,omitempty"`
-	Verification         *Summary          `json:"verification,omitempty"`
+	RestoreSentBytes *int64   `json:"restoreSentBytes,omitempty"`
+	Verification     *Summary `json:"verification,omitempty"`
+	// Awaiting are the objects the restore left awaiting green's writers, one of which may serve
+	// their admission webhook; AwaitingMade says they were made and verified once those started.
+	Awaiting             []string          `json:"awaiting,omitempty"`
+	AwaitingMade         bool              `json:"awaitingMade,omitempty"`
 	TrafficSteps         []TrafficStep     `json:"trafficSteps,omitempty"`
 	GreenMayTakeWritesAt time.Time         `json:"greenMayTakeWritesAt,omitzero"`
 	Rollback             *RollbackSummary  `json:"rollback,omitempty"`
@@ -226,6 +230,12 @@ func BuildReport(j *Journal) Report {
 				if json.Unmarshal(e.Data, &s) == nil {
 					sent := s.Sent["volumes"]
 					rep.RestoreSentBytes = &sent
+					rep.Awaiting = s.Awaiting
+				}
+			case e.State == Shifting && e.Step == 0 && e.Phase == Done:
+				var s shiftStart
+				if json.Unmarshal(e.Data, &s) == nil {
+					rep.AwaitingMade = s.AwaitingMade > 0
 				}
 			case e.State == Staged && e.Step > 0 && e.Phase == Done:
 				var rd Round
@@ -352,9 +362,8 @@ func (rep Report) Print(w io.Writer) error {
 	}
 	if v := rep.Verification; v != nil {
 		fmt.Fprintf(w, "\nVerification: %s\n", countsLine(v.Counts))
-		for _, it := range v.Items {
-			fmt.Fprintf(w, "  %s %s %s: %s\n", it.Kind, it.Status, it.Name, it.Detail)
-		}
+		printItems(w, "  ", v.Items, rep.Awaiting)
+		printAwaiting(w, "  ", "green", rep.Awaiting, rep.AwaitingMade)
 	}
 	if u := rep.Upgrade; u != nil {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -430,24 +439,41 @@ func (cb *CarryBackSummary) print(w io.Writer) {
 	}{{"moved to blue", cb.Moved}, {"blue verified", cb.Verification}} {
 		if s.sum != nil {
 			fmt.Fprintf(w, "  %s: %s\n", s.title, countsLine(s.sum.Counts))
-			for _, it := range s.sum.Items {
-				if s.sum == cb.Verification && it.Kind == "objects" && slices.Contains(cb.Awaiting, it.Name) {
-					continue // verified once made, below
-				}
-				fmt.Fprintf(w, "    %s %s %s: %s\n", it.Kind, it.Status, it.Name, it.Detail)
+			var awaiting []string
+			if s.sum == cb.Verification {
+				awaiting = cb.Awaiting
 			}
+			printItems(w, "    ", s.sum.Items, awaiting)
 		}
 	}
-	if len(cb.Awaiting) > 0 {
-		state := "made once they start"
-		if cb.AwaitingMade {
-			state = "made and verified once they started"
-		}
-		fmt.Fprintf(w, "  awaiting blue's writers, one of which may serve their admission webhook: %d (%s), %s\n", len(cb.Awaiting), oneLine(strings.Join(cb.Awaiting, ", ")), state)
-	}
+	printAwaiting(w, "  ", "blue", cb.Awaiting, cb.AwaitingMade)
 	if cb.ToBlueSeconds > 0 {
 		fmt.Fprintf(w, "  blue served all traffic again %s after the rollback was asked for\n", seconds(cb.ToBlueSeconds))
 	}
+}
+
+// printItems writes a summary's listed items but the differences of the objects that awaited the
+// target's writers, which printAwaiting says were verified once made.
+func printItems(w io.Writer, indent string, items []snapshot.ReportItem, awaiting []string) {
+	for _, it := range items {
+		if it.Kind == "objects" && it.Status != snapshot.StatusAwaiting && slices.Contains(awaiting, it.Name) {
+			continue
+		}
+		fmt.Fprintf(w, "%s%s %s %s: %s\n", indent, it.Kind, it.Status, it.Name, it.Detail)
+	}
+}
+
+// printAwaiting says which objects a restore left awaiting the writers of where, and whether
+// they were made and verified once those started.
+func printAwaiting(w io.Writer, indent, where string, awaiting []string, made bool) {
+	if len(awaiting) == 0 {
+		return
+	}
+	state := "made once they start"
+	if made {
+		state = "made and verified once they started"
+	}
+	fmt.Fprintf(w, "%sawaiting %s's writers, one of which may serve their admission webhook: %d (%s), %s\n", indent, where, len(awaiting), oneLine(strings.Join(awaiting, ", ")), state)
 }
 
 func countsLine(counts map[string]map[string]int) string {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -581,13 +582,65 @@ func (r *Runner) kindsRun(ctx context.Context, command string) (*snapshot.Report
 	}
 	// After a warm run's pre-copy, green's volumes may hold files blue has deleted since: they
 	// are made exact (verify counts such files as differences either way).
-	restorers := kinds.Restorers(rd, r.o.Green, kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip, ExactData: r.warm() != nil,
-		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Base: base, Log: r.o.Log})
+	restorers := kinds.Restorers(rd, r.o.Green, r.greenOptions(base))
 	rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
 	if rep != nil {
 		countUnchanged(rep, full, same)
 	}
 	return rep, err
+}
+
+// greenOptions are the options of the run's restore and verify onto green. Green's writers are
+// stopped until the shift (the restored ones, and in an upgrade its release's): an object whose
+// admission webhook's server cannot be called awaits them (admitOnGreen). base is the backup
+// a warm run's last round left green's claims as.
+func (r *Runner) greenOptions(base string) kinds.RestoreOptions {
+	return kinds.RestoreOptions{Mapping: r.o.Mapping, Existing: resources.ExistingSkip, ExactData: r.warm() != nil,
+		Parallel: r.o.Parallel, MoverImage: r.o.MoverImage, WaitTimeout: r.o.WaitTimeout, Upgrade: r.o.Upgrade != nil, Base: base,
+		AwaitAdmission: true, Log: r.o.Log}
+}
+
+// restoredAwaiting are the objects the run's restore left awaiting green's writers.
+func (r *Runner) restoredAwaiting() []string {
+	var s Summary
+	if e, ok := r.Journal.Last(Restored, Done, 0); ok && json.Unmarshal(e.Data, &s) == nil {
+		return s.Awaiting
+	}
+	return nil
+}
+
+// admitOnGreen makes on green, once its writers started, the objects the run's restore left
+// awaiting them (restoredAwaiting), and verifies them (admit). It returns how many there were.
+func (r *Runner) admitOnGreen(ctx context.Context) (int, error) {
+	ids := r.restoredAwaiting()
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	rd, err := r.reader(ctx)
+	if err != nil {
+		return 0, err
+	}
+	o := r.greenOptions("")
+	o.AwaitAdmission, o.AdmissionWait, o.Only = false, AdmissionWait, ids
+	return len(ids), admit(ctx, kinds.Restorers(rd, r.o.Green, o)[0], rd, len(ids), "green")
+}
+
+// admit makes the n objects a restore left awaiting the writers of the target (named where), now
+// that they started: objects is the restore's, narrowed to them, which makes each as soon as its
+// admission webhook's server takes it (within AdmissionWait). It then verifies them.
+func admit(ctx context.Context, objects snapshot.Restorer, rd *snapshot.Reader, n int, where string) error {
+	rep := &snapshot.Report{}
+	if err := objects.Restore(ctx, rd, rep); err != nil {
+		return fmt.Errorf("make the objects that awaited %s's writers: %w", where, err)
+	}
+	if err := objects.Verify(ctx, rd, rep); err != nil {
+		return fmt.Errorf("verify the objects that awaited %s's writers: %w", where, err)
+	}
+	if problems := rep.Problems(); len(problems) > 0 {
+		return fmt.Errorf("%d of the %d objects that awaited %s's writers are not as the backup holds them, e.g. %s %s: %s: %w",
+			len(problems), n, where, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
+	}
+	return nil
 }
 
 // Summary is what the journal keeps of a restore or verify report.
@@ -596,10 +649,16 @@ type Summary struct {
 	Items  []snapshot.ReportItem     `json:"items,omitempty"`
 	// Sent are the bytes a restore sent to the target, by kind (snapshot.Report.Sent).
 	Sent map[string]int64 `json:"sent,omitempty"`
+	// Awaiting are the objects a restore left awaiting the target's writers, all of them
+	// (snapshot.StatusAwaiting): one of those writers may serve their admission webhook.
+	Awaiting []string `json:"awaiting,omitempty"`
 }
 
 func summarize(rep *snapshot.Report) Summary {
 	s := Summary{Counts: rep.Counts, Items: rep.Items, Sent: rep.Sent}
+	for _, it := range rep.Problems(snapshot.StatusAwaiting) {
+		s.Awaiting = append(s.Awaiting, it.Name)
+	}
 	if len(s.Items) > 50 {
 		s.Items = s.Items[:50]
 	}
@@ -614,7 +673,12 @@ func (r *Runner) restoreStep(ctx context.Context) (any, string, error) {
 	if failed := rep.Problems(snapshot.StatusFailed); len(failed) > 0 {
 		return summarize(rep), "", fmt.Errorf("%d items failed to restore on green, e.g. %s %s: %s: %w", len(failed), failed[0].Kind, failed[0].Name, failed[0].Detail, ErrStopped)
 	}
-	return summarize(rep), countLine(rep, snapshot.StatusRestored, snapshot.StatusUnchanged), nil
+	sum := summarize(rep)
+	detail := countLine(rep, snapshot.StatusRestored, snapshot.StatusUnchanged)
+	if len(sum.Awaiting) > 0 {
+		detail += fmt.Sprintf("; %d await green's writers, one of which may serve their admission webhook (e.g. %s): made once they start", len(sum.Awaiting), sum.Awaiting[0])
+	}
+	return sum, detail, nil
 }
 
 func (r *Runner) verifyStep(ctx context.Context) (any, string, error) {
@@ -622,10 +686,21 @@ func (r *Runner) verifyStep(ctx context.Context) (any, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if problems := rep.Problems(); len(problems) > 0 {
+	awaiting := r.restoredAwaiting()
+	if problems := withoutAwaiting(rep.Problems(), awaiting); len(problems) > 0 {
 		return summarize(rep), "", fmt.Errorf("green differs from the backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
 	}
-	return summarize(rep), "green holds every item of the backup: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusHealthy), nil
+	detail := "green holds every item of the backup: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusHealthy)
+	if len(awaiting) > 0 {
+		detail += fmt.Sprintf(", but for the %d objects that await green's writers", len(awaiting))
+	}
+	return summarize(rep), detail, nil
+}
+
+// withoutAwaiting are the problems of a verification but those of the objects that await the
+// target's writers: they are verified once made (admit).
+func withoutAwaiting(problems []snapshot.ReportItem, awaiting []string) []snapshot.ReportItem {
+	return slices.DeleteFunc(problems, func(it snapshot.ReportItem) bool { return it.Kind == "objects" && slices.Contains(awaiting, it.Name) })
 }
 
 func countLine(rep *snapshot.Report, statuses ...string) string {
@@ -638,6 +713,13 @@ func countLine(rep *snapshot.Report, statuses ...string) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// shiftStart is what the shift's first step journals: green's writers started, and how many
+// objects that awaited them it made (admitOnGreen).
+type shiftStart struct {
+	Started      []QuiesceItem `json:"started"`
+	AwaitingMade int           `json:"awaitingMade,omitempty"`
 }
 
 // Notes of the journal.
@@ -663,7 +745,21 @@ func (r *Runner) shift(ctx context.Context) error {
 		if err != nil {
 			return items, "", fmt.Errorf("start green's writers: %w", err)
 		}
-		return items, fmt.Sprintf("%d writers started on green", len(items)), nil
+		admitted, err := r.admitOnGreen(ctx)
+		if err != nil {
+			return items, "", err
+		}
+		detail := fmt.Sprintf("%d writers started on green", len(items))
+		if admitted > 0 {
+			// They come with blue's quiesce record, which green's start undoes as it did the others'.
+			more, err := r.quiescer(r.o.Green, true).Start(ctx)
+			if err != nil {
+				return items, "", fmt.Errorf("start green's writers: %w", err)
+			}
+			items = append(items, more...)
+			detail = fmt.Sprintf("%d writers started on green, and %d objects that awaited them made and verified", len(items), admitted)
+		}
+		return shiftStart{Started: items, AwaitingMade: admitted}, detail, nil
 	}); err != nil {
 		return err
 	}
@@ -791,7 +887,7 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 		if err != nil {
 			return nil, "", fmt.Errorf("start blue's writers: %w", err)
 		}
-		admitted, err := r.admitAwaiting(ctx)
+		admitted, err := r.admitCarried(ctx)
 		if err != nil {
 			return nil, "", err
 		}

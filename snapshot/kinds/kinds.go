@@ -202,9 +202,10 @@ type RestoreOptions struct {
 	// carry-back) databases are loaded into the target's existing schemas instead of replacing
 	// them (databases.Dumps.IntoExistingSchema).
 	Upgrade bool
-	// AwaitAdmission and AdmissionWait: resources.Objects'.
+	// AwaitAdmission, AdmissionWait and Only: resources.Objects'.
 	AwaitAdmission bool
 	AdmissionWait  time.Duration
+	Only           []string
 	// Base names a backup in the same storage that a restore before left the target's claims as
 	// (a warm run's round before): a chunked volume's restore sends only what changed since
 	// (volumes.Contents.Base).
@@ -226,7 +227,7 @@ func Restorers(r *snapshot.Reader, target Cluster, o RestoreOptions) []snapshot.
 	out := []snapshot.Restorer{
 		resources.Objects{Dynamic: target.Dynamic, Plan: plan, Concurrency: 4 * o.Parallel, Mapping: o.Mapping, Existing: o.Existing,
 			Exact: o.Exact, SkipOwned: o.SkipOwned, Select: o.Select, Upgrade: o.Upgrade, Mapper: target.Mapper(), WaitTimeout: o.WaitTimeout,
-			AwaitAdmission: o.AwaitAdmission, AdmissionWait: o.AdmissionWait, Log: o.Log},
+			AwaitAdmission: o.AwaitAdmission, AdmissionWait: o.AdmissionWait, Only: o.Only, Log: o.Log},
 	}
 	if r.Velero {
 		return out // Velero keeps volume data in Kopia, which ferry does not read

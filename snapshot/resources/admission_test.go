@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/snapshot"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,5 +68,28 @@ func TestCarryBackOnly(t *testing.T) {
 	}
 	if len(cb.Expected.ByResource["experiments.kubeflow.org"]) != 2 || len(cb.Created) != 2 {
 		t.Error("Only changed the carry-back it narrowed")
+	}
+}
+
+// TestOnlySelectsByTheTargetsNames: a restore narrowed to the objects that awaited the target's
+// writers selects them by the names reports give them on the target (namespaces mapped), and
+// nothing else.
+func TestOnlySelectsByTheTargetsNames(t *testing.T) {
+	c := Objects{Mapping: snapshot.Mapping{Namespaces: map[string]string{"team": "team-v2"}},
+		Only: []string{"kubeflow.org/v1beta1 Experiment team-v2/tune", "v1 Namespace team-v2"}}
+	for _, tc := range []struct {
+		gr   string
+		e    Entry
+		want bool
+	}{
+		{"experiments.kubeflow.org", Entry{Namespace: "team", Object: decode(t, `{"apiVersion":"kubeflow.org/v1beta1","kind":"Experiment","metadata":{"name":"tune","namespace":"team"}}`)}, true},
+		{"experiments.kubeflow.org", Entry{Namespace: "team", Object: decode(t, `{"apiVersion":"kubeflow.org/v1beta1","kind":"Experiment","metadata":{"name":"other","namespace":"team"}}`)}, false},
+		{"experiments.kubeflow.org", Entry{Namespace: "team", Name: "tune", APIVersion: "kubeflow.org/v1beta1", Kind: "Experiment"}, true},
+		{"namespaces", Entry{Name: "team", APIVersion: "v1", Kind: "Namespace"}, true},
+		{"configmaps", Entry{Namespace: "team", Name: "tune", APIVersion: "v1", Kind: "ConfigMap"}, false},
+	} {
+		if got := c.selected(plans.Resource{Resource: tc.gr}, tc.e); got != tc.want {
+			t.Errorf("%s %s: selected %v, want %v (target ID %q)", tc.gr, tc.e.ID(), got, tc.want, c.targetID(tc.gr, tc.e))
+		}
 	}
 }

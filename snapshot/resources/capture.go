@@ -67,7 +67,10 @@ type Objects struct {
 	// AdmissionWait makes a create or change again while an admission webhook's server cannot be
 	// called, for up to this long: the writers were started moments before.
 	AdmissionWait time.Duration
-	Log           *slog.Logger
+	// Only, when set, restores and verifies only the objects it names (as reports name them on
+	// the target): those a restore left awaiting the target's writers.
+	Only []string
+	Log  *slog.Logger
 
 	// digest makes the manifest's digest of a listed object stored as data and names its
 	// scheme; set while a backup captures, nil when objects are only listed (Live).

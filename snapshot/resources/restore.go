@@ -968,7 +968,19 @@ func (rs *restorer) waitEstablished(ctx context.Context, gvr schema.GroupVersion
 }
 
 func (c Objects) selected(res plans.Resource, e Entry) bool {
+	if c.Only != nil && !slices.Contains(c.Only, c.targetID(res.GroupResource(), e)) {
+		return false
+	}
 	return c.Select == nil || c.Select.Reason(res, &unstructured.Unstructured{Object: e.Object}) == ""
+}
+
+// targetID names the entry as reports name it on the target: Entry.ID, its names mapped.
+func (c Objects) targetID(gr string, e Entry) string {
+	if e.Object != nil {
+		u := unstructured.Unstructured{Object: e.Object}
+		e.APIVersion, e.Kind, e.Name = u.GetAPIVersion(), u.GetKind(), u.GetName()
+	}
+	return e.APIVersion + " " + e.Kind + " " + strings.TrimPrefix(targetKey(c.Mapping, gr, e), "/")
 }
 
 // clusterOwn says whether the entry is of a Velero backup's kube-system (or another of a cluster's
