@@ -86,7 +86,16 @@ func TestCarryBackOfWhatAStoppedWriterAdmits(t *testing.T) {
 	}
 	more := &unstructured.Unstructured{Object: map[string]any{"apiVersion": g.gvr.Group + "/v1", "kind": "Experiment",
 		"metadata": map[string]any{"name": "tune-more", "namespace": g.ns}, "spec": map[string]any{"trials": int64(2)}}}
-	if _, err := greenExperiments.Create(ctx, more, metav1.CreateOptions{}); err != nil {
+	made, err := greenExperiments.Create(ctx, more, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its controller's trial, owned by it: made with its owner on blue, as the owner awaits.
+	trial := &unstructured.Unstructured{Object: map[string]any{"apiVersion": g.gvr.Group + "/v1", "kind": "Trial",
+		"metadata": map[string]any{"name": "tune-more-1", "namespace": g.ns, "ownerReferences": []any{map[string]any{
+			"apiVersion": g.gvr.Group + "/v1", "kind": "Experiment", "name": "tune-more", "uid": string(made.GetUID()), "controller": true}}},
+		"spec": map[string]any{"learningRate": "0.01"}}}
+	if _, err := g.greenDyn.Resource(g.trials).Namespace(g.ns).Create(ctx, trial, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -94,7 +103,7 @@ func TestCarryBackOfWhatAStoppedWriterAdmits(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ferry rollback --carry-back exited %d, want 0 (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, g.webhook.unreachable.Load(), out, errOut)
 	}
-	for _, said := range []string{"objects awaiting 2", "awaiting blue's writers, one of which may serve their admission webhook: 2",
+	for _, said := range []string{"objects awaiting 3", "awaiting blue's writers, one of which may serve their admission webhook: 3",
 		"made and verified once they started"} {
 		if !strings.Contains(out, said) {
 			t.Errorf("the carry-back's report does not say %q\nstdout: %s", said, out)
@@ -112,6 +121,11 @@ func TestCarryBackOfWhatAStoppedWriterAdmits(t *testing.T) {
 		if ann := e.GetAnnotations(); ann["ferry.dev/paused"] != "" || ann[migrate.QuiescedAnnotation] != "" {
 			t.Errorf("blue's experiment %s after the carry-back carries %v; want no quiesce", name, ann)
 		}
+	}
+	if trial, err := g.blueDyn.Resource(g.trials).Namespace(g.ns).Get(ctx, "tune-more-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("blue's trial after the carry-back: %v", err)
+	} else if refs := trial.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != "tune-more" {
+		t.Errorf("blue's trial after the carry-back is owned by %+v, want its experiment tune-more", refs)
 	}
 	d, err := g.blueKC.AppsV1().Deployments(g.ns).Get(ctx, "controller", metav1.GetOptions{})
 	if err != nil || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
@@ -166,11 +180,12 @@ func TestRestoreOfWhatGreensStoppedWriterAdmits(t *testing.T) {
 
 // guarded is a namespace of blue, quiesce-webhook, holding an Experiment "tune" (spec.trials 4)
 // and the Deployment "controller" that serves the webhook admitting every create and change of
-// Experiments there; config moves it, with rules that stop both as Kubeflow's preset does.
+// Experiments there (Trials, which Experiments own, it does not guard); config moves it, with
+// rules that stop both as Kubeflow's preset does.
 type guarded struct {
 	ns, config        string
 	crd               testCRD
-	gvr               schema.GroupVersionResource
+	gvr, trials       schema.GroupVersionResource
 	blueKC, greenKC   kubernetes.Interface
 	blueDyn, greenDyn dynamic.Interface
 	*webhook          // blue's
@@ -190,13 +205,13 @@ func guardedExperiments(t *testing.T) guarded {
 	}
 	ctx := context.Background()
 	const ns = "quiesce-webhook"
-	experiments := testCRD{group: "hooks.ferry.dev", kind: "Experiment"}
+	experiments, trials := testCRD{group: "hooks.ferry.dev", kind: "Experiment"}, testCRD{group: "hooks.ferry.dev", kind: "Trial"}
 	experimentsGVR := schema.GroupVersionResource{Group: experiments.group, Version: "v1", Resource: experiments.plural()}
-	kubectl(t, "blue", experiments.manifest(), "apply", "-f", "-")
-	kubectl(t, "blue", "", "wait", "--for=condition=Established", "crd/"+experiments.name(), "--timeout=60s")
+	kubectl(t, "blue", experiments.manifest()+"---\n"+trials.manifest(), "apply", "-f", "-")
+	kubectl(t, "blue", "", "wait", "--for=condition=Established", "crd/"+experiments.name(), "crd/"+trials.name(), "--timeout=60s")
 	t.Cleanup(func() {
 		for _, cluster := range []string{"blue", "cutover"} {
-			kubectl(t, cluster, "", "delete", "crd", experiments.name(), "--ignore-not-found", "--wait")
+			kubectl(t, cluster, "", "delete", "crd", experiments.name(), trials.name(), "--ignore-not-found", "--wait")
 		}
 	})
 	createNamespace(t, blueKC, ns, nil)
@@ -229,7 +244,7 @@ quiesce:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return guarded{ns: ns, config: config, crd: experiments, gvr: experimentsGVR, blueKC: blueKC, greenKC: greenKC, blueDyn: blueDyn, greenDyn: greenDyn, webhook: hook}
+	return guarded{ns: ns, config: config, crd: experiments, gvr: experimentsGVR, trials: schema.GroupVersionResource{Group: trials.group, Version: "v1", Resource: trials.plural()}, blueKC: blueKC, greenKC: greenKC, blueDyn: blueDyn, greenDyn: greenDyn, webhook: hook}
 }
 
 // webhook is an admission webhook's server on this machine, as a cluster's controller serves it.

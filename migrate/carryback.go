@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -306,7 +305,7 @@ func lacks(original, carried *snapshot.Manifest, m snapshot.Mapping) []string {
 // carryRecord is what the carried-back step journals.
 type carryRecord struct {
 	Objects ObjectChanges `json:"objects"`
-	// Summary.Awaiting are made once blue's writers start (admitAwaiting).
+	// Summary.Awaiting are made once blue's writers start (admitCarried).
 	Summary
 }
 
@@ -317,19 +316,10 @@ func (r *Runner) carryBackOptions() kinds.RestoreOptions {
 		AwaitAdmission: true, Log: r.o.Log}
 }
 
-// carriedAwaiting are the objects the carry-back left awaiting blue's writers (carryRecord).
-func (r *Runner) carriedAwaiting() []string {
-	var rec carryRecord
-	if e, ok := r.Journal.Last(CarriedBack, Done, 0); ok && json.Unmarshal(e.Data, &rec) == nil {
-		return rec.Awaiting
-	}
-	return nil
-}
-
 // admitCarried makes on blue, once its writers started, the objects the carry-back left awaiting
-// them (carriedAwaiting), and verifies them (admit). It returns how many there were.
+// them, and verifies them (admit). It returns how many there were.
 func (r *Runner) admitCarried(ctx context.Context) (int, error) {
-	ids := r.carriedAwaiting()
+	ids := r.awaitingOf(CarriedBack)
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -428,8 +418,8 @@ func (r *Runner) verifyBlueStep(ctx context.Context) (any, string, error) {
 		kind, name, _ := strings.Cut(what, " ")
 		rep.Add(kind+"s", snapshot.StatusMissing, name, "not in green's backup "+carried.Name+": its writes on green were not carried back")
 	}
-	// The objects that await blue's writers are verified once made (admitAwaiting).
-	awaiting := r.carriedAwaiting()
+	// The objects that await blue's writers are verified once made (admitCarried).
+	awaiting := r.awaitingOf(CarriedBack)
 	if problems := withoutAwaiting(rep.Problems(), awaiting); len(problems) > 0 {
 		return summarize(rep), "", fmt.Errorf("blue differs from green's backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
 	}

@@ -58,7 +58,7 @@ type Quiescer struct {
 	Log       *slog.Logger
 	// StopTimeout bounds Stop's wait for the stopped writers' pods; 0 is WritersStopTimeout.
 	StopTimeout time.Duration
-	// AdmissionWait bounds the wait for an admission webhook's server to take a change; 0 is
+	// AdmissionWait bounds Start's wait for an admission webhook's server to take a change; 0 is
 	// AdmissionWait.
 	AdmissionWait time.Duration
 }
@@ -88,7 +88,7 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 				if err != nil {
 					return nil, err
 				}
-				if obj, err = q.patch(ctx, client, obj.GetName(), patch); err != nil {
+				if obj, err = q.patch(ctx, client, obj.GetName(), patch, 0); err != nil {
 					return nil, err
 				}
 				q.Log.Warn("a writer was started again since the quiesce; stopped it again", "resource", rule.Resource, "namespace", obj.GetNamespace(), "name", obj.GetName(),
@@ -105,7 +105,7 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 			if err != nil {
 				return nil, err
 			}
-			if obj, err = q.patch(ctx, client, obj.GetName(), full); err != nil {
+			if obj, err = q.patch(ctx, client, obj.GetName(), full, 0); err != nil {
 				return nil, err
 			}
 			done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: rule.Why})
@@ -228,7 +228,7 @@ func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 		if err != nil {
 			return nil, err
 		}
-		started, err := q.patch(ctx, client, obj.GetName(), patch)
+		started, err := q.patch(ctx, client, obj.GetName(), patch, cmp.Or(q.AdmissionWait, AdmissionWait))
 		if err != nil {
 			return nil, err
 		}
@@ -503,12 +503,15 @@ func (q Quiescer) forgetOnReplicaSets(ctx context.Context, obj *unstructured.Uns
 
 // each calls fn for every object a rule selects; resource types the cluster does not serve are
 // logged and passed over (a preset names more than every platform runs).
-// Stop changes the objects that controllers and admission webhooks act on (annotate, patch,
-// suspend) before it scales workloads to zero, and Start scales them up first: a scaled workload
-// may be what serves an admission webhook for the others (Katib's controller admits every change
-// of an Experiment), which refuses them while it does not run.
+// phase is which way the writers go. Stop changes the objects that controllers and admission
+// webhooks act on (annotate, patch, suspend) before it scales workloads to zero, and Start scales
+// them up first: a scaled workload may be what serves an admission webhook for the others
+// (Katib's controller admits every change of an Experiment), which refuses them while it does not
+// run.
+type phase int
+
 const (
-	stopping = iota
+	stopping phase = iota
 	starting
 )
 
@@ -519,9 +522,9 @@ type target struct {
 	obj    *unstructured.Unstructured
 }
 
-// each calls fn on every object the rules select, rule by rule, in the order of phase (stopping
-// or starting: ordered). fn returns the object as it left it, which an object's next rule sees.
-func (q Quiescer) each(ctx context.Context, phase int, fn func(config.QuiesceRule, dynamic.ResourceInterface, *unstructured.Unstructured) (*unstructured.Unstructured, error)) error {
+// each calls fn on every object the rules select (targets), in the order of the phase (ordered).
+// fn returns the object as it left it, which the object's next rule sees.
+func (q Quiescer) each(ctx context.Context, phase phase, fn func(config.QuiesceRule, dynamic.ResourceInterface, *unstructured.Unstructured) (*unstructured.Unstructured, error)) error {
 	targets, err := q.targets(ctx)
 	if err != nil {
 		return err
@@ -539,7 +542,8 @@ func (q Quiescer) each(ctx context.Context, phase int, fn func(config.QuiesceRul
 	return nil
 }
 
-// targets lists the objects the rules select, rule by rule.
+// targets lists the objects the rules select, rule by rule; a rule of a type the cluster does not
+// serve selects nothing (logged).
 func (q Quiescer) targets(ctx context.Context) ([]target, error) {
 	var out []target
 	for _, rule := range q.Rules {
@@ -581,7 +585,7 @@ func targetKey(t target) string {
 // ordered puts the objects whose first rule scales them to zero last when stopping and first
 // when starting, keeping the order of the rest and each object's rules in their order (its first
 // rule is the one that stops it).
-func ordered(targets []target, phase int) []target {
+func ordered(targets []target, phase phase) []target {
 	scaled := map[string]bool{}
 	for _, t := range targets {
 		if _, seen := scaled[targetKey(t)]; !seen {
@@ -606,13 +610,15 @@ func ordered(targets []target, phase int) []target {
 }
 
 // patch applies a merge patch, and again while an admission webhook's server cannot be called,
-// for up to AdmissionWait: a workload Start scaled up moments before may be that server.
-func (q Quiescer) patch(ctx context.Context, client dynamic.ResourceInterface, name string, patch []byte) (*unstructured.Unstructured, error) {
+// for up to wait: Start's, as a workload it scaled up moments before may be that server. Stop
+// waits for none: with objects changed before workloads are stopped, no server it waits for
+// would start.
+func (q Quiescer) patch(ctx context.Context, client dynamic.ResourceInterface, name string, patch []byte, wait time.Duration) (*unstructured.Unstructured, error) {
 	var out *unstructured.Unstructured
 	said := false
-	err := kube.RetryWhile(ctx, cmp.Or(q.AdmissionWait, AdmissionWait), func(err error) bool {
+	err := kube.RetryWhile(ctx, wait, func(err error) bool {
 		unreachable := kube.WebhookUnreachable(err)
-		if unreachable && !said {
+		if unreachable && !said && wait > 0 {
 			q.Log.Info("waiting for an admission webhook's server to take the change", "name", name, "error", err)
 			said = true
 		}

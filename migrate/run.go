@@ -600,19 +600,55 @@ func (r *Runner) greenOptions(base string) kinds.RestoreOptions {
 		AwaitAdmission: true, Log: r.o.Log}
 }
 
-// restoredAwaiting are the objects the run's restore left awaiting green's writers.
-func (r *Runner) restoredAwaiting() []string {
+// awaitingOf are the objects the restore journaled as the done step of state left awaiting the
+// target's writers (Summary.Awaiting).
+func (r *Runner) awaitingOf(state State) []string {
 	var s Summary
-	if e, ok := r.Journal.Last(Restored, Done, 0); ok && json.Unmarshal(e.Data, &s) == nil {
+	if e, ok := r.Journal.Last(state, Done, 0); ok && json.Unmarshal(e.Data, &s) == nil {
 		return s.Awaiting
 	}
 	return nil
 }
 
+// NoteAwaitingMade is journaled, in the state that started the target's writers, once the objects
+// a restore left awaiting them are made and verified: a step resumed after it does not make them
+// again, over what the writers and users changed since.
+const NoteAwaitingMade = "awaiting-made"
+
+// startAndAdmit starts the writers q stopped and, unless state's step noted it did already, makes
+// the objects a restore left awaiting them (admit, nil when there is none to make), journals
+// NoteAwaitingMade, and starts again what they brought stopped: they come with the quiesce record
+// of the cluster they were read from. It returns what it started and how many objects it made.
+func (r *Runner) startAndAdmit(ctx context.Context, q Quiescer, state State, admit func(context.Context) (int, error)) ([]QuiesceItem, int, error) {
+	items, err := q.Start(ctx)
+	if err != nil || admit == nil || r.notedIn(state, NoteAwaitingMade) {
+		return items, 0, err
+	}
+	n, err := admit(ctx)
+	if err != nil || n == 0 {
+		return items, 0, err
+	}
+	if err := r.record(ctx, Event{State: state, Phase: Note, Detail: NoteAwaitingMade}); err != nil {
+		return items, n, err
+	}
+	more, err := q.Start(ctx)
+	return append(items, more...), n, err
+}
+
+// notedIn says whether the journal holds the note detail of state (of any state: "").
+func (r *Runner) notedIn(state State, detail string) bool {
+	for _, e := range r.Journal.Events() {
+		if (state == "" || e.State == state) && e.Phase == Note && e.Detail == detail {
+			return true
+		}
+	}
+	return false
+}
+
 // admitOnGreen makes on green, once its writers started, the objects the run's restore left
-// awaiting them (restoredAwaiting), and verifies them (admit). It returns how many there were.
+// awaiting them, and verifies them (admit). It returns how many there were.
 func (r *Runner) admitOnGreen(ctx context.Context) (int, error) {
-	ids := r.restoredAwaiting()
+	ids := r.awaitingOf(Restored)
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -636,7 +672,9 @@ func admit(ctx context.Context, objects snapshot.Restorer, rd *snapshot.Reader, 
 	if err := objects.Verify(ctx, rd, rep); err != nil {
 		return fmt.Errorf("verify the objects that awaited %s's writers: %w", where, err)
 	}
-	if problems := rep.Problems(); len(problems) > 0 {
+	// What a restore leaves by design (a type the target does not serve) is not wrong.
+	if problems := rep.Problems(snapshot.StatusFailed, snapshot.StatusAwaiting, snapshot.StatusSkipped, snapshot.StatusMissing, snapshot.StatusDifferent,
+		snapshot.StatusUnhealthy); len(problems) > 0 {
 		return fmt.Errorf("%d of the %d objects that awaited %s's writers are not as the backup holds them, e.g. %s %s: %s: %w",
 			len(problems), n, where, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
 	}
@@ -686,7 +724,7 @@ func (r *Runner) verifyStep(ctx context.Context) (any, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	awaiting := r.restoredAwaiting()
+	awaiting := r.awaitingOf(Restored)
 	if problems := withoutAwaiting(rep.Problems(), awaiting); len(problems) > 0 {
 		return summarize(rep), "", fmt.Errorf("green differs from the backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
 	}
@@ -741,23 +779,13 @@ func (r *Runner) shift(ctx context.Context) error {
 		if err := writersHeld(ctx, r.writers()[:1], "the restore onto green"); err != nil {
 			return nil, "", fmt.Errorf("%w; green lacks what they wrote since the backup: stop what starts them, then roll the run back and migrate again", err)
 		}
-		items, err := r.quiescer(r.o.Green, true).Start(ctx)
+		items, admitted, err := r.startAndAdmit(ctx, r.quiescer(r.o.Green, true), Shifting, r.admitOnGreen)
 		if err != nil {
 			return items, "", fmt.Errorf("start green's writers: %w", err)
 		}
-		admitted, err := r.admitOnGreen(ctx)
-		if err != nil {
-			return items, "", err
-		}
 		detail := fmt.Sprintf("%d writers started on green", len(items))
 		if admitted > 0 {
-			// They come with blue's quiesce record, which green's start undoes as it did the others'.
-			more, err := r.quiescer(r.o.Green, true).Start(ctx)
-			if err != nil {
-				return items, "", fmt.Errorf("start green's writers: %w", err)
-			}
-			items = append(items, more...)
-			detail = fmt.Sprintf("%d writers started on green, and %d objects that awaited them made and verified", len(items), admitted)
+			detail += fmt.Sprintf(", and %d objects that awaited them made and verified", admitted)
 		}
 		return shiftStart{Started: items, AwaitingMade: admitted}, detail, nil
 	}); err != nil {
@@ -863,14 +891,7 @@ func (r *Runner) saveTraffic(ctx context.Context, state State) error {
 	return r.record(ctx, Event{State: state, Phase: Note, Detail: NoteTrafficSaved, Data: json.RawMessage(saved)})
 }
 
-func (r *Runner) noted(detail string) bool {
-	for _, e := range r.Journal.Events() {
-		if e.Phase == Note && e.Detail == detail {
-			return true
-		}
-	}
-	return false
-}
+func (r *Runner) noted(detail string) bool { return r.notedIn("", detail) }
 
 func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 	if r.Journal.IsDone(RolledBack, 0) {
@@ -883,21 +904,15 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 				return nil, "", fmt.Errorf("restore the traffic state (%s): %w", r.o.Switcher.Name(), err)
 			}
 		}
-		blueItems, err := r.quiescer(r.o.Blue, false).Start(ctx)
+		// A carry-back that was verified is done only with the objects that awaited blue's writers;
+		// one that was not is left as it is (green's writes discarded).
+		admit := r.admitCarried
+		if !r.Journal.IsDone(BlueVerified, 0) {
+			admit = nil
+		}
+		blueItems, admitted, err := r.startAndAdmit(ctx, r.quiescer(r.o.Blue, false), RolledBack, admit)
 		if err != nil {
 			return nil, "", fmt.Errorf("start blue's writers: %w", err)
-		}
-		admitted, err := r.admitCarried(ctx)
-		if err != nil {
-			return nil, "", err
-		}
-		if admitted > 0 {
-			// They came with green's quiesce record, which blue's start undoes as it did the others'.
-			more, err := r.quiescer(r.o.Blue, false).Start(ctx)
-			if err != nil {
-				return nil, "", fmt.Errorf("start blue's writers: %w", err)
-			}
-			blueItems = append(blueItems, more...)
 		}
 		var greenItems, greenStarted []QuiesceItem
 		switch {

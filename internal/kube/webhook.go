@@ -13,3 +13,20 @@ import (
 func WebhookUnreachable(err error) bool {
 	return apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook")
 }
+
+// WebhookServerDown says err is a webhook that could not be called (WebhookUnreachable) because
+// nothing serves it: its Service has no ready endpoint, nothing listens, or what is in front of it
+// has no server to send the request to. A server that runs yet fails (its certificate, a hang)
+// is not down.
+func WebhookServerDown(err error) bool {
+	if !WebhookUnreachable(err) {
+		return false
+	}
+	msg := err.Error()
+	for _, down := range []string{"no endpoints available for service", "connection refused", "the server is currently unable to handle the request"} {
+		if strings.Contains(msg, down) {
+			return true
+		}
+	}
+	return false
+}

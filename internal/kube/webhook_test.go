@@ -43,4 +43,17 @@ func TestWebhookUnreachable(t *testing.T) {
 	if WebhookUnreachable(nil) {
 		t.Error("no error is an unreachable webhook")
 	}
+	// Down: nothing serves it. A server that runs and fails is not down.
+	for msg, down := range map[string]bool{
+		`no endpoints available for service "katib-controller"`:                                                                                       true,
+		`Post "https://katib-controller.kubeflow.svc:443/validate": dial tcp 10.96.0.12:443: connect: connection refused`:                             true,
+		`the server is currently unable to handle the request`:                                                                                        true,
+		`Post "https://katib-controller.kubeflow.svc:443/validate": tls: failed to verify certificate: x509: certificate signed by unknown authority`: false,
+		`Post "https://katib-controller.kubeflow.svc:443/validate?timeout=10s": context deadline exceeded`:                                            false,
+	} {
+		err := apierrors.NewInternalError(errors.New(`failed calling webhook "validator.experiment.katib.kubeflow.org": failed to call webhook: ` + msg))
+		if WebhookServerDown(err) != down {
+			t.Errorf("WebhookServerDown(%q) = %v, want %v", msg, !down, down)
+		}
+	}
 }

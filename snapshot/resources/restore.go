@@ -97,7 +97,7 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 	if err != nil {
 		return err
 	}
-	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{}, quotas: map[string]bool{},
+	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{}, quotas: map[string]bool{}, awaiting: map[string]bool{},
 		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims,
 		statusPlaces: map[schema.GroupVersionResource]statusPlace{}, defaults: map[schema.GroupVersionResource]string{}}
 	if rs.waiting, err = waitingOwners(archive, claims); err != nil {
@@ -145,7 +145,9 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 			}
 			if why := c.unserved(res); why != "" {
 				for _, e := range entries {
-					report.Add("objects", snapshot.StatusLeft, e.ID(), why)
+					if c.Only == nil || c.selected(res, e) {
+						report.Add("objects", snapshot.StatusLeft, e.ID(), why)
+					}
 				}
 				continue
 			}
@@ -286,6 +288,7 @@ type restorer struct {
 	uids       map[string]string // group/Kind/namespace/name on the target -> UID
 	absent     map[string]bool   // owners looked up on the target and not found there (yet)
 	deferred   []deferredLink    // objects created before owners the backup holds
+	awaiting   map[string]bool   // ownerKeys of the objects that await the target's writers
 	namespaces map[string]bool   // target namespaces known to exist
 	quotas     map[string]bool   // target namespaces with a ResourceQuota, by quotaCharges
 	claims     map[string]bool   // source ns/name of the backup's claims
@@ -423,6 +426,11 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		}
 	}
 	refs := obj.GetOwnerReferences()
+	if owner := rs.awaitedOwner(refs, obj.GetNamespace()); owner != "" {
+		rs.await(obj)
+		rs.report.Add("objects", snapshot.StatusAwaiting, id, "awaits the target's writers with its owner "+owner+", which awaits them")
+		return "", false
+	}
 	dropped, later := rs.linkOwners(ctx, obj, e.Namespace)
 	if len(dropped) > 0 {
 		defer rs.report.Add("objects", snapshot.StatusSkipped, id+" (owner reference)",
@@ -483,24 +491,50 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		}
 		return restored, ok
 	default:
-		rs.refused(id, "", err)
+		rs.refused(obj, "", err)
 		return "", false
 	}
 }
 
 // refused reports an object the target refused (refusal); what says what was refused, before
-// the error.
-func (rs *restorer) refused(id, what string, err error) {
+// the error. An object that awaits the writers is noted as an owner its dependents await too.
+func (rs *restorer) refused(obj *unstructured.Unstructured, what string, err error) {
 	status, why := rs.refusal(err)
-	rs.report.Add("objects", status, id, what+why+err.Error())
+	if status == snapshot.StatusAwaiting {
+		rs.await(obj)
+	}
+	rs.report.Add("objects", status, objectID(obj.Object, obj.GetNamespace()), what+why+err.Error())
+}
+
+// await notes obj as awaiting the target's writers, by the key its dependents' owner references
+// give it.
+func (rs *restorer) await(obj *unstructured.Unstructured) {
+	gv, _ := schema.ParseGroupVersion(obj.GetAPIVersion())
+	rs.mu.Lock()
+	rs.awaiting[ownerKey(gv.Group, obj.GetKind(), obj.GetNamespace(), obj.GetName())] = true
+	rs.mu.Unlock()
+}
+
+// awaitedOwner names an owner among refs (of an object in namespace) that awaits the target's
+// writers, or "": the object is made with it, its reference to it linked then.
+func (rs *restorer) awaitedOwner(refs []metav1.OwnerReference, namespace string) string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, ref := range refs {
+		gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+		if rs.awaiting[ownerKey(gv.Group, ref.Kind, namespace, ref.Name)] || rs.awaiting[ownerKey(gv.Group, ref.Kind, "", ref.Name)] {
+			return ref.Kind + " " + ref.Name
+		}
+	}
+	return ""
 }
 
 // refusal is how a report lists an object the target refused with err: awaiting, when an
-// admission webhook's server could not be called and the target's writers are stopped
+// admission webhook's server does not run and the target's writers are stopped
 // (AwaitAdmission), else failed; why goes before the error.
 func (c Objects) refusal(err error) (status, why string) {
-	if c.AwaitAdmission && kube.WebhookUnreachable(err) {
-		return snapshot.StatusAwaiting, "made once the writers start, one of which may serve the admission webhook that refused it: "
+	if c.AwaitAdmission && kube.WebhookServerDown(err) {
+		return snapshot.StatusAwaiting, "awaits the target's writers, one of which may serve the admission webhook that refused it: "
 	}
 	return snapshot.StatusFailed, ""
 }
@@ -591,7 +625,7 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 			return rs.remake(ctx, gr, id, client, live, obj, diffs[0], err)
 		}
 		if err != nil {
-			rs.refused(id, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: ", err)
+			rs.refused(obj, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: ", err)
 			return "", false
 		}
 		rs.report.Count("objects", snapshot.StatusUpdated)
