@@ -119,7 +119,9 @@ func (r *Runner) CarryingBack() bool {
 // not finish: blue may hold part of it.
 func (r *Runner) PartlyCarriedBack() bool {
 	_, began := r.lastNote(NoteCarryingBack)
-	return began && !r.Journal.IsDone(CarriedBack, 0)
+	// Objects that awaited blue's writers are carried back only once those start.
+	awaiting := len(r.awaitingOf(CarriedBack)) > 0 && !r.notedIn(RolledBack, NoteAwaitingMade)
+	return began && (!r.Journal.IsDone(CarriedBack, 0) || awaiting)
 }
 
 func (r *Runner) carryBackNote() (Event, bool) {
@@ -317,20 +319,16 @@ func (r *Runner) carryBackOptions() kinds.RestoreOptions {
 }
 
 // admitCarried makes on blue, once its writers started, the objects the carry-back left awaiting
-// them, and verifies them (admit). It returns how many there were.
-func (r *Runner) admitCarried(ctx context.Context) (int, error) {
-	ids := r.awaitingOf(CarriedBack)
-	if len(ids) == 0 {
-		return 0, nil
-	}
+// them (ids), and verifies them (admit).
+func (r *Runner) admitCarried(ctx context.Context, ids []string) error {
 	rd, cb, err := r.carryBackPlan(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer cb.Close()
 	o := r.carryBackOptions()
 	o.AwaitAdmission, o.AdmissionWait = false, AdmissionWait
-	return len(ids), admit(ctx, kinds.CarryBackRestorers(rd, cb.Only(ids), r.o.Blue, o)[0], rd, len(ids), "blue")
+	return admit(ctx, kinds.CarryBackRestorers(rd, cb.Only(ids), r.o.Blue, o)[0], rd, len(ids), "blue")
 }
 
 // carryBackPlan compares the run's backup with the backup of green.
@@ -353,9 +351,16 @@ func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resource
 		return nil, nil, err
 	}
 	defer after.Close()
-	cb, err := resources.PlanCarryBack(before, after, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
+	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
+	cb, err := resources.PlanCarryBack(before, after, m, r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
 	if err != nil {
 		return nil, nil, err
+	}
+	if !r.notedIn(Shifting, NoteAwaitingMade) {
+		// Green's restore left them awaiting its writers, and they were never made there.
+		if kept := cb.Unmade(r.awaitingOf(Restored), m); len(kept) > 0 {
+			r.o.Log.Info("kept on blue: never made on green, as they awaited its writers", "objects", len(kept), "e.g.", kept[0])
+		}
 	}
 	if err := cb.CheckDeletions(carried.Manifest.Plan); err != nil {
 		cb.Close()

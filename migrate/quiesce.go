@@ -61,6 +61,9 @@ type Quiescer struct {
 	// AdmissionWait bounds Start's wait for an admission webhook's server to take a change; 0 is
 	// AdmissionWait.
 	AdmissionWait time.Duration
+	// Later are objects ("apiVersion Kind namespace/name") Start leaves stopped: copies that a
+	// restore is to replace once the writers run (startAndAdmit).
+	Later []string
 }
 
 // QuiesceItem is one object stopped or started.
@@ -221,7 +224,7 @@ func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
 	err := q.each(ctx, starting, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		record, ok := obj.GetAnnotations()[QuiescedAnnotation]
-		if !ok {
+		if !ok || slices.Contains(q.Later, objectName(obj)) {
 			return obj, nil
 		}
 		patch, action, err := undoPatch(record)
@@ -576,6 +579,11 @@ func (q Quiescer) targets(ctx context.Context) ([]target, error) {
 		}
 	}
 	return out, nil
+}
+
+// objectName names obj as reports do: "apiVersion Kind namespace/name".
+func objectName(obj *unstructured.Unstructured) string {
+	return obj.GetAPIVersion() + " " + obj.GetKind() + " " + path.Join(obj.GetNamespace(), obj.GetName())
 }
 
 func targetKey(t target) string {

@@ -232,11 +232,7 @@ func BuildReport(j *Journal) Report {
 					rep.RestoreSentBytes = &sent
 					rep.Awaiting = s.Awaiting
 				}
-			case e.State == Shifting && e.Step == 0 && e.Phase == Done:
-				var s shiftStart
-				if json.Unmarshal(e.Data, &s) == nil {
-					rep.AwaitingMade = s.AwaitingMade > 0
-				}
+
 			case e.State == Staged && e.Step > 0 && e.Phase == Done:
 				var rd Round
 				if json.Unmarshal(e.Data, &rd) == nil {
@@ -252,15 +248,13 @@ func BuildReport(j *Journal) Report {
 				rep.addSchemas(e.Data)
 			case e.State == RolledBack && e.Phase == Done:
 				var d struct {
-					Why          string  `json:"why"`
-					Seconds      float64 `json:"seconds"`
-					AwaitingMade int     `json:"awaitingMade"`
+					Why     string  `json:"why"`
+					Seconds float64 `json:"seconds"`
 				}
 				json.Unmarshal(e.Data, &d)
 				rep.Rollback = &RollbackSummary{Why: d.Why, Seconds: d.Seconds}
 				if cb := rep.CarryBack; cb != nil {
 					cb.ToBlueSeconds = e.At.Sub(cb.RequestedAt).Seconds()
-					cb.AwaitingMade = d.AwaitingMade > 0
 				}
 			}
 			if cb := rep.CarryBack; cb != nil && e.Phase == Done {
@@ -273,6 +267,10 @@ func BuildReport(j *Journal) Report {
 			case strings.HasPrefix(e.Detail, NoteCarryBack) && rep.CarryBack == nil:
 				rep.CarryBack = &CarryBackSummary{Backup: CarryBackName(j.Run.ID), RequestedAt: e.At,
 					By: strings.TrimPrefix(strings.TrimPrefix(e.Detail, NoteCarryBack), " by ")}
+			case e.Detail == NoteAwaitingMade && e.State == Shifting:
+				rep.AwaitingMade = true
+			case e.Detail == NoteAwaitingMade && e.State == RolledBack && rep.CarryBack != nil:
+				rep.CarryBack.AwaitingMade = true
 			}
 		}
 	}
@@ -363,7 +361,7 @@ func (rep Report) Print(w io.Writer) error {
 	if v := rep.Verification; v != nil {
 		fmt.Fprintf(w, "\nVerification: %s\n", countsLine(v.Counts))
 		printItems(w, "  ", v.Items, rep.Awaiting)
-		printAwaiting(w, "  ", "green", rep.Awaiting, rep.AwaitingMade)
+		printAwaiting(w, "  ", "green", rep.Awaiting, rep.AwaitingMade, rep.Rollback != nil)
 	}
 	if u := rep.Upgrade; u != nil {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -446,7 +444,7 @@ func (cb *CarryBackSummary) print(w io.Writer) {
 			printItems(w, "    ", s.sum.Items, awaiting)
 		}
 	}
-	printAwaiting(w, "  ", "blue", cb.Awaiting, cb.AwaitingMade)
+	printAwaiting(w, "  ", "blue", cb.Awaiting, cb.AwaitingMade, cb.ToBlueSeconds > 0)
 	if cb.ToBlueSeconds > 0 {
 		fmt.Fprintf(w, "  blue served all traffic again %s after the rollback was asked for\n", seconds(cb.ToBlueSeconds))
 	}
@@ -464,14 +462,18 @@ func printItems(w io.Writer, indent string, items []snapshot.ReportItem, awaitin
 }
 
 // printAwaiting says which objects a restore left awaiting the writers of where, and whether
-// they were made and verified once those started.
-func printAwaiting(w io.Writer, indent, where string, awaiting []string, made bool) {
+// they were made and verified once those started, or never will be (over: the run went on
+// without them, rolled back or with green's writes discarded).
+func printAwaiting(w io.Writer, indent, where string, awaiting []string, made, over bool) {
 	if len(awaiting) == 0 {
 		return
 	}
 	state := "made once they start"
-	if made {
+	switch {
+	case made:
 		state = "made and verified once they started"
+	case over:
+		state = "never made: the run went back without them"
 	}
 	fmt.Fprintf(w, "%sawaiting %s's writers, one of which may serve their admission webhook: %d (%s), %s\n", indent, where, len(awaiting), oneLine(strings.Join(awaiting, ", ")), state)
 }

@@ -158,14 +158,16 @@ func TestBuildReport(t *testing.T) {
 		awaiting.Awaiting = []string{tune}
 		missing := Summary{Counts: map[string]map[string]int{"objects": {snapshot.StatusIdentical: 3, snapshot.StatusMissing: 1}},
 			Items: []snapshot.ReportItem{{Kind: "objects", Status: snapshot.StatusMissing, Name: tune, Detail: "not on the target"}}}
-		made := map[string]any{"why": "by hand, green's writes carried back", "seconds": 2.5, "awaitingMade": 1}
 		for _, tc := range []struct {
 			name   string
 			events []Event
 			want   string
 		}{
 			{"before blue's writers start", nil, "made once they start"},
-			{"once they started", []Event{{State: RolledBack, Phase: Begin}, {State: RolledBack, Phase: Done, Data: raw(t, made)}}, "made and verified once they started"},
+			{"once they started", []Event{{State: RolledBack, Phase: Begin}, {State: RolledBack, Phase: Note, Detail: NoteAwaitingMade},
+				{State: RolledBack, Phase: Done, Data: raw(t, rollback)}}, "made and verified once they started"},
+			{"green's writes discarded", []Event{{State: RolledBack, Phase: Begin}, {State: RolledBack, Phase: Done, Data: raw(t, rollback)}},
+				"never made: the run went back without them"},
 		} {
 			rep := BuildReport(journalOf(t0, append([]Event{
 				{State: Shifted, Phase: Begin}, {State: Shifted, Phase: Done},

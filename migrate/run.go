@@ -616,23 +616,29 @@ func (r *Runner) awaitingOf(state State) []string {
 const NoteAwaitingMade = "awaiting-made"
 
 // startAndAdmit starts the writers q stopped and, unless state's step noted it did already, makes
-// the objects a restore left awaiting them (admit, nil when there is none to make), journals
-// NoteAwaitingMade, and starts again what they brought stopped: they come with the quiesce record
-// of the cluster they were read from. It returns what it started and how many objects it made.
-func (r *Runner) startAndAdmit(ctx context.Context, q Quiescer, state State, admit func(context.Context) (int, error)) ([]QuiesceItem, int, error) {
+// the objects a restore left awaiting them (awaiting, by admit; nil when none are to be made),
+// journals NoteAwaitingMade, and starts what they brought stopped: they come with the quiesce
+// record of the cluster they were read from. The first start leaves the copies of them already
+// there stopped, as the objects made in their place may differ. It returns what it started and
+// how many objects it made.
+func (r *Runner) startAndAdmit(ctx context.Context, q Quiescer, state State, awaiting []string, admit func(context.Context, []string) error) ([]QuiesceItem, int, error) {
+	pending := len(awaiting) > 0 && admit != nil && !r.notedIn(state, NoteAwaitingMade)
+	if pending {
+		q.Later = awaiting
+	}
 	items, err := q.Start(ctx)
-	if err != nil || admit == nil || r.notedIn(state, NoteAwaitingMade) {
+	if err != nil || !pending {
 		return items, 0, err
 	}
-	n, err := admit(ctx)
-	if err != nil || n == 0 {
+	if err := admit(ctx, awaiting); err != nil {
 		return items, 0, err
 	}
 	if err := r.record(ctx, Event{State: state, Phase: Note, Detail: NoteAwaitingMade}); err != nil {
-		return items, n, err
+		return items, len(awaiting), err
 	}
+	q.Later = nil
 	more, err := q.Start(ctx)
-	return append(items, more...), n, err
+	return append(items, more...), len(awaiting), err
 }
 
 // notedIn says whether the journal holds the note detail of state (of any state: "").
@@ -646,19 +652,15 @@ func (r *Runner) notedIn(state State, detail string) bool {
 }
 
 // admitOnGreen makes on green, once its writers started, the objects the run's restore left
-// awaiting them, and verifies them (admit). It returns how many there were.
-func (r *Runner) admitOnGreen(ctx context.Context) (int, error) {
-	ids := r.awaitingOf(Restored)
-	if len(ids) == 0 {
-		return 0, nil
-	}
+// awaiting them (ids), and verifies them (admit).
+func (r *Runner) admitOnGreen(ctx context.Context, ids []string) error {
 	rd, err := r.reader(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	o := r.greenOptions("")
 	o.AwaitAdmission, o.AdmissionWait, o.Only = false, AdmissionWait, ids
-	return len(ids), admit(ctx, kinds.Restorers(rd, r.o.Green, o)[0], rd, len(ids), "green")
+	return admit(ctx, kinds.Restorers(rd, r.o.Green, o)[0], rd, len(ids), "green")
 }
 
 // admit makes the n objects a restore left awaiting the writers of the target (named where), now
@@ -779,7 +781,7 @@ func (r *Runner) shift(ctx context.Context) error {
 		if err := writersHeld(ctx, r.writers()[:1], "the restore onto green"); err != nil {
 			return nil, "", fmt.Errorf("%w; green lacks what they wrote since the backup: stop what starts them, then roll the run back and migrate again", err)
 		}
-		items, admitted, err := r.startAndAdmit(ctx, r.quiescer(r.o.Green, true), Shifting, r.admitOnGreen)
+		items, admitted, err := r.startAndAdmit(ctx, r.quiescer(r.o.Green, true), Shifting, r.awaitingOf(Restored), r.admitOnGreen)
 		if err != nil {
 			return items, "", fmt.Errorf("start green's writers: %w", err)
 		}
@@ -910,7 +912,7 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 		if !r.Journal.IsDone(BlueVerified, 0) {
 			admit = nil
 		}
-		blueItems, admitted, err := r.startAndAdmit(ctx, r.quiescer(r.o.Blue, false), RolledBack, admit)
+		blueItems, admitted, err := r.startAndAdmit(ctx, r.quiescer(r.o.Blue, false), RolledBack, r.awaitingOf(CarriedBack), admit)
 		if err != nil {
 			return nil, "", fmt.Errorf("start blue's writers: %w", err)
 		}

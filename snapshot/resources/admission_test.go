@@ -93,3 +93,16 @@ func TestOnlySelectsByTheTargetsNames(t *testing.T) {
 		}
 	}
 }
+
+// TestCarryBackUnmade: an object green's restore left awaiting its writers and never made is not
+// deleted on green: blue keeps it. Green names it in its namespace (mapped).
+func TestCarryBackUnmade(t *testing.T) {
+	cb := &CarryBack{Deleted: []Entry{
+		{GroupResource: "experiments.kubeflow.org", Namespace: "team", Name: "tune", APIVersion: "kubeflow.org/v1beta1", Kind: "Experiment"},
+		{GroupResource: "configmaps", Namespace: "team", Name: "gone", APIVersion: "v1", Kind: "ConfigMap"},
+	}}
+	kept := cb.Unmade([]string{"kubeflow.org/v1beta1 Experiment team-v2/tune"}, snapshot.Mapping{Namespaces: map[string]string{"team": "team-v2"}})
+	if !slices.Equal(kept, []string{"kubeflow.org/v1beta1 Experiment team/tune"}) || len(cb.Deleted) != 1 || cb.Deleted[0].Name != "gone" {
+		t.Errorf("kept %v, deletions left %+v", kept, cb.Deleted)
+	}
+}

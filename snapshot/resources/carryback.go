@@ -525,3 +525,19 @@ func (cb *CarryBack) Only(ids []string) *CarryBack {
 	out.Changed = slices.DeleteFunc(slices.Clone(cb.Changed), func(id string) bool { return !in(id) })
 	return out
 }
+
+// Unmade takes out of the deletions the objects green never held because its restore left them
+// awaiting its writers and they were not made (unmade, as green's reports name them; m is the
+// forward restore's mapping): they are not deleted on green, and blue keeps them. It returns the
+// IDs it took out.
+func (cb *CarryBack) Unmade(unmade []string, m snapshot.Mapping) []string {
+	var kept []string
+	cb.Deleted = slices.DeleteFunc(cb.Deleted, func(e Entry) bool {
+		if slices.Contains(unmade, TargetID(m, e.GroupResource, e)) {
+			kept = append(kept, e.ID())
+			return true
+		}
+		return false
+	})
+	return kept
+}

@@ -1008,13 +1008,16 @@ func (c Objects) selected(res plans.Resource, e Entry) bool {
 	return c.Select == nil || c.Select.Reason(res, &unstructured.Unstructured{Object: e.Object}) == ""
 }
 
-// targetID names the entry as reports name it on the target: Entry.ID, its names mapped.
-func (c Objects) targetID(gr string, e Entry) string {
+func (c Objects) targetID(gr string, e Entry) string { return TargetID(c.Mapping, gr, e) }
+
+// TargetID names the entry of type gr as reports name it on the target of mapping m: Entry.ID,
+// its names mapped.
+func TargetID(m snapshot.Mapping, gr string, e Entry) string {
 	if e.Object != nil {
 		u := unstructured.Unstructured{Object: e.Object}
 		e.APIVersion, e.Kind, e.Name = u.GetAPIVersion(), u.GetKind(), u.GetName()
 	}
-	return e.APIVersion + " " + e.Kind + " " + strings.TrimPrefix(targetKey(c.Mapping, gr, e), "/")
+	return e.APIVersion + " " + e.Kind + " " + strings.TrimPrefix(targetKey(m, gr, e), "/")
 }
 
 // clusterOwn says whether the entry is of a Velero backup's kube-system (or another of a cluster's
