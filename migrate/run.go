@@ -600,8 +600,8 @@ func (r *Runner) greenOptions(base string) kinds.RestoreOptions {
 		AwaitAdmission: true, Log: r.o.Log}
 }
 
-// awaitingOf are the objects the restore journaled as the done step of state left awaiting the
-// target's writers (Summary.Awaiting).
+// awaitingOf are the objects the restore of state's step (Restored, CarriedBack) left awaiting
+// the target's writers, as its journaled Summary holds them.
 func (r *Runner) awaitingOf(state State) []string {
 	var s Summary
 	if e, ok := r.Journal.Last(state, Done, 0); ok && json.Unmarshal(e.Data, &s) == nil {
