@@ -755,13 +755,6 @@ func countLine(rep *snapshot.Report, statuses ...string) string {
 	return strings.Join(parts, ", ")
 }
 
-// shiftStart is what the shift's first step journals: green's writers started, and how many
-// objects that awaited them it made (admitOnGreen).
-type shiftStart struct {
-	Started      []QuiesceItem `json:"started"`
-	AwaitingMade int           `json:"awaitingMade,omitempty"`
-}
-
 // Notes of the journal.
 const (
 	// NoteTrafficSaved holds the switcher's saved state, what a rollback puts back.
@@ -789,7 +782,7 @@ func (r *Runner) shift(ctx context.Context) error {
 		if admitted > 0 {
 			detail += fmt.Sprintf(", and %d objects that awaited them made and verified", admitted)
 		}
-		return shiftStart{Started: items, AwaitingMade: admitted}, detail, nil
+		return items, detail, nil
 	}); err != nil {
 		return err
 	}
@@ -937,8 +930,7 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 		if admitted > 0 {
 			detail += fmt.Sprintf(", %d carried-back objects made once blue's writers started and verified", admitted)
 		}
-		return map[string]any{"why": why, "byHand": byHand, "blueStarted": blueItems, "greenStopped": greenItems, "greenStarted": greenStarted, "seconds": took.Seconds(),
-				"awaitingMade": admitted},
+		return map[string]any{"why": why, "byHand": byHand, "blueStarted": blueItems, "greenStopped": greenItems, "greenStarted": greenStarted, "seconds": took.Seconds()},
 			fmt.Sprintf("%s, in %s", detail, took), nil
 	})
 }

@@ -542,10 +542,7 @@ func (c Objects) refusal(err error) (status, why string) {
 // admitted runs write, and again while an admission webhook's server cannot be called, for up to
 // AdmissionWait.
 func (c Objects) admitted(ctx context.Context, write func() error) error {
-	if c.AdmissionWait <= 0 {
-		return write()
-	}
-	return kube.RetryWhile(ctx, c.AdmissionWait, kube.WebhookUnreachable, write)
+	return kube.RetryWhile(ctx, c.AdmissionWait, kube.WebhookUnreachable, write) // 0: once
 }
 
 // exists says whether an object of that name is on the target.
