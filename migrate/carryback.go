@@ -154,7 +154,7 @@ func (r *Runner) quiesceGreenStep(ctx context.Context) (any, string, error) {
 	if err != nil {
 		return items, "", fmt.Errorf("stop green's writers: %w", err)
 	}
-	return items, fmt.Sprintf("%d writers stopped on green", len(items)), nil
+	return items, stoppedLine(items, "writers stopped on green"), nil
 }
 
 // greenConfig is the run's configuration in green's names: what it selects, where its databases

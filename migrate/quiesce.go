@@ -45,6 +45,8 @@ type original struct {
 	Suspend  *bool  `json:"suspend,omitempty"`
 	// Undo is a JSON merge patch that puts back what annotate or patch changed (nulls remove).
 	Undo json.RawMessage `json:"undo,omitempty"`
+	// Selectors are, by webhook, its objectSelector before ExemptMovers (null: none).
+	Selectors map[string]json.RawMessage `json:"selectors,omitempty"`
 }
 
 // Quiescer stops a cluster's writers by rules (ferry.yaml's and its preset's quiesce list) and
@@ -84,7 +86,11 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
 	var writers []writerPods
 	var checked []stoppedObject
+	var scaled []*unstructured.Unstructured
 	err := q.each(ctx, stopping, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if rule.Action == ScaleToZero {
+			scaled = append(scaled, obj)
+		}
 		if record, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
 			if field, now := restarted(rule, record, obj); field != "" {
 				_, patch, err := quiescePatch(rule, obj)
@@ -118,6 +124,11 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 		writers = append(writers, found...)
 		return obj, err
 	})
+	if err != nil {
+		return done, err
+	}
+	exempted, err := q.exemptMovers(ctx, scaled)
+	done = append(done, exempted...)
 	if err != nil {
 		return done, err
 	}
@@ -241,7 +252,11 @@ func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: "un-" + action})
 		return started, nil
 	})
-	return done, err
+	if err != nil || len(q.Rules) == 0 { // without rules, nothing stopped a webhook's server
+		return done, err
+	}
+	unexempted, err := q.unexemptMovers(ctx)
+	return append(done, unexempted...), err
 }
 
 var replicaSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
@@ -747,6 +762,12 @@ func undoPatch(record string) ([]byte, string, error) {
 func startedForm(obj map[string]any) map[string]any {
 	record, ok := (&unstructured.Unstructured{Object: obj}).GetAnnotations()[QuiescedAnnotation]
 	if !ok {
+		return obj
+	}
+	if orig := exemptionOf(obj); orig != nil {
+		if started, err := unexempt(obj, *orig); err == nil {
+			return started
+		}
 		return obj
 	}
 	patch, _, err := undoPatch(record)

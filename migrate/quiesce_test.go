@@ -52,7 +52,7 @@ func TestStopWaitsForTheWritersPods(t *testing.T) {
 	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	newQuiescer := func(timeout time.Duration) (Quiescer, *dynamicfake.FakeDynamicClient) {
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"},
+			withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}),
 			deployment.DeepCopy(), pod("web-1", "web", "Running"), pod("web-0", "web", "Succeeded"), pod("db-0", "db", "Running"))
 		mapper := meta.NewDefaultRESTMapper(nil)
 		mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
@@ -213,7 +213,7 @@ func TestStopWaitsLongerForALongGracePeriod(t *testing.T) {
 		"spec":     map[string]any{"terminationGracePeriodSeconds": int64(32)},
 		"status":   map[string]any{"phase": "Running"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}, deployment, pod)
+		withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}), deployment, pod)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Second,
@@ -390,7 +390,7 @@ func deploymentQuiescer(rules []config.QuiesceRule, objs ...runtime.Object) (Qui
 		rules = []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"}, objs...)
+		withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"}), objs...)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	return Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), Rules: rules}, dyn

@@ -28,7 +28,7 @@ func TestWritersServingWebhooksStopLastAndStartFirst(t *testing.T) {
 	experiment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
 		"metadata": map[string]any{"name": "tune", "namespace": "shop"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList", experimentsGVR: "ExperimentList"},
+		withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList", experimentsGVR: "ExperimentList"}),
 		shopDeployment("katib-controller", 1), experiment)
 	// The webhook: the controller's pods serve it once ready, the first request after it was
 	// scaled up.

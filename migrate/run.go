@@ -408,12 +408,12 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 		return nil, "", fmt.Errorf("quiesce blue: %w", err)
 	}
 	rec := quiesceRecord{Rules: q.Rules, Stopped: items}
-	detail := fmt.Sprintf("%d writers stopped on blue", len(items))
+	detail := stoppedLine(items, "writers stopped on blue")
 	if r.o.Upgrade != nil {
 		if rec.GreenStopped, err = r.quiescer(r.o.Green, true).Stop(ctx); err != nil {
 			return nil, "", fmt.Errorf("quiesce green's release before blue's data is loaded: %w", err)
 		}
-		detail += fmt.Sprintf(", %d of green's release's writers stopped until the shift", len(rec.GreenStopped))
+		detail += ", " + stoppedLine(rec.GreenStopped, "of green's release's writers stopped until the shift")
 	}
 	return rec, detail, nil
 }

@@ -1,0 +1,240 @@
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrykube/ferry/migrate"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// TestMoversPassAWebhookAStoppedWriterServes: Kubeflow labels every profile namespace for Katib's
+// metrics collector, whose webhook (served by katib-controller, failurePolicy Fail) must admit
+// every pod made there, and the preset stops katib-controller. On a real Kubeflow the backup's
+// mover pods for the notebooks' claims were refused ("failed calling webhook"), after blue was
+// quiesced; on green the same webhook, restored with its server stopped, refused the pods that
+// restore and verify the claims.
+//
+// Here the webhook is served as Kubeflow serves it, through a Service selecting the controller's
+// pods (an ExternalName Service, which the API server dials at the name it gives: this machine),
+// by a server that admits while the controller of blue or green has a pod that serves. ferry
+// migrate must move the claim; while blue stays stopped, the webhook must still refuse every pod
+// but ferry's movers; once each side's writers start again its webhook must be as it was.
+func TestMoversPassAWebhookAStoppedWriterServes(t *testing.T) {
+	green, greenKC := cutover(t)
+	_, blueKC := clients(t, "blue")
+	ctx := context.Background()
+	if err := green.Apply(ctx, os.Stderr, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	const ns, system, label = "mover-webhook", "mover-webhook-system", "hooks.ferry.dev/inject"
+	createNamespace(t, blueKC, ns, map[string]string{label: "enabled"})
+	createNamespace(t, blueKC, system, nil)
+	removeAfter(t, ns, greenKC)
+	removeAfter(t, system, greenKC)
+	files := map[string][]byte{"notebook.ipynb": []byte(`{"cells": []}`), "data/train.csv": []byte("a,b\n1,2\n")}
+	blueDir := blueClaim(t, ns, "workspace", files, func(*corev1.PersistentVolumeClaimSpec) {})
+	createDeployment(t, blueKC, system, "controller", corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "controller"}}})
+	waitUntil(t, "blue's controller ready", time.Minute, func(ctx context.Context) (bool, error) {
+		return serving(ctx, blueKC, system, "controller"), nil
+	})
+
+	hook := guardPods(t, blueKC, greenKC, system, "controller", label)
+	// The API server takes a moment to call a new webhook.
+	waitUntil(t, "the webhook admits pods", 30*time.Second, func(ctx context.Context) (bool, error) {
+		return tenantPod(ctx, blueKC, ns) == nil && hook.admitted.Load() > 0, nil
+	})
+	original, err := blueKC.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, hook.config, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+ns+`, `+system+`]}
+quiesce:
+- {resource: deployments.apps, namespace: `+system+`, names: [controller], action: scale-to-zero, why: writes the trials' results}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted (the webhook's server was unreachable %d times)\nstdout: %s\nstderr: %s", code, hook.unreachable.Load(), out, lastLines(errOut, 30))
+	}
+	id := runID(t, errOut)
+	if said := "webhook configurations whose pod webhooks ferry's movers pass while their server is stopped: 1"; !strings.Contains(out, said) {
+		t.Errorf("ferry migrate's report does not say %q\nstdout: %s", said, out)
+	}
+	if got, want := filesNow(ctx, greenKC, ns, "workspace"), claimFiles(t, blueDir); !reflect.DeepEqual(got, want) {
+		t.Errorf("green's claim holds %v, want blue's %v", got, want)
+	}
+	// Blue's writers stay stopped after the cutover: its webhook refuses every pod but ferry's.
+	if err := tenantPod(ctx, blueKC, ns); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("a tenant's pod on blue, whose webhook's server is stopped: %v; want it refused by the webhook", err)
+	}
+	// Green's writers started at the shift: its webhook is blue's as it was.
+	sameWebhooks(t, "green's after the shift", greenKC, original)
+
+	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--discard-green-writes", "--lease-ttl", testLeaseTTL.String())
+	if code != 0 {
+		t.Fatalf("ferry rollback exited %d, want 0\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 30))
+	}
+	sameWebhooks(t, "blue's after the rollback", blueKC, original)
+	waitUntil(t, "blue's webhook admits a tenant's pod again", time.Minute, func(ctx context.Context) (bool, error) {
+		return tenantPod(ctx, blueKC, ns) == nil, nil
+	})
+	t.Logf("the webhook admitted %d pods and was unreachable for %d", hook.admitted.Load(), hook.unreachable.Load())
+}
+
+// sameWebhooks fails the test unless the cluster's configuration of want's name has want's
+// webhooks, with no quiesce record.
+func sameWebhooks(t *testing.T, which string, kc kubernetes.Interface, want *admissionregistrationv1.MutatingWebhookConfiguration) {
+	t.Helper()
+	got, err := kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(context.Background(), want.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("%s webhook configuration: %v", which, err)
+		return
+	}
+	if record, ok := got.Annotations[migrate.QuiescedAnnotation]; ok {
+		t.Errorf("%s webhook configuration still carries the quiesce record %s", which, record)
+	}
+	for i := range want.Webhooks {
+		if i >= len(got.Webhooks) || !reflect.DeepEqual(got.Webhooks[i].ObjectSelector, want.Webhooks[i].ObjectSelector) ||
+			!reflect.DeepEqual(got.Webhooks[i].NamespaceSelector, want.Webhooks[i].NamespaceSelector) {
+			t.Errorf("%s webhooks: %+v; want %+v", which, got.Webhooks, want.Webhooks)
+			return
+		}
+	}
+}
+
+// tenantPod creates a pod in ns, as a tenant would, and deletes it.
+func tenantPod(ctx context.Context, kc kubernetes.Interface, ns string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenant-", Labels: map[string]string{"app": "tenant"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
+	made, err := kc.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err == nil {
+		_ = kc.CoreV1().Pods(ns).Delete(ctx, made.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	}
+	return err
+}
+
+// podsHook is a webhook's server for the pods of the namespaces with a label, named config.
+type podsHook struct {
+	*webhook
+	config string
+}
+
+// guardPods makes blue call a mutating webhook for every pod made in a namespace labelled label,
+// as Katib's metrics collector webhook is: failurePolicy Fail, through the Service app in
+// namespace system, whose selector is its Deployment's pods. The API server dials an
+// ExternalName Service at its name: here this machine, where the webhook's server runs, with a
+// certificate for the Service's name. It admits while blue's or green's Deployment app has a pod
+// that serves (serving), and answers as a Service without endpoints otherwise.
+func guardPods(t *testing.T, blue, green kubernetes.Interface, system, app, label string) podsHook {
+	t.Helper()
+	ctx := context.Background()
+	hook := &webhook{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !serving(r.Context(), blue, system, app) && !serving(r.Context(), green, system, app) {
+			hook.unreachable.Add(1)
+			http.Error(w, "no endpoints available for service \""+app+"\"", http.StatusServiceUnavailable)
+			return
+		}
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "not an admission review", http.StatusBadRequest)
+			return
+		}
+		hook.admitted.Add(1)
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(review)
+	}))
+	cert, ca := serviceCertificate(t, app+"."+system+".svc")
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: app},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: u.Hostname(), Selector: map[string]string{"app": app},
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(int32(port))}}}}
+	if _, err := blue.CoreV1().Services(system).Create(ctx, service, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	config := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods.hooks.ferry.dev"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "inject.pods.hooks.ferry.dev",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service:  &admissionregistrationv1.ServiceReference{Namespace: system, Name: app, Path: ptr.To("/mutate"), Port: ptr.To(int32(port))},
+				CABundle: ca},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{label: "enabled"}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To(int32(5)),
+		}},
+	}
+	if _, err := blue.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, kc := range []kubernetes.Interface{blue, green} {
+			_ = kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
+		}
+	})
+	return podsHook{webhook: hook, config: config.Name}
+}
+
+// serviceCertificate is a self-signed serving certificate for name, and its PEM, which the API
+// server is given as the webhook's CA bundle.
+func serviceCertificate(t *testing.T, name string) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
