@@ -522,6 +522,31 @@ func quiesced(a, b map[string]any) {
 		}
 		unstructured.RemoveNestedField(m, "spec", "replicas")
 		unstructured.RemoveNestedField(m, "spec", "suspend")
+		withoutMoversCondition(m)
+	}
+}
+
+// moversCondition names the match condition by which the quiesce lets ferry's mover pods pass a
+// webhook whose server it stopped: blue's stays after the cutover, green's after a rollback.
+const moversCondition = "ferry.dev/movers-pass-while-server-stopped"
+
+func withoutMoversCondition(m map[string]any) {
+	webhooks, _, _ := unstructured.NestedSlice(m, "webhooks")
+	for _, w := range webhooks {
+		webhook, _ := w.(map[string]any)
+		conditions, _ := webhook["matchConditions"].([]any)
+		conditions = slices.DeleteFunc(conditions, func(c any) bool {
+			condition, _ := c.(map[string]any)
+			return condition["name"] == moversCondition
+		})
+		if len(conditions) == 0 {
+			delete(webhook, "matchConditions")
+		} else {
+			webhook["matchConditions"] = conditions
+		}
+	}
+	if webhooks != nil {
+		m["webhooks"] = webhooks
 	}
 }
 

@@ -26,9 +26,11 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -41,32 +43,49 @@ import (
 //
 // Here the webhook is served as Kubeflow serves it, through a Service selecting the controller's
 // pods (an ExternalName Service, which the API server dials at the name it gives: this machine),
-// by a server that admits while the controller of blue or green has a pod that serves. ferry
-// migrate must move the claim; while blue stays stopped, the webhook must still refuse every pod
-// but ferry's movers; once each side's writers start again its webhook must be as it was.
+// by a server that tells the clusters apart by the Service's name they ask for (green's
+// namespace is mapped) and admits while that cluster's controller has a pod that serves. ferry
+// migrate must move the claim; while blue stays stopped, its webhook must still be called for
+// every pod but ferry's movers, also for a tenant's pod labelled as a mover; once each side's
+// writers start again its webhook must be as it was.
 func TestMoversPassAWebhookAStoppedWriterServes(t *testing.T) {
 	green, greenKC := cutover(t)
-	_, blueKC := clients(t, "blue")
+	blue, blueKC := clients(t, "blue")
 	ctx := context.Background()
 	if err := green.Apply(ctx, os.Stderr, filepath.Join(repoDir(), "integration", "testdata", "standard-storageclass.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	const ns, system, label = "mover-webhook", "mover-webhook-system", "hooks.ferry.dev/inject"
+	const ns, system, greenSystem, label = "mover-webhook", "mover-webhook-system", "mover-webhook-green", "hooks.ferry.dev/inject"
 	createNamespace(t, blueKC, ns, map[string]string{label: "enabled"})
 	createNamespace(t, blueKC, system, nil)
 	removeAfter(t, ns, greenKC)
-	removeAfter(t, system, greenKC)
+	removeAfter(t, greenSystem, greenKC)
 	files := map[string][]byte{"notebook.ipynb": []byte(`{"cells": []}`), "data/train.csv": []byte("a,b\n1,2\n")}
 	blueDir := blueClaim(t, ns, "workspace", files, func(*corev1.PersistentVolumeClaimSpec) {})
 	createDeployment(t, blueKC, system, "controller", corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "controller"}}})
 	waitUntil(t, "blue's controller ready", time.Minute, func(ctx context.Context) (bool, error) {
 		return serving(ctx, blueKC, system, "controller"), nil
 	})
+	// A tenant who may make pods in the namespace, not as ferry's user.
+	if _, err := blueKC.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: "tenant@example.com"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := blue.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant@example.com"}
+	tenantKC, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	hook := guardPods(t, blueKC, greenKC, system, "controller", label)
+	hook := guardPods(t, map[string]podsServer{system: {blueKC, system}, greenSystem: {greenKC, greenSystem}}, system, "controller", label)
 	// The API server takes a moment to call a new webhook.
 	waitUntil(t, "the webhook admits pods", 30*time.Second, func(ctx context.Context) (bool, error) {
-		return tenantPod(ctx, blueKC, ns) == nil && hook.admitted.Load() > 0, nil
+		return tenantPod(ctx, blueKC, ns, nil) == nil && hook.admitted.Load() > 0, nil
 	})
 	original, err := blueKC.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, hook.config, metav1.GetOptions{})
 	if err != nil {
@@ -75,6 +94,7 @@ func TestMoversPassAWebhookAStoppedWriterServes(t *testing.T) {
 
 	config := filepath.Join(t.TempDir(), "ferry.yaml")
 	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+ns+`, `+system+`]}
+namespaceMap: {`+system+`: `+greenSystem+`}
 quiesce:
 - {resource: deployments.apps, namespace: `+system+`, names: [controller], action: scale-to-zero, why: writes the trials' results}
 `), 0o644); err != nil {
@@ -92,9 +112,12 @@ quiesce:
 	if got, want := filesNow(ctx, greenKC, ns, "workspace"), claimFiles(t, blueDir); !reflect.DeepEqual(got, want) {
 		t.Errorf("green's claim holds %v, want blue's %v", got, want)
 	}
-	// Blue's writers stay stopped after the cutover: its webhook refuses every pod but ferry's.
-	if err := tenantPod(ctx, blueKC, ns); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
-		t.Errorf("a tenant's pod on blue, whose webhook's server is stopped: %v; want it refused by the webhook", err)
+	// Blue's writers stay stopped after the cutover: its webhook refuses every pod but ferry's
+	// movers, a tenant's too, labelled as a mover or not.
+	for _, labels := range []map[string]string{nil, {"app.kubernetes.io/name": "ferry-mover"}} {
+		if err := tenantPod(ctx, tenantKC, ns, labels); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Errorf("a tenant's pod on blue labelled %v, whose webhook's server is stopped: %v; want it refused by the webhook", labels, err)
+		}
 	}
 	// Green's writers started at the shift: its webhook is blue's as it was.
 	sameWebhooks(t, "green's after the shift", greenKC, original)
@@ -105,13 +128,13 @@ quiesce:
 	}
 	sameWebhooks(t, "blue's after the rollback", blueKC, original)
 	waitUntil(t, "blue's webhook admits a tenant's pod again", time.Minute, func(ctx context.Context) (bool, error) {
-		return tenantPod(ctx, blueKC, ns) == nil, nil
+		return tenantPod(ctx, tenantKC, ns, nil) == nil, nil
 	})
 	t.Logf("the webhook admitted %d pods and was unreachable for %d", hook.admitted.Load(), hook.unreachable.Load())
 }
 
 // sameWebhooks fails the test unless the cluster's configuration of want's name has want's
-// webhooks, with no quiesce record.
+// webhooks' selectors and match conditions, with no quiesce record.
 func sameWebhooks(t *testing.T, which string, kc kubernetes.Interface, want *admissionregistrationv1.MutatingWebhookConfiguration) {
 	t.Helper()
 	got, err := kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(context.Background(), want.Name, metav1.GetOptions{})
@@ -124,16 +147,17 @@ func sameWebhooks(t *testing.T, which string, kc kubernetes.Interface, want *adm
 	}
 	for i := range want.Webhooks {
 		if i >= len(got.Webhooks) || !reflect.DeepEqual(got.Webhooks[i].ObjectSelector, want.Webhooks[i].ObjectSelector) ||
-			!reflect.DeepEqual(got.Webhooks[i].NamespaceSelector, want.Webhooks[i].NamespaceSelector) {
+			!reflect.DeepEqual(got.Webhooks[i].NamespaceSelector, want.Webhooks[i].NamespaceSelector) ||
+			!reflect.DeepEqual(got.Webhooks[i].MatchConditions, want.Webhooks[i].MatchConditions) {
 			t.Errorf("%s webhooks: %+v; want %+v", which, got.Webhooks, want.Webhooks)
 			return
 		}
 	}
 }
 
-// tenantPod creates a pod in ns, as a tenant would, and deletes it.
-func tenantPod(ctx context.Context, kc kubernetes.Interface, ns string) error {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenant-", Labels: map[string]string{"app": "tenant"}},
+// tenantPod creates a pod in ns, with labels, as a tenant would, and deletes it.
+func tenantPod(ctx context.Context, kc kubernetes.Interface, ns string, labels map[string]string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenant-", Labels: labels},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}
 	made, err := kc.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err == nil {
@@ -148,18 +172,33 @@ type podsHook struct {
 	config string
 }
 
+// podsServer is where a cluster runs a webhook's server: its namespace there.
+type podsServer struct {
+	kc        kubernetes.Interface
+	namespace string
+}
+
 // guardPods makes blue call a mutating webhook for every pod made in a namespace labelled label,
 // as Katib's metrics collector webhook is: failurePolicy Fail, through the Service app in
 // namespace system, whose selector is its Deployment's pods. The API server dials an
 // ExternalName Service at its name: here this machine, where the webhook's server runs, with a
-// certificate for the Service's name. It admits while blue's or green's Deployment app has a pod
-// that serves (serving), and answers as a Service without endpoints otherwise.
-func guardPods(t *testing.T, blue, green kubernetes.Interface, system, app, label string) podsHook {
+// certificate for the Service's name in each namespace of servers. A request names the Service
+// it is for (the TLS server name, "app.namespace.svc"), so the server knows the cluster: it
+// admits while that cluster's Deployment app has a pod that serves (serving), and answers as a
+// Service without endpoints otherwise.
+func guardPods(t *testing.T, servers map[string]podsServer, system, app, label string) podsHook {
 	t.Helper()
 	ctx := context.Background()
 	hook := &webhook{}
+	byName := map[string]podsServer{}
+	var names []string
+	for ns, s := range servers {
+		byName[app+"."+ns+".svc"] = s
+		names = append(names, app+"."+ns+".svc")
+	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !serving(r.Context(), blue, system, app) && !serving(r.Context(), green, system, app) {
+		s, ok := byName[r.TLS.ServerName]
+		if !ok || !serving(r.Context(), s.kc, s.namespace, app) {
 			hook.unreachable.Add(1)
 			http.Error(w, "no endpoints available for service \""+app+"\"", http.StatusServiceUnavailable)
 			return
@@ -174,7 +213,7 @@ func guardPods(t *testing.T, blue, green kubernetes.Interface, system, app, labe
 		review.Request = nil
 		_ = json.NewEncoder(w).Encode(review)
 	}))
-	cert, ca := serviceCertificate(t, app+"."+system+".svc")
+	cert, ca := serviceCertificate(t, names...)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -186,6 +225,7 @@ func guardPods(t *testing.T, blue, green kubernetes.Interface, system, app, labe
 	if err != nil {
 		t.Fatal(err)
 	}
+	blue := servers[system].kc
 	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: app},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: u.Hostname(), Selector: map[string]string{"app": app},
 			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(int32(port))}}}}
@@ -213,22 +253,22 @@ func guardPods(t *testing.T, blue, green kubernetes.Interface, system, app, labe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, kc := range []kubernetes.Interface{blue, green} {
-			_ = kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
+		for _, s := range servers {
+			_ = s.kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
 		}
 	})
 	return podsHook{webhook: hook, config: config.Name}
 }
 
-// serviceCertificate is a self-signed serving certificate for name, and its PEM, which the API
+// serviceCertificate is a self-signed serving certificate for names, and its PEM, which the API
 // server is given as the webhook's CA bundle.
-func serviceCertificate(t *testing.T, name string) (tls.Certificate, []byte) {
+func serviceCertificate(t *testing.T, names ...string) (tls.Certificate, []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	template := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+	template := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true, IsCA: true}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ferrykube/ferry/plans/rules"
@@ -22,14 +24,17 @@ import (
 // made where it applies: Kubeflow labels each profile namespace for Katib's metrics collector,
 // whose webhook katib-controller serves (failurePolicy Fail). While the writer is stopped, that
 // webhook refuses every pod there, ferry's mover pods too: no claim of the namespace could be
-// backed up, restored or verified. So Stop exempts ferry's movers, and only them, from such
-// webhooks (an objectSelector requirement that leaves out pods labelled as movers), recording
-// each webhook's selector as it was; Start puts it back. The record moves with the configuration
-// to green, where it holds until green's writers start, as the writers' own records do.
+// backed up, restored or verified. So Stop gives such webhooks a match condition that lets pass
+// the creation of ferry's mover pods by ferry's own users (blue's and green's), and nothing else;
+// Start takes it off. The condition and the record move with the configuration to green, where
+// they hold until green's writers start, as the writers' own records do.
 
 // ExemptMovers is the quiesce record's action on a webhook configuration whose webhooks ferry's
 // mover pods pass while their server is stopped.
 const ExemptMovers = "exempt-movers"
+
+// moverConditionName names the match condition ExemptMovers adds to a webhook.
+const moverConditionName = "ferry.dev/movers-pass-while-server-stopped"
 
 var servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 
@@ -39,20 +44,28 @@ var webhookConfigurations = []schema.GroupVersionResource{
 	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"},
 }
 
-// moverExemption is the objectSelector requirement that leaves ferry's mover pods out.
-func moverExemption() map[string]any {
-	return map[string]any{"key": rules.MoverLabel, "operator": "NotIn", "values": []any{rules.MoverName}}
+// moverCondition is the match condition under which a webhook is called for every request but
+// the creation of a mover pod by one of users. Each term is checked before the next reads a
+// field it needs: a condition that fails to evaluate would refuse the request.
+func moverCondition(users []string) map[string]any {
+	quoted := make([]string, len(users))
+	for i, u := range users {
+		quoted[i] = strconv.Quote(u)
+	}
+	return map[string]any{"name": moverConditionName, "expression": fmt.Sprintf(
+		`!(request.userInfo.username in [%s] && request.resource.group == "" && request.resource.resource == "pods" && request.operation == "CREATE" && has(object.metadata.labels) && %q in object.metadata.labels && object.metadata.labels[%q] == %q)`,
+		strings.Join(quoted, ", "), rules.MoverLabel, rules.MoverLabel, rules.MoverName)}
 }
 
-// exemptMovers exempts ferry's mover pods from every webhook that must admit pods and whose
-// server, a Service in the cluster, selects the pods of one of stopped (the workloads Stop scaled
-// to zero). A configuration that carries a quiesce record already is left as it is (a resumed
-// Stop).
+// exemptMovers lets ferry's mover pods pass every webhook that must admit pods and whose server,
+// a Service in the cluster, selects the pods of one of stopped (the workloads Stop scaled to
+// zero). It is idempotent, and puts the condition back where something took it off since.
 func (q Quiescer) exemptMovers(ctx context.Context, stopped []*unstructured.Unstructured) ([]QuiesceItem, error) {
 	if len(stopped) == 0 {
 		return nil, nil
 	}
 	servers := map[string]string{} // "namespace/service" -> the stopped workload it selects, or ""
+	var users []string
 	var done []QuiesceItem
 	for _, gvr := range webhookConfigurations {
 		client := q.Dynamic.Resource(gvr)
@@ -61,9 +74,6 @@ func (q Quiescer) exemptMovers(ctx context.Context, stopped []*unstructured.Unst
 			return done, fmt.Errorf("list %s: %w", gvr.Resource, err)
 		}
 		for _, config := range list.Items {
-			if _, ok := config.GetAnnotations()[QuiescedAnnotation]; ok {
-				continue
-			}
 			exempted := map[string]string{} // webhook -> the stopped workload that serves it
 			webhooks, _, _ := unstructured.NestedSlice(config.Object, "webhooks")
 			for _, w := range webhooks {
@@ -85,27 +95,42 @@ func (q Quiescer) exemptMovers(ctx context.Context, stopped []*unstructured.Unst
 			if len(exempted) == 0 {
 				continue
 			}
+			if users == nil {
+				if q.MoverUsers != nil {
+					if users, err = q.MoverUsers(ctx); err != nil {
+						return done, fmt.Errorf("the users ferry makes mover pods as: %w", err)
+					}
+				}
+				if len(users) == 0 {
+					q.Log.Warn("webhooks whose server the quiesce stopped refuse ferry's mover pods; ferry's users are not known, so they are left as they are", "configuration", config.GetName())
+					continue
+				}
+			}
 			names := slices.Sorted(maps.Keys(exempted))
+			changed := false
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				live, err := client.Get(ctx, config.GetName(), metav1.GetOptions{})
 				if err != nil {
 					return err
 				}
-				changed, err := exempt(live.Object, names)
-				if err != nil {
+				exempt, err := exempt(live.Object, names, moverCondition(users))
+				if err != nil || reflect.DeepEqual(exempt, live.Object) {
 					return err
 				}
-				_, err = client.Update(ctx, &unstructured.Unstructured{Object: changed}, metav1.UpdateOptions{FieldManager: "ferry"})
+				_, err = client.Update(ctx, &unstructured.Unstructured{Object: exempt}, metav1.UpdateOptions{FieldManager: "ferry"})
+				changed = err == nil
 				return err
 			})
 			if err != nil {
-				return done, fmt.Errorf("exempt ferry's mover pods from the webhooks of %s %s: %w", gvr.Resource, config.GetName(), err)
+				return done, fmt.Errorf("let ferry's mover pods pass the webhooks of %s %s: %w", gvr.Resource, config.GetName(), err)
 			}
-			servedBy := slices.Sorted(maps.Values(exempted))
-			servedBy = slices.Compact(servedBy)
+			if !changed {
+				continue
+			}
+			servedBy := slices.Compact(slices.Sorted(maps.Values(exempted)))
 			q.Log.Info("ferry's mover pods pass webhooks whose server the quiesce stopped", "configuration", config.GetName(), "webhooks", names, "server", servedBy)
 			done = append(done, QuiesceItem{Resource: gvr.GroupResource().String(), Name: config.GetName(), Action: ExemptMovers,
-				Detail: fmt.Sprintf("ferry's mover pods pass %s while %s, which serves it, is stopped; every other pod is refused as before", strings.Join(names, ", "), strings.Join(servedBy, ", "))})
+				Detail: fmt.Sprintf("ferry's mover pods pass %s while %s, which serves it, is stopped; every other request is sent to it as before", strings.Join(names, ", "), strings.Join(servedBy, ", "))})
 		}
 	}
 	return done, nil
@@ -140,9 +165,9 @@ func anyOf(values []string, want ...string) bool {
 	return slices.ContainsFunc(values, func(v string) bool { return slices.Contains(want, v) })
 }
 
-// servedBy names the workload of stopped ("resource namespace/name") whose pods the Service
-// ("namespace/name") selects, or "" when none does (the Service is missing, selects nothing, or
-// selects pods of workloads still running).
+// servedBy names a workload of stopped ("kind namespace/name") whose pods the Service
+// ("namespace/name") selects, or "" when there is none (the Service is missing or selects
+// nothing stopped).
 func (q Quiescer) servedBy(ctx context.Context, service string, stopped []*unstructured.Unstructured) (string, error) {
 	ns, name, _ := strings.Cut(service, "/")
 	svc, err := q.Dynamic.Resource(servicesGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
@@ -165,30 +190,22 @@ func (q Quiescer) servedBy(ctx context.Context, service string, stopped []*unstr
 	return "", nil
 }
 
-// exempt is a webhook configuration with ferry's movers exempted from the named webhooks and the
-// record of their objectSelectors as they were.
-func exempt(config map[string]any, names []string) (map[string]any, error) {
+// exempt is a webhook configuration whose named webhooks have condition (in place of an older
+// one of its name), with ExemptMovers' record.
+func exempt(config map[string]any, names []string, condition map[string]any) (map[string]any, error) {
 	out := runtime.DeepCopyJSON(config)
-	before := map[string]json.RawMessage{}
 	webhooks, _, _ := unstructured.NestedSlice(out, "webhooks")
 	for i, w := range webhooks {
 		webhook, _ := w.(map[string]any)
-		name, _ := webhook["name"].(string)
-		if !slices.Contains(names, name) {
-			continue
+		if name, _ := webhook["name"].(string); slices.Contains(names, name) {
+			webhook["matchConditions"] = append(withoutMoverCondition(webhook), runtime.DeepCopyJSONValue(condition))
+			webhooks[i] = webhook
 		}
-		selector, _, _ := unstructured.NestedFieldNoCopy(webhook, "objectSelector")
-		before[name], _ = json.Marshal(selector) // null where there was none
-		requirements, _, _ := unstructured.NestedSlice(webhook, "objectSelector", "matchExpressions")
-		if err := unstructured.SetNestedSlice(webhook, append(requirements, moverExemption()), "objectSelector", "matchExpressions"); err != nil {
-			return nil, err
-		}
-		webhooks[i] = webhook
 	}
 	if err := unstructured.SetNestedSlice(out, webhooks, "webhooks"); err != nil {
 		return nil, err
 	}
-	record, err := json.Marshal(original{Action: ExemptMovers, Selectors: before})
+	record, err := json.Marshal(original{Action: ExemptMovers})
 	if err != nil {
 		return nil, err
 	}
@@ -202,26 +219,17 @@ func exempt(config map[string]any, names []string) (map[string]any, error) {
 	return out, nil
 }
 
-// unexempt is a webhook configuration exempt changed, as it was before: each webhook the record
-// names has its objectSelector back, and the record is gone.
-func unexempt(config map[string]any, orig original) (map[string]any, error) {
+// unexempt is a webhook configuration as it was before exempt: without the movers' condition and
+// the record.
+func unexempt(config map[string]any) (map[string]any, error) {
 	out := runtime.DeepCopyJSON(config)
 	webhooks, _, _ := unstructured.NestedSlice(out, "webhooks")
 	for i, w := range webhooks {
 		webhook, _ := w.(map[string]any)
-		name, _ := webhook["name"].(string)
-		raw, ok := orig.Selectors[name]
-		if !ok {
-			continue
-		}
-		var selector map[string]any
-		if err := json.Unmarshal(raw, &selector); err != nil {
-			return nil, fmt.Errorf("annotation %s: webhook %s: %w", QuiescedAnnotation, name, err)
-		}
-		if selector == nil {
-			delete(webhook, "objectSelector")
+		if conditions := withoutMoverCondition(webhook); len(conditions) > 0 {
+			webhook["matchConditions"] = conditions
 		} else {
-			webhook["objectSelector"] = selector
+			delete(webhook, "matchConditions")
 		}
 		webhooks[i] = webhook
 	}
@@ -235,8 +243,17 @@ func unexempt(config map[string]any, orig original) (map[string]any, error) {
 	return out, nil
 }
 
-// unexemptMovers puts back every webhook configuration exemptMovers changed: the objects that
-// carry its record, wherever they came from (green's are blue's, restored).
+// withoutMoverCondition is a webhook's match conditions but the movers'.
+func withoutMoverCondition(webhook map[string]any) []any {
+	conditions, _ := webhook["matchConditions"].([]any)
+	return slices.DeleteFunc(slices.Clone(conditions), func(c any) bool {
+		condition, _ := c.(map[string]any)
+		return condition["name"] == moverConditionName
+	})
+}
+
+// unexemptMovers takes the movers' condition off every webhook configuration that carries
+// ExemptMovers' record, wherever it came from (green's are blue's, restored).
 func (q Quiescer) unexemptMovers(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
 	for _, gvr := range webhookConfigurations {
@@ -246,59 +263,65 @@ func (q Quiescer) unexemptMovers(ctx context.Context) ([]QuiesceItem, error) {
 			return done, fmt.Errorf("list %s: %w", gvr.Resource, err)
 		}
 		for _, config := range list.Items {
-			if exemptionOf(config.Object) == nil {
+			if !exempted(config.Object) {
 				continue
 			}
+			changed := false
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				live, err := client.Get(ctx, config.GetName(), metav1.GetOptions{})
-				if err != nil {
+				if err != nil || !exempted(live.Object) {
 					return err
 				}
-				orig := exemptionOf(live.Object)
-				if orig == nil {
-					return nil
-				}
-				started, err := unexempt(live.Object, *orig)
+				started, err := unexempt(live.Object)
 				if err != nil {
 					return err
 				}
 				_, err = client.Update(ctx, &unstructured.Unstructured{Object: started}, metav1.UpdateOptions{FieldManager: "ferry"})
+				changed = err == nil
 				return err
 			})
 			if err != nil {
-				return done, fmt.Errorf("put back the webhooks of %s %s: %w", gvr.Resource, config.GetName(), err)
+				return done, fmt.Errorf("take ferry's movers' condition off the webhooks of %s %s: %w", gvr.Resource, config.GetName(), err)
 			}
-			done = append(done, QuiesceItem{Resource: gvr.GroupResource().String(), Name: config.GetName(), Action: "un-" + ExemptMovers})
+			if changed {
+				done = append(done, QuiesceItem{Resource: gvr.GroupResource().String(), Name: config.GetName(), Action: "un-" + ExemptMovers})
+			}
 		}
 	}
 	return done, nil
 }
 
-// exemptionOf is obj's quiesce record when it is exemptMovers', else nil.
-func exemptionOf(obj map[string]any) *original {
+// exempted says whether obj carries ExemptMovers' record.
+func exempted(obj map[string]any) bool {
 	record, ok := (&unstructured.Unstructured{Object: obj}).GetAnnotations()[QuiescedAnnotation]
 	if !ok {
-		return nil
+		return false
 	}
 	var orig original
-	if json.Unmarshal([]byte(record), &orig) != nil || orig.Action != ExemptMovers {
-		return nil
-	}
-	return &orig
+	return json.Unmarshal([]byte(record), &orig) == nil && orig.Action == ExemptMovers
 }
 
-// stoppedLine counts what Stop did: the writers it stopped (what), and the webhook
-// configurations it exempted the movers from.
-func stoppedLine(items []QuiesceItem, what string) string {
-	exempted := 0
+// writerCount counts the writers among what Stop or Start did, leaving out webhook configurations.
+func writerCount(items []QuiesceItem) int {
+	return len(items) - webhookCount(items)
+}
+
+func webhookCount(items []QuiesceItem) int {
+	n := 0
 	for _, it := range items {
-		if it.Action == ExemptMovers {
-			exempted++
+		if strings.TrimPrefix(it.Action, "un-") == ExemptMovers {
+			n++
 		}
 	}
-	line := fmt.Sprintf("%d %s", len(items)-exempted, what)
-	if exempted > 0 {
-		line += fmt.Sprintf("; webhook configurations whose pod webhooks ferry's movers pass while their server is stopped: %d", exempted)
+	return n
+}
+
+// stoppedLine says what Stop did: the writers it stopped (what: "writers stopped on blue"), and
+// the webhook configurations whose pod webhooks it let ferry's movers pass.
+func stoppedLine(items []QuiesceItem, what string) string {
+	line := fmt.Sprintf("%d %s", writerCount(items), what)
+	if n := webhookCount(items); n > 0 {
+		line += fmt.Sprintf("; webhook configurations whose pod webhooks ferry's movers pass while their server is stopped: %d", n)
 	}
 	return line
 }

@@ -17,11 +17,11 @@ import (
 )
 
 // TestMoversPassWebhooksWhoseServerIsStopped: Kubeflow's preset stops katib-controller, which
-// serves the webhook that must admit every pod of a profile namespace. Stop exempts ferry's
-// mover pods from that webhook alone: not from its Experiment webhooks, not from webhooks whose
-// server runs (istiod's), nor from those that let pods pass when their server is down, nor from
-// one called at a URL. Start puts every webhook back as it was, and so does the started form a
-// carry-back compares with.
+// serves the webhook that must admit every pod of a profile namespace. Stop gives that webhook
+// alone a match condition that lets ferry's mover pods pass: not its Experiment webhook, not
+// webhooks whose server runs (istiod's), nor those that let pods pass when their server is down,
+// nor one called at a URL. A resumed Stop puts the condition back where something took it off.
+// Start puts every webhook back as it was, and so does the started form a carry-back compares with.
 func TestMoversPassWebhooksWhoseServerIsStopped(t *testing.T) {
 	ctx := context.Background()
 	controller := shopDeployment("katib-controller", 1)
@@ -40,13 +40,14 @@ func TestMoversPassWebhooksWhoseServerIsStopped(t *testing.T) {
 		}
 		return w
 	}
+	theirs := map[string]any{"name": "not-a-trial", "expression": `!has(object.metadata.labels) || !("katib.kubeflow.org/trial" in object.metadata.labels)`}
 	mutating := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-		"metadata": map[string]any{"name": "katib.kubeflow.org"},
+		"metadata": map[string]any{"name": "katib.kubeflow.org", "annotations": map[string]any{"owner": "katib"}},
 		"webhooks": []any{
 			webhook("defaulter.experiment.katib.kubeflow.org", "katib-controller", []any{"experiments"}, nil),
 			webhook("mutator.pod.katib.kubeflow.org", "katib-controller", []any{"pods"}, map[string]any{
 				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"katib.kubeflow.org/metrics-collector-injection": "enabled"}},
-				"objectSelector":    map[string]any{"matchExpressions": []any{map[string]any{"key": "katib.kubeflow.org/skip", "operator": "DoesNotExist"}}}}),
+				"matchConditions":   []any{theirs}}),
 			webhook("mutator.all.katib.kubeflow.org", "katib-controller", []any{"*"}, map[string]any{"failurePolicy": "Fail"}),
 		}}}
 	validating := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
@@ -65,7 +66,7 @@ func TestMoversPassWebhooksWhoseServerIsStopped(t *testing.T) {
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute, Rules: []config.QuiesceRule{
 		{Resource: "deployments.apps", Namespace: "shop", Names: []string{"katib-controller"}, Action: ScaleToZero},
-	}}
+	}, MoverUsers: func(context.Context) ([]string, error) { return []string{"ferry@blue", "system:serviceaccount:ops:ferry"}, nil }}
 	get := func(gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
 		t.Helper()
 		obj, err := dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
@@ -74,50 +75,74 @@ func TestMoversPassWebhooksWhoseServerIsStopped(t *testing.T) {
 		}
 		return obj
 	}
-	requirements := func(obj *unstructured.Unstructured, i int) []any {
+	conditions := func(obj *unstructured.Unstructured, i int) []any {
 		webhooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
-		r, _, _ := unstructured.NestedSlice(webhooks[i].(map[string]any), "objectSelector", "matchExpressions")
-		return r
+		c, _, _ := unstructured.NestedSlice(webhooks[i].(map[string]any), "matchConditions")
+		return c
+	}
+	ours := moverCondition([]string{"ferry@blue", "system:serviceaccount:ops:ferry"})
+	if want := `!(request.userInfo.username in ["ferry@blue", "system:serviceaccount:ops:ferry"] && request.resource.group == "" && request.resource.resource == "pods" && request.operation == "CREATE" && has(object.metadata.labels) && "app.kubernetes.io/name" in object.metadata.labels && object.metadata.labels["app.kubernetes.io/name"] == "ferry-mover")`; ours["expression"] != want {
+		t.Errorf("the movers' condition is\n%s\nwant\n%s", ours["expression"], want)
+	}
+	want := [][]any{nil, {theirs, ours}, {ours}}
+	checkStopped := func(when string) {
+		t.Helper()
+		stopped := get(mutatingGVR, "katib.kubeflow.org")
+		if stopped.GetAnnotations()[QuiescedAnnotation] == "" || stopped.GetAnnotations()["owner"] != "katib" {
+			t.Fatalf("Katib's webhooks %s: annotations %v, want the quiesce record beside their own", when, stopped.GetAnnotations())
+		}
+		for i, w := range want {
+			if got := conditions(stopped, i); !reflect.DeepEqual(got, w) {
+				t.Errorf("webhook %d of Katib %s: match conditions %v, want %v", i, when, got, w)
+			}
+		}
+		if got := get(validatingGVR, "others"); !reflect.DeepEqual(got.Object, validating.Object) {
+			t.Errorf("webhooks whose server runs, that let pods pass, or called at a URL were changed %s:\n%v", when, got.Object)
+		}
+		if got := startedForm(stopped.Object); !reflect.DeepEqual(got, mutating.Object) {
+			t.Errorf("the started form of Katib's webhooks %s is\n%v\nwant them as they were\n%v", when, got, mutating.Object)
+		}
 	}
 
 	items, err := q.Stop(ctx)
 	if err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	stopped := get(mutatingGVR, "katib.kubeflow.org")
-	if _, ok := stopped.GetAnnotations()[QuiescedAnnotation]; !ok {
-		t.Fatalf("Katib's webhooks after Stop carry no quiesce record: %v", stopped.GetAnnotations())
-	}
-	exemption := moverExemption()
-	want := [][]any{nil, {map[string]any{"key": "katib.kubeflow.org/skip", "operator": "DoesNotExist"}, exemption}, {exemption}}
-	for i, w := range want {
-		if got := requirements(stopped, i); !reflect.DeepEqual(got, w) {
-			t.Errorf("webhook %d of Katib after Stop: objectSelector requirements %v, want %v", i, got, w)
-		}
-	}
-	if got := get(validatingGVR, "others"); !reflect.DeepEqual(got.Object, validating.Object) {
-		t.Errorf("webhooks whose server runs, that let pods pass, or called at a URL were changed by Stop:\n%v", got.Object)
-	}
+	checkStopped("after Stop")
 	if last := items[len(items)-1]; last.Action != ExemptMovers || last.Name != "katib.kubeflow.org" {
-		t.Errorf("Stop's last item is %+v, want Katib's webhooks exempting the movers", last)
+		t.Errorf("Stop's last item is %+v, want Katib's webhooks letting the movers pass", last)
 	}
-	if got := startedForm(stopped.Object); !reflect.DeepEqual(got, mutating.Object) {
-		t.Errorf("the started form of Katib's webhooks is\n%v\nwant them as they were\n%v", got, mutating.Object)
+	if got := stoppedLine(items, "writers stopped on blue"); got != "1 writers stopped on blue; webhook configurations whose pod webhooks ferry's movers pass while their server is stopped: 1" {
+		t.Errorf("Stop's line: %q", got)
 	}
 
-	// A resumed Stop changes nothing more.
+	// A resumed Stop changes nothing more; after a GitOps tool put the webhooks back as its
+	// repository holds them (the record stays), it gives them the condition again.
+	if items, err := q.Stop(ctx); err != nil || webhookCount(items) != 0 {
+		t.Fatalf("Stop again: %v, %+v; want nothing more done", err, items)
+	}
+	healed := get(mutatingGVR, "katib.kubeflow.org")
+	healed.Object["webhooks"] = mutating.DeepCopy().Object["webhooks"]
+	if _, err := dyn.Resource(mutatingGVR).Update(ctx, healed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := q.Stop(ctx); err != nil {
-		t.Fatalf("Stop again: %v", err)
+		t.Fatalf("Stop after the webhooks were put back: %v", err)
 	}
-	if got := get(mutatingGVR, "katib.kubeflow.org"); !reflect.DeepEqual(requirements(got, 1), want[1]) {
-		t.Errorf("Katib's pod webhook after a second Stop: %v, want %v", requirements(got, 1), want[1])
-	}
+	checkStopped("after a Stop that found the condition gone")
 
-	if _, err := q.Start(ctx); err != nil {
+	items, err = q.Start(ctx)
+	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	if got := get(mutatingGVR, "katib.kubeflow.org"); !reflect.DeepEqual(got.Object, mutating.Object) {
 		t.Errorf("Katib's webhooks after Start:\n%v\nwant them as they were\n%v", got.Object, mutating.Object)
+	}
+	if writerCount(items) != 1 || webhookCount(items) != 1 {
+		t.Errorf("Start did %+v; want one writer started and one configuration put back", items)
+	}
+	if items, err := q.Start(ctx); err != nil || len(items) != 0 {
+		t.Errorf("Start again: %v, %+v; want nothing done", err, items)
 	}
 }
 

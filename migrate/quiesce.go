@@ -45,8 +45,6 @@ type original struct {
 	Suspend  *bool  `json:"suspend,omitempty"`
 	// Undo is a JSON merge patch that puts back what annotate or patch changed (nulls remove).
 	Undo json.RawMessage `json:"undo,omitempty"`
-	// Selectors are, by webhook, its objectSelector before ExemptMovers (null: none).
-	Selectors map[string]json.RawMessage `json:"selectors,omitempty"`
 }
 
 // Quiescer stops a cluster's writers by rules (ferry.yaml's and its preset's quiesce list) and
@@ -66,6 +64,9 @@ type Quiescer struct {
 	// Later are objects ("apiVersion Kind namespace/name") Start leaves stopped: copies that a
 	// restore is to replace once the writers run (startAndAdmit).
 	Later []string
+	// MoverUsers are the users ferry makes mover pods as, on every cluster a stopped object may
+	// move to: webhooks whose server Stop stops let them pass (exemptMovers).
+	MoverUsers func(context.Context) ([]string, error)
 }
 
 // QuiesceItem is one object stopped or started.
@@ -252,7 +253,7 @@ func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 		done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: "un-" + action})
 		return started, nil
 	})
-	if err != nil || len(q.Rules) == 0 { // without rules, nothing stopped a webhook's server
+	if err != nil || q.Dynamic == nil {
 		return done, err
 	}
 	unexempted, err := q.unexemptMovers(ctx)
@@ -764,8 +765,8 @@ func startedForm(obj map[string]any) map[string]any {
 	if !ok {
 		return obj
 	}
-	if orig := exemptionOf(obj); orig != nil {
-		if started, err := unexempt(obj, *orig); err == nil {
+	if exempted(obj) {
+		if started, err := unexempt(obj); err == nil {
 			return started
 		}
 		return obj

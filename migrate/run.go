@@ -20,6 +20,8 @@ import (
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
 	"github.com/ferrykube/ferry/storage"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -389,11 +391,30 @@ func (r *Runner) rules() []config.QuiesceRule {
 }
 
 func (r *Runner) quiescer(c kinds.Cluster, mapped bool) Quiescer {
-	q := Quiescer{Dynamic: c.Dynamic, Mapper: c.Mapper(), Rules: r.rules(), Log: r.o.Log}
+	q := Quiescer{Dynamic: c.Dynamic, Mapper: c.Mapper(), Rules: r.rules(), Log: r.o.Log, MoverUsers: r.moverUsers}
 	if mapped {
 		q.Namespace = kinds.EffectiveMappingOf(r.plan, r.o.Mapping).Namespace
 	}
 	return q
+}
+
+// moverUsers are the users ferry makes mover pods as on blue and on green: a webhook
+// configuration that lets them pass moves from one to the other.
+func (r *Runner) moverUsers(ctx context.Context) ([]string, error) {
+	var users []string
+	for _, c := range []kinds.Cluster{r.o.Blue, r.o.Green} {
+		if c.Client == nil {
+			continue
+		}
+		review, err := c.Client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("review ferry's own user: %w", err)
+		}
+		if u := review.Status.UserInfo.Username; u != "" && !slices.Contains(users, u) {
+			users = append(users, u)
+		}
+	}
+	return users, nil
 }
 
 func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
@@ -778,7 +799,7 @@ func (r *Runner) shift(ctx context.Context) error {
 		if err != nil {
 			return items, "", fmt.Errorf("start green's writers: %w", err)
 		}
-		detail := fmt.Sprintf("%d writers started on green", len(items))
+		detail := fmt.Sprintf("%d writers started on green", writerCount(items))
 		if admitted > 0 {
 			detail += fmt.Sprintf(", and %d objects that awaited them made and verified", admitted)
 		}
@@ -923,9 +944,9 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 			}
 		}
 		took := time.Since(started).Round(time.Millisecond)
-		detail := fmt.Sprintf("%s; traffic on blue, %d writers started on blue, %d stopped on green", why, len(blueItems), len(greenItems))
+		detail := fmt.Sprintf("%s; traffic on blue, %d writers started on blue, %d stopped on green", why, writerCount(blueItems), writerCount(greenItems))
 		if len(greenStarted) > 0 {
-			detail += fmt.Sprintf(", %d of green's release started again (it never got blue's data)", len(greenStarted))
+			detail += fmt.Sprintf(", %d of green's release started again (it never got blue's data)", writerCount(greenStarted))
 		}
 		if admitted > 0 {
 			detail += fmt.Sprintf(", %d carried-back objects made once blue's writers started and verified", admitted)

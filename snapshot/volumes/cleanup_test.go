@@ -171,6 +171,40 @@ func TestMoverWaitsForTheNamespacesServiceAccount(t *testing.T) {
 	}
 }
 
+// A restore makes admission webhooks last, beside their servers: a verification's mover may find
+// a webhook that must admit it whose server is still starting. It waits for the server, not fails.
+func TestMoverWaitsForAWebhooksServer(t *testing.T) {
+	client := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team"}})
+	refused := 0
+	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if refused < 3 {
+			refused++
+			return true, nil, apierrors.NewInternalError(errors.New(`failed calling webhook "defaults.kubeflow.org": failed to call webhook: Post "https://admission-webhook-service.kubeflow.svc:443/apply-poddefault": no endpoints available for service "admission-webhook-service"`))
+		}
+		return false, nil, nil
+	})
+	c := Contents{Image: "ferry", Client: client, Log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, _, err := c.startMover(ctx, c.moverPod(plans.Volume{Namespace: "team", Name: "data"}, false))
+	if refused != 3 || err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Fatalf("pod creations refused: %d; startMover: %v; want 3 refused, then the wait for the (fake, never running) pod to end", refused, err)
+	}
+
+	// A webhook that denies the pod is a refusal for good.
+	denied := fake.NewClientset(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "team"}})
+	calls := 0
+	denied.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		calls++
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New(`admission webhook "policy.example.com" denied the request: no`))
+	})
+	c.Client = denied
+	if _, _, err := c.startMover(ctx, c.moverPod(plans.Volume{Namespace: "team", Name: "data"}, false)); calls != 1 || err == nil || !strings.Contains(err.Error(), "denied the request") {
+		t.Fatalf("a webhook that denies: %d creations, %v; want one, and its denial", calls, err)
+	}
+}
+
 func TestPodWaiting(t *testing.T) {
 	waitingIn := func(reason, message string) corev1.PodStatus {
 		return corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "mover",

@@ -287,6 +287,12 @@ func podWaiting(p *corev1.Pod) (why string, verdict podVerdict) {
 	return "", waitOn
 }
 
+// moverAdmissionWait bounds how long a mover pod waits for the server of an admission webhook
+// that must admit it: a restore makes webhooks last, beside their servers, which a verification's
+// movers may find still starting (an image to pull). A webhook whose server is a writer the
+// quiesce stopped lets movers pass (migrate's exemption); one nothing will start fails after it.
+const moverAdmissionWait = 3 * time.Minute
+
 // startMover creates a mover pod and waits until it answers exec; a claim waiting for its first
 // consumer binds once the pod is scheduled. stop deletes the pod, also after ctx ended.
 func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, func(), error) {
@@ -303,11 +309,24 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 	}
 	pods := c.Client.CoreV1().Pods(spec.Namespace)
 	var pod *corev1.Pod
-	err = kube.CreateCounted(ctx, func() (err error) {
-		pod, err = pods.Create(ctx, spec, metav1.CreateOptions{})
-		return err
+	said := false
+	err = kube.RetryWhile(ctx, moverAdmissionWait, func(err error) bool {
+		down := kube.WebhookServerDown(err)
+		if down && !said {
+			c.Log.Info("waiting for an admission webhook's server to admit the mover pod", "namespace", spec.Namespace, "error", err)
+			said = true
+		}
+		return down
+	}, func() error {
+		return kube.CreateCounted(ctx, func() (err error) {
+			pod, err = pods.Create(ctx, spec, metav1.CreateOptions{})
+			return err
+		})
 	})
 	if err != nil {
+		if kube.WebhookServerDown(err) {
+			return "", nil, fmt.Errorf("create mover pod in %s: the server of an admission webhook that must admit it did not serve within %s: %w", spec.Namespace, moverAdmissionWait, err)
+		}
 		return "", nil, fmt.Errorf("create mover pod in %s: %w", spec.Namespace, err)
 	}
 	name := spec.Namespace + "/" + pod.Name
