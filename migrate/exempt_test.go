@@ -66,7 +66,9 @@ func TestMoversPassWebhooksWhoseServerIsStopped(t *testing.T) {
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute, Rules: []config.QuiesceRule{
 		{Resource: "deployments.apps", Namespace: "shop", Names: []string{"katib-controller"}, Action: ScaleToZero},
-	}, MoverUsers: func(context.Context) ([]string, error) { return []string{"ferry@blue", "system:serviceaccount:ops:ferry"}, nil }}
+	}, MoverUsers: func(context.Context) ([]string, error) {
+		return []string{"ferry@blue", "system:serviceaccount:ops:ferry"}, nil
+	}}
 	get := func(gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
 		t.Helper()
 		obj, err := dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
