@@ -95,16 +95,16 @@ func (q Quiescer) exemptMovers(ctx context.Context, stopped []*unstructured.Unst
 			if len(exempted) == 0 {
 				continue
 			}
-			if users == nil {
-				if q.MoverUsers != nil {
-					if users, err = q.MoverUsers(ctx); err != nil {
-						return done, fmt.Errorf("the users ferry makes mover pods as: %w", err)
-					}
+			if users == nil && q.MoverUsers != nil {
+				// A cluster before Kubernetes 1.28 cannot say who ferry is (SelfSubjectReview),
+				// nor take a match condition: its webhooks are left as they are.
+				if users, err = q.MoverUsers(ctx); err != nil {
+					q.Log.Warn("the users ferry makes mover pods as are not known", "error", err)
 				}
-				if len(users) == 0 {
-					q.Log.Warn("webhooks whose server the quiesce stopped refuse ferry's mover pods; ferry's users are not known, so they are left as they are", "configuration", config.GetName())
-					continue
-				}
+			}
+			if len(users) == 0 {
+				q.Log.Warn("webhooks whose server the quiesce stopped will refuse ferry's mover pods; ferry's users are not known, so they are left as they are", "configuration", config.GetName())
+				continue
 			}
 			names := slices.Sorted(maps.Keys(exempted))
 			changed := false
