@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -277,4 +278,123 @@ func serviceCertificate(t *testing.T, names ...string) (tls.Certificate, []byte)
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestMigrationStopsBeforeThePolicyRefusesItsMovers: a policy engine (Kyverno's
+// require-run-as-nonroot, Gatekeeper's allowed users) refuses pods that run as root in a
+// tenant's namespace, and ferry's movers read claims as root. Such a refusal came only with the
+// first mover, after blue's writers were stopped: `ferry migrate … backed-up failed … create
+// mover pod …: admission webhook … denied the request`. ferry plan and the migration's preflight
+// try a mover in each namespace with dryRun: the plan names the namespace and the policy's words,
+// and the migration stops before any writer is stopped.
+func TestMigrationStopsBeforeThePolicyRefusesItsMovers(t *testing.T) {
+	_, greenKC := cutover(t)
+	_, blueKC := clients(t, "blue")
+	ctx := context.Background()
+	const ns, open = "mover-policy", "mover-policy-open"
+	createNamespace(t, blueKC, ns, map[string]string{"policy.ferry.dev/run-as-nonroot": "enforce"})
+	createNamespace(t, blueKC, open, nil)
+	removeAfter(t, ns, greenKC)
+	removeAfter(t, open, greenKC)
+	blueClaim(t, ns, "workspace", map[string][]byte{"notes.txt": []byte("kept\n")}, func(*corev1.PersistentVolumeClaimSpec) {})
+	blueClaim(t, open, "workspace", map[string][]byte{"notes.txt": []byte("kept\n")}, func(*corev1.PersistentVolumeClaimSpec) {})
+	// The writer that mounts the claim, which the migration stops first.
+	createDeployment(t, blueKC, ns, "notebook", corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000)},
+		Containers: []corev1.Container{{Name: "notebook", Image: "notebook", VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/home/jovyan"}}}},
+		Volumes:    []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "workspace"}}}}})
+	runningPod(t, blueKC, ns, "app=notebook")
+	denyRoot(t, blueKC, ns, "policy.ferry.dev/run-as-nonroot")
+
+	config := namespacesConfig(t, ns, open)
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "--to", "cutover", "-f", config)
+	want := `blocking\s+mover pods in namespace ` + ns + `\s+on the source, ferry's mover pods .* would be refused: admission webhook "nonroot.policy.ferry.dev" denied the request: containers must not run as root`
+	if code != 3 || !regexpLine(out, want) {
+		t.Errorf("ferry plan exited %d, want 3 and a line %q\nstdout: %s\nstderr: %s", code, want, out, lastLines(errOut, 10))
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "blocking") {
+			t.Log(line)
+		}
+	}
+	if strings.Contains(out, "namespace "+open) {
+		t.Errorf("ferry plan names %s, whose movers are admitted\nstdout: %s", open, out)
+	}
+
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut = runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
+	if code == 0 || !strings.Contains(out+errOut, "mover pods in namespace "+ns) {
+		t.Errorf("ferry migrate exited %d, want a failure naming the mover pods of %s\nstdout: %s\nstderr: %s", code, ns, out, lastLines(errOut, 10))
+	}
+	d, err := blueKC.AppsV1().Deployments(ns).Get(ctx, "notebook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, quiesced := d.Annotations[migrate.QuiescedAnnotation]; quiesced || d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("blue's notebook after the migration stopped: %d replicas, annotations %v; want it running, never stopped", ptr.Deref(d.Spec.Replicas, -1), d.Annotations)
+	}
+}
+
+// denyRoot makes blue call a validating webhook, served on this machine, that denies every pod
+// of a namespace labelled label=enforce whose containers may run as root, as a policy engine's
+// require-run-as-nonroot rule does; ns is such a namespace.
+func denyRoot(t *testing.T, kc kubernetes.Interface, ns, label string) {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "not an admission review", http.StatusBadRequest)
+			return
+		}
+		var pod corev1.Pod
+		allowed := json.Unmarshal(review.Request.Object.Raw, &pod) == nil
+		var podNonRoot *bool
+		var podUser *int64
+		if psc := pod.Spec.SecurityContext; psc != nil {
+			podNonRoot, podUser = psc.RunAsNonRoot, psc.RunAsUser
+		}
+		for _, c := range pod.Spec.Containers {
+			nonRoot, user := podNonRoot, podUser
+			if sc := c.SecurityContext; sc != nil {
+				nonRoot, user = cmp.Or(sc.RunAsNonRoot, nonRoot), cmp.Or(sc.RunAsUser, user)
+			}
+			if !ptr.Deref(nonRoot, false) || ptr.Deref(user, -1) == 0 {
+				allowed = false
+			}
+		}
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: allowed}
+		if !allowed {
+			review.Response.Result = &metav1.Status{Code: http.StatusForbidden, Message: "containers must not run as root"}
+		}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(review)
+	}))
+	t.Cleanup(srv.Close)
+	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "nonroot.policy.ferry.dev"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "nonroot.policy.ferry.dev",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(srv.URL + "/validate"),
+				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{label: "enforce"}},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To(int32(5)),
+		}},
+	}
+	if _, err := kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
+	})
+	// The API server takes a moment to call a new webhook.
+	waitUntil(t, "the policy denies a root pod", 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := kc.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "root-"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "denied the request"), nil
+	})
 }

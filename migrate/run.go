@@ -359,6 +359,10 @@ func (r *Runner) preflightStep(ctx context.Context) (any, string, error) {
 		return nil, "", fmt.Errorf("preflight of the databases: %w", err)
 	}
 	r.plan.Findings = append(r.plan.Findings, findings...)
+	if findings, err = kinds.PreflightMovers(ctx, r.plan, r.o.MoverImage, r.o.Blue, &r.o.Green, r.o.Mapping); err != nil {
+		return nil, "", fmt.Errorf("preflight of the mover pods: %w", err)
+	}
+	r.plan.Findings = append(r.plan.Findings, findings...)
 	if blocking := r.plan.Blocking(); len(blocking) > 0 {
 		var msgs []string
 		for _, f := range blocking {

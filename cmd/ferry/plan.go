@@ -26,6 +26,7 @@ type planOptions struct {
 	mapping            mappingFlags
 	concurrency        int
 	upgrade            upgradeFlags
+	movers             moverFlags
 
 	config config.Config // set by complete
 }
@@ -56,6 +57,7 @@ whose kind green's release removed block, by name, unless --leave-behind names t
 	o.mapping.addFlags(f)
 	f.IntVar(&o.concurrency, "concurrency", 8, "resource types listed at once")
 	o.upgrade.addFlags(f)
+	o.movers.addFlags(f, "")
 	return cmd
 }
 
@@ -169,6 +171,9 @@ func (o *planOptions) run(ctx context.Context) error {
 	if err := plans.PreflightQuotas(ctx, p, source, target, 8); err != nil {
 		return err
 	}
+	if err := o.preflightMovers(ctx, p); err != nil {
+		return err
+	}
 	switch {
 	case o.output.structured():
 		data, err := p.Marshal(o.output.format)
@@ -202,6 +207,32 @@ func orCurrent(ctx string) string {
 		return "the current context"
 	}
 	return "context " + ctx
+}
+
+// preflightMovers adds where the source's admission, and the target's, would refuse the mover
+// pods (kinds.PreflightMovers) to the plan's findings, as a migration's preflight does.
+func (o *planOptions) preflightMovers(ctx context.Context, p *plans.Plan) error {
+	if len(p.FileClaims(nil)) == 0 {
+		return nil
+	}
+	source, err := o.global.cluster(o.from)
+	if err != nil {
+		return err
+	}
+	var target *kinds.Cluster
+	if o.to != "" {
+		t, err := o.global.cluster(o.to)
+		if err != nil {
+			return err
+		}
+		target = &t
+	}
+	findings, err := kinds.PreflightMovers(ctx, p, o.movers.image, source, target, snapshot.Mapping{})
+	if err != nil {
+		return fmt.Errorf("preflight of the mover pods: %w", err)
+	}
+	p.Findings = append(p.Findings, findings...)
+	return nil
 }
 
 // preflightDatabases adds what the target's database servers could not take of the source's

@@ -461,6 +461,19 @@ func SchemaChanges(ctx context.Context, r *snapshot.Reader, target Cluster, mapp
 	return d.SchemaChanges(ctx, r, after)
 }
 
+// PreflightMovers says, as plan findings, in which namespaces the source's admission, and the
+// target's where it has the namespace already, would refuse the mover pods that read and write
+// the plan's claims (volumes.Contents.PreflightMovers), before anything is stopped; target may be
+// nil (a plan of the source alone); mapping renames namespaces on the target, over ferry.yaml's.
+func PreflightMovers(ctx context.Context, plan *plans.Plan, image string, source Cluster, target *Cluster, mapping snapshot.Mapping) ([]plans.Finding, error) {
+	findings, err := volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: image}.PreflightMovers(ctx, "source")
+	if err != nil || target == nil {
+		return findings, err
+	}
+	more, err := volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: image, Mapping: EffectiveMappingOf(plan, mapping)}.PreflightMovers(ctx, "target")
+	return append(findings, more...), err
+}
+
 // PreflightDatabases says, as plan findings, what of the plan's databases the target's servers
 // could not take from a backup of the source (databases.Dumps.PreflightTarget), before anything
 // is stopped or dumped; mapping renames namespaces on the target, over ferry.yaml's.
