@@ -114,11 +114,14 @@ quiesce:
 		t.Errorf("green's claim holds %v, want blue's %v", got, want)
 	}
 	// Blue's writers stay stopped after the cutover: its webhook refuses every pod but ferry's
-	// movers, a tenant's too, labelled as a mover or not.
+	// movers, a tenant's too, labelled as a mover or not, and one of ferry's user not a mover.
 	for _, labels := range []map[string]string{nil, {"app.kubernetes.io/name": "ferry-mover"}} {
 		if err := tenantPod(ctx, tenantKC, ns, labels); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Errorf("a tenant's pod on blue labelled %v, whose webhook's server is stopped: %v; want it refused by the webhook", labels, err)
 		}
+	}
+	if err := tenantPod(ctx, blueKC, ns, nil); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("a pod on blue of ferry's user, not a mover, whose webhook's server is stopped: %v; want it refused by the webhook", err)
 	}
 	// Green's writers started at the shift: its webhook is blue's as it was.
 	sameWebhooks(t, "green's after the shift", greenKC, original)

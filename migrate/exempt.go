@@ -53,7 +53,7 @@ func moverCondition(users []string) map[string]any {
 		quoted[i] = strconv.Quote(u)
 	}
 	return map[string]any{"name": moverConditionName, "expression": fmt.Sprintf(
-		`!(request.userInfo.username in [%s] && request.resource.group == "" && request.resource.resource == "pods" && request.operation == "CREATE" && has(object.metadata.labels) && %q in object.metadata.labels && object.metadata.labels[%q] == %q)`,
+		`!(request.userInfo.username in [%s] && request.resource.group == "" && request.resource.resource == "pods" && request.subResource == "" && request.operation == "CREATE" && has(object.metadata.labels) && %q in object.metadata.labels && object.metadata.labels[%q] == %q)`,
 		strings.Join(quoted, ", "), rules.MoverLabel, rules.MoverLabel, rules.MoverName)}
 }
 
@@ -96,13 +96,11 @@ func (q Quiescer) exemptMovers(ctx context.Context, stopped []*unstructured.Unst
 				continue
 			}
 			if users == nil && q.MoverUsers != nil {
-				// A cluster before Kubernetes 1.28 cannot say who ferry is (SelfSubjectReview),
-				// nor take a match condition: its webhooks are left as they are.
-				if users, err = q.MoverUsers(ctx); err != nil {
-					q.Log.Warn("the users ferry makes mover pods as are not known", "error", err)
-				}
+				users = q.MoverUsers(ctx)
 			}
 			if len(users) == 0 {
+				// A cluster before Kubernetes 1.28 cannot say who ferry is (SelfSubjectReview),
+				// nor take a match condition: its webhooks are left as they are.
 				q.Log.Warn("webhooks whose server the quiesce stopped will refuse ferry's mover pods; ferry's users are not known, so they are left as they are", "configuration", config.GetName())
 				continue
 			}

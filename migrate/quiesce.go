@@ -66,7 +66,7 @@ type Quiescer struct {
 	Later []string
 	// MoverUsers are the users ferry makes mover pods as, on every cluster a stopped object may
 	// move to: webhooks whose server Stop stops let them pass (exemptMovers).
-	MoverUsers func(context.Context) ([]string, error)
+	MoverUsers func(context.Context) []string
 }
 
 // QuiesceItem is one object stopped or started.

@@ -237,7 +237,8 @@ func newMigrateCommand(global *globalOptions, streams genericiooptions.IOStreams
 verified, shifting (each traffic step behind the gates), shifted — writing every transition to a
 journal in storage (metadata/ferry/runs/ID/) before acting on it. An interrupted run continues with
 --resume ID and never repeats a finished step; two runs never drive the same clusters at once.
-Blue is changed only by the quiesce of its writers, which a rollback undoes, and is never deleted.
+Blue is changed only by the quiesce of its writers (and of the pod webhooks they serve, which then
+let ferry's mover pods pass), which a rollback undoes, and is never deleted.
 With --upgrade, green runs the platform's new release: only the state moves (tenants and their
 namespaces, the databases, buckets and their claims), green's release is left as installed (its CRDs
 are never changed), custom resources move in a version both serve, and green's own writers stay

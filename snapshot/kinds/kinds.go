@@ -466,11 +466,11 @@ func SchemaChanges(ctx context.Context, r *snapshot.Reader, target Cluster, mapp
 // the plan's claims (volumes.Contents.PreflightMovers), before anything is stopped; target may be
 // nil (a plan of the source alone); mapping renames namespaces on the target, over ferry.yaml's.
 func PreflightMovers(ctx context.Context, plan *plans.Plan, image string, source Cluster, target *Cluster, mapping snapshot.Mapping) ([]plans.Finding, error) {
-	findings, err := volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: image}.PreflightMovers(ctx, "source")
+	findings, err := volumes.Contents{Config: source.Config, Client: source.Client, Plan: plan, Image: image}.PreflightMovers(ctx, "source", false)
 	if err != nil || target == nil {
 		return findings, err
 	}
-	more, err := volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: image, Mapping: EffectiveMappingOf(plan, mapping)}.PreflightMovers(ctx, "target")
+	more, err := volumes.Contents{Config: target.Config, Client: target.Client, Plan: plan, Image: image, Mapping: EffectiveMappingOf(plan, mapping)}.PreflightMovers(ctx, "target", true)
 	return append(findings, more...), err
 }
 

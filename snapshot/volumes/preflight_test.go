@@ -27,6 +27,8 @@ func TestPreflightMovers(t *testing.T) {
 		"starting":    apierrors.NewInternalError(errors.New(`failed calling webhook "defaults.kubeflow.org": no endpoints available for service "admission-webhook-service"`)),
 		"quota":       apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("exceeded quota: compute, requested: requests.cpu=1, used: requests.cpu=4, limited: requests.cpu=4")),
 		"new":         apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New(`error looking up service account new/default: serviceaccount "default" not found`)),
+		"certified":   apierrors.NewInternalError(errors.New(`failed calling webhook "image.policy.example.com": failed to call webhook: Post "https://policy.example.svc:443/validate": tls: failed to verify certificate: x509: certificate signed by unknown authority`)),
+		"readonly":    apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New(`User "auditor" cannot create resource "pods" in API group "" in the namespace "readonly"`)),
 		"fine-mapped": nil,
 	}
 	var objs []runtime.Object
@@ -41,18 +43,23 @@ func TestPreflightMovers(t *testing.T) {
 			t.Errorf("a mover pod was made in %s without dryRun", create.GetNamespace())
 		}
 		tried = append(tried, create.GetNamespace())
+		if pod := create.Object.(*corev1.Pod); pod.Spec.NodeName != "" || pod.Labels[RoleLabel] != roleRestore || pod.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly {
+			t.Errorf("the target's mover in %s: node %q, labels %v, read-only %v; want a restore's, placed by the scheduler", create.GetNamespace(),
+				pod.Spec.NodeName, pod.Labels, pod.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly)
+		}
 		return true, nil, refusals[create.GetNamespace()]
 	})
 	var volumes []plans.Volume
-	for _, ns := range []string{"policed", "policed", "secured", "starting", "quota", "new", "fine", "absent"} {
-		volumes = append(volumes, plans.Volume{Namespace: ns, Name: "data", Phase: "Bound"})
+	for _, ns := range []string{"policed", "policed", "secured", "starting", "certified", "readonly", "quota", "new", "fine", "absent"} {
+		volumes = append(volumes, plans.Volume{Namespace: ns, Name: "data", Phase: "Bound",
+			AccessModes: []string{"ReadWriteOnce"}, Pods: []plans.PodUse{{Name: "notebook-0", Node: "blue-node-1"}}})
 	}
 	c := Contents{Image: "ferry", Client: client, Plan: &plans.Plan{Volumes: volumes}, Mapping: snapshot.Mapping{Namespaces: map[string]string{"fine": "fine-mapped"}}}
-	findings, err := c.PreflightMovers(context.Background(), "target")
+	findings, err := c.PreflightMovers(context.Background(), "target", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tried) != 6 {
+	if len(tried) != 8 {
 		t.Errorf("movers tried in %v; want one in each namespace the target has", tried)
 	}
 	got := map[string]string{}
@@ -60,15 +67,17 @@ func TestPreflightMovers(t *testing.T) {
 		got[strings.TrimPrefix(f.Subject, "mover pods in namespace ")] = f.Severity + ": " + f.Message
 	}
 	for ns, want := range map[string]string{
-		"policed":  `blocking: on the target, ferry's mover pods (label app.kubernetes.io/name=ferry-mover, image ferry), which read and write the claims' files, would be refused: pods is forbidden: admission webhook "nonroot.policy.example.com" denied the request`,
-		"secured":  `blocking: on the target, ferry's mover pods`,
-		"starting": `warning: on the target, an admission webhook that must admit ferry's mover pods cannot be called now`,
+		"policed":   `blocking: on the target, ferry's mover pods (label app.kubernetes.io/name=ferry-mover, image ferry), which read and write the claims' files, would be refused: pods is forbidden: admission webhook "nonroot.policy.example.com" denied the request`,
+		"secured":   `blocking: on the target, ferry's mover pods`,
+		"starting":  `warning: on the target, the server of an admission webhook that must admit ferry's mover pods does not serve now`,
+		"certified": `blocking: on the target, ferry's mover pods`,
+		"readonly":  `warning: on the target, ferry's user may not make mover pods here`,
 	} {
 		if !strings.HasPrefix(got[ns], want) {
 			t.Errorf("finding for %s: %q, want it to begin %q", ns, got[ns], want)
 		}
 	}
-	if len(got) != 3 {
-		t.Errorf("findings: %v; want only those of policed, secured and starting", got)
+	if len(got) != 5 {
+		t.Errorf("findings: %v; want only those of policed, secured, starting, certified and readonly", got)
 	}
 }
