@@ -200,22 +200,9 @@ func guardPods(t *testing.T, servers map[string]podsServer, system, app, label s
 		byName[app+"."+ns+".svc"] = s
 		names = append(names, app+"."+ns+".svc")
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(hook.admitWhile(app, func(r *http.Request) bool {
 		s, ok := byName[r.TLS.ServerName]
-		if !ok || !serving(r.Context(), s.kc, s.namespace, app) {
-			hook.unreachable.Add(1)
-			http.Error(w, "no endpoints available for service \""+app+"\"", http.StatusServiceUnavailable)
-			return
-		}
-		var review admissionv1.AdmissionReview
-		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-			http.Error(w, "not an admission review", http.StatusBadRequest)
-			return
-		}
-		hook.admitted.Add(1)
-		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		review.Request = nil
-		_ = json.NewEncoder(w).Encode(review)
+		return ok && serving(r.Context(), s.kc, s.namespace, app)
 	}))
 	cert, ca := serviceCertificate(t, names...)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}

@@ -252,17 +252,13 @@ type webhook struct {
 	admitted, unreachable atomic.Int32
 }
 
-// guardExperiments makes the cluster of kc call a webhook, served on this machine, to admit every
-// create and change of the Experiments of namespace ns; it serves while the cluster's Deployment
-// "controller" there has a pod that serves (serving), and refuses to be called otherwise, as a
-// Service without ready endpoints does.
-func guardExperiments(t *testing.T, kc kubernetes.Interface, ns string, experiments testCRD) *webhook {
-	t.Helper()
-	hook := &webhook{}
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !serving(r.Context(), kc, ns, "controller") {
+// admitWhile admits every request while serves says the server of app serves, and answers as a
+// Service of that name without endpoints otherwise.
+func (hook *webhook) admitWhile(app string, serves func(*http.Request) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !serves(r) {
 			hook.unreachable.Add(1)
-			http.Error(w, "no endpoints available for service \"controller\"", http.StatusServiceUnavailable)
+			http.Error(w, "no endpoints available for service \""+app+"\"", http.StatusServiceUnavailable)
 			return
 		}
 		var review admissionv1.AdmissionReview
@@ -274,7 +270,17 @@ func guardExperiments(t *testing.T, kc kubernetes.Interface, ns string, experime
 		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 		review.Request = nil
 		_ = json.NewEncoder(w).Encode(review)
-	}))
+	})
+}
+
+// guardExperiments makes the cluster of kc call a webhook, served on this machine, to admit every
+// create and change of the Experiments of namespace ns; it serves while the cluster's Deployment
+// "controller" there has a pod that serves (serving), and refuses to be called otherwise, as a
+// Service without ready endpoints does.
+func guardExperiments(t *testing.T, kc kubernetes.Interface, ns string, experiments testCRD) *webhook {
+	t.Helper()
+	hook := &webhook{}
+	srv := httptest.NewTLSServer(hook.admitWhile("controller", func(r *http.Request) bool { return serving(r.Context(), kc, ns, "controller") }))
 	t.Cleanup(srv.Close)
 	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "experiments." + experiments.group},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -67,71 +68,98 @@ func (q Quiescer) exemptMovers(ctx context.Context, stopped []*unstructured.Unst
 	servers := map[string]string{} // "namespace/service" -> the stopped workload it selects, or ""
 	var users []string
 	var done []QuiesceItem
+	err := q.eachWebhookConfiguration(ctx, func(config webhookConfiguration) error {
+		exempted := map[string]string{} // webhook -> the stopped workload that serves it
+		webhooks, _, _ := unstructured.NestedSlice(config.obj.Object, "webhooks")
+		for _, w := range webhooks {
+			webhook, _ := w.(map[string]any)
+			service, ok := refusesPods(webhook)
+			if !ok {
+				continue
+			}
+			if _, seen := servers[service]; !seen {
+				var err error
+				if servers[service], err = q.servedBy(ctx, service, stopped); err != nil {
+					return err
+				}
+			}
+			if server := servers[service]; server != "" {
+				name, _ := webhook["name"].(string)
+				exempted[name] = server
+			}
+		}
+		if len(exempted) == 0 {
+			return nil
+		}
+		if users == nil && q.MoverUsers != nil {
+			users = q.MoverUsers(ctx)
+		}
+		if len(users) == 0 {
+			// A cluster before Kubernetes 1.28 cannot say who ferry is (SelfSubjectReview), nor
+			// take a match condition: its webhooks are left as they are.
+			q.Log.Warn("webhooks whose server the quiesce stopped will refuse ferry's mover pods; ferry's users are not known, so they are left as they are", "configuration", config.obj.GetName())
+			return nil
+		}
+		names := slices.Sorted(maps.Keys(exempted))
+		changed, err := config.update(ctx, func(live map[string]any) (map[string]any, error) {
+			return exempt(live, names, moverCondition(users))
+		})
+		if err != nil || !changed {
+			return err
+		}
+		servedBy := slices.Compact(slices.Sorted(maps.Values(exempted)))
+		q.Log.Info("ferry's mover pods pass webhooks whose server the quiesce stopped", "configuration", config.obj.GetName(), "webhooks", names, "server", servedBy)
+		done = append(done, QuiesceItem{Resource: config.resource.GroupResource().String(), Name: config.obj.GetName(), Action: ExemptMovers,
+			Detail: fmt.Sprintf("ferry's mover pods pass %s while %s, which serves it, is stopped; every other request is sent to it as before", strings.Join(names, ", "), strings.Join(servedBy, ", "))})
+		return nil
+	})
+	return done, err
+}
+
+// webhookConfiguration is a mutating or validating webhook configuration as listed, and its client.
+type webhookConfiguration struct {
+	resource schema.GroupVersionResource
+	client   dynamic.ResourceInterface
+	obj      *unstructured.Unstructured
+}
+
+// eachWebhookConfiguration calls fn with every webhook configuration of the cluster; it stops at
+// fn's first error, which names the configuration.
+func (q Quiescer) eachWebhookConfiguration(ctx context.Context, fn func(webhookConfiguration) error) error {
 	for _, gvr := range webhookConfigurations {
 		client := q.Dynamic.Resource(gvr)
 		list, err := client.List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return done, fmt.Errorf("list %s: %w", gvr.Resource, err)
+			return fmt.Errorf("list %s: %w", gvr.Resource, err)
 		}
-		for _, config := range list.Items {
-			exempted := map[string]string{} // webhook -> the stopped workload that serves it
-			webhooks, _, _ := unstructured.NestedSlice(config.Object, "webhooks")
-			for _, w := range webhooks {
-				webhook, _ := w.(map[string]any)
-				service, ok := refusesPods(webhook)
-				if !ok {
-					continue
-				}
-				if _, seen := servers[service]; !seen {
-					if servers[service], err = q.servedBy(ctx, service, stopped); err != nil {
-						return done, err
-					}
-				}
-				if server := servers[service]; server != "" {
-					name, _ := webhook["name"].(string)
-					exempted[name] = server
-				}
+		for i := range list.Items {
+			if err := fn(webhookConfiguration{resource: gvr, client: client, obj: &list.Items[i]}); err != nil {
+				return fmt.Errorf("%s %s: %w", gvr.Resource, list.Items[i].GetName(), err)
 			}
-			if len(exempted) == 0 {
-				continue
-			}
-			if users == nil && q.MoverUsers != nil {
-				users = q.MoverUsers(ctx)
-			}
-			if len(users) == 0 {
-				// A cluster before Kubernetes 1.28 cannot say who ferry is (SelfSubjectReview),
-				// nor take a match condition: its webhooks are left as they are.
-				q.Log.Warn("webhooks whose server the quiesce stopped will refuse ferry's mover pods; ferry's users are not known, so they are left as they are", "configuration", config.GetName())
-				continue
-			}
-			names := slices.Sorted(maps.Keys(exempted))
-			changed := false
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				live, err := client.Get(ctx, config.GetName(), metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				exempt, err := exempt(live.Object, names, moverCondition(users))
-				if err != nil || reflect.DeepEqual(exempt, live.Object) {
-					return err
-				}
-				_, err = client.Update(ctx, &unstructured.Unstructured{Object: exempt}, metav1.UpdateOptions{FieldManager: "ferry"})
-				changed = err == nil
-				return err
-			})
-			if err != nil {
-				return done, fmt.Errorf("let ferry's mover pods pass the webhooks of %s %s: %w", gvr.Resource, config.GetName(), err)
-			}
-			if !changed {
-				continue
-			}
-			servedBy := slices.Compact(slices.Sorted(maps.Values(exempted)))
-			q.Log.Info("ferry's mover pods pass webhooks whose server the quiesce stopped", "configuration", config.GetName(), "webhooks", names, "server", servedBy)
-			done = append(done, QuiesceItem{Resource: gvr.GroupResource().String(), Name: config.GetName(), Action: ExemptMovers,
-				Detail: fmt.Sprintf("ferry's mover pods pass %s while %s, which serves it, is stopped; every other request is sent to it as before", strings.Join(names, ", "), strings.Join(servedBy, ", "))})
 		}
 	}
-	return done, nil
+	return nil
+}
+
+// update reads the configuration again and writes change's form of it, if it differs, again on a
+// conflict (a certificate's injector may write the configuration meanwhile); it says whether it
+// wrote.
+func (c webhookConfiguration) update(ctx context.Context, change func(map[string]any) (map[string]any, error)) (bool, error) {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := c.client.Get(ctx, c.obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		next, err := change(live.Object)
+		if err != nil || reflect.DeepEqual(next, live.Object) {
+			return err
+		}
+		_, err = c.client.Update(ctx, &unstructured.Unstructured{Object: next}, metav1.UpdateOptions{FieldManager: "ferry"})
+		changed = err == nil
+		return err
+	})
+	return changed, err
 }
 
 // refusesPods says whether an admission webhook must admit every pod made where it applies
@@ -254,39 +282,22 @@ func withoutMoverCondition(webhook map[string]any) []any {
 // ExemptMovers' record, wherever it came from (green's are blue's, restored).
 func (q Quiescer) unexemptMovers(ctx context.Context) ([]QuiesceItem, error) {
 	var done []QuiesceItem
-	for _, gvr := range webhookConfigurations {
-		client := q.Dynamic.Resource(gvr)
-		list, err := client.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return done, fmt.Errorf("list %s: %w", gvr.Resource, err)
+	err := q.eachWebhookConfiguration(ctx, func(config webhookConfiguration) error {
+		if !exempted(config.obj.Object) {
+			return nil
 		}
-		for _, config := range list.Items {
-			if !exempted(config.Object) {
-				continue
+		changed, err := config.update(ctx, func(live map[string]any) (map[string]any, error) {
+			if !exempted(live) {
+				return live, nil
 			}
-			changed := false
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				live, err := client.Get(ctx, config.GetName(), metav1.GetOptions{})
-				if err != nil || !exempted(live.Object) {
-					return err
-				}
-				started, err := unexempt(live.Object)
-				if err != nil {
-					return err
-				}
-				_, err = client.Update(ctx, &unstructured.Unstructured{Object: started}, metav1.UpdateOptions{FieldManager: "ferry"})
-				changed = err == nil
-				return err
-			})
-			if err != nil {
-				return done, fmt.Errorf("take ferry's movers' condition off the webhooks of %s %s: %w", gvr.Resource, config.GetName(), err)
-			}
-			if changed {
-				done = append(done, QuiesceItem{Resource: gvr.GroupResource().String(), Name: config.GetName(), Action: "un-" + ExemptMovers})
-			}
+			return unexempt(live)
+		})
+		if changed {
+			done = append(done, QuiesceItem{Resource: config.resource.GroupResource().String(), Name: config.obj.GetName(), Action: "un-" + ExemptMovers})
 		}
-	}
-	return done, nil
+		return err
+	})
+	return done, err
 }
 
 // exempted says whether obj carries ExemptMovers' record.
