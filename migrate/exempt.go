@@ -47,14 +47,15 @@ var webhookConfigurations = []schema.GroupVersionResource{
 
 // moverCondition is the match condition under which a webhook is called for every request but
 // the creation of a mover pod by one of users. Each term is checked before the next reads a
-// field it needs: a condition that fails to evaluate would refuse the request.
+// field it needs, and fields the request may lack (subResource, absent on a pod itself) are
+// tested with has(): a condition that fails to evaluate refuses the request.
 func moverCondition(users []string) map[string]any {
 	quoted := make([]string, len(users))
 	for i, u := range users {
 		quoted[i] = strconv.Quote(u)
 	}
 	return map[string]any{"name": moverConditionName, "expression": fmt.Sprintf(
-		`!(request.userInfo.username in [%s] && request.resource.group == "" && request.resource.resource == "pods" && request.subResource == "" && request.operation == "CREATE" && has(object.metadata.labels) && %q in object.metadata.labels && object.metadata.labels[%q] == %q)`,
+		`!(request.userInfo.username in [%s] && request.resource.group == "" && request.resource.resource == "pods" && (!has(request.subResource) || request.subResource == "") && request.operation == "CREATE" && has(object.metadata.labels) && %q in object.metadata.labels && object.metadata.labels[%q] == %q)`,
 		strings.Join(quoted, ", "), rules.MoverLabel, rules.MoverLabel, rules.MoverName)}
 }
 
