@@ -359,28 +359,10 @@ func denyRoot(t *testing.T, kc kubernetes.Interface, ns, label string) {
 		_ = json.NewEncoder(w).Encode(review)
 	}))
 	t.Cleanup(srv.Close)
-	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "nonroot.policy.ferry.dev"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "nonroot.policy.ferry.dev",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(srv.URL + "/validate"),
-				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{label: "enforce"}},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			TimeoutSeconds:          ptr.To(int32(5)),
-		}},
-	}
-	if _, err := kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), config, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
-	})
+	validateAt(t, kc, srv, "nonroot.policy.ferry.dev", "nonroot.policy.ferry.dev", admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}},
+		map[string]string{label: "enforce"})
 	// The API server takes a moment to call a new webhook.
 	waitUntil(t, "the policy denies a root pod", 30*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := kc.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "root-"},

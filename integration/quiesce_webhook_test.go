@@ -282,16 +282,26 @@ func guardExperiments(t *testing.T, kc kubernetes.Interface, ns string, experime
 	hook := &webhook{}
 	srv := httptest.NewTLSServer(hook.admitWhile("controller", func(r *http.Request) bool { return serving(r.Context(), kc, ns, "controller") }))
 	t.Cleanup(srv.Close)
+	validateAt(t, kc, srv, "experiments."+experiments.group, "validator.experiments."+experiments.group, admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{experiments.group}, APIVersions: []string{"*"}, Resources: []string{experiments.plural()}}},
+		map[string]string{corev1.LabelMetadataName: ns})
+	return hook
+}
+
+// validateAt makes the cluster of kc call srv, a server on this machine, as the validating
+// webhook webhook of configuration name (failurePolicy Fail) for the requests rule names in the
+// namespaces labelled namespaces, until the test ends.
+func validateAt(t *testing.T, kc kubernetes.Interface, srv *httptest.Server, name, webhook string, rule admissionregistrationv1.RuleWithOperations, namespaces map[string]string) {
+	t.Helper()
 	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "experiments." + experiments.group},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "validator.experiments." + experiments.group,
+			Name: webhook,
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(srv.URL + "/validate"),
 				CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{experiments.group}, APIVersions: []string{"*"}, Resources: []string{experiments.plural()}}}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{rule},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: namespaces},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
@@ -304,7 +314,6 @@ func guardExperiments(t *testing.T, kc kubernetes.Interface, ns string, experime
 	t.Cleanup(func() {
 		_ = kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
 	})
-	return hook
 }
 
 // serving says whether a pod of app serves, as a Service's ready endpoints say: it is ready, and
