@@ -29,7 +29,7 @@ type FileList struct {
 
 // FileListFile is the stream of a claim's file list, before the encrypted suffix.
 func FileListFile(namespace, claim string) string {
-	return "volume-files/" + namespace + "/" + claim + ".jsonl.zst"
+	return ClaimStream("volume-files", namespace, claim, ".jsonl.zst")
 }
 
 // maxFileLine bounds one line of a file list: a name is at most a few KiB, even base64-encoded.

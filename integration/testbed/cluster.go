@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -373,8 +374,12 @@ func (c *Cluster) BindClaim(ctx context.Context, namespace, claim, dir string) e
 	if err != nil {
 		return err
 	}
+	name := "pv-" + namespace + "-" + claim
+	if len(name) > validation.DNS1123SubdomainMaxLength { // a claim of a long name
+		name = "pv-" + string(pvc.UID)
+	}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + namespace + "-" + claim},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
 			AccessModes:                   pvc.Spec.AccessModes,

@@ -48,6 +48,10 @@ const (
 // zooCRDs are the zoo's CRDs (zooCRD, whose storage version ApplyZoo changes, first).
 var zooCRDs = []string{zooCRD, "trainjobs.zoo.ferry.dev", "workflows.zoo.ferry.dev", "searchclusters.zoo.ferry.dev"}
 
+// ZooLongClaim is the zoo's claim of the longest name Kubernetes takes, 253 characters (in
+// 50-workloads.yaml), more than a file name holds.
+var ZooLongClaim = "exports-of-the-nightly-jobs-" + strings.Repeat("x", 220) + "-kept"
+
 // ZooClusterOwn is the zoo's object in kube-system, which stays on the cluster it is on.
 const ZooClusterOwn = "zoo-cluster-dns"
 
@@ -152,13 +156,14 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		fill         func(string) error
 	}{
 		{"zoo-apps", "odd-files", "", fillOddFiles},
+		{"zoo-apps", ZooLongClaim, "", fillPlain("nightly export")},
 		{"zoo-team", "workspace", "", fillPlain("notebook")},
 		{"zoo-secure", "vault-data", "", fillPlain("vault")},
 		{"zoo-team", "logs-data-0", "", fillPlain("search index")},
 		{zooDataNS, "data-zoo-mariadb-0", "zoo-mariadb", nil},
 		{zooDataNS, "data-zoo-postgres-0", "zoo-postgres", nil},
 	} {
-		folder, err := dataDir(cl.ns + "-" + cl.name)
+		folder, err := dataDir(cl.ns + "-" + cl.name[:min(len(cl.name), 40)])
 		if err != nil {
 			return nil, err
 		}

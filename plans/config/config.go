@@ -223,6 +223,12 @@ var yamlValue = regexp.MustCompile("(!![a-z]+) `[^`]*`")
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
+// storedName is a database's or bucket's name as it names the backup's streams of it: one file
+// name, short enough for every storage.
+var storedName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+const storedNameRule = "use letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit"
+
 // Validate checks the fields' values; the error names the field.
 func (c Config) Validate() error {
 	var errs []error
@@ -292,6 +298,8 @@ func (c Planning) validate(bad func(field, format string, args ...any)) {
 			bad(f+".name", "missing")
 		case seen["db/"+d.Name]:
 			bad(f+".name", "%q used twice", d.Name)
+		case !storedName.MatchString(d.Name):
+			bad(f+".name", "%.80q: %s", d.Name, storedNameRule)
 		}
 		seen["db/"+d.Name] = true
 		if d.Engine != "mysql" && d.Engine != "postgresql" {
@@ -312,8 +320,11 @@ func (c Planning) validate(bad func(field, format string, args ...any)) {
 	}
 	for i, b := range c.Buckets {
 		f := fmt.Sprintf("buckets[%d]", i)
-		if b.Name == "" {
+		switch {
+		case b.Name == "":
 			bad(f+".name", "missing")
+		case !storedName.MatchString(b.Name):
+			bad(f+".name", "%.80q: %s", b.Name, storedNameRule)
 		}
 		switch {
 		case b.Endpoint == "" && b.Workload == "":

@@ -315,14 +315,6 @@ func EscapeKey(key string) string {
 	return strings.Join(parts, "/")
 }
 
-// Limits of the names a backup stores an object under, below those of its storage: a file name
-// holds at most 255 bytes, an S3 key 1,024, of which the storage's folder, the backup's name and
-// the bucket's prefix take their share.
-const (
-	maxStoredSegment = 200
-	maxStoredName    = 512
-)
-
 // hashedPrefix starts the stored name of a key too long once escaped. EscapeKey never makes it: a
 // "%" it writes is always followed by two hex digits.
 const hashedPrefix = "%hashed/"
@@ -333,9 +325,9 @@ const hashedPrefix = "%hashed/"
 // manifest then records the name beside the original key.
 func StoredName(key string) (name string, hashed bool) {
 	escaped := EscapeKey(key)
-	long := len(escaped) > maxStoredName
+	long := len(escaped) > snapshot.MaxStoredName
 	for _, seg := range strings.Split(escaped, "/") {
-		long = long || len(seg) > maxStoredSegment
+		long = long || len(seg) > snapshot.MaxStoredSegment
 	}
 	if !long {
 		return escaped, false

@@ -3,6 +3,8 @@ package buckets
 import (
 	"strings"
 	"testing"
+
+	"github.com/ferrykube/ferry/snapshot"
 )
 
 func TestEscapeKey(t *testing.T) {
@@ -32,8 +34,8 @@ func TestStoredNameKeepsWithinLimits(t *testing.T) {
 		hashed bool
 	}{
 		{"short", "v2/artifacts/run-1/model.tgz", false},
-		{"segment at the limit", strings.Repeat("a", maxStoredSegment), false},
-		{"segment escaped past the limit", strings.Repeat("é", maxStoredSegment/6+1), true},
+		{"segment at the limit", strings.Repeat("a", snapshot.MaxStoredSegment), false},
+		{"segment escaped past the limit", strings.Repeat("é", snapshot.MaxStoredSegment/6+1), true},
 		{"one segment of 1,024 bytes", strings.Repeat("k", 1024), true},
 		{"1,024 bytes in short segments", strings.Repeat("abcdefg/", 128), true},
 		{"1,020 bytes of spaces", strings.Repeat("a b/", 255), true},
@@ -47,11 +49,11 @@ func TestStoredNameKeepsWithinLimits(t *testing.T) {
 			if !hashed && got != EscapeKey(tc.key) {
 				t.Errorf("a short key is stored as %q, want its escaped key %q", got, EscapeKey(tc.key))
 			}
-			if len(got) > maxStoredName {
-				t.Errorf("stored name of %d bytes, want at most %d", len(got), maxStoredName)
+			if len(got) > snapshot.MaxStoredName {
+				t.Errorf("stored name of %d bytes, want at most %d", len(got), snapshot.MaxStoredName)
 			}
 			for _, seg := range strings.Split(got, "/") {
-				if len(seg) > maxStoredSegment || seg == "" || seg == "." || seg == ".." {
+				if len(seg) > snapshot.MaxStoredSegment || seg == "" || seg == "." || seg == ".." {
 					t.Errorf("stored name has the segment %.40q of %d bytes", seg, len(seg))
 				}
 			}

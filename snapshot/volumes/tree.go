@@ -48,9 +48,14 @@ type treeEntry struct {
 	line []byte
 }
 
+// TarFile is the stream of a claim's tar, before the encrypted suffix.
+func TarFile(namespace, claim string) string {
+	return snapshot.ClaimStream("volumes", namespace, claim, ".tar.zst")
+}
+
 // TreeFile is the stream of a claim's tree, before the encrypted suffix.
 func TreeFile(namespace, claim string) string {
-	return "volumes/" + namespace + "/" + claim + ".tree.jsonl.zst"
+	return snapshot.ClaimStream("volumes", namespace, claim, ".tree.jsonl.zst")
 }
 
 // treeEnd is the line after the last of the previous stats Pack reads on stdin: the exec stream
