@@ -603,6 +603,16 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		// removes what the backup lacks.
 		write := func() error {
 			_, err := client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			if duplicateKeys(err) {
+				// Server-side apply refuses a list that holds one key twice, which every other
+				// write takes (a pod template naming one variable twice): the backed-up object
+				// is merged in by a JSON merge patch instead, its lists replacing the target's.
+				data, merr := json.Marshal(obj.Object)
+				if merr != nil {
+					return merr
+				}
+				_, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+			}
 			return err
 		}
 		verb := "updating"
@@ -1118,6 +1128,12 @@ func controlled(obj map[string]any) bool {
 // transient errors are retried with backoff. A write whose connection broke (an API server
 // restarting, a load balancer dropping it) may have been made: made again, a create finds it
 // already there (and compares it), a delete finds it gone, a patch or apply changes nothing more.
+// duplicateKeys says whether server-side apply refused an object for a list that holds one key
+// twice ("duplicate entries for key", structured-merge-diff's words).
+func duplicateKeys(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "duplicate entries for key")
+}
+
 func transient(err error) bool {
 	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err) ||
