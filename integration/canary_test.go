@@ -26,7 +26,6 @@ import (
 	"testing"
 	"time"
 
-	"filippo.io/age"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
@@ -131,19 +130,11 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	t.Setenv(canaryEnvVar, "Bearer "+tokenValue)
 
 	// The age identity of the encrypted backups and run.
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, identity := newIdentity(t)
 	const agePrefix = "AGE-SECRET-KEY-1"
 	set.add("age identity", id.String(), id.String()[len(agePrefix):len(agePrefix)+12])
 	set.add("age identity (lower case)", strings.ToLower(id.String()), strings.ToLower(id.String()[len(agePrefix):len(agePrefix)+12]))
 	recipient := id.Recipient().String()
-	dir := t.TempDir()
-	identity := filepath.Join(dir, "identity.txt")
-	if err := os.WriteFile(identity, []byte(id.String()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 
 	c := &canaryCheck{set: set, url: url, tallies: map[string]*scanTally{}}
 	watchCtx, stopWatching := context.WithCancel(ctx)
@@ -151,7 +142,7 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	c.watchPods(t, watchCtx, "blue", blueKC)
 	c.watchPods(t, watchCtx, "green", greenKC)
 	hook := startSplitReceiver(t, tokenValue, apiKeyValue)
-	config := filepath.Join(dir, "ferry.yaml")
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
 	if err := os.WriteFile(config, []byte(canaryConfig(hook.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -288,3 +288,17 @@ func installCRDs(t *testing.T, crds ...testCRD) {
 		kubectl(t, cluster, "", append(append([]string{"wait", "--for=condition=Established"}, established...), "--timeout=60s")...)
 	}
 }
+
+// newIdentity makes an age identity and writes it to a file, as --identity reads it.
+func newIdentity(t *testing.T) (*age.X25519Identity, string) {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "identity.txt")
+	if err := os.WriteFile(file, []byte(id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return id, file
+}

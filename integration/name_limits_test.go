@@ -2,12 +2,9 @@ package integration
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"filippo.io/age"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,14 +45,7 @@ func TestNamesAtTheirLimits(t *testing.T) {
 	if _, err := blueKC.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: object}, StringData: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	idFile := filepath.Join(t.TempDir(), "identity.txt")
-	if err := os.WriteFile(idFile, []byte(id.String()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	id, idFile := newIdentity(t)
 	files := "file://" + t.TempDir()
 	minio := backupMinIO(t, "name-limits")
 	config := namespacesConfig(t, ns)

@@ -43,14 +43,7 @@ func TestChunkedEncryptedPrune(t *testing.T) {
 	if err := blue.BindClaim(ctx, srcNS, claim, src); err != nil {
 		t.Fatal(err)
 	}
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	idFile := filepath.Join(t.TempDir(), "identity.txt")
-	if err := os.WriteFile(idFile, []byte(id.String()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	id, idFile := newIdentity(t)
 	url := backupMinIO(t, "volume-chunks-encrypted")
 	store, err := storage.Open(ctx, url)
 	if err != nil {
