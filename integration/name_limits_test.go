@@ -15,8 +15,8 @@ import (
 // ConfigMap or a Secret with up to 253, while a file name (a file storage's, each segment of a
 // MinIO key) holds at most 255 bytes. A namespace and a claim of the longest names, with the
 // longest file name a claim's filesystem takes inside it, are backed up in every volume format
-// (chunks, twice: the second reads the first's tree; tar; tar encrypted, to MinIO) and restored
-// onto green from the file storage and from MinIO: green's claim holds blue's files, its
+// (chunks, twice: the second reads the first's tree; tar; tar encrypted, to MinIO) and each
+// format restored onto green: green's claim holds blue's files, its
 // ConfigMap and Secret of 253 characters are there, and ferry verify passes.
 func TestNamesAtTheirLimits(t *testing.T) {
 	ns := "limits-" + strings.Repeat("n", 63-len("limits-"))
@@ -63,12 +63,16 @@ func TestNamesAtTheirLimits(t *testing.T) {
 			t.Fatalf("ferry backup --name %s exited %d\nstdout: %s\nstderr: %s", b.name, code, lastLines(out, 30), lastLines(errOut, 30))
 		}
 	}
+	if _, m := readManifest(t, files, "limits-chunks-again"); len(m.Volumes) != 1 || m.Volumes[0].UnchangedFiles != 2 {
+		t.Errorf("the second chunked backup's volumes: %+v; want one that took both files unchanged from the first", m.Volumes)
+	}
 	want := claimFiles(t, dir)
 	for _, r := range []struct {
 		store, name string
 		args        []string
 	}{
 		{files, "limits-chunks-again", nil},
+		{files, "limits-tar", nil},
 		{minio, "limits-encrypted", []string{"--identity", idFile}},
 	} {
 		removeNamespace(t, ns, greenKC)

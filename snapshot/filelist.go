@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/ferrykube/ferry/storage"
@@ -187,7 +188,8 @@ func checkFileLists(name string, m *Manifest, recorded map[string]bool) error {
 			return bad("volume %s lists files in the manifest and has a file list", claim)
 		}
 		want := FileListFile(v.Namespace, v.Name)
-		if v.List.Key != want && v.List.Key != want+EncryptedSuffix {
+		whole := "volume-files/" + v.Namespace + "/" + v.Name + ".jsonl.zst" // a ferry before ClaimStream, which kept every name whole
+		if !slices.Contains([]string{want, want + EncryptedSuffix, whole, whole + EncryptedSuffix}, v.List.Key) {
 			return bad("volume %s keeps its file list in %.80q, not in %s", claim, v.List.Key, want)
 		}
 		if !recorded[v.List.Key] {

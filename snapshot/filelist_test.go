@@ -266,3 +266,42 @@ func TestFormat3FilesInline(t *testing.T) {
 		t.Errorf("summary of a format 3 volume %+v, want 3 files of 62 bytes", s.Volumes[0])
 	}
 }
+
+// A backup an older ferry made of a claim of a long name keeps its file list under the claim's
+// whole name (ClaimStream cuts it now): it is read as it was written.
+func TestFileListOfALongClaimByAnOlderFerry(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	claim := strings.Repeat("c", 200)
+	w, err := Create(ctx, store, "b", plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tar, err := w.Put(ctx, "volumes/ns/"+claim+".tar.zst", strings.NewReader("tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list bytes.Buffer
+	enc, _ := zstd.NewWriter(&list)
+	enc.Write([]byte(`{"path":"a","type":"file","mode":"0644","uid":0,"gid":0,"size":1,"modTime":"2026-03-01T02:00:00Z"}` + "\n"))
+	enc.Close()
+	key, err := w.Put(ctx, "volume-files/ns/"+claim+".jsonl.zst", &list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key == FileListFile("ns", claim) {
+		t.Fatalf("FileListFile keeps a claim of %d characters whole", len(claim))
+	}
+	w.AddVolume(Volume{Namespace: "ns", Name: claim, Key: tar, Bytes: 1, List: &FileList{Key: key, Entries: 1, Files: 1, FileBytes: 1}})
+	if _, err := w.Commit(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, store, "b", nil)
+	if err != nil {
+		t.Fatalf("open the older ferry's backup: %v", err)
+	}
+	got, err := readList(t, r, r.Manifest.Volumes[0])
+	if err != nil || len(got) != 1 || got[0].Path != "a" {
+		t.Fatalf("read back %v, %v; want the file a", got, err)
+	}
+}

@@ -223,11 +223,9 @@ var yamlValue = regexp.MustCompile("(!![a-z]+) `[^`]*`")
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-// storedName is a database's or bucket's name as it names the backup's streams of it: one file
-// name, short enough for every storage.
-var storedName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-
-const storedNameRule = "use letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit"
+// maxItemName bounds a database's or bucket's name, which names the backup's streams of it
+// (databases/<name>.rows.zst.age): a file name, or a MinIO key's segment, holds 255 bytes.
+const maxItemName = 180
 
 // Validate checks the fields' values; the error names the field.
 func (c Config) Validate() error {
@@ -298,8 +296,8 @@ func (c Planning) validate(bad func(field, format string, args ...any)) {
 			bad(f+".name", "missing")
 		case seen["db/"+d.Name]:
 			bad(f+".name", "%q used twice", d.Name)
-		case !storedName.MatchString(d.Name):
-			bad(f+".name", "%.80q: %s", d.Name, storedNameRule)
+		case len(d.Name) > maxItemName:
+			bad(f+".name", "%.40q...: %d bytes, at most %d (it names the backup's files of the database)", d.Name, len(d.Name), maxItemName)
 		}
 		seen["db/"+d.Name] = true
 		if d.Engine != "mysql" && d.Engine != "postgresql" {
@@ -323,8 +321,8 @@ func (c Planning) validate(bad func(field, format string, args ...any)) {
 		switch {
 		case b.Name == "":
 			bad(f+".name", "missing")
-		case !storedName.MatchString(b.Name):
-			bad(f+".name", "%.80q: %s", b.Name, storedNameRule)
+		case len(b.Name) > maxItemName:
+			bad(f+".name", "%.40q...: %d bytes, at most %d (it names the backup's files of the bucket)", b.Name, len(b.Name), maxItemName)
 		}
 		switch {
 		case b.Endpoint == "" && b.Workload == "":

@@ -607,7 +607,8 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 				// Server-side apply refuses a list that holds one key twice, which every other
 				// write takes (a pod template naming one variable twice): the backed-up object
 				// is merged in by a JSON merge patch instead, its lists replacing the target's.
-				data, merr := json.Marshal(obj.Object)
+				rs.Log.Info("server-side apply refuses a list of the object that holds one key twice: merged in by a JSON merge patch", "object", id)
+				data, merr := json.Marshal(mergedOver(obj, live).Object)
 				if merr != nil {
 					return merr
 				}
@@ -1125,15 +1126,36 @@ func controlled(obj map[string]any) bool {
 	return false
 }
 
-// transient errors are retried with backoff. A write whose connection broke (an API server
-// restarting, a load balancer dropping it) may have been made: made again, a create finds it
-// already there (and compares it), a delete finds it gone, a patch or apply changes nothing more.
+// mergedOver is obj as a JSON merge patch over live that keeps what server-side apply would
+// keep of two lists it merges by key: the finalizers and owner references live has beside obj's.
+func mergedOver(obj, live *unstructured.Unstructured) *unstructured.Unstructured {
+	out := obj.DeepCopy()
+	finalizers := obj.GetFinalizers()
+	for _, f := range live.GetFinalizers() {
+		if !slices.Contains(finalizers, f) {
+			finalizers = append(finalizers, f)
+		}
+	}
+	out.SetFinalizers(finalizers)
+	owners := obj.GetOwnerReferences()
+	for _, o := range live.GetOwnerReferences() {
+		if !slices.ContainsFunc(owners, func(r metav1.OwnerReference) bool { return r.UID == o.UID }) {
+			owners = append(owners, o)
+		}
+	}
+	out.SetOwnerReferences(owners)
+	return out
+}
+
 // duplicateKeys says whether server-side apply refused an object for a list that holds one key
 // twice ("duplicate entries for key", structured-merge-diff's words).
 func duplicateKeys(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "duplicate entries for key")
 }
 
+// transient errors are retried with backoff. A write whose connection broke (an API server
+// restarting, a load balancer dropping it) may have been made: made again, a create finds it
+// already there (and compares it), a delete finds it gone, a patch or apply changes nothing more.
 func transient(err error) bool {
 	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err) ||
