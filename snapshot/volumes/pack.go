@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"archive/tar"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,7 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -77,18 +78,25 @@ func Pack(dir string, w io.Writer) error {
 
 func (p *packer) pack(dir string, w io.Writer) error {
 	p.w, p.tw, p.buf, p.links = w, tar.NewWriter(w), make([]byte, 1<<20), map[inode]string{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	// Through a root, each path resolved from its directory: a tree deeper than PATH_MAX (4,096
+	// bytes) is walked and read as any other.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	p.root = root
+	defer p.closeRoot()
+	err = walkRoot(root, func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if path != dir && errors.Is(err, fs.ErrNotExist) {
+			if rel != "." && errors.Is(err, fs.ErrNotExist) {
 				return nil // a directory that vanished once listed: nothing of it is left to pack
 			}
 			return err
 		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil || rel == "." {
-			return err
+		if rel == "." {
+			return nil
 		}
-		if isStaging(filepath.ToSlash(rel)) {
+		if isStaging(rel) {
 			return fs.SkipDir // a restore's, not the volume's
 		}
 		info, err := d.Info()
@@ -96,18 +104,18 @@ func (p *packer) pack(dir string, w io.Writer) error {
 			if d.IsDir() {
 				return fs.SkipDir
 			}
-			return p.skip(filepath.ToSlash(rel), "it vanished while the volume was packed")
+			return p.skip(rel, "it vanished while the volume was packed")
 		}
 		if err != nil {
 			return err
 		}
 		if info.Mode().IsRegular() {
-			return p.regular(path, filepath.ToSlash(rel), info)
+			return p.regular(rel, info)
 		}
 		link := ""
 		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(path); errors.Is(err, fs.ErrNotExist) {
-				return p.skip(filepath.ToSlash(rel), "it vanished while the volume was packed")
+			if link, err = root.Readlink(rel); errors.Is(err, fs.ErrNotExist) {
+				return p.skip(rel, "it vanished while the volume was packed")
 			} else if err != nil {
 				return err
 			}
@@ -116,7 +124,7 @@ func (p *packer) pack(dir string, w io.Writer) error {
 			// is a name programs agree on, and is kept.
 			return nil
 		}
-		h, err := header(info, link, filepath.ToSlash(rel))
+		h, err := header(info, link, rel)
 		if err != nil {
 			return err
 		}
@@ -132,9 +140,13 @@ func (p *packer) pack(dir string, w io.Writer) error {
 }
 
 type packer struct {
-	w   io.Writer // under tw, for the raw blocks of sparse entries
-	tw  *tar.Writer
-	buf []byte
+	// root is the volume's; parent the directory of the last file opened, named parentName.
+	root       *os.Root
+	parent     *os.File
+	parentName string
+	w          io.Writer // under tw, for the raw blocks of sparse entries
+	tw         *tar.Writer
+	buf        []byte
 	// links names the first entry packed of each file that has more than one name: its other
 	// names are packed as hard links to it.
 	links map[inode]string
@@ -175,15 +187,48 @@ func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
 	return h, nil
 }
 
+// closeRoot closes the volume's root and the directory last opened in it.
+func (p *packer) closeRoot() {
+	if p.parent != nil {
+		p.parent.Close()
+	}
+	p.root.Close()
+	p.root, p.parent, p.parentName = nil, nil, ""
+}
+
+// open opens the file rel for reading, refusing a symlink in its last component (ELOOP), as
+// O_NOFOLLOW does, which os.Root.OpenFile does not: it is opened in its directory (kept open for
+// its siblings, which the walk meets next), which is opened through the root.
+func (p *packer) open(rel string) (*os.File, error) {
+	dir, base := path.Split(rel)
+	dir = cmp.Or(strings.TrimSuffix(dir, "/"), ".")
+	if p.parent == nil || p.parentName != dir {
+		if p.parent != nil {
+			p.parent.Close()
+			p.parent, p.parentName = nil, ""
+		}
+		f, err := p.root.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		p.parent, p.parentName = f, dir
+	}
+	fd, err := unix.Openat(int(p.parent.Fd()), base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
 // regular packs a file, reading it a second time if it changed while read the first.
-func (p *packer) regular(path, rel string, info fs.FileInfo) error {
+func (p *packer) regular(rel string, info fs.FileInfo) error {
 	if done, err := p.unchanged(rel, info); done || err != nil {
 		return err
 	}
 	var reason string
 	for range 2 {
 		var err error
-		if reason, err = p.file(path, rel); err != nil || reason == "" {
+		if reason, err = p.file(rel); err != nil || reason == "" {
 			return err
 		}
 	}
@@ -239,9 +284,9 @@ func (p *packer) skip(rel, reason string) error {
 // file writes one entry of a regular file as it is when opened. It returns why the file could
 // not be read steadily, having written an entry of the declared size all the same (zeros for
 // what could not be read), or "" when the entry holds the file's contents.
-func (p *packer) file(path, rel string) (string, error) {
+func (p *packer) file(rel string) (string, error) {
 	// O_NOFOLLOW: what was a file when listed may since be a symlink.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := p.open(rel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "it vanished while the volume was packed", nil
