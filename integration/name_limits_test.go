@@ -2,9 +2,12 @@ package integration
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,8 +16,9 @@ import (
 
 // TestNamesAtTheirLimits: Kubernetes names a namespace with up to 63 characters and a claim, a
 // ConfigMap or a Secret with up to 253, while a file name (a file storage's, each segment of a
-// MinIO key) holds at most 255 bytes. A namespace and a claim of the longest names, with the
-// longest file name a claim's filesystem takes inside it, are backed up in every volume format
+// MinIO key) holds at most 255 bytes, and a path handed to the kernel 4,096. A namespace and a
+// claim of the longest names, with the longest file name a claim's filesystem takes and a tree
+// deeper than 4,096 bytes inside it, are backed up in every volume format
 // (chunks, twice: the second reads the first's tree; tar; tar encrypted, to MinIO) and each
 // format restored onto green: green's claim holds blue's files, its
 // ConfigMap and Secret of 253 characters are there, and ferry verify passes.
@@ -36,6 +40,7 @@ func TestNamesAtTheirLimits(t *testing.T) {
 		"notes/" + strings.Repeat("f", 251) + ".txt": []byte("the longest file name\n"),
 		"small.txt": []byte("small\n"),
 	})
+	deepTree(t, filepath.Join(dir, "deep"))
 	if err := blue.BindClaim(ctx, ns, claim, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +68,13 @@ func TestNamesAtTheirLimits(t *testing.T) {
 			t.Fatalf("ferry backup --name %s exited %d\nstdout: %s\nstderr: %s", b.name, code, lastLines(out, 30), lastLines(errOut, 30))
 		}
 	}
-	if _, m := readManifest(t, files, "limits-chunks-again"); len(m.Volumes) != 1 || m.Volumes[0].UnchangedFiles != 2 {
-		t.Errorf("the second chunked backup's volumes: %+v; want one that took both files unchanged from the first", m.Volumes)
+	if _, m := readManifest(t, files, "limits-chunks-again"); len(m.Volumes) != 1 || m.Volumes[0].UnchangedFiles != 3 {
+		t.Errorf("the second chunked backup's volumes: %+v; want one that took its three files unchanged from the first", m.Volumes)
 	}
 	want := claimFiles(t, dir)
+	if deepest := "deep" + strings.Repeat("/"+strings.Repeat("d", 200), 25) + "/leaf.txt"; want[deepest] == "" {
+		t.Fatalf("blue's claim lacks the deep tree's leaf (%d entries)", len(want))
+	}
 	for _, r := range []struct {
 		store, name string
 		args        []string
@@ -93,5 +101,43 @@ func TestNamesAtTheirLimits(t *testing.T) {
 		if code, out, errOut := runFerry(t, verify...); code != 0 {
 			t.Errorf("ferry verify --backup %s exited %d\nstdout: %s\nstderr: %s", r.name, code, lastLines(out, 30), lastLines(errOut, 30))
 		}
+	}
+}
+
+// deepTree makes at dir a tree whose deepest path passes PATH_MAX (4,096 bytes), which no call
+// naming the whole path reaches (ENAMETOOLONG): 25 folders of 200-byte names, a file and a
+// symlink at the bottom, made through each folder's descriptor.
+func deepTree(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 200)
+	for range 25 {
+		next := -1
+		if err = unix.Mkdirat(fd, name, 0o755); err == nil {
+			next, err = unix.Openat(fd, name, unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		}
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	defer unix.Close(fd)
+	f, err := unix.Openat(fd, "leaf.txt", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err == nil {
+		_, err = unix.Write(f, []byte("at the bottom\n"))
+		unix.Close(f)
+	}
+	if err == nil {
+		err = unix.Symlinkat("leaf.txt", fd, "link")
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -424,33 +425,51 @@ func claimFiles(t *testing.T, dir string) map[string]string {
 }
 
 // claimFilesOf lists a claim's folder as claimFiles does, and what it could list when it fails.
+// It reads through the folder's root, each path from its directory: a tree deeper than PATH_MAX
+// is listed too.
 func claimFilesOf(dir string) (map[string]string, error) {
 	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return out, err
+	}
+	defer root.Close()
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		d, err := root.Open(rel)
+		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
-		switch {
-		case d.IsDir():
-			out[rel] = "dir"
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
+		entries, err := d.ReadDir(-1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := path.Join(rel, e.Name())
+			switch {
+			case e.IsDir():
+				out[p] = "dir"
+				if err := walk(p); err != nil {
+					return err
+				}
+			case e.Type()&fs.ModeSymlink != 0:
+				target, err := root.Readlink(p)
+				if err != nil {
+					return err
+				}
+				out[p] = "-> " + target
+			default:
+				data, err := root.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				out[p] = fileDigest(data)
 			}
-			out[rel] = "-> " + target
-		default:
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			out[rel] = fileDigest(data)
 		}
 		return nil
-	})
-	return out, err
+	}
+	return out, walk(".")
 }
 
 func fileDigest(data []byte) string {
