@@ -16,6 +16,7 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -631,37 +632,60 @@ type fileEntry struct {
 	nlink    uint64
 }
 
+// walkClaim lists a claim's folder through its root, each path from its directory: a tree
+// deeper than PATH_MAX is listed as any other.
 func walkClaim(dir string) (map[string]*fileEntry, error) {
 	out := map[string]*fileEntry{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := os.Lstat(p)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		d, err := root.Open(rel)
 		if err != nil {
 			return err
 		}
-		st := info.Sys().(*syscall.Stat_t)
-		e := &fileEntry{mode: info.Mode(), uid: st.Uid, gid: st.Gid, mtime: st.Mtim.Nano(), inode: st.Ino, nlink: uint64(st.Nlink)}
-		switch {
-		case info.IsDir():
-			e.kind = "dir"
-		case info.Mode()&fs.ModeSymlink != 0:
-			e.kind = "symlink"
-			e.target, err = os.Readlink(p)
-		case info.Mode()&fs.ModeNamedPipe != 0:
-			e.kind = "fifo"
-		case info.Mode().IsRegular():
-			e.kind, e.size = "file", info.Size()
-			e.sparse = info.Size() > 64<<10 && st.Blocks*512 < info.Size()/2
-			e.sha, err = hashFile(p)
-		default:
-			e.kind = "other " + info.Mode().Type().String()
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return err
 		}
-		out[rel] = e
-		return err
-	})
+		for _, name := range names {
+			p := path.Join(rel, name)
+			info, err := root.Lstat(p)
+			if err != nil {
+				return err
+			}
+			st := info.Sys().(*syscall.Stat_t)
+			e := &fileEntry{mode: info.Mode(), uid: st.Uid, gid: st.Gid, mtime: st.Mtim.Nano(), inode: st.Ino, nlink: uint64(st.Nlink)}
+			switch {
+			case info.IsDir():
+				e.kind = "dir"
+			case info.Mode()&fs.ModeSymlink != 0:
+				e.kind = "symlink"
+				e.target, err = root.Readlink(p)
+			case info.Mode()&fs.ModeNamedPipe != 0:
+				e.kind = "fifo"
+			case info.Mode().IsRegular():
+				e.kind, e.size = "file", info.Size()
+				e.sparse = info.Size() > 64<<10 && st.Blocks*512 < info.Size()/2
+				e.sha, err = hashFile(root, p)
+			default:
+				e.kind = "other " + info.Mode().Type().String()
+			}
+			out[p] = e
+			if err == nil && e.kind == "dir" {
+				err = walk(p)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err = walk(".")
 	groups := map[uint64][]string{}
 	for p, e := range out {
 		if e.kind == "file" && e.nlink > 1 {
@@ -677,8 +701,8 @@ func walkClaim(dir string) (map[string]*fileEntry, error) {
 	return out, err
 }
 
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
+func hashFile(root *os.Root, p string) (string, error) {
+	f, err := root.Open(p)
 	if err != nil {
 		return "", err
 	}

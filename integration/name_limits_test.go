@@ -2,12 +2,11 @@ package integration
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/ferrykube/ferry/integration/testbed"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +39,9 @@ func TestNamesAtTheirLimits(t *testing.T) {
 		"notes/" + strings.Repeat("f", 251) + ".txt": []byte("the longest file name\n"),
 		"small.txt": []byte("small\n"),
 	})
-	deepTree(t, filepath.Join(dir, "deep"))
+	if err := testbed.DeepTree(filepath.Join(dir, "deep")); err != nil {
+		t.Fatal(err)
+	}
 	if err := blue.BindClaim(ctx, ns, claim, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestNamesAtTheirLimits(t *testing.T) {
 		t.Errorf("the second chunked backup's volumes: %+v; want one that took its three files unchanged from the first", m.Volumes)
 	}
 	want := claimFiles(t, dir)
-	if deepest := "deep" + strings.Repeat("/"+strings.Repeat("d", 200), 25) + "/leaf.txt"; want[deepest] == "" {
+	if want["deep/"+testbed.DeepLeaf] == "" {
 		t.Fatalf("blue's claim lacks the deep tree's leaf (%d entries)", len(want))
 	}
 	for _, r := range []struct {
@@ -101,43 +102,5 @@ func TestNamesAtTheirLimits(t *testing.T) {
 		if code, out, errOut := runFerry(t, verify...); code != 0 {
 			t.Errorf("ferry verify --backup %s exited %d\nstdout: %s\nstderr: %s", r.name, code, lastLines(out, 30), lastLines(errOut, 30))
 		}
-	}
-}
-
-// deepTree makes at dir a tree whose deepest path passes PATH_MAX (4,096 bytes), which no call
-// naming the whole path reaches (ENAMETOOLONG): 25 folders of 200-byte names, a file and a
-// symlink at the bottom, made through each folder's descriptor.
-func deepTree(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := strings.Repeat("d", 200)
-	for range 25 {
-		next := -1
-		if err = unix.Mkdirat(fd, name, 0o755); err == nil {
-			next, err = unix.Openat(fd, name, unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		}
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
-	}
-	defer unix.Close(fd)
-	f, err := unix.Openat(fd, "leaf.txt", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
-	if err == nil {
-		_, err = unix.Write(f, []byte("at the bottom\n"))
-		unix.Close(f)
-	}
-	if err == nil {
-		err = unix.Symlinkat("leaf.txt", fd, "link")
-	}
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -478,7 +479,8 @@ func waitRunning(ctx context.Context, kc kubernetes.Interface, ns, selector stri
 }
 
 // fillOddFiles writes what tenants leave in volumes: hardlinks, a sparse file, a FIFO, empty
-// folders, a name that is not UTF-8, a 255-byte name, symlinks, other owners, odd modes, old times.
+// folders, a name that is not UTF-8, a 255-byte name, a tree deeper than PATH_MAX, symlinks,
+// other owners, odd modes, old times.
 func fillOddFiles(dir string) error {
 	var errs []error
 	must := func(err error) { errs = append(errs, err) }
@@ -507,6 +509,7 @@ func fillOddFiles(dir string) error {
 	long := strings.Repeat("n", 251) + ".txt" // 255 bytes, the longest name a file system takes
 	must(os.MkdirAll(filepath.Join(dir, "deep", strings.Repeat("d", 200), strings.Repeat("e", 200)), 0o755))
 	must(os.WriteFile(filepath.Join(dir, "deep", strings.Repeat("d", 200), strings.Repeat("e", 200), long), []byte("long\n"), 0o644))
+	must(DeepTree(filepath.Join(dir, "deeper-than-path-max")))
 	must(os.WriteFile(filepath.Join(dir, "日本語 ファイル.md"), []byte("unicode\n"), 0o600))
 	must(os.WriteFile(filepath.Join(dir, "empty-file"), nil, 0o444))
 	must(os.MkdirAll(filepath.Join(dir, "shared"), 0o770))
@@ -519,6 +522,47 @@ func fillOddFiles(dir string) error {
 	must(os.Chtimes(filepath.Join(dir, "empty", "deeper"), old, old))
 	return errors.Join(errs...)
 }
+
+// DeepTree makes at dir a tree whose deepest path passes PATH_MAX (4,096 bytes), which no call
+// naming the whole path reaches (ENAMETOOLONG): 25 folders of 200-byte names, a file and a
+// symlink at the bottom, made through each folder's descriptor, as nothing else can.
+func DeepTree(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	name := strings.Repeat("d", 200)
+	for range 25 {
+		next := -1
+		if err = unix.Mkdirat(fd, name, 0o755); err == nil {
+			next, err = unix.Openat(fd, name, unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("deep tree in %s: %w", dir, err)
+		}
+		fd = next
+	}
+	defer unix.Close(fd)
+	f, err := unix.Openat(fd, "leaf.txt", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err == nil {
+		_, err = unix.Write(f, []byte("at the bottom\n"))
+		unix.Close(f)
+	}
+	if err == nil {
+		err = unix.Symlinkat("leaf.txt", fd, "link")
+	}
+	if err != nil {
+		return fmt.Errorf("deep tree in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// DeepLeaf is the file at the bottom of DeepTree, from its dir.
+var DeepLeaf = strings.TrimPrefix(strings.Repeat("/"+strings.Repeat("d", 200), 25), "/") + "/leaf.txt"
 
 // fillPlain writes a few ordinary files named after the app.
 func fillPlain(app string) func(dir string) error {

@@ -3,7 +3,10 @@ package volumes
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,5 +62,46 @@ func TestPackReadsATreeDeeperThanPathMax(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("the restored tree lists %+v, the backup %+v", got, want)
+	}
+}
+
+// TestPackFolderReplacedWhilePacked: a folder listed and then replaced (renamed away, a symlink
+// out of the claim in its place) before the walk enters it is packed empty; one replaced after
+// the walk entered it is packed from the folder listed. The rest of the claim is packed either
+// way.
+func TestPackFolderReplacedWhilePacked(t *testing.T) {
+	for _, tc := range []struct {
+		name, after string // the file whose read is followed by the replacement
+		want        []string
+	}{
+		{"before the walk enters it", "a.txt", []string{"a.txt", "sub/", "z.txt"}},
+		{"between its files", "sub/1.txt", []string{"a.txt", "sub/", "sub/1.txt", "sub/2.txt", "z.txt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := t.TempDir()
+			for _, name := range []string{"a.txt", "sub/1.txt", "sub/2.txt", "z.txt"} {
+				must(t, os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755))
+				must(t, os.WriteFile(filepath.Join(src, name), []byte(name), 0o644))
+			}
+			p := &packer{afterRead: func(rel string) {
+				if rel == tc.after {
+					must(t, os.Rename(filepath.Join(src, "sub"), filepath.Join(src, "moved")))
+					must(t, os.Symlink("/etc", filepath.Join(src, "sub")))
+				}
+			}}
+			var tarball bytes.Buffer
+			if err := p.pack(src, &tarball); err != nil {
+				t.Fatalf("pack failed on a folder replaced while packed: %v", err)
+			}
+			listing, err := Index(bytes.NewReader(tarball.Bytes()))
+			must(t, err)
+			var got []string
+			for _, f := range listing.Files {
+				got = append(got, f.Path)
+			}
+			if !slices.Equal(got, tc.want) || len(listing.Skipped) != 0 {
+				t.Errorf("packed %v, skipped %+v; want %v", got, listing.Skipped, tc.want)
+			}
+		})
 	}
 }

@@ -71,7 +71,10 @@ type Listing struct {
 // A file with holes is stored by its data, in the GNU PAX sparse format 1.0 (see writeSparse),
 // which GNU tar, bsdtar and Go's archive/tar read back whole. A file that changes (size or
 // modification time) or vanishes while it is read is read once more; if it changes again, a
-// SkippedRecord entry takes its place and the rest of the tree is packed.
+// SkippedRecord entry takes its place and the rest of the tree is packed. The tree is walked
+// through the claim's root, each path from its directory, so a tree deeper than PATH_MAX packs;
+// a folder replaced once listed (a symlink out of the claim in its place) is packed empty, or,
+// once the walk is in it, as it was listed.
 func Pack(dir string, w io.Writer) error {
 	return (&packer{}).pack(dir, w)
 }
@@ -88,8 +91,11 @@ func (p *packer) pack(dir string, w io.Writer) error {
 	defer p.closeRoot()
 	err = walkRoot(root, func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if rel != "." && errors.Is(err, fs.ErrNotExist) {
-				return nil // a directory that vanished once listed: nothing of it is left to pack
+			if rel != "." && (errors.Is(err, fs.ErrNotExist) || !p.isDir(rel)) {
+				// A directory that vanished, or became something else (a symlink out of the
+				// claim, which the root does not follow), once listed: nothing of it is left to
+				// pack.
+				return nil
 			}
 			return err
 		}
@@ -196,9 +202,19 @@ func (p *packer) closeRoot() {
 	p.root, p.parent, p.parentName = nil, nil, ""
 }
 
+// isDir says whether rel is a directory now (not a symlink to one).
+func (p *packer) isDir(rel string) bool {
+	info, err := p.root.Lstat(rel)
+	return err == nil && info.IsDir()
+}
+
+// errFolderReplaced is open's error for a file whose directory is no longer one.
+var errFolderReplaced = errors.New("its folder was replaced while the volume was packed")
+
 // open opens the file rel for reading, refusing a symlink in its last component (ELOOP), as
 // O_NOFOLLOW does, which os.Root.OpenFile does not: it is opened in its directory (kept open for
-// its siblings, which the walk meets next), which is opened through the root.
+// its siblings, which the walk meets next), which is opened through the root. O_NONBLOCK: what
+// was a file when listed may since be a FIFO, whose open would wait for a writer.
 func (p *packer) open(rel string) (*os.File, error) {
 	dir, base := path.Split(rel)
 	dir = cmp.Or(strings.TrimSuffix(dir, "/"), ".")
@@ -209,15 +225,23 @@ func (p *packer) open(rel string) (*os.File, error) {
 		}
 		f, err := p.root.Open(dir)
 		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !p.isDir(dir) {
+				return nil, errFolderReplaced
+			}
 			return nil, err
 		}
 		p.parent, p.parentName = f, dir
 	}
-	fd, err := unix.Openat(int(p.parent.Fd()), base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	for {
+		fd, err := unix.Openat(int(p.parent.Fd()), base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		switch {
+		case err == unix.EINTR: // a network filesystem's claim
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		return os.NewFile(uintptr(fd), rel), nil
 	}
-	return os.NewFile(uintptr(fd), rel), nil
 }
 
 // regular packs a file, reading it a second time if it changed while read the first.
@@ -292,6 +316,8 @@ func (p *packer) file(rel string) (string, error) {
 		return "it vanished while the volume was packed", nil
 	case errors.Is(err, syscall.ELOOP):
 		return "it was replaced by a symlink while the volume was packed", nil
+	case errors.Is(err, errFolderReplaced):
+		return err.Error(), nil
 	case err != nil:
 		return "", fmt.Errorf("%s: %w", rel, err)
 	}
