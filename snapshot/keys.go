@@ -25,7 +25,7 @@ func ClaimStream(dir, namespace, claim, ext string) string {
 	name := claim
 	if len(claim)+len(ext)+len(EncryptedSuffix) > MaxStoredSegment {
 		sum := sha256.Sum256([]byte(claim))
-		name = claim[:claimKept] + "_" + hex.EncodeToString(sum[:16])
+		name = claim[:min(len(claim), claimKept)] + "_" + hex.EncodeToString(sum[:16])
 	}
 	return dir + "/" + namespace + "/" + name + ext
 }
