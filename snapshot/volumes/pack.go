@@ -81,8 +81,6 @@ func Pack(dir string, w io.Writer) error {
 
 func (p *packer) pack(dir string, w io.Writer) error {
 	p.w, p.tw, p.buf, p.links = w, tar.NewWriter(w), make([]byte, 1<<20), map[inode]string{}
-	// Through a root, each path resolved from its directory: a tree deeper than PATH_MAX (4,096
-	// bytes) is walked and read as any other.
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
@@ -195,11 +193,17 @@ func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
 
 // closeRoot closes the volume's root and the directory last opened in it.
 func (p *packer) closeRoot() {
+	p.closeParent()
+	p.root.Close()
+	p.root = nil
+}
+
+// closeParent closes the directory last opened, if any.
+func (p *packer) closeParent() {
 	if p.parent != nil {
 		p.parent.Close()
+		p.parent, p.parentName = nil, ""
 	}
-	p.root.Close()
-	p.root, p.parent, p.parentName = nil, nil, ""
 }
 
 // isDir says whether rel is a directory now (not a symlink to one).
@@ -219,10 +223,7 @@ func (p *packer) open(rel string) (*os.File, error) {
 	dir, base := path.Split(rel)
 	dir = cmp.Or(strings.TrimSuffix(dir, "/"), ".")
 	if p.parent == nil || p.parentName != dir {
-		if p.parent != nil {
-			p.parent.Close()
-			p.parent, p.parentName = nil, ""
-		}
+		p.closeParent()
 		f, err := p.root.Open(dir)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) && !p.isDir(dir) {
