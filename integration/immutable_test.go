@@ -7,22 +7,41 @@ import (
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 const immutableNS = "immutable"
 
-// TestImmutableObjectsAreReplaced: a ConfigMap or Secret marked immutable, or a StatefulSet's
-// claim templates, change only by being deleted and made again: how a release changes one, how
-// an operator grows a StatefulSet's volumes (and so how green's may change before a carry-back).
-// A restore that replaces (--existing replace, as the carry-back does) or updates existing
-// objects makes the backup's copy in its place; the API server refuses the write.
+// TestImmutableObjectsAreReplaced: a ConfigMap or Secret marked immutable, a StatefulSet's
+// claim templates, a binding's role, a Deployment's or DaemonSet's selector, a Job's template and
+// a PriorityClass's value change only by being deleted and made again: how a release changes
+// one (a chart that renames its labels, a binding given another role), how an operator grows a
+// StatefulSet's volumes (and so how green's may change before a carry-back). A restore that
+// replaces (--existing replace, as the carry-back does) or updates existing objects makes the
+// backup's copy in its place; the API server refuses the write.
 func TestImmutableObjectsAreReplaced(t *testing.T) {
 	testbed.Require(t, tb)
 	_, blueKC := clients(t, "blue")
 	_, greenKC := clients(t, "green")
 	removeAfter(t, immutableNS, blueKC, greenKC)
+	t.Cleanup(func() {
+		for _, kc := range []kubernetes.Interface{blueKC, greenKC} {
+			kc.SchedulingV1().PriorityClasses().Delete(context.Background(), "immutable-batch", metav1.DeleteOptions{})
+		}
+	})
 	objects := func(version, password, size string) string {
-		return `apiVersion: v1
+		// Green's release: other labels, another role, another priority, which it makes its
+		// cluster's default.
+		labels, role, priority := "{app: web}", "view", "1000"
+		if version != "1" {
+			labels, role, priority = "{app: web, release: \"2\"}", "edit", "2000\nglobalDefault: true"
+		}
+		return `apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: immutable-batch}
+value: ` + priority + `
+---
+apiVersion: v1
 kind: Namespace
 metadata: {name: ` + immutableNS + `}
 ---
@@ -51,6 +70,42 @@ spec:
   volumeClaimTemplates:
   - metadata: {name: data}
     spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: ` + size + `}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: readers, namespace: ` + immutableNS + `}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ` + role + `}
+subjects: [{kind: ServiceAccount, name: default, namespace: ` + immutableNS + `}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: ` + immutableNS + `}
+spec:
+  replicas: 1
+  selector: {matchLabels: ` + labels + `}
+  template:
+    metadata: {labels: ` + labels + `}
+    spec: {containers: [{name: web, image: "registry.example/web:` + version + `"}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: ` + immutableNS + `}
+spec:
+  selector: {matchLabels: ` + labels + `}
+  template:
+    metadata: {labels: ` + labels + `}
+    spec: {containers: [{name: agent, image: "registry.example/agent:` + version + `"}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: nightly, namespace: ` + immutableNS + `}
+spec:
+  suspend: true
+  template:
+    spec:
+      priorityClassName: immutable-batch
+      restartPolicy: Never
+      containers: [{name: report, image: "registry.example/report:` + version + `"}]
 `
 	}
 	kubectl(t, "blue", objects("1", "blue-password", "1Gi"), "apply", "-f", "-")
@@ -62,7 +117,8 @@ spec:
 	}
 	ctx := context.Background()
 	for _, policy := range []string{"replace", "update"} {
-		kubectl(t, "green", "", "delete", "-n", immutableNS, "configmap/flags", "secret/creds", "statefulset/db")
+		kubectl(t, "green", "", "delete", "-n", immutableNS, "configmap/flags", "secret/creds", "statefulset/db", "rolebinding/readers", "deployment/web", "daemonset/agent", "job/nightly")
+		kubectl(t, "green", "", "delete", "priorityclass/immutable-batch")
 		kubectl(t, "green", objects("2", "green-password", "2Gi"), "apply", "-f", "-")
 		if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "immutable", "--existing", policy); code != 0 {
 			t.Errorf("restore --existing %s exited %d, want 0: %s %+v\nstderr: %s", policy, code, rep.Error, rep.Items, lastLines(errOut, 10))
@@ -76,6 +132,21 @@ spec:
 		if sts, err := greenKC.AppsV1().StatefulSets(immutableNS).Get(ctx, "db", metav1.GetOptions{}); err != nil || len(sts.Spec.VolumeClaimTemplates) != 1 ||
 			sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String() != "1Gi" {
 			t.Errorf("--existing %s: green's StatefulSet db is not blue's, with claims of 1Gi (%v)", policy, err)
+		}
+		if rb, err := greenKC.RbacV1().RoleBindings(immutableNS).Get(ctx, "readers", metav1.GetOptions{}); err != nil || rb.RoleRef.Name != "view" {
+			t.Errorf("--existing %s: green's RoleBinding readers: %v, %v; want blue's role view", policy, rb.RoleRef, err)
+		}
+		if d, err := greenKC.AppsV1().Deployments(immutableNS).Get(ctx, "web", metav1.GetOptions{}); err != nil || len(d.Spec.Selector.MatchLabels) != 1 || d.Spec.Template.Spec.Containers[0].Image != "registry.example/web:1" {
+			t.Errorf("--existing %s: green's Deployment web is not blue's, selecting app=web (%v)", policy, err)
+		}
+		if d, err := greenKC.AppsV1().DaemonSets(immutableNS).Get(ctx, "agent", metav1.GetOptions{}); err != nil || len(d.Spec.Selector.MatchLabels) != 1 {
+			t.Errorf("--existing %s: green's DaemonSet agent is not blue's, selecting app=web (%v)", policy, err)
+		}
+		if j, err := greenKC.BatchV1().Jobs(immutableNS).Get(ctx, "nightly", metav1.GetOptions{}); err != nil || j.Spec.Template.Spec.Containers[0].Image != "registry.example/report:1" {
+			t.Errorf("--existing %s: green's Job nightly is not blue's (%v)", policy, err)
+		}
+		if pc, err := greenKC.SchedulingV1().PriorityClasses().Get(ctx, "immutable-batch", metav1.GetOptions{}); err != nil || pc.Value != 1000 || !pc.GlobalDefault {
+			t.Errorf("--existing %s: green's PriorityClass immutable-batch: %v; want blue's value 1000, and green's default still", policy, err)
 		}
 		if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "immutable"); code != 0 {
 			t.Errorf("--existing %s: verify exited %d\n%s\n%s", policy, code, out, lastLines(errOut, 10))

@@ -3,10 +3,12 @@ package rules
 import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 // Jobs move without the Job controller's UID labels; finished ones stay; a restored Job is healthy
-// unless it failed.
+// unless it failed. One whose template changed is made again with its pods: a Job's template
+// does not change.
 func jobRules() map[string]Rule {
 	return map[string]Rule{"jobs.batch": {
-		Wave: WaveRest,
+		Wave:   WaveRest,
+		Remake: remade,
 		Exclude: func(obj map[string]any) string {
 			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
 			for _, c := range conds {

@@ -14,7 +14,8 @@ const (
 )
 
 // RBAC comes with identity and configuration, but for the bootstrap roles the target's API server
-// keeps up to date; a binding's subjects follow the namespace mapping.
+// keeps up to date; a binding's subjects follow the namespace mapping, and one bound to another
+// role is made again: a binding's role does not change.
 func rbacRules() map[string]Rule {
 	roles := Rule{
 		Wave: WaveConfig,
@@ -26,6 +27,7 @@ func rbacRules() map[string]Rule {
 		},
 	}
 	bindings := roles
+	bindings.Remake = remade
 	bindings.Prepare = func(obj map[string]any, namespace func(string) string) {
 		subjects, _ := obj["subjects"].([]any)
 		for _, s := range subjects {

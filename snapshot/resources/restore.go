@@ -648,12 +648,12 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 }
 
 // remake puts obj in the place of live, whose change the target refused (refused): a ConfigMap
-// marked immutable, as a release changes one, or a StatefulSet's claim templates. It does so only
-// when the type's rule allows it (rules.Rule.Remake), nothing holds live back from going (a
-// finalizer), and a dry run of obj's create under another name shows the target takes it. live
-// is then deleted, on the condition that it is still that object, with its dependents or
-// leaving them for the new one (rules.Rule.RemakeOrphans); once it is gone, obj is made. diff is
-// the first difference.
+// marked immutable, as a release changes one, a StatefulSet's claim templates, a binding's role,
+// a Deployment's selector. It does so only when the type's rule allows it (rules.Rule.Remake),
+// nothing holds live back from going (a finalizer), and a dry run of obj's create shows the
+// target takes it. live is then deleted, on the condition that it is still that object, with its
+// dependents or leaving them for the new one (rules.Rule.RemakeOrphans); once it is gone, obj is
+// made, with the target's default mark if live had it. diff is the first difference.
 func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
 	fail := func(why string) (string, bool) {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diff+"), which it changes only by making it again ("+refused.Error()+"); "+why)
@@ -666,10 +666,10 @@ func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.Re
 	if finalizers := live.GetFinalizers(); len(finalizers) > 0 {
 		return fail("finalizers " + strings.Join(finalizers, ", ") + " would hold it back from going: left as it is")
 	}
-	trial := obj.DeepCopy()
-	trial.SetName("")
-	trial.SetGenerateName(strings.TrimRight(obj.GetName()[:min(len(obj.GetName()), 50)], ".-") + "-")
-	if _, err := client.Create(ctx, trial, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager}); err != nil {
+	// A create's dry run under the object's own name meets live only once the target's validation
+	// and admission took obj: "already exists" says it takes it. (Under another name a Job's
+	// template, whose labels name the Job, would not pass.)
+	if _, err := client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fail("the target refuses the backup's (a dry run: " + err.Error() + "): left as it is")
 	}
 	uid := live.GetUID()
@@ -688,6 +688,12 @@ func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.Re
 	})
 	if err != nil {
 		return fail("it was deleted and had not gone after " + rs.WaitTimeout.String() + "; the backup's is not made")
+	}
+	if mark := rule.Default; mark != nil && mark.Marked(live.Object) && !mark.Marked(obj.Object) {
+		// The target's default stays its default, which the dry run could not check: the
+		// target refuses a second one, live being the first.
+		obj = obj.DeepCopy()
+		mark.Mark(obj.Object, live.Object)
 	}
 	made, err := rs.createRetrying(ctx, client, obj)
 	if err != nil {
