@@ -3,10 +3,13 @@ package integration
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -147,6 +150,30 @@ spec:
 		}
 		if pc, err := greenKC.SchedulingV1().PriorityClasses().Get(ctx, "immutable-batch", metav1.GetOptions{}); err != nil || pc.Value != 1000 || !pc.GlobalDefault {
 			t.Errorf("--existing %s: green's PriorityClass immutable-batch: %v; want blue's value 1000, and green's default still", policy, err)
+		}
+		// What green's workloads ran before does not run on, unowned or taken for up to date:
+		// the old ReplicaSet (green's own history) and pods go.
+		var left []string
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			pods, err := greenKC.CoreV1().Pods(immutableNS).List(ctx, metav1.ListOptions{LabelSelector: "release=2"})
+			if err != nil {
+				return false, err
+			}
+			sets, err := greenKC.AppsV1().ReplicaSets(immutableNS).List(ctx, metav1.ListOptions{LabelSelector: "release=2"})
+			if err != nil {
+				return false, err
+			}
+			left = nil
+			for _, p := range pods.Items {
+				left = append(left, "pod "+p.Name)
+			}
+			for _, s := range sets.Items {
+				left = append(left, "replicaset "+s.Name)
+			}
+			return len(left) == 0, nil
+		})
+		if err != nil {
+			t.Errorf("--existing %s: what green's release 2 ran is still there after a minute: %s", policy, strings.Join(left, ", "))
 		}
 		if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "immutable"); code != 0 {
 			t.Errorf("--existing %s: verify exited %d\n%s\n%s", policy, code, out, lastLines(errOut, 10))

@@ -15,7 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/integration/testbed"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -227,6 +229,9 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 		Data: map[string]string{"release": "2026.12", "flags": "a,b,c,d"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// And it relabels the worker (its selector), binds the notebook's reader to another role and
+	// gives the worker's priority another value: none of them changes but by being made again.
+	remakeOnGreen(t, greenKC)
 
 	// Work that finished on green is finished on blue after the carry-back: its status on blue
 	// still says queued or running, and blue's controllers would run it again after a rollback.
@@ -327,4 +332,62 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// remakeOnGreen makes green's zoo-apps/worker again with another selector, the RoleBinding
+// zoo-team/default-notebook-reader with another role and the PriorityClass zoo-critical with
+// another value, as a new release does: the API server refuses each change in place. (Not the
+// notebook: zoo-team's quota, lowered below what it holds, refuses a Deployment made there.)
+func remakeOnGreen(t *testing.T, kc kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	fresh := func(m *metav1.ObjectMeta) {
+		*m = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, Annotations: m.Annotations}
+	}
+	deployments := kc.AppsV1().Deployments("zoo-apps")
+	d, err := deployments.Get(ctx, "worker", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh(&d.ObjectMeta)
+	d.Status = appsv1.DeploymentStatus{}
+	d.Spec.Selector.MatchLabels["component"] = "server"
+	d.Spec.Template.Labels["component"] = "server"
+	bindings := kc.RbacV1().RoleBindings("zoo-team")
+	rb, err := bindings.Get(ctx, "default-notebook-reader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh(&rb.ObjectMeta)
+	rb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"}
+	classes := kc.SchedulingV1().PriorityClasses()
+	pc, err := classes.Get(ctx, "zoo-critical", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh(&pc.ObjectMeta)
+	pc.Value *= 2
+	foreground := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}
+	for _, step := range []func() error{
+		func() error { return deployments.Delete(ctx, d.Name, foreground) },
+		func() error { return bindings.Delete(ctx, rb.Name, metav1.DeleteOptions{}) },
+		func() error { return classes.Delete(ctx, pc.Name, metav1.DeleteOptions{}) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "green's worker Deployment gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := deployments.Get(ctx, d.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	for _, step := range []func() error{
+		func() error { _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); return err },
+		func() error { _, err := bindings.Create(ctx, rb, metav1.CreateOptions{}); return err },
+		func() error { _, err := classes.Create(ctx, pc, metav1.CreateOptions{}); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -130,7 +130,7 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		ClusterIPs:        map[string]string{"zoo-data/nfs-server": "10.0.0.10"},
 		Config:            zooConfig,
 	}
-	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml", "65-work.yaml", "66-operator.yaml"} {
+	for _, f := range []string{"00-namespaces.yaml", "10-crd.yaml", "20-policy.yaml", "30-config.yaml", "40-services.yaml", "50-workloads.yaml", "60-critters.yaml", "65-work.yaml", "66-operator.yaml", "70-around.yaml"} {
 		if err := c.Apply(ctx, out, filepath.Join(dir, f)); err != nil {
 			return nil, fmt.Errorf("zoo: %w", err)
 		}

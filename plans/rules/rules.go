@@ -86,8 +86,15 @@ type Rule struct {
 	// takes want. Nil: never.
 	Remake func(live, want map[string]any) string
 	// RemakeOrphans keeps the dependents of an object made again (a StatefulSet's pods and
-	// claims) for the new one to adopt; other types' go with the object.
+	// claims, a Deployment's ReplicaSets, the history a restore just made among them) for the
+	// new one to adopt; its history objects the new one does not select (its selector changed)
+	// or the backup does not hold, and its pods unless RemakeAdoptsPods, are deleted then.
+	// Other types' dependents go with the object.
 	RemakeOrphans bool
+	// RemakeAdoptsPods keeps the pods of an object made again that the new one selects (a
+	// StatefulSet's, which hold its claims and names): its controller rolls them to the new
+	// template. A DaemonSet would take them as up to date (by their template generation).
+	RemakeAdoptsPods bool
 	// RolloutHistory says where a workload keeps its rollout history, which verify compares.
 	RolloutHistory *RolloutHistory
 	// Revision is a history object's revision number.

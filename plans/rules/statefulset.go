@@ -14,9 +14,10 @@ import (
 // (Remake), its pods and claims orphaned for the new one to adopt.
 func statefulSetRules() map[string]Rule {
 	return map[string]Rule{"statefulsets.apps": {
-		Wave:           WaveRest,
-		RolloutHistory: &RolloutHistory{Kind: "StatefulSet", In: "controllerrevisions.apps"},
-		RemakeOrphans:  true,
+		Wave:             WaveRest,
+		RolloutHistory:   &RolloutHistory{Kind: "StatefulSet", In: "controllerrevisions.apps"},
+		RemakeOrphans:    true,
+		RemakeAdoptsPods: true,
 		// Its pods and claims are adopted by the new one only when its selector stays.
 		Remake: func(live, want map[string]any) string {
 			if !reflect.DeepEqual(nestedMap(live, "spec", "selector"), nestedMap(want, "spec", "selector")) {

@@ -652,8 +652,9 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 // a Deployment's selector. It does so only when the type's rule allows it (rules.Rule.Remake),
 // nothing holds live back from going (a finalizer), and a dry run of obj's create shows the
 // target takes it. live is then deleted, on the condition that it is still that object, with its
-// dependents or leaving them for the new one (rules.Rule.RemakeOrphans); once it is gone, obj is
-// made, with the target's default mark if live had it. diff is the first difference.
+// dependents or leaving them for the new one (rules.Rule.RemakeOrphans: those it must not adopt
+// are deleted); once it is gone, obj is made, with the target's default mark if live had it.
+// diff is the first difference.
 func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
 	fail := func(why string) (string, bool) {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diff+"), which it changes only by making it again ("+refused.Error()+"); "+why)
@@ -674,8 +675,13 @@ func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.Re
 	}
 	uid := live.GetUID()
 	propagation := metav1.DeletePropagationBackground
+	var former []dependent
 	if rule.RemakeOrphans {
 		propagation = metav1.DeletePropagationOrphan
+		var err error
+		if former, err = rs.dependentsOf(ctx, gr, live); err != nil {
+			return fail(err.Error() + ": left as it is")
+		}
 	}
 	err := client.Delete(ctx, live.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &propagation})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -695,12 +701,18 @@ func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.Re
 		obj = obj.DeepCopy()
 		mark.Mark(obj.Object, live.Object)
 	}
+	// Before the new one is made: its controller would adopt and number what it selects.
+	left := rs.dropFormer(ctx, gr, obj, rs.Mapping.Inverse().Namespace(obj.GetNamespace()), former)
 	made, err := rs.createRetrying(ctx, client, obj)
 	if err != nil {
 		return fail("it was deleted, and making the backup's failed: " + err.Error())
 	}
 	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), made)
 	rs.Log.Info("made again: the target changes it only so", "object", id)
+	if len(left) > 0 {
+		rs.report.Add("objects", snapshot.StatusFailed, id, "made again, but what the one before controlled and it does not select could not be deleted: "+strings.Join(left, "; "))
+		return made.GetName(), true
+	}
 	rs.report.Count("objects", snapshot.StatusUpdated)
 	return made.GetName(), true
 }

@@ -1,0 +1,99 @@
+package resources
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ferrykube/ferry/plans/rules"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// dependent is an object a workload controls, and its resource.
+type dependent struct {
+	gvr     schema.GroupVersionResource
+	obj     *unstructured.Unstructured
+	history bool // a revision of its rollout history
+}
+
+// dependentsOf lists what a workload made again keeps through an orphaning delete
+// (rules.Rule.RemakeOrphans): the pods and rollout-history objects it controls. Once the new
+// workload is made, those it would not adopt are deleted (dropFormer).
+func (rs *restorer) dependentsOf(ctx context.Context, gr string, live *unstructured.Unstructured) ([]dependent, error) {
+	selector, err := selectorOf(live)
+	if err != nil || selector == nil {
+		return nil, err
+	}
+	kinds := []schema.GroupVersionResource{podsGVR}
+	if h := rules.For(gr).RolloutHistory; h != nil {
+		kinds = append(kinds, schema.ParseGroupResource(h.In).WithVersion("v1")) // apps/v1's ReplicaSets and ControllerRevisions
+	}
+	var out []dependent
+	for _, gvr := range kinds {
+		list, err := rs.client(gvr, live.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if err != nil {
+			return nil, fmt.Errorf("list the %s of %s %s: %w", gvr.Resource, live.GetKind(), live.GetName(), err)
+		}
+		for i := range list.Items {
+			if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == live.GetUID() {
+				out = append(out, dependent{gvr: gvr, obj: &list.Items[i], history: gvr != podsGVR})
+			}
+		}
+	}
+	return out, nil
+}
+
+// dropFormer deletes the former dependents that obj, of type gr and about to be made, must not
+// adopt, each with its own dependents (a ReplicaSet's pods), and says which it could not delete:
+// those it does not select (its selector changed: they would run on unowned), revisions the
+// backup does not hold (the target's own history, which the backup's replaces: adopted, they
+// would be numbered with it) and pods unless the type's rule keeps them
+// (rules.Rule.RemakeAdoptsPods). sourceNS is obj's namespace in the backup.
+func (rs *restorer) dropFormer(ctx context.Context, gr string, obj *unstructured.Unstructured, sourceNS string, former []dependent) []string {
+	selector, err := selectorOf(obj)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if selector == nil {
+		selector = labels.Nothing() // a Job's, made by the API server: it adopts nothing before
+	}
+	var failed []string
+	for _, dep := range former {
+		d := dep.obj
+		gvk := d.GroupVersionKind()
+		adopted := rules.For(gr).RemakeAdoptsPods
+		if dep.history {
+			adopted = rs.archived[ownerKey(gvk.Group, gvk.Kind, sourceNS, d.GetName())]
+		}
+		if adopted && selector.Matches(labels.Set(d.GetLabels())) {
+			continue // the new one adopts it
+		}
+		uid := d.GetUID()
+		err := rs.client(dep.gvr, d.GetNamespace()).Delete(ctx, d.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			failed = append(failed, d.GetKind()+" "+d.GetName()+": "+err.Error())
+			continue
+		}
+		rs.Log.Info("deleted what the object made again must not adopt", "object", d.GetKind()+" "+d.GetNamespace()+"/"+d.GetName(), "owner", obj.GetKind()+" "+obj.GetName())
+	}
+	return failed
+}
+
+// selectorOf is a workload's label selector (spec.selector), or nil when it has none.
+func selectorOf(obj *unstructured.Unstructured) (labels.Selector, error) {
+	m, found, err := unstructured.NestedMap(obj.Object, "spec", "selector")
+	if err != nil || !found {
+		return nil, err
+	}
+	var ls metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &ls); err != nil {
+		return nil, fmt.Errorf("%s %s: spec.selector: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return metav1.LabelSelectorAsSelector(&ls)
+}
