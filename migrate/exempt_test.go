@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans/config"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,7 +61,7 @@ func TestMoversPassWebhooksWhoseServerIsStopped(t *testing.T) {
 		}}}
 	mutatingGVR, validatingGVR := webhookConfigurations[0], webhookConfigurations[1]
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"}),
+		withWebhookLists(map[schema.GroupVersionResource]string{kube.PodsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"}),
 		controller, istiod, service("katib-controller"), service("istiod"), mutating.DeepCopy(), validating.DeepCopy())
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -262,10 +261,7 @@ func (q Quiescer) Start(ctx context.Context) ([]QuiesceItem, error) {
 
 var replicaSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
 
-var (
-	podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	jobsGVR = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
-)
+var jobsGVR = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
 
 // WritersStopTimeout is how long Stop waits for the pods of the writers it stopped: past their
 // grace periods (30 s unless a pod sets its own, which lengthens the wait), with room for slow
@@ -336,7 +332,7 @@ func (q Quiescer) runningPods(ctx context.Context, writers []writerPods, owners 
 		list := lists[[2]string{w.namespace, w.selector}]
 		if list == nil {
 			var err error
-			if list, err = q.Dynamic.Resource(podsGVR).Namespace(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector}); err != nil {
+			if list, err = q.Dynamic.Resource(kube.PodsGVR).Namespace(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.selector}); err != nil {
 				return nil, 0, fmt.Errorf("pods of %s: %w", w.owner, err)
 			}
 			lists[[2]string{w.namespace, w.selector}] = list
@@ -390,8 +386,8 @@ func (q Quiescer) writerPodsOf(ctx context.Context, rule config.QuiesceRule, obj
 	if rule.Action != ScaleToZero && rule.Action != Suspend {
 		return nil, nil
 	}
-	if sel, ok := podSelector(obj); ok {
-		return []writerPods{{owner: owner, namespace: obj.GetNamespace(), selector: sel}}, nil
+	if sel, ok := kube.PodSelector(obj); ok {
+		return []writerPods{{owner: owner, namespace: obj.GetNamespace(), selector: sel.String()}}, nil
 	}
 	active, _, _ := unstructured.NestedSlice(obj.Object, "status", "active")
 	var out []writerPods
@@ -411,8 +407,8 @@ func (q Quiescer) writerPodsOf(ctx context.Context, rule config.QuiesceRule, obj
 		if err != nil {
 			return nil, fmt.Errorf("job %s/%s of %s: %w", ns, name, owner, err)
 		}
-		if sel, ok := podSelector(job); ok {
-			out = append(out, writerPods{owner: "job " + ns + "/" + name + " of " + owner, namespace: ns, selector: sel})
+		if sel, ok := kube.PodSelector(job); ok {
+			out = append(out, writerPods{owner: "job " + ns + "/" + name + " of " + owner, namespace: ns, selector: sel.String()})
 		}
 	}
 	if len(out) == 0 && rule.Action == ScaleToZero {
@@ -477,21 +473,6 @@ func (q Quiescer) ownerReferencesOf(ctx context.Context, ns string, ref metav1.O
 		return nil, nil
 	}
 	return obj.GetOwnerReferences(), nil
-}
-
-// podSelector is obj's spec.selector as a label selector, unless it has none or an empty one
-// (which would take every pod of the namespace for obj's).
-func podSelector(obj *unstructured.Unstructured) (string, bool) {
-	raw, found, _ := unstructured.NestedMap(obj.Object, "spec", "selector")
-	var ls metav1.LabelSelector
-	if !found || runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls) != nil {
-		return "", false
-	}
-	sel, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil || sel.Empty() {
-		return "", false
-	}
-	return sel.String(), true
 }
 
 // forgetOnReplicaSets removes the quiesce record from the ReplicaSets a Deployment controls: the
@@ -820,14 +801,13 @@ func merge(a, b map[string]any) map[string]any {
 // claims move as a dump or copy made through its running pod.
 func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) ([]config.QuiesceRule, error) {
 	byWorkload := map[[2]string][]string{} // resource, namespace -> names
-	podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	serving := dataWorkloads(plan.Config)
 	for _, v := range plan.Volumes {
 		if v.Holds != "" {
 			continue
 		}
 		for _, use := range v.Pods {
-			pod, err := dyn.Resource(podsGVR).Namespace(v.Namespace).Get(ctx, use.Name, metav1.GetOptions{})
+			pod, err := dyn.Resource(kube.PodsGVR).Namespace(v.Namespace).Get(ctx, use.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				continue
 			}

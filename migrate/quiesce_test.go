@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans/config"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +53,7 @@ func TestStopWaitsForTheWritersPods(t *testing.T) {
 	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	newQuiescer := func(timeout time.Duration) (Quiescer, *dynamicfake.FakeDynamicClient) {
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}),
+			withWebhookLists(map[schema.GroupVersionResource]string{kube.PodsGVR: "PodList", deploymentsGVR: "DeploymentList"}),
 			deployment.DeepCopy(), pod("web-1", "web", "Running"), pod("web-0", "web", "Succeeded"), pod("db-0", "db", "Running"))
 		mapper := meta.NewDefaultRESTMapper(nil)
 		mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
@@ -62,13 +63,13 @@ func TestStopWaitsForTheWritersPods(t *testing.T) {
 	q, dyn := newQuiescer(time.Minute)
 	for _, run := range []string{"the run that stops the writer", "a resumed run"} {
 		if run == "a resumed run" { // the pod is back: a run that died had seen it end
-			if _, err := dyn.Resource(podsGVR).Namespace("shop").Create(ctx, pod("web-1", "web", "Running"), metav1.CreateOptions{}); err != nil {
+			if _, err := dyn.Resource(kube.PodsGVR).Namespace("shop").Create(ctx, pod("web-1", "web", "Running"), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		done := stopAsync(ctx, q)
 		mustStillWait(t, done, run+": web-1 still runs")
-		if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		if err := dyn.Resource(kube.PodsGVR).Namespace("shop").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-done; err != nil {
@@ -132,7 +133,7 @@ func TestStopWaitsForTheJobsASuspendedCronJobRuns(t *testing.T) {
 		"metadata": map[string]any{"name": "nightly-1-x", "namespace": "shop", "labels": map[string]any{"batch.kubernetes.io/controller-uid": "u1"}},
 		"status":   map[string]any{"phase": "Running"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", cronJobsGVR: "CronJobList", jobsGVR: "JobList"}, cronJob, job, pod)
+		map[schema.GroupVersionResource]string{kube.PodsGVR: "PodList", cronJobsGVR: "CronJobList", jobsGVR: "JobList"}, cronJob, job, pod)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, meta.RESTScopeNamespace)
 	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute,
@@ -143,7 +144,7 @@ func TestStopWaitsForTheJobsASuspendedCronJobRuns(t *testing.T) {
 	if err := unstructured.SetNestedField(pod.Object, "Succeeded", "status", "phase"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(podsGVR).Namespace("shop").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(kube.PodsGVR).Namespace("shop").Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -184,7 +185,7 @@ func TestStopWaitsForThePodsAnAnnotatedObjectOwns(t *testing.T) {
 			"status":   map[string]any{"phase": "Running"}}}
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", notebooksGVR: "NotebookList", statefulSetsGVR: "StatefulSetList"},
+		map[schema.GroupVersionResource]string{kube.PodsGVR: "PodList", notebooksGVR: "NotebookList", statefulSetsGVR: "StatefulSetList"},
 		notebook, statefulSet, pod("lab-0", owned("apps/v1", "StatefulSet", "lab", "sts-1")), pod("other-0", owned("apps/v1", "StatefulSet", "other", "sts-2")))
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: "Notebook"}, meta.RESTScopeNamespace)
@@ -194,7 +195,7 @@ func TestStopWaitsForThePodsAnAnnotatedObjectOwns(t *testing.T) {
 
 	done := stopAsync(ctx, q)
 	mustStillWait(t, done, "the Notebook's pod lab-0 still runs")
-	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "lab-0", metav1.DeleteOptions{}); err != nil {
+	if err := dyn.Resource(kube.PodsGVR).Namespace("shop").Delete(ctx, "lab-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mustReturnSoon(t, done, "with the Notebook's pod lab-0 gone (other-0 is not the Notebook's)")
@@ -213,7 +214,7 @@ func TestStopWaitsLongerForALongGracePeriod(t *testing.T) {
 		"spec":     map[string]any{"terminationGracePeriodSeconds": int64(32)},
 		"status":   map[string]any{"phase": "Running"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList"}), deployment, pod)
+		withWebhookLists(map[schema.GroupVersionResource]string{kube.PodsGVR: "PodList", deploymentsGVR: "DeploymentList"}), deployment, pod)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Second,
@@ -258,7 +259,7 @@ func TestKubeflowPresetWaitsForRunningWorkflowSteps(t *testing.T) {
 			"status": map[string]any{"phase": "Running"}}}
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{podsGVR: "PodList", workflowsGVR: "WorkflowList"},
+		map[schema.GroupVersionResource]string{kube.PodsGVR: "PodList", workflowsGVR: "WorkflowList"},
 		workflow("train", "wf-1", "false"), workflow("old", "wf-2", "true"), step("train-step", "train", "wf-1"), step("old-step", "old", "wf-2"))
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Workflow"}, meta.RESTScopeNamespace)
@@ -266,7 +267,7 @@ func TestKubeflowPresetWaitsForRunningWorkflowSteps(t *testing.T) {
 
 	done := stopAsync(ctx, q)
 	mustStillWait(t, done, "the step train-step of the running workflow still runs")
-	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "train-step", metav1.DeleteOptions{}); err != nil {
+	if err := dyn.Resource(kube.PodsGVR).Namespace("shop").Delete(ctx, "train-step", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mustReturnSoon(t, done, "with the running workflow's step gone (old-step is a finished workflow's)")
@@ -307,11 +308,11 @@ func TestHeldFindsWritersStartedAgain(t *testing.T) {
 	if _, err := deployments.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(podsGVR).Namespace("shop").Create(ctx, shopPod("web-2", "web"), metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(kube.PodsGVR).Namespace("shop").Create(ctx, shopPod("web-2", "web"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	held("pod shop/web-2 of deployments.apps shop/web runs")
-	if err := dyn.Resource(podsGVR).Namespace("shop").Delete(ctx, "web-2", metav1.DeleteOptions{}); err != nil {
+	if err := dyn.Resource(kube.PodsGVR).Namespace("shop").Delete(ctx, "web-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := deployments.Create(ctx, shopDeployment("api", 1), metav1.CreateOptions{}); err != nil {
@@ -390,7 +391,7 @@ func deploymentQuiescer(rules []config.QuiesceRule, objs ...runtime.Object) (Qui
 		rules = []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"}), objs...)
+		withWebhookLists(map[schema.GroupVersionResource]string{kube.PodsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList"}), objs...)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	return Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), Rules: rules}, dyn

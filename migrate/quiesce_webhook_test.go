@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,7 +29,7 @@ func TestWritersServingWebhooksStopLastAndStartFirst(t *testing.T) {
 	experiment := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
 		"metadata": map[string]any{"name": "tune", "namespace": "shop"}}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		withWebhookLists(map[schema.GroupVersionResource]string{podsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList", experimentsGVR: "ExperimentList"}),
+		withWebhookLists(map[schema.GroupVersionResource]string{kube.PodsGVR: "PodList", deploymentsGVR: "DeploymentList", replicaSetsGVR: "ReplicaSetList", experimentsGVR: "ExperimentList"}),
 		shopDeployment("katib-controller", 1), experiment)
 	// The webhook: the controller's pods serve it once ready, the first request after it was
 	// scaled up.

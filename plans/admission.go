@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -72,7 +73,7 @@ func PreflightPods(ctx context.Context, p *Plan, source, target Clients) error {
 				}
 				pod := podOf(obj, where)
 				pod.SetNamespace(in)
-				_, err := try.Dynamic.Resource(podsGVR).Namespace(in).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "ferry-preflight"})
+				_, err := try.Dynamic.Resource(kube.PodsGVR).Namespace(in).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "ferry-preflight"})
 				if why := refusedByNamespacePolicy(err); why != "" {
 					p.block(fmt.Sprintf("%s %s/%s", strings.ToLower(r.Kind), to, obj.GetName()),
 						"the target would refuse its pods: %s; they run on the source only because they were made before the namespace's policy: meet it (or change the policy on the source) first", why)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans/config"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +19,6 @@ import (
 )
 
 var (
-	podsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
@@ -193,7 +193,7 @@ func workloadPods(ctx context.Context, dyn dynamic.Interface, namespace, workloa
 		return nil, nil, fmt.Errorf("get %s %s/%s: %w", kind, namespace, name, err)
 	}
 	matchLabels, _, _ := unstructured.NestedStringMap(w.Object, "spec", "selector", "matchLabels")
-	pods, err := dyn.Resource(podsGVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(matchLabels).String()})
+	pods, err := dyn.Resource(kube.PodsGVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(matchLabels).String()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list pods of %s %s/%s: %w", kind, namespace, name, err)
 	}

@@ -1,8 +1,9 @@
 package rules
 
 // DaemonSets move without the template generation the API server writes, which counts the
-// source's updates. One whose selector changed is made again; the pods and history it does not
-// select go (see Deployments).
+// source's updates. One whose selector changed is made again: its pods go first (the new one
+// would take those of its template generation for up to date), and its revisions the new one
+// does not select or the backup does not hold (see Deployments).
 func daemonSetRules() map[string]Rule {
 	return map[string]Rule{"daemonsets.apps": {
 		Wave:           WaveRest,

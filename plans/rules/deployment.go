@@ -5,8 +5,8 @@ import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 // Deployments move with their revision (their ReplicaSets, the history, come first); with
 // --skip-owned the ReplicaSets stay behind, so the revision starts anew on the target. A restored
 // Deployment is healthy once Available. One whose selector changed (a chart that renamed its
-// labels) is made again; it adopts the ReplicaSets it selects (the history the restore made),
-// and those it does not select go, with their pods.
+// labels) is made again; it adopts the history the restore made, and the ReplicaSets it does not
+// select or the backup does not hold (the target's own revisions) go first, with their pods.
 func deploymentRules() map[string]Rule {
 	return map[string]Rule{"deployments.apps": {
 		Wave:           WaveRest,

@@ -3,13 +3,12 @@ package rules
 import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 // Jobs move without the Job controller's UID labels; finished ones stay; a restored Job is healthy
-// unless it failed. One whose template changed is made again, and the pods of the one before go
-// (the new one's selector is its own): a Job's template does not change.
+// unless it failed. One whose template changed is made again, the pods of the one before going
+// with it: a Job's template does not change.
 func jobRules() map[string]Rule {
 	return map[string]Rule{"jobs.batch": {
-		Wave:          WaveRest,
-		Remake:        remade,
-		RemakeOrphans: true,
+		Wave:   WaveRest,
+		Remake: remade,
 		Exclude: func(obj map[string]any) string {
 			conds, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
 			for _, c := range conds {

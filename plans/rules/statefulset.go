@@ -11,7 +11,8 @@ import (
 // makes the claims from them) and their data sources dropped, as the claims' are (claimRules): a
 // replica added on the target would wait for a snapshot or populator the target lacks; a restored
 // one is healthy once its replicas are ready. One whose claim templates changed is made again
-// (Remake), its pods and claims orphaned for the new one to adopt.
+// (Remake), its pods and claims orphaned for the new one to adopt; the target's own revisions,
+// which the backup does not hold, go.
 func statefulSetRules() map[string]Rule {
 	return map[string]Rule{"statefulsets.apps": {
 		Wave:             WaveRest,

@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans/rules"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 // dependent is an object a workload controls, and its resource.
 type dependent struct {
@@ -23,14 +21,14 @@ type dependent struct {
 }
 
 // dependentsOf lists what a workload made again keeps through an orphaning delete
-// (rules.Rule.RemakeOrphans): the pods and rollout-history objects it controls. Once the new
-// workload is made, those it would not adopt are deleted (dropFormer).
+// (rules.Rule.RemakeOrphans): the pods and rollout-history objects it controls. Those the new
+// workload must not adopt are deleted before it is made (dropFormer).
 func (rs *restorer) dependentsOf(ctx context.Context, gr string, live *unstructured.Unstructured) ([]dependent, error) {
-	selector, err := selectorOf(live)
-	if err != nil || selector == nil {
-		return nil, err
+	selector, ok := kube.PodSelector(live)
+	if !ok {
+		return nil, nil
 	}
-	kinds := []schema.GroupVersionResource{podsGVR}
+	kinds := []schema.GroupVersionResource{kube.PodsGVR}
 	if h := rules.For(gr).RolloutHistory; h != nil {
 		kinds = append(kinds, schema.ParseGroupResource(h.In).WithVersion("v1")) // apps/v1's ReplicaSets and ControllerRevisions
 	}
@@ -42,7 +40,7 @@ func (rs *restorer) dependentsOf(ctx context.Context, gr string, live *unstructu
 		}
 		for i := range list.Items {
 			if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == live.GetUID() {
-				out = append(out, dependent{gvr: gvr, obj: &list.Items[i], history: gvr != podsGVR})
+				out = append(out, dependent{gvr: gvr, obj: &list.Items[i], history: gvr != kube.PodsGVR})
 			}
 		}
 	}
@@ -53,15 +51,12 @@ func (rs *restorer) dependentsOf(ctx context.Context, gr string, live *unstructu
 // adopt, each with its own dependents (a ReplicaSet's pods), and says which it could not delete:
 // those it does not select (its selector changed: they would run on unowned), revisions the
 // backup does not hold (the target's own history, which the backup's replaces: adopted, they
-// would be numbered with it) and pods unless the type's rule keeps them
+// would be numbered with it), and pods unless the type's rule keeps them
 // (rules.Rule.RemakeAdoptsPods). sourceNS is obj's namespace in the backup.
 func (rs *restorer) dropFormer(ctx context.Context, gr string, obj *unstructured.Unstructured, sourceNS string, former []dependent) []string {
-	selector, err := selectorOf(obj)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	if selector == nil {
-		selector = labels.Nothing() // a Job's, made by the API server: it adopts nothing before
+	selector, ok := kube.PodSelector(obj)
+	if !ok {
+		selector = labels.Nothing()
 	}
 	var failed []string
 	for _, dep := range former {
@@ -76,24 +71,12 @@ func (rs *restorer) dropFormer(ctx context.Context, gr string, obj *unstructured
 		}
 		uid := d.GetUID()
 		err := rs.client(dep.gvr, d.GetNamespace()).Delete(ctx, d.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		switch {
+		case err == nil:
+			rs.Log.Info("deleted what the object made again must not adopt", "object", d.GetKind()+" "+d.GetNamespace()+"/"+d.GetName(), "owner", obj.GetKind()+" "+obj.GetName())
+		case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err): // else gone already, or another object of its name
 			failed = append(failed, d.GetKind()+" "+d.GetName()+": "+err.Error())
-			continue
 		}
-		rs.Log.Info("deleted what the object made again must not adopt", "object", d.GetKind()+" "+d.GetNamespace()+"/"+d.GetName(), "owner", obj.GetKind()+" "+obj.GetName())
 	}
 	return failed
-}
-
-// selectorOf is a workload's label selector (spec.selector), or nil when it has none.
-func selectorOf(obj *unstructured.Unstructured) (labels.Selector, error) {
-	m, found, err := unstructured.NestedMap(obj.Object, "spec", "selector")
-	if err != nil || !found {
-		return nil, err
-	}
-	var ls metav1.LabelSelector
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &ls); err != nil {
-		return nil, fmt.Errorf("%s %s: spec.selector: %w", obj.GetKind(), obj.GetName(), err)
-	}
-	return metav1.LabelSelectorAsSelector(&ls)
 }

@@ -478,7 +478,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 	case apierrors.IsAlreadyExists(err), rs.exists(ctx, client, obj.GetName()):
 		// The API server checks some fields before the name: a Service that holds its chosen node
 		// port is refused as "port already allocated", not as already existing.
-		restored, ok = rs.existing(ctx, gr, id, client, obj, expected)
+		restored, ok = rs.existing(ctx, gr, id, e.Namespace, client, obj, expected)
 		switch {
 		case !ok:
 		case rs.Existing == ExistingReplace:
@@ -551,8 +551,9 @@ func (rs *restorer) exists(ctx context.Context, client dynamic.ResourceInterface
 	return err == nil
 }
 
-// existing applies the existing-object policy to an object that is already on the target.
-func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.ResourceInterface, obj *unstructured.Unstructured, expected map[string]any) (string, bool) {
+// existing applies the existing-object policy to an object that is already on the target;
+// sourceNS is its namespace in the backup.
+func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, client dynamic.ResourceInterface, obj *unstructured.Unstructured, expected map[string]any) (string, bool) {
 	live, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target but cannot be read: "+err.Error())
@@ -630,7 +631,7 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 		}
 		err := rs.admitted(ctx, func() error { return retry.OnError(retry.DefaultBackoff, transient, write) })
 		if apierrors.IsInvalid(err) && rules.For(gr).Remake != nil {
-			return rs.remake(ctx, gr, id, client, live, obj, diffs[0], err)
+			return rs.remake(ctx, gr, id, sourceNS, client, live, obj, diffs[0], err)
 		}
 		if err != nil {
 			rs.refused(obj, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: ", err)
@@ -654,8 +655,8 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, client dynamic.
 // target takes it. live is then deleted, on the condition that it is still that object, with its
 // dependents or leaving them for the new one (rules.Rule.RemakeOrphans: those it must not adopt
 // are deleted); once it is gone, obj is made, with the target's default mark if live had it.
-// diff is the first difference.
-func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
+// diff is the first difference; sourceNS is obj's namespace in the backup.
+func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
 	fail := func(why string) (string, bool) {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diff+"), which it changes only by making it again ("+refused.Error()+"); "+why)
 		return "", false
@@ -702,8 +703,11 @@ func (rs *restorer) remake(ctx context.Context, gr, id string, client dynamic.Re
 		mark.Mark(obj.Object, live.Object)
 	}
 	// Before the new one is made: its controller would adopt and number what it selects.
-	left := rs.dropFormer(ctx, gr, obj, rs.Mapping.Inverse().Namespace(obj.GetNamespace()), former)
+	left := rs.dropFormer(ctx, gr, obj, sourceNS, former)
 	made, err := rs.createRetrying(ctx, client, obj)
+	if err != nil && len(former) > 0 {
+		return fail("it was deleted, with what it controlled that the backup's must not adopt, and making the backup's failed: " + err.Error())
+	}
 	if err != nil {
 		return fail("it was deleted, and making the backup's failed: " + err.Error())
 	}
