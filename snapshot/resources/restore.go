@@ -714,7 +714,7 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), made)
 	rs.Log.Info("made again: the target changes it only so", "object", id)
 	if len(left) > 0 {
-		rs.report.Add("objects", snapshot.StatusFailed, id, "made again, but what the one before controlled and it does not select could not be deleted: "+strings.Join(left, "; "))
+		rs.report.Add("objects", snapshot.StatusFailed, id, "made again, but what the one before controlled that it must not adopt could not be deleted: "+strings.Join(left, "; "))
 		return made.GetName(), true
 	}
 	rs.report.Count("objects", snapshot.StatusUpdated)
