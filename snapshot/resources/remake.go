@@ -13,11 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// dependent is an object a workload controls, and its resource.
+// dependent is an object a workload controls, and its resource: pods, or its rollout history's.
 type dependent struct {
-	gvr     schema.GroupVersionResource
-	obj     *unstructured.Unstructured
-	history bool // a revision of its rollout history
+	gvr schema.GroupVersionResource
+	obj *unstructured.Unstructured
 }
 
 // dependentsOf lists what a workload made again keeps through an orphaning delete
@@ -40,7 +39,7 @@ func (rs *restorer) dependentsOf(ctx context.Context, gr string, live *unstructu
 		}
 		for i := range list.Items {
 			if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == live.GetUID() {
-				out = append(out, dependent{gvr: gvr, obj: &list.Items[i], history: gvr != kube.PodsGVR})
+				out = append(out, dependent{gvr: gvr, obj: &list.Items[i]})
 			}
 		}
 	}
@@ -63,7 +62,7 @@ func (rs *restorer) dropFormer(ctx context.Context, gr string, obj *unstructured
 		d := dep.obj
 		gvk := d.GroupVersionKind()
 		adopted := rules.For(gr).RemakeAdoptsPods
-		if dep.history {
+		if dep.gvr != kube.PodsGVR { // a revision
 			adopted = rs.archived[ownerKey(gvk.Group, gvk.Kind, sourceNS, d.GetName())]
 		}
 		if adopted && selector.Matches(labels.Set(d.GetLabels())) {

@@ -705,11 +705,12 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 	// Before the new one is made: its controller would adopt and number what it selects.
 	left := rs.dropFormer(ctx, gr, obj, sourceNS, former)
 	made, err := rs.createRetrying(ctx, client, obj)
-	if err != nil && len(former) > 0 {
-		return fail("it was deleted, with what it controlled that the backup's must not adopt, and making the backup's failed: " + err.Error())
-	}
 	if err != nil {
-		return fail("it was deleted, and making the backup's failed: " + err.Error())
+		deleted := "it was deleted,"
+		if len(former) > 0 {
+			deleted += " with what it controlled that the backup's must not adopt,"
+		}
+		return fail(deleted + " and making the backup's failed: " + err.Error())
 	}
 	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), made)
 	rs.Log.Info("made again: the target changes it only so", "object", id)
