@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/ferrykube/ferry/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,10 +19,10 @@ import (
 )
 
 // TestBackupRestoreVerifyThroughBrokenStreams backs up the platform's MySQL, its bucket and a
-// user's claim from blue (the claim in each volume format, chunks and the tar stream), restores
-// them onto a fresh cluster and verifies, with both API servers
-// behind proxies that reset every other exec and port-forward stream once it has carried 256 KiB
-// (as an API server restarting, or a load balancer dropping streams, does). Each command
+// user's claim from blue (the claim in each volume format, chunks and the tar stream, and by a
+// direct mover), restores them onto a fresh cluster and verifies, with both API servers
+// behind proxies that reset exec and port-forward streams once they carried 256 KiB (24 KiB for
+// the direct mover's), as an API server restarting, or a load balancer dropping streams, does. Each command
 // completes as it would without the resets, and the data read independently is blue's.
 func TestBackupRestoreVerifyThroughBrokenStreams(t *testing.T) {
 	blueMySQL(t)
@@ -56,20 +58,32 @@ func TestBackupRestoreVerifyThroughBrokenStreams(t *testing.T) {
 	kubeconfig := proxiedKubeconfig(t, proxies)
 	url := backupMinIO(t, "flaky")
 	warnings := 0
-	// Each volume format, into the same target: the second restore finds the first one's data, and
-	// still streams the volume (a tar stream in full, a chunked one with what differs).
-	for _, format := range []string{"chunks", "tar"} {
-		backup := "flaky-" + format
+	// Each way of moving volumes, into the same target: the second restore finds the first one's
+	// data, and still streams the volume (a tar stream in full, a chunked one with what differs).
+	// A direct mover reads and writes storage itself: its exec carries only its conversation with
+	// ferry and the volume's file list, some tens of KiB, so its streams are reset sooner, and
+	// its backup holds the volume's namespace alone (no other stream takes the resets).
+	kubeflow := []string{"--preset", "kubeflow", "--include-namespaces", "kubeflow," + ns}
+	for _, variant := range []struct {
+		format          string
+		after           int64
+		backup, restore []string
+	}{
+		{"chunks", after, slices.Concat(kubeflow, []string{"--volume-format", "chunks"}), nil},
+		{"tar", after, slices.Concat(kubeflow, []string{"--volume-format", "tar"}), nil},
+		{"direct", 24 << 10, []string{"--include-namespaces", ns, "--mover-direct"}, []string{"--mover-direct"}},
+	} {
+		format, backup := variant.format, "flaky-"+variant.format
 		steps := []struct {
 			name, cluster string
 			args          []string
 		}{
-			{"backup", "blue", []string{"backup", "--from", "blue", "--preset", "kubeflow", "--include-namespaces", "kubeflow," + ns, "--name", backup, "--volume-format", format}},
-			{"restore", "flaky", []string{"restore", "--to", "flaky", "--backup", backup, "--storage-class-map", "gp3=standard,nfs-client=standard", "-o", "json"}},
+			{"backup", "blue", append([]string{"backup", "--from", "blue", "--name", backup}, variant.backup...)},
+			{"restore", "flaky", append([]string{"restore", "--to", "flaky", "--backup", backup, "--storage-class-map", "gp3=standard,nfs-client=standard", "-o", "json"}, variant.restore...)},
 			{"verify", "flaky", []string{"verify", "--to", "flaky", "--backup", backup, "--storage-class-map", "gp3=standard,nfs-client=standard", "-o", "json"}},
 		}
 		for _, step := range steps {
-			proxies[step.cluster].arm(every, budget)
+			proxies[step.cluster].armAfter(variant.after, every, budget)
 			code, out, errOut := runFerry(t, append([]string{"--kubeconfig", kubeconfig, "--storage", url}, step.args...)...)
 			streams, resets := proxies[step.cluster].counts()
 			t.Logf("%s %s: exit %d; %s's proxy saw %d streams and reset %d", format, step.name, code, step.cluster, streams, resets)
@@ -110,6 +124,14 @@ func TestBackupRestoreVerifyThroughBrokenStreams(t *testing.T) {
 
 	if warnings == 0 {
 		t.Error("streams were reset, and ferry said it ran nothing again")
+	}
+	// A direct mover's upload that broke off was aborted: none is left unfinished (and billed).
+	uploads, err := tb.MinIO["backup"].S3Client().ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String("backups"), Prefix: aws.String("flaky/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range uploads.Uploads {
+		t.Errorf("unfinished upload of %s left behind", aws.ToString(u.Key))
 	}
 
 	// Read back independently: the volume's tree, the table, the bucket.

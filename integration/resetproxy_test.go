@@ -23,7 +23,7 @@ import (
 type resetProxy struct {
 	ln        net.Listener
 	upstream  string
-	after     int64
+	after     atomic.Int64 // read by each relay as it passes bytes
 	every     int
 	apiWrites int64
 
@@ -36,7 +36,9 @@ type resetProxy struct {
 
 func startResetProxy(t testing.TB, upstream string, after int64, every, budget int) *resetProxy {
 	t.Helper()
-	return startProxy(t, &resetProxy{upstream: upstream, after: after, every: every, budget: budget})
+	p := &resetProxy{upstream: upstream, every: every, budget: budget}
+	p.after.Store(after)
+	return startProxy(t, p)
 }
 
 // startAPIResetProxy starts a resetProxy that resets the connections of API calls once they sent
@@ -129,7 +131,7 @@ func (p *resetProxy) serve(client *net.TCPConn) {
 // passes adds n bytes relayed to what the connection carried, and says whether they took it
 // past the point where it may be reset.
 func (p *resetProxy) passes(carried *atomic.Int64, n int64, stream, toServer bool) bool {
-	limit, counts := p.after, stream && p.apiWrites == 0
+	limit, counts := p.after.Load(), stream && p.apiWrites == 0
 	if p.apiWrites > 0 {
 		limit, counts = p.apiWrites, !stream && toServer
 	}
@@ -143,8 +145,14 @@ func (p *resetProxy) passes(carried *atomic.Int64, n int64, stream, toServer boo
 // arm starts counting anew: every every-th stream to carry after bytes from now on is reset,
 // budget times at most.
 func (p *resetProxy) arm(every, budget int) {
+	p.armAfter(p.after.Load(), every, budget)
+}
+
+// armAfter arms the proxy (arm) to reset streams once they carried after bytes.
+func (p *resetProxy) armAfter(after int64, every, budget int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.after.Store(after)
 	p.every, p.budget, p.resets, p.crossed, p.streams = every, budget, 0, 0, 0
 }
 

@@ -417,12 +417,11 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 	ctx, stop := whileMoverLives(ctx, c.Client, v.Namespace, pod)
 	defer stop()
 
-	if c.Direct != nil {
-		entry, err = c.captureDirect(ctx, w, pod, entry, v.Bytes)
-		return entry, moverFailed(ctx, c.Client, v.Namespace, pod, err)
-	}
 	stream := c.stream
-	if c.repo != nil {
+	switch {
+	case c.Direct != nil:
+		stream = c.streamDirect
+	case c.repo != nil:
 		continueFrom := true
 		stream = func(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod string, entry snapshot.Volume) (snapshot.Volume, []SkippedFile, error) {
 			out, skipped, err := c.streamTree(ctx, w, v, pod, entry, continueFrom)
@@ -437,8 +436,8 @@ func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volum
 		}
 	}
 	// An exec stream may break off with the mover still there (a kubelet or API server dropping
-	// the connection): stream it again, into the same file. A deleted mover pod ends ctx, and is
-	// never retried.
+	// the connection): stream it again, into the same file (a direct mover's, into an upload of
+	// its own). A deleted mover pod ends ctx, and is never retried.
 	var streamed snapshot.Volume
 	var skipped []SkippedFile
 	err = kube.RetryBroken(ctx, func() (err error) {
@@ -529,17 +528,18 @@ func (c *fileCounter) count(f snapshot.File) {
 	}
 }
 
-// captureDirect has the mover upload the volume itself, through part URLs ferry presigns as it
-// asks (see uploadDirect), and report the files it packed, which ferry stores as the file list.
-// capacity is the claim's, in bytes.
-func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod string, entry snapshot.Volume, capacity int64) (snapshot.Volume, error) {
+// streamDirect has the mover upload the volume itself, through part URLs ferry presigns as it
+// asks (see uploadDirect), and report the files it packed, which ferry stores as the file list;
+// as stream, it returns the entry as stored and the files Pack left out. Each run is an upload
+// of its own: one that fails is aborted.
+func (c Contents) streamDirect(ctx context.Context, w *snapshot.Writer, v plans.Volume, pod string, entry snapshot.Volume) (snapshot.Volume, []SkippedFile, error) {
 	var stderr bytes.Buffer
 	list, err := w.NewFileList(ctx, entry.Namespace, entry.Name)
 	if err != nil {
-		return entry, err
+		return entry, nil, err
 	}
 	files := fileCounter{list: list}
-	req := DirectPackRequest{Recipients: w.Recipients(), PartSize: basePartSize(capacity)}
+	req := DirectPackRequest{Recipients: w.Recipients(), PartSize: basePartSize(v.Bytes)}
 	res, err := uploadDirect(ctx, c.Direct, w.StorageKey(entry.Key), req, func(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		return c.exec(ctx, kube.ExecRequest{Namespace: entry.Namespace, Pod: pod, Container: "mover",
 			Command: []string{"ferry", "mover", "pack", "--direct"}, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
@@ -547,15 +547,14 @@ func (c Contents) captureDirect(ctx context.Context, w *snapshot.Writer, pod str
 	if err != nil {
 		err = fmt.Errorf("ferry mover pack --direct: %w%s", err, moverStderr(stderr.String()))
 		list.Abort(err)
-		return entry, err
+		return entry, nil, err
 	}
 	fl, err := list.Close()
 	if err != nil {
-		return entry, err
+		return entry, nil, err
 	}
 	// The stream's SHA-256 is the mover's (ferry checked its size); every read checks it.
 	entry.Key, entry.List, entry.Bytes = w.StoredName(entry.Key), &fl, files.bytes
 	w.Record(snapshot.Stream{Key: entry.Key, Bytes: res.Bytes, SHA256: res.SHA256})
-	skipFiles(w, entry, res.Skipped)
-	return entry, nil
+	return entry, res.Skipped, nil
 }
