@@ -2,12 +2,15 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferrykube/ferry/integration/testbed"
+	"github.com/ferrykube/ferry/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -177,6 +180,64 @@ spec:
 		}
 		if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "immutable"); code != 0 {
 			t.Errorf("--existing %s: verify exited %d\n%s\n%s", policy, code, out, lastLines(errOut, 10))
+		}
+	}
+}
+
+// TestRefusedChangesKeepValuesOut: the API server's refusal of a change it makes only by making
+// the object again quotes the object's field, a Job's whole pod template with its environment's
+// values. When ferry may not make it again (a finalizer holds it), the report says why, and
+// neither it nor the log holds a value of either cluster's template.
+func TestRefusedChangesKeepValuesOut(t *testing.T) {
+	testbed.Require(t, tb)
+	const ns = "refused-values"
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	removeAfter(t, ns, blueKC, greenKC)
+	t.Cleanup(func() {
+		kubectl(t, "green", "", "patch", "-n", ns, "job/nightly", "--type", "merge", "-p", `{"metadata":{"finalizers":null}}`)
+	})
+	job := func(version, token, finalizers string) string {
+		return `apiVersion: v1
+kind: Namespace
+metadata: {name: ` + ns + `}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: nightly, namespace: ` + ns + `, finalizers: [` + finalizers + `]}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: report
+        image: "registry.example/report:` + version + `"
+        env: [{name: TOKEN, value: "` + token + `"}]
+`
+	}
+	const blueToken, greenToken = "blue-token-8d2f61", "green-token-5a90c3"
+	kubectl(t, "blue", job("1", blueToken, ""), "apply", "-f", "-")
+	kubectl(t, "green", job("2", greenToken, "ferry.test/hold"), "apply", "-f", "-")
+
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", ns); code != 0 {
+		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", ns, "--existing", "update", "-o", "json")
+	var rep restoreReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("ferry restore exited %d without a JSON report: %v\n%s\n%s", code, err, out, errOut)
+	}
+	i := slices.IndexFunc(rep.Items, func(it snapshot.ReportItem) bool { return strings.HasSuffix(it.Name, ns+"/nightly") })
+	if code != 3 || i < 0 || rep.Items[i].Status != snapshot.StatusFailed || !strings.Contains(rep.Items[i].Detail, "field is immutable") ||
+		!strings.Contains(rep.Items[i].Detail, "finalizers ferry.test/hold") {
+		t.Fatalf("restore --existing update exited %d, want 3 with the Job failed, held by its finalizer: %+v\nstderr: %s", code, rep.Items, lastLines(errOut, 10))
+	}
+	t.Logf("the report's item: %s", rep.Items[i].Detail)
+	for _, token := range []string{blueToken, greenToken} {
+		if strings.Contains(out, token) || strings.Contains(errOut, token) {
+			t.Errorf("the report or the log holds the template's value %s", token)
 		}
 	}
 }

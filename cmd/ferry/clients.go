@@ -35,6 +35,8 @@ func (o *globalOptions) restConfig(contextName string) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = -1, 0
 	// Deprecation notices for APIs ferry only counts (v1 Endpoints) would interleave with reports.
 	cfg.WarningHandler = rest.NoWarnings{}
+	// A refusal as invalid quotes the object's field, which may hold a secret, into ferry's reports.
+	cfg.Wrap(kube.WithoutInvalidValues)
 	return cfg, nil
 }
 
