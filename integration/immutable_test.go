@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,8 +20,9 @@ import (
 const immutableNS = "immutable"
 
 // TestImmutableObjectsAreReplaced: a ConfigMap or Secret marked immutable, a StatefulSet's
-// claim templates, a binding's role, a Deployment's or DaemonSet's selector, a Job's template and
-// a PriorityClass's value change only by being deleted and made again: how a release changes
+// claim templates, a binding's role, a Deployment's or DaemonSet's selector, a Job's template,
+// a PriorityClass's value, whether a Service is headless and a storage or ingress class's driver
+// change only by being deleted and made again: how a release changes
 // one (a chart that renames its labels, a binding given another role), how an operator grows a
 // StatefulSet's volumes (and so how green's may change before a carry-back). A restore that
 // replaces (--existing replace, as the carry-back does) or updates existing objects makes the
@@ -33,19 +35,35 @@ func TestImmutableObjectsAreReplaced(t *testing.T) {
 	t.Cleanup(func() {
 		for _, kc := range []kubernetes.Interface{blueKC, greenKC} {
 			kc.SchedulingV1().PriorityClasses().Delete(context.Background(), "immutable-batch", metav1.DeleteOptions{})
+			kc.StorageV1().StorageClasses().Delete(context.Background(), "immutable-fast", metav1.DeleteOptions{})
+			kc.NetworkingV1().IngressClasses().Delete(context.Background(), "immutable-web", metav1.DeleteOptions{})
 		}
 	})
 	objects := func(version, password, size string) string {
 		// Green's release: other labels, another role, another priority, which it makes its
 		// cluster's default.
-		labels, role, priority := "{app: web}", "view", "1000"
+		// Its database's Service is no longer headless, its storage and ingress classes are
+		// another driver's.
+		labels, role, priority, clusterIP, reclaim := "{app: web}", "view", "1000", "clusterIP: None", "Delete"
 		if version != "1" {
-			labels, role, priority = "{app: web, release: \"2\"}", "edit", "2000\nglobalDefault: true"
+			labels, role, priority, clusterIP, reclaim = "{app: web, release: \"2\"}", "edit", "2000\nglobalDefault: true", "", "Retain"
 		}
 		return `apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
 metadata: {name: immutable-batch}
 value: ` + priority + `
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: immutable-fast}
+provisioner: example.com/fast-` + version + `
+parameters: {tier: "` + version + `"}
+reclaimPolicy: ` + reclaim + `
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: immutable-web}
+spec: {controller: example.com/ingress-` + version + `}
 ---
 apiVersion: v1
 kind: Namespace
@@ -76,6 +94,14 @@ spec:
   volumeClaimTemplates:
   - metadata: {name: data}
     spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: ` + size + `}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: ` + immutableNS + `}
+spec:
+  ` + clusterIP + `
+  selector: {app: db}
+  ports: [{port: 3306}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -123,8 +149,8 @@ spec:
 	}
 	ctx := context.Background()
 	for _, policy := range []string{"replace", "update"} {
-		kubectl(t, "green", "", "delete", "-n", immutableNS, "configmap/flags", "secret/creds", "statefulset/db", "rolebinding/readers", "deployment/web", "daemonset/agent", "job/nightly")
-		kubectl(t, "green", "", "delete", "priorityclass/immutable-batch")
+		kubectl(t, "green", "", "delete", "-n", immutableNS, "configmap/flags", "secret/creds", "statefulset/db", "rolebinding/readers", "deployment/web", "daemonset/agent", "job/nightly", "service/db")
+		kubectl(t, "green", "", "delete", "priorityclass/immutable-batch", "storageclass/immutable-fast", "ingressclass/immutable-web")
 		kubectl(t, "green", objects("2", "green-password", "2Gi"), "apply", "-f", "-")
 		if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "immutable", "--existing", policy); code != 0 {
 			t.Errorf("restore --existing %s exited %d, want 0: %s %+v\nstderr: %s", policy, code, rep.Error, rep.Items, lastLines(errOut, 10))
@@ -153,6 +179,16 @@ spec:
 		}
 		if pc, err := greenKC.SchedulingV1().PriorityClasses().Get(ctx, "immutable-batch", metav1.GetOptions{}); err != nil || pc.Value != 1000 || !pc.GlobalDefault {
 			t.Errorf("--existing %s: green's PriorityClass immutable-batch: %v; want blue's value 1000, and green's default still", policy, err)
+		}
+		if svc, err := greenKC.CoreV1().Services(immutableNS).Get(ctx, "db", metav1.GetOptions{}); err != nil || svc.Spec.ClusterIP != "None" {
+			t.Errorf("--existing %s: green's Service db is not blue's, headless (%v)", policy, err)
+		}
+		if sc, err := greenKC.StorageV1().StorageClasses().Get(ctx, "immutable-fast", metav1.GetOptions{}); err != nil || sc.Provisioner != "example.com/fast-1" ||
+			sc.Parameters["tier"] != "1" || sc.ReclaimPolicy == nil || *sc.ReclaimPolicy != "Delete" {
+			t.Errorf("--existing %s: green's StorageClass immutable-fast is not blue's (%v)", policy, err)
+		}
+		if ic, err := greenKC.NetworkingV1().IngressClasses().Get(ctx, "immutable-web", metav1.GetOptions{}); err != nil || ic.Spec.Controller != "example.com/ingress-1" {
+			t.Errorf("--existing %s: green's IngressClass immutable-web is not blue's (%v)", policy, err)
 		}
 		// What green's workloads ran before does not run on, unowned or taken for up to date:
 		// the old ReplicaSet (green's own history) and pods go.
@@ -186,8 +222,9 @@ spec:
 
 // TestRefusedChangesKeepValuesOut: the API server's refusal of a change it makes only by making
 // the object again quotes the object's field, a Job's whole pod template with its environment's
-// values. When ferry may not make it again (a finalizer holds it), the report says why, and
-// neither it nor the log holds a value of either cluster's template.
+// values, which ferry.yaml marks sensitive. When ferry may not make it again (a finalizer holds
+// it), the report says why, and neither it nor the log holds a value of either cluster's
+// environment.
 func TestRefusedChangesKeepValuesOut(t *testing.T) {
 	testbed.Require(t, tb)
 	const ns = "refused-values"
@@ -221,7 +258,13 @@ spec:
 	kubectl(t, "green", job("2", greenToken, "ferry.test/hold"), "apply", "-f", "-")
 
 	store := "file://" + filepath.Join(t.TempDir(), "store")
-	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", ns); code != 0 {
+	// The environment is marked sensitive: differences name its fields, never their values.
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"+
+		`sensitive: [{resource: jobs.batch, paths: ["spec.template.spec.containers[*].env"]}]`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", ns); code != 0 {
 		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", ns, "--existing", "update", "-o", "json")

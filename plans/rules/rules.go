@@ -80,7 +80,8 @@ type Rule struct {
 	Merge func(want, live map[string]any) map[string]any
 	// Remake, for a type of which the target refuses some changes (a ConfigMap or Secret marked
 	// immutable, a StatefulSet's claim templates, as an operator grows its volumes, a binding's
-	// role, a workload's selector, a Job's template, a PriorityClass's value), says why the
+	// role, a workload's selector, a Job's template, a PriorityClass's value, a Service's cluster
+	// IP, a class's driver), says why the
 	// live object may not be deleted and made again as want instead, or "" when it may: an update
 	// or replace the target refuses as invalid then does that, once a dry run shows the target
 	// takes want. Nil: never.

@@ -13,9 +13,17 @@ import (
 // cluster IPs ("None" makes one headless) and node ports, loadBalancerIP, externalIPs and
 // loadBalancerSourceRanges are the user's and move.
 // The default namespace's "kubernetes" stays: the target's API server publishes its own.
+// A Service's cluster IP is fixed once allocated: one that becomes headless, or stops being so, is
+// made again (Remake), but a load balancer's, which would get another address outside.
 func serviceRules() map[string]Rule {
 	return map[string]Rule{"services": {
 		Wave: WaveRest,
+		Remake: func(live, _ map[string]any) string {
+			if t, _ := nestedField(live, "spec", "type").(string); t == "LoadBalancer" {
+				return "it is a LoadBalancer: made again, it would get another load balancer, at another address"
+			}
+			return ""
+		},
 		Exclude: func(obj map[string]any) string {
 			if apiServersOwn(unstructured.Unstructured{Object: obj}) {
 				return "the target's API server publishes its own"

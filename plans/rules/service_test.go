@@ -95,3 +95,22 @@ func TestChosenNodePortsOf(t *testing.T) {
 		})
 	}
 }
+
+// A Service made again gets its cluster IP anew, a LoadBalancer's its address outside too: only
+// the first is made again.
+func TestServiceRemake(t *testing.T) {
+	remake := For("services").Remake
+	for _, tc := range []struct {
+		typ  string
+		want bool
+	}{{"", true}, {"ClusterIP", true}, {"NodePort", true}, {"LoadBalancer", false}} {
+		live := map[string]any{"spec": map[string]any{"clusterIP": "10.96.0.20"}}
+		if tc.typ != "" {
+			live["spec"].(map[string]any)["type"] = tc.typ
+		}
+		want := map[string]any{"spec": map[string]any{"clusterIP": "None"}}
+		if why := remake(live, want); (why == "") != tc.want {
+			t.Errorf("type %q: Remake says %q, want made again: %v", tc.typ, why, tc.want)
+		}
+	}
+}

@@ -8,7 +8,9 @@ import (
 
 // Storage and snapshot classes come with the storage, before the claims that name them; ingress
 // classes with everything else. Which class of each is the default, given to what names none, is
-// each cluster's own choice (see DefaultMark).
+// each cluster's own choice (see DefaultMark). A class's driver and settings are fixed once made
+// (a release that moves to another driver makes the class again): it is made again to change
+// (Remake); what names it names it by name.
 func storageClassRules() map[string]Rule {
 	return map[string]Rule{
 		"storageclasses.storage.k8s.io": classRule(WaveStorage, &DefaultMark{Annotations: []string{
@@ -20,7 +22,7 @@ func storageClassRules() map[string]Rule {
 
 // classRule is the rule of a type of class whose default is marked so.
 func classRule(wave int, mark *DefaultMark) Rule {
-	return Rule{Wave: wave, Default: mark, Normalize: mark.drop}
+	return Rule{Wave: wave, Default: mark, Normalize: mark.drop, Remake: remade}
 }
 
 // DefaultMark is how a type marks the object of it that a cluster gives to whatever names none: a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,12 +31,24 @@ func Compare(expected, actual map[string]any, sensitive ...config.Sensitivity) [
 		c.all = c.all || s.All
 		c.paths = append(c.paths, s.Paths...)
 		if len(s.Paths) > 0 { // kubectl's record of what it applied repeats every field
-			c.paths = append(c.paths, `metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`)
+			c.paths = append(c.paths, lastAppliedPath)
 		}
 	}
 	c.value("", expected, actual, true)
-	return c.out
+	// kubectl's record of what it applied differs wherever a field it applied does: the field
+	// itself says more, so it is named first.
+	var applied []string
+	out := slices.DeleteFunc(slices.Clone(c.out), func(d string) bool {
+		if strings.HasPrefix(d, lastAppliedPath) {
+			applied = append(applied, d)
+			return true
+		}
+		return false
+	})
+	return append(out, applied...)
 }
+
+const lastAppliedPath = `metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`
 
 type comparer struct {
 	secret bool     // a Secret: its data is base64

@@ -38,6 +38,9 @@ func TestCompare(t *testing.T) {
 		{"dotted keys quoted", `{"metadata":{"labels":{"app.kubernetes.io/name":"a"}}}`, `{"metadata":{"labels":{}}}`,
 			[]string{`metadata.labels["app.kubernetes.io/name"]: missing on the target (backup: "a")`}},
 		{"type changed", `{"a":{"b":1}}`, `{"a":"s"}`, []string{`a: backup {"b":1}, target "s"`}},
+		{"kubectl's record of a field after the field", `{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":1}"}},"spec":1}`,
+			`{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":2}"}},"spec":2}`,
+			[]string{`spec: backup 1, target 2`, `metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]: backup "{\"spec\":1}", target "{\"spec\":2}"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Compare(decode(t, tc.expected), decode(t, tc.actual))
