@@ -58,7 +58,8 @@ type checkScope struct {
 	buckets      []string
 	// nodePorts are the node ports set by hand ("namespace/service"): kept, all others dropped.
 	nodePorts map[string][]int32
-	// clusterIPs are the cluster IPs set by hand ("namespace/service"): kept, all others dropped.
+	// clusterIPs are the cluster IPs set by hand ("namespace/service"): kept, as "None" is, all
+	// others dropped.
 	clusterIPs map[string]string
 	// storageClassMap is the run's: blue's claims' classes as green's are named.
 	storageClassMap map[string]string
@@ -407,7 +408,8 @@ func normalize(o *unstructured.Unstructured, scope checkScope, isBlue bool) map[
 	switch o.GetKind() {
 	case "Service":
 		spec, _ := m["spec"].(map[string]any)
-		if ip := scope.clusterIPs[o.GetNamespace()+"/"+o.GetName()]; ip == "" || spec["clusterIP"] != ip {
+		// A headless Service's "None" is its maker's choice, as an IP set by hand is.
+		if ip := scope.clusterIPs[o.GetNamespace()+"/"+o.GetName()]; spec["clusterIP"] != "None" && (ip == "" || spec["clusterIP"] != ip) {
 			delete(spec, "clusterIP")
 			delete(spec, "clusterIPs")
 		}
@@ -1113,6 +1115,9 @@ func TestCheckerRules(t *testing.T) {
 	moved.Object["spec"].(map[string]any)["ports"].([]any)[0].(map[string]any)["nodePort"] = int64(30999)
 	if d := diffValues("", normalize(svc("10.0.0.1", 31000), scope, true), normalize(moved, scope, false), false); len(d) != 1 || !strings.Contains(d[0], "nodePort: blue 30080, green (none)") {
 		t.Errorf("an explicit node port that changed: %q, want it named", d)
+	}
+	if d := diffValues("", normalize(svc("None", 31000), scope, true), normalize(svc("10.9.9.9", 31000), scope, false), false); len(d) == 0 {
+		t.Error("a headless Service and one that is not: no difference")
 	}
 
 	pvc := func(class, volume string) *unstructured.Unstructured {

@@ -42,11 +42,11 @@ func TestImmutableObjectsAreReplaced(t *testing.T) {
 	objects := func(version, password, size string) string {
 		// Green's release: other labels, another role, another priority, which it makes its
 		// cluster's default.
-		// Its database's Service is no longer headless, its storage and ingress classes are
-		// another driver's.
-		labels, role, priority, clusterIP, reclaim := "{app: web}", "view", "1000", "clusterIP: None", "Delete"
+		// Its database's Service is no longer headless, its cache's is, its storage and ingress
+		// classes are another driver's.
+		labels, role, priority, dbIP, cacheIP, reclaim := "{app: web}", "view", "1000", "clusterIP: None", "", "Delete"
 		if version != "1" {
-			labels, role, priority, clusterIP, reclaim = "{app: web, release: \"2\"}", "edit", "2000\nglobalDefault: true", "", "Retain"
+			labels, role, priority, dbIP, cacheIP, reclaim = "{app: web, release: \"2\"}", "edit", "2000\nglobalDefault: true", "", "clusterIP: None", "Retain"
 		}
 		return `apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
@@ -99,9 +99,17 @@ apiVersion: v1
 kind: Service
 metadata: {name: db, namespace: ` + immutableNS + `}
 spec:
-  ` + clusterIP + `
+  ` + dbIP + `
   selector: {app: db}
   ports: [{port: 3306}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: cache, namespace: ` + immutableNS + `}
+spec:
+  ` + cacheIP + `
+  selector: {app: cache}
+  ports: [{port: 6379}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -149,7 +157,7 @@ spec:
 	}
 	ctx := context.Background()
 	for _, policy := range []string{"replace", "update"} {
-		kubectl(t, "green", "", "delete", "-n", immutableNS, "configmap/flags", "secret/creds", "statefulset/db", "rolebinding/readers", "deployment/web", "daemonset/agent", "job/nightly", "service/db")
+		kubectl(t, "green", "", "delete", "-n", immutableNS, "configmap/flags", "secret/creds", "statefulset/db", "rolebinding/readers", "deployment/web", "daemonset/agent", "job/nightly", "service/db", "service/cache")
 		kubectl(t, "green", "", "delete", "priorityclass/immutable-batch", "storageclass/immutable-fast", "ingressclass/immutable-web")
 		kubectl(t, "green", objects("2", "green-password", "2Gi"), "apply", "-f", "-")
 		if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "immutable", "--existing", policy); code != 0 {
@@ -182,6 +190,9 @@ spec:
 		}
 		if svc, err := greenKC.CoreV1().Services(immutableNS).Get(ctx, "db", metav1.GetOptions{}); err != nil || svc.Spec.ClusterIP != "None" {
 			t.Errorf("--existing %s: green's Service db is not blue's, headless (%v)", policy, err)
+		}
+		if svc, err := greenKC.CoreV1().Services(immutableNS).Get(ctx, "cache", metav1.GetOptions{}); err != nil || svc.Spec.ClusterIP == "None" {
+			t.Errorf("--existing %s: green's Service cache is not blue's, with a cluster IP (%v)", policy, err)
 		}
 		if sc, err := greenKC.StorageV1().StorageClasses().Get(ctx, "immutable-fast", metav1.GetOptions{}); err != nil || sc.Provisioner != "example.com/fast-1" ||
 			sc.Parameters["tier"] != "1" || sc.ReclaimPolicy == nil || *sc.ReclaimPolicy != "Delete" {

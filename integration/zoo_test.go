@@ -335,8 +335,8 @@ func lastLines(s string, n int) string {
 }
 
 // remakeOnGreen makes green's zoo-apps/worker again with another selector, the RoleBinding
-// zoo-team/default-notebook-reader with another role and the PriorityClass zoo-critical with
-// another value, as a new release does: the API server refuses each change in place. (Not the
+// zoo-team/default-notebook-reader with another role, the PriorityClass zoo-critical with
+// another value and the Service zoo-apps/cache no longer headless, as a new release does: the API server refuses each change in place. (Not the
 // notebook: zoo-team's quota, lowered below what it holds, refuses a Deployment made there.)
 func remakeOnGreen(t *testing.T, kc kubernetes.Interface) {
 	t.Helper()
@@ -367,11 +367,19 @@ func remakeOnGreen(t *testing.T, kc kubernetes.Interface) {
 	}
 	fresh(&pc.ObjectMeta)
 	pc.Value *= 2
+	services := kc.CoreV1().Services("zoo-apps")
+	svc, err := services.Get(ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh(&svc.ObjectMeta)
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil // no longer headless
 	foreground := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}
 	for _, step := range []func() error{
 		func() error { return deployments.Delete(ctx, d.Name, foreground) },
 		func() error { return bindings.Delete(ctx, rb.Name, metav1.DeleteOptions{}) },
 		func() error { return classes.Delete(ctx, pc.Name, metav1.DeleteOptions{}) },
+		func() error { return services.Delete(ctx, svc.Name, metav1.DeleteOptions{}) },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)
@@ -385,6 +393,7 @@ func remakeOnGreen(t *testing.T, kc kubernetes.Interface) {
 		func() error { _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); return err },
 		func() error { _, err := bindings.Create(ctx, rb, metav1.CreateOptions{}); return err },
 		func() error { _, err := classes.Create(ctx, pc, metav1.CreateOptions{}); return err },
+		func() error { _, err := services.Create(ctx, svc, metav1.CreateOptions{}); return err },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)

@@ -86,6 +86,11 @@ type Rule struct {
 	// or replace the target refuses as invalid then does that, once a dry run shows the target
 	// takes want. Nil: never.
 	Remake func(live, want map[string]any) string
+	// Fixed, for a type with a field the target sets once and never changes in place that the
+	// backup's normalized form may leave out (a Service's cluster IP, which the target allocates),
+	// names how live differs from want in it, or "": a difference however the rest compares,
+	// which only Remake mends (an update would keep the target's).
+	Fixed func(want, live map[string]any) string
 	// RemakeOrphans keeps the dependents of an object made again (a StatefulSet's pods and
 	// claims, a Deployment's ReplicaSets, the history a restore just made among them) for the
 	// new one to adopt; its history objects the new one does not select (its selector changed)

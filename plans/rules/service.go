@@ -30,9 +30,28 @@ func serviceRules() map[string]Rule {
 			}
 			return ""
 		},
+		Fixed:     headlessChange,
 		Normalize: normalizeService,
 		Live:      withAllocatedPorts,
 	}}
+}
+
+// headlessChange names a Service that is headless (cluster IP "None") where the backup's is not,
+// or the other way round: a backup's allocated IP is left out (normalizeService), so comparing
+// fields would miss it, and an update keeps the target's.
+func headlessChange(want, live map[string]any) string {
+	wantIP, _ := nestedField(want, "spec", "clusterIP").(string)
+	liveIP, _ := nestedField(live, "spec", "clusterIP").(string)
+	if (wantIP == "None") == (liveIP == "None") {
+		return ""
+	}
+	describe := func(ip string) string {
+		if ip == "None" {
+			return `"None" (headless)`
+		}
+		return "an allocated IP"
+	}
+	return "spec.clusterIP: backup " + describe(wantIP) + ", target " + describe(liveIP)
 }
 
 // normalizeService drops a Service's cluster IPs and the node ports no user chose; it reads the

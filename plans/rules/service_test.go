@@ -114,3 +114,24 @@ func TestServiceRemake(t *testing.T) {
 		}
 	}
 }
+
+func TestHeadlessChange(t *testing.T) {
+	svc := func(ip string) map[string]any {
+		if ip == "" {
+			return map[string]any{"spec": map[string]any{}}
+		}
+		return map[string]any{"spec": map[string]any{"clusterIP": ip}}
+	}
+	fixed := For("services").Fixed
+	for _, tc := range []struct{ want, live, diff string }{
+		{"", "10.96.0.20", ""},
+		{"None", "None", ""},
+		{"10.96.0.30", "10.96.0.20", ""}, // a chosen IP compares as any field does
+		{"", "None", `spec.clusterIP: backup an allocated IP, target "None" (headless)`},
+		{"None", "10.96.0.20", `spec.clusterIP: backup "None" (headless), target an allocated IP`},
+	} {
+		if got := fixed(svc(tc.want), svc(tc.live)); got != tc.diff {
+			t.Errorf("backup %q, target %q: %q, want %q", tc.want, tc.live, got, tc.diff)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -629,8 +630,14 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 			}
 			verb = "replacing"
 		}
+		rule := rules.For(gr)
+		if fixed := rule.Fixed; fixed != nil && rule.Remake != nil {
+			if d := fixed(expected, live.Object); d != "" {
+				return rs.remake(ctx, gr, id, sourceNS, client, live, obj, diffs[0], errors.New(d+": the target never changes it in place"))
+			}
+		}
 		err := rs.admitted(ctx, func() error { return retry.OnError(retry.DefaultBackoff, transient, write) })
-		if apierrors.IsInvalid(err) && rules.For(gr).Remake != nil {
+		if apierrors.IsInvalid(err) && rule.Remake != nil {
 			return rs.remake(ctx, gr, id, sourceNS, client, live, obj, diffs[0], err)
 		}
 		if err != nil {
@@ -731,6 +738,11 @@ func (c Objects) compare(gr string, expected map[string]any, live *unstructured.
 		sensitive = c.Plan.Config.Sensitivity(gr)
 	}
 	diffs := Compare(expected, norm, sensitive)
+	if fixed := rules.For(gr).Fixed; fixed != nil {
+		if d := fixed(expected, live.Object); d != "" {
+			diffs = append([]string{d}, diffs...)
+		}
+	}
 	if c.Exact || c.Existing == ExistingReplace {
 		for _, d := range Compare(Prepare(gr, norm, snapshot.Mapping{}), expected, sensitive) {
 			diffs = append(diffs, strings.NewReplacer("missing on the target (backup: ", "on the target, not in the backup (", "backup ", "target ", "target ", "backup ").Replace(d))
