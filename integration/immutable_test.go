@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/snapshot"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -293,5 +294,78 @@ spec:
 		if strings.Contains(out, token) || strings.Contains(errOut, token) {
 			t.Errorf("the report or the log holds the template's value %s", token)
 		}
+	}
+}
+
+// TestRemakeThatFailsPutsTheTargetsBack: the dry run of a remake's create passes, and the create
+// after the delete is refused (an admission policy that lets dry runs through, as a webhook
+// may; an operator that made the object again first). The target's object, which the delete
+// took, is made again as it was: a failed restore loses nothing of the target's.
+func TestRemakeThatFailsPutsTheTargetsBack(t *testing.T) {
+	testbed.Require(t, tb)
+	const ns = "remake-refused"
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	removeAfter(t, ns, blueKC, greenKC)
+	t.Cleanup(func() {
+		kubectl(t, "green", "", "delete", "--ignore-not-found", "validatingadmissionpolicybinding/"+ns, "validatingadmissionpolicy/"+ns)
+	})
+	secret := func(release, password string) string {
+		return `apiVersion: v1
+kind: Namespace
+metadata: {name: ` + ns + `}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: ` + ns + `, labels: {release: "` + release + `"}}
+immutable: true
+stringData: {password: ` + password + `}
+`
+	}
+	kubectl(t, "blue", secret("1", "blue-password"), "apply", "-f", "-")
+	kubectl(t, "green", secret("2", "green-password"), "apply", "-f", "-")
+	kubectl(t, "green", `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: `+ns+`}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [secrets]}]
+  validations:
+  - expression: "request.dryRun == true || !has(object.metadata.labels) || !('release' in object.metadata.labels) || object.metadata.labels.release != '1'"
+    message: release 1 is not made here
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: `+ns+`}
+spec:
+  policyName: `+ns+`
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: `+ns+`}}
+`, "apply", "-f", "-")
+
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", ns); code != 0 {
+		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
+	}
+	// The policy takes a moment to be enforced: until a create of release 1 is refused.
+	waitUntil(t, "the admission policy enforced", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := greenKC.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{"release": "1"}}}, metav1.CreateOptions{})
+		if err == nil {
+			greenKC.CoreV1().Secrets(ns).Delete(ctx, "probe", metav1.DeleteOptions{})
+		}
+		return err != nil, nil
+	})
+	code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", ns, "--existing", "update")
+	i := slices.IndexFunc(rep.Items, func(it snapshot.ReportItem) bool { return strings.HasSuffix(it.Name, ns+"/creds") })
+	if code != 3 || i < 0 || rep.Items[i].Status != snapshot.StatusFailed || !strings.Contains(rep.Items[i].Detail, "release 1 is not made here") {
+		t.Errorf("restore --existing update exited %d, want 3 with the Secret failed, refused by the policy: %+v\nstderr: %s", code, rep.Items, lastLines(errOut, 10))
+	} else {
+		t.Logf("the report's item: %s", rep.Items[i].Detail)
+	}
+	s, err := greenKC.CoreV1().Secrets(ns).Get(context.Background(), "creds", metav1.GetOptions{})
+	if err != nil || string(s.Data["password"]) != "green-password" || s.Labels["release"] != "2" || s.Immutable == nil || !*s.Immutable {
+		t.Errorf("green's Secret creds after the refused remake: %v; want green's, as it was", err)
 	}
 }

@@ -661,7 +661,8 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 // nothing holds live back from going (a finalizer), and a dry run of obj's create shows the
 // target takes it. live is then deleted, on the condition that it is still that object, with its
 // dependents or leaving them for the new one (rules.Rule.RemakeOrphans: those it must not adopt
-// are deleted); once it is gone, obj is made, with the target's default mark if live had it.
+// are deleted); once it is gone, obj is made, with the target's default mark if live had it, or,
+// when the target refuses it after all, live is made again as it was.
 // diff is the first difference; sourceNS is obj's namespace in the backup.
 func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
 	fail := func(why string) (string, bool) {
@@ -717,7 +718,21 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 		if len(former) > 0 {
 			deleted += " with what it controlled that the backup's must not adopt,"
 		}
-		return fail(deleted + " and making the backup's failed: " + err.Error())
+		deleted += " and making the backup's failed: " + err.Error()
+		// What the dry run did not foresee (an admission that lets dry runs through, something
+		// that made it first) must not cost the target its own: it is made again as it was, but
+		// what a backup leaves out (a finished Job, which would run again).
+		if rule.Exclude != nil && rule.Exclude(live.Object) != "" {
+			return fail(deleted + "; the target's is not made again (" + rule.Exclude(live.Object) + ")")
+		}
+		switch _, perr := rs.createRetrying(ctx, client, asItWas(live)); {
+		case perr == nil:
+			return fail(deleted + "; the target's was made again as it was")
+		case apierrors.IsAlreadyExists(perr):
+			return fail(deleted + "; something on the target made it again first, and it is left as that made it")
+		default:
+			return fail(deleted + "; making the target's again failed too, so it is gone: " + perr.Error())
+		}
 	}
 	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), made)
 	rs.Log.Info("made again: the target changes it only so", "object", id)
@@ -727,6 +742,16 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 	}
 	rs.report.Count("objects", snapshot.StatusUpdated)
 	return made.GetName(), true
+}
+
+// asItWas is live without what the API server set when it made it, to be made again as it was
+// (its status, its owners' UIDs, a Service's allocated IP kept).
+func asItWas(live *unstructured.Unstructured) *unstructured.Unstructured {
+	out := live.DeepCopy()
+	for _, f := range serverSetMetadata {
+		unstructured.RemoveNestedField(out.Object, "metadata", f)
+	}
+	return out
 }
 
 // compare lists how the live object differs from the expected one: where it lacks or changes
