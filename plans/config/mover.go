@@ -5,9 +5,11 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Mover is ferry.yaml's mover section: how the short-lived pods that read and write claims are
@@ -23,6 +25,11 @@ type Mover struct {
 	Tolerations       []Toleration `yaml:"tolerations,omitempty" json:"tolerations,omitempty"`
 	PriorityClassName string       `yaml:"priorityClassName,omitempty" json:"priorityClassName,omitempty"`
 	ImagePullSecrets  []LocalRef   `yaml:"imagePullSecrets,omitempty" json:"imagePullSecrets,omitempty"`
+	// Labels and Annotations are added to mover pods, for admission policies that demand some (a
+	// team's label) or a mesh that must take them in after all (sidecar.istio.io/inject: "true");
+	// ferry's own (app.kubernetes.io/name, ferry.dev/claim) stay.
+	Labels      map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty" json:"annotations,omitempty"`
 }
 
 // MoverResources are quantities by resource name (cpu, memory, ephemeral-storage).
@@ -109,6 +116,16 @@ func (m Mover) validate(bad func(field, format string, args ...any)) {
 	if m.PriorityClassName != "" && !dnsSubdomain.MatchString(m.PriorityClassName) {
 		bad("mover.priorityClassName", "%q is not a priority class name", m.PriorityClassName)
 	}
+	for _, key := range slices.Sorted(maps.Keys(m.Labels)) {
+		if errs := slices.Concat(validation.IsQualifiedName(key), validation.IsValidLabelValue(m.Labels[key])); len(errs) > 0 {
+			bad("mover.labels."+key, "%s", strings.Join(errs, "; "))
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(m.Annotations)) {
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			bad("mover.annotations."+key, "%s", strings.Join(errs, "; "))
+		}
+	}
 }
 
 // merge returns m extended by over: set fields of over win, resource by resource.
@@ -117,6 +134,8 @@ func (m Mover) merge(over Mover) Mover {
 	out.Resources.Requests = mergeMaps(m.Resources.Requests, over.Resources.Requests)
 	out.Resources.Limits = mergeMaps(m.Resources.Limits, over.Resources.Limits)
 	out.NodeSelector = mergeMaps(m.NodeSelector, over.NodeSelector)
+	out.Labels = mergeMaps(m.Labels, over.Labels)
+	out.Annotations = mergeMaps(m.Annotations, over.Annotations)
 	if over.Tolerations != nil {
 		out.Tolerations = over.Tolerations
 	}

@@ -75,6 +75,9 @@ mover:
 		"mover: {tolerations: [{key: a, effect: Sometimes}]}\n":          `mover.tolerations[0].effect: "Sometimes"`,
 		"mover: {imagePullSecrets: [{name: ''}]}\n":                      "mover.imagePullSecrets[0].name: missing",
 		"mover: {priorityClassName: Not_A_Name}\n":                       "mover.priorityClassName",
+		"mover: {labels: {team: \"a b\"}}\n":                             "mover.labels.team",
+		"mover: {labels: {\"-bad\": x}}\n":                               "mover.labels.-bad",
+		"mover: {annotations: {\"a/b/c\": x}}\n":                         "mover.annotations.a/b/c",
 		"mover: {nodeselector: {a: b}}\n":                                "field nodeselector not found",
 	} {
 		if _, err := ParseConfig("ferry.yaml", []byte(yaml)); err == nil || !strings.Contains(err.Error(), want) {

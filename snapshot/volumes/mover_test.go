@@ -26,6 +26,8 @@ mover:
   tolerations: [{key: dedicated, operator: Exists}]
   priorityClassName: backup-low
   imagePullSecrets: [{name: regcred}]
+  labels: {team: data, sidecar.istio.io/inject: "true", app.kubernetes.io/name: other}
+  annotations: {owner: data-team}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +54,13 @@ mover:
 			if configured != (res.Limits.Memory().String() == "1Gi") || configured != (spec.PriorityClassName == "backup-low") ||
 				configured != (len(spec.ImagePullSecrets) == 1) || configured != (spec.Tolerations[0].Key == "dedicated") {
 				t.Errorf("spec %+v does not follow the mover section (configured %v)", spec, configured)
+			}
+			// Out of the mesh unless ferry.yaml says otherwise; ferry's own label and annotation stay.
+			labels, annotations := pod.Labels, pod.Annotations
+			if labels[MoverLabel] != "ferry-mover" || annotations["ferry.dev/claim"] != "data" || annotations["linkerd.io/inject"] != "disabled" ||
+				configured != (labels["team"] == "data" && annotations["owner"] == "data-team") ||
+				labels["sidecar.istio.io/inject"] != map[bool]string{false: "false", true: "true"}[configured] {
+				t.Errorf("labels %v, annotations %v (configured %v)", labels, annotations, configured)
 			}
 			if tc.selector != (spec.NodeSelector["pool"] == "data") {
 				t.Errorf("node selector %v (pinned to %q)", spec.NodeSelector, spec.NodeName)

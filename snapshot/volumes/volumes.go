@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -157,11 +158,21 @@ func (c Contents) moverPod(v plans.Volume, restricted bool) *corev1.Pod {
 	if node == "" {
 		selector = m.NodeSelector // a pinned pod goes where its claim is
 	}
+	// A mover needs no service mesh (its data moves through exec, or straight to storage): a
+	// proxy injected into it would wait on the mesh's control plane, take a share of the
+	// namespace's quota, and want NET_ADMIN where no CNI sets its redirect up. Istio's injector
+	// passes a pod of this label by, Linkerd's one of this annotation; ferry.yaml may say
+	// otherwise.
+	labels := map[string]string{"sidecar.istio.io/inject": "false"}
+	maps.Copy(labels, m.Labels)
+	labels[MoverLabel] = rules.MoverName
+	annotations := map[string]string{"linkerd.io/inject": "disabled"}
+	maps.Copy(annotations, m.Annotations)
+	annotations["ferry.dev/claim"] = v.Name
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "ferry-mover-", Namespace: v.Namespace,
-			Labels:      map[string]string{MoverLabel: rules.MoverName},
-			Annotations: map[string]string{"ferry.dev/claim": v.Name},
+			Labels: labels, Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
