@@ -320,6 +320,16 @@ kind: Secret
 metadata: {name: creds, namespace: ` + ns + `, labels: {release: "` + release + `"}}
 immutable: true
 stringData: {password: ` + password + `}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: nightly, namespace: ` + ns + `, labels: {release: "` + release + `"}}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: report, image: "registry.example/report:` + release + `"}]
 `
 	}
 	kubectl(t, "blue", secret("1", "blue-password"), "apply", "-f", "-")
@@ -330,7 +340,8 @@ metadata: {name: `+ns+`}
 spec:
   failurePolicy: Fail
   matchConstraints:
-    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [secrets]}]
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [secrets]},
+      {apiGroups: [batch], apiVersions: [v1], operations: [CREATE], resources: [jobs]}]
   validations:
   - expression: "request.dryRun == true || !has(object.metadata.labels) || !('release' in object.metadata.labels) || object.metadata.labels.release != '1'"
     message: release 1 is not made here
@@ -358,14 +369,22 @@ spec:
 		return err != nil, nil
 	})
 	code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", ns, "--existing", "update")
-	i := slices.IndexFunc(rep.Items, func(it snapshot.ReportItem) bool { return strings.HasSuffix(it.Name, ns+"/creds") })
-	if code != 3 || i < 0 || rep.Items[i].Status != snapshot.StatusFailed || !strings.Contains(rep.Items[i].Detail, "release 1 is not made here") {
-		t.Errorf("restore --existing update exited %d, want 3 with the Secret failed, refused by the policy: %+v\nstderr: %s", code, rep.Items, lastLines(errOut, 10))
-	} else {
-		t.Logf("the report's item: %s", rep.Items[i].Detail)
+	for _, name := range []string{"Secret " + ns + "/creds", "Job " + ns + "/nightly"} {
+		i := slices.IndexFunc(rep.Items, func(it snapshot.ReportItem) bool { return strings.HasSuffix(it.Name, name) })
+		if code != 3 || i < 0 || rep.Items[i].Status != snapshot.StatusFailed || !strings.Contains(rep.Items[i].Detail, "release 1 is not made here") ||
+			!strings.Contains(rep.Items[i].Detail, "the target's was made again as it was") {
+			t.Errorf("restore --existing update exited %d, want 3 with the %s failed, refused by the policy, and green's made again: %+v\nstderr: %s", code, name, rep.Items, lastLines(errOut, 10))
+		} else {
+			t.Logf("the report's item: %s", rep.Items[i].Detail)
+		}
 	}
-	s, err := greenKC.CoreV1().Secrets(ns).Get(context.Background(), "creds", metav1.GetOptions{})
+	ctx := context.Background()
+	s, err := greenKC.CoreV1().Secrets(ns).Get(ctx, "creds", metav1.GetOptions{})
 	if err != nil || string(s.Data["password"]) != "green-password" || s.Labels["release"] != "2" || s.Immutable == nil || !*s.Immutable {
 		t.Errorf("green's Secret creds after the refused remake: %v; want green's, as it was", err)
+	}
+	j, err := greenKC.BatchV1().Jobs(ns).Get(ctx, "nightly", metav1.GetOptions{})
+	if err != nil || j.Spec.Template.Spec.Containers[0].Image != "registry.example/report:2" || j.Spec.Suspend == nil || !*j.Spec.Suspend {
+		t.Errorf("green's Job nightly after the refused remake: %v; want green's, as it was", err)
 	}
 }

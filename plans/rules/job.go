@@ -19,14 +19,8 @@ func jobRules() map[string]Rule {
 			}
 			return ""
 		},
-		// The Job controller's UID labels, which the Job's own labels inherit when it has none.
-		Normalize: func(obj map[string]any) {
-			spec := nestedMap(obj, "spec")
-			for _, m := range []map[string]any{nestedMap(spec, "selector", "matchLabels"), nestedMap(spec, "template", "metadata", "labels"), nestedMap(obj, "metadata", "labels")} {
-				delete(m, "controller-uid")
-				delete(m, "batch.kubernetes.io/controller-uid")
-			}
-		},
+		Normalize: dropControllerUID,
+		Recreate:  dropControllerUID,
 		Skip: func(obj map[string]any) string {
 			if t, _, _ := unstructured.NestedString(obj, "status", "completionTime"); t != "" {
 				return "the job has completed"
@@ -38,4 +32,14 @@ func jobRules() map[string]Rule {
 			return !conditionTrue(conds, "Failed"), "the job failed"
 		},
 	}}
+}
+
+// dropControllerUID drops the Job controller's UID labels, which name the Job they were made for
+// (its own labels inherit them when it has none).
+func dropControllerUID(obj map[string]any) {
+	spec := nestedMap(obj, "spec")
+	for _, m := range []map[string]any{nestedMap(spec, "selector", "matchLabels"), nestedMap(spec, "template", "metadata", "labels"), nestedMap(obj, "metadata", "labels")} {
+		delete(m, "controller-uid")
+		delete(m, "batch.kubernetes.io/controller-uid")
+	}
 }

@@ -86,6 +86,10 @@ type Rule struct {
 	// or replace the target refuses as invalid then does that, once a dry run shows the target
 	// takes want. Nil: never.
 	Remake func(live, want map[string]any) string
+	// Recreate readies a live object to be made again as it was, when the target refuses the
+	// backup's in its place after the delete (see Remake): it drops what names the object
+	// deleted, which a new one's identity would contradict (a Job's controller UID labels).
+	Recreate func(obj map[string]any)
 	// Fixed, for a type with a field the target sets once and never changes in place that the
 	// backup's normalized form may leave out (a Service's cluster IP, which the target allocates),
 	// names how live differs from want in it, or "": a difference however the rest compares,

@@ -655,7 +655,8 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 	}
 }
 
-// remake puts obj in the place of live, whose change the target refused (refused): a ConfigMap
+// remake puts obj in the place of live, whose change the target refuses, or never makes in place
+// (refused): a ConfigMap
 // marked immutable, as a release changes one, a StatefulSet's claim templates, a binding's role,
 // a Deployment's selector. It does so only when the type's rule allows it (rules.Rule.Remake),
 // nothing holds live back from going (a finalizer), and a dry run of obj's create shows the
@@ -713,6 +714,13 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 	// Before the new one is made: its controller would adopt and number what it selects.
 	left := rs.dropFormer(ctx, gr, obj, sourceNS, former)
 	made, err := rs.createRetrying(ctx, client, obj)
+	if apierrors.IsAlreadyExists(err) {
+		// A create whose answer was lost, sent again: the first one made it.
+		if now, gerr := client.Get(ctx, obj.GetName(), metav1.GetOptions{}); gerr == nil && now.GetUID() != uid && madeByFerry(now) {
+			made, err = now, nil
+		}
+	}
+	group := schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group
 	if err != nil {
 		deleted := "it was deleted,"
 		if len(former) > 0 {
@@ -723,18 +731,22 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 		// that made it first) must not cost the target its own: it is made again as it was, but
 		// what a backup leaves out (a finished Job, which would run again).
 		if rule.Exclude != nil && rule.Exclude(live.Object) != "" {
+			rs.forget(group, live)
 			return fail(deleted + "; the target's is not made again (" + rule.Exclude(live.Object) + ")")
 		}
-		switch _, perr := rs.createRetrying(ctx, client, asItWas(live)); {
+		switch again, perr := rs.createRetrying(ctx, client, asItWas(live, rule.Recreate)); {
 		case perr == nil:
+			rs.remember(group, live.GetKind(), again) // what the restore makes next is its
 			return fail(deleted + "; the target's was made again as it was")
 		case apierrors.IsAlreadyExists(perr):
+			rs.forget(group, live)
 			return fail(deleted + "; something on the target made it again first, and it is left as that made it")
 		default:
+			rs.forget(group, live)
 			return fail(deleted + "; making the target's again failed too, so it is gone: " + perr.Error())
 		}
 	}
-	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), made)
+	rs.remember(group, obj.GetKind(), made)
 	rs.Log.Info("made again: the target changes it only so", "object", id)
 	if len(left) > 0 {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "made again, but what the one before controlled that it must not adopt could not be deleted: "+strings.Join(left, "; "))
@@ -744,12 +756,16 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 	return made.GetName(), true
 }
 
-// asItWas is live without what the API server set when it made it, to be made again as it was
-// (its status, its owners' UIDs, a Service's allocated IP kept).
-func asItWas(live *unstructured.Unstructured) *unstructured.Unstructured {
+// asItWas is live without what the API server set when it made it and what names it
+// (rules.Rule.Recreate), to be made again as it was (its status, its owners' UIDs, a Service's
+// allocated IP kept).
+func asItWas(live *unstructured.Unstructured, recreate func(map[string]any)) *unstructured.Unstructured {
 	out := live.DeepCopy()
 	for _, f := range serverSetMetadata {
 		unstructured.RemoveNestedField(out.Object, "metadata", f)
+	}
+	if recreate != nil {
+		recreate(out.Object)
 	}
 	return out
 }
@@ -840,6 +856,14 @@ func (rs *restorer) remember(group, kind string, live *unstructured.Unstructured
 	if kind == "Namespace" && group == "" {
 		rs.namespaces[live.GetName()] = true
 	}
+}
+
+// forget drops the UID remember recorded of an object deleted: what names it as its owner looks
+// it up again.
+func (rs *restorer) forget(group string, live *unstructured.Unstructured) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.uids, ownerKey(group, live.GetKind(), live.GetNamespace(), live.GetName()))
 }
 
 // prepare is the form of a backed-up object restore creates and verify expects (Prepare); with
