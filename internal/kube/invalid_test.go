@@ -31,9 +31,12 @@ func TestHideValues(t *testing.T) {
 		{"a list, its field named after it",
 			`Service "web" is invalid: spec.clusterIPs[0]: Invalid value: ["None"]: may not change once set`,
 			`Service "web" is invalid: spec.clusterIPs[0]: Invalid value: (a value not shown): may not change once set`},
-		{"strings, numbers and words stay",
-			`ConfigMap "Flags" is invalid: [metadata.name: Invalid value: "Flags": a lowercase RFC 1123 subdomain must consist of [a-z], spec.replicas: Invalid value: -1: must be greater than or equal to 0, spec.x: Unsupported value: "y": supported values: "a", "b"]`,
-			`ConfigMap "Flags" is invalid: [metadata.name: Invalid value: "Flags": a lowercase RFC 1123 subdomain must consist of [a-z], spec.replicas: Invalid value: -1: must be greater than or equal to 0, spec.x: Unsupported value: "y": supported values: "a", "b"]`},
+		{"strings go, numbers and words stay",
+			`DatabaseUser.example.com "app" is invalid: [spec.password: Invalid value: "hunter2 \" ]": spec.password in body should match '^[a-z]+$', spec.replicas: Invalid value: -1: must be greater than or equal to 0, spec.x: Unsupported value: "y": supported values: "a", "b", spec.on: Invalid value: true: must be false]`,
+			`DatabaseUser.example.com "app" is invalid: [spec.password: Invalid value: (a value not shown): spec.password in body should match '^[a-z]+$', spec.replicas: Invalid value: -1: must be greater than or equal to 0, spec.x: Unsupported value: (a value not shown): supported values: "a", "b", spec.on: Invalid value: true: must be false]`},
+		{"a pointer as Go prints it",
+			`spec.template: Invalid value: &core.PodSpec{Containers:[]core.Container{core.Container{Env:[]core.EnvVar{core.EnvVar{Value:"hunter2"}}}}}: field is immutable`,
+			`spec.template: Invalid value: (a value not shown): field is immutable`},
 		{"no value at all",
 			`Secret "creds" is invalid: data: Forbidden: field is immutable when ` + "`immutable`" + ` is set`,
 			`Secret "creds" is invalid: data: Forbidden: field is immutable when ` + "`immutable`" + ` is set`},
@@ -82,5 +85,25 @@ func TestWithoutInvalidValues(t *testing.T) {
 	if strings.Contains(err.Error(), "hunter2") || strings.Contains(strings.Join(causes, "\n"), "hunter2") ||
 		!strings.Contains(err.Error(), `spec.template: Invalid value: (a value not shown): field is immutable`) || len(causes) != 1 {
 		t.Errorf("error %q, causes %q", err, causes)
+	}
+}
+
+// An answer not in JSON (CBOR, which clients may ask for) is not read for values: not shown.
+func TestWithoutInvalidValuesOfAnotherEncoding(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/cbor")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		w.Write([]byte("\xa1hunter2"))
+	}))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL}
+	cfg.Wrap(WithoutInvalidValues)
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kc.BatchV1().Jobs("reports").Update(context.Background(), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}}, metav1.UpdateOptions{})
+	if !apierrors.IsInvalid(err) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "not shown (application/cbor)") {
+		t.Errorf("error %v", err)
 	}
 }

@@ -14,13 +14,17 @@ import (
 // loadBalancerSourceRanges are the user's and move.
 // The default namespace's "kubernetes" stays: the target's API server publishes its own.
 // A Service's cluster IP is fixed once allocated: one that becomes headless, or stops being so, is
-// made again (Remake), but a load balancer's, which would get another address outside.
+// made again (Remake), but not one with node ports (a NodePort's or a load balancer's), which
+// would get others, and another address outside.
 func serviceRules() map[string]Rule {
 	return map[string]Rule{"services": {
 		Wave: WaveRest,
 		Remake: func(live, _ map[string]any) string {
-			if t, _ := nestedField(live, "spec", "type").(string); t == "LoadBalancer" {
+			switch t, _ := nestedField(live, "spec", "type").(string); t {
+			case "LoadBalancer":
 				return "it is a LoadBalancer: made again, it would get another load balancer, at another address"
+			case "NodePort":
+				return "it is a NodePort Service: made again, it would get other node ports than those load balancers and firewalls outside may point at"
 			}
 			return ""
 		},
@@ -42,7 +46,10 @@ func serviceRules() map[string]Rule {
 func headlessChange(want, live map[string]any) string {
 	wantIP, _ := nestedField(want, "spec", "clusterIP").(string)
 	liveIP, _ := nestedField(live, "spec", "clusterIP").(string)
-	if (wantIP == "None") == (liveIP == "None") {
+	wantType, _ := nestedField(want, "spec", "type").(string)
+	liveType, _ := nestedField(live, "spec", "type").(string)
+	// An ExternalName Service has no cluster IP, and one becomes any other type in place.
+	if (wantIP == "None") == (liveIP == "None") || wantType == "ExternalName" || liveType == "ExternalName" {
 		return ""
 	}
 	describe := func(ip string) string {
@@ -102,8 +109,8 @@ func withAllocatedPorts(norm, live map[string]any) {
 	}
 }
 
-// lastApplied is the annotation kubectl apply (client-side) keeps the applied object in.
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+// LastApplied is the annotation kubectl apply (client-side) keeps the applied object in.
+const LastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // NodePort is a node port a user chose for a Service: it moves as it is, so it must be free on the
 // target (load balancers and firewalls outside the cluster point at it).
@@ -125,7 +132,7 @@ func ChosenNodePorts(svc map[string]any) (ports []bool, healthCheck bool) {
 	named, unnamed := map[string]bool{}, map[int64]bool{}
 	keys := map[string]bool{} // managed-fields keys of ports whose nodePort a manager set
 	u := unstructured.Unstructured{Object: svc}
-	if cfg := u.GetAnnotations()[lastApplied]; cfg != "" {
+	if cfg := u.GetAnnotations()[LastApplied]; cfg != "" {
 		var applied map[string]any
 		if json.Unmarshal([]byte(cfg), &applied) == nil {
 			list, _, _ := unstructured.NestedSlice(applied, "spec", "ports")
@@ -184,7 +191,7 @@ func ChosenClusterIP(svc map[string]any) (ip string, chosen bool) {
 // holds a value for it, or some field manager owns it.
 func specFieldChosen(svc map[string]any, field string) bool {
 	u := unstructured.Unstructured{Object: svc}
-	if cfg := u.GetAnnotations()[lastApplied]; cfg != "" {
+	if cfg := u.GetAnnotations()[LastApplied]; cfg != "" {
 		var applied map[string]any
 		if json.Unmarshal([]byte(cfg), &applied) == nil {
 			switch v := nestedField(applied, "spec", field).(type) {

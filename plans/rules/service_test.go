@@ -96,14 +96,14 @@ func TestChosenNodePortsOf(t *testing.T) {
 	}
 }
 
-// A Service made again gets its cluster IP anew, a LoadBalancer's its address outside too: only
-// the first is made again.
+// A Service made again gets its cluster IP anew, a NodePort's its node ports, a LoadBalancer's
+// its address outside too: only the first is made again.
 func TestServiceRemake(t *testing.T) {
 	remake := For("services").Remake
 	for _, tc := range []struct {
 		typ  string
 		want bool
-	}{{"", true}, {"ClusterIP", true}, {"NodePort", true}, {"LoadBalancer", false}} {
+	}{{"", true}, {"ClusterIP", true}, {"NodePort", false}, {"LoadBalancer", false}} {
 		live := map[string]any{"spec": map[string]any{"clusterIP": "10.96.0.20"}}
 		if tc.typ != "" {
 			live["spec"].(map[string]any)["type"] = tc.typ
@@ -117,8 +117,11 @@ func TestServiceRemake(t *testing.T) {
 
 func TestHeadlessChange(t *testing.T) {
 	svc := func(ip string) map[string]any {
-		if ip == "" {
+		switch ip {
+		case "":
 			return map[string]any{"spec": map[string]any{}}
+		case "ExternalName":
+			return map[string]any{"spec": map[string]any{"type": "ExternalName", "externalName": "api.example.com"}}
 		}
 		return map[string]any{"spec": map[string]any{"clusterIP": ip}}
 	}
@@ -129,6 +132,8 @@ func TestHeadlessChange(t *testing.T) {
 		{"10.96.0.30", "10.96.0.20", ""}, // a chosen IP compares as any field does
 		{"", "None", `spec.clusterIP: backup an allocated IP, target "None" (headless)`},
 		{"None", "10.96.0.20", `spec.clusterIP: backup "None" (headless), target an allocated IP`},
+		{"None", "ExternalName", ""}, // changed in place
+		{"ExternalName", "None", ""},
 	} {
 		if got := fixed(svc(tc.want), svc(tc.live)); got != tc.diff {
 			t.Errorf("backup %q, target %q: %q, want %q", tc.want, tc.live, got, tc.diff)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/plans/rules"
 )
 
 // Compare lists how actual fails to contain expected: every field of expected must be in actual
@@ -48,7 +49,8 @@ func Compare(expected, actual map[string]any, sensitive ...config.Sensitivity) [
 	return append(out, applied...)
 }
 
-const lastAppliedPath = `metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`
+// lastAppliedPath is the path Compare names kubectl's record of what it applied by.
+const lastAppliedPath = `metadata.annotations["` + rules.LastApplied + `"]`
 
 type comparer struct {
 	secret bool     // a Secret: its data is base64

@@ -633,7 +633,7 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 		rule := rules.For(gr)
 		if fixed := rule.Fixed; fixed != nil && rule.Remake != nil {
 			if d := fixed(expected, live.Object); d != "" {
-				return rs.remake(ctx, gr, id, sourceNS, client, live, obj, diffs[0], errors.New(d+": the target never changes it in place"))
+				return rs.remake(ctx, gr, id, sourceNS, client, live, obj, diffs[0], errors.New("the target never changes "+fixedField(d)+" in place"))
 			}
 		}
 		err := rs.admitted(ctx, func() error { return retry.OnError(retry.DefaultBackoff, transient, write) })
@@ -756,6 +756,12 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 	return made.GetName(), true
 }
 
+// fixedField is the field a rules.Rule.Fixed difference names.
+func fixedField(diff string) string {
+	field, _, _ := strings.Cut(diff, ": ")
+	return field
+}
+
 // asItWas is live without what the API server set when it made it and what names it
 // (rules.Rule.Recreate), to be made again as it was (its status, its owners' UIDs, a Service's
 // allocated IP kept).
@@ -780,7 +786,8 @@ func (c Objects) compare(gr string, expected map[string]any, live *unstructured.
 	}
 	diffs := Compare(expected, norm, sensitive)
 	if fixed := rules.For(gr).Fixed; fixed != nil {
-		if d := fixed(expected, live.Object); d != "" {
+		// First, unless the comparison named its field already.
+		if d := fixed(expected, live.Object); d != "" && !slices.ContainsFunc(diffs, func(s string) bool { return strings.HasPrefix(s, fixedField(d)) }) {
 			diffs = append([]string{d}, diffs...)
 		}
 	}
