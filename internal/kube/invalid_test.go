@@ -66,13 +66,7 @@ func TestWithoutInvalidValues(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	cfg := &rest.Config{Host: srv.URL}
-	cfg.Wrap(WithoutInvalidValues)
-	kc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = kc.BatchV1().Jobs("reports").Update(context.Background(), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}}, metav1.UpdateOptions{})
+	err := updateThrough(t, srv.URL)
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("the error is not the API server's refusal as invalid: %v", err)
 	}
@@ -96,14 +90,22 @@ func TestWithoutInvalidValuesOfAnotherEncoding(t *testing.T) {
 		w.Write([]byte("\xa1hunter2"))
 	}))
 	defer srv.Close()
-	cfg := &rest.Config{Host: srv.URL}
+	err := updateThrough(t, srv.URL)
+	if !apierrors.IsInvalid(err) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "not shown (application/cbor)") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// updateThrough updates a Job through WithoutInvalidValues at the server host, and returns the
+// error the client sees.
+func updateThrough(t *testing.T, host string) error {
+	t.Helper()
+	cfg := &rest.Config{Host: host}
 	cfg.Wrap(WithoutInvalidValues)
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = kc.BatchV1().Jobs("reports").Update(context.Background(), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}}, metav1.UpdateOptions{})
-	if !apierrors.IsInvalid(err) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "not shown (application/cbor)") {
-		t.Errorf("error %v", err)
-	}
+	return err
 }
