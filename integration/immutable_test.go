@@ -22,8 +22,8 @@ const immutableNS = "immutable"
 
 // TestImmutableObjectsAreReplaced: a ConfigMap or Secret marked immutable, a StatefulSet's
 // claim templates, a binding's role, a Deployment's or DaemonSet's selector, a Job's template,
-// a PriorityClass's value, whether a Service is headless and a storage or ingress class's driver
-// change only by being deleted and made again: how a release changes
+// a PriorityClass's value, whether a Service is headless, a storage or ingress class's driver and
+// a runtime class's handler change only by being deleted and made again: how a release changes
 // one (a chart that renames its labels, a binding given another role), how an operator grows a
 // StatefulSet's volumes (and so how green's may change before a carry-back). A restore that
 // replaces (--existing replace, as the carry-back does) or updates existing objects makes the
@@ -38,6 +38,7 @@ func TestImmutableObjectsAreReplaced(t *testing.T) {
 			kc.SchedulingV1().PriorityClasses().Delete(context.Background(), "immutable-batch", metav1.DeleteOptions{})
 			kc.StorageV1().StorageClasses().Delete(context.Background(), "immutable-fast", metav1.DeleteOptions{})
 			kc.NetworkingV1().IngressClasses().Delete(context.Background(), "immutable-web", metav1.DeleteOptions{})
+			kc.NodeV1().RuntimeClasses().Delete(context.Background(), "immutable-sandbox", metav1.DeleteOptions{})
 		}
 	})
 	objects := func(version, password, size string) string {
@@ -65,6 +66,11 @@ apiVersion: networking.k8s.io/v1
 kind: IngressClass
 metadata: {name: immutable-web}
 spec: {controller: example.com/ingress-` + version + `}
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: immutable-sandbox}
+handler: sandbox-` + version + `
 ---
 apiVersion: v1
 kind: Namespace
@@ -159,7 +165,7 @@ spec:
 	ctx := context.Background()
 	for _, policy := range []string{"replace", "update"} {
 		kubectl(t, "green", "", "delete", "-n", immutableNS, "configmap/flags", "secret/creds", "statefulset/db", "rolebinding/readers", "deployment/web", "daemonset/agent", "job/nightly", "service/db", "service/cache")
-		kubectl(t, "green", "", "delete", "priorityclass/immutable-batch", "storageclass/immutable-fast", "ingressclass/immutable-web")
+		kubectl(t, "green", "", "delete", "priorityclass/immutable-batch", "storageclass/immutable-fast", "ingressclass/immutable-web", "runtimeclass/immutable-sandbox")
 		kubectl(t, "green", objects("2", "green-password", "2Gi"), "apply", "-f", "-")
 		if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "immutable", "--existing", policy); code != 0 {
 			t.Errorf("restore --existing %s exited %d, want 0: %s %+v\nstderr: %s", policy, code, rep.Error, rep.Items, lastLines(errOut, 10))
@@ -201,6 +207,9 @@ spec:
 		}
 		if ic, err := greenKC.NetworkingV1().IngressClasses().Get(ctx, "immutable-web", metav1.GetOptions{}); err != nil || ic.Spec.Controller != "example.com/ingress-1" {
 			t.Errorf("--existing %s: green's IngressClass immutable-web is not blue's (%v)", policy, err)
+		}
+		if rc, err := greenKC.NodeV1().RuntimeClasses().Get(ctx, "immutable-sandbox", metav1.GetOptions{}); err != nil || rc.Handler != "sandbox-1" {
+			t.Errorf("--existing %s: green's RuntimeClass immutable-sandbox is not blue's (%v)", policy, err)
 		}
 		// What green's workloads ran before does not run on, unowned or taken for up to date:
 		// the old ReplicaSet (green's own history) and pods go.

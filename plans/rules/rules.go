@@ -81,7 +81,7 @@ type Rule struct {
 	// Remake, for a type of which the target refuses some changes (a ConfigMap or Secret marked
 	// immutable, a StatefulSet's claim templates, as an operator grows its volumes, a binding's
 	// role, a workload's selector, a Job's template, a PriorityClass's value, a Service's cluster
-	// IP, a class's driver), says why the
+	// IP, a class's driver or handler), says why the
 	// live object may not be deleted and made again as want instead, or "" when it may: an update
 	// or replace the target refuses as invalid then does that, once a dry run shows the target
 	// takes want. Nil: never.
@@ -173,7 +173,7 @@ func build() map[string]Rule {
 	out := map[string]Rule{}
 	for _, set := range []map[string]Rule{
 		crdRules(), namespaceRules(), storageClassRules(), claimRules(), volumeRules(), volumeSnapshotRules(),
-		serviceAccountRules(), secretRules(), configMapRules(), rbacRules(), policyRules(), priorityClassRules(),
+		serviceAccountRules(), secretRules(), configMapRules(), rbacRules(), policyRules(), priorityClassRules(), runtimeClassRules(),
 		serviceRules(), endpointsRules(), podRules(), jobRules(), deploymentRules(), replicaSetRules(),
 		controllerRevisionRules(), statefulSetRules(), daemonSetRules(),
 		webhookRules(), apiServiceRules(), certificateRules(), flowControlRules(), clusterRules(),

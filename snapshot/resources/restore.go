@@ -656,9 +656,8 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 }
 
 // remake puts obj in the place of live, whose change the target refuses, or never makes in place
-// (refused): a ConfigMap
-// marked immutable, as a release changes one, a StatefulSet's claim templates, a binding's role,
-// a Deployment's selector. It does so only when the type's rule allows it (rules.Rule.Remake),
+// (refused): a ConfigMap marked immutable, as a release changes one, a StatefulSet's claim
+// templates, a binding's role, a Deployment's selector, a Service made headless. It does so only when the type's rule allows it (rules.Rule.Remake),
 // nothing holds live back from going (a finalizer), and a dry run of obj's create shows the
 // target takes it. live is then deleted, on the condition that it is still that object, with its
 // dependents or leaving them for the new one (rules.Rule.RemakeOrphans: those it must not adopt
@@ -713,13 +712,7 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 	}
 	// Before the new one is made: its controller would adopt and number what it selects.
 	left := rs.dropFormer(ctx, gr, obj, sourceNS, former)
-	made, err := rs.createRetrying(ctx, client, obj)
-	if apierrors.IsAlreadyExists(err) {
-		// A create whose answer was lost, sent again: the first one made it.
-		if now, gerr := client.Get(ctx, obj.GetName(), metav1.GetOptions{}); gerr == nil && now.GetUID() != uid && madeByFerry(now) {
-			made, err = now, nil
-		}
-	}
+	made, err := rs.createInPlaceOf(ctx, client, obj, uid)
 	group := schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group
 	if err != nil {
 		deleted := "it was deleted,"
@@ -734,7 +727,7 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 			rs.forget(group, live)
 			return fail(deleted + "; the target's is not made again (" + rule.Exclude(live.Object) + ")")
 		}
-		switch again, perr := rs.createRetrying(ctx, client, asItWas(live, rule.Recreate)); {
+		switch again, perr := rs.createInPlaceOf(ctx, client, asItWas(live, rule.Recreate), uid); {
 		case perr == nil:
 			rs.remember(group, live.GetKind(), again) // what the restore makes next is its
 			return fail(deleted + "; the target's was made again as it was")
@@ -754,6 +747,19 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 	}
 	rs.report.Count("objects", snapshot.StatusUpdated)
 	return made.GetName(), true
+}
+
+// createInPlaceOf makes obj where the object of UID former was deleted. A create whose answer was
+// lost is sent again, and finds what the first one made: that is taken for made, not for
+// something else's.
+func (rs *restorer) createInPlaceOf(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, former types.UID) (*unstructured.Unstructured, error) {
+	made, err := rs.createRetrying(ctx, client, obj)
+	if apierrors.IsAlreadyExists(err) {
+		if now, gerr := client.Get(ctx, obj.GetName(), metav1.GetOptions{}); gerr == nil && now.GetUID() != former && madeByFerry(now) {
+			return now, nil
+		}
+	}
+	return made, err
 }
 
 // fixedField is the field a rules.Rule.Fixed difference names.
