@@ -39,7 +39,7 @@ func Compare(expected, actual map[string]any, sensitive ...config.Sensitivity) [
 	// kubectl's record of what it applied differs wherever a field it applied does: the field
 	// itself says more, so it is named first.
 	var applied []string
-	out := slices.DeleteFunc(slices.Clone(c.out), func(d string) bool {
+	out := slices.DeleteFunc(c.out, func(d string) bool {
 		if strings.HasPrefix(d, lastAppliedPath) {
 			applied = append(applied, d)
 			return true

@@ -723,9 +723,11 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 		// What the dry run did not foresee (an admission that lets dry runs through, something
 		// that made it first) must not cost the target its own: it is made again as it was, but
 		// what a backup leaves out (a finished Job, which would run again).
-		if rule.Exclude != nil && rule.Exclude(live.Object) != "" {
-			rs.forget(group, live)
-			return fail(deleted + "; the target's is not made again (" + rule.Exclude(live.Object) + ")")
+		if rule.Exclude != nil {
+			if why := rule.Exclude(live.Object); why != "" {
+				rs.forget(group, live)
+				return fail(deleted + "; the target's is not made again (" + why + ")")
+			}
 		}
 		switch again, perr := rs.createInPlaceOf(ctx, client, asItWas(live, rule.Recreate), uid); {
 		case perr == nil:
