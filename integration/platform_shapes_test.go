@@ -37,7 +37,7 @@ func createNamespace(t *testing.T, kc kubernetes.Interface, name string, labels 
 // claimTemplateSet creates a one-replica StatefulSet whose pods (app=name) keep their data on the
 // claim template "data", as database charts do; binds its claim data-NAME-0 to a folder of the
 // testbed and returns the running pod's name (NAME-0).
-func claimTemplateSet(t *testing.T, ns, name string) string {
+func claimTemplateSet(t *testing.T, ns, name string, edits ...func(*appsv1.StatefulSet)) string {
 	t.Helper()
 	blue, kc := clients(t, "blue")
 	ctx := context.Background()
@@ -57,6 +57,9 @@ func claimTemplateSet(t *testing.T, ns, name string) string {
 			}},
 		},
 	}
+	for _, edit := range edits {
+		edit(sts)
+	}
 	if _, err := kc.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +72,76 @@ func claimTemplateSet(t *testing.T, ns, name string) string {
 		t.Fatal(err)
 	}
 	return runningPod(t, kc, ns, "app="+name)
+}
+
+// TestQuiesceKeepsTheClaimsAStatefulSetDeletesWhenScaledDown: a StatefulSet whose claims go
+// when it scales down (persistentVolumeClaimRetentionPolicy whenScaled: Delete, as charts set it
+// for caches and queues) writes to a claim whose files move, so a migration scales it to zero;
+// the StatefulSet controller then deleted blue's claim, blue's copy of the data, before the backup
+// read it, and the rollback target started with none. While ferry holds it at zero, it keeps its
+// claims (Retain); started again, on green and on blue, it deletes them as before.
+func TestQuiesceKeepsTheClaimsAStatefulSetDeletesWhenScaledDown(t *testing.T) {
+	_, greenKC := cutover(t)
+	_, blueKC := clients(t, "blue")
+	ctx := context.Background()
+	const ns, claim = "shapes-scaled-claims", "data-ledger-0"
+	removeAfter(t, ns, blueKC, greenKC)
+	createNamespace(t, blueKC, ns, nil)
+	claimTemplateSet(t, ns, "ledger", func(sts *appsv1.StatefulSet) {
+		sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenScaled: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType}
+	})
+	if err := os.WriteFile(filepath.Join(claimFolder(t, blueKC, ns, claim), "entries.log"), []byte("entry 1\nentry 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	policy := func(kc kubernetes.Interface) (int32, string) {
+		sts, err := kc.AppsV1().StatefulSets(ns).Get(ctx, "ledger", metav1.GetOptions{})
+		if err != nil || sts.Spec.PersistentVolumeClaimRetentionPolicy == nil {
+			t.Fatalf("StatefulSet %s/ledger: %v", ns, err)
+		}
+		return *sts.Spec.Replicas, string(sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenScaled)
+	}
+	claimKept := func(kc kubernetes.Interface, cluster string) {
+		t.Helper()
+		pvc, err := kc.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+		if err != nil || pvc.DeletionTimestamp != nil {
+			t.Fatalf("%s's claim %s/%s after the run: %v (deleting since %v); want it kept", cluster, ns, claim, err, pvc.DeletionTimestamp)
+		}
+	}
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
+	time.Sleep(2 * time.Second) // what the garbage collector deletes, it has deleted by now
+	claimKept(blueKC, "blue")
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if replicas, whenScaled := policy(blueKC); replicas != 0 || whenScaled != "Retain" {
+		t.Errorf("blue's ledger while stopped: %d replicas, whenScaled %s; want 0 and Retain", replicas, whenScaled)
+	}
+	claimKept(greenKC, "green")
+	if got := claimFiles(t, claimFolder(t, greenKC, ns, claim)); got["entries.log"] == "" {
+		t.Errorf("green's claim holds %v, want entries.log", got)
+	}
+	if replicas, whenScaled := policy(greenKC); replicas != 1 || whenScaled != "Delete" {
+		t.Errorf("green's ledger: %d replicas, whenScaled %s; want 1 and Delete, as blue's ran", replicas, whenScaled)
+	}
+
+	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", runID(t, errOut), "--discard-green-writes")
+	if code != 0 {
+		t.Fatalf("ferry rollback exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if replicas, whenScaled := policy(blueKC); replicas != 1 || whenScaled != "Delete" {
+		t.Errorf("blue's ledger after the rollback: %d replicas, whenScaled %s; want 1 and Delete", replicas, whenScaled)
+	}
+	claimKept(blueKC, "blue")
+	if got := claimFiles(t, claimFolder(t, blueKC, ns, claim)); got["entries.log"] == "" {
+		t.Errorf("blue's claim after the rollback holds %v, want entries.log", got)
+	}
 }
 
 // TestStatefulSetDatabasesMoveAsDumps: a MariaDB and a PostgreSQL run by StatefulSets keep their

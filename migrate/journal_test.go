@@ -98,6 +98,40 @@ func TestQuiescePatchAndUndo(t *testing.T) {
 			t.Errorf("%s: record %s, want %s", tc.rule.Action, got, tc.original)
 		}
 	}
+	// A StatefulSet that deletes the claims of the replicas it removes keeps them while stopped.
+	deletes := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(2),
+		"persistentVolumeClaimRetentionPolicy": map[string]any{"whenScaled": "Delete", "whenDeleted": "Retain"}}}}
+	for _, tc := range []struct {
+		rule            config.QuiesceRule
+		patch, original string
+	}{
+		{config.QuiesceRule{Action: ScaleToZero}, `{"spec":{"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Retain"},"replicas":0}}`,
+			`{"action":"scale-to-zero","replicas":2,"undo":{"spec":{"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Delete"}}}}`},
+		{config.QuiesceRule{Action: Patch, Patch: `{"spec":{"replicas":1}}`}, `{"spec":{"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Retain"},"replicas":1}}`,
+			`{"action":"patch","undo":{"spec":{"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Delete"},"replicas":2}}}`},
+		{config.QuiesceRule{Action: Patch, Patch: `{"spec":{"replicas":3}}`}, `{"spec":{"replicas":3}}`, `{"action":"patch","undo":{"spec":{"replicas":2}}}`},
+		{config.QuiesceRule{Action: Suspend}, `{"spec":{"suspend":true}}`, `{"action":"suspend","suspend":false}`},
+	} {
+		orig, patch, err := quiescePatch(tc.rule, deletes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		record, _ := json.Marshal(orig)
+		if string(patch) != tc.patch || string(record) != tc.original {
+			t.Errorf("%s %s on a set that deletes its claims: patch %s, record %s; want %s, %s", tc.rule.Action, tc.rule.Patch, patch, record, tc.patch, tc.original)
+		}
+	}
+	// Started again from the record, it deletes them as before.
+	stopped := `{"metadata":{"annotations":{"ferry.dev/quiesced":"{\"action\":\"scale-to-zero\",\"replicas\":2,\"undo\":{\"spec\":{\"persistentVolumeClaimRetentionPolicy\":{\"whenScaled\":\"Delete\"}}}}"}},` +
+		`"spec":{"replicas":0,"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Retain","whenDeleted":"Retain"}}}`
+	var in map[string]any
+	if err := json.Unmarshal([]byte(stopped), &in); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"metadata":{"annotations":{}},"spec":{"persistentVolumeClaimRetentionPolicy":{"whenDeleted":"Retain","whenScaled":"Delete"},"replicas":2}}`
+	if got, _ := json.Marshal(startedForm(in)); string(got) != want {
+		t.Errorf("started again: %s, want %s", got, want)
+	}
 	if _, _, err := quiescePatch(config.QuiesceRule{Action: "explode"}, obj); err == nil {
 		t.Error("an unknown action must fail")
 	}

@@ -117,7 +117,11 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 			if obj, err = q.patch(ctx, client, obj.GetName(), full, 0); err != nil {
 				return nil, err
 			}
-			done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: rule.Why})
+			detail := rule.Why
+			if orig.keepsClaims() {
+				detail += "; keeps its claims while stopped (whenScaled: Retain, Delete again when started)"
+			}
+			done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: strings.TrimPrefix(detail, "; ")})
 		}
 		checked = append(checked, stoppedObject{rule: rule, client: client, name: obj.GetName()})
 		found, err := q.writerPodsOf(ctx, rule, obj)
@@ -690,8 +694,56 @@ func quiescePatch(rule config.QuiesceRule, obj *unstructured.Unstructured) (orig
 	default:
 		return orig, nil, fmt.Errorf("quiesce action %q: want %s, %s, %s or %s", rule.Action, ScaleToZero, Suspend, Annotate, Patch)
 	}
+	if keepsClaimsWhileStopped(obj, patch) {
+		patch = merge(patch, map[string]any{"spec": map[string]any{"persistentVolumeClaimRetentionPolicy": map[string]any{"whenScaled": "Retain"}}})
+		undo := map[string]any{"spec": map[string]any{"persistentVolumeClaimRetentionPolicy": map[string]any{"whenScaled": "Delete"}}}
+		var err error
+		if len(orig.Undo) == 0 {
+			orig.Undo, err = json.Marshal(undo)
+		} else {
+			orig.Undo, err = mergePatches(orig.Undo, undo)
+		}
+		if err != nil {
+			return orig, nil, err
+		}
+	}
 	data, err := json.Marshal(patch)
 	return orig, data, err
+}
+
+// keepsClaims says whether the record puts back a StatefulSet's whenScaled: Delete.
+func (o original) keepsClaims() bool {
+	var undo map[string]any
+	if json.Unmarshal(o.Undo, &undo) != nil {
+		return false
+	}
+	whenScaled, _, _ := unstructured.NestedString(undo, "spec", "persistentVolumeClaimRetentionPolicy", "whenScaled")
+	return whenScaled == "Delete"
+}
+
+// keepsClaimsWhileStopped says whether patch scales down a StatefulSet that deletes the claims
+// of the replicas it removes (persistentVolumeClaimRetentionPolicy whenScaled: Delete): at zero,
+// all of them, with blue's copy of the data that moves, before the backup reads it. Such a set
+// is stopped with whenScaled: Retain beside its replicas, and started again with Delete.
+func keepsClaimsWhileStopped(obj *unstructured.Unstructured, patch map[string]any) bool {
+	if whenScaled, _, _ := unstructured.NestedString(obj.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenScaled"); whenScaled != "Delete" {
+		return false
+	}
+	spec, _ := patch["spec"].(map[string]any)
+	var to float64
+	switch v := spec["replicas"].(type) {
+	case int:
+		to = float64(v)
+	case float64: // a patch rule's JSON
+		to = v
+	default:
+		return false
+	}
+	from, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
+	if !found {
+		from = 1
+	}
+	return to < float64(from)
 }
 
 // inverse is the merge patch that puts back, in current, every field patch changes.
