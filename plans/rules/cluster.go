@@ -10,6 +10,7 @@ func clusterRules() map[string]Rule {
 		"events":                              "events are a record of the source cluster's past",
 		"events.events.k8s.io":                "events are a record of the source cluster's past",
 		"leases.coordination.k8s.io":          "leases are held by the source cluster's running processes",
+		"leasecandidates.coordination.k8s.io": "lease candidates are the source cluster's running processes",
 		"csinodes.storage.k8s.io":             "CSI node records belong to the source cluster's nodes",
 		"csistoragecapacities.storage.k8s.io": "storage capacity is published by the target's CSI drivers",
 		"volumeattachments.storage.k8s.io":    "volume attachments belong to the source cluster's nodes",

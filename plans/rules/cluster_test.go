@@ -14,8 +14,16 @@ func TestNever(t *testing.T) {
 		"endpointslices.discovery.k8s.io":    "",
 		"apiservices.apiregistration.k8s.io": "registered by the target's API server",
 		"certificatesigningrequests.certificates.k8s.io": "source cluster's signers",
-		"configmaps":            "",
-		"profiles.kubeflow.org": "",
+		"ipamblocks.crd.projectcalico.org":               "Calico's address allocations",
+		"ciliumidentities.cilium.io":                     "security identities",
+		"ciliumnetworkpolicies.cilium.io":                "", // the user's policies move
+		"nodeclaims.karpenter.sh":                        "source cluster's machines",
+		"nodepools.karpenter.sh":                         "",
+		"resourceslices.resource.k8s.io":                 "drivers published",
+		"deviceclasses.resource.k8s.io":                  "",
+		"leasecandidates.coordination.k8s.io":            "running processes",
+		"configmaps":                                     "",
+		"profiles.kubeflow.org":                          "",
 		// A simulator's resources are its installation's to exclude (the testbed's ferry.yaml does).
 		"execs.kwok.x-k8s.io": "",
 	} {
@@ -24,6 +32,19 @@ func TestNever(t *testing.T) {
 			t.Errorf("%s: never moves because %q, want %q", gr, got, want)
 		}
 	}
+}
+
+// TestNodesOwnStays: an object a node owns (what its agents publish about it) never moves, of any
+// type.
+func TestNodesOwnStays(t *testing.T) {
+	runCases(t, []ruleCase{
+		{"a ConfigMap a node owns", "exclude", "configmaps",
+			`{"metadata":{"namespace":"a","name":"c","ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"worker-1","uid":"u"}]}}`, "node worker-1"},
+		{"a custom resource a node owns", "exclude", "gpus.example.com",
+			`{"metadata":{"name":"g","ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"worker-2","uid":"u"}]}}`, "node worker-2"},
+		{"a custom Node kind's own moves", "exclude", "configmaps",
+			`{"metadata":{"namespace":"a","name":"c","ownerReferences":[{"apiVersion":"example.com/v1","kind":"Node","name":"n","uid":"u"}]}}`, ""},
+	})
 }
 
 // TestBeingDeletedStays: an object being deleted on the source (held by a finalizer, say) never

@@ -176,7 +176,7 @@ func build() map[string]Rule {
 		serviceAccountRules(), secretRules(), configMapRules(), rbacRules(), policyRules(), priorityClassRules(), runtimeClassRules(),
 		serviceRules(), endpointsRules(), podRules(), jobRules(), deploymentRules(), replicaSetRules(),
 		controllerRevisionRules(), statefulSetRules(), daemonSetRules(),
-		webhookRules(), apiServiceRules(), certificateRules(), flowControlRules(), clusterRules(),
+		webhookRules(), apiServiceRules(), certificateRules(), flowControlRules(), clusterRules(), infrastructureRules(),
 	} {
 		for gr, r := range set {
 			if _, dup := out[gr]; dup {
@@ -267,16 +267,31 @@ func same(r Rule, grs ...string) map[string]Rule {
 }
 
 // ExcludeReason is why an object does not move, or "": one being deleted never does (made on the
-// target it would not be being deleted there; Velero's backup leaves such objects out too), the
-// others as the rule's Exclude says.
+// target it would not be being deleted there; Velero's backup leaves such objects out too), nor
+// one a node owns (OwnedByNode), the others as the rule's Exclude says.
 func (r Rule) ExcludeReason(obj map[string]any) string {
 	if ts, _, _ := unstructured.NestedString(obj, "metadata", "deletionTimestamp"); ts != "" {
 		return "being deleted on the source"
+	}
+	if why := OwnedByNode(obj); why != "" {
+		return why
 	}
 	if r.Exclude == nil {
 		return ""
 	}
 	return r.Exclude(obj)
+}
+
+// OwnedByNode says why an object a node owns does not move, or "": what a node's agents publish
+// about it (its device slices, its network plugin's record) belongs to the source cluster's
+// node, and the target has none of that name.
+func OwnedByNode(obj map[string]any) string {
+	for _, ref := range (&unstructured.Unstructured{Object: obj}).GetOwnerReferences() {
+		if ref.Kind == "Node" && ref.APIVersion == "v1" {
+			return "belongs to the source cluster's node " + ref.Name
+		}
+	}
+	return ""
 }
 
 // SkipReason is Skip's or Released's reason (claims are the backup's), or "" when neither has one.

@@ -1127,10 +1127,15 @@ func TargetID(m snapshot.Mapping, gr string, e Entry) string {
 	return e.APIVersion + " " + e.Kind + " " + strings.TrimPrefix(targetKey(m, gr, e), "/")
 }
 
-// clusterOwn says whether the entry is of a Velero backup's kube-system (or another of a cluster's
-// own namespaces) that the selection does not name: it stays, as a ferry backup leaves it
+// clusterOwn says whether the entry is the source cluster's own, which stays as a ferry backup
+// leaves it: of a type that never moves or owned by a node (in a backup made before their rules,
+// or Velero's: a network plugin's address blocks, rules.Rule.Never), or of a Velero backup's
+// kube-system (or another of a cluster's own namespaces) that the selection does not name
 // (rules.ClusterOwnNamespace). What runs there is set up for the cluster it came from.
 func (c Objects) clusterOwn(e Entry) bool {
+	if rules.For(e.GroupResource).Never != "" || e.Object != nil && rules.OwnedByNode(e.Object) != "" {
+		return true
+	}
 	return c.velero && rules.ClusterOwnNamespace(e.Namespace) && !c.Select.NamesNamespace(e.Namespace)
 }
 

@@ -96,3 +96,27 @@ func TestArchiveReadsWithVelero(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterOwnStays: what a backup made before a type's rule (or Velero's) holds of the source
+// cluster's own records stays there: types that never move, objects a node owns, and a Velero
+// backup's kube-system.
+func TestClusterOwnStays(t *testing.T) {
+	nodeOwned := map[string]any{"metadata": map[string]any{"name": "c", "ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Node", "name": "worker-1", "uid": "u"}}}}
+	for _, tc := range []struct {
+		name   string
+		velero bool
+		e      Entry
+		want   bool
+	}{
+		{"an address block of Calico's", false, Entry{GroupResource: "ipamblocks.crd.projectcalico.org", Name: "10-244-0-0-26"}, true},
+		{"a node's ConfigMap", false, Entry{GroupResource: "configmaps", Namespace: "a", Name: "c", Object: nodeOwned}, true},
+		{"a ConfigMap", false, Entry{GroupResource: "configmaps", Namespace: "a", Name: "c", Object: map[string]any{}}, false},
+		{"a ConfigMap not read yet", false, Entry{GroupResource: "configmaps", Namespace: "a", Name: "c"}, false},
+		{"kube-system of ferry's backup", false, Entry{GroupResource: "configmaps", Namespace: "kube-system", Name: "c"}, false},
+		{"kube-system of Velero's backup", true, Entry{GroupResource: "configmaps", Namespace: "kube-system", Name: "c"}, true},
+	} {
+		if got := (Objects{velero: tc.velero}).clusterOwn(tc.e); got != tc.want {
+			t.Errorf("%s: clusterOwn %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// infrastructureCRDs are the types a network plugin (Calico, Cilium) and a node autoscaler
+// (Karpenter) record the cluster in, as they install them (schemas left open).
+const infrastructureCRDs = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: ipamblocks.crd.projectcalico.org}
+spec:
+  group: crd.projectcalico.org
+  scope: Cluster
+  names: {kind: IPAMBlock, plural: ipamblocks, singular: ipamblock, listKind: IPAMBlockList}
+  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: ciliumidentities.cilium.io}
+spec:
+  group: cilium.io
+  scope: Cluster
+  names: {kind: CiliumIdentity, plural: ciliumidentities, singular: ciliumidentity, listKind: CiliumIdentityList}
+  versions: [{name: v2, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: ciliumendpoints.cilium.io}
+spec:
+  group: cilium.io
+  scope: Namespaced
+  names: {kind: CiliumEndpoint, plural: ciliumendpoints, singular: ciliumendpoint, listKind: CiliumEndpointList}
+  versions: [{name: v2, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: nodeclaims.karpenter.sh}
+spec:
+  group: karpenter.sh
+  scope: Cluster
+  names: {kind: NodeClaim, plural: nodeclaims, singular: nodeclaim, listKind: NodeClaimList}
+  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
+`
+
+// TestTheClustersOwnRecordsStayOnIt: a network plugin records which addresses each node's block
+// holds and which security identity each set of labels has; a node autoscaler, which machines it
+// runs; device drivers, the devices of each node (ResourceSlices, owned by their node). Those are
+// the source cluster's; green's plugins keep their own under the same names (address blocks are
+// named by their range, identities by their number). A migration of everything made blue's
+// records green's: green's block of 10.244.0.0/26 said blue's node held it and its pods' addresses
+// were taken, green's identity 1000 had blue's labels, and green's Karpenter was handed blue's
+// machine. They are left out (the plan says why), and the restore leaves green's as they are.
+func TestTheClustersOwnRecordsStayOnIt(t *testing.T) {
+	blue, blueKC := clients(t, "blue")
+	green, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns = "cluster-records"
+	removeAfter(t, ns, blueKC, greenKC)
+	createNamespace(t, blueKC, ns, nil)
+	crds := filepath.Join(t.TempDir(), "crds.yaml")
+	if err := os.WriteFile(crds, []byte(infrastructureCRDs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, blueDyn, _ := planClients(t, "blue")
+	_, greenDyn, _ := planClients(t, "green")
+	var gone []func()
+	t.Cleanup(func() {
+		for _, f := range gone {
+			f()
+		}
+	})
+	for _, c := range []struct {
+		apply func(context.Context, string) error
+		dyn   dynamic.Interface
+	}{{func(ctx context.Context, f string) error { return blue.Apply(ctx, os.Stderr, f) }, blueDyn}, {func(ctx context.Context, f string) error { return green.Apply(ctx, os.Stderr, f) }, greenDyn}} {
+		if err := c.apply(ctx, crds); err != nil {
+			t.Fatal(err)
+		}
+		dyn := c.dyn
+		gone = append(gone, func() {
+			for _, name := range []string{"ipamblocks.crd.projectcalico.org", "ciliumidentities.cilium.io", "ciliumendpoints.cilium.io", "nodeclaims.karpenter.sh"} {
+				dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).Delete(context.Background(), name, metav1.DeleteOptions{})
+			}
+		})
+	}
+	block := schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ipamblocks"}
+	identity := schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumidentities"}
+	endpoint := schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumendpoints"}
+	nodeClaim := schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
+	slices := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	create := func(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, obj map[string]any) {
+		t.Helper()
+		u := &unstructured.Unstructured{Object: obj}
+		if _, err := dyn.Resource(gvr).Namespace(namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s %s: %v", gvr.Resource, u.GetName(), err)
+		}
+	}
+	ipamBlock := func(node string, handle string) map[string]any {
+		return map[string]any{"apiVersion": "crd.projectcalico.org/v1", "kind": "IPAMBlock", "metadata": map[string]any{"name": "10-244-0-0-26"},
+			"spec": map[string]any{"cidr": "10.244.0.0/26", "affinity": "host:" + node, "allocations": []any{int64(0), nil}, "unallocated": []any{int64(1)},
+				"attributes": []any{map[string]any{"handle_id": handle}}}}
+	}
+	ciliumIdentity := func(app string) map[string]any {
+		return map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumIdentity", "metadata": map[string]any{"name": "1000"},
+			"security-labels": map[string]any{"k8s:app": app, "k8s:io.kubernetes.pod.namespace": ns}}
+	}
+	create(greenDyn, block, "", ipamBlock("green-node-0", "k8s-pod-network.green"))
+	create(greenDyn, identity, "", ciliumIdentity("green-app"))
+	create(blueDyn, block, "", ipamBlock("blue-node-0", "k8s-pod-network.blue"))
+	create(blueDyn, identity, "", ciliumIdentity("blue-app"))
+	create(blueDyn, endpoint, ns, map[string]any{"apiVersion": "cilium.io/v2", "kind": "CiliumEndpoint", "metadata": map[string]any{"name": "web-7d9f-abc12"},
+		"status": map[string]any{"id": int64(321), "networking": map[string]any{"addressing": []any{map[string]any{"ipv4": "10.244.0.7"}}}}})
+	create(blueDyn, nodeClaim, "", map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": map[string]any{"name": "default-x7k2p"},
+		"spec": map[string]any{"nodeClassRef": map[string]any{"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}})
+	nodes, err := blueKC.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("blue's nodes: %v", err)
+	}
+	node := nodes.Items[0]
+	ownedByNode := []any{map[string]any{"apiVersion": "v1", "kind": "Node", "name": node.Name, "uid": string(node.UID)}}
+	create(blueDyn, slices, "", map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+		"metadata": map[string]any{"name": "cluster-records-gpus", "ownerReferences": ownedByNode},
+		"spec": map[string]any{"driver": "gpu.example.com", "nodeName": node.Name, "pool": map[string]any{"name": node.Name, "generation": int64(1), "resourceSliceCount": int64(1)},
+			"devices": []any{map[string]any{"name": "gpu-0"}}}})
+	gone = append(gone, func() {
+		blueDyn.Resource(slices).Delete(context.Background(), "cluster-records-gpus", metav1.DeleteOptions{})
+		greenDyn.Resource(slices).Delete(context.Background(), "cluster-records-gpus", metav1.DeleteOptions{})
+	})
+	create(blueDyn, configMaps, ns, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "node-agent-state", "ownerReferences": ownedByNode},
+		"data": map[string]any{"slot": "3"}})
+	create(blueDyn, configMaps, ns, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "settings"}, "data": map[string]any{"mode": "live"}})
+
+	config := namespacesConfig(t, ns)
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "-f", config)
+	if code != 0 {
+		t.Fatalf("ferry plan exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, said := range []string{"Calico's address allocations", "security identities", "source cluster's machines", "drivers published", "node " + node.Name} {
+		if !strings.Contains(out, said) {
+			t.Errorf("ferry plan does not say why the cluster's records stay (%q):\n%s", said, out)
+		}
+	}
+	store := moveNamespace(t, ns, "cluster-records")
+
+	read := func(gvr schema.GroupVersionResource, namespace, name string) *unstructured.Unstructured {
+		t.Helper()
+		obj, err := greenDyn.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("green's %s %s: %v", gvr.Resource, name, err)
+		}
+		return obj
+	}
+	if affinity, _, _ := unstructured.NestedString(read(block, "", "10-244-0-0-26").Object, "spec", "affinity"); affinity != "host:green-node-0" {
+		t.Errorf("green's address block 10.244.0.0/26 is held by %q, want green's node (host:green-node-0)", affinity)
+	}
+	if app, _, _ := unstructured.NestedString(read(identity, "", "1000").Object, "security-labels", "k8s:app"); app != "green-app" {
+		t.Errorf("green's security identity 1000 is of app %q, want green-app", app)
+	}
+	for _, o := range []struct {
+		gvr             schema.GroupVersionResource
+		namespace, name string
+	}{{endpoint, ns, "web-7d9f-abc12"}, {nodeClaim, "", "default-x7k2p"}, {slices, "", "cluster-records-gpus"}, {configMaps, ns, "node-agent-state"}} {
+		if _, err := greenDyn.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("blue's %s %s is on green (%v)", o.gvr.Resource, o.name, err)
+		}
+	}
+	read(configMaps, ns, "settings")
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "cluster-records"); code != 0 {
+		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
