@@ -24,6 +24,7 @@ import (
 	"github.com/ferrykube/ferry/storage/repo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -247,5 +248,66 @@ func TestScheduledBackupsKeepLast(t *testing.T) {
 	}
 	if err := store.Put(ctx, newest.Key, bytes.NewReader(original)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAScheduleOfTwoClusters: a schedule's objects in ferry-system moved with a restore of
+// everything to a second cluster (a drill of the disaster recovery, a staging copy), where its
+// CronJob runs too: two clusters write one schedule into one storage. Retention kept the newest
+// of both together, so production's backups were removed as the copy's came in (prune
+// --keep-last 2 kept one of each), and latest:SCHEDULE restored the copy's data. Each
+// cluster's backups are now kept on their own, and latest:SCHEDULE names both clusters' newest
+// and asks which (exit 2) while both run the schedule.
+func TestAScheduleOfTwoClusters(t *testing.T) {
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns, schedule = "two-clusters-schedule", "twice"
+	removeAfter(t, ns, blueKC, greenKC)
+	for _, kc := range []kubernetes.Interface{blueKC, greenKC} {
+		createNamespace(t, kc, ns, nil)
+		if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"mode": "live"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, config := "file://"+filepath.Join(t.TempDir(), "store"), namespacesConfig(t, ns)
+	var made []string // in order: blue's, green's, blue's, ...
+	for _, cluster := range []string{"blue", "green", "blue", "green", "blue", "green"} {
+		code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", cluster, "-f", config, "--schedule", schedule)
+		if code != 0 {
+			t.Fatalf("ferry backup --from %s --schedule %s exited %d\nstdout: %s\nstderr: %s", cluster, schedule, code, out, errOut)
+		}
+		names := regexp.MustCompile(schedule + `-[0-9]{8}-[0-9]{6}`).FindAllString(out+errOut, 1)
+		if len(names) == 0 {
+			t.Fatalf("ferry backup did not name its backup\nstdout: %s\nstderr: %s", out, errOut)
+		}
+		made = append(made, names[0])
+		time.Sleep(1100 * time.Millisecond) // names are to the second
+	}
+
+	code, out, errOut := runFerry(t, "--storage", store, "prune", "--schedule", schedule, "--keep-last", "2", "-o", "json")
+	if code != 0 {
+		t.Fatalf("ferry prune exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	var rep struct{ Keep, Remove []snapshot.Decision }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("prune's report: %v\n%s", err, out)
+	}
+	var keep, remove []string
+	for _, d := range rep.Keep {
+		keep = append(keep, d.Name)
+	}
+	for _, d := range rep.Remove {
+		remove = append(remove, d.Name)
+	}
+	slices.Sort(keep)
+	slices.Sort(remove)
+	if want := made[2:]; !slices.Equal(keep, want) || !slices.Equal(remove, made[:2]) {
+		t.Errorf("prune --keep-last 2 kept %v and removed %v; want each cluster's two newest %v kept", keep, remove, want)
+	}
+
+	code, out, errOut = runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "latest:"+schedule)
+	if code != 2 || !strings.Contains(errOut, "backs up 2 clusters at once") || !strings.Contains(errOut, made[4]) || !strings.Contains(errOut, made[5]) {
+		t.Errorf("ferry restore --backup latest:%s exited %d, want 2 naming both clusters' newest %s and %s\nstdout: %s\nstderr: %s", schedule, code, made[4], made[5], out, errOut)
 	}
 }

@@ -1,10 +1,12 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +78,8 @@ type Entry struct {
 	// Schedule is the manifest's; for an incomplete backup, guessed from a name of the form
 	// <schedule>-YYYYMMDD-HHMMSS.
 	Schedule string `json:"schedule,omitempty"`
+	// Cluster is the kube-system UID of the cluster a complete backup is of (its manifest's).
+	Cluster string `json:"cluster,omitempty"`
 	// Time is when the backup started (the manifest's startedAt); for others, their oldest file.
 	Time time.Time `json:"time"`
 	// LastWrite is when storage last modified one of its files.
@@ -117,10 +121,12 @@ func (p Policy) rules() []rule {
 func (p Policy) InScope(e Entry) bool { return p.Schedule == "" || e.Schedule == p.Schedule }
 
 // Apply decides, at now, which of the backups in scope to keep and which to remove, newest first.
-// Whatever the rules say, it never removes the newest complete backup, a complete backup a
-// migration run references, a running one, or an incomplete one written to within the grace
-// period; Velero's backups are left alone. Every other incomplete backup is removed, referenced or
-// not: nothing incomplete is kept for ever.
+// The rules keep each cluster's backups on their own (as restic's forget groups by host): two
+// clusters that write one schedule into one storage (a restored copy of the schedule) do not
+// take each other's places. Whatever the rules say, it never removes a cluster's newest complete
+// backup, a complete backup a migration run references, a running one, or an incomplete one
+// written to within the grace period; Velero's backups are left alone. Every other incomplete
+// backup is removed, referenced or not: nothing incomplete is kept for ever.
 func (p Policy) Apply(entries []Entry, now time.Time) []Decision {
 	var out []Decision
 	for _, e := range entries {
@@ -135,28 +141,32 @@ func (p Policy) Apply(entries []Entry, now time.Time) []Decision {
 		return out[i].Name > out[j].Name
 	})
 	rules := p.rules()
-	last := make([]string, len(rules))
-	left := make([]int, len(rules))
-	for i, r := range rules {
-		left[i] = r.count
+	type tally struct {
+		last []string
+		left []int
 	}
-	newest := true
+	clusters := map[string]*tally{}
 	for i := range out {
 		d := &out[i]
 		switch d.State {
 		case Complete:
-			if newest {
+			c := clusters[d.Cluster]
+			if c == nil {
+				c = &tally{last: make([]string, len(rules)), left: make([]int, len(rules))}
+				for k, r := range rules {
+					c.left[k] = r.count
+				}
+				clusters[d.Cluster] = c
 				d.Reasons = append(d.Reasons, KeepNewest)
-				newest = false
 			}
 			// Newest first: the first backup seen in a bucket is the newest of it.
 			for k, r := range rules {
-				if left[k] == 0 {
+				if c.left[k] == 0 {
 					continue
 				}
-				if b := r.bucket(d.Entry); b != last[k] {
-					last[k] = b
-					left[k]--
+				if b := r.bucket(d.Entry); b != c.last[k] {
+					c.last[k] = b
+					c.left[k]--
 					d.Reasons = append(d.Reasons, r.name)
 				}
 			}
@@ -219,7 +229,7 @@ func History(ctx context.Context, store storage.Backend, now time.Time) ([]Entry
 		e := Entry{Name: st.Name, State: st.State, Time: st.FirstWrite, LastWrite: st.LastWrite, Running: st.State == Running, Runs: st.Pins}
 		switch st.State {
 		case Complete:
-			e.Schedule = st.Head.Schedule
+			e.Schedule, e.Cluster = st.Head.Schedule, st.Head.Source.UID
 			if !st.Head.StartedAt.IsZero() {
 				e.Time = st.Head.StartedAt
 			}
@@ -234,19 +244,31 @@ func History(ctx context.Context, store storage.Backend, now time.Time) ([]Entry
 }
 
 // Latest names the newest complete backup (by start time), of the schedule when one is given.
-// Velero's backups are not considered: only a ferry backup records its schedule.
+// Velero's backups are not considered: only a ferry backup records its schedule. A schedule is
+// one cluster's: when another cluster made one of its backups after the newest one's cluster
+// made its first (two clusters run it at once, a restored copy of it beside the original), the
+// newest may be the copy's, and Latest names each cluster's newest instead of choosing. A
+// cluster that took the schedule over (migrated or recovered onto) has its newest chosen.
 func Latest(ctx context.Context, store storage.Backend, schedule string) (string, error) {
 	entries, err := History(ctx, store, time.Now())
 	if err != nil {
 		return "", err
 	}
+	newer := func(a, b Entry) bool { return a.Time.After(b.Time) || (a.Time.Equal(b.Time) && a.Name > b.Name) }
 	var best *Entry
+	newest, first := map[string]Entry{}, map[string]Entry{} // by cluster
 	for i, e := range entries {
 		if e.State != Complete || (schedule != "" && e.Schedule != schedule) {
 			continue
 		}
-		if best == nil || e.Time.After(best.Time) || (e.Time.Equal(best.Time) && e.Name > best.Name) {
+		if best == nil || newer(e, *best) {
 			best = &entries[i]
+		}
+		if n, ok := newest[e.Cluster]; !ok || newer(e, n) {
+			newest[e.Cluster] = e
+		}
+		if f, ok := first[e.Cluster]; !ok || newer(f, e) {
+			first[e.Cluster] = e
 		}
 	}
 	if best == nil {
@@ -254,6 +276,21 @@ func Latest(ctx context.Context, store storage.Backend, schedule string) (string
 			return "", badinput.Errorf("no complete backup of schedule %q in %s (see ferry backups list)", schedule, store)
 		}
 		return "", badinput.Errorf("no complete backup in %s (see ferry backups list)", store)
+	}
+	if schedule != "" {
+		var each []string
+		for cluster, n := range newest {
+			if cluster == best.Cluster || !newer(n, first[best.Cluster]) {
+				continue
+			}
+			each = append(each, n.Name+" (cluster "+cmp.Or(cluster, "not recorded")+")")
+		}
+		if len(each) > 0 {
+			slices.Sort(each)
+			each = append([]string{best.Name + " (cluster " + cmp.Or(best.Cluster, "not recorded") + ")"}, each...)
+			return "", badinput.Errorf("schedule %q backs up %d clusters at once into %s (a restored copy of it runs beside the original?): their newest are %s; name the backup to use (see ferry backups list)",
+				schedule, len(each), store, strings.Join(each, ", "))
+		}
 	}
 	return best.Name, nil
 }

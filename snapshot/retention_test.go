@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/storage"
 )
 
@@ -136,6 +137,33 @@ func TestPolicyReasons(t *testing.T) {
 	}
 }
 
+// TestPolicyKeepsEachClustersOwn: a schedule whose objects came with a restore to a second cluster
+// (a drill of the disaster recovery, a staging copy) runs there too, into the same storage and
+// under the same name. Each cluster's backups are kept by the rules on their own, as restic groups
+// snapshots by host: production's are not removed because the drill's are newer.
+func TestPolicyKeepsEachClustersOwn(t *testing.T) {
+	prod := every("nightly", at("2026-03-01T02:00"), at("2026-03-10T02:00"), 24*time.Hour)
+	drill := every("nightly", at("2026-03-08T02:30"), at("2026-03-12T02:30"), 24*time.Hour)
+	var history []Entry
+	for _, e := range prod {
+		e.Cluster = "prod-uid"
+		history = append(history, e)
+	}
+	for _, e := range drill {
+		e.Cluster = "drill-uid"
+		history = append(history, e)
+	}
+	ds := Policy{Last: 2, Schedule: "nightly"}.Apply(history, at("2026-03-12T03:00"))
+	want := []string{ScheduledName("nightly", at("2026-03-12T02:30")), ScheduledName("nightly", at("2026-03-11T02:30")),
+		ScheduledName("nightly", at("2026-03-10T02:00")), ScheduledName("nightly", at("2026-03-09T02:00"))}
+	if got := kept(ds); !slices.Equal(got, want) {
+		t.Errorf("kept %v, want each cluster's two newest %v", got, want)
+	}
+	if got := reasonsOf(ds, ScheduledName("nightly", at("2026-03-10T02:00"))); !slices.Contains(got, KeepNewest) {
+		t.Errorf("production's newest: reasons %v, want it kept as its cluster's newest", got)
+	}
+}
+
 // The rules that hold whatever the policy says.
 func TestPolicyNeverDeletes(t *testing.T) {
 	now := at("2026-03-10T13:00")
@@ -243,20 +271,9 @@ func TestHistoryAndLatest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put := func(key string, v any) {
-		t.Helper()
-		data, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Put(ctx, key, bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(key string, v any) { putJSON(t, store, key, v) }
 	manifest := func(name, schedule string, started time.Time) {
-		put(Prefix(name)+"resource.tar.gz", "x")
-		put(Prefix(name)+ManifestFile, Manifest{FormatVersion: FormatVersion, Name: name, Schedule: schedule, StartedAt: started, CompletedAt: started.Add(time.Minute),
-			Objects: []Object{{Kind: "ConfigMap", Name: strings.Repeat("x", 1000)}}})
+		putManifest(t, store, name, schedule, "prod-uid", started)
 	}
 	manifest("nightly-20260308-020000", "nightly", at("2026-03-08T02:00"))
 	manifest("nightly-20260309-020000", "nightly", at("2026-03-09T02:00"))
@@ -284,7 +301,7 @@ func TestHistoryAndLatest(t *testing.T) {
 	if len(got) != 6 {
 		t.Fatalf("history: %+v", entries)
 	}
-	if e := got["nightly-20260309-020000"]; e.State != Complete || e.Schedule != "nightly" || !e.Time.Equal(at("2026-03-09T02:00")) {
+	if e := got["nightly-20260309-020000"]; e.State != Complete || e.Schedule != "nightly" || !e.Time.Equal(at("2026-03-09T02:00")) || e.Cluster != "prod-uid" {
 		t.Errorf("complete backup: %+v", e)
 	}
 	if e := got["nightly-20260310-020000"]; e.State != Incomplete || e.Schedule != "nightly" || e.Running || e.LastWrite.IsZero() {
@@ -341,5 +358,58 @@ func TestHistoryAndLatest(t *testing.T) {
 	}
 	if st.Files != 2 || !slices.Equal(st.Pins, []string{"run-1", "run-2"}) {
 		t.Errorf("by-hand: %d files, pins %v; want its 2 files, pins of run-1 and run-2", st.Files, st.Pins)
+	}
+}
+
+func putJSON(t *testing.T, store storage.Backend, key string, v any) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(context.Background(), key, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putManifest writes a complete backup of cluster (its kube-system UID) started at started.
+func putManifest(t *testing.T, store storage.Backend, name, schedule, cluster string, started time.Time) {
+	t.Helper()
+	putJSON(t, store, Prefix(name)+"resource.tar.gz", "x")
+	putJSON(t, store, Prefix(name)+ManifestFile, Manifest{FormatVersion: FormatVersion, Name: name, Schedule: schedule, StartedAt: started, CompletedAt: started.Add(time.Minute),
+		Source: plans.Cluster{Server: "https://" + cluster, UID: cluster}, Objects: []Object{{Kind: "ConfigMap", Name: strings.Repeat("x", 1000)}}})
+}
+
+// TestLatestOfAScheduleTwoClustersRun: latest:SCHEDULE is the newest backup of the cluster that
+// runs the schedule. When two clusters run it at once (a drill's copy of the schedule beside
+// production's), the newest may be the drill's: it names both clusters and asks for a backup by
+// name. When one took it over from the other (the cluster migrated or recovered onto), it is the
+// new cluster's newest.
+func TestLatestOfAScheduleTwoClustersRun(t *testing.T) {
+	ctx := context.Background()
+	store, err := storage.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []struct {
+		name, cluster string
+		at            string
+	}{
+		{"nightly-20260308-020000", "prod-uid", "2026-03-08T02:00"},
+		{"nightly-20260309-020000", "prod-uid", "2026-03-09T02:00"},
+		{"nightly-20260309-023000", "drill-uid", "2026-03-09T02:30"},
+		{"nightly-20260310-020000", "prod-uid", "2026-03-10T02:00"},
+		{"nightly-20260310-023000", "drill-uid", "2026-03-10T02:30"},
+		{"weekly-20260301-030000", "old-uid", "2026-03-01T03:00"},
+		{"weekly-20260308-030000", "new-uid", "2026-03-08T03:00"},
+	} {
+		putManifest(t, store, b.name, strings.Split(b.name, "-")[0], b.cluster, at(b.at))
+	}
+	_, err = Resolve(ctx, store, "latest:nightly")
+	if !badinput.Is(err) || !strings.Contains(err.Error(), "2 clusters") || !strings.Contains(err.Error(), "nightly-20260310-020000") || !strings.Contains(err.Error(), "nightly-20260310-023000") {
+		t.Errorf("latest:nightly of two clusters at once: %v; want bad input naming each one's newest", err)
+	}
+	if name, err := Resolve(ctx, store, "latest:weekly"); err != nil || name != "weekly-20260308-030000" {
+		t.Errorf("latest:weekly, taken over by another cluster: %q, %v; want the new cluster's newest", name, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/storage"
 )
 
@@ -265,6 +266,7 @@ var ErrBadManifest = errors.New("the manifest cannot be read or fails its checks
 type ManifestHead struct {
 	FormatVersion          string
 	Name, Schedule         string
+	Source                 plans.Cluster
 	StartedAt, CompletedAt time.Time
 }
 
@@ -307,6 +309,8 @@ func decodeHead(r io.Reader, name string) (ManifestHead, error) {
 			target = &h.Name
 		case "schedule":
 			target = &h.Schedule
+		case "source":
+			target = &h.Source
 		case "startedAt":
 			target = &h.StartedAt
 		case "completedAt":

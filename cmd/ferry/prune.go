@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -66,7 +67,9 @@ incomplete backup goes: one a killed ferry left (its claim without a manifest, w
 there), one an interrupted delete left, and one a stopped migration run references (resumed, the
 run makes it again). Backups Velero wrote are left to Velero. A backup whose manifest cannot be
 read stops prune before it removes anything, naming it. With --schedule only that schedule's backups
-are considered. Each backup is listed with what keeps it or why it goes. Then the chunk
+are considered. The rules keep each source cluster's backups on their own (as restic's forget groups
+by host): a copy of a schedule restored onto another cluster, writing into the same storage, does not
+take the original's places. Each backup is listed with what keeps it or why it goes. Then the chunk
 repositories lose the chunks no remaining backup uses; those of encrypted backups are found by
 reading their trees, which needs --identity: without it, a storage that holds encrypted chunked
 backups makes prune exit 2 before it removes anything.
@@ -208,7 +211,7 @@ func describePolicy(p snapshot.Policy) string {
 			parts = append(parts, fmt.Sprintf("%s %d", r.name, r.n))
 		}
 	}
-	return "keep " + strings.Join(parts, ", ") + "; incomplete backups go " + p.Grace.String() + " after their last write"
+	return "keep " + strings.Join(parts, ", ") + " of each cluster's backups; incomplete backups go " + p.Grace.String() + " after their last write"
 }
 
 func printPrune(streams genericiooptions.IOStreams, rep pruneReport) {
@@ -218,13 +221,15 @@ func printPrune(streams genericiooptions.IOStreams, rep pruneReport) {
 		fmt.Fprintf(w, "Schedule:\t%s\n", rep.Schedule)
 	}
 	fmt.Fprintf(w, "Policy:\t%s\n\n", rep.Policy)
-	fmt.Fprintf(w, "ACTION\tBACKUP\tSTATE\tSTARTED\tWHY\n")
+	// The rules keep each cluster's backups on their own: its kube-system UID's start tells them apart.
+	fmt.Fprintf(w, "ACTION\tBACKUP\tSTATE\tCLUSTER\tSTARTED\tWHY\n")
 	row := func(action string, d snapshot.Decision) {
 		started := "-"
 		if !d.Time.IsZero() {
 			started = d.Time.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", action, d.Name, d.State, started, strings.Join(d.Reasons, ", "))
+		cluster := d.Cluster[:min(len(d.Cluster), 8)]
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", action, d.Name, d.State, cmp.Or(cluster, "-"), started, strings.Join(d.Reasons, ", "))
 	}
 	for _, d := range rep.Keep {
 		row("keep", d)

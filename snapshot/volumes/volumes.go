@@ -102,7 +102,10 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 			return err
 		}
 		if !w.Encrypted() {
-			c.previous = w.Recent(ctx)
+			// Only the same cluster's: another's claim of the same name holds other files.
+			c.previous = slices.DeleteFunc(slices.Clone(w.Recent(ctx)), func(p snapshot.Previous) bool {
+				return p.Manifest.Source.UID != c.Plan.Source.UID
+			})
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
