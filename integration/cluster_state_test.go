@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -178,6 +179,53 @@ func TestTheClustersOwnRecordsStayOnIt(t *testing.T) {
 	}
 	read(configMaps, ns, "settings")
 	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "cluster-records"); code != 0 {
+		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+// TestWhatPodsMadeForThemselvesGoesWithThem: an operator built with the Operator SDK takes its
+// leader-for-life lock as a ConfigMap its own pod owns; a Spark driver owns its services. The
+// pod of a Deployment is made anew on green under another name, and its process makes its own
+// again; blue's copy was restored without its owner (reported skipped, exit 3) and stayed for
+// ever, so green's operator, finding a lock it does not hold, would wait for it. Such objects go
+// with their pods; what a pod that moves itself (run by hand) owns still moves, owned by it.
+func TestWhatPodsMadeForThemselvesGoesWithThem(t *testing.T) {
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns = "pods-own"
+	removeAfter(t, ns, blueKC, greenKC)
+	createNamespace(t, blueKC, ns, nil)
+	createDeployment(t, blueKC, ns, "operator", corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "operator"}}})
+	operatorPod := runningPod(t, blueKC, ns, "app=operator")
+	runPod(t, blueKC, ns, simplePod("toolbox"))
+	ownedBy := func(pod string) []metav1.OwnerReference {
+		p, err := blueKC.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}}
+	}
+	for name, owners := range map[string][]metav1.OwnerReference{"operator-lock": ownedBy(operatorPod), "toolbox-state": ownedBy("toolbox")} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: owners}, Data: map[string]string{"held": "yes"}}
+		if _, err := blueKC.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	store := moveNamespace(t, ns, "pods-own")
+	if _, err := greenKC.CoreV1().ConfigMaps(ns).Get(ctx, "operator-lock", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("green has blue's operator-lock, which green's operator pod makes for itself (%v)", err)
+	}
+	state, err := greenKC.CoreV1().ConfigMaps(ns).Get(ctx, "toolbox-state", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("green's toolbox-state: %v", err)
+	}
+	toolbox, err := greenKC.CoreV1().Pods(ns).Get(ctx, "toolbox", metav1.GetOptions{})
+	if err != nil || len(state.OwnerReferences) != 1 || state.OwnerReferences[0].UID != toolbox.UID {
+		t.Errorf("green's toolbox-state is owned by %+v, want green's toolbox pod (%v)", state.OwnerReferences, err)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "pods-own"); code != 0 {
 		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }

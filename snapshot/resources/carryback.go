@@ -77,7 +77,7 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 			if err != nil {
 				return nil, err
 			}
-			if rules.For(gr).SkipReason(obj, origClaims) != "" || recreated(gr, obj, origClaims, origOwners) || !placement.Moves(gr, e.Namespace, e.Name) ||
+			if rules.For(gr).SkipReason(obj, origClaims) != "" || recreated(gr, obj, origClaims, origOwners, original) || !placement.Moves(gr, e.Namespace, e.Name) ||
 				filter.Reason(resourceOf(gr, e), &unstructured.Unstructured{Object: obj}) != "" {
 				continue
 			}
@@ -102,7 +102,7 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 				cb.Close()
 				return nil, err
 			}
-			if rules.For(gr).SkipReason(obj, claims) != "" || recreated(gr, obj, claims, owners) {
+			if rules.For(gr).SkipReason(obj, claims) != "" || recreated(gr, obj, claims, owners, carried) {
 				continue
 			}
 			key := gr + "/" + e.Namespace + "/" + e.Name

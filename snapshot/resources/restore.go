@@ -409,7 +409,7 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.report.Add("objects", snapshot.StatusSkipped, id, reason)
 		return "", false
 	}
-	if recreated(gr, e.Object, rs.claims, rs.archived) {
+	if recreated(gr, e.Object, rs.claims, rs.archived, rs.archive) {
 		rs.report.Count("objects", snapshot.StatusRecreated)
 		return "", false
 	}
@@ -1213,11 +1213,45 @@ func ownerKindsOf(a *Archive) map[string]bool {
 
 // recreated reports whether the target makes the object anew by itself once the rest is
 // restored (rules.Rule.Recreated: a volume bound to a restored claim, a pod whose controller is
-// restored). claims are the backup's claims, archived its objects (ownerKey).
-func recreated(gr string, obj map[string]any, claims, archived map[string]bool) bool {
-	return rules.For(gr).IsRecreated(obj, claims, func(group, kind, namespace, name string) bool {
-		return archived[ownerKey(group, kind, namespace, name)]
-	})
+// restored), or its pods do (ownedByRecreatedPods). claims are the backup's claims, archived its
+// objects (ownerKey), of the archive a.
+func recreated(gr string, obj map[string]any, claims, archived map[string]bool, a *Archive) bool {
+	holds := func(group, kind, namespace, name string) bool { return archived[ownerKey(group, kind, namespace, name)] }
+	return rules.For(gr).IsRecreated(obj, claims, holds) || a.ownedByRecreatedPods(obj, holds)
+}
+
+// ownedByRecreatedPods says whether every owner of obj is a pod of the archive that its
+// controller, in the archive too, makes anew on the target under another name: what the pod's
+// process made for itself (an operator's leader-for-life lock, a driver's services) the new pod's
+// process makes again. Restored, it would lose its owner and stay for ever, and a lock so held
+// would keep the new pod waiting.
+func (a *Archive) ownedByRecreatedPods(obj map[string]any, holds func(group, kind, namespace, name string) bool) bool {
+	u := unstructured.Unstructured{Object: obj}
+	refs := u.GetOwnerReferences()
+	if len(refs) == 0 || a == nil {
+		return false
+	}
+	a.index()
+	for _, ref := range refs {
+		if ref.APIVersion != "v1" || ref.Kind != "Pod" {
+			return false
+		}
+		key := ownerKey("", "Pod", u.GetNamespace(), ref.Name)
+		if !holds("", "Pod", u.GetNamespace(), ref.Name) || !a.controlled[key] {
+			return false
+		}
+		controllerHeld := false
+		for _, owner := range a.ownedBy[key] {
+			group, rest, _ := strings.Cut(owner, "/")
+			kind, rest, _ := strings.Cut(rest, "/")
+			namespace, name, _ := strings.Cut(rest, "/")
+			controllerHeld = controllerHeld || holds(group, kind, namespace, name)
+		}
+		if !controllerHeld {
+			return false
+		}
+	}
+	return true
 }
 
 // controlled reports whether an object has a controlling owner reference.

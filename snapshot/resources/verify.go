@@ -75,7 +75,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 
 // expect says what verify expects on the target of an entry (its object, obj): not there, by
 // design, when it returns false (and has counted it so).
-func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, claims, archived map[string]bool, report *snapshot.Report) bool {
+func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, archive *Archive, claims, archived map[string]bool, report *snapshot.Report) bool {
 	gr := res.GroupResource()
 	e.Object = obj
 	if !c.selected(res, e) || rules.For(gr).SkipReason(obj, claims) != "" {
@@ -89,7 +89,7 @@ func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, claims,
 		report.Count("objects", snapshot.StatusLeft) // not moved, so not compared
 		return false
 	}
-	if recreated(gr, obj, claims, archived) {
+	if recreated(gr, obj, claims, archived, archive) {
 		report.Count("objects", snapshot.StatusRecreated)
 		return false
 	}
@@ -126,7 +126,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		if err != nil {
 			return err
 		}
-		if !c.expect(res, e, obj, claims, archived, report) {
+		if !c.expect(res, e, obj, archive, claims, archived, report) {
 			return nil
 		}
 		e.Object = obj
@@ -177,7 +177,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		if err != nil {
 			return nil, err
 		}
-		if !c.expect(res, e, obj, claims, archived, report) {
+		if !c.expect(res, e, obj, archive, claims, archived, report) {
 			continue
 		}
 		if controlled(obj) {
