@@ -277,7 +277,7 @@ func TestAScheduleOfTwoClusters(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("ferry backup --from %s --schedule %s exited %d\nstdout: %s\nstderr: %s", cluster, schedule, code, out, errOut)
 		}
-		names := regexp.MustCompile(schedule + `-[0-9]{8}-[0-9]{6}`).FindAllString(out+errOut, 1)
+		names := regexp.MustCompile(schedule+`-[0-9]{8}-[0-9]{6}`).FindAllString(out+errOut, 1)
 		if len(names) == 0 {
 			t.Fatalf("ferry backup did not name its backup\nstdout: %s\nstderr: %s", out, errOut)
 		}

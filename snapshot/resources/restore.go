@@ -1216,7 +1216,9 @@ func ownerKindsOf(a *Archive) map[string]bool {
 // restored), or its pods do (ownedByRecreatedPods). claims are the backup's claims, archived its
 // objects (ownerKey), of the archive a.
 func recreated(gr string, obj map[string]any, claims, archived map[string]bool, a *Archive) bool {
-	holds := func(group, kind, namespace, name string) bool { return archived[ownerKey(group, kind, namespace, name)] }
+	holds := func(group, kind, namespace, name string) bool {
+		return archived[ownerKey(group, kind, namespace, name)]
+	}
 	return rules.For(gr).IsRecreated(obj, claims, holds) || a.ownedByRecreatedPods(obj, holds)
 }
 
