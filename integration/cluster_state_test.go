@@ -4,15 +4,19 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 )
 
 // infrastructureCRDs are the types a network plugin (Calico, Cilium) and a node autoscaler
@@ -227,5 +231,65 @@ func TestWhatPodsMadeForThemselvesGoesWithThem(t *testing.T) {
 	}
 	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "pods-own"); code != 0 {
 		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+// TestAggregatedRolesAreTheTargetsToFill: a ClusterRole with an aggregationRule (Kubeflow's
+// kubeflow-edit, kubeflow-view, every operator's aggregate-to labels) gets its rules from the
+// target's controller, as the union of the roles that carry its labels there. Green's may hold
+// more than blue's (a component green runs and blue did not); blue's rules, restored, were
+// replaced by green's union, and verify called that a difference (exit 3), which stops a
+// migration. The rules of an aggregated role are the target's to fill: neither restored nor
+// compared; the roles it aggregates move and are compared as any.
+func TestAggregatedRolesAreTheTargetsToFill(t *testing.T) {
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns, label = "aggregated-roles", "agg.ferry.dev/tenant-edit"
+	removeAfter(t, ns, blueKC, greenKC)
+	createNamespace(t, blueKC, ns, nil)
+	roles := func(kc kubernetes.Interface, rs ...*rbacv1.ClusterRole) {
+		t.Helper()
+		for _, r := range rs {
+			if _, err := kc.RbacV1().ClusterRoles().Create(ctx, r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { kc.RbacV1().ClusterRoles().Delete(context.Background(), r.Name, metav1.DeleteOptions{}) })
+		}
+	}
+	part := func(name, group, resource string) *rbacv1.ClusterRole {
+		return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{label: "true"}},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{group}, Resources: []string{resource}, Verbs: []string{"get", "list"}}}}
+	}
+	aggregated := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "agg-tenant-edit"},
+		AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{label: "true"}}}}}
+	roles(greenKC, part("agg-green-serving", "serving.kserve.io", "inferenceservices"))
+	roles(blueKC, part("agg-notebooks", "kubeflow.org", "notebooks"), aggregated)
+	t.Cleanup(func() {
+		greenKC.RbacV1().ClusterRoles().Delete(context.Background(), "agg-notebooks", metav1.DeleteOptions{})
+		greenKC.RbacV1().ClusterRoles().Delete(context.Background(), "agg-tenant-edit", metav1.DeleteOptions{})
+	})
+	resources := func(kc kubernetes.Interface) []string {
+		role, err := kc.RbacV1().ClusterRoles().Get(ctx, "agg-tenant-edit", metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, r := range role.Rules {
+			out = append(out, r.Resources...)
+		}
+		slices.Sort(out)
+		return out
+	}
+	waitUntil(t, "blue's controller aggregates agg-tenant-edit", time.Minute, func(context.Context) (bool, error) {
+		return slices.Equal(resources(blueKC), []string{"notebooks"}), nil
+	})
+
+	store := moveNamespace(t, ns, "aggregated-roles")
+	waitUntil(t, "green's controller aggregates agg-tenant-edit", time.Minute, func(context.Context) (bool, error) {
+		return slices.Equal(resources(greenKC), []string{"inferenceservices", "notebooks"}), nil
+	})
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "aggregated-roles"); code != 0 {
+		t.Errorf("ferry verify exited %d, want 0: green's union of its roles is green's to make\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }

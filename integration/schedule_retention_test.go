@@ -307,7 +307,7 @@ func TestAScheduleOfTwoClusters(t *testing.T) {
 	}
 
 	code, out, errOut = runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "latest:"+schedule)
-	if code != 2 || !strings.Contains(errOut, "backs up 2 clusters at once") || !strings.Contains(errOut, made[4]) || !strings.Contains(errOut, made[5]) {
+	if code != 2 || !strings.Contains(errOut, "are of 2 clusters") || !strings.Contains(errOut, made[4]) || !strings.Contains(errOut, made[5]) {
 		t.Errorf("ferry restore --backup latest:%s exited %d, want 2 naming both clusters' newest %s and %s\nstdout: %s\nstderr: %s", schedule, code, made[4], made[5], out, errOut)
 	}
 }

@@ -121,6 +121,23 @@ func TestQuiescePatchAndUndo(t *testing.T) {
 			t.Errorf("%s %s on a set that deletes its claims: patch %s, record %s; want %s, %s", tc.rule.Action, tc.rule.Patch, patch, record, tc.patch, tc.original)
 		}
 	}
+	// Stopped again (started since, by hand or by a tool) under a record that lacks the undo (an
+	// older ferry's, or one written while the set kept its claims): the record gains it.
+	running := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(2),
+		"persistentVolumeClaimRetentionPolicy": map[string]any{"whenScaled": "Delete"}}}}
+	orig, patch, err := quiescePatch(config.QuiesceRule{Action: ScaleToZero}, running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for record, want := range map[string]string{
+		`{"action":"scale-to-zero","replicas":2}`: `{"metadata":{"annotations":{"ferry.dev/quiesced":"{\"action\":\"scale-to-zero\",\"replicas\":2,\"undo\":{\"spec\":{\"persistentVolumeClaimRetentionPolicy\":{\"whenScaled\":\"Delete\"}}}}"}},"spec":{"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Retain"},"replicas":0}}`,
+		`{"action":"scale-to-zero","replicas":2,"undo":{"spec":{"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Delete"}}}}`: string(patch),
+	} {
+		got, err := keepClaimsInRecord(record, orig, patch)
+		if err != nil || string(got) != want {
+			t.Errorf("stopped again under record %s: patch %s, %v; want %s", record, got, err, want)
+		}
+	}
 	// Started again from the record, it deletes them as before.
 	stopped := `{"metadata":{"annotations":{"ferry.dev/quiesced":"{\"action\":\"scale-to-zero\",\"replicas\":2,\"undo\":{\"spec\":{\"persistentVolumeClaimRetentionPolicy\":{\"whenScaled\":\"Delete\"}}}}"}},` +
 		`"spec":{"replicas":0,"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Retain","whenDeleted":"Retain"}}}`

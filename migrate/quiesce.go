@@ -93,8 +93,11 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 		}
 		if record, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
 			if field, now := restarted(rule, record, obj); field != "" {
-				_, patch, err := quiescePatch(rule, obj)
+				orig, patch, err := quiescePatch(rule, obj)
 				if err != nil {
+					return nil, err
+				}
+				if patch, err = keepClaimsInRecord(record, orig, patch); err != nil {
 					return nil, err
 				}
 				if obj, err = q.patch(ctx, client, obj.GetName(), patch, 0); err != nil {
@@ -695,8 +698,8 @@ func quiescePatch(rule config.QuiesceRule, obj *unstructured.Unstructured) (orig
 		return orig, nil, fmt.Errorf("quiesce action %q: want %s, %s, %s or %s", rule.Action, ScaleToZero, Suspend, Annotate, Patch)
 	}
 	if keepsClaimsWhileStopped(obj, patch) {
-		patch = merge(patch, map[string]any{"spec": map[string]any{"persistentVolumeClaimRetentionPolicy": map[string]any{"whenScaled": "Retain"}}})
-		undo := map[string]any{"spec": map[string]any{"persistentVolumeClaimRetentionPolicy": map[string]any{"whenScaled": "Delete"}}}
+		patch = merge(patch, whenScaled("Retain"))
+		undo := whenScaled("Delete")
 		var err error
 		if len(orig.Undo) == 0 {
 			orig.Undo, err = json.Marshal(undo)
@@ -721,10 +724,38 @@ func (o original) keepsClaims() bool {
 	return whenScaled == "Delete"
 }
 
+// whenScaled is the merge patch that sets a StatefulSet's persistentVolumeClaimRetentionPolicy
+// whenScaled to policy.
+func whenScaled(policy string) map[string]any {
+	return map[string]any{"spec": map[string]any{"persistentVolumeClaimRetentionPolicy": map[string]any{"whenScaled": policy}}}
+}
+
+// keepClaimsInRecord adds to patch, which stops a writer again, the record's undo of the
+// whenScaled: Retain it now sets (orig), when the record has none: one an older ferry wrote, or
+// one written when the set kept its claims.
+func keepClaimsInRecord(record string, orig original, patch []byte) ([]byte, error) {
+	var was original
+	if !orig.keepsClaims() || json.Unmarshal([]byte(record), &was) != nil || was.keepsClaims() {
+		return patch, nil
+	}
+	var err error
+	if len(was.Undo) == 0 {
+		was.Undo = orig.Undo
+	} else if was.Undo, err = mergePatches(was.Undo, whenScaled("Delete")); err != nil {
+		return nil, err
+	}
+	updated, err := json.Marshal(was)
+	if err != nil {
+		return nil, err
+	}
+	return mergePatches(patch, map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: string(updated)}}})
+}
+
 // keepsClaimsWhileStopped says whether patch scales down a StatefulSet that deletes the claims
 // of the replicas it removes (persistentVolumeClaimRetentionPolicy whenScaled: Delete): at zero,
 // all of them, with blue's copy of the data that moves, before the backup reads it. Such a set
-// is stopped with whenScaled: Retain beside its replicas, and started again with Delete.
+// is stopped with whenScaled: Retain beside its replicas, and started again with Delete. A custom
+// resource with the same field (an operator's, which passes it on to its StatefulSet) is too.
 func keepsClaimsWhileStopped(obj *unstructured.Unstructured, patch map[string]any) bool {
 	if whenScaled, _, _ := unstructured.NestedString(obj.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenScaled"); whenScaled != "Delete" {
 		return false

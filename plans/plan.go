@@ -67,6 +67,9 @@ type Cluster struct {
 	UID string `json:"uid,omitempty"`
 }
 
+// Same says whether c and o are known to be one cluster: both recorded its UID.
+func (c Cluster) Same(o Cluster) bool { return c.UID != "" && c.UID == o.UID }
+
 // Resource is one resource type that moves.
 type Resource struct {
 	Group      string `json:"group,omitempty"`

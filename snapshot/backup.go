@@ -53,7 +53,7 @@ type Manifest struct {
 	Name          string         `json:"name"`
 	Schedule      string         `json:"schedule,omitempty"` // the schedule that made it; before startedAt, as readHead needs
 	Tool          buildinfo.Info `json:"tool"`
-	Source        plans.Cluster  `json:"source"`
+	Source        plans.Cluster  `json:"source"` // before startedAt, as readHead needs
 	StartedAt     time.Time      `json:"startedAt"`
 	CompletedAt   time.Time      `json:"completedAt"`
 	Plan          *plans.Plan    `json:"plan"`

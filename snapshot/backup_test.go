@@ -263,11 +263,12 @@ func TestChunkedVolumes(t *testing.T) {
 
 // TestCopyStreamChecksTheCopy: a stream copied from an earlier backup is recorded only when the
 // copy has the size and SHA-256 the earlier manifest gives; the earlier backups are found by
-// Recent, newest first, without their objects' list.
+// Recent, newest first, without their objects' list, of the same cluster only.
 func TestCopyStreamChecksTheCopy(t *testing.T) {
 	ctx := context.Background()
 	store := newStore(t)
-	w1, err := Create(ctx, store, "b1", plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+	cluster := plans.Cluster{UID: "kube-system-uid"}
+	w1, err := Create(ctx, store, "b1", cluster, &plans.Plan{}, time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,17 @@ func TestCopyStreamChecksTheCopy(t *testing.T) {
 	if err := store.Put(ctx, Prefix("b1")+"buckets/b/damaged", strings.NewReader("the object's bytez")); err != nil {
 		t.Fatal(err)
 	}
-	w2, err := Create(ctx, store, "b2", plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+	// Another cluster's backup, newer, is not one to continue from; nor one of no recorded cluster.
+	for name, other := range map[string]plans.Cluster{"other": {UID: "another-uid"}, "unknown": {}} {
+		w, err := Create(ctx, store, name, other, &plans.Plan{}, time.Now(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Commit(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w2, err := Create(ctx, store, "b2", cluster, &plans.Plan{}, time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

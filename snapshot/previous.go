@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/storage"
 )
 
@@ -21,31 +22,37 @@ type Previous struct {
 	Manifest *Manifest
 }
 
-// Recent are the storage's newest complete unencrypted backups but this one, newest first (at
-// most RecentBackups), read once per backup for every kind that continues from them. Only
-// unencrypted ones: ferry writes without the identity, so it can read nothing of an encrypted
-// one; an encrypted backup gets none. A backup that cannot be read is only not a candidate.
+// Recent are the storage's newest complete unencrypted backups of the same cluster but this one,
+// newest first (at most RecentBackups), read once per backup for every kind that continues from
+// them. Only unencrypted ones: ferry writes without the identity, so it can read nothing of an
+// encrypted one; an encrypted backup gets none. Only the same cluster's (plans.Cluster.Same):
+// another's claim or bucket of the same name holds other data. A backup that cannot be read is
+// only not a candidate.
 func (w *Writer) Recent(ctx context.Context) []Previous {
 	w.recentOnce.Do(func() {
 		if !w.Encrypted() {
-			w.recent = recent(ctx, w.store, w.name)
+			w.recent = recent(ctx, w.store, w.name, w.manifest.Source)
 		}
 	})
 	return w.recent
 }
 
-func recent(ctx context.Context, store storage.Backend, current string) []Previous {
+func recent(ctx context.Context, store storage.Backend, current string, source plans.Cluster) []Previous {
 	infos, _ := List(ctx, store)
 	infos = slices.DeleteFunc(infos, func(i Info) bool { return i.State != Complete || i.Name == current })
 	sort.SliceStable(infos, func(i, j int) bool { return infos[i].CompletedAt.After(infos[j].CompletedAt) })
 	var out []Previous
-	for _, info := range infos[:min(len(infos), RecentBackups)] {
+	// Other clusters' backups in between are read too, up to a bound.
+	for _, info := range infos[:min(len(infos), 4*RecentBackups)] {
 		m, err := ReadManifest(ctx, store, info.Name)
-		if err != nil || m.Encryption != nil {
+		if err != nil || m.Encryption != nil || !source.Same(m.Source) {
 			continue
 		}
 		m.Objects = nil
 		out = append(out, Previous{Name: info.Name, Manifest: m})
+		if len(out) == RecentBackups {
+			break
+		}
 	}
 	return out
 }

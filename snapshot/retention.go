@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -245,52 +246,36 @@ func History(ctx context.Context, store storage.Backend, now time.Time) ([]Entry
 
 // Latest names the newest complete backup (by start time), of the schedule when one is given.
 // Velero's backups are not considered: only a ferry backup records its schedule. A schedule is
-// one cluster's: when another cluster made one of its backups after the newest one's cluster
-// made its first (two clusters run it at once, a restored copy of it beside the original), the
-// newest may be the copy's, and Latest names each cluster's newest instead of choosing. A
-// cluster that took the schedule over (migrated or recovered onto) has its newest chosen.
+// one cluster's: when its two newest backups are of two clusters (a restored copy of it runs
+// beside the original, from its first night; or it has just moved, migrated or recovered onto
+// another cluster), the newest may be the copy's, and Latest names each cluster's newest instead
+// of choosing. Once the cluster that took it over has made two, its newest is chosen.
 func Latest(ctx context.Context, store storage.Backend, schedule string) (string, error) {
 	entries, err := History(ctx, store, time.Now())
 	if err != nil {
 		return "", err
 	}
-	newer := func(a, b Entry) bool { return a.Time.After(b.Time) || (a.Time.Equal(b.Time) && a.Name > b.Name) }
-	var best *Entry
-	newest, first := map[string]Entry{}, map[string]Entry{} // by cluster
-	for i, e := range entries {
-		if e.State != Complete || (schedule != "" && e.Schedule != schedule) {
-			continue
-		}
-		if best == nil || newer(e, *best) {
-			best = &entries[i]
-		}
-		if n, ok := newest[e.Cluster]; !ok || newer(e, n) {
-			newest[e.Cluster] = e
-		}
-		if f, ok := first[e.Cluster]; !ok || newer(f, e) {
-			first[e.Cluster] = e
-		}
-	}
-	if best == nil {
+	entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.State != Complete || (schedule != "" && e.Schedule != schedule) })
+	if len(entries) == 0 {
 		if schedule != "" {
 			return "", badinput.Errorf("no complete backup of schedule %q in %s (see ferry backups list)", schedule, store)
 		}
 		return "", badinput.Errorf("no complete backup in %s (see ferry backups list)", store)
 	}
-	if schedule != "" {
-		var each []string
-		for cluster, n := range newest {
-			if cluster == best.Cluster || !newer(n, first[best.Cluster]) {
-				continue
+	slices.SortFunc(entries, func(a, b Entry) int { // newest first
+		return cmp.Or(b.Time.Compare(a.Time), strings.Compare(b.Name, a.Name))
+	})
+	best := entries[0]
+	if schedule != "" && len(entries) > 1 && entries[1].Cluster != best.Cluster {
+		newest := map[string]string{}
+		for _, e := range entries {
+			if _, seen := newest[e.Cluster]; !seen {
+				newest[e.Cluster] = e.Name + " (cluster " + cmp.Or(e.Cluster, "not recorded") + ")"
 			}
-			each = append(each, n.Name+" (cluster "+cmp.Or(cluster, "not recorded")+")")
 		}
-		if len(each) > 0 {
-			slices.Sort(each)
-			each = append([]string{best.Name + " (cluster " + cmp.Or(best.Cluster, "not recorded") + ")"}, each...)
-			return "", badinput.Errorf("schedule %q backs up %d clusters at once into %s (a restored copy of it runs beside the original?): their newest are %s; name the backup to use (see ferry backups list)",
-				schedule, len(each), store, strings.Join(each, ", "))
-		}
+		each := slices.Sorted(maps.Values(newest))
+		return "", badinput.Errorf("the newest backups of schedule %q in %s are of %d clusters: a restored copy of the schedule runs beside the original, or it has just moved to another cluster; their newest are %s: name the backup to use (see ferry backups list)",
+			schedule, store, len(each), strings.Join(each, ", "))
 	}
 	return best.Name, nil
 }

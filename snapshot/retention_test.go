@@ -381,10 +381,10 @@ func putManifest(t *testing.T, store storage.Backend, name, schedule, cluster st
 }
 
 // TestLatestOfAScheduleTwoClustersRun: latest:SCHEDULE is the newest backup of the cluster that
-// runs the schedule. When two clusters run it at once (a drill's copy of the schedule beside
-// production's), the newest may be the drill's: it names both clusters and asks for a backup by
-// name. When one took it over from the other (the cluster migrated or recovered onto), it is the
-// new cluster's newest.
+// runs the schedule. When its two newest backups are of two clusters (a drill's copy of the
+// schedule beside production's, from its first night; a schedule that has just moved), the
+// newest may be the copy's: it names each cluster's newest and asks for a backup by name. Once
+// the cluster that took it over made two, it is that cluster's newest.
 func TestLatestOfAScheduleTwoClustersRun(t *testing.T) {
 	ctx := context.Background()
 	store, err := storage.NewFile(t.TempDir())
@@ -397,19 +397,25 @@ func TestLatestOfAScheduleTwoClustersRun(t *testing.T) {
 	}{
 		{"nightly-20260308-020000", "prod-uid", "2026-03-08T02:00"},
 		{"nightly-20260309-020000", "prod-uid", "2026-03-09T02:00"},
-		{"nightly-20260309-023000", "drill-uid", "2026-03-09T02:30"},
-		{"nightly-20260310-020000", "prod-uid", "2026-03-10T02:00"},
-		{"nightly-20260310-023000", "drill-uid", "2026-03-10T02:30"},
+		{"nightly-20260309-023000", "drill-uid", "2026-03-09T02:30"}, // the drill's first night
 		{"weekly-20260301-030000", "old-uid", "2026-03-01T03:00"},
 		{"weekly-20260308-030000", "new-uid", "2026-03-08T03:00"},
+		{"weekly-20260315-030000", "new-uid", "2026-03-15T03:00"},
+		{"daily-20260301-030000", "blue-uid", "2026-03-01T03:00"},
+		{"daily-20260302-030000", "green-uid", "2026-03-02T03:00"}, // moved the day before
 	} {
 		putManifest(t, store, b.name, strings.Split(b.name, "-")[0], b.cluster, at(b.at))
 	}
-	_, err = Resolve(ctx, store, "latest:nightly")
-	if !badinput.Is(err) || !strings.Contains(err.Error(), "2 clusters") || !strings.Contains(err.Error(), "nightly-20260310-020000") || !strings.Contains(err.Error(), "nightly-20260310-023000") {
-		t.Errorf("latest:nightly of two clusters at once: %v; want bad input naming each one's newest", err)
+	for ref, want := range map[string][]string{
+		"latest:nightly": {"nightly-20260309-020000 (cluster prod-uid)", "nightly-20260309-023000 (cluster drill-uid)"},
+		"latest:daily":   {"daily-20260301-030000 (cluster blue-uid)", "daily-20260302-030000 (cluster green-uid)"},
+	} {
+		_, err := Resolve(ctx, store, ref)
+		if !badinput.Is(err) || !strings.Contains(err.Error(), "of 2 clusters") || !strings.Contains(err.Error(), want[0]) || !strings.Contains(err.Error(), want[1]) {
+			t.Errorf("%s, its two newest of two clusters: %v; want bad input naming %v", ref, err, want)
+		}
 	}
-	if name, err := Resolve(ctx, store, "latest:weekly"); err != nil || name != "weekly-20260308-030000" {
+	if name, err := Resolve(ctx, store, "latest:weekly"); err != nil || name != "weekly-20260315-030000" {
 		t.Errorf("latest:weekly, taken over by another cluster: %q, %v; want the new cluster's newest", name, err)
 	}
 }

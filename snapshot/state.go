@@ -261,8 +261,8 @@ func formatNumber(v string) (int, bool) {
 // its checks.
 var ErrBadManifest = errors.New("the manifest cannot be read or fails its checks")
 
-// ManifestHead is the start of a manifest: ferry writes formatVersion, name, schedule, startedAt
-// and completedAt first, and the objects, which may run to megabytes, after them.
+// ManifestHead is the start of a manifest: ferry writes formatVersion, name, schedule, source,
+// startedAt and completedAt first, and the objects, which may run to megabytes, after them.
 type ManifestHead struct {
 	FormatVersion          string
 	Name, Schedule         string

@@ -50,7 +50,16 @@ func rbacRules() map[string]Rule {
 			}
 		}
 	}
-	out := same(roles, "clusterroles.rbac.authorization.k8s.io", "roles.rbac.authorization.k8s.io")
+	out := same(roles, "roles.rbac.authorization.k8s.io")
+	clusterRoles := roles
+	// An aggregated role's rules are what the target's controller makes of the roles that carry
+	// its labels there, the target's to fill: not restored, not compared.
+	clusterRoles.Normalize = func(obj map[string]any) {
+		if _, ok := obj["aggregationRule"]; ok {
+			delete(obj, "rules")
+		}
+	}
+	out["clusterroles.rbac.authorization.k8s.io"] = clusterRoles
 	for gr, r := range same(bindings, "clusterrolebindings.rbac.authorization.k8s.io", "rolebindings.rbac.authorization.k8s.io") {
 		out[gr] = r
 	}

@@ -28,12 +28,9 @@ type earlierObject struct {
 // cluster, by its kube-system namespace's UID, and the same workload or endpoint) and recorded
 // its objects' ETags; nil when none did, or when its objects' metadata cannot be read.
 func (c Copies) earlierCopy(ctx context.Context, store storage.Backend, previous []snapshot.Previous, item plans.DataItem) *earlier {
-	if c.Plan.Source.UID == "" {
-		return nil
-	}
 	for _, p := range previous {
 		m := p.Manifest
-		if m.Source.UID != c.Plan.Source.UID || m.Plan == nil || !sameStore(m.Plan.Buckets, item) {
+		if !c.Plan.Source.Same(m.Source) || m.Plan == nil || !sameStore(m.Plan.Buckets, item) {
 			continue
 		}
 		for _, b := range m.Buckets {

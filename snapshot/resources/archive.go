@@ -64,7 +64,10 @@ type Archive struct {
 	controlled map[string]bool
 	// ownedBy holds, by the ownerKey of each object with owner references, its owners'
 	// (a namespaced object's owners taken to be in its namespace).
-	ownedBy   map[string][]string
+	ownedBy map[string][]string
+	// podOwners holds, by the ownerKey of each pod, its owner references: whether the target
+	// makes it anew (the pods' rule) decides what the objects it owns do.
+	podOwners map[string]any
 	transform func(map[string]any) map[string]any
 	// Drifted names the objects (as Entry.ID does) of a backup made before file digests whose
 	// normalized form under this ferry's rules is not the one the backup recorded: rules that
@@ -134,6 +137,14 @@ func (a *Archive) noteKeys(gr string, e Entry, obj map[string]any) {
 		a.ownedBy = map[string][]string{}
 	}
 	key := e.ownerKey()
+	if gr == "pods" {
+		if a.podOwners == nil {
+			a.podOwners = map[string]any{}
+		}
+		if refs, ok, _ := unstructured.NestedFieldNoCopy(obj, "metadata", "ownerReferences"); ok {
+			a.podOwners[key] = refs
+		}
+	}
 	for _, ref := range (&unstructured.Unstructured{Object: obj}).GetOwnerReferences() {
 		gv, _ := schema.ParseGroupVersion(ref.APIVersion)
 		if a.ownerKinds[gr] == nil {
@@ -158,7 +169,7 @@ func (a *Archive) index() {
 	if a.ownerKinds != nil {
 		return
 	}
-	a.ownerKinds, a.controlled, a.ownedBy = map[string]map[string]bool{}, map[string]bool{}, map[string][]string{}
+	a.ownerKinds, a.controlled, a.ownedBy, a.podOwners = map[string]map[string]bool{}, map[string]bool{}, map[string][]string{}, map[string]any{}
 	for gr, entries := range a.ByResource {
 		for i, e := range entries {
 			if e.Object == nil {

@@ -22,6 +22,7 @@ func TestOwnedByRecreatedPods(t *testing.T) {
 			{GroupResource: "pods", Namespace: "ops", Name: "operator-1-x", Object: obj("v1", "Pod", "operator-1-x", ref("apps/v1", "ReplicaSet", "operator-1", true))},
 			{GroupResource: "pods", Namespace: "ops", Name: "toolbox", Object: obj("v1", "Pod", "toolbox")},
 			{GroupResource: "pods", Namespace: "ops", Name: "orphan-y", Object: obj("v1", "Pod", "orphan-y", ref("apps/v1", "ReplicaSet", "gone", true))},
+			{GroupResource: "pods", Namespace: "ops", Name: "orphan-z", Object: obj("v1", "Pod", "orphan-z", ref("apps/v1", "ReplicaSet", "gone", true), ref("v1", "ConfigMap", "settings", false))},
 		},
 		"configmaps": {{GroupResource: "configmaps", Namespace: "ops", Name: "settings", Object: obj("v1", "ConfigMap", "settings")}},
 	}}
@@ -31,14 +32,20 @@ func TestOwnedByRecreatedPods(t *testing.T) {
 		obj  map[string]any
 		want bool
 	}{
+		{"a claim the operator's pod owns moves as claims do", obj("v1", "PersistentVolumeClaim", "data", ref("v1", "Pod", "operator-1-x", false)), false},
 		{"a lock the operator's pod holds", obj("v1", "ConfigMap", "lock", ref("v1", "Pod", "operator-1-x", false)), true},
 		{"what a pod run by hand owns", obj("v1", "ConfigMap", "state", ref("v1", "Pod", "toolbox", false)), false},
 		{"a pod whose controller is not in the backup", obj("v1", "ConfigMap", "c", ref("v1", "Pod", "orphan-y", false)), false},
+		{"a pod whose controller is not in the backup, another owner is", obj("v1", "ConfigMap", "c", ref("v1", "Pod", "orphan-z", false)), false},
 		{"a pod not in the backup", obj("v1", "ConfigMap", "c", ref("v1", "Pod", "elsewhere", false)), false},
 		{"owned by the pod and a ConfigMap", obj("v1", "ConfigMap", "c", ref("v1", "Pod", "operator-1-x", false), ref("v1", "ConfigMap", "settings", false)), false},
 		{"no owner", obj("v1", "ConfigMap", "c"), false},
 	} {
-		if got := recreated("configmaps", tc.obj, nil, archived, a); got != tc.want {
+		gr := "configmaps"
+		if tc.obj["kind"] == "PersistentVolumeClaim" {
+			gr = "persistentvolumeclaims"
+		}
+		if got := recreated(gr, tc.obj, map[string]bool{}, archived, a); got != tc.want {
 			t.Errorf("%s: recreated %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -1219,15 +1219,19 @@ func recreated(gr string, obj map[string]any, claims, archived map[string]bool, 
 	holds := func(group, kind, namespace, name string) bool {
 		return archived[ownerKey(group, kind, namespace, name)]
 	}
-	return rules.For(gr).IsRecreated(obj, claims, holds) || a.ownedByRecreatedPods(obj, holds)
+	if rules.For(gr).IsRecreated(obj, claims, holds) {
+		return true
+	}
+	// A claim holds data: one a pod owns moves as its own rule says.
+	return gr != "persistentvolumeclaims" && a.ownedByRecreatedPods(obj, claims, holds)
 }
 
-// ownedByRecreatedPods says whether every owner of obj is a pod of the archive that its
-// controller, in the archive too, makes anew on the target under another name: what the pod's
-// process made for itself (an operator's leader-for-life lock, a driver's services) the new pod's
-// process makes again. Restored, it would lose its owner and stay for ever, and a lock so held
-// would keep the new pod waiting.
-func (a *Archive) ownedByRecreatedPods(obj map[string]any, holds func(group, kind, namespace, name string) bool) bool {
+// ownedByRecreatedPods says whether every owner of obj is a pod of the archive that the target
+// makes anew under another name (the pods' rule): what the pod's process made for itself (an
+// operator's leader-for-life lock, a driver's services) the new pod's process makes again.
+// Restored, it would lose its owner and stay for ever, and a lock so held would keep the new pod
+// waiting.
+func (a *Archive) ownedByRecreatedPods(obj map[string]any, claims map[string]bool, holds func(group, kind, namespace, name string) bool) bool {
 	u := unstructured.Unstructured{Object: obj}
 	refs := u.GetOwnerReferences()
 	if len(refs) == 0 || a == nil {
@@ -1235,21 +1239,12 @@ func (a *Archive) ownedByRecreatedPods(obj map[string]any, holds func(group, kin
 	}
 	a.index()
 	for _, ref := range refs {
-		if ref.APIVersion != "v1" || ref.Kind != "Pod" {
+		owners, held := a.podOwners[ownerKey("", "Pod", u.GetNamespace(), ref.Name)]
+		if ref.APIVersion != "v1" || ref.Kind != "Pod" || !held {
 			return false
 		}
-		key := ownerKey("", "Pod", u.GetNamespace(), ref.Name)
-		if !holds("", "Pod", u.GetNamespace(), ref.Name) || !a.controlled[key] {
-			return false
-		}
-		controllerHeld := false
-		for _, owner := range a.ownedBy[key] {
-			group, rest, _ := strings.Cut(owner, "/")
-			kind, rest, _ := strings.Cut(rest, "/")
-			namespace, name, _ := strings.Cut(rest, "/")
-			controllerHeld = controllerHeld || holds(group, kind, namespace, name)
-		}
-		if !controllerHeld {
+		pod := map[string]any{"metadata": map[string]any{"namespace": u.GetNamespace(), "name": ref.Name, "ownerReferences": owners}}
+		if !rules.For("pods").IsRecreated(pod, claims, holds) {
 			return false
 		}
 	}

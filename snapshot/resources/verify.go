@@ -78,12 +78,16 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 func (c Objects) expect(res plans.Resource, e Entry, obj map[string]any, archive *Archive, claims, archived map[string]bool, report *snapshot.Report) bool {
 	gr := res.GroupResource()
 	e.Object = obj
-	if !c.selected(res, e) || rules.For(gr).SkipReason(obj, claims) != "" {
-		return false // not restored, by design; the restore's report lists them
+	// In the restore's order, so that each is counted as the restore counted it.
+	if !c.selected(res, e) {
+		return false
 	}
 	if c.clusterOwn(e) {
-		report.Count("objects", snapshot.StatusLeft) // a Velero backup's kube-system, as restore left it
+		report.Count("objects", snapshot.StatusLeft) // the source cluster's own, as restore left it
 		return false
+	}
+	if rules.For(gr).SkipReason(obj, claims) != "" {
+		return false // not restored, by design; the restore's report lists them
 	}
 	if why, _ := c.leftOut(gr, e); why != "" {
 		report.Count("objects", snapshot.StatusLeft) // not moved, so not compared

@@ -102,10 +102,7 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 			return err
 		}
 		if !w.Encrypted() {
-			// Only the same cluster's: another's claim of the same name holds other files.
-			c.previous = slices.DeleteFunc(slices.Clone(w.Recent(ctx)), func(p snapshot.Previous) bool {
-				return p.Manifest.Source.UID != c.Plan.Source.UID
-			})
+			c.previous = w.Recent(ctx)
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
