@@ -266,8 +266,11 @@ func TestAggregatedRolesAreTheTargetsToFill(t *testing.T) {
 	roles(greenKC, part("agg-green-serving", "serving.kserve.io", "inferenceservices"))
 	roles(blueKC, part("agg-notebooks", "kubeflow.org", "notebooks"), aggregated)
 	t.Cleanup(func() {
-		greenKC.RbacV1().ClusterRoles().Delete(context.Background(), "agg-notebooks", metav1.DeleteOptions{})
-		greenKC.RbacV1().ClusterRoles().Delete(context.Background(), "agg-tenant-edit", metav1.DeleteOptions{})
+		for _, name := range []string{"agg-notebooks", "agg-tenant-edit"} {
+			if err := greenKC.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("clean up green's ClusterRole %s: %v", name, err)
+			}
+		}
 	})
 	resources := func(kc kubernetes.Interface) []string {
 		role, err := kc.RbacV1().ClusterRoles().Get(ctx, "agg-tenant-edit", metav1.GetOptions{})
