@@ -42,10 +42,13 @@ func recent(ctx context.Context, store storage.Backend, current string, source p
 	infos = slices.DeleteFunc(infos, func(i Info) bool { return i.State != Complete || i.Name == current })
 	sort.SliceStable(infos, func(i, j int) bool { return infos[i].CompletedAt.After(infos[j].CompletedAt) })
 	var out []Previous
-	// Other clusters' backups in between are read too, up to a bound.
+	// Other clusters' backups in between are passed over by their manifests' heads, up to a bound.
 	for _, info := range infos[:min(len(infos), 4*RecentBackups)] {
+		if head, err := readHead(ctx, store, info.Name); err != nil || !source.Same(head.Source) {
+			continue
+		}
 		m, err := ReadManifest(ctx, store, info.Name)
-		if err != nil || m.Encryption != nil || !source.Same(m.Source) {
+		if err != nil || m.Encryption != nil {
 			continue
 		}
 		m.Objects = nil
