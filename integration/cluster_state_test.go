@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,44 +17,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// infrastructureCRDs are the types a network plugin (Calico, Cilium) and a node autoscaler
-// (Karpenter) record the cluster in, as they install them (schemas left open).
-const infrastructureCRDs = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: ipamblocks.crd.projectcalico.org}
-spec:
-  group: crd.projectcalico.org
-  scope: Cluster
-  names: {kind: IPAMBlock, plural: ipamblocks, singular: ipamblock, listKind: IPAMBlockList}
-  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: ciliumidentities.cilium.io}
-spec:
-  group: cilium.io
-  scope: Cluster
-  names: {kind: CiliumIdentity, plural: ciliumidentities, singular: ciliumidentity, listKind: CiliumIdentityList}
-  versions: [{name: v2, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: ciliumendpoints.cilium.io}
-spec:
-  group: cilium.io
-  scope: Namespaced
-  names: {kind: CiliumEndpoint, plural: ciliumendpoints, singular: ciliumendpoint, listKind: CiliumEndpointList}
-  versions: [{name: v2, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: nodeclaims.karpenter.sh}
-spec:
-  group: karpenter.sh
-  scope: Cluster
-  names: {kind: NodeClaim, plural: nodeclaims, singular: nodeclaim, listKind: NodeClaimList}
-  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
-`
+// The types a network plugin (Calico, Cilium) and a node autoscaler (Karpenter) record the
+// cluster in, as they install them (schemas left open).
+var (
+	ipamBlocks       = testCRD{group: "crd.projectcalico.org", kind: "IPAMBlock", cluster: true}
+	ciliumIdentities = testCRD{group: "cilium.io", kind: "CiliumIdentity", cluster: true, version: "v2", pluralName: "ciliumidentities"}
+	ciliumEndpoints  = testCRD{group: "cilium.io", kind: "CiliumEndpoint", version: "v2"}
+	nodeClaims       = testCRD{group: "karpenter.sh", kind: "NodeClaim", cluster: true}
+)
 
 // TestTheClustersOwnRecordsStayOnIt: a network plugin records which addresses each node's block
 // holds and which security identity each set of labels has; a node autoscaler, which machines it
@@ -67,43 +35,17 @@ spec:
 // were taken, green's identity 1000 had blue's labels, and green's Karpenter was handed blue's
 // machine. They are left out (the plan says why), and the restore leaves green's as they are.
 func TestTheClustersOwnRecordsStayOnIt(t *testing.T) {
-	blue, blueKC := clients(t, "blue")
-	green, greenKC := clients(t, "green")
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
 	ctx := context.Background()
 	const ns = "cluster-records"
 	removeAfter(t, ns, blueKC, greenKC)
 	createNamespace(t, blueKC, ns, nil)
-	crds := filepath.Join(t.TempDir(), "crds.yaml")
-	if err := os.WriteFile(crds, []byte(infrastructureCRDs), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	installCRDs(t, ipamBlocks, ciliumIdentities, ciliumEndpoints, nodeClaims)
 	_, blueDyn, _ := planClients(t, "blue")
 	_, greenDyn, _ := planClients(t, "green")
-	var gone []func()
-	t.Cleanup(func() {
-		for _, f := range gone {
-			f()
-		}
-	})
-	for _, c := range []struct {
-		apply func(context.Context, string) error
-		dyn   dynamic.Interface
-	}{{func(ctx context.Context, f string) error { return blue.Apply(ctx, os.Stderr, f) }, blueDyn}, {func(ctx context.Context, f string) error { return green.Apply(ctx, os.Stderr, f) }, greenDyn}} {
-		if err := c.apply(ctx, crds); err != nil {
-			t.Fatal(err)
-		}
-		dyn := c.dyn
-		gone = append(gone, func() {
-			for _, name := range []string{"ipamblocks.crd.projectcalico.org", "ciliumidentities.cilium.io", "ciliumendpoints.cilium.io", "nodeclaims.karpenter.sh"} {
-				dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).Delete(context.Background(), name, metav1.DeleteOptions{})
-			}
-		})
-	}
-	block := schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ipamblocks"}
-	identity := schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumidentities"}
-	endpoint := schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumendpoints"}
-	nodeClaim := schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
-	slices := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
+	block, identity, endpoint, nodeClaim := ipamBlocks.gvr(), ciliumIdentities.gvr(), ciliumEndpoints.gvr(), nodeClaims.gvr()
+	resourceSlices := schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices"}
 	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	create := func(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, obj map[string]any) {
 		t.Helper()
@@ -135,13 +77,13 @@ func TestTheClustersOwnRecordsStayOnIt(t *testing.T) {
 	}
 	node := nodes.Items[0]
 	ownedByNode := []any{map[string]any{"apiVersion": "v1", "kind": "Node", "name": node.Name, "uid": string(node.UID)}}
-	create(blueDyn, slices, "", map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+	create(blueDyn, resourceSlices, "", map[string]any{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
 		"metadata": map[string]any{"name": "cluster-records-gpus", "ownerReferences": ownedByNode},
 		"spec": map[string]any{"driver": "gpu.example.com", "nodeName": node.Name, "pool": map[string]any{"name": node.Name, "generation": int64(1), "resourceSliceCount": int64(1)},
 			"devices": []any{map[string]any{"name": "gpu-0"}}}})
-	gone = append(gone, func() {
-		blueDyn.Resource(slices).Delete(context.Background(), "cluster-records-gpus", metav1.DeleteOptions{})
-		greenDyn.Resource(slices).Delete(context.Background(), "cluster-records-gpus", metav1.DeleteOptions{})
+	t.Cleanup(func() {
+		blueDyn.Resource(resourceSlices).Delete(context.Background(), "cluster-records-gpus", metav1.DeleteOptions{})
+		greenDyn.Resource(resourceSlices).Delete(context.Background(), "cluster-records-gpus", metav1.DeleteOptions{})
 	})
 	create(blueDyn, configMaps, ns, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "node-agent-state", "ownerReferences": ownedByNode},
 		"data": map[string]any{"slot": "3"}})
@@ -176,7 +118,7 @@ func TestTheClustersOwnRecordsStayOnIt(t *testing.T) {
 	for _, o := range []struct {
 		gvr             schema.GroupVersionResource
 		namespace, name string
-	}{{endpoint, ns, "web-7d9f-abc12"}, {nodeClaim, "", "default-x7k2p"}, {slices, "", "cluster-records-gpus"}, {configMaps, ns, "node-agent-state"}} {
+	}{{endpoint, ns, "web-7d9f-abc12"}, {nodeClaim, "", "default-x7k2p"}, {resourceSlices, "", "cluster-records-gpus"}, {configMaps, ns, "node-agent-state"}} {
 		if _, err := greenDyn.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("blue's %s %s is on green (%v)", o.gvr.Resource, o.name, err)
 		}

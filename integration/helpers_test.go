@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
@@ -237,37 +239,53 @@ func moveNamespace(t *testing.T, namespace, name string) string {
 	return store
 }
 
-// testCRD is a namespaced custom resource type of one version, v1, that keeps any field: its
-// plural is its kind in lower case with an s.
+// testCRD is a custom resource type of one version that keeps any field: namespaced unless
+// cluster, of version v1 unless version says, its plural its kind in lower case with an s unless
+// pluralName says.
 type testCRD struct {
 	group, kind string
 	// statusSubresource: its status is written through the subresource, not with the object.
-	statusSubresource bool
+	statusSubresource   bool
+	cluster             bool
+	version, pluralName string
 }
 
-func (c testCRD) plural() string { return strings.ToLower(c.kind) + "s" }
+func (c testCRD) plural() string {
+	if c.pluralName != "" {
+		return c.pluralName
+	}
+	return strings.ToLower(c.kind) + "s"
+}
 
 func (c testCRD) name() string { return c.plural() + "." + c.group }
 
+// gvr is the type's resource.
+func (c testCRD) gvr() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: c.group, Version: cmp.Or(c.version, "v1"), Resource: c.plural()}
+}
+
 func (c testCRD) manifest() string {
-	subresources := ""
+	subresources, scope := "", "Namespaced"
 	if c.statusSubresource {
 		subresources = "\n    subresources: {status: {}}"
+	}
+	if c.cluster {
+		scope = "Cluster"
 	}
 	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: %s}
 spec:
   group: %s
-  scope: Namespaced
+  scope: %s
   names: {plural: %s, singular: %s, kind: %s, listKind: %sList}
   versions:
-  - name: v1
+  - name: %s
     served: true
     storage: true%s
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`, c.name(), c.group, c.plural(), strings.ToLower(c.kind), c.kind, c.kind, subresources)
+`, c.name(), c.group, scope, c.plural(), strings.ToLower(c.kind), c.kind, c.kind, cmp.Or(c.version, "v1"), subresources)
 }
 
 // installCRDs applies the CRDs to blue and green, as a platform installed on each has them, waits

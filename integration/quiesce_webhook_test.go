@@ -206,7 +206,7 @@ func guardedExperiments(t *testing.T) guarded {
 	ctx := context.Background()
 	const ns = "quiesce-webhook"
 	experiments, trials := testCRD{group: "hooks.ferry.dev", kind: "Experiment"}, testCRD{group: "hooks.ferry.dev", kind: "Trial"}
-	experimentsGVR := schema.GroupVersionResource{Group: experiments.group, Version: "v1", Resource: experiments.plural()}
+	experimentsGVR := experiments.gvr()
 	kubectl(t, "blue", experiments.manifest()+"---\n"+trials.manifest(), "apply", "-f", "-")
 	kubectl(t, "blue", "", "wait", "--for=condition=Established", "crd/"+experiments.name(), "crd/"+trials.name(), "--timeout=60s")
 	t.Cleanup(func() {
@@ -244,7 +244,7 @@ quiesce:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return guarded{ns: ns, config: config, crd: experiments, gvr: experimentsGVR, trials: schema.GroupVersionResource{Group: trials.group, Version: "v1", Resource: trials.plural()}, blueKC: blueKC, greenKC: greenKC, blueDyn: blueDyn, greenDyn: greenDyn, webhook: hook}
+	return guarded{ns: ns, config: config, crd: experiments, gvr: experimentsGVR, trials: trials.gvr(), blueKC: blueKC, greenKC: greenKC, blueDyn: blueDyn, greenDyn: greenDyn, webhook: hook}
 }
 
 // webhook is an admission webhook's server on this machine, as a cluster's controller serves it.
