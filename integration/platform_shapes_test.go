@@ -427,3 +427,100 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestEveryWriterOfAMovedClaimIsStopped: the writers a migration stops were the Deployments and
+// StatefulSets whose pods mount a claim whose files move. Other pods write to claims too: a
+// ReplicaSet's of no Deployment, a Job's (a training run, an export; kwok ends a Job's pods at
+// once, so unit tests show those), a pod run by hand (a toolbox) or by an operator (a database's
+// instance). They ran on through the migration, which said it was done: what they wrote while the
+// movers read, and after, never reached green. Now a ReplicaSet is scaled to zero as the others
+// are; a writer no rule stops (here the pod run by hand) stops the run before anything is
+// stopped, naming it, until it ends or a rule stops it.
+func TestEveryWriterOfAMovedClaimIsStopped(t *testing.T) {
+	_, greenKC := cutover(t)
+	_, blueKC := clients(t, "blue")
+	ctx := context.Background()
+	const ns = "shapes-writers"
+	removeAfter(t, ns, blueKC, greenKC)
+	createNamespace(t, blueKC, ns, nil)
+	gp3 := func(s *corev1.PersistentVolumeClaimSpec) { s.StorageClassName = ptr.To("gp3") }
+	for _, claim := range []string{"cache-data", "notes-data"} {
+		blueClaim(t, ns, claim, map[string][]byte{"written.txt": []byte("by " + claim + "\n")}, gp3)
+	}
+	podSpec := func(claim string) corev1.PodSpec {
+		return corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "writer",
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}
+	}
+	cacheSpec := podSpec("cache-data")
+	cacheSpec.RestartPolicy = corev1.RestartPolicyAlways
+	cache := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "cache"}, Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](1),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "cache"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "cache"}}, Spec: cacheSpec}}}
+	if _, err := blueKC.AppsV1().ReplicaSets(ns).Create(ctx, cache, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	toolbox := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "toolbox", Labels: map[string]string{"app": "toolbox"}}, Spec: podSpec("notes-data")}
+	if _, err := blueKC.CoreV1().Pods(ns).Create(ctx, toolbox, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runningPod(t, blueKC, ns, "app=cache")
+	runningPod(t, blueKC, ns, "app=toolbox")
+	stopped := func(kc kubernetes.Interface, cluster string, want bool) {
+		t.Helper()
+		rs, err := kc.AppsV1().ReplicaSets(ns).Get(ctx, "cache", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s's ReplicaSet %s/cache: %v", cluster, ns, err)
+		}
+		if (*rs.Spec.Replicas == 0) != want {
+			t.Errorf("%s's ReplicaSet cache has %d replicas; want it stopped: %v", cluster, *rs.Spec.Replicas, want)
+		}
+	}
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
+	if code == 0 || !strings.Contains(errOut, "pod "+ns+"/toolbox") || !strings.Contains(errOut, "notes-data") {
+		t.Fatalf("ferry migrate with a writer no rule stops (pod toolbox on claim notes-data) exited %d, want it stopped naming them\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	stopped(blueKC, "blue", false) // nothing was stopped
+	t.Logf("ferry migrate exited %d: %s", code, errOut[strings.LastIndex(strings.TrimSpace(errOut), "\n")+1:])
+	id := runID(t, errOut)
+
+	if err := blueKC.CoreV1().Pods(ns).Delete(ctx, "toolbox", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "pod toolbox gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := blueKC.CoreV1().Pods(ns).Get(ctx, "toolbox", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	code, out, errOut = runFerry(t, "--storage", store, "migrate", "--resume", id, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate --resume (the toolbox ended) exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	stopped(blueKC, "blue", true)
+	pods, err := blueKC.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			t.Errorf("blue's pod %s still runs after the migration", p.Name)
+		}
+	}
+	stopped(greenKC, "green", false)
+	for _, claim := range []string{"cache-data", "notes-data"} {
+		if got := claimFiles(t, claimFolder(t, greenKC, ns, claim)); got["written.txt"] == "" {
+			t.Errorf("green's claim %s holds %v, want written.txt", claim, got)
+		}
+	}
+
+	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--discard-green-writes")
+	if code != 0 {
+		t.Fatalf("ferry rollback exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	stopped(blueKC, "blue", false)
+}

@@ -350,7 +350,7 @@ func (q Quiescer) runningPods(ctx context.Context, writers []writerPods, owners 
 				continue
 			}
 			if w.selector == "" {
-				owned, err := q.ownedBy(ctx, p, w.owned, owners)
+				owned, err := q.ownedByAny(ctx, p, map[types.UID]bool{w.owned: true}, owners)
 				if err != nil {
 					return nil, 0, fmt.Errorf("pods of %s: %w", w.owner, err)
 				}
@@ -427,15 +427,15 @@ func (q Quiescer) writerPodsOf(ctx context.Context, rule config.QuiesceRule, obj
 // ownerCache holds the owner references of the objects ownedBy fetched, by UID.
 type ownerCache map[types.UID][]metav1.OwnerReference
 
-// ownedBy reports whether obj's owner references lead to the object of UID uid within a few steps
-// (a pod's StatefulSet's Notebook; a pod's Job's Trial's Experiment). An owner that is gone, or of
-// a type not served, ends its path; one that cannot be read now is an error, not a guess.
-func (q Quiescer) ownedBy(ctx context.Context, obj *unstructured.Unstructured, uid types.UID, owners ownerCache) (bool, error) {
+// ownedByAny reports whether obj's owner references lead to an object of one of uids within a few
+// steps (a pod's StatefulSet's Notebook; a pod's Job's Trial's Experiment). An owner that is gone,
+// or of a type not served, ends its path; one that cannot be read now is an error, not a guess.
+func (q Quiescer) ownedByAny(ctx context.Context, obj *unstructured.Unstructured, uids map[types.UID]bool, owners ownerCache) (bool, error) {
 	refs := obj.GetOwnerReferences()
 	for depth := 0; depth < 5 && len(refs) > 0; depth++ {
 		var next []metav1.OwnerReference
 		for _, ref := range refs {
-			if ref.UID == uid {
+			if uids[ref.UID] {
 				return true, nil
 			}
 			up, ok := owners[ref.UID]
@@ -876,99 +876,4 @@ func merge(a, b map[string]any) map[string]any {
 		a[k] = v
 	}
 	return a
-}
-
-// WriterRules are the quiesce rules a plan implies beyond ferry.yaml's: scale to zero the
-// Deployments and StatefulSets whose pods mount a claim whose files move, and suspend every CronJob
-// of the moved namespaces. A configured database's or bucket's workload is never among them: its
-// claims move as a dump or copy made through its running pod.
-func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) ([]config.QuiesceRule, error) {
-	byWorkload := map[[2]string][]string{} // resource, namespace -> names
-	serving := dataWorkloads(plan.Config)
-	for _, v := range plan.Volumes {
-		if v.Holds != "" {
-			continue
-		}
-		for _, use := range v.Pods {
-			pod, err := dyn.Resource(kube.PodsGVR).Namespace(v.Namespace).Get(ctx, use.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("writers of claim %s/%s: %w", v.Namespace, v.Name, err)
-			}
-			resource, name, err := workloadOf(ctx, dyn, pod)
-			if err != nil {
-				return nil, fmt.Errorf("writers of claim %s/%s: %w", v.Namespace, v.Name, err)
-			}
-			key := [2]string{resource, v.Namespace}
-			if resource != "" && !serving[[3]string{resource, v.Namespace, name}] && !slices.Contains(byWorkload[key], name) {
-				byWorkload[key] = append(byWorkload[key], name)
-			}
-		}
-	}
-	var rules []config.QuiesceRule
-	for key, names := range byWorkload {
-		slices.Sort(names)
-		rules = append(rules, config.QuiesceRule{Resource: key[0], Namespace: key[1], Names: names, Action: ScaleToZero,
-			Why: "writes to a claim whose files move"})
-	}
-	for _, r := range plan.Resources {
-		if r.GroupResource() != "cronjobs.batch" {
-			continue
-		}
-		for ns := range r.Namespaces {
-			rules = append(rules, config.QuiesceRule{Resource: "cronjobs.batch", Namespace: ns, Action: Suspend,
-				Why: "a scheduled job could write while the data moves"})
-		}
-	}
-	slices.SortFunc(rules, func(a, b config.QuiesceRule) int {
-		return strings.Compare(a.Resource+"/"+a.Namespace, b.Resource+"/"+b.Namespace)
-	})
-	return rules, nil
-}
-
-// dataWorkloads are the workloads (resource, namespace, name) of the configured databases and
-// buckets.
-func dataWorkloads(cfg config.Planning) map[[3]string]bool {
-	out := map[[3]string]bool{}
-	add := func(namespace, workload string) {
-		kind, name, err := config.ParseWorkload(workload)
-		if err == nil {
-			out[[3]string{kind + "s.apps", namespace, name}] = true
-		}
-	}
-	for _, d := range cfg.Databases {
-		add(d.Namespace, d.Workload)
-	}
-	for _, b := range cfg.Buckets {
-		if b.Workload != "" {
-			add(b.Namespace, b.Workload)
-		}
-	}
-	return out
-}
-
-// workloadOf follows a pod's controllers up to the Deployment or StatefulSet that runs it, if any.
-func workloadOf(ctx context.Context, dyn dynamic.Interface, pod *unstructured.Unstructured) (resource, name string, err error) {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		return "", "", nil
-	}
-	switch ref.Kind {
-	case "StatefulSet":
-		return "statefulsets.apps", ref.Name, nil
-	case "ReplicaSet":
-		rs, err := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}).Namespace(pod.GetNamespace()).Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return "", "", nil
-		}
-		if err != nil {
-			return "", "", err
-		}
-		if owner := metav1.GetControllerOf(rs); owner != nil && owner.Kind == "Deployment" {
-			return "deployments.apps", owner.Name, nil
-		}
-	}
-	return "", "", nil
 }

@@ -1,0 +1,229 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ferrykube/ferry/internal/kube"
+	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/plans/config"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+)
+
+// WriterRules are the quiesce rules a plan implies beyond ferry.yaml's: stop the workloads whose
+// pods mount a claim whose files move (Deployments, StatefulSets and ReplicaSets of no Deployment
+// scaled to zero, Jobs of no CronJob suspended), and suspend every CronJob of the moved namespaces.
+// A configured database's or bucket's workload is never among them: its claims move as a dump or
+// copy made through its running pod. A writer of another kind (a pod an operator runs, or one run
+// by hand) is for ferry.yaml's rules; UnstoppedWriters names those no rule stops.
+func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) ([]config.QuiesceRule, error) {
+	byWorkload := map[[2]string][]string{} // resource, namespace -> names
+	serving := dataWorkloads(plan.Config)
+	for _, v := range plan.Volumes {
+		if v.Holds != "" {
+			continue
+		}
+		for _, use := range v.Pods {
+			pod, err := dyn.Resource(kube.PodsGVR).Namespace(v.Namespace).Get(ctx, use.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("writers of claim %s/%s: %w", v.Namespace, v.Name, err)
+			}
+			resource, name, err := workloadOf(ctx, dyn, pod)
+			if err != nil {
+				return nil, fmt.Errorf("writers of claim %s/%s: %w", v.Namespace, v.Name, err)
+			}
+			key := [2]string{resource, v.Namespace}
+			if resource != "" && !serving[[3]string{resource, v.Namespace, name}] && !slices.Contains(byWorkload[key], name) {
+				byWorkload[key] = append(byWorkload[key], name)
+			}
+		}
+	}
+	var rules []config.QuiesceRule
+	for key, names := range byWorkload {
+		slices.Sort(names)
+		action := ScaleToZero
+		if key[0] == "jobs.batch" {
+			action = Suspend
+		}
+		rules = append(rules, config.QuiesceRule{Resource: key[0], Namespace: key[1], Names: names, Action: action,
+			Why: "writes to a claim whose files move"})
+	}
+	for _, r := range plan.Resources {
+		if r.GroupResource() != "cronjobs.batch" {
+			continue
+		}
+		for ns := range r.Namespaces {
+			rules = append(rules, config.QuiesceRule{Resource: "cronjobs.batch", Namespace: ns, Action: Suspend,
+				Why: "a scheduled job could write while the data moves"})
+		}
+	}
+	slices.SortFunc(rules, func(a, b config.QuiesceRule) int {
+		return strings.Compare(a.Resource+"/"+a.Namespace, b.Resource+"/"+b.Namespace)
+	})
+	return rules, nil
+}
+
+// dataWorkloads are the workloads (resource, namespace, name) of the configured databases and
+// buckets.
+func dataWorkloads(cfg config.Planning) map[[3]string]bool {
+	out := map[[3]string]bool{}
+	add := func(namespace, workload string) {
+		kind, name, err := config.ParseWorkload(workload)
+		if err == nil {
+			out[[3]string{kind + "s.apps", namespace, name}] = true
+		}
+	}
+	for _, d := range cfg.Databases {
+		add(d.Namespace, d.Workload)
+	}
+	for _, b := range cfg.Buckets {
+		if b.Workload != "" {
+			add(b.Namespace, b.Workload)
+		}
+	}
+	return out
+}
+
+// workloadOf follows a pod's controllers up to the workload ferry stops for it, if any: its
+// Deployment or StatefulSet, its ReplicaSet or Job when nothing controls those. A Job of a
+// CronJob is left to the CronJob's rule (Stop waits for the Jobs it runs); one of another
+// controller (a Trial), or a ReplicaSet of a Rollout, would be started again by it.
+func workloadOf(ctx context.Context, dyn dynamic.Interface, pod *unstructured.Unstructured) (resource, name string, err error) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return "", "", nil
+	}
+	switch ref.Kind {
+	case "StatefulSet":
+		return "statefulsets.apps", ref.Name, nil
+	case "ReplicaSet", "Job":
+		gvr, resource := replicaSetsGVR, "replicasets.apps"
+		if ref.Kind == "Job" {
+			gvr, resource = jobsGVR, "jobs.batch"
+		}
+		owner, err := dyn.Resource(gvr).Namespace(pod.GetNamespace()).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", "", nil
+		}
+		if err != nil {
+			return "", "", err
+		}
+		switch up := metav1.GetControllerOf(owner); {
+		case up == nil:
+			return resource, ref.Name, nil
+		case up.Kind == "Deployment" && ref.Kind == "ReplicaSet":
+			return "deployments.apps", up.Name, nil
+		}
+	}
+	return "", "", nil
+}
+
+// movedClaims are the claims (namespace/name) whose files the plan's backup reads.
+func movedClaims(plan *plans.Plan) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range plan.Volumes {
+		if v.FilesUnread() == "" {
+			out[v.Namespace+"/"+v.Name] = true
+		}
+	}
+	return out
+}
+
+// UnstoppedWriters names, one line each, the pods that may write to one of claims (namespace/name)
+// and that no rule of q stops: running, mounting the claim writable, and neither selected by a
+// rule nor owned, through their owners, by what one selects. What they write while the data moves,
+// and after, would not reach the target: a migration must not begin with them running.
+func (q Quiescer) UnstoppedWriters(ctx context.Context, claims map[string]bool) ([]string, error) {
+	targets, err := q.targets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stopped := map[types.UID]bool{}
+	for _, t := range targets {
+		stopped[t.obj.GetUID()] = true
+	}
+	namespaces := map[string]bool{}
+	for claim := range claims {
+		ns, _, _ := strings.Cut(claim, "/")
+		namespaces[ns] = true
+	}
+	var out []string
+	owners := ownerCache{}
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+		pods, err := q.Dynamic.Resource(kube.PodsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("pods of namespace %s: %w", ns, err)
+		}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase")
+			if phase == "Succeeded" || phase == "Failed" || pod.GetDeletionTimestamp() != nil || stopped[pod.GetUID()] {
+				continue
+			}
+			written := writableClaims(pod, claims)
+			if len(written) == 0 {
+				continue
+			}
+			owned, err := q.ownedByAny(ctx, pod, stopped, owners)
+			if err != nil {
+				return nil, err
+			}
+			if owned {
+				continue
+			}
+			runBy := "run by hand"
+			if ref := metav1.GetControllerOf(pod); ref != nil {
+				runBy = "run by " + ref.Kind + " " + ref.Name
+			}
+			out = append(out, fmt.Sprintf("pod %s/%s (%s) writes to claim %s", ns, pod.GetName(), runBy, strings.Join(written, ", ")))
+		}
+	}
+	return out, nil
+}
+
+// writableClaims are the claims of claims (namespace/name) pod mounts writable: its volume of the
+// claim is not read-only, nor is every mount of it.
+func writableClaims(pod *unstructured.Unstructured, claims map[string]bool) []string {
+	var mounts []any
+	for _, field := range []string{"initContainers", "containers", "ephemeralContainers"} {
+		containers, _, _ := unstructured.NestedSlice(pod.Object, "spec", field)
+		for _, c := range containers {
+			m, _, _ := unstructured.NestedSlice(asObject(c), "volumeMounts")
+			mounts = append(mounts, m...)
+		}
+	}
+	volumes, _, _ := unstructured.NestedSlice(pod.Object, "spec", "volumes")
+	var out []string
+	for _, v := range volumes {
+		name, _, _ := unstructured.NestedString(asObject(v), "name")
+		claim, _, _ := unstructured.NestedString(asObject(v), "persistentVolumeClaim", "claimName")
+		readOnly, _, _ := unstructured.NestedBool(asObject(v), "persistentVolumeClaim", "readOnly")
+		if claim == "" || readOnly || !claims[pod.GetNamespace()+"/"+claim] {
+			continue
+		}
+		for _, m := range mounts {
+			mountOf, _, _ := unstructured.NestedString(asObject(m), "name")
+			ro, _, _ := unstructured.NestedBool(asObject(m), "readOnly")
+			if mountOf == name && !ro {
+				out = append(out, claim)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func asObject(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
