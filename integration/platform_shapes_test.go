@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -523,4 +524,125 @@ func TestEveryWriterOfAMovedClaimIsStopped(t *testing.T) {
 		t.Fatalf("ferry rollback exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	stopped(blueKC, "blue", false)
+}
+
+// TestTheDefaultNamespacesSettingsMove: the default namespace exists on every cluster, so its
+// Namespace object never moved, and with it went the settings someone gave it: a mesh's injection
+// (istio-injection, linkerd.io/inject), Pod Security's levels, the labels network policies select
+// namespaces by. Green then ran the same workloads outside the mesh, and verify passed. Now they
+// are added to the target's default namespace, and verify compares them.
+func TestTheDefaultNamespacesSettingsMove(t *testing.T) {
+	_, greenKC := clients(t, "green")
+	ctx := context.Background()
+	labels := []string{"istio-injection=enabled", "pod-security.kubernetes.io/warn=baseline"}
+	kubectl(t, "blue", "", append([]string{"label", "namespace", "default"}, labels...)...)
+	kubectl(t, "blue", "", "annotate", "namespace", "default", "linkerd.io/inject=enabled")
+	t.Cleanup(func() {
+		for _, cluster := range []string{"blue", "green"} {
+			kubectl(t, cluster, "", "label", "namespace", "default", "istio-injection-", "pod-security.kubernetes.io/warn-")
+			kubectl(t, cluster, "", "annotate", "namespace", "default", "linkerd.io/inject-")
+		}
+	})
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, "default"), "--name", "defaults"); code != 0 {
+		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "defaults"); code != 0 {
+		t.Fatalf("ferry restore exited %d\n%s\n%s", code, out, errOut)
+	}
+	ns, err := greenKC.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["istio-injection"] != "enabled" || ns.Labels["pod-security.kubernetes.io/warn"] != "baseline" || ns.Annotations["linkerd.io/inject"] != "enabled" {
+		t.Fatalf("green's default namespace after the restore: labels %v, annotations %v; want blue's istio-injection, Pod Security and linkerd settings", ns.Labels, ns.Annotations)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "defaults"); code != 0 {
+		t.Fatalf("ferry verify exited %d\n%s\n%s", code, out, errOut)
+	}
+	kubectl(t, "green", "", "label", "namespace", "default", "istio-injection=disabled", "--overwrite")
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "defaults"); code != 3 || !strings.Contains(out+errOut, "istio-injection") {
+		t.Errorf("ferry verify of green's default namespace out of the mesh exited %d, want 3 naming istio-injection\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestServerSideAppliedObjectsKeepTheirManagers: objects a GitOps tool or Helm 4 writes by
+// server-side apply are owned, field by field, by its field manager, and its next apply removes
+// what its configuration no longer holds and changes what it does. A restore made every field
+// ferry's: on green the next apply left the removed key in place and refused the change, as a
+// conflict with "ferry". Now the restore gives the objects the backup's managers: the same apply
+// does on green what it does on blue.
+func TestServerSideAppliedObjectsKeepTheirManagers(t *testing.T) {
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	const ns = "shapes-ssa"
+	createNamespace(t, blueKC, ns, nil)
+	removeAfter(t, ns, greenKC)
+	settings := func(data string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: " + ns + "}\ndata: {" + data + "}\n"
+	}
+	kubectl(t, "blue", settings("mode: fast, retries: \"3\""), "apply", "--server-side", "--field-manager", "gitops", "-f", "-")
+	moveNamespace(t, ns, "ssa")
+
+	// The repository now drops retries and changes mode; the tool applies it to both clusters.
+	for _, c := range []struct {
+		name string
+		kc   kubernetes.Interface
+	}{{"blue", blueKC}, {"green", greenKC}} {
+		cmd := exec.Command(tb.Bins["kubectl"], "--kubeconfig", tb.Kubeconfig, "--context", c.name, "apply", "--server-side", "--field-manager", "gitops", "-f", "-")
+		cmd.Stdin = strings.NewReader(settings("mode: safe"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("the GitOps tool's next apply on %s: %v\n%s", c.name, err, out)
+			continue
+		}
+		cm, err := c.kc.CoreV1().ConfigMaps(ns).Get(context.Background(), "settings", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cm.Data) != 1 || cm.Data["mode"] != "safe" {
+			t.Errorf("%s's ConfigMap after the GitOps tool's next apply holds %v, want only mode: safe", c.name, cm.Data)
+		}
+	}
+}
+
+// TestMeshRootCertificatesStayEachClusters: Istio's control plane writes its mesh's root
+// certificate into every namespace (ConfigMap istio-ca-root-cert), as the API server does its own
+// (kube-root-ca.crt); Kubeflow's tenants run in the mesh. Green's istiod had written green's into
+// the tenant's namespace as it was made: the restore found it differing and skipped it (exit 3,
+// which stops a migration), and with --existing update would have put blue's root in place of
+// green's, breaking the mesh's trust there. Now each cluster's stays its own.
+func TestMeshRootCertificatesStayEachClusters(t *testing.T) {
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns = "shapes-mesh"
+	createNamespace(t, blueKC, ns, map[string]string{"istio-injection": "enabled"})
+	createNamespace(t, greenKC, ns, map[string]string{"istio-injection": "enabled"})
+	root := func(cluster string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "istio-ca-root-cert", Labels: map[string]string{"istio.io/config": "true"}},
+			Data: map[string]string{"root-cert.pem": "-----BEGIN CERTIFICATE-----\n" + cluster + "'s mesh root\n-----END CERTIFICATE-----\n"}}
+	}
+	for kc, cm := range map[kubernetes.Interface]*corev1.ConfigMap{blueKC: root("blue"), greenKC: root("green")} {
+		if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settings := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"mode": "fast"}}
+	if _, err := blueKC.CoreV1().ConfigMaps(ns).Create(ctx, settings, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := moveNamespace(t, ns, "mesh")
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "mesh"); code != 0 {
+		t.Errorf("ferry verify exited %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "mesh", "--existing", "update"); code != 0 {
+		t.Errorf("ferry restore --existing update exited %d\n%s\n%s", code, out, errOut)
+	}
+	cm, err := greenKC.CoreV1().ConfigMaps(ns).Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["root-cert.pem"], "green's mesh root") {
+		t.Errorf("green's mesh root certificate after the restores: %v (%v), want green's own", cm.Data, err)
+	}
+	if _, err := greenKC.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{}); err != nil {
+		t.Errorf("the tenant's own ConfigMap on green: %v", err)
+	}
 }

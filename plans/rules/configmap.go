@@ -15,8 +15,8 @@ func configMapRules() map[string]Rule {
 		Exclude: func(obj map[string]any) string {
 			u := unstructured.Unstructured{Object: obj}
 			name, ns := u.GetName(), u.GetNamespace()
-			if name == "kube-root-ca.crt" {
-				return "published into every namespace by the target's root-CA publisher"
+			if why := publishedEverywhere[name]; why != "" {
+				return why
 			}
 			if ns == "kube-system" && (name == "extension-apiserver-authentication" || strings.HasPrefix(name, "kube-apiserver-")) {
 				return "published by the source cluster's API server"
@@ -24,4 +24,13 @@ func configMapRules() map[string]Rule {
 			return ""
 		},
 	}}
+}
+
+// publishedEverywhere are the ConfigMaps a component of each cluster writes into every namespace,
+// each holding that cluster's own certificate authority: the target's publish theirs (a copy of
+// the source's would differ from it, or replace it and break the target's trust).
+var publishedEverywhere = map[string]string{
+	"kube-root-ca.crt":         "published into every namespace by the target's root-CA publisher",
+	"istio-ca-root-cert":       "published into every namespace by the target's Istio control plane (istiod), with its mesh's root certificate",
+	"openshift-service-ca.crt": "published into every namespace by the target's service CA operator",
 }

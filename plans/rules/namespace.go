@@ -2,7 +2,8 @@ package rules
 
 import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-// systemNamespaces exist on every cluster; their Namespace objects do not move (their contents do).
+// systemNamespaces exist on every cluster; their Namespace objects do not move (their contents
+// do), but for the settings someone gave the default namespace, which are added to the target's.
 var systemNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
 
 // SystemNamespace says whether every cluster has the namespace.
@@ -25,10 +26,24 @@ func namespaceRules() map[string]Rule {
 	return map[string]Rule{"namespaces": {
 		Wave: WaveNamespaces,
 		Exclude: func(obj map[string]any) string {
-			if systemNamespaces[(&unstructured.Unstructured{Object: obj}).GetName()] {
+			u := unstructured.Unstructured{Object: obj}
+			if systemNamespaces[u.GetName()] && !(u.GetName() == "default" && namespaceSettings(u)) {
 				return "every cluster has this namespace"
 			}
 			return ""
+		},
+		// The target's default namespace gets the labels and annotations someone gave blue's: a
+		// mesh's injection (istio-injection, linkerd.io/inject), Pod Security's levels, the labels
+		// network policies select namespaces by. Without them the same workloads would run there
+		// outside the mesh, or unguarded.
+		Merge: func(want, live map[string]any) map[string]any {
+			if (&unstructured.Unstructured{Object: want}).GetName() != "default" {
+				return nil
+			}
+			if patch := metadataAdded(want, live); len(patch) > 0 {
+				return patch
+			}
+			return nil
 		},
 		Prepare: func(obj map[string]any, namespace func(string) string) {
 			u := unstructured.Unstructured{Object: obj}
@@ -43,4 +58,18 @@ func namespaceRules() map[string]Rule {
 			}
 		},
 	}}
+}
+
+// namespaceSettings says whether someone gave the namespace labels (beyond the one the API server
+// keeps equal to its name) or annotations.
+func namespaceSettings(u unstructured.Unstructured) bool {
+	if len(u.GetAnnotations()) > 0 {
+		return true
+	}
+	for k := range u.GetLabels() {
+		if k != namespaceNameLabel {
+			return true
+		}
+	}
+	return false
 }

@@ -43,23 +43,7 @@ func serviceAccountRules() map[string]Rule {
 			if !isDefaultAccount(want) {
 				return nil
 			}
-			patch := map[string]any{}
-			meta := map[string]any{}
-			for _, field := range []string{"labels", "annotations"} {
-				have := nestedMap(live, "metadata", field)
-				add := map[string]any{}
-				for k, v := range nestedMap(want, "metadata", field) {
-					if have[k] != v {
-						add[k] = v
-					}
-				}
-				if len(add) > 0 {
-					meta[field] = add
-				}
-			}
-			if len(meta) > 0 {
-				patch["metadata"] = meta
-			}
+			patch := metadataAdded(want, live)
 			for _, field := range []string{"imagePullSecrets", "secrets"} {
 				if union, grew := unionByName(live[field], want[field]); grew {
 					patch[field] = union
@@ -78,6 +62,28 @@ func serviceAccountRules() map[string]Rule {
 
 func isDefaultAccount(obj map[string]any) bool {
 	return (&unstructured.Unstructured{Object: obj}).GetName() == "default"
+}
+
+// metadataAdded is the merge patch that adds want's labels and annotations to live's (a value
+// want holds replaces live's), as a map to extend; empty when live holds them all.
+func metadataAdded(want, live map[string]any) map[string]any {
+	patch, meta := map[string]any{}, map[string]any{}
+	for _, field := range []string{"labels", "annotations"} {
+		have := nestedMap(live, "metadata", field)
+		add := map[string]any{}
+		for k, v := range nestedMap(want, "metadata", field) {
+			if have[k] != v {
+				add[k] = v
+			}
+		}
+		if len(add) > 0 {
+			meta[field] = add
+		}
+	}
+	if len(meta) > 0 {
+		patch["metadata"] = meta
+	}
+	return patch
 }
 
 // accountSettings are the settings someone gave a service account beyond what its controller

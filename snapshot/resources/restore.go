@@ -475,11 +475,12 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		if place == statusSubresource {
 			rs.giveStatus(ctx, client, id, live, status)
 		}
+		rs.keepManagers(ctx, client, id, live, e.Object)
 		return live.GetName(), true
 	case apierrors.IsAlreadyExists(err), rs.exists(ctx, client, obj.GetName()):
 		// The API server checks some fields before the name: a Service that holds its chosen node
 		// port is refused as "port already allocated", not as already existing.
-		restored, ok = rs.existing(ctx, gr, id, e.Namespace, client, obj, expected)
+		restored, ok = rs.existing(ctx, gr, id, e, client, obj, expected)
 		switch {
 		case !ok:
 		case rs.Existing == ExistingReplace:
@@ -552,9 +553,9 @@ func (rs *restorer) exists(ctx context.Context, client dynamic.ResourceInterface
 	return err == nil
 }
 
-// existing applies the existing-object policy to an object that is already on the target;
-// sourceNS is its namespace in the backup.
-func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, client dynamic.ResourceInterface, obj *unstructured.Unstructured, expected map[string]any) (string, bool) {
+// existing applies the existing-object policy to an object that is already on the target; e is
+// the backup's.
+func (rs *restorer) existing(ctx context.Context, gr, id string, e Entry, client dynamic.ResourceInterface, obj *unstructured.Unstructured, expected map[string]any) (string, bool) {
 	live, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target but cannot be read: "+err.Error())
@@ -603,8 +604,10 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 	case ExistingUpdate, ExistingReplace:
 		// update: a server-side apply of the backed-up object; replace: a merge patch that also
 		// removes what the backup lacks.
+		var written *unstructured.Unstructured
 		write := func() error {
-			_, err := client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			var err error
+			written, err = client.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 			if duplicateKeys(err) {
 				// Server-side apply refuses a list that holds one key twice, which every other
 				// write takes (a pod template naming one variable twice): the backed-up object
@@ -614,7 +617,7 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 				if merr != nil {
 					return merr
 				}
-				_, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
+				written, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
 			}
 			return err
 		}
@@ -625,7 +628,8 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 				if err != nil {
 					return err
 				}
-				_, perr := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+				var perr error
+				written, perr = client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 				return perr
 			}
 			verb = "replacing"
@@ -633,17 +637,18 @@ func (rs *restorer) existing(ctx context.Context, gr, id, sourceNS string, clien
 		rule := rules.For(gr)
 		if fixed := rule.Fixed; fixed != nil && rule.Remake != nil {
 			if d := fixed(expected, live.Object); d != "" {
-				return rs.remake(ctx, gr, id, sourceNS, client, live, obj, diffs[0], errors.New("the target never changes "+fixedField(d)+" in place"))
+				return rs.remake(ctx, gr, id, e.Namespace, client, live, obj, diffs[0], errors.New("the target never changes "+fixedField(d)+" in place"))
 			}
 		}
 		err := rs.admitted(ctx, func() error { return retry.OnError(retry.DefaultBackoff, transient, write) })
 		if apierrors.IsInvalid(err) && rule.Remake != nil {
-			return rs.remake(ctx, gr, id, sourceNS, client, live, obj, diffs[0], err)
+			return rs.remake(ctx, gr, id, e.Namespace, client, live, obj, diffs[0], err)
 		}
 		if err != nil {
 			rs.refused(obj, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: ", err)
 			return "", false
 		}
+		rs.keepManagers(ctx, client, id, written, e.Object)
 		rs.report.Count("objects", snapshot.StatusUpdated)
 		return live.GetName(), true
 	case ExistingFail:
