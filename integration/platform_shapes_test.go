@@ -646,3 +646,58 @@ func TestMeshRootCertificatesStayEachClusters(t *testing.T) {
 		t.Errorf("the tenant's own ConfigMap on green: %v", err)
 	}
 }
+
+// TestWebhooksGoWithTheirServers: admission webhook configurations are cluster-scoped, so they
+// moved whatever the selection: a migration of a few tenants' namespaces took the policy engine's
+// webhook, whose server stays behind, and green then refused what it matches (failurePolicy
+// Fail: "service not found"), with the restore and verify at exit 0. Now a webhook goes with its
+// server's namespace, as a volume goes with its claim's; the plan says why it stays.
+func TestWebhooksGoWithTheirServers(t *testing.T) {
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	ctx := context.Background()
+	const ns = "shapes-hooked"
+	createNamespace(t, blueKC, ns, nil)
+	removeAfter(t, ns, greenKC)
+	hook := func(name, serverNS, label string) string {
+		return `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: ` + name + `}
+webhooks:
+- name: ` + name + `.shapes.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig: {service: {namespace: ` + serverNS + `, name: guard, path: /validate}}
+  objectSelector: {matchLabels: {` + label + `: "true"}}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+`
+	}
+	// The policy engine's, served from a namespace that stays; the tenant's own, served from its namespace.
+	manifests := hook("shapes-policy-guard", "shapes-policy-engine", "shapes-policed") + "---\n" + hook("shapes-tenant-guard", ns, "shapes-tenant-checked")
+	kubectl(t, "blue", manifests, "apply", "-f", "-")
+	t.Cleanup(func() {
+		for _, cluster := range []string{"blue", "green"} {
+			kubectl(t, cluster, "", "delete", "validatingwebhookconfiguration", "shapes-policy-guard", "shapes-tenant-guard", "--ignore-not-found")
+		}
+	})
+
+	code, out, errOut := runFerry(t, "plan", "--from", "blue", "-f", namespacesConfig(t, ns))
+	if !strings.Contains(out, "its server's Service in namespace shapes-policy-engine") {
+		t.Errorf("ferry plan (exit %d) does not say why the policy engine's webhook stays\n%s\n%s", code, out, errOut)
+	}
+	store := moveNamespace(t, ns, "hooked")
+	if _, err := greenKC.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "shapes-policy-guard", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the policy engine's webhook, whose server stays on blue, is on green (%v)", err)
+	}
+	if _, err := greenKC.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "shapes-tenant-guard", metav1.GetOptions{}); err != nil {
+		t.Errorf("the tenant's webhook, served from its namespace, is not on green: %v", err)
+	}
+	policed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "policed", Labels: map[string]string{"shapes-policed": "true"}}}
+	if _, err := greenKC.CoreV1().ConfigMaps(ns).Create(ctx, policed, metav1.CreateOptions{}); err != nil {
+		t.Errorf("green refuses what the policy engine's webhook matches: %v", err)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "hooked"); code != 0 {
+		t.Errorf("ferry verify exited %d\n%s\n%s", code, out, errOut)
+	}
+}

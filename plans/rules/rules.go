@@ -34,8 +34,9 @@ type Rule struct {
 	Unlisted string
 
 	// BoundTo, for a cluster-scoped type whose objects are bound to one namespace's object (a
-	// volume to its claim), is where they name it: such an object goes with that namespace, and a
-	// selection that leaves the namespace out leaves it out too.
+	// volume to its claim, an admission webhook to its server's Service), is where they name it:
+	// such an object goes with that namespace, and a selection that leaves the namespace out
+	// leaves it out too.
 	BoundTo *Binding
 
 	// Capture drops from the object, before a backup stores it, what must never be stored (a
@@ -119,13 +120,18 @@ type Rule struct {
 // Binding is the reference of a cluster-scoped object to the namespaced object it is bound to.
 type Binding struct {
 	Field string // the spec's field holding the reference (with namespace and name)
-	What  string // what it references, for messages: "a claim"
+	// Find, for a reference held elsewhere, returns its namespace instead of Field.
+	Find func(obj map[string]any) string
+	What string // what it references, for messages: "a claim"
 }
 
 // Namespace is the namespace of the object obj is bound to, or "" when it is bound to none.
 func (b *Binding) Namespace(obj map[string]any) string {
 	if b == nil {
 		return ""
+	}
+	if b.Find != nil {
+		return b.Find(obj)
 	}
 	ns, _, _ := unstructured.NestedString(obj, "spec", b.Field, "namespace")
 	return ns

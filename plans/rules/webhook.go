@@ -4,7 +4,18 @@ package rules
 // and the namespaces its selector picks by name, follow the namespace mapping.
 func webhookRules() map[string]Rule {
 	policies := Rule{Wave: WaveWebhooks}
-	webhooks := Rule{Wave: WaveWebhooks, Prepare: func(obj map[string]any, namespace func(string) string) {
+	// A webhook whose server stays behind would refuse on the target whatever it matches (a
+	// policy engine's, when a few tenants' namespaces move): it goes with its server's namespace.
+	server := &Binding{What: "its server's Service", Find: func(obj map[string]any) string {
+		hooks, _ := obj["webhooks"].([]any)
+		for _, h := range hooks {
+			if ns, _ := nestedMap(asMap(h), "clientConfig", "service")["namespace"].(string); ns != "" {
+				return ns
+			}
+		}
+		return ""
+	}}
+	webhooks := Rule{Wave: WaveWebhooks, BoundTo: server, Prepare: func(obj map[string]any, namespace func(string) string) {
 		hooks, _ := obj["webhooks"].([]any)
 		for _, h := range hooks {
 			if svc := nestedMap(asMap(h), "clientConfig", "service"); svc != nil {

@@ -15,3 +15,21 @@ func TestWebhook(t *testing.T) {
 			`{"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-b"}}}]}`},
 	})
 }
+
+func TestWebhooksAreBoundToTheirServersNamespace(t *testing.T) {
+	bound := For("validatingwebhookconfigurations.admissionregistration.k8s.io").BoundTo
+	for _, tc := range []struct {
+		name, obj, want string
+	}{
+		{"served by a Service", `{"webhooks":[{"clientConfig":{"url":"https://policy.example.com"}},{"clientConfig":{"service":{"namespace":"kyverno","name":"svc"}}}]}`, "kyverno"},
+		{"served at a URL outside", `{"webhooks":[{"clientConfig":{"url":"https://policy.example.com"}}]}`, ""},
+		{"no webhooks", `{}`, ""},
+	} {
+		if got := bound.Namespace(decode(t, tc.obj)); got != tc.want {
+			t.Errorf("%s: bound to namespace %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if For("mutatingwebhookconfigurations.admissionregistration.k8s.io").BoundTo == nil {
+		t.Error("mutating webhooks are not bound to their servers")
+	}
+}
