@@ -701,3 +701,53 @@ webhooks:
 		t.Errorf("ferry verify exited %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// TestAggregatedAPIsMoveWithTheirServers: an aggregated API server's chart registers its API
+// with an APIService (KEDA's external metrics, prometheus-adapter's custom metrics). APIServices
+// never moved: restored onto an empty cluster, KEDA's namespace ran its metrics server, but no
+// autoscaler there found its metrics, and verify passed. Now an APIService moves with its
+// Service's namespace.
+func TestAggregatedAPIsMoveWithTheirServers(t *testing.T) {
+	_, blueKC := clients(t, "blue")
+	_, greenKC := clients(t, "green")
+	const ns = "shapes-metrics"
+	createNamespace(t, blueKC, ns, nil)
+	removeAfter(t, ns, greenKC)
+	const api = "v1beta1.external.metrics.k8s.io"
+	kubectl(t, "blue", `apiVersion: v1
+kind: Service
+metadata: {name: metrics-apiserver, namespace: `+ns+`}
+spec: {ports: [{name: https, port: 443, targetPort: 6443}], selector: {app: metrics-apiserver}}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: `+api+`}
+spec:
+  group: external.metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  insecureSkipTLSVerify: true
+  service: {name: metrics-apiserver, namespace: `+ns+`, port: 443}
+`, "apply", "-f", "-")
+	t.Cleanup(func() { // before the namespaces: an API nothing serves holds a namespace's deletion
+		for _, cluster := range []string{"blue", "green"} {
+			kubectl(t, cluster, "", "delete", "apiservice", api, "--ignore-not-found")
+		}
+	})
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "metrics"); code != 0 && code != 3 {
+		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "metrics")
+	registered, err := greenKC.Discovery().RESTClient().Get().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/" + api).DoRaw(context.Background())
+	if err != nil || !strings.Contains(string(registered), `"namespace":"`+ns+`"`) {
+		t.Fatalf("green's %s after the restore (exit %d): %v %s\n%s\n%s", api, code, err, registered, out, errOut)
+	}
+	if code != 0 {
+		t.Errorf("ferry restore exited %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "metrics"); code != 0 {
+		t.Errorf("ferry verify exited %d\n%s\n%s", code, out, errOut)
+	}
+}
