@@ -573,11 +573,8 @@ func TestTheDefaultNamespacesSettingsMove(t *testing.T) {
 // conflict with "ferry". Now the restore gives the objects the backup's managers: the same apply
 // does on green what it does on blue.
 func TestServerSideAppliedObjectsKeepTheirManagers(t *testing.T) {
-	_, blueKC := clients(t, "blue")
-	_, greenKC := clients(t, "green")
 	const ns = "shapes-ssa"
-	createNamespace(t, blueKC, ns, nil)
-	removeAfter(t, ns, greenKC)
+	blueKC, greenKC := restoreShapesNamespace(t, ns)
 	settings := func(data string) string {
 		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: " + ns + "}\ndata: {" + data + "}\n"
 	}
@@ -653,12 +650,9 @@ func TestMeshRootCertificatesStayEachClusters(t *testing.T) {
 // Fail: "service not found"), with the restore and verify at exit 0. Now a webhook goes with its
 // server's namespace, as a volume goes with its claim's; the plan says why it stays.
 func TestWebhooksGoWithTheirServers(t *testing.T) {
-	_, blueKC := clients(t, "blue")
-	_, greenKC := clients(t, "green")
 	ctx := context.Background()
 	const ns = "shapes-hooked"
-	createNamespace(t, blueKC, ns, nil)
-	removeAfter(t, ns, greenKC)
+	_, greenKC := restoreShapesNamespace(t, ns)
 	hook := func(name, serverNS, label string) string {
 		return `apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
@@ -708,11 +702,8 @@ webhooks:
 // autoscaler there found its metrics, and verify passed. Now an APIService moves with its
 // Service's namespace.
 func TestAggregatedAPIsMoveWithTheirServers(t *testing.T) {
-	_, blueKC := clients(t, "blue")
-	_, greenKC := clients(t, "green")
 	const ns = "shapes-metrics"
-	createNamespace(t, blueKC, ns, nil)
-	removeAfter(t, ns, greenKC)
+	_, greenKC := restoreShapesNamespace(t, ns)
 	const api = "v1beta1.external.metrics.k8s.io"
 	kubectl(t, "blue", `apiVersion: v1
 kind: Service
