@@ -637,12 +637,12 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, e Entry, client
 		rule := rules.For(gr)
 		if fixed := rule.Fixed; fixed != nil && rule.Remake != nil {
 			if d := fixed(expected, live.Object); d != "" {
-				return rs.remake(ctx, gr, id, e.Namespace, client, live, obj, diffs[0], errors.New("the target never changes "+fixedField(d)+" in place"))
+				return rs.remake(ctx, gr, id, e, client, live, obj, diffs[0], errors.New("the target never changes "+fixedField(d)+" in place"))
 			}
 		}
 		err := rs.admitted(ctx, func() error { return retry.OnError(retry.DefaultBackoff, transient, write) })
 		if apierrors.IsInvalid(err) && rule.Remake != nil {
-			return rs.remake(ctx, gr, id, e.Namespace, client, live, obj, diffs[0], err)
+			return rs.remake(ctx, gr, id, e, client, live, obj, diffs[0], err)
 		}
 		if err != nil {
 			rs.refused(obj, "exists on the target and differs ("+diffs[0]+"); "+verb+" it failed: ", err)
@@ -668,8 +668,8 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, e Entry, client
 // dependents or leaving them for the new one (rules.Rule.RemakeOrphans: those it must not adopt
 // are deleted); once it is gone, obj is made, with the target's default mark if live had it, or,
 // when the target refuses it after all, live is made again as it was.
-// diff is the first difference; sourceNS is obj's namespace in the backup.
-func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
+// diff is the first difference; e is the backup's object.
+func (rs *restorer) remake(ctx context.Context, gr, id string, e Entry, client dynamic.ResourceInterface, live, obj *unstructured.Unstructured, diff string, refused error) (string, bool) {
 	fail := func(why string) (string, bool) {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target and differs ("+diff+"), which it changes only by making it again ("+refused.Error()+"); "+why)
 		return "", false
@@ -716,7 +716,7 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 		mark.Mark(obj.Object, live.Object)
 	}
 	// Before the new one is made: its controller would adopt and number what it selects.
-	left := rs.dropFormer(ctx, gr, obj, sourceNS, former)
+	left := rs.dropFormer(ctx, gr, obj, e.Namespace, former)
 	made, err := rs.createInPlaceOf(ctx, client, obj, uid)
 	group := schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group
 	if err != nil {
@@ -747,6 +747,7 @@ func (rs *restorer) remake(ctx context.Context, gr, id, sourceNS string, client 
 		}
 	}
 	rs.remember(group, obj.GetKind(), made)
+	rs.keepManagers(ctx, client, id, made, e.Object)
 	rs.Log.Info("made again: the target changes it only so", "object", id)
 	if len(left) > 0 {
 		rs.report.Add("objects", snapshot.StatusFailed, id, "made again, but what the one before controlled that it must not adopt could not be deleted: "+strings.Join(left, "; "))
