@@ -12,7 +12,7 @@ func TestNever(t *testing.T) {
 		"events":                             "source cluster's past",
 		"endpoints":                          "", // those written by hand move (endpoints_test.go)
 		"endpointslices.discovery.k8s.io":    "",
-		"apiservices.apiregistration.k8s.io": "", // those of aggregated servers move with their Service (apiservice_test.go)
+		"apiservices.apiregistration.k8s.io": "registered by the target's API server",
 		"certificatesigningrequests.certificates.k8s.io": "source cluster's signers",
 		"ipamblocks.crd.projectcalico.org":               "Calico's address allocations",
 		"ciliumidentities.cilium.io":                     "security identities",
