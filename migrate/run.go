@@ -440,7 +440,7 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 	if len(unstopped) > 0 {
 		return nil, "", fmt.Errorf("writers of claims whose files move that no quiesce rule stops (%d): %s: what they write while the data moves, "+
 			"and after, would not reach green; nothing is stopped yet: end them and resume, or add a rule that stops what runs them to ferry.yaml's quiesce "+
-			"and start a new run: %w", len(unstopped), strings.Join(unstopped[:min(len(unstopped), 5)], "; "), ErrStopped)
+			"and start a new run: %w", len(unstopped), strings.Join(unstopped, "; "), ErrStopped)
 	}
 	items, err := q.Stop(ctx)
 	if err != nil {

@@ -18,8 +18,9 @@ import (
 )
 
 // WriterRules are the quiesce rules a plan implies beyond ferry.yaml's: stop the workloads whose
-// pods mount a claim whose files move (Deployments, StatefulSets and ReplicaSets of no Deployment
-// scaled to zero, Jobs of no CronJob suspended), and suspend every CronJob of the moved namespaces.
+// pods mount a claim whose files move (Deployments, StatefulSets and ReplicaSets of no controller
+// scaled to zero, Jobs of no controller suspended), and suspend every CronJob of the moved
+// namespaces.
 // A configured database's or bucket's workload is never among them: its claims move as a dump or
 // copy made through its running pod. A writer of another kind (a pod an operator runs, or one run
 // by hand) is for ferry.yaml's rules; UnstoppedWriters names those no rule stops.

@@ -1,6 +1,10 @@
 package rules
 
-import "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
 
 // systemNamespaces exist on every cluster; their Namespace objects do not move (their contents
 // do), but for the settings someone gave the default namespace, which are added to the target's.
@@ -49,6 +53,7 @@ func namespaceRules() map[string]Rule {
 			u := unstructured.Unstructured{Object: obj}
 			to := namespace(u.GetName())
 			u.SetName(to)
+			dropClusterAssigned(&u)
 			// The API server keeps this label equal to the name.
 			if labels := u.GetLabels(); labels != nil {
 				if _, ok := labels[namespaceNameLabel]; ok {
@@ -61,15 +66,40 @@ func namespaceRules() map[string]Rule {
 }
 
 // namespaceSettings says whether someone gave the namespace labels (beyond the one the API server
-// keeps equal to its name) or annotations.
+// keeps equal to its name) or annotations, not counting what the cluster assigns.
 func namespaceSettings(u unstructured.Unstructured) bool {
-	if len(u.GetAnnotations()) > 0 {
-		return true
+	for k := range u.GetAnnotations() {
+		if !clusterAssigned(k) {
+			return true
+		}
 	}
 	for k := range u.GetLabels() {
-		if k != namespaceNameLabel {
+		if k != namespaceNameLabel && !clusterAssigned(k) {
 			return true
 		}
 	}
 	return false
+}
+
+// clusterAssigned says whether a namespace's label or annotation is one its cluster gives every
+// namespace for itself: OpenShift's ranges of user and group IDs and SELinux categories (the
+// target allocates its own; the source's could overlap another namespace's there), Rancher's
+// project and bookkeeping (the source's projects).
+func clusterAssigned(key string) bool {
+	return strings.HasPrefix(key, "openshift.io/sa.scc.") || strings.Contains(key, "cattle.io/")
+}
+
+// dropClusterAssigned removes what the namespace's cluster assigned it (clusterAssigned).
+func dropClusterAssigned(u *unstructured.Unstructured) {
+	for _, field := range []string{"labels", "annotations"} {
+		m := nestedMap(u.Object, "metadata", field)
+		for k := range m {
+			if clusterAssigned(k) {
+				delete(m, k)
+			}
+		}
+		if m != nil && len(m) == 0 {
+			delete(nestedMap(u.Object, "metadata"), field)
+		}
+	}
 }

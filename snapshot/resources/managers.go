@@ -18,8 +18,8 @@ import (
 // --server-side). The create or apply made every field ferry's: the tool's next apply would
 // neither remove what its configuration no longer holds (ferry would still own it) nor change a
 // value without a conflict with "ferry". The API server takes a write of the managed fields alone
-// as they are. Only the entries of the object's own version are kept: the target may not serve
-// the others (an upgrade's).
+// as they are. Only the entries of the object's own version are kept (the target may not serve
+// the others, an upgrade's), and not ferry's.
 func (rs *restorer) keepManagers(ctx context.Context, client dynamic.ResourceInterface, id string, live *unstructured.Unstructured, backed map[string]any) {
 	want := appliedManagers(backed, live.GetAPIVersion())
 	if want == nil || reflect.DeepEqual(managerSets(live.GetManagedFields()), managerSets(want)) {
@@ -38,14 +38,15 @@ func (rs *restorer) keepManagers(ctx context.Context, client dynamic.ResourceInt
 	}
 }
 
-// appliedManagers are obj's managed-fields entries of apiVersion, or nil unless one of them is
+// appliedManagers are obj's managed-fields entries of apiVersion, but ferry's own (a quiesce's, a
+// carry-back's: what ferry wrote on the source is not the target's), or nil unless one of them is
 // server-side apply's.
 func appliedManagers(obj map[string]any, apiVersion string) []metav1.ManagedFieldsEntry {
 	u := unstructured.Unstructured{Object: obj}
 	var kept []metav1.ManagedFieldsEntry
 	applied := false
 	for _, e := range u.GetManagedFields() {
-		if e.APIVersion != apiVersion {
+		if e.APIVersion != apiVersion || e.Manager == FieldManager {
 			continue
 		}
 		kept = append(kept, e)

@@ -20,6 +20,8 @@ func TestAppliedManagers(t *testing.T) {
 		want []string // managers kept
 	}{
 		{"applied by a GitOps tool, updated by a controller", object(entry("gitops", "Apply", "kubeflow.org/v1"), entry("operator", "Update", "kubeflow.org/v1")), []string{"gitops", "operator"}},
+		{"ferry's own quiesce and carry-back are not the target's", object(entry("gitops", "Apply", "kubeflow.org/v1"), entry("ferry", "Update", "kubeflow.org/v1"), entry("ferry", "Apply", "kubeflow.org/v1")), []string{"gitops"}},
+		{"applied only by ferry", object(entry("ferry", "Apply", "kubeflow.org/v1")), nil},
 		{"only updates: ownership does not decide an apply", object(entry("kubectl-create", "Update", "kubeflow.org/v1")), nil},
 		{"an entry of a version the target may not serve goes", object(entry("gitops", "Apply", "kubeflow.org/v1"), entry("old", "Update", "kubeflow.org/v1beta1")), []string{"gitops"}},
 		{"applied only in another version", object(entry("gitops", "Apply", "kubeflow.org/v1beta1")), nil},
