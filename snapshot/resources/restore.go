@@ -1137,12 +1137,21 @@ func TargetID(m snapshot.Mapping, gr string, e Entry) string {
 // leaves it: of a type that never moves or owned by a node (in a backup made before their rules,
 // or Velero's: a network plugin's address blocks, rules.Rule.Never), or of a Velero backup's
 // kube-system (or another of a cluster's own namespaces) that the selection does not name
-// (rules.ClusterOwnNamespace). What runs there is set up for the cluster it came from.
+// (rules.ClusterOwnNamespace), or bound to it (rules.Rule.BoundTo: a webhook served from there).
+// What runs there is set up for the cluster it came from.
 func (c Objects) clusterOwn(e Entry) bool {
 	if rules.For(e.GroupResource).Never != "" || e.Object != nil && rules.OwnedByNode(e.Object) != "" {
 		return true
 	}
-	return c.velero && rules.ClusterOwnNamespace(e.Namespace) && !c.Select.NamesNamespace(e.Namespace)
+	if !c.velero {
+		return false
+	}
+	ns := e.Namespace
+	if ns == "" && e.Object != nil {
+		// What is bound to kube-system's (a webhook served from there) stays with it.
+		ns = rules.For(e.GroupResource).BoundTo.Namespace(e.Object)
+	}
+	return rules.ClusterOwnNamespace(ns) && !c.Select.NamesNamespace(ns)
 }
 
 const crdResource = "customresourcedefinitions.apiextensions.k8s.io"

@@ -114,6 +114,10 @@ func TestClusterOwnStays(t *testing.T) {
 		{"a ConfigMap not read yet", false, Entry{GroupResource: "configmaps", Namespace: "a", Name: "c"}, false},
 		{"kube-system of ferry's backup", false, Entry{GroupResource: "configmaps", Namespace: "kube-system", Name: "c"}, false},
 		{"kube-system of Velero's backup", true, Entry{GroupResource: "configmaps", Namespace: "kube-system", Name: "c"}, true},
+		{"a webhook kube-system serves, of Velero's backup", true, Entry{GroupResource: "validatingwebhookconfigurations.admissionregistration.k8s.io", Name: "w",
+			Object: map[string]any{"webhooks": []any{map[string]any{"clientConfig": map[string]any{"service": map[string]any{"namespace": "kube-system", "name": "s"}}}}}}, true},
+		{"a webhook a tenant serves, of Velero's backup", true, Entry{GroupResource: "validatingwebhookconfigurations.admissionregistration.k8s.io", Name: "w",
+			Object: map[string]any{"webhooks": []any{map[string]any{"clientConfig": map[string]any{"service": map[string]any{"namespace": "team-a", "name": "s"}}}}}}, false},
 	} {
 		if got := (Objects{velero: tc.velero}).clusterOwn(tc.e); got != tc.want {
 			t.Errorf("%s: clusterOwn %v, want %v", tc.name, got, tc.want)
