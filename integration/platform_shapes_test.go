@@ -436,7 +436,7 @@ func equalMaps(a, b map[string]string) bool {
 // instance). They ran on through the migration, which said it was done: what they wrote while the
 // movers read, and after, never reached green. Now a ReplicaSet is scaled to zero as the others
 // are; a writer no rule stops (here the pod run by hand) stops the run before anything is
-// stopped, naming it, until it ends or a rule stops it.
+// stopped, naming it, until it ends or a rule stops it; so does one on green a carry-back meets.
 func TestEveryWriterOfAMovedClaimIsStopped(t *testing.T) {
 	_, greenKC := cutover(t)
 	_, blueKC := clients(t, "blue")
@@ -519,9 +519,28 @@ func TestEveryWriterOfAMovedClaimIsStopped(t *testing.T) {
 		}
 	}
 
-	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--discard-green-writes")
+	// Going back carries green's writes to blue: a pod run by hand on green writing to a claim
+	// stops the carry-back as the toolbox stopped the migration.
+	scratchpad := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "scratchpad", Labels: map[string]string{"app": "scratchpad"}}, Spec: podSpec("notes-data")}
+	if _, err := greenKC.CoreV1().Pods(ns).Create(ctx, scratchpad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runningPod(t, greenKC, ns, "app=scratchpad")
+	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--carry-back")
+	if code == 0 || !strings.Contains(errOut, "pod "+ns+"/scratchpad (run by hand) writes to claim notes-data") {
+		t.Fatalf("ferry rollback --carry-back with a writer on green no rule stops exited %d, want it stopped naming it\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	stopped(greenKC, "green", false) // nothing was stopped
+	if err := greenKC.CoreV1().Pods(ns).Delete(ctx, "scratchpad", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "pod scratchpad gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := greenKC.CoreV1().Pods(ns).Get(ctx, "scratchpad", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	code, out, errOut = runFerry(t, "--storage", store, "rollback", "--run", id, "--carry-back")
 	if code != 0 {
-		t.Fatalf("ferry rollback exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+		t.Fatalf("ferry rollback --carry-back (the scratchpad ended) exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	stopped(blueKC, "blue", false)
 }

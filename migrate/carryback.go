@@ -150,7 +150,12 @@ func (r *Runner) carryBack(ctx context.Context) error {
 }
 
 func (r *Runner) quiesceGreenStep(ctx context.Context) (any, string, error) {
-	items, err := r.quiescer(r.o.Green, true).Stop(ctx)
+	q := r.quiescer(r.o.Green, true)
+	claims := movedClaims(r.plan, kinds.EffectiveMappingOf(r.plan, r.o.Mapping).Namespace)
+	if err := refuseUnstopped(ctx, q, claims, "blue", "end them and run the carry-back again"); err != nil {
+		return nil, "", err
+	}
+	items, err := q.Stop(ctx)
 	if err != nil {
 		return items, "", fmt.Errorf("stop green's writers: %w", err)
 	}

@@ -433,14 +433,9 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 	}
 	q := r.quiescer(r.o.Blue, false)
 	q.Rules = append(append([]config.QuiesceRule(nil), r.o.Config.Quiesce...), implied...)
-	unstopped, err := q.UnstoppedWriters(ctx, movedClaims(r.plan))
-	if err != nil {
-		return nil, "", fmt.Errorf("find the writers of the claims that move: %w", err)
-	}
-	if len(unstopped) > 0 {
-		return nil, "", fmt.Errorf("writers of claims whose files move that no quiesce rule stops (%d): %s: what they write while the data moves, "+
-			"and after, would not reach green; nothing is stopped yet: end them and resume, or add a rule that stops what runs them to ferry.yaml's quiesce "+
-			"and start a new run: %w", len(unstopped), strings.Join(unstopped, "; "), ErrStopped)
+	if err := refuseUnstopped(ctx, q, movedClaims(r.plan, nil), "green",
+		"end them and resume, or add a rule that stops what runs them to ferry.yaml's quiesce and start a new run"); err != nil {
+		return nil, "", err
 	}
 	items, err := q.Stop(ctx)
 	if err != nil {

@@ -129,15 +129,36 @@ func workloadOf(ctx context.Context, dyn dynamic.Interface, pod *unstructured.Un
 	return "", "", nil
 }
 
-// movedClaims are the claims (namespace/name) whose files the plan's backup reads.
-func movedClaims(plan *plans.Plan) map[string]bool {
+// movedClaims are the claims (namespace/name) whose files the plan's backup reads, in the
+// namespaces namespace maps them to (nil: the plan's own).
+func movedClaims(plan *plans.Plan, namespace func(string) string) map[string]bool {
 	out := map[string]bool{}
 	for _, v := range plan.Volumes {
-		if v.FilesUnread() == "" {
-			out[v.Namespace+"/"+v.Name] = true
+		if v.FilesUnread() != "" {
+			continue
 		}
+		ns := v.Namespace
+		if namespace != nil {
+			ns = namespace(ns)
+		}
+		out[ns+"/"+v.Name] = true
 	}
 	return out
+}
+
+// refuseUnstopped stops a run before q stops anything while a writer of claims no rule of q stops
+// runs (UnstoppedWriters): what it writes while the data moves, and after, would not reach to.
+// remedy says how to go on.
+func refuseUnstopped(ctx context.Context, q Quiescer, claims map[string]bool, to, remedy string) error {
+	unstopped, err := q.UnstoppedWriters(ctx, claims)
+	if err != nil {
+		return fmt.Errorf("find the writers of the claims that move: %w", err)
+	}
+	if len(unstopped) == 0 {
+		return nil
+	}
+	return fmt.Errorf("writers of claims whose files move that no quiesce rule stops (%d): %s: what they write while the data moves, "+
+		"and after, would not reach %s; nothing is stopped yet: %s: %w", len(unstopped), strings.Join(unstopped, "; "), to, remedy, ErrStopped)
 }
 
 // UnstoppedWriters names, one line each, the pods that may write to one of claims (namespace/name)

@@ -133,7 +133,7 @@ func TestUnstoppedWritersAreNamed(t *testing.T) {
 				t.Fatal(err)
 			}
 			q.Rules = append(tc.configured, implied...)
-			got, err := q.UnstoppedWriters(ctx, movedClaims(plan))
+			got, err := q.UnstoppedWriters(ctx, movedClaims(plan, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
