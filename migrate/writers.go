@@ -10,9 +10,11 @@ import (
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
@@ -216,36 +218,26 @@ func (q Quiescer) UnstoppedWriters(ctx context.Context, claims map[string]bool) 
 // writableClaims are the claims of claims (namespace/name) pod mounts writable: its volume of the
 // claim is not read-only, nor is every mount of it.
 func writableClaims(pod *unstructured.Unstructured, claims map[string]bool) []string {
-	var mounts []any
-	for _, field := range []string{"initContainers", "containers", "ephemeralContainers"} {
-		containers, _, _ := unstructured.NestedSlice(pod.Object, "spec", field)
-		for _, c := range containers {
-			m, _, _ := unstructured.NestedSlice(asObject(c), "volumeMounts")
-			mounts = append(mounts, m...)
-		}
+	var p corev1.Pod
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(pod.Object, &p) != nil {
+		return nil
 	}
-	volumes, _, _ := unstructured.NestedSlice(pod.Object, "spec", "volumes")
+	var mounts []corev1.VolumeMount
+	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+		mounts = append(mounts, c.VolumeMounts...)
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		mounts = append(mounts, c.VolumeMounts...)
+	}
 	var out []string
-	for _, v := range volumes {
-		name, _, _ := unstructured.NestedString(asObject(v), "name")
-		claim, _, _ := unstructured.NestedString(asObject(v), "persistentVolumeClaim", "claimName")
-		readOnly, _, _ := unstructured.NestedBool(asObject(v), "persistentVolumeClaim", "readOnly")
-		if claim == "" || readOnly || !claims[pod.GetNamespace()+"/"+claim] {
+	for _, v := range p.Spec.Volumes {
+		claim := v.PersistentVolumeClaim
+		if claim == nil || claim.ReadOnly || !claims[p.Namespace+"/"+claim.ClaimName] {
 			continue
 		}
-		for _, m := range mounts {
-			mountOf, _, _ := unstructured.NestedString(asObject(m), "name")
-			ro, _, _ := unstructured.NestedBool(asObject(m), "readOnly")
-			if mountOf == name && !ro {
-				out = append(out, claim)
-				break
-			}
+		if slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool { return m.Name == v.Name && !m.ReadOnly }) {
+			out = append(out, claim.ClaimName)
 		}
 	}
 	return out
-}
-
-func asObject(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
 }

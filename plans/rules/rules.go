@@ -219,6 +219,28 @@ func nestedMap(m map[string]any, path ...string) map[string]any {
 	return out
 }
 
+// metadataAdded is the merge patch that adds want's labels and annotations to live's (a value
+// want holds replaces live's), as a map to extend; empty when live holds them all.
+func metadataAdded(want, live map[string]any) map[string]any {
+	patch, meta := map[string]any{}, map[string]any{}
+	for _, field := range []string{"labels", "annotations"} {
+		have := nestedMap(live, "metadata", field)
+		add := map[string]any{}
+		for k, v := range nestedMap(want, "metadata", field) {
+			if have[k] != v {
+				add[k] = v
+			}
+		}
+		if len(add) > 0 {
+			meta[field] = add
+		}
+	}
+	if len(meta) > 0 {
+		patch["metadata"] = meta
+	}
+	return patch
+}
+
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m

@@ -64,28 +64,6 @@ func isDefaultAccount(obj map[string]any) bool {
 	return (&unstructured.Unstructured{Object: obj}).GetName() == "default"
 }
 
-// metadataAdded is the merge patch that adds want's labels and annotations to live's (a value
-// want holds replaces live's), as a map to extend; empty when live holds them all.
-func metadataAdded(want, live map[string]any) map[string]any {
-	patch, meta := map[string]any{}, map[string]any{}
-	for _, field := range []string{"labels", "annotations"} {
-		have := nestedMap(live, "metadata", field)
-		add := map[string]any{}
-		for k, v := range nestedMap(want, "metadata", field) {
-			if have[k] != v {
-				add[k] = v
-			}
-		}
-		if len(add) > 0 {
-			meta[field] = add
-		}
-	}
-	if len(meta) > 0 {
-		patch["metadata"] = meta
-	}
-	return patch
-}
-
 // accountSettings are the settings someone gave a service account beyond what its controller
 // made: labels, annotations, pull secrets, secrets other than its tokens, token mounting.
 func accountSettings(obj map[string]any) []string {
