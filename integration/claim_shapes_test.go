@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -655,4 +658,125 @@ func TestReleasedVolumesStayOnTheSource(t *testing.T) {
 	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "released"); code != 0 {
 		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
+}
+
+// TestClaimsHoldingMoreThanTheyRequestFitOnTheTarget: local-path and NFS provisioners, the
+// storage of kind, k3s and many clusters on premises, never enforce a claim's size: a notebook's
+// claim of 1Gi holds 30 GiB as easily. A cloud disk or a CSI driver with quotas is made as large
+// as the claim requests, and a restore of such a claim ran out of space part way through its
+// files, after the migration had stopped blue's writers. blue's claim requests 1Mi and holds
+// 5 MiB. A restore onto green must make a claim whose volume holds its files (green's
+// provisioner sizes the volume as requested), say that it raised the request, and verify must
+// find green exact; a backup of green, checked against blue, must find blue's claim as it is
+// (a carry-back does not try to grow blue's).
+func TestClaimsHoldingMoreThanTheyRequestFitOnTheTarget(t *testing.T) {
+	const ns = "claim-overfull"
+	_, greenKC := restoreShapesNamespace(t, ns)
+	ctx := context.Background()
+	files := map[string][]byte{"model.bin": randomData(4 << 20)}
+	for i := range 300 {
+		files[fmt.Sprintf("notes/%03d.txt", i)] = randomData(1000)
+	}
+	dir := blueClaim(t, ns, "workspace", files, func(s *corev1.PersistentVolumeClaimSpec) {
+		s.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1Mi")
+	})
+	store := "file://" + t.TempDir()
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "overfull"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "overfull")
+	if code != 0 {
+		t.Fatalf("ferry restore exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	pvc, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "workspace", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := greenKC.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := allocatedBytes(t, claimFolder(t, greenKC, ns, "workspace"))
+	if capacity := pv.Spec.Capacity[corev1.ResourceStorage]; capacity.Value() < held {
+		t.Errorf("green's volume for %s/workspace was made with %s (its claim requests %s): too small for the %d bytes its files take",
+			ns, capacity.String(), pvc.Spec.Resources.Requests.Storage().String(), held)
+	}
+	if !regexpLine(out, `\s*restored\s+v1 PersistentVolumeClaim `+ns+`/workspace: .*request.* raised from 1Mi`) {
+		t.Errorf("ferry restore did not say it raised the claim's request\nstdout: %s", out)
+	}
+	if g, w := claimFiles(t, claimFolder(t, greenKC, ns, "workspace")), claimFiles(t, dir); !equalMaps(g, w) {
+		t.Errorf("green's claim holds other files than blue's")
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "overfull"); code != 0 {
+		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "green", "-f", namespacesConfig(t, ns), "--name", "overfull-green"); code != 0 {
+		t.Fatalf("ferry backup of green exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "blue", "--backup", "overfull-green", "--include-resources", "persistentvolumeclaims"); code != 0 {
+		t.Errorf("ferry verify of blue's claims against green's backup exited %d, want 0 (blue's claim is as green's was restored)\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+
+	// blue's claim fills on, as it does between a warm migration's rounds: a restore onto green's
+	// claim grows it when green's class lets claims grow, and says so when it does not.
+	writeClaimFiles(t, dir, map[string][]byte{"model-2.bin": randomData(8 << 20)})
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "overfull-2"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut = runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "overfull-2")
+	if code != 0 || !regexpLine(out, `\s*unchanged\s+v1 PersistentVolumeClaim `+ns+`/workspace: the target refused to grow its storage request from 7Mi to 15Mi`) {
+		t.Errorf("ferry restore onto a claim of a class that does not let claims grow exited %d, want 0 saying the target refused to grow it\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	kubectl(t, "green", "", "patch", "storageclass", "standard", "-p", `{"allowVolumeExpansion":true}`)
+	t.Cleanup(func() {
+		kubectl(t, "green", "", "patch", "storageclass", "standard", "-p", `{"allowVolumeExpansion":null}`)
+	})
+	code, out, errOut = runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "overfull-2")
+	if code != 0 || !regexpLine(out, `\s*updated\s+v1 PersistentVolumeClaim `+ns+`/workspace: its storage request raised from 7Mi to 15Mi`) {
+		t.Errorf("ferry restore onto a claim that may grow exited %d, want 0 saying it grew it\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	pvc, err = greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "workspace", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if request, held := pvc.Spec.Resources.Requests[corev1.ResourceStorage], allocatedBytes(t, claimFolder(t, greenKC, ns, "workspace")); request.Value() < held {
+		t.Errorf("green's claim %s/workspace requests %s, too little for the %d bytes its files take", ns, request.String(), held)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "overfull-2"); code != 0 {
+		t.Errorf("ferry verify exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+// randomData is n bytes that do not compress.
+func randomData(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b) // never fails
+	return b
+}
+
+// allocatedBytes are the bytes the regular files under dir take on a file system of 4 KiB
+// blocks, and a block for each folder.
+func allocatedBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			total += 4096
+		case info.Mode().IsRegular():
+			total += (info.Size() + 4095) &^ 4095
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
 }

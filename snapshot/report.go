@@ -41,6 +41,15 @@ const (
 	StatusUnhealthy = "unhealthy"
 )
 
+// fine says whether status is that of an item that is fine: a listed one is a note.
+func fine(status string) bool {
+	switch status {
+	case StatusRestored, StatusUnchanged, StatusUpdated, StatusIdentical, StatusHealthy:
+		return true
+	}
+	return false
+}
+
 // Report collects what a restore or a verify did with every item, by kind of data. Items that are
 // fine are only counted; every other item is listed with what is wrong with it.
 type Report struct {
@@ -81,7 +90,8 @@ func (r *Report) count(kind, status string, n int) {
 	r.Counts[kind][status] += n
 }
 
-// Add counts an item and lists it with what is wrong with it: name it exactly (an object as
+// Add counts an item and lists it with what is wrong with it (or, of an item that is fine, what
+// was done beside what the backup holds): name it exactly (an object as
 // "apps/v1 Deployment ns/name", a file as "ns/claim:path/in/volume", a table as "db.schema.table").
 func (r *Report) Add(kind, status, name, detail string) {
 	r.mu.Lock()
@@ -126,13 +136,15 @@ func (r *Report) Addf(kind, status, name, format string, args ...any) {
 	r.Add(kind, status, name, fmt.Sprintf(format, args...))
 }
 
-// Problems are the listed items with the given statuses (all listed items when none are given).
+// Problems are the listed items with the given statuses; when none are given, every listed item
+// but notes: an item listed with a status that is fine (restored, updated, unchanged, identical,
+// healthy) says what was done beside what the backup holds (a claim restored larger than it was).
 func (r *Report) Problems(statuses ...string) []ReportItem {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []ReportItem
 	for _, it := range r.Items {
-		if len(statuses) == 0 || slices.Contains(statuses, it.Status) {
+		if len(statuses) == 0 && !fine(it.Status) || slices.Contains(statuses, it.Status) {
 			out = append(out, it)
 		}
 	}

@@ -1,8 +1,10 @@
 package rules
 
 import (
+	"encoding/json"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -30,6 +32,7 @@ func claimRules() map[string]Rule {
 		Skip:      ephemeralClaim,
 		Normalize: func(obj map[string]any) {
 			deleteAnnotations(nestedMap(obj, "metadata"), bindingAnnotations)
+			unfitClaim(obj)
 			spec := nestedMap(obj, "spec")
 			delete(spec, "volumeName")
 			dropDataSource(spec)
@@ -40,6 +43,117 @@ func claimRules() map[string]Rule {
 			return phase == "Bound", "the claim is " + strings.ToLower(phase)
 		},
 	}}
+}
+
+// FittedAnnotation, on a claim a restore made larger than the backup's so that its volume holds
+// the claim's files (FitClaim), holds the request the backup's had and the one the restore gave:
+// {"requested":"1Gi","fitted":"6Gi"}.
+const FittedAnnotation = "ferry.dev/fitted-storage"
+
+type fittedRequests struct {
+	Requested string `json:"requested"`
+	Fitted    string `json:"fitted"`
+}
+
+// FitClaim raises the storage request of a claim a restore makes (obj, its prepared form) when a
+// file system of that size could not hold the files its volume receives: fileBytes in entries
+// names. A provisioner that never enforces a claim's size (local-path, NFS) lets a claim of 1Gi
+// hold 30 GiB; a cloud disk is made as large as the claim requests, and the restore would run out
+// of space part way. It returns the request before and after, or "" when the claim is large
+// enough (or requests no size ferry reads).
+func FitClaim(obj map[string]any, fileBytes, entries int64) (from, to string) {
+	requested, ok := storageRequest(obj)
+	size := fittedSize(fileBytes, entries)
+	if !ok || requested.Cmp(size) >= 0 {
+		return "", ""
+	}
+	nestedMap(obj, "spec", "resources", "requests")["storage"] = size.String()
+	setAnnotation(obj, FittedAnnotation, fittedRecord(requested.String(), size.String()))
+	return requested.String(), size.String()
+}
+
+// GrowClaim is the merge patch that grows a claim already on the target (live) as FitClaim
+// sizes a new one, and the request before and after; nil when it holds the files as it is (a
+// warm migration's later round fills it with more than its first). The record keeps the request
+// the claim had before ferry first grew it.
+func GrowClaim(live map[string]any, fileBytes, entries int64) (patch map[string]any, from, to string) {
+	requested, ok := storageRequest(live)
+	size := fittedSize(fileBytes, entries)
+	if !ok || requested.Cmp(size) >= 0 {
+		return nil, "", ""
+	}
+	before := requested.String()
+	annotations, _ := nestedMap(live, "metadata")["annotations"].(map[string]any)
+	var f fittedRequests
+	if record, ok := annotations[FittedAnnotation].(string); ok && json.Unmarshal([]byte(record), &f) == nil && f.Requested != "" {
+		before = f.Requested
+	}
+	return map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{FittedAnnotation: fittedRecord(before, size.String())}},
+		"spec":     map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": size.String()}}},
+	}, requested.String(), size.String()
+}
+
+// KeepLargerRequest gives obj, the form of a claim an update applies to the target's (live), the
+// live one's request and its FitClaim record when the live one requests more: a claim never
+// shrinks, and the target refuses a write that would.
+func KeepLargerRequest(obj, live map[string]any) {
+	have, ok1 := storageRequest(live)
+	want, ok2 := storageRequest(obj)
+	if !ok1 || !ok2 || have.Cmp(want) <= 0 {
+		return
+	}
+	nestedMap(obj, "spec", "resources", "requests")["storage"] = have.String()
+	liveAnnotations, _ := nestedMap(live, "metadata")["annotations"].(map[string]any)
+	if record, ok := liveAnnotations[FittedAnnotation].(string); ok {
+		setAnnotation(obj, FittedAnnotation, record)
+	}
+}
+
+// fittedSize is the request of a claim whose file system holds fileBytes in entries names: each
+// name takes at least a block of 4 KiB, and a file system keeps about a tenth of its size for
+// itself (ext4's reserved blocks, journal and inode tables); whole MiB, whole GiB from 1 GiB on.
+func fittedSize(fileBytes, entries int64) resource.Quantity {
+	needs := (fileBytes + entries*4096) / 9 * 10
+	unit := int64(1 << 20)
+	if needs >= 1<<30 {
+		unit = 1 << 30
+	}
+	return *resource.NewQuantity((needs+unit-1)/unit*unit, resource.BinarySI)
+}
+
+// storageRequest is a claim's storage request, if it has one ferry reads.
+func storageRequest(obj map[string]any) (resource.Quantity, bool) {
+	text, _ := nestedMap(obj, "spec", "resources", "requests")["storage"].(string)
+	q, err := resource.ParseQuantity(text)
+	return q, err == nil
+}
+
+func fittedRecord(requested, fitted string) string {
+	record, _ := json.Marshal(fittedRequests{Requested: requested, Fitted: fitted})
+	return string(record)
+}
+
+// unfitClaim gives a claim FitClaim made larger the request of the backup it was restored from,
+// as long as it still has the one the restore gave it (one grown since keeps its own), and drops
+// the record: the claim is the source's, the size only what the target's storage needs.
+func unfitClaim(obj map[string]any) {
+	meta := nestedMap(obj, "metadata")
+	annotations, _ := meta["annotations"].(map[string]any)
+	record, ok := annotations[FittedAnnotation].(string)
+	if !ok {
+		return
+	}
+	deleteAnnotations(meta, []string{FittedAnnotation})
+	var f fittedRequests
+	if json.Unmarshal([]byte(record), &f) != nil {
+		return
+	}
+	now, ok := storageRequest(obj)
+	given, err := resource.ParseQuantity(f.Fitted)
+	if _, rerr := resource.ParseQuantity(f.Requested); ok && err == nil && rerr == nil && now.Cmp(given) == 0 {
+		nestedMap(obj, "spec", "resources", "requests")["storage"] = f.Requested
+	}
 }
 
 // ephemeralClaim says why a claim its pod controls (a generic ephemeral volume's) does not move.

@@ -246,6 +246,17 @@ func asMap(v any) map[string]any {
 	return m
 }
 
+// setAnnotation sets an annotation of obj, making its annotations when it has none.
+func setAnnotation(obj map[string]any, key, value string) {
+	meta := nestedMap(obj, "metadata")
+	annotations, _ := meta["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+		meta["annotations"] = annotations
+	}
+	annotations[key] = value
+}
+
 func deleteAnnotations(meta map[string]any, keys []string) { deleteKeys(meta, "annotations", keys) }
 
 func deleteLabels(meta map[string]any, keys []string) { deleteKeys(meta, "labels", keys) }

@@ -8,12 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// filledClaims are the claims (source namespace/name) whose files the backup holds: the volumes'
-// restore fills them, and what would start pods on them waits for it (see snapshot.Fill).
-func filledClaims(m *snapshot.Manifest) map[string]bool {
-	out := map[string]bool{}
+// filledClaims are the claims (source namespace/name) whose files the backup holds, with their
+// volumes: the volumes' restore fills them, and what would start pods on them waits for it (see
+// snapshot.Fill).
+func filledClaims(m *snapshot.Manifest) map[string]snapshot.Volume {
+	out := map[string]snapshot.Volume{}
 	for _, v := range m.Volumes {
-		out[v.Namespace+"/"+v.Name] = true
+		out[v.Namespace+"/"+v.Name] = v
 	}
 	return out
 }

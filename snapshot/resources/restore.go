@@ -13,6 +13,7 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/ferrykube/ferry/internal/human"
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
@@ -68,11 +69,11 @@ func (c Objects) RestoreFilling(ctx context.Context, r *snapshot.Reader, report 
 		return err
 	}
 	defer archive.Close()
-	var claims map[string]bool
+	var filled map[string]snapshot.Volume
 	if fill != nil {
-		claims = filledClaims(r.Manifest)
+		filled = filledClaims(r.Manifest)
 	}
-	return c.restoreArchive(ctx, r.Manifest.Plan, archive, report, fill, claims)
+	return c.restoreArchive(ctx, r.Manifest.Plan, archive, report, fill, filled)
 }
 
 // readArchive reads the backup's archive (ReadArchive), saying which objects' digests drifted.
@@ -86,9 +87,10 @@ func (c Objects) readArchive(ctx context.Context, r *snapshot.Reader) (*Archive,
 
 // restoreArchive restores the archive's objects in the plan's order (or, without a plan, the
 // order their owner references imply). The types of one step (see steps) are restored at once,
-// their objects Concurrency at a time in all. The objects that mount one of claims, and their
-// owners (waitingOwners), wait for fill (see RestoreFilling).
-func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report, fill *snapshot.Fill, claims map[string]bool) error {
+// their objects Concurrency at a time in all. The objects that mount one of the claims filled
+// (source namespace/name: the volume filling it), and their owners (waitingOwners), wait for fill
+// (see RestoreFilling); the claims are made large enough for their files (rules.FitClaim).
+func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *Archive, report *snapshot.Report, fill *snapshot.Fill, filled map[string]snapshot.Volume) error {
 	c, err := c.withDefaults().forUpgrade(plan)
 	if err != nil {
 		return err
@@ -98,8 +100,12 @@ func (c Objects) restoreArchive(ctx context.Context, plan *plans.Plan, archive *
 	if err != nil {
 		return err
 	}
+	claims := map[string]bool{}
+	for claim := range filled {
+		claims[claim] = true
+	}
 	rs := &restorer{Objects: c, report: report, archive: archive, uids: map[string]string{}, absent: map[string]bool{}, namespaces: map[string]bool{}, quotas: map[string]bool{}, awaiting: map[string]bool{},
-		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims,
+		claims: claimsOf(archive), archived: archive.owners(), owners: ownerKindsOf(archive), filled: claims, volumes: filled,
 		statusPlaces: map[schema.GroupVersionResource]statusPlace{}, defaults: map[schema.GroupVersionResource]string{}}
 	if rs.waiting, err = waitingOwners(archive, claims); err != nil {
 		return err
@@ -286,16 +292,17 @@ type restorer struct {
 	owners  map[string]bool // group/Kind of every owner the archive's objects reference
 
 	mu         sync.Mutex
-	uids       map[string]string // group/Kind/namespace/name on the target -> UID
-	absent     map[string]bool   // owners looked up on the target and not found there (yet)
-	deferred   []deferredLink    // objects created before owners the backup holds
-	awaiting   map[string]bool   // ownerKeys of the objects that await the target's writers
-	namespaces map[string]bool   // target namespaces known to exist
-	quotas     map[string]bool   // target namespaces with a ResourceQuota, by quotaCharges
-	claims     map[string]bool   // source ns/name of the backup's claims
-	filled     map[string]bool   // source ns/name of the claims the volumes' restore fills
-	waiting    map[string]bool   // ownerKey of the owners that wait for them (waitingOwners)
-	archived   map[string]bool   // ownerKey of every object of the backup, in the source's namespaces
+	uids       map[string]string          // group/Kind/namespace/name on the target -> UID
+	absent     map[string]bool            // owners looked up on the target and not found there (yet)
+	deferred   []deferredLink             // objects created before owners the backup holds
+	awaiting   map[string]bool            // ownerKeys of the objects that await the target's writers
+	namespaces map[string]bool            // target namespaces known to exist
+	quotas     map[string]bool            // target namespaces with a ResourceQuota, by quotaCharges
+	claims     map[string]bool            // source ns/name of the backup's claims
+	filled     map[string]bool            // source ns/name of the claims the volumes' restore fills
+	volumes    map[string]snapshot.Volume // the backup's volume of each of them
+	waiting    map[string]bool            // ownerKey of the owners that wait for them (waitingOwners)
+	archived   map[string]bool            // ownerKey of every object of the backup, in the source's namespaces
 	// statusPlaces are where the target keeps each type's status (see statusPlace).
 	statusPlaces map[schema.GroupVersionResource]statusPlace
 	// defaults are the names of the target's default objects of each type that marks one ("" for
@@ -462,16 +469,23 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 	rs.markDefault(ctx, gvr, rules.For(gr).Default, obj.Object, e.Object)
 	status, place := rs.statusFor(ctx, gvr, e.Object)
 	var live *unstructured.Unstructured
+	var note string // what the report says of a claim made larger than the backup's
 	var err error
 	if rs.quotaCharges(ctx, obj.GetNamespace()) && rs.exists(ctx, client, obj.GetName()) {
 		err = apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName()) // as a create would say, but for its charge
 	} else {
-		live, err = rs.create(ctx, client, id, obj, status, place)
+		var made *unstructured.Unstructured
+		made, note = rs.fitClaim(gr, e, obj)
+		live, err = rs.create(ctx, client, id, made, status, place)
 	}
 	switch {
 	case err == nil:
 		rs.remember(gvr.Group, obj.GetKind(), live)
-		rs.report.Count("objects", snapshot.StatusRestored)
+		if note != "" {
+			rs.report.Add("objects", snapshot.StatusRestored, id, note)
+		} else {
+			rs.report.Count("objects", snapshot.StatusRestored)
+		}
 		if place == statusSubresource {
 			rs.giveStatus(ctx, client, id, live, status)
 		}
@@ -496,6 +510,66 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		rs.refused(obj, "", err)
 		return "", false
 	}
+}
+
+// fitClaim is the claim a restore makes of obj (of gr persistentvolumeclaims; other objects are
+// returned as they are): large enough for the files the volumes' restore fills it with
+// (rules.FitClaim), and the note the report gives a claim made larger than the backup's.
+func (rs *restorer) fitClaim(gr string, e Entry, obj *unstructured.Unstructured) (*unstructured.Unstructured, string) {
+	bytes, names, ok := rs.claimFiles(gr, e)
+	if !ok {
+		return obj, ""
+	}
+	made := obj.DeepCopy()
+	from, to := rules.FitClaim(made.Object, bytes, names)
+	if to == "" {
+		return obj, ""
+	}
+	return made, fittedNote(from, to, bytes, names)
+}
+
+// growClaim grows claim live, already on the target, as fitClaim sizes a new one (a warm
+// migration's later round fills it with more than its first did), and returns it as it is then,
+// with the status and note the report gives it ("" when it holds the files as it is). A target that refuses
+// (its class does not let claims grow) leaves it as it is, with a note that says so: on storage
+// that enforces sizes, the files that do not fit then fail the volume's restore.
+func (rs *restorer) growClaim(ctx context.Context, gr string, e Entry, client dynamic.ResourceInterface, live *unstructured.Unstructured) (now *unstructured.Unstructured, status, note string) {
+	bytes, names, ok := rs.claimFiles(gr, e)
+	if !ok {
+		return live, "", ""
+	}
+	patch, from, to := rules.GrowClaim(live.Object, bytes, names)
+	if patch == nil {
+		return live, "", ""
+	}
+	data, err := json.Marshal(patch)
+	if err == nil {
+		var grown *unstructured.Unstructured
+		if grown, err = client.Patch(ctx, live.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}); err == nil {
+			return grown, snapshot.StatusUpdated, fittedNote(from, to, bytes, names)
+		}
+	}
+	return live, snapshot.StatusUnchanged, fmt.Sprintf("the target refused to grow its storage request from %s to %s for its files (%s in %d names): %v; if its storage enforces sizes, the files that do not fit fail the volume's restore",
+		from, to, human.Bytes(bytes), names, err)
+}
+
+// claimFiles are the bytes and names of the files the volumes' restore puts into claim e (of gr
+// persistentvolumeclaims), if it fills it.
+func (rs *restorer) claimFiles(gr string, e Entry) (bytes, names int64, ok bool) {
+	v, ok := rs.volumes[e.Namespace+"/"+e.Name]
+	if gr != "persistentvolumeclaims" || !ok {
+		return 0, 0, false
+	}
+	names = int64(len(v.Files))
+	if v.List != nil {
+		names = v.List.Entries
+	}
+	return v.Bytes, names, true
+}
+
+func fittedNote(from, to string, bytes, names int64) string {
+	return fmt.Sprintf("its storage request raised from %s to %s: its files hold %s in %d names, which a volume of %s, as a provisioner that enforces sizes makes it, could not hold",
+		from, to, human.Bytes(bytes), names, from)
 }
 
 // refused reports an object the target refused (refusal); what says what was refused, before
@@ -561,11 +635,23 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, e Entry, client
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target but cannot be read: "+err.Error())
 		return "", false
 	}
+	live, grownStatus, grown := rs.growClaim(ctx, gr, e, client, live)
 	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), live)
 	diffs := rs.compare(gr, expected, live)
 	if len(diffs) == 0 {
-		rs.report.Count("objects", snapshot.StatusUnchanged)
+		if grown != "" {
+			rs.report.Add("objects", grownStatus, id, grown)
+		} else {
+			rs.report.Count("objects", snapshot.StatusUnchanged)
+		}
 		return live.GetName(), true
+	}
+	if grown != "" {
+		rs.Log.Info("a claim on the target to fill with more files than it holds", "object", id, "what", grown)
+	}
+	if gr == "persistentvolumeclaims" {
+		obj = obj.DeepCopy()
+		rules.KeepLargerRequest(obj.Object, live.Object)
 	}
 	if merge := rules.For(gr).Merge; merge != nil {
 		// The target made it by itself (a namespace's default ServiceAccount): the backup's
