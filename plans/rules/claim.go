@@ -63,8 +63,8 @@ type fittedRequests struct {
 // enough (or requests no size ferry reads).
 func FitClaim(obj map[string]any, fileBytes, entries int64) (from, to string) {
 	requested, ok := storageRequest(obj)
-	size := fittedSize(fileBytes, entries)
-	if !ok || requested.Cmp(size) >= 0 {
+	size, holds := fittedSize(requested, fileBytes, entries)
+	if !ok || holds {
 		return "", ""
 	}
 	nestedMap(obj, "spec", "resources", "requests")["storage"] = size.String()
@@ -78,8 +78,8 @@ func FitClaim(obj map[string]any, fileBytes, entries int64) (from, to string) {
 // the claim had before ferry first grew it.
 func GrowClaim(live map[string]any, fileBytes, entries int64) (patch map[string]any, from, to string) {
 	requested, ok := storageRequest(live)
-	size := fittedSize(fileBytes, entries)
-	if !ok || requested.Cmp(size) >= 0 {
+	size, holds := fittedSize(requested, fileBytes, entries)
+	if !ok || holds {
 		return nil, "", ""
 	}
 	before := requested.String()
@@ -110,16 +110,23 @@ func KeepLargerRequest(obj, live map[string]any) {
 	}
 }
 
-// fittedSize is the request of a claim whose file system holds fileBytes in entries names: each
-// name takes at least a block of 4 KiB, and a file system keeps about a tenth of its size for
-// itself (ext4's reserved blocks, journal and inode tables); whole MiB, whole GiB from 1 GiB on.
-func fittedSize(fileBytes, entries int64) resource.Quantity {
-	needs := (fileBytes + entries*4096) / 9 * 10
+// fittedSize is the request a claim needs to hold fileBytes in entries names, and whether one of
+// requested holds them. Each name takes at least a block of 4 KiB; a claim that requests less than
+// that sum is given a tenth more, which a file system keeps for itself (ext4's reserved blocks,
+// journal and inode tables), in whole MiB (GiB from 1 GiB on). One that requests at least the sum
+// keeps its request: a sparse file's size (a virtual machine's disk image, about as large as its
+// claim) counts whole, though its holes take no space.
+func fittedSize(requested resource.Quantity, fileBytes, entries int64) (resource.Quantity, bool) {
+	least := fileBytes + entries*4096
+	if requested.Value() >= least {
+		return requested, true
+	}
+	needs := least / 9 * 10
 	unit := int64(1 << 20)
 	if needs >= 1<<30 {
 		unit = 1 << 30
 	}
-	return *resource.NewQuantity((needs+unit-1)/unit*unit, resource.BinarySI)
+	return *resource.NewQuantity((needs+unit-1)/unit*unit, resource.BinarySI), false
 }
 
 // storageRequest is a claim's storage request, if it has one ferry reads.

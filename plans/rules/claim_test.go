@@ -49,7 +49,9 @@ func TestFitClaim(t *testing.T) {
 		{"5 MiB in 1Mi", "1Mi", 5 * mib, 3, "1Mi", "6Mi"},
 		{"small files take a block each", "1Mi", 300 * 1000, 300, "1Mi", "2Mi"},
 		{"30 GiB in 1Gi: whole GiB", "1Gi", 30 * gib, 10000, "1Gi", "34Gi"},
-		{"a full volume gets room", "10Gi", 10*gib - 100*mib, 10, "10Gi", "12Gi"},
+		{"a full volume keeps its size", "10Gi", 10*gib - 100*mib, 10, "", ""},
+		{"a disk image's size counts whole", "10Gi", 10*gib - 600*mib, 1, "", ""},
+		{"one block over", "10Gi", 10 * gib, 1, "10Gi", "12Gi"},
 		{"a request in decimal units", "1G", 2 * gib, 1, "1G", "3Gi"},
 		{"no request ferry reads", "", 5 * gib, 1, "", ""},
 	} {
