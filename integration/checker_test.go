@@ -31,6 +31,7 @@ import (
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -276,6 +277,7 @@ func compareObjects(t *testing.T, ctx context.Context, blue, green side, scope c
 					}
 				}
 				quiesced(bn, gn)
+				fittedClaim(bn, gn)
 				secret := bo.GetKind() == "Secret"
 				for _, d := range diffValues("", bn, gn, secret) {
 					diffs = append(diffs, what+": "+d)
@@ -531,6 +533,34 @@ func quiesced(a, b map[string]any) {
 	}
 }
 
+// fittedAnnotation is ferry's record on a claim it made larger than the backup's, so that the
+// volume holds its files: {"requested": the backup's request, "fitted": the one it gave}.
+const fittedAnnotation = "ferry.dev/fitted-storage"
+
+// fittedClaim takes a claim that carries ferry's record of a larger request for the one it
+// records, as long as the record holds: the claim still requests what it was given, and the other
+// cluster's claim what the record says it had. compareFiles checks that the volume holds the files.
+func fittedClaim(a, b map[string]any) {
+	for _, pair := range [][2]map[string]any{{a, b}, {b, a}} {
+		fitted, other := pair[0], pair[1]
+		record, ok, _ := unstructured.NestedString(fitted, "metadata", "annotations", fittedAnnotation)
+		if !ok {
+			continue
+		}
+		var r struct{ Requested, Fitted string }
+		now, _, _ := unstructured.NestedString(fitted, "spec", "resources", "requests", "storage")
+		was, _, _ := unstructured.NestedString(other, "spec", "resources", "requests", "storage")
+		if json.Unmarshal([]byte(record), &r) != nil || now != r.Fitted || was != r.Requested {
+			continue
+		}
+		unstructured.RemoveNestedField(fitted, "metadata", "annotations", fittedAnnotation)
+		if ann, _, _ := unstructured.NestedMap(fitted, "metadata", "annotations"); len(ann) == 0 {
+			unstructured.RemoveNestedField(fitted, "metadata", "annotations")
+		}
+		unstructured.SetNestedField(fitted, was, "spec", "resources", "requests", "storage")
+	}
+}
+
 // moversCondition names the match condition by which the quiesce lets ferry's mover pods pass a
 // webhook whose server it stopped: blue's stays after the cutover, green's after a rollback.
 const moversCondition = "ferry.dev/movers-pass-while-server-stopped"
@@ -632,6 +662,7 @@ type fileEntry struct {
 	target   string
 	links    string // the other names of the inode, for files with more than one
 	sparse   bool   // fewer blocks than half its size
+	takes    int64  // the bytes of the blocks it takes on this machine's file system
 	inode    uint64
 	nlink    uint64
 }
@@ -663,7 +694,7 @@ func walkClaim(dir string) (map[string]*fileEntry, error) {
 				return err
 			}
 			st := info.Sys().(*syscall.Stat_t)
-			e := &fileEntry{mode: info.Mode(), uid: st.Uid, gid: st.Gid, mtime: st.Mtim.Nano(), inode: st.Ino, nlink: uint64(st.Nlink)}
+			e := &fileEntry{mode: info.Mode(), uid: st.Uid, gid: st.Gid, mtime: st.Mtim.Nano(), inode: st.Ino, nlink: uint64(st.Nlink), takes: st.Blocks * 512}
 			switch {
 			case info.IsDir():
 				e.kind = "dir"
@@ -723,31 +754,41 @@ func compareFiles(t *testing.T, ctx context.Context, blue, green side, scope che
 	var diffs []string
 	for _, c := range scope.claims {
 		what := "volume " + c[0] + "/" + c[1]
-		walk := func(s side, kcName string) (map[string]*fileEntry, string) {
+		walk := func(s side, kcName string) (map[string]*fileEntry, int64, string) {
 			kc, _, _ := s.cluster.Clients()
 			pvc, err := kc.CoreV1().PersistentVolumeClaims(c[0]).Get(ctx, c[1], metav1.GetOptions{})
 			if err != nil || pvc.Spec.VolumeName == "" {
-				return nil, fmt.Sprintf("%s: not bound on %s (%v)", what, kcName, err)
+				return nil, 0, fmt.Sprintf("%s: not bound on %s (%v)", what, kcName, err)
 			}
 			pv, err := kc.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 			if err != nil || pv.Spec.HostPath == nil {
-				return nil, fmt.Sprintf("%s: volume %s on %s: %v", what, pvc.Spec.VolumeName, kcName, err)
+				return nil, 0, fmt.Sprintf("%s: volume %s on %s: %v", what, pvc.Spec.VolumeName, kcName, err)
 			}
 			files, err := walkClaim(pv.Spec.HostPath.Path)
 			if err != nil {
-				return nil, fmt.Sprintf("%s: walk its folder on %s: %v", what, kcName, err)
+				return nil, 0, fmt.Sprintf("%s: walk its folder on %s: %v", what, kcName, err)
 			}
-			return files, ""
+			capacity := pv.Spec.Capacity[corev1.ResourceStorage]
+			return files, capacity.Value(), ""
 		}
-		b, problem := walk(blue, "blue")
+		b, _, problem := walk(blue, "blue")
 		if problem != "" {
 			diffs = append(diffs, problem)
 			continue
 		}
-		g, problem := walk(green, "green")
+		g, capacity, problem := walk(green, "green")
 		if problem != "" {
 			diffs = append(diffs, problem)
 			continue
+		}
+		// green's volumes are made as large as their claims request, as a cloud disk is: blue's,
+		// whose size the testbed never enforces, may hold more than theirs request.
+		var takes int64
+		for _, e := range g {
+			takes += max(e.takes, 4096)
+		}
+		if capacity < takes {
+			diffs = append(diffs, fmt.Sprintf("%s: green's volume of %d bytes is too small for the %d its files take", what, capacity, takes))
 		}
 		for _, p := range slices.Sorted(maps.Keys(joinKeys(b, g))) {
 			name := fmt.Sprintf("%s: %q", what, p)

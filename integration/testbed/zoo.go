@@ -157,6 +157,7 @@ func (tb *Testbed) ApplyZoo(ctx context.Context, c *Cluster, dataDir func(name s
 		fill         func(string) error
 	}{
 		{"zoo-apps", "odd-files", "", fillOddFiles},
+		{"zoo-apps", "datasets", "", fillDatasets},
 		{"zoo-apps", ZooLongClaim, "", fillPlain("nightly export")},
 		{"zoo-team", "workspace", "", fillPlain("notebook")},
 		{"zoo-secure", "vault-data", "", fillPlain("vault")},
@@ -481,6 +482,24 @@ func waitRunning(ctx context.Context, kc kubernetes.Interface, ns, selector stri
 // fillOddFiles writes what tenants leave in volumes: hardlinks, a sparse file, a FIFO, empty
 // folders, a name that is not UTF-8, a 255-byte name, a tree deeper than PATH_MAX, symlinks,
 // other owners, odd modes, old times.
+// fillDatasets writes 6 MiB of data that does not compress, in files of 1 MiB and of 1 KiB.
+func fillDatasets(dir string) error {
+	rng := rand.NewChaCha8([32]byte{5})
+	var errs []error
+	for i := range 6 {
+		b := make([]byte, 1<<20)
+		rng.Read(b)
+		errs = append(errs, os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.bin", i)), b, 0o644))
+	}
+	errs = append(errs, os.MkdirAll(filepath.Join(dir, "labels"), 0o755))
+	for i := range 200 {
+		b := make([]byte, 1<<10)
+		rng.Read(b)
+		errs = append(errs, os.WriteFile(filepath.Join(dir, "labels", fmt.Sprintf("%03d.bin", i)), b, 0o644))
+	}
+	return errors.Join(errs...)
+}
+
 func fillOddFiles(dir string) error {
 	var errs []error
 	must := func(err error) { errs = append(errs, err) }
