@@ -747,6 +747,39 @@ func TestClaimsHoldingMoreThanTheyRequestFitOnTheTarget(t *testing.T) {
 	}
 }
 
+// TestClaimsTheTargetCapsAreMadeAsTheBackups: a LimitRange of green's namespace caps a claim's
+// request below what its files take. The restore makes the claim with the backup's request, as
+// storage that does not enforce sizes holds the files, and says the target refused the larger one.
+func TestClaimsTheTargetCapsAreMadeAsTheBackups(t *testing.T) {
+	const ns = "claim-capped"
+	_, greenKC := restoreShapesNamespace(t, ns)
+	ctx := context.Background()
+	createNamespace(t, greenKC, ns, nil)
+	limit := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "claims"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+		Type: corev1.LimitTypePersistentVolumeClaim, Max: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Mi")}}}}}
+	if _, err := greenKC.CoreV1().LimitRanges(ns).Create(ctx, limit, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := blueClaim(t, ns, "workspace", map[string][]byte{"model.bin": randomData(4 << 20)}, func(s *corev1.PersistentVolumeClaimSpec) {
+		s.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1Mi")
+	})
+	store := "file://" + t.TempDir()
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "capped"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut := runFerry(t, "--storage", store, "restore", "--to", "green", "--backup", "capped")
+	if code != 0 || !regexpLine(out, `\s*restored\s+v1 PersistentVolumeClaim `+ns+`/workspace: the target refused a larger storage request than the backup's \(.*maximum storage usage per PersistentVolumeClaim is 2Mi`) {
+		t.Fatalf("ferry restore exited %d, want 0 saying the target refused the larger request\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	pvc, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "workspace", metav1.GetOptions{})
+	if err != nil || pvc.Spec.Resources.Requests.Storage().String() != "1Mi" {
+		t.Fatalf("green's claim: %v, %v; want it requesting the backup's 1Mi", pvc, err)
+	}
+	if g, w := claimFiles(t, claimFolder(t, greenKC, ns, "workspace")), claimFiles(t, dir); !equalMaps(g, w) {
+		t.Errorf("green's claim holds other files than blue's")
+	}
+}
+
 // randomData is n bytes that do not compress.
 func randomData(n int) []byte {
 	b := make([]byte, n)

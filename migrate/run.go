@@ -730,7 +730,8 @@ type Summary struct {
 }
 
 func summarize(rep *snapshot.Report) Summary {
-	s := Summary{Counts: rep.Counts, Items: rep.Items, Sent: rep.Sent}
+	// The problems first, then the notes (snapshot.Report.Problems): the journal keeps 50.
+	s := Summary{Counts: rep.Counts, Items: append(rep.Problems(), rep.Notes()...), Sent: rep.Sent}
 	for _, it := range rep.Problems(snapshot.StatusAwaiting) {
 		s.Awaiting = append(s.Awaiting, it.Name)
 	}

@@ -151,6 +151,19 @@ func (r *Report) Problems(statuses ...string) []ReportItem {
 	return out
 }
 
+// Notes are the listed items of a status that is fine (see Problems).
+func (r *Report) Notes() []ReportItem {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ReportItem
+	for _, it := range r.Items {
+		if fine(it.Status) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
 // Sort orders the listed items by kind, name and status, for stable output.
 func (r *Report) Sort() {
 	r.mu.Lock()

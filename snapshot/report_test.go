@@ -21,6 +21,9 @@ func TestProblemsLeaveNotesOut(t *testing.T) {
 	if got := r.Problems(StatusRestored); len(got) != 1 {
 		t.Errorf("the notes asked for by status: %v", got)
 	}
+	if got := r.Notes(); len(got) != 1 || got[0].Name != "v1 PersistentVolumeClaim ns/p" {
+		t.Errorf("notes %v, want the claim's", got)
+	}
 	if r.Counts["objects"][StatusRestored] != 1 {
 		t.Errorf("a note is counted as its status: %v", r.Counts)
 	}

@@ -479,9 +479,6 @@ func waitRunning(ctx context.Context, kc kubernetes.Interface, ns, selector stri
 	return nil
 }
 
-// fillOddFiles writes what tenants leave in volumes: hardlinks, a sparse file, a FIFO, empty
-// folders, a name that is not UTF-8, a 255-byte name, a tree deeper than PATH_MAX, symlinks,
-// other owners, odd modes, old times.
 // fillDatasets writes 6 MiB of data that does not compress, in files of 1 MiB and of 1 KiB.
 func fillDatasets(dir string) error {
 	rng := rand.NewChaCha8([32]byte{5})
@@ -500,6 +497,9 @@ func fillDatasets(dir string) error {
 	return errors.Join(errs...)
 }
 
+// fillOddFiles writes what tenants leave in volumes: hardlinks, a sparse file, a FIFO, empty
+// folders, a name that is not UTF-8, a 255-byte name, a tree deeper than PATH_MAX, symlinks,
+// other owners, odd modes, old times.
 func fillOddFiles(dir string) error {
 	var errs []error
 	must := func(err error) { errs = append(errs, err) }

@@ -83,9 +83,7 @@ func GrowClaim(live map[string]any, fileBytes, entries int64) (patch map[string]
 		return nil, "", ""
 	}
 	before := requested.String()
-	annotations, _ := nestedMap(live, "metadata")["annotations"].(map[string]any)
-	var f fittedRequests
-	if record, ok := annotations[FittedAnnotation].(string); ok && json.Unmarshal([]byte(record), &f) == nil && f.Requested != "" {
+	if f, ok := fittedRecordOf(live); ok {
 		before = f.Requested
 	}
 	return map[string]any{
@@ -104,9 +102,8 @@ func KeepLargerRequest(obj, live map[string]any) {
 		return
 	}
 	nestedMap(obj, "spec", "resources", "requests")["storage"] = have.String()
-	liveAnnotations, _ := nestedMap(live, "metadata")["annotations"].(map[string]any)
-	if record, ok := liveAnnotations[FittedAnnotation].(string); ok {
-		setAnnotation(obj, FittedAnnotation, record)
+	if f, ok := fittedRecordOf(live); ok {
+		setAnnotation(obj, FittedAnnotation, fittedRecord(f.Requested, f.Fitted))
 	}
 }
 
@@ -145,22 +142,28 @@ func fittedRecord(requested, fitted string) string {
 // as long as it still has the one the restore gave it (one grown since keeps its own), and drops
 // the record: the claim is the source's, the size only what the target's storage needs.
 func unfitClaim(obj map[string]any) {
-	meta := nestedMap(obj, "metadata")
-	annotations, _ := meta["annotations"].(map[string]any)
-	record, ok := annotations[FittedAnnotation].(string)
-	if !ok {
-		return
+	f, ok := fittedRecordOf(obj)
+	deleteAnnotations(nestedMap(obj, "metadata"), []string{FittedAnnotation})
+	if ok {
+		nestedMap(obj, "spec", "resources", "requests")["storage"] = f.Requested
 	}
-	deleteAnnotations(meta, []string{FittedAnnotation})
+}
+
+// fittedRecordOf is the FitClaim record of a claim, when it holds: the claim has the request the
+// record says ferry gave it (not one someone changed since), and the record reads.
+func fittedRecordOf(obj map[string]any) (fittedRequests, bool) {
 	var f fittedRequests
-	if json.Unmarshal([]byte(record), &f) != nil {
-		return
+	annotations, _ := nestedMap(obj, "metadata")["annotations"].(map[string]any)
+	record, ok := annotations[FittedAnnotation].(string)
+	if !ok || json.Unmarshal([]byte(record), &f) != nil {
+		return f, false
 	}
 	now, ok := storageRequest(obj)
 	given, err := resource.ParseQuantity(f.Fitted)
-	if _, rerr := resource.ParseQuantity(f.Requested); ok && err == nil && rerr == nil && now.Cmp(given) == 0 {
-		nestedMap(obj, "spec", "resources", "requests")["storage"] = f.Requested
+	if _, rerr := resource.ParseQuantity(f.Requested); !ok || err != nil || rerr != nil || now.Cmp(given) != 0 {
+		return f, false
 	}
+	return f, true
 }
 
 // ephemeralClaim says why a claim its pod controls (a generic ephemeral volume's) does not move.

@@ -29,6 +29,9 @@ func TestClaim(t *testing.T) {
 		{"a claim a restore made larger gets the backup's request back", "normalize", "persistentvolumeclaims",
 			`{"metadata":{"name":"p","annotations":{"ferry.dev/fitted-storage":"{\"requested\":\"1Gi\",\"fitted\":\"6Gi\"}"}},"spec":{"resources":{"requests":{"storage":"6Gi"}}}}`,
 			`{"metadata":{"name":"p"},"spec":{"resources":{"requests":{"storage":"1Gi"}}}}`},
+		{"a record that does not read is dropped", "normalize", "persistentvolumeclaims",
+			`{"metadata":{"name":"p","annotations":{"ferry.dev/fitted-storage":"{"}},"spec":{"resources":{"requests":{"storage":"6Gi"}}}}`,
+			`{"metadata":{"name":"p"},"spec":{"resources":{"requests":{"storage":"6Gi"}}}}`},
 		{"one grown since keeps its request", "normalize", "persistentvolumeclaims",
 			`{"metadata":{"name":"p","annotations":{"ferry.dev/fitted-storage":"{\"requested\":\"1Gi\",\"fitted\":\"6Gi\"}"}},"spec":{"resources":{"requests":{"storage":"10Gi"}}}}`,
 			`{"metadata":{"name":"p"},"spec":{"resources":{"requests":{"storage":"10Gi"}}}}`},
@@ -93,6 +96,7 @@ func TestGrowClaim(t *testing.T) {
 		{"holds its files", claim("1Gi", ""), 5 * mib, "", "", ""},
 		{"a claim of the target's own grows, its request recorded", claim("1Mi", ""), 5 * mib, "1Mi", "6Mi", `{"requested":"1Mi","fitted":"6Mi"}`},
 		{"one ferry made larger keeps the backup's request", claim("6Mi", `{"requested":"1Mi","fitted":"6Mi"}`), 12 * mib, "6Mi", "14Mi", `{"requested":"1Mi","fitted":"14Mi"}`},
+		{"a record someone's change made stale is not kept", claim("8Mi", `{"requested":"1Mi","fitted":"6Mi"}`), 12 * mib, "8Mi", "14Mi", `{"requested":"8Mi","fitted":"14Mi"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			patch, from, to := GrowClaim(c.live, c.bytes, 1)
@@ -125,6 +129,7 @@ func TestKeepLargerRequest(t *testing.T) {
 	}{
 		{"the target's is larger: kept, with ferry's record", claim("1Gi", ""), claim("6Gi", record), claim("6Gi", record)},
 		{"the target's grown by hand", claim("1Gi", ""), claim("10Gi", ""), claim("10Gi", "")},
+		{"a stale record stays behind", claim("1Gi", ""), claim("10Gi", record), claim("10Gi", "")},
 		{"the backup's is larger: it grows the target's", claim("5Gi", ""), claim("1Gi", ""), claim("5Gi", "")},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -477,6 +477,12 @@ func (rs *restorer) restoreOne(ctx context.Context, res plans.Resource, gvr sche
 		var made *unstructured.Unstructured
 		made, note = rs.fitClaim(gr, e, obj)
 		live, err = rs.create(ctx, client, id, made, status, place)
+		if made != obj && apierrors.IsForbidden(err) {
+			// A quota or a LimitRange of the target refused the larger request: the claim is
+			// made as the backup's, which fits on storage that does not enforce sizes.
+			note = fmt.Sprintf("the target refused a larger storage request than the backup's (%v): made with the backup's; if its storage enforces sizes, the files that do not fit fail the volume's restore", err)
+			live, err = rs.create(ctx, client, id, obj, status, place)
+		}
 	}
 	switch {
 	case err == nil:
@@ -635,7 +641,10 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, e Entry, client
 		rs.report.Add("objects", snapshot.StatusFailed, id, "exists on the target but cannot be read: "+err.Error())
 		return "", false
 	}
-	live, grownStatus, grown := rs.growClaim(ctx, gr, e, client, live)
+	var grownStatus, grown string
+	if rs.Existing != ExistingFail {
+		live, grownStatus, grown = rs.growClaim(ctx, gr, e, client, live)
+	}
 	rs.remember(schema.FromAPIVersionAndKind(obj.GetAPIVersion(), obj.GetKind()).Group, obj.GetKind(), live)
 	diffs := rs.compare(gr, expected, live)
 	if len(diffs) == 0 {
@@ -647,11 +656,14 @@ func (rs *restorer) existing(ctx context.Context, gr, id string, e Entry, client
 		return live.GetName(), true
 	}
 	if grown != "" {
-		rs.Log.Info("a claim on the target to fill with more files than it holds", "object", id, "what", grown)
+		rs.report.Add("objects", grownStatus, id+" (storage request)", grown)
 	}
 	if gr == "persistentvolumeclaims" {
+		// A claim never shrinks: what an update or replace writes keeps a larger request.
 		obj = obj.DeepCopy()
 		rules.KeepLargerRequest(obj.Object, live.Object)
+		expected = runtime.DeepCopyJSON(expected)
+		rules.KeepLargerRequest(expected, live.Object)
 	}
 	if merge := rules.For(gr).Merge; merge != nil {
 		// The target made it by itself (a namespace's default ServiceAccount): the backup's
