@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -712,5 +713,100 @@ webhooks:
 	}
 	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "hooked"); code != 0 {
 		t.Errorf("ferry verify exited %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestAutoscaledWritersStayStopped: KEDA scales a queue's consumer from zero as soon as messages
+// wait (an HPA leaves a workload at zero alone). A migration scaled the consumer, which writes to a
+// claim, to zero; KEDA scaled it up again, and the run stopped, saying an autoscaler started a
+// writer, until the operator paused KEDA by hand. Now a ScaledObject that scales a workload the
+// quiesce stops is paused at zero replicas with it (KEDA's autoscaling.keda.sh/paused-replicas),
+// and unpaused where the workload starts again: on green after the cutover, blue's staying paused.
+// KEDA is played here by a loop that does what it does with messages waiting.
+func TestAutoscaledWritersStayStopped(t *testing.T) {
+	_, greenKC := cutover(t)
+	_, blueKC := clients(t, "blue")
+	ctx := context.Background()
+	const ns, paused = "shapes-keda", "autoscaling.keda.sh/paused-replicas"
+	removeAfter(t, ns, blueKC, greenKC)
+	createNamespace(t, blueKC, ns, nil)
+	keda := testCRD{group: "keda.sh", kind: "ScaledObject", version: "v1alpha1"}
+	kubectl(t, "blue", keda.manifest(), "apply", "-f", "-")
+	kubectl(t, "blue", "", "wait", "--for=condition=Established", "crd/"+keda.name(), "--timeout=60s")
+	t.Cleanup(func() {
+		for _, cluster := range []string{"blue", "cutover"} {
+			kubectl(t, cluster, "", "delete", "crd", keda.name(), "--ignore-not-found", "--wait")
+		}
+	})
+	blueClaim(t, ns, "queue-data", map[string][]byte{"offsets.json": []byte(`{"orders": 41}`)}, func(s *corev1.PersistentVolumeClaimSpec) { s.StorageClassName = ptr.To("gp3") })
+	labels := map[string]string{"app": "consumer"}
+	consumer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "consumer"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1),
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "consumer", Image: "consumer", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "queue-data"}}}}}}}}
+	if _, err := blueKC.AppsV1().Deployments(ns).Create(ctx, consumer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "blue", `apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: consumer, namespace: `+ns+`}
+spec:
+  scaleTargetRef: {name: consumer}
+  minReplicaCount: 0
+  triggers: [{type: rabbitmq, metadata: {queueName: orders, mode: QueueLength, value: "20"}}]
+`, "apply", "-f", "-")
+	runningPod(t, blueKC, ns, "app=consumer")
+
+	// KEDA with messages waiting: a consumer at zero replicas is scaled to one, unless paused.
+	_, blueDyn, err := tb.Clusters["blue"].Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kedaCtx, stopKEDA := context.WithCancel(ctx)
+	kedaDone := make(chan struct{})
+	t.Cleanup(func() { stopKEDA(); <-kedaDone })
+	go func() {
+		defer close(kedaDone)
+		for kedaCtx.Err() == nil {
+			so, err := blueDyn.Resource(keda.gvr()).Namespace(ns).Get(kedaCtx, "consumer", metav1.GetOptions{})
+			if _, isPaused := so.GetAnnotations()[paused]; err == nil && !isPaused {
+				if d, err := blueKC.AppsV1().Deployments(ns).Get(kedaCtx, "consumer", metav1.GetOptions{}); err == nil && *d.Spec.Replicas == 0 {
+					blueKC.AppsV1().Deployments(ns).Patch(kedaCtx, "consumer", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{FieldManager: "keda"})
+				}
+			}
+			select {
+			case <-kedaCtx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate of a consumer KEDA scales exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	d, err := blueKC.AppsV1().Deployments(ns).Get(ctx, "consumer", metav1.GetOptions{})
+	if err != nil || *d.Spec.Replicas != 0 {
+		t.Errorf("blue's consumer after the migration: %v (%v); want it at 0 replicas", d.Spec.Replicas, err)
+	}
+	so, err := blueDyn.Resource(keda.gvr()).Namespace(ns).Get(ctx, "consumer", metav1.GetOptions{})
+	if err != nil || so.GetAnnotations()[paused] != "0" {
+		t.Errorf("blue's ScaledObject after the migration: annotations %v (%v); want it paused at 0 replicas", so.GetAnnotations(), err)
+	}
+	_, cutoverDyn, err := tb.Clusters["cutover"].Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if so, err := cutoverDyn.Resource(keda.gvr()).Namespace(ns).Get(ctx, "consumer", metav1.GetOptions{}); err != nil || so.GetAnnotations()[paused] != "" {
+		t.Errorf("green's ScaledObject after the migration: %v (%v); want it not paused", so, err)
+	}
+	if d, err := greenKC.AppsV1().Deployments(ns).Get(ctx, "consumer", metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 1 {
+		t.Errorf("green's consumer after the migration: %v; want 1 replica", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -582,7 +583,69 @@ func (q Quiescer) targets(ctx context.Context) ([]target, error) {
 			out = append(out, target{rule: rule, client: q.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()), obj: obj})
 		}
 	}
+	paused, err := q.pausedAutoscalers(ctx, out)
+	return append(out, paused...), err
+}
+
+// kedaPausedReplicas is the annotation that has KEDA scale a ScaledObject's workload to the
+// replicas it holds and stop scaling it until it is removed.
+const kedaPausedReplicas = "autoscaling.keda.sh/paused-replicas"
+
+// pausedAutoscalers are the KEDA ScaledObjects that scale a workload one of targets' rules scales
+// to zero, each with a rule that pauses it at zero replicas: KEDA scales a workload from zero as
+// soon as events wait (a queue's messages), starting the writer again while its data moves. An
+// HorizontalPodAutoscaler leaves a workload at zero alone. A ScaledObject a rule already selects
+// is that rule's; a cluster that does not serve the type has none.
+func (q Quiescer) pausedAutoscalers(ctx context.Context, targets []target) ([]target, error) {
+	const resource = "scaledobjects.keda.sh"
+	scaled := map[string][]*unstructured.Unstructured{} // namespace -> workloads scaled to zero
+	selected := map[string]bool{}
+	for _, t := range targets {
+		if t.rule.Action == ScaleToZero {
+			scaled[t.obj.GetNamespace()] = append(scaled[t.obj.GetNamespace()], t.obj)
+		}
+		selected[targetKey(t)] = true
+	}
+	if len(scaled) == 0 {
+		return nil, nil
+	}
+	gvr, _, err := q.resolve(resource)
+	if err != nil {
+		return nil, nil // not served
+	}
+	var out []target
+	for _, ns := range slices.Sorted(maps.Keys(scaled)) {
+		list, err := q.Dynamic.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("quiesce %s in namespace %s: %w", resource, ns, err)
+		}
+		for i := range list.Items {
+			so := &list.Items[i]
+			workload := scaledWorkload(so, scaled[ns])
+			if workload == nil || selected[targetKey(target{obj: so})] {
+				continue
+			}
+			rule := config.QuiesceRule{Resource: resource, Namespace: ns, Names: []string{so.GetName()}, Action: Annotate,
+				Annotations: map[string]string{kedaPausedReplicas: "0"},
+				Why:         "KEDA would scale " + strings.ToLower(workload.GetKind()) + " " + workload.GetName() + " up again: paused at zero replicas"}
+			out = append(out, target{rule: rule, client: q.Dynamic.Resource(gvr).Namespace(ns), obj: so})
+		}
+	}
 	return out, nil
+}
+
+// scaledWorkload is the one of workloads a KEDA ScaledObject scales (its scaleTargetRef: a
+// Deployment unless it names another kind), or nil.
+func scaledWorkload(so *unstructured.Unstructured, workloads []*unstructured.Unstructured) *unstructured.Unstructured {
+	ref, _, _ := unstructured.NestedStringMap(so.Object, "spec", "scaleTargetRef")
+	kind := cmp.Or(ref["kind"], "Deployment")
+	group := schema.FromAPIVersionAndKind(cmp.Or(ref["apiVersion"], "apps/v1"), kind).Group
+	for _, w := range workloads {
+		if w.GetName() == ref["name"] && w.GetKind() == kind && w.GroupVersionKind().Group == group {
+			return w
+		}
+	}
+	return nil
 }
 
 // objectName names obj as reports do: "apiVersion Kind namespace/name".

@@ -396,3 +396,31 @@ func deploymentQuiescer(rules []config.QuiesceRule, objs ...runtime.Object) (Qui
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	return Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), Rules: rules}, dyn
 }
+
+func TestScaledWorkload(t *testing.T) {
+	workload := func(apiVersion, kind, name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{"name": name}}}
+	}
+	workloads := []*unstructured.Unstructured{workload("apps/v1", "Deployment", "consumer"), workload("apps/v1", "StatefulSet", "indexer")}
+	for _, c := range []struct {
+		name string
+		ref  map[string]any
+		want string
+	}{
+		{"a Deployment by default", map[string]any{"name": "consumer"}, "consumer"},
+		{"a StatefulSet named", map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "indexer"}, "indexer"},
+		{"another kind of that name", map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "consumer"}, ""},
+		{"a workload not stopped", map[string]any{"name": "mailer"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			so := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"scaleTargetRef": c.ref}}}
+			var name string
+			if got := scaledWorkload(so, workloads); got != nil {
+				name = got.GetName()
+			}
+			if name != c.want {
+				t.Errorf("scaledWorkload = %q, want %q", name, c.want)
+			}
+		})
+	}
+}
