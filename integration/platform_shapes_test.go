@@ -16,6 +16,7 @@ import (
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -808,5 +809,92 @@ spec:
 	}
 	if d, err := greenKC.AppsV1().Deployments(ns).Get(ctx, "consumer", metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 1 {
 		t.Errorf("green's consumer after the migration: %v; want 1 replica", err)
+	}
+}
+
+// TestAPolicyThatRefusesTheQuiesceStopsNothing: an admission policy that forbids a Deployment at
+// zero replicas (Kyverno's and Gatekeeper's libraries hold such rules for production
+// namespaces; here a ValidatingAdmissionPolicy) refused the quiesce part way: blue's CronJob was
+// already suspended, its writer still running, and the run stopped there. Now the quiesce tries
+// every change as a dry run first: the run stops before anything is stopped, naming the writer
+// and the policy's message; once the policy lets it pass, the resumed run shifts.
+func TestAPolicyThatRefusesTheQuiesceStopsNothing(t *testing.T) {
+	_, greenKC := cutover(t)
+	_, blueKC := clients(t, "blue")
+	ctx := context.Background()
+	const ns = "shapes-policy"
+	removeAfter(t, ns, blueKC, greenKC)
+	createNamespace(t, blueKC, ns, nil)
+	kubectl(t, "blue", `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: shapes-min-replicas}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [UPDATE], resources: [deployments]}]
+  validations:
+  - expression: "!has(object.spec.replicas) || object.spec.replicas >= 1"
+    message: a Deployment here keeps at least one replica
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: shapes-min-replicas}
+spec:
+  policyName: shapes-min-replicas
+  validationActions: [Deny]
+  matchResources: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: `+ns+`}}}
+`, "apply", "-f", "-")
+	t.Cleanup(func() {
+		kubectl(t, "blue", "", "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "shapes-min-replicas", "--ignore-not-found")
+	})
+	blueClaim(t, ns, "ledger", map[string][]byte{"entries.log": []byte("1 credit 40\n")}, func(s *corev1.PersistentVolumeClaimSpec) { s.StorageClassName = ptr.To("gp3") })
+	labels := map[string]string{"app": "writer"}
+	writer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "writer"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1),
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "writer", Image: "writer", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ledger"}}}}}}}}
+	if _, err := blueKC.AppsV1().Deployments(ns).Create(ctx, writer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	report := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "report"}, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *",
+		JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "report", Image: "report"}}}}}}}}
+	if _, err := blueKC.BatchV1().CronJobs(ns).Create(ctx, report, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runningPod(t, blueKC, ns, "app=writer")
+	refuses := func(ctx context.Context) bool {
+		_, err := blueKC.AppsV1().Deployments(ns).Patch(ctx, "writer", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil
+	}
+	waitUntil(t, "the policy refuses the writer at zero replicas", time.Minute, func(ctx context.Context) (bool, error) { return refuses(ctx), nil })
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
+	if code != 3 || !strings.Contains(errOut, "deployments.apps "+ns+"/writer") || !strings.Contains(errOut, "a Deployment here keeps at least one replica") {
+		t.Errorf("ferry migrate under a policy that refuses the writer at zero replicas exited %d, want 3 naming the writer and the policy's message\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	cj, err := blueKC.BatchV1().CronJobs(ns).Get(ctx, "report", metav1.GetOptions{})
+	if err != nil || (cj.Spec.Suspend != nil && *cj.Spec.Suspend) {
+		t.Errorf("blue's CronJob report after the refused run: suspend %v (%v); want nothing stopped", cj.Spec.Suspend, err)
+	}
+	if d, err := blueKC.AppsV1().Deployments(ns).Get(ctx, "writer", metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 1 {
+		t.Errorf("blue's writer after the refused run: %v; want 1 replica", err)
+	}
+	t.Logf("ferry migrate exited %d: %s", code, errOut[strings.LastIndex(strings.TrimSpace(errOut), "\n")+1:])
+	id := runID(t, errOut)
+	kubectl(t, "blue", "", "delete", "validatingadmissionpolicybinding", "shapes-min-replicas")
+	waitUntil(t, "the policy no longer refuses", time.Minute, func(ctx context.Context) (bool, error) { return !refuses(ctx), nil })
+	code, out, errOut = runFerry(t, "--storage", store, "migrate", "--resume", id, "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate --resume (the policy lets it pass) exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if d, err := greenKC.AppsV1().Deployments(ns).Get(ctx, "writer", metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 1 {
+		t.Errorf("green's writer after the migration: %v; want 1 replica", err)
 	}
 }

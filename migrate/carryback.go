@@ -152,7 +152,7 @@ func (r *Runner) carryBack(ctx context.Context) error {
 func (r *Runner) quiesceGreenStep(ctx context.Context) (any, string, error) {
 	q := r.quiescer(r.o.Green, true)
 	claims := movedClaims(r.plan, kinds.EffectiveMappingOf(r.plan, r.o.Mapping).Namespace)
-	if err := refuseUnstopped(ctx, q, claims, "blue", "end them and run the carry-back again"); err != nil {
+	if err := readyToStop(ctx, q, claims, "blue", "end them and run the carry-back again"); err != nil {
 		return nil, "", err
 	}
 	items, err := q.Stop(ctx)

@@ -76,8 +76,22 @@ func newFakeCluster(t *testing.T, uid string, objs ...runtime.Object) fakeCluste
 	kubeSystem := obj("v1", "Namespace", "", "kube-system")
 	kubeSystem.SetUID(k8stypes.UID("uid-" + uid))
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, append([]runtime.Object{kubeSystem}, objs...)...)
+	honorDryRun(dyn)
 	disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: lists}, FakedServerVersion: &version.Info{GitVersion: "v1.37.2"}}
 	return fakeCluster{Cluster: kinds.Cluster{Client: kubefake.NewClientset(), Dynamic: dyn, Discovery: fakeDiscovery{disc}}, dyn: dyn}
+}
+
+// honorDryRun has the fake's patches that are dry runs (the quiesce tries its changes first)
+// change nothing, as on an API server: its tracker applies every patch.
+func honorDryRun(dyn *dynamicfake.FakeDynamicClient) {
+	dyn.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		p, ok := a.(clienttesting.PatchActionImpl)
+		if !ok || len(p.PatchOptions.DryRun) == 0 {
+			return false, nil, nil
+		}
+		o, err := dyn.Tracker().Get(p.GetResource(), p.GetNamespace(), p.GetName())
+		return true, o, err
+	})
 }
 
 // obj makes an object of apiVersion and kind, namespaced when ns is set.

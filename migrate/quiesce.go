@@ -109,12 +109,7 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 				done = append(done, QuiesceItem{Resource: rule.Resource, Namespace: obj.GetNamespace(), Name: obj.GetName(), Action: rule.Action, Detail: "stopped again: started since the quiesce"})
 			}
 		} else {
-			orig, patch, err := quiescePatch(rule, obj)
-			if err != nil {
-				return nil, err
-			}
-			record, _ := json.Marshal(orig)
-			full, err := mergePatches(patch, map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: string(record)}}})
+			orig, full, err := recordedPatch(rule, obj)
 			if err != nil {
 				return nil, err
 			}
@@ -165,6 +160,46 @@ func (q Quiescer) Stop(ctx context.Context) ([]QuiesceItem, error) {
 		q.Log.Info("the stopped writers' pods ended", "pods", pods, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return done, err
+}
+
+// recordedPatch is the merge patch by which Stop stops obj by the rule: quiescePatch's, with the
+// record that undoes it.
+func recordedPatch(rule config.QuiesceRule, obj *unstructured.Unstructured) (original, []byte, error) {
+	orig, patch, err := quiescePatch(rule, obj)
+	if err != nil {
+		return orig, nil, err
+	}
+	record, _ := json.Marshal(orig)
+	full, err := mergePatches(patch, map[string]any{"metadata": map[string]any{"annotations": map[string]any{QuiescedAnnotation: string(record)}}})
+	return orig, full, err
+}
+
+// Refused tries, as a dry run (admission runs, nothing changes), each change Stop would make to an
+// object not stopped yet, and names, one line each, those the cluster refuses: a policy that
+// forbids a workload at zero replicas or a suspended CronJob (a ValidatingAdmissionPolicy,
+// Kyverno's, Gatekeeper's) would refuse it part way through Stop, some writers stopped and the
+// rest running. A webhook that does not take dry runs is not asked.
+func (q Quiescer) Refused(ctx context.Context) ([]string, error) {
+	var refused []string
+	err := q.each(ctx, stopping, func(rule config.QuiesceRule, client dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if _, ok := obj.GetAnnotations()[QuiescedAnnotation]; ok {
+			return obj, nil // stopped already: a resumed run's
+		}
+		_, patch, err := recordedPatch(rule, obj)
+		if err != nil {
+			return nil, err
+		}
+		_, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry", DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err == nil, strings.Contains(err.Error(), "does not support dry run"):
+		case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err), kube.WebhookUnreachable(err):
+			refused = append(refused, fmt.Sprintf("%s %s (%s): %v", rule.Resource, path.Join(obj.GetNamespace(), obj.GetName()), rule.Action, err))
+		default:
+			return nil, err
+		}
+		return obj, nil
+	})
+	return refused, err
 }
 
 // stoppedObject is an object Stop stopped, or found stopped, by rule.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans/config"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 func TestDataWorkloadsAreNeverImpliedWriters(t *testing.T) {
@@ -422,5 +424,54 @@ func TestScaledWorkload(t *testing.T) {
 				t.Errorf("scaledWorkload = %q, want %q", name, c.want)
 			}
 		})
+	}
+}
+
+// TestRefusedNamesWhatTheClusterRefuses: the quiesce's changes are tried as dry runs: one a policy
+// refuses is named with the refusal, nothing changes, and an object already stopped (a resumed
+// run's) is not tried again.
+func TestRefusedNamesWhatTheClusterRefuses(t *testing.T) {
+	ctx := context.Background()
+	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	deployment := func(name string, annotations map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": name, "namespace": "shop", "annotations": annotations}, "spec": map[string]any{"replicas": int64(1)}}}
+	}
+	cronJob := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "CronJob",
+		"metadata": map[string]any{"name": "report", "namespace": "shop"}, "spec": map[string]any{"schedule": "0 1 * * *"}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{deploymentsGVR: "DeploymentList", cronJobsGVR: "CronJobList", kube.PodsGVR: "PodList"},
+		deployment("writer", nil), deployment("stopped", map[string]any{QuiescedAnnotation: `{"action":"scale-to-zero","replicas":1}`}), cronJob)
+	honorDryRun(dyn)
+	var tried []string // the reactor below runs first
+	dyn.PrependReactor("patch", "deployments", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		p := a.(clienttesting.PatchActionImpl)
+		tried = append(tried, p.GetName())
+		if p.GetName() == "writer" && len(p.PatchOptions.DryRun) > 0 {
+			return true, nil, apierrors.NewForbidden(deploymentsGVR.GroupResource(), "writer", errors.New("a Deployment here keeps at least one replica"))
+		}
+		return false, nil, nil
+	})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "CronJob"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), Rules: []config.QuiesceRule{
+		{Resource: "cronjobs.batch", Namespace: "shop", Action: Suspend},
+		{Resource: "deployments.apps", Namespace: "shop", Action: ScaleToZero}}}
+	refused, err := q.Refused(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refused) != 1 || !strings.HasPrefix(refused[0], "deployments.apps shop/writer (scale-to-zero): ") || !strings.Contains(refused[0], "keeps at least one replica") {
+		t.Errorf("refused %q, want the writer's scale to zero with the policy's words", refused)
+	}
+	if slices.Contains(tried, "stopped") {
+		t.Errorf("the Deployment stopped already was tried again: %v", tried)
+	}
+	if suspend, _, _ := unstructured.NestedBool(mustGet(t, dyn, cronJobsGVR, "report").Object, "spec", "suspend"); suspend {
+		t.Error("a dry run suspended the CronJob")
+	}
+	if replicas, _, _ := unstructured.NestedInt64(mustGet(t, dyn, deploymentsGVR, "writer").Object, "spec", "replicas"); replicas != 1 {
+		t.Errorf("the writer has %d replicas after the dry runs", replicas)
 	}
 }

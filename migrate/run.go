@@ -433,7 +433,7 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 	}
 	q := r.quiescer(r.o.Blue, false)
 	q.Rules = append(append([]config.QuiesceRule(nil), r.o.Config.Quiesce...), implied...)
-	if err := refuseUnstopped(ctx, q, movedClaims(r.plan, nil), "green",
+	if err := readyToStop(ctx, q, movedClaims(r.plan, nil), "green",
 		"end them and resume, or add a rule that stops what runs them to ferry.yaml's quiesce and start a new run"); err != nil {
 		return nil, "", err
 	}

@@ -148,19 +148,29 @@ func movedClaims(plan *plans.Plan, namespace func(string) string) map[string]boo
 	return out
 }
 
-// refuseUnstopped stops a run before q stops anything while a writer of claims no rule of q stops
-// runs (UnstoppedWriters): what it writes while the data moves, and after, would not reach to.
-// remedy says how to go on.
-func refuseUnstopped(ctx context.Context, q Quiescer, claims map[string]bool, to, remedy string) error {
+// readyToStop stops a run before q stops anything while a writer of claims no rule of q stops
+// runs (UnstoppedWriters): what it writes while the data moves, and after, would not reach to;
+// remedy says how to go on. It stops it too while the cluster refuses a change Stop would make
+// (Refused): Stop would leave some writers stopped and the rest running.
+func readyToStop(ctx context.Context, q Quiescer, claims map[string]bool, to, remedy string) error {
 	unstopped, err := q.UnstoppedWriters(ctx, claims)
 	if err != nil {
 		return fmt.Errorf("find the writers of the claims that move: %w", err)
 	}
-	if len(unstopped) == 0 {
-		return nil
+	if len(unstopped) > 0 {
+		return fmt.Errorf("writers of claims whose files move that no quiesce rule stops (%d): %s: what they write while the data moves, "+
+			"and after, would not reach %s; nothing is stopped yet: %s: %w", len(unstopped), strings.Join(unstopped, "; "), to, remedy, ErrStopped)
 	}
-	return fmt.Errorf("writers of claims whose files move that no quiesce rule stops (%d): %s: what they write while the data moves, "+
-		"and after, would not reach %s; nothing is stopped yet: %s: %w", len(unstopped), strings.Join(unstopped, "; "), to, remedy, ErrStopped)
+	refused, err := q.Refused(ctx)
+	if err != nil {
+		return fmt.Errorf("try the quiesce as a dry run: %w", err)
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("the cluster refuses what the quiesce would change (%d, tried as a dry run): %s; nothing is stopped yet: "+
+			"let the policy that refuses it pass ferry's changes, or stop those writers another way (ferry.yaml's quiesce), then run again: %w",
+			len(refused), strings.Join(refused, "; "), ErrStopped)
+	}
+	return nil
 }
 
 // UnstoppedWriters names, one line each, the pods that may write to one of claims (namespace/name)
