@@ -437,6 +437,11 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 		"end them and resume, or add a rule that stops what runs them to ferry.yaml's quiesce and start a new run"); err != nil {
 		return nil, "", err
 	}
+	if r.o.Upgrade != nil {
+		if err := stopsAll(ctx, r.quiescer(r.o.Green, true), "green's"); err != nil {
+			return nil, "", err
+		}
+	}
 	items, err := q.Stop(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("quiesce blue: %w", err)

@@ -161,14 +161,20 @@ func readyToStop(ctx context.Context, q Quiescer, claims map[string]bool, to, re
 		return fmt.Errorf("writers of claims whose files move that no quiesce rule stops (%d): %s: what they write while the data moves, "+
 			"and after, would not reach %s; nothing is stopped yet: %s: %w", len(unstopped), strings.Join(unstopped, "; "), to, remedy, ErrStopped)
 	}
+	return stopsAll(ctx, q, "the")
+}
+
+// stopsAll stops a run before anything is stopped while the cluster (named in messages as
+// "the", "green's") refuses a change q's Stop would make (Refused).
+func stopsAll(ctx context.Context, q Quiescer, cluster string) error {
 	refused, err := q.Refused(ctx)
 	if err != nil {
-		return fmt.Errorf("try the quiesce as a dry run: %w", err)
+		return fmt.Errorf("try the quiesce as a dry run on %s cluster: %w", cluster, err)
 	}
 	if len(refused) > 0 {
-		return fmt.Errorf("the cluster refuses what the quiesce would change (%d, tried as a dry run): %s; nothing is stopped yet: "+
+		return fmt.Errorf("%s cluster refuses what the quiesce would change (%d, tried as a dry run): %s; nothing is stopped yet: "+
 			"let the policy that refuses it pass ferry's changes, or stop those writers another way (ferry.yaml's quiesce), then run again: %w",
-			len(refused), strings.Join(refused, "; "), ErrStopped)
+			cluster, len(refused), strings.Join(refused, "; "), ErrStopped)
 	}
 	return nil
 }
