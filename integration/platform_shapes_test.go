@@ -2,11 +2,15 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,12 +88,9 @@ func claimTemplateSet(t *testing.T, ns, name string, edits ...func(*appsv1.State
 // read it, and the rollback target started with none. While ferry holds it at zero, it keeps its
 // claims (Retain); started again, on green and on blue, it deletes them as before.
 func TestQuiesceKeepsTheClaimsAStatefulSetDeletesWhenScaledDown(t *testing.T) {
-	_, greenKC := cutover(t)
-	_, blueKC := clients(t, "blue")
-	ctx := context.Background()
 	const ns, claim = "shapes-scaled-claims", "data-ledger-0"
-	removeAfter(t, ns, blueKC, greenKC)
-	createNamespace(t, blueKC, ns, nil)
+	blueKC, greenKC := cutoverShapesNamespace(t, ns)
+	ctx := context.Background()
 	claimTemplateSet(t, ns, "ledger", func(sts *appsv1.StatefulSet) {
 		sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 			WhenScaled: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType}
@@ -112,10 +113,7 @@ func TestQuiesceKeepsTheClaimsAStatefulSetDeletesWhenScaledDown(t *testing.T) {
 		}
 	}
 
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := gp3Config(t, ns)
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
 	time.Sleep(2 * time.Second) // what the garbage collector deletes, it has deleted by now
@@ -440,12 +438,9 @@ func equalMaps(a, b map[string]string) bool {
 // are; a writer no rule stops (here the pod run by hand) stops the run before anything is
 // stopped, naming it, until it ends or a rule stops it; so does one on green a carry-back meets.
 func TestEveryWriterOfAMovedClaimIsStopped(t *testing.T) {
-	_, greenKC := cutover(t)
-	_, blueKC := clients(t, "blue")
-	ctx := context.Background()
 	const ns = "shapes-writers"
-	removeAfter(t, ns, blueKC, greenKC)
-	createNamespace(t, blueKC, ns, nil)
+	blueKC, greenKC := cutoverShapesNamespace(t, ns)
+	ctx := context.Background()
 	gp3 := func(s *corev1.PersistentVolumeClaimSpec) { s.StorageClassName = ptr.To("gp3") }
 	for _, claim := range []string{"cache-data", "notes-data"} {
 		blueClaim(t, ns, claim, map[string][]byte{"written.txt": []byte("by " + claim + "\n")}, gp3)
@@ -480,10 +475,7 @@ func TestEveryWriterOfAMovedClaimIsStopped(t *testing.T) {
 		}
 	}
 
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := gp3Config(t, ns)
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
 	if code == 0 || !strings.Contains(errOut, "pod "+ns+"/toolbox") || !strings.Contains(errOut, "notes-data") {
@@ -725,12 +717,9 @@ webhooks:
 // and unpaused where the workload starts again: on green after the cutover, blue's staying paused.
 // KEDA is played here by a loop that does what it does with messages waiting.
 func TestAutoscaledWritersStayStopped(t *testing.T) {
-	_, greenKC := cutover(t)
-	_, blueKC := clients(t, "blue")
-	ctx := context.Background()
 	const ns, paused = "shapes-keda", "autoscaling.keda.sh/paused-replicas"
-	removeAfter(t, ns, blueKC, greenKC)
-	createNamespace(t, blueKC, ns, nil)
+	blueKC, greenKC := cutoverShapesNamespace(t, ns)
+	ctx := context.Background()
 	keda := testCRD{group: "keda.sh", kind: "ScaledObject", version: "v1alpha1"}
 	kubectl(t, "blue", keda.manifest(), "apply", "-f", "-")
 	kubectl(t, "blue", "", "wait", "--for=condition=Established", "crd/"+keda.name(), "--timeout=60s")
@@ -740,15 +729,7 @@ func TestAutoscaledWritersStayStopped(t *testing.T) {
 		}
 	})
 	blueClaim(t, ns, "queue-data", map[string][]byte{"offsets.json": []byte(`{"orders": 41}`)}, func(s *corev1.PersistentVolumeClaimSpec) { s.StorageClassName = ptr.To("gp3") })
-	labels := map[string]string{"app": "consumer"}
-	consumer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "consumer"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1),
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "consumer", Image: "consumer", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
-			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "queue-data"}}}}}}}}
-	if _, err := blueKC.AppsV1().Deployments(ns).Create(ctx, consumer, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	claimWriter(t, blueKC, ns, "consumer", "queue-data")
 	kubectl(t, "blue", `apiVersion: keda.sh/v1alpha1
 kind: ScaledObject
 metadata: {name: consumer, namespace: `+ns+`}
@@ -759,34 +740,18 @@ spec:
 `, "apply", "-f", "-")
 	runningPod(t, blueKC, ns, "app=consumer")
 
-	// KEDA with messages waiting: a consumer at zero replicas is scaled to one, unless paused.
 	_, blueDyn, err := tb.Clusters["blue"].Clients()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kedaCtx, stopKEDA := context.WithCancel(ctx)
-	kedaDone := make(chan struct{})
-	t.Cleanup(func() { stopKEDA(); <-kedaDone })
-	go func() {
-		defer close(kedaDone)
-		for kedaCtx.Err() == nil {
-			so, err := blueDyn.Resource(keda.gvr()).Namespace(ns).Get(kedaCtx, "consumer", metav1.GetOptions{})
-			if _, isPaused := so.GetAnnotations()[paused]; err == nil && !isPaused {
-				if d, err := blueKC.AppsV1().Deployments(ns).Get(kedaCtx, "consumer", metav1.GetOptions{}); err == nil && *d.Spec.Replicas == 0 {
-					blueKC.AppsV1().Deployments(ns).Patch(kedaCtx, "consumer", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{FieldManager: "keda"})
-				}
-			}
-			select {
-			case <-kedaCtx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
+	_, cutoverDyn, err := tb.Clusters["cutover"].Clients()
+	if err != nil {
 		t.Fatal(err)
 	}
+	playKEDA(t, blueKC, blueDyn, keda.gvr(), ns, "consumer")
+	playKEDA(t, greenKC, cutoverDyn, keda.gvr(), ns, "consumer")
+
+	config := gp3Config(t, ns)
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
 	if code != 0 || !strings.Contains(out, "shifted") {
@@ -799,10 +764,6 @@ spec:
 	so, err := blueDyn.Resource(keda.gvr()).Namespace(ns).Get(ctx, "consumer", metav1.GetOptions{})
 	if err != nil || so.GetAnnotations()[paused] != "0" {
 		t.Errorf("blue's ScaledObject after the migration: annotations %v (%v); want it paused at 0 replicas", so.GetAnnotations(), err)
-	}
-	_, cutoverDyn, err := tb.Clusters["cutover"].Clients()
-	if err != nil {
-		t.Fatal(err)
 	}
 	if so, err := cutoverDyn.Resource(keda.gvr()).Namespace(ns).Get(ctx, "consumer", metav1.GetOptions{}); err != nil || so.GetAnnotations()[paused] != "" {
 		t.Errorf("green's ScaledObject after the migration: %v (%v); want it not paused", so, err)
@@ -819,12 +780,9 @@ spec:
 // every change as a dry run first: the run stops before anything is stopped, naming the writer
 // and the policy's message; once the policy lets it pass, the resumed run shifts.
 func TestAPolicyThatRefusesTheQuiesceStopsNothing(t *testing.T) {
-	_, greenKC := cutover(t)
-	_, blueKC := clients(t, "blue")
-	ctx := context.Background()
 	const ns = "shapes-policy"
-	removeAfter(t, ns, blueKC, greenKC)
-	createNamespace(t, blueKC, ns, nil)
+	blueKC, greenKC := cutoverShapesNamespace(t, ns)
+	ctx := context.Background()
 	kubectl(t, "blue", `apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: shapes-min-replicas}
@@ -848,15 +806,7 @@ spec:
 		kubectl(t, "blue", "", "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "shapes-min-replicas", "--ignore-not-found")
 	})
 	blueClaim(t, ns, "ledger", map[string][]byte{"entries.log": []byte("1 credit 40\n")}, func(s *corev1.PersistentVolumeClaimSpec) { s.StorageClassName = ptr.To("gp3") })
-	labels := map[string]string{"app": "writer"}
-	writer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "writer"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1),
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "writer", Image: "writer", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
-			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ledger"}}}}}}}}
-	if _, err := blueKC.AppsV1().Deployments(ns).Create(ctx, writer, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	claimWriter(t, blueKC, ns, "writer", "ledger")
 	report := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Name: "report"}, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *",
 		JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "report", Image: "report"}}}}}}}}
@@ -870,10 +820,7 @@ spec:
 	}
 	waitUntil(t, "the policy refuses the writer at zero replicas", time.Minute, func(ctx context.Context) (bool, error) { return refuses(ctx), nil })
 
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := gp3Config(t, ns)
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
 	if code != 3 || !strings.Contains(errOut, "deployments.apps "+ns+"/writer") || !strings.Contains(errOut, "a Deployment here keeps at least one replica") {
@@ -897,4 +844,75 @@ spec:
 	if d, err := greenKC.AppsV1().Deployments(ns).Get(ctx, "writer", metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 1 {
 		t.Errorf("green's writer after the migration: %v; want 1 replica", err)
 	}
+}
+
+// gp3Config writes a ferry.yaml for a migration of namespace ns whose claims, of class gp3 on
+// blue, are of class standard on the target, and returns its path.
+func gp3Config(t *testing.T, ns string) string {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\nstorageClassMap: {gp3: standard}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
+// claimWriter creates a one-replica Deployment name (label app=name) whose pods mount claim at
+// /data.
+func claimWriter(t *testing.T, kc kubernetes.Interface, ns, name, claim string) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1),
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: name, Image: name, VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}}}
+	if _, err := kc.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cutoverShapesNamespace makes namespace ns on blue for a test that migrates it onto the cutover
+// cluster, and removes it from both after.
+func cutoverShapesNamespace(t *testing.T, ns string) (blue, green kubernetes.Interface) {
+	t.Helper()
+	_, green = cutover(t)
+	_, blue = clients(t, "blue")
+	removeAfter(t, ns, blue, green)
+	createNamespace(t, blue, ns, nil)
+	return blue, green
+}
+
+// playKEDA does, until the test ends, what KEDA does with messages waiting for the workload of the
+// ScaledObject name (of type so) in namespace ns on a cluster: it scales the Deployment of that
+// name from zero to one, and while the ScaledObject is paused (paused-replicas) holds it at the
+// paused count.
+func playKEDA(t *testing.T, kc kubernetes.Interface, dyn dynamic.Interface, so schema.GroupVersionResource, ns, name string) {
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { stop(); <-done })
+	scale := func(replicas int32) {
+		kc.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas), metav1.PatchOptions{FieldManager: "keda"})
+	}
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			obj, err := dyn.Resource(so).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			d, derr := kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil && derr == nil {
+				paused, isPaused := obj.GetAnnotations()["autoscaling.keda.sh/paused-replicas"]
+				count, perr := strconv.Atoi(paused)
+				switch {
+				case isPaused && perr == nil && *d.Spec.Replicas != int32(count):
+					scale(int32(count))
+				case !isPaused && *d.Spec.Replicas == 0:
+					scale(1)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
 }

@@ -2,8 +2,10 @@ package migrate
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot/kinds"
@@ -81,8 +83,9 @@ func newFakeCluster(t *testing.T, uid string, objs ...runtime.Object) fakeCluste
 	return fakeCluster{Cluster: kinds.Cluster{Client: kubefake.NewClientset(), Dynamic: dyn, Discovery: fakeDiscovery{disc}}, dyn: dyn}
 }
 
-// honorDryRun has the fake's patches that are dry runs (the quiesce tries its changes first)
-// change nothing, as on an API server: its tracker applies every patch.
+// honorDryRun has the fake's merge patches that are dry runs (the quiesce tries its changes
+// first) answer with the object patched and change nothing, as on an API server: its tracker
+// applies every patch.
 func honorDryRun(dyn *dynamicfake.FakeDynamicClient) {
 	dyn.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		p, ok := a.(clienttesting.PatchActionImpl)
@@ -90,7 +93,19 @@ func honorDryRun(dyn *dynamicfake.FakeDynamicClient) {
 			return false, nil, nil
 		}
 		o, err := dyn.Tracker().Get(p.GetResource(), p.GetNamespace(), p.GetName())
-		return true, o, err
+		if err != nil {
+			return true, nil, err
+		}
+		before, err := json.Marshal(o)
+		if err != nil {
+			return true, nil, err
+		}
+		after, err := jsonpatch.MergePatch(before, p.Patch)
+		if err != nil {
+			return true, nil, err
+		}
+		patched := &unstructured.Unstructured{}
+		return true, patched, patched.UnmarshalJSON(after)
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -189,13 +190,17 @@ func (q Quiescer) Refused(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry", DryRun: []string{metav1.DryRunAll}})
+		// The object as the change would leave it goes to its next rule, as in Stop.
+		changed, err := client.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "ferry", DryRun: []string{metav1.DryRunAll}})
+		var status apierrors.APIStatus
 		switch {
-		case err == nil, strings.Contains(err.Error(), "does not support dry run"):
-		case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err), kube.WebhookUnreachable(err):
+		case err == nil:
+			return changed, nil
+		case strings.Contains(err.Error(), "does not support dry run"):
+		case apierrors.IsConflict(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err), !errors.As(err, &status) && !kube.WebhookUnreachable(err):
+			return nil, err // not the cluster's answer to the change
+		default: // a policy's refusal, or a webhook that Stop could not call either
 			refused = append(refused, fmt.Sprintf("%s %s (%s): %v", rule.Resource, path.Join(obj.GetNamespace(), obj.GetName()), rule.Action, err))
-		default:
-			return nil, err
 		}
 		return obj, nil
 	})
@@ -563,6 +568,9 @@ type target struct {
 	rule   config.QuiesceRule
 	client dynamic.ResourceInterface
 	obj    *unstructured.Unstructured
+	// pauses marks an autoscaler's pause (pausedAutoscalers): made before its workload is scaled
+	// to zero, and undone before it is scaled up, as the autoscaler holds it at the paused count.
+	pauses bool
 }
 
 // each calls fn on every object the rules select (targets), in the order of the phase (ordered).
@@ -652,18 +660,22 @@ func (q Quiescer) pausedAutoscalers(ctx context.Context, targets []target) ([]ta
 	for _, ns := range slices.Sorted(maps.Keys(scaled)) {
 		list, err := q.Dynamic.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("quiesce %s in namespace %s: %w", resource, ns, err)
+			// Not fatal: Start must not fail for it, and a writer KEDA starts again while it
+			// should be stopped is found (Stop's wait, Held) and stops the run.
+			q.Log.Warn("quiesce: KEDA's ScaledObjects cannot be listed: none is paused with the workloads it scales (ferry's user needs list and patch on them)",
+				"namespace", ns, "error", err)
+			continue
 		}
 		for i := range list.Items {
 			so := &list.Items[i]
 			workload := scaledWorkload(so, scaled[ns])
-			if workload == nil || selected[targetKey(target{obj: so})] {
-				continue
+			if workload == nil || selected[targetKey(target{obj: so})] || slices.Contains(q.Later, objectName(workload)) {
+				continue // none, a rule's, or left stopped with a workload Start leaves stopped
 			}
 			rule := config.QuiesceRule{Resource: resource, Namespace: ns, Names: []string{so.GetName()}, Action: Annotate,
 				Annotations: map[string]string{kedaPausedReplicas: "0"},
 				Why:         "KEDA would scale " + strings.ToLower(workload.GetKind()) + " " + workload.GetName() + " up again: paused at zero replicas"}
-			out = append(out, target{rule: rule, client: q.Dynamic.Resource(gvr).Namespace(ns), obj: so})
+			out = append(out, target{rule: rule, client: q.Dynamic.Resource(gvr).Namespace(ns), obj: so, pauses: true})
 		}
 	}
 	return out, nil
@@ -694,7 +706,7 @@ func targetKey(t target) string {
 
 // ordered puts the objects whose first rule scales them to zero last when stopping and first
 // when starting, keeping the order of the rest and each object's rules in their order (its first
-// rule is the one that stops it).
+// rule is the one that stops it); an autoscaler's pause comes first either way.
 func ordered(targets []target, phase phase) []target {
 	scaled := map[string]bool{}
 	for _, t := range targets {
@@ -702,20 +714,17 @@ func ordered(targets []target, phase phase) []target {
 			scaled[targetKey(t)] = t.rule.Action == ScaleToZero
 		}
 	}
-	out := slices.Clone(targets)
-	slices.SortStableFunc(out, func(a, b target) int {
-		x, y := scaled[targetKey(a)], scaled[targetKey(b)]
-		if phase == starting {
-			x, y = !x, !y
-		}
+	rank := func(t target) int {
 		switch {
-		case x == y:
+		case t.pauses:
 			return 0
-		case y:
-			return -1
+		case scaled[targetKey(t)] == (phase == starting):
+			return 1
 		}
-		return 1
-	})
+		return 2
+	}
+	out := slices.Clone(targets)
+	slices.SortStableFunc(out, func(a, b target) int { return rank(a) - rank(b) })
 	return out
 }
 

@@ -475,3 +475,70 @@ func TestRefusedNamesWhatTheClusterRefuses(t *testing.T) {
 		t.Errorf("the writer has %d replicas after the dry runs", replicas)
 	}
 }
+
+// TestAutoscalersArePausedWithTheirWorkloads: a KEDA ScaledObject that scales a workload a rule
+// scales to zero is paused at zero before the workload is scaled down, and unpaused before it is
+// scaled up (KEDA holds a paused workload at the paused count); one whose workload Start leaves
+// stopped stays paused, and one of a workload no rule stops is left alone.
+func TestAutoscalersArePausedWithTheirWorkloads(t *testing.T) {
+	ctx := context.Background()
+	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	scaledObjectsGVR := schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
+	deployment := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": name, "namespace": "shop"}, "spec": map[string]any{"replicas": int64(2)}}}
+	}
+	scaledObject := func(name, target string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+			"metadata": map[string]any{"name": name, "namespace": "shop"}, "spec": map[string]any{"scaleTargetRef": map[string]any{"name": target}}}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{deploymentsGVR: "DeploymentList", scaledObjectsGVR: "ScaledObjectList", kube.PodsGVR: "PodList", replicaSetsGVR: "ReplicaSetList",
+			{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}:   "MutatingWebhookConfigurationList",
+			{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}: "ValidatingWebhookConfigurationList"},
+		deployment("consumer"), deployment("mailer"), scaledObject("consumer", "consumer"), scaledObject("mailer", "mailer"))
+	var patched []string
+	dyn.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		patched = append(patched, a.GetResource().Resource+"/"+a.(clienttesting.PatchActionImpl).GetName())
+		return false, nil, nil
+	})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}, meta.RESTScopeNamespace)
+	q := Quiescer{Dynamic: dyn, Mapper: mapper, Log: slog.New(slog.DiscardHandler), StopTimeout: time.Minute,
+		Rules: []config.QuiesceRule{{Resource: "deployments.apps", Namespace: "shop", Names: []string{"consumer"}, Action: ScaleToZero}}}
+	if _, err := q.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"scaledobjects/consumer", "deployments/consumer"}; !slices.Equal(patched, want) {
+		t.Errorf("Stop patched %v, want %v (the ScaledObject paused first)", patched, want)
+	}
+	if got := mustGet(t, dyn, scaledObjectsGVR, "consumer").GetAnnotations()[kedaPausedReplicas]; got != "0" {
+		t.Errorf("the consumer's ScaledObject is paused at %q, want 0", got)
+	}
+	if _, paused := mustGet(t, dyn, scaledObjectsGVR, "mailer").GetAnnotations()[kedaPausedReplicas]; paused {
+		t.Error("the ScaledObject of a workload no rule stops was paused")
+	}
+
+	later := q
+	later.Later = []string{"apps/v1 Deployment shop/consumer"}
+	patched = nil
+	if _, err := later.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(patched) != 0 {
+		t.Errorf("Start with the consumer left stopped patched %v", patched)
+	}
+	if _, err := q.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"scaledobjects/consumer", "deployments/consumer"}; !slices.Equal(patched, want) {
+		t.Errorf("Start patched %v, want %v (the ScaledObject unpaused first)", patched, want)
+	}
+	if _, paused := mustGet(t, dyn, scaledObjectsGVR, "consumer").GetAnnotations()[kedaPausedReplicas]; paused {
+		t.Error("the consumer's ScaledObject is still paused after Start")
+	}
+	if replicas, _, _ := unstructured.NestedInt64(mustGet(t, dyn, deploymentsGVR, "consumer").Object, "spec", "replicas"); replicas != 2 {
+		t.Errorf("the consumer has %d replicas after Start, want 2", replicas)
+	}
+}
