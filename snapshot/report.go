@@ -51,7 +51,8 @@ func fine(status string) bool {
 }
 
 // Report collects what a restore or a verify did with every item, by kind of data. Items that are
-// fine are only counted; every other item is listed with what is wrong with it.
+// fine are only counted, or listed as notes (Notes) when something was done beside what the
+// backup holds; every other item is listed with what is wrong with it (Problems).
 type Report struct {
 	mu sync.Mutex
 	// Counts are by kind ("objects", "volumes", ...) and status.

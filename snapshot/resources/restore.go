@@ -536,9 +536,9 @@ func (rs *restorer) fitClaim(gr string, e Entry, obj *unstructured.Unstructured)
 
 // growClaim grows claim live, already on the target, as fitClaim sizes a new one (a warm
 // migration's later round fills it with more than its first did), and returns it as it is then,
-// with the status and note the report gives it ("" when it holds the files as it is). A target that refuses
-// (its class does not let claims grow) leaves it as it is, with a note that says so: on storage
-// that enforces sizes, the files that do not fit then fail the volume's restore.
+// with the status and note the report gives it ("" when it holds the files as it is). A target
+// that refuses (its class does not let claims grow) leaves it as it is, with a note that says
+// so: on storage that enforces sizes, the files that do not fit then fail the volume's restore.
 func (rs *restorer) growClaim(ctx context.Context, gr string, e Entry, client dynamic.ResourceInterface, live *unstructured.Unstructured) (now *unstructured.Unstructured, status, note string) {
 	bytes, names, ok := rs.claimFiles(gr, e)
 	if !ok {
