@@ -19,10 +19,13 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
+// scaledJobsResource is KEDA's type of object that runs a Job for events as they come.
+const scaledJobsResource = "scaledjobs.keda.sh"
+
 // WriterRules are the quiesce rules a plan implies beyond ferry.yaml's: stop the workloads whose
 // pods mount a claim whose files move (Deployments, StatefulSets and ReplicaSets of no controller
-// scaled to zero, Jobs of no controller suspended), and suspend every CronJob of the moved
-// namespaces.
+// scaled to zero, Jobs of no controller suspended, KEDA ScaledJobs paused), and suspend every
+// CronJob of the moved namespaces.
 // A configured database's or bucket's workload is never among them: its claims move as a dump or
 // copy made through its running pod. A writer of another kind (a pod an operator runs, or one run
 // by hand) is for ferry.yaml's rules; UnstoppedWriters names those no rule stops.
@@ -54,12 +57,16 @@ func WriterRules(ctx context.Context, dyn dynamic.Interface, plan *plans.Plan) (
 	var rules []config.QuiesceRule
 	for key, names := range byWorkload {
 		slices.Sort(names)
-		action := ScaleToZero
-		if key[0] == "jobs.batch" {
-			action = Suspend
+		rule := config.QuiesceRule{Resource: key[0], Namespace: key[1], Names: names, Action: ScaleToZero, Why: "writes to a claim whose files move"}
+		switch key[0] {
+		case "jobs.batch":
+			rule.Action = Suspend
+		case scaledJobsResource:
+			// KEDA makes no new Job while it is paused; the quiesce waits for those that run.
+			rule.Action, rule.Annotations, rule.WaitForPods = Annotate, map[string]string{"autoscaling.keda.sh/paused": "true"}, true
+			rule.Why = "runs jobs that write to a claim whose files move: paused, its running jobs waited for"
 		}
-		rules = append(rules, config.QuiesceRule{Resource: key[0], Namespace: key[1], Names: names, Action: action,
-			Why: "writes to a claim whose files move"})
+		rules = append(rules, rule)
 	}
 	for _, r := range plan.Resources {
 		if r.GroupResource() != "cronjobs.batch" {
@@ -98,9 +105,10 @@ func dataWorkloads(cfg config.Planning) map[[3]string]bool {
 }
 
 // workloadOf follows a pod's controllers up to the workload ferry stops for it, if any: its
-// Deployment or StatefulSet, its ReplicaSet or Job when nothing controls those. A Job of a
-// CronJob is left to the CronJob's rule (Stop waits for the Jobs it runs); one of another
-// controller (a Trial), or a ReplicaSet of a Rollout, would be started again by it.
+// Deployment or StatefulSet, its ReplicaSet or Job when nothing controls those, the KEDA
+// ScaledJob that runs its Job. A Job of a CronJob is left to the CronJob's rule (Stop waits for
+// the Jobs it runs); one of another controller (a Trial), or a ReplicaSet of a Rollout, would be
+// started again by it.
 func workloadOf(ctx context.Context, dyn dynamic.Interface, pod *unstructured.Unstructured) (resource, name string, err error) {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {
@@ -126,6 +134,8 @@ func workloadOf(ctx context.Context, dyn dynamic.Interface, pod *unstructured.Un
 			return resource, ref.Name, nil
 		case up.Kind == "Deployment" && ref.Kind == "ReplicaSet":
 			return "deployments.apps", up.Name, nil
+		case up.Kind == "ScaledJob" && ref.Kind == "Job" && strings.HasPrefix(up.APIVersion, "keda.sh/"):
+			return scaledJobsResource, up.Name, nil
 		}
 	}
 	return "", "", nil

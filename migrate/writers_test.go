@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +22,8 @@ import (
 func labObject(apiVersion, kind, name, owner string, fields map[string]any) *unstructured.Unstructured {
 	meta := map[string]any{"name": name, "namespace": "lab", "uid": kind + "-" + name}
 	if ownerKind, ownerName, ok := strings.Cut(owner, "/"); ok {
-		ownerAPI := map[string]string{"CronJob": "batch/v1", "Job": "batch/v1", "ReplicaSet": "apps/v1", "Deployment": "apps/v1", "Rollout": "argoproj.io/v1alpha1"}[ownerKind]
+		ownerAPI := map[string]string{"CronJob": "batch/v1", "Job": "batch/v1", "ReplicaSet": "apps/v1", "Deployment": "apps/v1", "Rollout": "argoproj.io/v1alpha1",
+			"ScaledJob": "keda.sh/v1alpha1"}[ownerKind]
 		meta["ownerReferences"] = []any{map[string]any{"apiVersion": ownerAPI, "kind": ownerKind, "name": ownerName, "uid": ownerKind + "-" + ownerName, "controller": true}}
 	}
 	obj := map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta}
@@ -58,13 +60,17 @@ func labCluster(rules []config.QuiesceRule) (Quiescer, *plans.Plan) {
 		labPod("reader", "", "Running", "cache", "ro-volume"), labPod("viewer", "", "Running", "cache", "ro-mount"),
 		labPod("toolbox", "", "Running", "notes", "rw"), labPod("done", "", "Succeeded", "notes", "rw"),
 		labPod("elsewhere", "", "Running", "scratch", "rw"),
+		labObject("keda.sh/v1alpha1", "ScaledJob", "ingest", "", nil), labObject("batch/v1", "Job", "ingest-1", "ScaledJob/ingest", nil),
+		labPod("ingest-1-x", "Job/ingest-1", "Running", "results", "rw"),
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		kube.PodsGVR: "PodList", jobsGVR: "JobList", replicaSetsGVR: "ReplicaSetList", rolloutsGVR: "RolloutList",
-		{Group: "batch", Version: "v1", Resource: "cronjobs"}: "CronJobList"}, objs...)
+		{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledjobs"}: "ScaledJobList",
+		{Group: "batch", Version: "v1", Resource: "cronjobs"}:           "CronJobList"}, objs...)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	for _, gvk := range []schema.GroupVersionKind{{Group: "batch", Version: "v1", Kind: "Job"}, {Group: "batch", Version: "v1", Kind: "CronJob"},
-		{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, {Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"}} {
+		{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, {Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"},
+		{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledJob"}} {
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	use := func(pods ...string) []plans.PodUse {
@@ -75,7 +81,7 @@ func labCluster(rules []config.QuiesceRule) (Quiescer, *plans.Plan) {
 		return out
 	}
 	plan := &plans.Plan{Volumes: []plans.Volume{
-		{Namespace: "lab", Name: "results", Phase: "Bound", Pods: use("export-x", "nightly-1-x")},
+		{Namespace: "lab", Name: "results", Phase: "Bound", Pods: use("export-x", "nightly-1-x", "ingest-1-x")},
 		{Namespace: "lab", Name: "cache", Phase: "Bound", Pods: use("web-1-x", "cache-x", "reader", "viewer")},
 		{Namespace: "lab", Name: "notes", Phase: "Bound", Pods: use("toolbox", "done")},
 		{Namespace: "lab", Name: "scratch", Phase: "Pending", Pods: use("elsewhere")},
@@ -84,8 +90,8 @@ func labCluster(rules []config.QuiesceRule) (Quiescer, *plans.Plan) {
 }
 
 // TestWriterRulesStopTheWorkloadsNothingElseRuns: a Job of no controller is suspended and a
-// ReplicaSet of none scaled to zero; a CronJob's Job is its CronJob's rule's, and a Rollout's
-// ReplicaSet the Rollout's (it would scale it up again).
+// ReplicaSet of none scaled to zero, a KEDA ScaledJob paused; a CronJob's Job is its CronJob's
+// rule's, and a Rollout's ReplicaSet the Rollout's (it would scale it up again).
 func TestWriterRulesStopTheWorkloadsNothingElseRuns(t *testing.T) {
 	q, plan := labCluster(nil)
 	rules, err := WriterRules(context.Background(), q.Dynamic, plan)
@@ -95,12 +101,16 @@ func TestWriterRulesStopTheWorkloadsNothingElseRuns(t *testing.T) {
 	want := []config.QuiesceRule{
 		{Resource: "jobs.batch", Namespace: "lab", Names: []string{"export"}, Action: Suspend, Why: "writes to a claim whose files move"},
 		{Resource: "replicasets.apps", Namespace: "lab", Names: []string{"cache"}, Action: ScaleToZero, Why: "writes to a claim whose files move"},
+		{Resource: "scaledjobs.keda.sh", Namespace: "lab", Names: []string{"ingest"}, Action: Annotate,
+			Annotations: map[string]string{"autoscaling.keda.sh/paused": "true"}, WaitForPods: true,
+			Why: "runs jobs that write to a claim whose files move: paused, its running jobs waited for"},
 	}
 	if len(rules) != len(want) {
 		t.Fatalf("rules %+v, want %+v", rules, want)
 	}
 	for i := range want {
-		if got := rules[i]; got.Resource != want[i].Resource || got.Action != want[i].Action || !slices.Equal(got.Names, want[i].Names) || got.Why != want[i].Why {
+		if got := rules[i]; got.Resource != want[i].Resource || got.Action != want[i].Action || !slices.Equal(got.Names, want[i].Names) || got.Why != want[i].Why ||
+			!maps.Equal(got.Annotations, want[i].Annotations) || got.WaitForPods != want[i].WaitForPods {
 			t.Errorf("rule %d: %+v, want %+v", i, got, want[i])
 		}
 	}
