@@ -721,13 +721,7 @@ func TestAutoscaledWritersStayStopped(t *testing.T) {
 	blueKC, greenKC := cutoverShapesNamespace(t, ns)
 	ctx := context.Background()
 	keda := testCRD{group: "keda.sh", kind: "ScaledObject", version: "v1alpha1"}
-	kubectl(t, "blue", keda.manifest(), "apply", "-f", "-")
-	kubectl(t, "blue", "", "wait", "--for=condition=Established", "crd/"+keda.name(), "--timeout=60s")
-	t.Cleanup(func() {
-		for _, cluster := range []string{"blue", "cutover"} {
-			kubectl(t, cluster, "", "delete", "crd", keda.name(), "--ignore-not-found", "--wait")
-		}
-	})
+	cutoverCRDs(t, keda)
 	blueClaim(t, ns, "queue-data", map[string][]byte{"offsets.json": []byte(`{"orders": 41}`)}, func(s *corev1.PersistentVolumeClaimSpec) { s.StorageClassName = ptr.To("gp3") })
 	claimWriter(t, blueKC, ns, "consumer", "queue-data")
 	kubectl(t, "blue", `apiVersion: keda.sh/v1alpha1
@@ -740,23 +734,10 @@ spec:
 `, "apply", "-f", "-")
 	runningPod(t, blueKC, ns, "app=consumer")
 
-	_, blueDyn, err := tb.Clusters["blue"].Clients()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, cutoverDyn, err := tb.Clusters["cutover"].Clients()
-	if err != nil {
-		t.Fatal(err)
-	}
+	blueDyn, cutoverDyn := cutoverDynamic(t)
 	playKEDA(t, blueKC, blueDyn, keda.gvr(), ns, "consumer")
 	playKEDA(t, greenKC, cutoverDyn, keda.gvr(), ns, "consumer")
-
-	config := gp3Config(t, ns)
-	store := "file://" + filepath.Join(t.TempDir(), "store")
-	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--lease-ttl", testLeaseTTL.String())
-	if code != 0 || !strings.Contains(out, "shifted") {
-		t.Fatalf("ferry migrate of a consumer KEDA scales exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
-	}
+	migrateShapes(t, ns, "a consumer KEDA scales")
 	d, err := blueKC.AppsV1().Deployments(ns).Get(ctx, "consumer", metav1.GetOptions{})
 	if err != nil || *d.Spec.Replicas != 0 {
 		t.Errorf("blue's consumer after the migration: %v (%v); want it at 0 replicas", d.Spec.Replicas, err)
@@ -870,6 +851,50 @@ func claimWriter(t *testing.T, kc kubernetes.Interface, ns, name, claim string) 
 	if _, err := kc.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// cutoverCRDs makes crds on blue for a test that migrates onto the cutover cluster (the migration
+// makes them there), and deletes them from both after.
+func cutoverCRDs(t *testing.T, crds ...testCRD) {
+	t.Helper()
+	var names []string
+	for _, crd := range crds {
+		kubectl(t, "blue", crd.manifest(), "apply", "-f", "-")
+		kubectl(t, "blue", "", "wait", "--for=condition=Established", "crd/"+crd.name(), "--timeout=60s")
+		names = append(names, crd.name())
+	}
+	t.Cleanup(func() {
+		for _, cluster := range []string{"blue", "cutover"} {
+			kubectl(t, cluster, "", append(append([]string{"delete", "crd"}, names...), "--ignore-not-found", "--wait")...)
+		}
+	})
+}
+
+// cutoverDynamic are the dynamic clients of blue and the cutover cluster.
+func cutoverDynamic(t *testing.T) (blue, green dynamic.Interface) {
+	t.Helper()
+	_, blue, err := tb.Clusters["blue"].Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, green, err = tb.Clusters["cutover"].Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return blue, green
+}
+
+// migrateShapes migrates namespace ns from blue onto the cutover cluster (its gp3 claims made
+// standard there) and fails the test unless the run shifted; what names what the namespace holds.
+// It returns the run's report.
+func migrateShapes(t *testing.T, ns, what string) string {
+	t.Helper()
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", gp3Config(t, ns), "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate of %s exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", what, code, out, errOut)
+	}
+	return out
 }
 
 // cutoverShapesNamespace makes namespace ns on blue for a test that migrates it onto the cutover

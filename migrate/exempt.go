@@ -313,7 +313,7 @@ func exempted(obj map[string]any) bool {
 
 // writerCount counts the writers among what Stop or Start did, leaving out webhook configurations.
 func writerCount(items []QuiesceItem) int {
-	return len(items) - webhookCount(items)
+	return len(items) - webhookCount(items) - len(gitOpsPaused(items))
 }
 
 func webhookCount(items []QuiesceItem) int {
@@ -326,10 +326,15 @@ func webhookCount(items []QuiesceItem) int {
 	return n
 }
 
-// stoppedLine says what Stop did: the writers it stopped (what: "writers stopped on blue"), and
-// the webhook configurations whose pod webhooks it let ferry's movers pass.
+// stoppedLine says what Stop did: the writers it stopped (what: "writers stopped on blue"), the
+// GitOps objects it paused with them (they stay paused while the writers stay stopped, so an
+// operator must know), and the webhook configurations whose pod webhooks it let ferry's movers
+// pass.
 func stoppedLine(items []QuiesceItem, what string) string {
 	line := fmt.Sprintf("%d %s", writerCount(items), what)
+	if paused := gitOpsPaused(items); len(paused) > 0 {
+		line += fmt.Sprintf("; GitOps objects paused with them: %d (%s)", len(paused), strings.Join(paused, ", "))
+	}
 	if n := webhookCount(items); n > 0 {
 		line += fmt.Sprintf("; webhook configurations whose pod webhooks ferry's movers pass while their server is stopped: %d", n)
 	}

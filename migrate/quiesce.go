@@ -571,6 +571,9 @@ type target struct {
 	// pauses marks an autoscaler's pause (pausedAutoscalers): made before its workload is scaled
 	// to zero, and undone before it is scaled up, as the autoscaler holds it at the paused count.
 	pauses bool
+	// manages marks a GitOps object's pause (pausedManagers): how far it is from the writers it
+	// applies (1 applies one, 2 applies such an object, ...).
+	manages int
 }
 
 // each calls fn on every object the rules select (targets), in the order of the phase (ordered).
@@ -627,7 +630,11 @@ func (q Quiescer) targets(ctx context.Context) ([]target, error) {
 		}
 	}
 	paused, err := q.pausedAutoscalers(ctx, out)
-	return append(out, paused...), err
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, paused...)
+	return append(out, q.pausedManagers(ctx, out)...), nil
 }
 
 // kedaPausedReplicas is the annotation that has KEDA scale a ScaledObject's workload to the
@@ -706,7 +713,9 @@ func targetKey(t target) string {
 
 // ordered puts the objects whose first rule scales them to zero last when stopping and first
 // when starting, keeping the order of the rest and each object's rules in their order (its first
-// rule is the one that stops it); an autoscaler's pause comes first either way.
+// rule is the one that stops it); an autoscaler's pause comes first either way. A GitOps object
+// is paused before everything, the farthest from the writers first, and resumed after, the
+// nearest first: none applies a writer, or another's pause, while the rest change.
 func ordered(targets []target, phase phase) []target {
 	scaled := map[string]bool{}
 	for _, t := range targets {
@@ -716,6 +725,10 @@ func ordered(targets []target, phase phase) []target {
 	}
 	rank := func(t target) int {
 		switch {
+		case t.manages > 0 && phase == stopping:
+			return -t.manages
+		case t.manages > 0:
+			return 2 + t.manages
 		case t.pauses:
 			return 0
 		case scaled[targetKey(t)] == (phase == starting):
@@ -903,7 +916,6 @@ func inverse(patch, current map[string]any) map[string]any {
 	return out
 }
 
-// mergePatches merges JSON merge patch b into a (b wins).
 // undoPatch is the JSON merge patch that starts an object again from its quiesce record, and
 // the action it undoes.
 func undoPatch(record string) ([]byte, string, error) {
@@ -961,6 +973,7 @@ func startedForm(obj map[string]any) map[string]any {
 	return out
 }
 
+// mergePatches merges JSON merge patch b into a (b wins).
 func mergePatches(a []byte, b map[string]any) ([]byte, error) {
 	var am map[string]any
 	if err := json.Unmarshal(a, &am); err != nil {

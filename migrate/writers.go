@@ -22,9 +22,13 @@ import (
 // scaledJobsResource is KEDA's type of object that runs a Job for events as they come.
 const scaledJobsResource = "scaledjobs.keda.sh"
 
+// rolloutsResource is Argo Rollouts' workload: a Deployment that shifts its pods to a new
+// ReplicaSet by steps (canary, blue-green), and scales to zero as one does.
+const rolloutsResource = "rollouts.argoproj.io"
+
 // WriterRules are the quiesce rules a plan implies beyond ferry.yaml's: stop the workloads whose
-// pods mount a claim whose files move (Deployments, StatefulSets and ReplicaSets of no controller
-// scaled to zero, Jobs of no controller suspended, KEDA ScaledJobs paused), and suspend every
+// pods mount a claim whose files move (Deployments, StatefulSets, Argo Rollouts and ReplicaSets of
+// no controller scaled to zero, Jobs of no controller suspended, KEDA ScaledJobs paused), and suspend every
 // CronJob of the moved namespaces.
 // A configured database's or bucket's workload is never among them: its claims move as a dump or
 // copy made through its running pod. A writer of another kind (a pod an operator runs, or one run
@@ -105,10 +109,9 @@ func dataWorkloads(cfg config.Planning) map[[3]string]bool {
 }
 
 // workloadOf follows a pod's controllers up to the workload ferry stops for it, if any: its
-// Deployment or StatefulSet, its ReplicaSet or Job when nothing controls those, the KEDA
-// ScaledJob that runs its Job. A Job of a CronJob is left to the CronJob's rule (Stop waits for
-// the Jobs it runs); one of another controller (a Trial), or a ReplicaSet of a Rollout, would be
-// started again by it.
+// Deployment, Argo Rollout or StatefulSet, its ReplicaSet or Job when nothing controls those, the
+// KEDA ScaledJob that runs its Job. A Job of a CronJob is left to the CronJob's rule (Stop waits
+// for the Jobs it runs); one of another controller (a Trial) would be started again by it.
 func workloadOf(ctx context.Context, dyn dynamic.Interface, pod *unstructured.Unstructured) (resource, name string, err error) {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {
@@ -134,6 +137,8 @@ func workloadOf(ctx context.Context, dyn dynamic.Interface, pod *unstructured.Un
 			return resource, ref.Name, nil
 		case up.Kind == "Deployment" && ref.Kind == "ReplicaSet":
 			return "deployments.apps", up.Name, nil
+		case up.Kind == "Rollout" && ref.Kind == "ReplicaSet" && strings.HasPrefix(up.APIVersion, "argoproj.io/"):
+			return rolloutsResource, up.Name, nil
 		case up.Kind == "ScaledJob" && ref.Kind == "Job" && strings.HasPrefix(up.APIVersion, "keda.sh/"):
 			return scaledJobsResource, up.Name, nil
 		}

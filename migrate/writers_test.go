@@ -23,7 +23,7 @@ func labObject(apiVersion, kind, name, owner string, fields map[string]any) *uns
 	meta := map[string]any{"name": name, "namespace": "lab", "uid": kind + "-" + name}
 	if ownerKind, ownerName, ok := strings.Cut(owner, "/"); ok {
 		ownerAPI := map[string]string{"CronJob": "batch/v1", "Job": "batch/v1", "ReplicaSet": "apps/v1", "Deployment": "apps/v1", "Rollout": "argoproj.io/v1alpha1",
-			"ScaledJob": "keda.sh/v1alpha1"}[ownerKind]
+			"ScaledJob": "keda.sh/v1alpha1", "Agent": "example.com/v1"}[ownerKind]
 		meta["ownerReferences"] = []any{map[string]any{"apiVersion": ownerAPI, "kind": ownerKind, "name": ownerName, "uid": ownerKind + "-" + ownerName, "controller": true}}
 	}
 	obj := map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta}
@@ -46,8 +46,9 @@ func labPod(name, owner, phase, claim, mount string) *unstructured.Unstructured 
 }
 
 // labCluster is a fake cluster of namespace lab whose pods write to claims in every way a pod
-// may: a Job's, a CronJob's Job's, a Rollout's ReplicaSet's, a ReplicaSet's of nothing, pods run
-// by hand (writing, reading, ended), and a pod of a claim that does not move.
+// may: a Job's, a CronJob's Job's, a Rollout's ReplicaSet's, an operator's ReplicaSet's, a
+// ReplicaSet's of nothing, pods run by hand (writing, reading, ended), and a pod of a claim that
+// does not move.
 func labCluster(rules []config.QuiesceRule) (Quiescer, *plans.Plan) {
 	rolloutsGVR := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
 	objs := []runtime.Object{
@@ -56,6 +57,8 @@ func labCluster(rules []config.QuiesceRule) (Quiescer, *plans.Plan) {
 		labPod("nightly-1-x", "Job/nightly-1", "Running", "results", "rw"),
 		labObject("argoproj.io/v1alpha1", "Rollout", "web", "", nil), labObject("apps/v1", "ReplicaSet", "web-1", "Rollout/web", nil),
 		labPod("web-1-x", "ReplicaSet/web-1", "Running", "cache", "rw"),
+		labObject("example.com/v1", "Agent", "agent", "", nil), labObject("apps/v1", "ReplicaSet", "agent-1", "Agent/agent", nil),
+		labPod("agent-1-x", "ReplicaSet/agent-1", "Running", "cache", "rw"),
 		labObject("apps/v1", "ReplicaSet", "cache", "", nil), labPod("cache-x", "ReplicaSet/cache", "Running", "cache", "rw"),
 		labPod("reader", "", "Running", "cache", "ro-volume"), labPod("viewer", "", "Running", "cache", "ro-mount"),
 		labPod("toolbox", "", "Running", "notes", "rw"), labPod("done", "", "Succeeded", "notes", "rw"),
@@ -66,11 +69,12 @@ func labCluster(rules []config.QuiesceRule) (Quiescer, *plans.Plan) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		kube.PodsGVR: "PodList", jobsGVR: "JobList", replicaSetsGVR: "ReplicaSetList", rolloutsGVR: "RolloutList",
 		{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledjobs"}: "ScaledJobList",
+		{Group: "example.com", Version: "v1", Resource: "agents"}:       "AgentList",
 		{Group: "batch", Version: "v1", Resource: "cronjobs"}:           "CronJobList"}, objs...)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	for _, gvk := range []schema.GroupVersionKind{{Group: "batch", Version: "v1", Kind: "Job"}, {Group: "batch", Version: "v1", Kind: "CronJob"},
 		{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, {Group: "argoproj.io", Version: "v1alpha1", Kind: "Rollout"},
-		{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledJob"}} {
+		{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledJob"}, {Group: "example.com", Version: "v1", Kind: "Agent"}} {
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	use := func(pods ...string) []plans.PodUse {
@@ -82,7 +86,7 @@ func labCluster(rules []config.QuiesceRule) (Quiescer, *plans.Plan) {
 	}
 	plan := &plans.Plan{Volumes: []plans.Volume{
 		{Namespace: "lab", Name: "results", Phase: "Bound", Pods: use("export-x", "nightly-1-x", "ingest-1-x")},
-		{Namespace: "lab", Name: "cache", Phase: "Bound", Pods: use("web-1-x", "cache-x", "reader", "viewer")},
+		{Namespace: "lab", Name: "cache", Phase: "Bound", Pods: use("web-1-x", "agent-1-x", "cache-x", "reader", "viewer")},
 		{Namespace: "lab", Name: "notes", Phase: "Bound", Pods: use("toolbox", "done")},
 		{Namespace: "lab", Name: "scratch", Phase: "Pending", Pods: use("elsewhere")},
 	}}
@@ -90,8 +94,9 @@ func labCluster(rules []config.QuiesceRule) (Quiescer, *plans.Plan) {
 }
 
 // TestWriterRulesStopTheWorkloadsNothingElseRuns: a Job of no controller is suspended and a
-// ReplicaSet of none scaled to zero, a KEDA ScaledJob paused; a CronJob's Job is its CronJob's
-// rule's, and a Rollout's ReplicaSet the Rollout's (it would scale it up again).
+// ReplicaSet of none scaled to zero, an Argo Rollout scaled to zero as a Deployment is, a KEDA
+// ScaledJob paused; a CronJob's Job is its CronJob's rule's, and an operator's ReplicaSet is
+// left to ferry.yaml (the operator would scale it up again).
 func TestWriterRulesStopTheWorkloadsNothingElseRuns(t *testing.T) {
 	q, plan := labCluster(nil)
 	rules, err := WriterRules(context.Background(), q.Dynamic, plan)
@@ -101,6 +106,7 @@ func TestWriterRulesStopTheWorkloadsNothingElseRuns(t *testing.T) {
 	want := []config.QuiesceRule{
 		{Resource: "jobs.batch", Namespace: "lab", Names: []string{"export"}, Action: Suspend, Why: "writes to a claim whose files move"},
 		{Resource: "replicasets.apps", Namespace: "lab", Names: []string{"cache"}, Action: ScaleToZero, Why: "writes to a claim whose files move"},
+		{Resource: "rollouts.argoproj.io", Namespace: "lab", Names: []string{"web"}, Action: ScaleToZero, Why: "writes to a claim whose files move"},
 		{Resource: "scaledjobs.keda.sh", Namespace: "lab", Names: []string{"ingest"}, Action: Annotate,
 			Annotations: map[string]string{"autoscaling.keda.sh/paused": "true"}, WaitForPods: true,
 			Why: "runs jobs that write to a claim whose files move: paused, its running jobs waited for"},
@@ -117,12 +123,13 @@ func TestWriterRulesStopTheWorkloadsNothingElseRuns(t *testing.T) {
 }
 
 // TestUnstoppedWritersAreNamed: with the rules a plan implies, the pods that still write to a
-// moved claim are the Rollout's, the CronJob's Job's (unless its CronJob is suspended) and the one
-// run by hand; readers, ended pods and writers of a claim whose files do not move are not
-// writers; a rule of ferry.yaml stopping the Rollout (its pods' owner's owner) covers its pods.
+// moved claim are the operator's, the CronJob's Job's (unless its CronJob is suspended) and the
+// one run by hand; readers, ended pods and writers of a claim whose files do not move are not
+// writers; a rule of ferry.yaml stopping the operator's object (its pods' owner's owner) covers
+// its pods.
 func TestUnstoppedWritersAreNamed(t *testing.T) {
 	ctx := context.Background()
-	rollout := config.QuiesceRule{Resource: "rollouts.argoproj.io", Namespace: "lab", Names: []string{"web"}, Action: ScaleToZero}
+	agent := config.QuiesceRule{Resource: "agents.example.com", Namespace: "lab", Names: []string{"agent"}, Action: Patch, Patch: `{"spec":{"paused":true}}`}
 	cronJobs := config.QuiesceRule{Resource: "cronjobs.batch", Namespace: "lab", Action: Suspend}
 	for _, tc := range []struct {
 		name       string
@@ -130,10 +137,10 @@ func TestUnstoppedWritersAreNamed(t *testing.T) {
 		want       []string
 	}{
 		{"implied rules only", nil, []string{
+			"pod lab/agent-1-x (run by ReplicaSet agent-1) writes to claim cache",
 			"pod lab/nightly-1-x (run by Job nightly-1) writes to claim results",
-			"pod lab/toolbox (run by hand) writes to claim notes",
-			"pod lab/web-1-x (run by ReplicaSet web-1) writes to claim cache"}},
-		{"the CronJob and the Rollout stopped", []config.QuiesceRule{cronJobs, rollout}, []string{
+			"pod lab/toolbox (run by hand) writes to claim notes"}},
+		{"the CronJob and the operator's object stopped", []config.QuiesceRule{cronJobs, agent}, []string{
 			"pod lab/toolbox (run by hand) writes to claim notes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
