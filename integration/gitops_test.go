@@ -3,10 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferrykube/ferry/migrate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +56,8 @@ spec:
   destination: {server: "https://kubernetes.default.svc", namespace: `+ns+`}
   source: {repoURL: "https://git.example/platform.git", path: apps}
   syncPolicy: {automated: {prune: true, selfHeal: true}}
+status:
+  resources: [{group: argoproj.io, kind: ApplicationSet, namespace: `+ns+`, name: teams}]
 ---
 apiVersion: argoproj.io/v1alpha1
 kind: ApplicationSet
@@ -112,8 +116,8 @@ spec: {interval: 10m, path: ./reports, prune: true, sourceRef: {kind: GitReposit
 				t.Errorf("%s's Application %s after the migration: automated sync %v, want %v", cluster, app, automated, !want.paused)
 			}
 		}
-		if automated := argoAutomated(t, want.dyn, argoApplicationSet, ns, "teams"); automated == want.paused {
-			t.Errorf("%s's ApplicationSet teams after the migration: automated sync in its template %v, want %v", cluster, automated, !want.paused)
+		if leaves := leavesSync(t, want.dyn, ns, "teams", "shop"); leaves != want.paused {
+			t.Errorf("%s's ApplicationSet teams after the migration: leaves shop's sync policy and ferry's record %v, want %v", cluster, leaves, want.paused)
 		}
 		ks, err := want.dyn.Resource(fluxKustomization.gvr()).Namespace(ns).Get(ctx, "reports", metav1.GetOptions{})
 		if suspended, _, _ := unstructured.NestedBool(ks.Object, "spec", "suspend"); err != nil || suspended != want.paused {
@@ -125,71 +129,90 @@ spec: {interval: 10m, path: ./reports, prune: true, sourceRef: {kind: GitReposit
 	}
 }
 
-// argoAutomated says whether the Argo CD Application name in namespace ns syncs by itself, or the
-// Applications the ApplicationSet name makes do.
+// argoAutomated says whether the Argo CD Application name in namespace ns syncs by itself.
 func argoAutomated(t *testing.T, dyn dynamic.Interface, crd testCRD, ns, name string) bool {
 	t.Helper()
 	obj, err := dyn.Resource(crd.gvr()).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("%s %s/%s: %v", crd.kind, ns, name, err)
 	}
-	spec, _, _ := unstructured.NestedMap(obj.Object, "spec")
-	if crd == argoApplicationSet {
-		spec, _, _ = unstructured.NestedMap(obj.Object, "spec", "template", "spec")
-	}
-	_, automated, _ := unstructured.NestedMap(spec, "syncPolicy", "automated")
+	_, automated, _ := unstructured.NestedMap(obj.Object, "spec", "syncPolicy", "automated")
 	return automated
+}
+
+// leavesSync says whether the ApplicationSet name in namespace ns leaves the sync policy of its
+// Application app as it is, and keeps ferry's record on it.
+func leavesSync(t *testing.T, dyn dynamic.Interface, ns, name, app string) bool {
+	t.Helper()
+	obj, err := dyn.Resource(argoApplicationSet.gvr()).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("ApplicationSet %s/%s: %v", ns, name, err)
+	}
+	return appSetLeaves(obj, app)
+}
+
+// appSetLeaves says whether appSet leaves app's sync policy alone and preserves ferry's record.
+func appSetLeaves(appSet *unstructured.Unstructured, app string) bool {
+	ignored, _, _ := unstructured.NestedSlice(appSet.Object, "spec", "ignoreApplicationDifferences")
+	preserved, _, _ := unstructured.NestedStringSlice(appSet.Object, "spec", "preservedFields", "annotations")
+	return slices.ContainsFunc(ignored, func(e any) bool { m, _ := e.(map[string]any); return m["name"] == app }) && slices.Contains(preserved, migrate.QuiescedAnnotation)
 }
 
 // playGitOps does, until the test ends, what Argo CD and Flux do on a cluster for namespace ns as
 // TestWritersAGitOpsToolAppliesStayStopped sets them up: the repository holds the Deployments api
-// (of the Application shop) and worker (of the Kustomization reports) at one replica, and the
-// ApplicationSet teams (of the Application root) whose template syncs by itself with self-heal;
-// teams makes the Application shop from its template. While the tool's object that applies each is
-// not paused, it is put back as the repository, or the template, holds it.
+// (of the Application shop) and worker (of the Kustomization reports) at one replica; the
+// ApplicationSet teams makes the Application shop from its template, which syncs by itself with
+// self-heal, and drops every annotation of shop it does not preserve. While the tool's object that
+// applies each is not paused, it is put back as the repository, or the template, holds it. Each
+// check reads what is applied before what applies it: ferry pauses from the top down.
 func playGitOps(t *testing.T, kc kubernetes.Interface, dyn dynamic.Interface, ns string) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { stop(); <-done })
-	active := func(crd testCRD, name string) bool {
+	get := func(crd testCRD, name string) *unstructured.Unstructured {
 		obj, err := dyn.Resource(crd.gvr()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
+			return nil
+		}
+		return obj
+	}
+	active := func(crd testCRD, name string) bool {
+		obj := get(crd, name)
+		if obj == nil {
 			return false
 		}
-		switch crd {
-		case fluxKustomization:
+		if crd == fluxKustomization {
 			suspended, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend")
 			return !suspended
-		case argoApplicationSet:
-			selfHeal, _, _ := unstructured.NestedBool(obj.Object, "spec", "template", "spec", "syncPolicy", "automated", "selfHeal")
-			return selfHeal
 		}
 		selfHeal, _, _ := unstructured.NestedBool(obj.Object, "spec", "syncPolicy", "automated", "selfHeal")
 		return selfHeal
 	}
-	automate := func(crd testCRD, name, patch string) {
-		dyn.Resource(crd.gvr()).Namespace(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "argocd"})
-	}
-	heal := func(name string) {
-		if d, err := kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && *d.Spec.Replicas != 1 {
+	heal := func(name string, manager testCRD, by string) {
+		if d, err := kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && *d.Spec.Replicas != 1 && active(manager, by) {
 			kc.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{FieldManager: "gitops"})
+		}
+	}
+	generate := func() {
+		shop := get(argoApplication, "shop")
+		teams := get(argoApplicationSet, "teams")
+		if shop == nil || teams == nil || appSetLeaves(teams, "shop") {
+			return
+		}
+		_, automated, _ := unstructured.NestedMap(shop.Object, "spec", "syncPolicy", "automated")
+		_, recorded := shop.GetAnnotations()[migrate.QuiescedAnnotation]
+		if !automated || recorded {
+			dyn.Resource(argoApplication.gvr()).Namespace(ns).Patch(ctx, "shop", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"`+migrate.QuiescedAnnotation+`":null}},"spec":{"syncPolicy":{"automated":{"selfHeal":true}}}}`),
+				metav1.PatchOptions{FieldManager: "applicationset-controller"})
 		}
 	}
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			if active(argoApplication, "root") && !active(argoApplicationSet, "teams") {
-				automate(argoApplicationSet, "teams", `{"spec":{"template":{"spec":{"syncPolicy":{"automated":{"selfHeal":true}}}}}}`)
-			}
-			if active(argoApplicationSet, "teams") && !active(argoApplication, "shop") {
-				automate(argoApplication, "shop", `{"spec":{"syncPolicy":{"automated":{"selfHeal":true}}}}`)
-			}
-			if active(argoApplication, "shop") {
-				heal("api")
-			}
-			if active(fluxKustomization, "reports") {
-				heal("worker")
-			}
+			generate()
+			heal("api", argoApplication, "shop")
+			heal("worker", fluxKustomization, "reports")
 			select {
 			case <-ctx.Done():
 			case <-time.After(50 * time.Millisecond):

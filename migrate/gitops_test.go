@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -42,7 +43,7 @@ func TestManagersOf(t *testing.T) {
 		{name: "instance label", labels: map[string]string{argoInstanceLabel: "minio"},
 			want: []manager{{resource: argoApplications, name: "minio"}}},
 		{name: "application of an applicationset", owners: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "teams", Controller: ptr.To(true)}},
-			want: []manager{{resource: argoApplicationSets, namespace: "argocd", name: "teams"}}},
+			want: []manager{{resource: argoApplicationSets, namespace: "argocd", name: "teams", tracked: true}}},
 		{name: "owned by another kind of that name", owners: []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "ApplicationSet", Name: "teams", Controller: ptr.To(true)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +62,7 @@ func TestManagersOf(t *testing.T) {
 func TestManagerRule(t *testing.T) {
 	writer := &unstructured.Unstructured{Object: map[string]any{"kind": "Deployment", "metadata": map[string]any{"name": "api"}}}
 	app := func(automated any, recorded bool) *unstructured.Unstructured {
-		obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "shop", "namespace": "argocd"}, "spec": map[string]any{}}}
+		obj := &unstructured.Unstructured{Object: map[string]any{"kind": "Application", "metadata": map[string]any{"name": "shop", "namespace": "argocd"}, "spec": map[string]any{}}}
 		if automated != nil {
 			obj.Object["spec"] = map[string]any{"syncPolicy": map[string]any{"automated": automated}}
 		}
@@ -70,34 +71,33 @@ func TestManagerRule(t *testing.T) {
 		}
 		return obj
 	}
-	appSet := func(automated any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "teams", "namespace": "argocd"},
-			"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"syncPolicy": map[string]any{"automated": automated}}}}}}
-	}
+	appSet := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "teams", "namespace": "argocd"},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{}}}}}}}
 	kustomization := func(suspend bool) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "apps", "namespace": "flux-system"}, "spec": map[string]any{"suspend": suspend}}}
 	}
+	leaveShop := fmt.Sprintf(`{"spec":{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/syncPolicy"],"name":"shop"}],"preservedFields":{"annotations":[%q]}}}`, QuiescedAnnotation)
 	for _, tc := range []struct {
 		name       string
 		resource   string
-		obj        *unstructured.Unstructured
+		obj, of    *unstructured.Unstructured
 		wantAction string
 		wantPause  bool
 		wantPatch  string
 	}{
-		{"automated application", argoApplications, app(map[string]any{"selfHeal": true}, false), Patch, true, `{"spec":{"syncPolicy":{"automated":null}}}`},
-		{"applicationset whose template is automated", argoApplicationSets, appSet(map[string]any{"selfHeal": true}), Patch, true,
-			`{"spec":{"template":{"spec":{"syncPolicy":{"automated":null}}}}}`},
-		{"applicationset of manual applications", argoApplicationSets, appSet(nil), Patch, false, ""},
-		{"automated application with argo cd 3's switch on", argoApplications, app(map[string]any{"enabled": true}, false), Patch, true, ""},
-		{"argo cd 3's switch off", argoApplications, app(map[string]any{"enabled": false}, false), Patch, false, ""},
-		{"manual application", argoApplications, app(nil, false), Patch, false, ""},
-		{"application ferry paused", argoApplications, app(nil, true), Patch, true, ""},
-		{"kustomization", fluxKustomizations, kustomization(false), Suspend, true, ""},
-		{"suspended kustomization", fluxKustomizations, kustomization(true), Suspend, false, ""},
+		{"automated application", argoApplications, app(map[string]any{"selfHeal": true}, false), writer, Patch, true, argoAutomatedOff},
+		{"automated application, empty", argoApplications, app(map[string]any{}, false), writer, Patch, true, argoAutomatedOff},
+		{"automated application with argo cd 3's switch on", argoApplications, app(map[string]any{"enabled": true}, false), writer, Patch, true, ""},
+		{"argo cd 3's switch off", argoApplications, app(map[string]any{"enabled": false}, false), writer, Patch, false, ""},
+		{"manual application", argoApplications, app(nil, false), writer, Patch, false, ""},
+		{"application ferry paused", argoApplications, app(nil, true), writer, Patch, true, ""},
+		{"applicationset of an automated application", argoApplicationSets, appSet, app(map[string]any{"selfHeal": true}, false), Patch, true, leaveShop},
+		{"applicationset of a manual application", argoApplicationSets, appSet, app(nil, false), Patch, false, ""},
+		{"kustomization", fluxKustomizations, kustomization(false), writer, Suspend, true, ""},
+		{"suspended kustomization", fluxKustomizations, kustomization(true), writer, Suspend, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rule, pause := managerRule(tc.resource, tc.obj, writer)
+			rule, pause := managerRule(tc.resource, tc.obj, tc.of)
 			if tc.wantPatch != "" && rule.Patch != tc.wantPatch {
 				t.Errorf("managerRule's patch = %s, want %s", rule.Patch, tc.wantPatch)
 			}
@@ -108,10 +108,25 @@ func TestManagerRule(t *testing.T) {
 	}
 }
 
+// TestAppSetLeavesSyncKeepsWhatItHad: the ApplicationSet's lists keep their entries, ferry's are
+// added once.
+func TestAppSetLeavesSyncKeepsWhatItHad(t *testing.T) {
+	appSet := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"ignoreApplicationDifferences": []any{map[string]any{"name": "shop", "jsonPointers": []any{"/spec/source/targetRevision"}}, map[string]any{"jsonPointers": []any{"/spec/info"}}},
+		"preservedFields":              map[string]any{"annotations": []any{"team", QuiescedAnnotation}}}}}
+	got := appSetLeavesSync(appSet, []string{"shop", "mail", "mail"})
+	want := fmt.Sprintf(`{"spec":{"ignoreApplicationDifferences":[{"jsonPointers":["/spec/source/targetRevision"],"name":"shop"},{"jsonPointers":["/spec/info"]},`+
+		`{"jsonPointers":["/spec/syncPolicy"],"name":"mail"}],"preservedFields":{"annotations":["team",%q]}}}`, QuiescedAnnotation)
+	if got != want {
+		t.Errorf("appSetLeavesSync:\n%s\nwant\n%s", got, want)
+	}
+}
+
 // TestGitOpsObjectsArePausedWithTheirWriters: Stop pauses the Argo CD Applications and Flux
 // Kustomizations that apply the writers it stops, through an app of apps, before the writers and
 // the farthest first; Start resumes them after the writers, the nearest first, and not while it
-// leaves some stopped. An Application of the instance label's name that deploys elsewhere is left.
+// leaves some stopped. An Application of the instance label's name that does not manage the
+// labelled object (a Helm release's label) is left.
 func TestGitOpsObjectsArePausedWithTheirWriters(t *testing.T) {
 	ctx := context.Background()
 	deploymentsGVR := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
@@ -124,11 +139,11 @@ func TestGitOpsObjectsArePausedWithTheirWriters(t *testing.T) {
 		d.SetAnnotations(annotations)
 		return d
 	}
-	application := func(ns, name, server string, labels map[string]string) *unstructured.Unstructured {
+	application := func(ns, name string, manages []any, labels map[string]string) *unstructured.Unstructured {
 		a := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 			"metadata": map[string]any{"name": name, "namespace": ns},
-			"spec": map[string]any{"destination": map[string]any{"server": server},
-				"syncPolicy": map[string]any{"automated": map[string]any{"selfHeal": true, "prune": true}, "syncOptions": []any{"CreateNamespace=true"}}}}}
+			"spec":     map[string]any{"syncPolicy": map[string]any{"automated": map[string]any{"selfHeal": true, "prune": true}, "syncOptions": []any{"CreateNamespace=true"}}},
+			"status":   map[string]any{"resources": manages}}}
 		a.SetLabels(labels)
 		return a
 	}
@@ -142,9 +157,9 @@ func TestGitOpsObjectsArePausedWithTheirWriters(t *testing.T) {
 		deployment("api", nil, map[string]string{argoTrackingID: "argocd_shop:apps/Deployment:shop/api"}),
 		deployment("worker", map[string]string{"kustomize.toolkit.fluxcd.io/name": "reports", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}, nil),
 		deployment("cache", map[string]string{argoInstanceLabel: "cache"}, nil),
-		application("argocd", "root", argoInClusterServer, nil),
-		application("argocd", "shop", argoInClusterServer, map[string]string{argoInstanceLabel: "root"}),
-		application("argocd", "cache", "https://edge.example:6443", nil),
+		application("argocd", "root", []any{map[string]any{"group": "argoproj.io", "kind": "Application", "namespace": "argocd", "name": "shop"}}, nil),
+		application("argocd", "shop", nil, map[string]string{argoInstanceLabel: "root"}),
+		application("argocd", "cache", []any{map[string]any{"kind": "Service", "namespace": "shop", "name": "cache"}}, nil),
 		kustomization)
 	var patched []string
 	dyn.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {

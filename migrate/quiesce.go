@@ -216,9 +216,9 @@ type stoppedObject struct {
 
 // restarted names the field of obj that says it was started again since its rule stopped it,
 // and its value now, or "" when it is as the rule left it. Only the fields a rule to scale to
-// zero or to suspend sets are read: the annotations and patches of the others are for
-// controllers that may rewrite them (their pods are what Held reads), and an object another
-// rule recorded (record) is that rule's.
+// zero or to suspend sets are read, and an Argo CD Application's automated sync: the annotations
+// and patches of the others are for controllers that may rewrite them (their pods are what Held
+// reads), and an object another rule recorded (record) is that rule's.
 func restarted(rule config.QuiesceRule, record string, obj *unstructured.Unstructured) (field, now string) {
 	var orig original
 	if json.Unmarshal([]byte(record), &orig) != nil || orig.Action != rule.Action {
@@ -237,16 +237,17 @@ func restarted(rule config.QuiesceRule, record string, obj *unstructured.Unstruc
 		if suspend, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend"); !suspend {
 			return "spec.suspend", "false"
 		}
+	case Patch:
+		if rule.Resource == argoApplications && syncsByItself(obj) { // its parent's sync put it back
+			return "spec.syncPolicy.automated", "set"
+		}
 	}
 	return "", ""
 }
 
 // startedAgainLine says that obj, stopped by rule, was started again: field is now now.
 func startedAgainLine(rule config.QuiesceRule, obj *unstructured.Unstructured, field, now string) string {
-	want := "0"
-	if rule.Action == Suspend {
-		want = "true"
-	}
+	want := map[string]string{ScaleToZero: "0", Suspend: "true", Patch: "unset"}[rule.Action]
 	return fmt.Sprintf("%s %s: started again (%s is %s, the quiesce set %s)", rule.Resource, path.Join(obj.GetNamespace(), obj.GetName()), field, now, want)
 }
 
@@ -424,8 +425,9 @@ func gracePeriod(pod *unstructured.Unstructured) time.Duration {
 // writerPodsOf are the pods obj, stopped by rule, may still run: a workload's (scaled to zero) or
 // a Job's (suspended) by its pod selector; a suspended CronJob's, whose suspension stops only new
 // Jobs, those of the Jobs it lists as active; with the rule's waitForPods, the pods obj owns
-// (annotate and patch rules, whose controllers end what the object runs). Anything else (a custom
-// resource's workload without a selector) is passed over: Stop cannot know its pods.
+// (annotate and patch rules, whose controllers end what the object runs), and an Argo Rollout's
+// without one. Anything else (a custom resource's workload without a selector) is passed over:
+// Stop cannot know its pods.
 func (q Quiescer) writerPodsOf(ctx context.Context, rule config.QuiesceRule, obj *unstructured.Unstructured) ([]writerPods, error) {
 	owner := rule.Resource + " " + obj.GetNamespace() + "/" + obj.GetName()
 	if rule.WaitForPods {
@@ -459,8 +461,10 @@ func (q Quiescer) writerPodsOf(ctx context.Context, rule config.QuiesceRule, obj
 			out = append(out, writerPods{owner: "job " + ns + "/" + name + " of " + owner, namespace: ns, selector: sel.String()})
 		}
 	}
-	if len(out) == 0 && rule.Action == ScaleToZero {
-		q.Log.Info("quiesce: no pod selector to wait for the workload's pods by", "resource", rule.Resource, "object", obj.GetNamespace()+"/"+obj.GetName())
+	if len(out) == 0 && rule.Action == ScaleToZero && rule.Resource == rolloutsResource {
+		// An Argo Rollout that takes its pods' template from a Deployment's has no selector:
+		// the pods it owns, through their ReplicaSets.
+		out = append(out, writerPods{owner: owner, namespace: obj.GetNamespace(), owned: obj.GetUID()})
 	}
 	return out, nil
 }
@@ -523,11 +527,11 @@ func (q Quiescer) ownerReferencesOf(ctx context.Context, ns string, ref metav1.O
 	return obj.GetOwnerReferences(), nil
 }
 
-// forgetOnReplicaSets removes the quiesce record from the ReplicaSets a Deployment controls: the
-// Deployment controller copies a Deployment's annotations onto its ReplicaSets but never removes
-// one, so the record would stay on them after the Deployment started again.
+// forgetOnReplicaSets removes the quiesce record from the ReplicaSets a Deployment or an Argo
+// Rollout controls: their controllers copy the workload's annotations onto its ReplicaSets but
+// never remove one, so the record would stay on them after the workload started again.
 func (q Quiescer) forgetOnReplicaSets(ctx context.Context, obj *unstructured.Unstructured) error {
-	if obj.GetKind() != "Deployment" {
+	if obj.GetKind() != "Deployment" && (obj.GetKind() != "Rollout" || obj.GroupVersionKind().Group != "argoproj.io") {
 		return nil
 	}
 	client := q.Dynamic.Resource(replicaSetsGVR).Namespace(obj.GetNamespace())

@@ -35,6 +35,10 @@ const (
 
 	// Verify.
 	StatusIdentical = "identical"
+	// StatusAdmitted lists objects the target holds as its admission makes the backup's (a mutating
+	// policy or webhook of the target changed it as it changes anything made there), and rollout
+	// histories that go on with a revision of the template it made so: a note, not a loss.
+	StatusAdmitted  = "admitted"
 	StatusMissing   = "missing"
 	StatusDifferent = "different"
 	StatusHealthy   = "healthy"
@@ -44,7 +48,7 @@ const (
 // fine says whether status is that of an item that is fine: a listed one is a note.
 func fine(status string) bool {
 	switch status {
-	case StatusRestored, StatusUnchanged, StatusUpdated, StatusIdentical, StatusHealthy:
+	case StatusRestored, StatusUnchanged, StatusUpdated, StatusIdentical, StatusAdmitted, StatusHealthy:
 		return true
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ferrykube/ferry/plans"
@@ -95,8 +96,10 @@ type historyCheck struct {
 // verifyHistory compares each restored workload's rollout history on the target with the backup's,
 // exactly: the same revisions (numbers, templates by name, change-causes), none more or fewer. The
 // target's controllers adopt and renumber revisions as they arrive, so it waits up to WaitTimeout
-// for the histories to settle before it reports one that differs.
-func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, archive *Archive, report *snapshot.Report) {
+// for the histories to settle before it reports one that differs. A workload the target holds as
+// its admission makes it (admitted, by ID) may go on past the backup's revisions: its controller
+// makes one of the template the admission changed.
+func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, archive *Archive, admitted *sync.Map, report *snapshot.Report) {
 	if c.SkipOwned {
 		return // the history stayed behind: the target's controllers start their own
 	}
@@ -173,6 +176,11 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 				lists[key] = objs
 			}
 			got[h] = historyOf(h.gvr.GroupResource().String(), objs, h.kind, h.name)
+			if _, ok := admitted.Load(h.id); ok && goesOn(h.want, got[h]) {
+				report.Addf("history", snapshot.StatusAdmitted, h.id, "rollout history: the backup's %s, then the target's %s, of the template its admission changed",
+					showHistory(h.want), showHistory(got[h][len(h.want):]))
+				continue
+			}
 			if !slices.Equal(got[h], h.want) {
 				still = append(still, h)
 				continue
@@ -185,6 +193,11 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 	for _, h := range pending {
 		report.Addf("history", snapshot.StatusDifferent, h.id, "rollout history: backup %s; target %s", showHistory(h.want), showHistory(got[h]))
 	}
+}
+
+// goesOn says whether history got holds want's revisions and then newer ones.
+func goesOn(want, got []revision) bool {
+	return len(want) > 0 && len(got) > len(want) && slices.Equal(got[:len(want)], want) && got[len(want)].number > want[len(want)-1].number
 }
 
 func showHistory(revs []revision) string {

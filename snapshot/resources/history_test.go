@@ -2,6 +2,8 @@ package resources
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ferrykube/ferry/plans"
@@ -82,5 +84,35 @@ func TestRenumber(t *testing.T) {
 				t.Errorf("renumber = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestGoesOn(t *testing.T) {
+	backup := []revision{{number: 1, name: "web-a"}, {number: 2, name: "web-b"}}
+	for _, tc := range []struct {
+		name string
+		got  []revision
+		want bool
+	}{
+		{"the backup's, then the target's", append(slices.Clone(backup), revision{number: 3, name: "web-c"}), true},
+		{"the backup's only", backup, false},
+		{"one of the backup's lost", []revision{{number: 2, name: "web-b"}, {number: 3, name: "web-c"}}, false},
+		{"renumbered", []revision{{number: 1, name: "web-a"}, {number: 3, name: "web-b"}, {number: 4, name: "web-c"}}, false},
+		{"the target's before the backup's", []revision{{number: 1, name: "web-a"}, {number: 2, name: "web-b"}, {number: 2, name: "web-c"}}, false},
+	} {
+		if got := goesOn(backup, tc.got); got != tc.want {
+			t.Errorf("%s: goesOn = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if goesOn(nil, []revision{{number: 1, name: "web-a"}}) {
+		t.Error("a history the backup does not hold goes on from it")
+	}
+}
+
+func TestGeneratedNamePrefix(t *testing.T) {
+	for name, want := range map[string]string{"web": "web-", strings.Repeat("a", 49) + ".b" + strings.Repeat("c", 20): strings.Repeat("a", 49) + "-"} {
+		if got := generatedNamePrefix(name); got != want || len(got) > 51 {
+			t.Errorf("generatedNamePrefix(%q) = %q, want %q", name, got, want)
+		}
 	}
 }
