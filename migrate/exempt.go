@@ -311,7 +311,8 @@ func exempted(obj map[string]any) bool {
 	return json.Unmarshal([]byte(record), &orig) == nil && orig.Action == ExemptMovers
 }
 
-// writerCount counts the writers among what Stop or Start did, leaving out webhook configurations.
+// writerCount counts the writers among what Stop or Start did, leaving out webhook configurations
+// and GitOps objects.
 func writerCount(items []QuiesceItem) int {
 	return len(items) - webhookCount(items) - len(gitOpsPaused(items))
 }

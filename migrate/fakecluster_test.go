@@ -83,10 +83,21 @@ func newFakeCluster(t *testing.T, uid string, objs ...runtime.Object) fakeCluste
 	return fakeCluster{Cluster: kinds.Cluster{Client: kubefake.NewClientset(), Dynamic: dyn, Discovery: fakeDiscovery{disc}}, dyn: dyn}
 }
 
-// honorDryRun has the fake's merge patches that are dry runs (the quiesce tries its changes
-// first) answer with the object patched and change nothing, as on an API server: its tracker
-// applies every patch.
+// honorDryRun has the fake's merge patches and creates that are dry runs (the quiesce tries its
+// changes first; verify asks what the target makes of an object) answer with the object patched
+// or made and change nothing, as on an API server: its tracker applies every patch and create.
 func honorDryRun(dyn *dynamicfake.FakeDynamicClient) {
+	dyn.PrependReactor("create", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		c, ok := a.(clienttesting.CreateActionImpl)
+		if !ok || len(c.CreateOptions.DryRun) == 0 {
+			return false, nil, nil
+		}
+		made := c.GetObject().DeepCopyObject().(*unstructured.Unstructured)
+		if made.GetName() == "" {
+			made.SetName(made.GetGenerateName() + "dryrun")
+		}
+		return true, made, nil
+	})
 	dyn.PrependReactor("patch", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		p, ok := a.(clienttesting.PatchActionImpl)
 		if !ok || len(p.PatchOptions.DryRun) == 0 {

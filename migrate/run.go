@@ -968,6 +968,9 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 		if len(greenStarted) > 0 {
 			detail += fmt.Sprintf(", %d of green's release started again (it never got blue's data)", writerCount(greenStarted))
 		}
+		if resumed, paused := gitOpsPaused(blueItems), gitOpsPaused(greenItems); len(resumed)+len(paused) > 0 {
+			detail += fmt.Sprintf(", GitOps objects resumed on blue %d, paused on green %d", len(resumed), len(paused))
+		}
 		if admitted > 0 {
 			detail += fmt.Sprintf(", %d carried-back objects made once blue's writers started and verified", admitted)
 		}

@@ -97,8 +97,8 @@ type historyCheck struct {
 // exactly: the same revisions (numbers, templates by name, change-causes), none more or fewer. The
 // target's controllers adopt and renumber revisions as they arrive, so it waits up to WaitTimeout
 // for the histories to settle before it reports one that differs. A workload the target holds as
-// its admission makes it (admitted, by ID) may go on past the backup's revisions: its controller
-// makes one of the template the admission changed.
+// its admission makes it (admitted: its ID, and its revision there) may go on past the backup's
+// revisions by that one: its controller makes it of the template the admission changed.
 func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, archive *Archive, admitted *sync.Map, report *snapshot.Report) {
 	if c.SkipOwned {
 		return // the history stayed behind: the target's controllers start their own
@@ -176,7 +176,7 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 				lists[key] = objs
 			}
 			got[h] = historyOf(h.gvr.GroupResource().String(), objs, h.kind, h.name)
-			if _, ok := admitted.Load(h.id); ok && goesOn(h.want, got[h]) {
+			if revision, ok := admitted.Load(h.id); ok && goesOn(h.want, got[h], revision.(int64)) {
 				report.Addf("history", snapshot.StatusAdmitted, h.id, "rollout history: the backup's %s, then the target's %s, of the template its admission changed",
 					showHistory(h.want), showHistory(got[h][len(h.want):]))
 				continue
@@ -195,9 +195,11 @@ func (c Objects) verifyHistory(ctx context.Context, order []plans.Resource, arch
 	}
 }
 
-// goesOn says whether history got holds want's revisions and then newer ones.
-func goesOn(want, got []revision) bool {
-	return len(want) > 0 && len(got) > len(want) && slices.Equal(got[:len(want)], want) && got[len(want)].number > want[len(want)-1].number
+// goesOn says whether history got holds want's revisions and then one newer one: last, the
+// workload's revision on the target, when it names one (not 0).
+func goesOn(want, got []revision, last int64) bool {
+	n := len(want)
+	return n > 0 && len(got) == n+1 && slices.Equal(got[:n], want) && got[n].number > want[n-1].number && (last == 0 || got[n].number == last)
 }
 
 func showHistory(revs []revision) string {

@@ -89,30 +89,82 @@ func TestRenumber(t *testing.T) {
 
 func TestGoesOn(t *testing.T) {
 	backup := []revision{{number: 1, name: "web-a"}, {number: 2, name: "web-b"}}
+	next := append(slices.Clone(backup), revision{number: 3, name: "web-c"})
 	for _, tc := range []struct {
 		name string
 		got  []revision
+		last int64
 		want bool
 	}{
-		{"the backup's, then the target's", append(slices.Clone(backup), revision{number: 3, name: "web-c"}), true},
-		{"the backup's only", backup, false},
-		{"one of the backup's lost", []revision{{number: 2, name: "web-b"}, {number: 3, name: "web-c"}}, false},
-		{"renumbered", []revision{{number: 1, name: "web-a"}, {number: 3, name: "web-b"}, {number: 4, name: "web-c"}}, false},
-		{"the target's before the backup's", []revision{{number: 1, name: "web-a"}, {number: 2, name: "web-b"}, {number: 2, name: "web-c"}}, false},
+		{"the backup's, then the target's", next, 3, true},
+		{"the backup's, then the target's, of a workload without a number", next, 0, true},
+		{"the backup's, then one the workload is not at", next, 4, false},
+		{"the backup's only", backup, 2, false},
+		{"two more", append(slices.Clone(next), revision{number: 4, name: "web-d"}), 4, false},
+		{"one of the backup's lost", []revision{{number: 2, name: "web-b"}, {number: 3, name: "web-c"}}, 3, false},
+		{"renumbered", []revision{{number: 1, name: "web-a"}, {number: 3, name: "web-b"}, {number: 4, name: "web-c"}}, 4, false},
+		{"the target's before the backup's", []revision{{number: 1, name: "web-a"}, {number: 2, name: "web-b"}, {number: 2, name: "web-c"}}, 2, false},
 	} {
-		if got := goesOn(backup, tc.got); got != tc.want {
+		if got := goesOn(backup, tc.got, tc.last); got != tc.want {
 			t.Errorf("%s: goesOn = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if goesOn(nil, []revision{{number: 1, name: "web-a"}}) {
+	if goesOn(nil, []revision{{number: 1, name: "web-a"}}, 1) {
 		t.Error("a history the backup does not hold goes on from it")
 	}
 }
 
 func TestGeneratedNamePrefix(t *testing.T) {
-	for name, want := range map[string]string{"web": "web-", strings.Repeat("a", 49) + ".b" + strings.Repeat("c", 20): strings.Repeat("a", 49) + "-"} {
+	for name, want := range map[string]string{
+		"web": "web-", strings.Repeat("a", 49) + ".b" + strings.Repeat("c", 20): strings.Repeat("a", 49) + "-",
+		"--": "ferry-", strings.Repeat("a", 49) + "é" + "x": strings.Repeat("a", 49) + "-",
+	} {
 		if got := generatedNamePrefix(name); got != want || len(got) > 51 {
 			t.Errorf("generatedNamePrefix(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestAdmissionExplains: a difference is the target's admission's only where a dry run of the
+// backup's create changed that field; a field the dry run drops (a schema that lacks it, a
+// feature gate off), an owner reference, or a revision with no template changed are not.
+func TestAdmissionExplains(t *testing.T) {
+	deployment := func(image, revision string, extra map[string]any) map[string]any {
+		obj := map[string]any{"metadata": map[string]any{"name": "web", "annotations": map[string]any{deploymentRevision: revision}},
+			"spec": map[string]any{"replicas": int64(2), "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "web", "image": image}}}}}}
+		for k, v := range extra {
+			obj["spec"].(map[string]any)[k] = v
+		}
+		return obj
+	}
+	backup := deployment("web:1.4", "1", map[string]any{"minReadySeconds": int64(5)})
+	mirrored := deployment("mirror.example/web:1.4", "1", map[string]any{"minReadySeconds": int64(5)})
+	for _, tc := range []struct {
+		name                   string
+		gr                     string
+		made                   map[string]any
+		live                   map[string]any
+		explained, newRevision bool
+	}{
+		{"the admission's image, a new revision", "deployments.apps", mirrored, deployment("mirror.example/web:1.4", "2", map[string]any{"minReadySeconds": int64(5)}), true, true},
+		{"the admission's image, another type", "replicasets.apps", mirrored, deployment("mirror.example/web:1.4", "1", map[string]any{"minReadySeconds": int64(5)}), true, false},
+		{"a field the dry run drops", "deployments.apps", deployment("web:1.4", "1", nil), deployment("web:1.4", "1", nil), false, false},
+		{"a change the dry run does not make", "deployments.apps", mirrored, deployment("mirror.example/web:1.4", "2", map[string]any{"minReadySeconds": int64(9)}), false, false},
+		{"only a revision", "deployments.apps", backup, deployment("web:1.4", "2", map[string]any{"minReadySeconds": int64(5)}), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			explained, newRevision := admissionExplains(tc.gr, backup, tc.made, Compare(backup, tc.live))
+			if explained != tc.explained || newRevision != tc.newRevision {
+				t.Errorf("admissionExplains = %v, %v; want %v, %v", explained, newRevision, tc.explained, tc.newRevision)
+			}
+		})
+	}
+	owned := func(uid string) map[string]any {
+		obj := deployment("mirror.example/web:1.4", "1", nil)
+		obj["metadata"].(map[string]any)["ownerReferences"] = []any{map[string]any{"kind": "Platform", "name": "shop", "uid": uid}}
+		return obj
+	}
+	if explained, _ := admissionExplains("replicasets.apps", owned("a"), owned("b"), []string{`metadata.ownerReferences[0].uid: backup "a", target "b"`}); explained {
+		t.Error("an owner reference the restore could not link is taken for the admission's")
 	}
 }

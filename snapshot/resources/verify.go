@@ -1,10 +1,12 @@
 package resources
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +53,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 	}
 	claims, archived := claimsOf(archive), archive.owners()
 	var health []healthCheck
-	var admitted sync.Map // IDs of objects as the target's admission makes them
+	var admitted sync.Map // IDs of objects as the target's admission makes them -> their revision
 	for _, res := range order {
 		entries := archive.ByResource[res.GroupResource()]
 		if len(entries) == 0 {
@@ -76,13 +78,15 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 	return nil
 }
 
-// admittedAs says whether live (of type gvr, gr) is what the target's admission makes of exp, the
-// object the restore made it from: a dry run of exp's create there, under a name the API server
-// makes (exp's is taken) and with live's owners, comes back with every field live has where the two
-// differ. A target's mutating policy (an image registry's mirror, an enforced pull policy) changes
-// what ferry restores as it changes anything made there. A dry run the target refuses (a webhook
-// with side effects, a port already taken) leaves the difference standing.
-func (c Objects) admittedAs(ctx context.Context, gvr schema.GroupVersionResource, gr string, exp map[string]any, live *unstructured.Unstructured) bool {
+// admittedAs says whether live (of type gvr, gr), which differs from exp as diffs say, is what the
+// target makes of exp on create: a dry run of exp's create there, under a name the API server
+// makes (exp's is taken) and with live's owners, changed every field that differs, and live holds
+// all the dry run made (admissionExplains). A target's mutating admission (an image registry's
+// mirror, an enforced pull policy) changes what ferry restores as it changes anything made there.
+// A dry run the target refuses (a webhook with side effects, a port already taken, a field its
+// schema lacks: the field validation is strict) leaves the difference standing. It returns the
+// revision the workload's controller numbered it by (0: none).
+func (c Objects) admittedAs(ctx context.Context, gvr schema.GroupVersionResource, gr string, exp map[string]any, live *unstructured.Unstructured, diffs []string) (bool, int64) {
 	obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(exp)}
 	obj.SetName("")
 	obj.SetGenerateName(generatedNamePrefix(live.GetName()))
@@ -91,32 +95,86 @@ func (c Objects) admittedAs(ctx context.Context, gvr schema.GroupVersionResource
 	if ns := live.GetNamespace(); ns != "" {
 		client = c.Dynamic.Resource(gvr).Namespace(ns)
 	}
-	made, err := client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager})
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	made, err := client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager, FieldValidation: metav1.FieldValidationStrict})
 	if err != nil {
-		return false
+		return false, 0
 	}
 	made.SetName(live.GetName())
 	made.SetGenerateName("")
-	// A template the admission changed is a new revision to the workload's controller, which
-	// numbers it on the workload.
-	if revision, ok := live.GetAnnotations()[deploymentRevision]; ok {
-		annotations := made.GetAnnotations()
+	norm := Normalize(gr, made.Object)
+	explained, newRevision := admissionExplains(gr, exp, norm, diffs)
+	if !explained {
+		return false, 0
+	}
+	var revision int64
+	if newRevision {
+		// The changed template is a new revision to the Deployment's controller, which numbers
+		// it on the Deployment.
+		number := live.GetAnnotations()[deploymentRevision]
+		revision, _ = strconv.ParseInt(number, 10, 64)
+		annotations, _, _ := unstructured.NestedStringMap(norm, "metadata", "annotations")
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[deploymentRevision] = revision
-		made.SetAnnotations(annotations)
+		annotations[deploymentRevision] = number
+		_ = unstructured.SetNestedStringMap(norm, annotations, "metadata", "annotations")
 	}
-	return len(c.compare(gr, normalizedLive(gr, made), live)) == 0
+	return len(c.compare(gr, norm, live)) == 0, revision
+}
+
+// admissionExplains says whether made, what a dry run of exp's create made of it (normalized),
+// explains diffs, how the target's object differs from exp (Compare's): the dry run changed each
+// field that differs, no field's removal is among its changes (a pruned or dropped field is a
+// loss, whatever drops it), and no owner reference differs (the restore drops those it cannot
+// link). A Deployment whose template the dry run changed is given a new revision by its
+// controller (newRevision): its revision annotation may differ too.
+func admissionExplains(gr string, exp, made map[string]any, diffs []string) (explained, newRevision bool) {
+	changed := map[string]bool{}
+	for _, d := range Compare(exp, made) {
+		if strings.Contains(d, ": missing on the target") {
+			return false, false
+		}
+		path := diffPath(d)
+		changed[path] = true
+		newRevision = newRevision || (gr == "deployments.apps" && strings.HasPrefix(path, "spec.template"))
+	}
+	if len(changed) == 0 || len(diffs) == 0 {
+		return false, false
+	}
+	for _, d := range diffs {
+		switch path := diffPath(d); {
+		case strings.HasPrefix(path, "metadata.ownerReferences"):
+			return false, false
+		case newRevision && path == revisionPath:
+		case !changed[path]:
+			return false, false
+		}
+	}
+	return true, newRevision
+}
+
+// diffPath is the field a difference of Compare's names.
+func diffPath(d string) string {
+	path, _, _ := strings.Cut(d, ": ")
+	return path
 }
 
 // deploymentRevision is the annotation a Deployment's controller numbers its template by.
 const deploymentRevision = "deployment.kubernetes.io/revision"
 
+// revisionPath is how Compare names deploymentRevision.
+const revisionPath = `metadata.annotations["` + deploymentRevision + `"]`
+
 // generatedNamePrefix is the generateName of a dry run's copy of the object name: short enough
 // for the API server's random suffix to fit a DNS label.
 func generatedNamePrefix(name string) string {
-	return strings.TrimRight(name[:min(len(name), 50)], "-.") + "-"
+	cut := name
+	if len(cut) > 50 {
+		cut = strings.ToValidUTF8(cut[:50], "") // a character cut in two goes
+	}
+	return cmp.Or(strings.TrimRight(cut, "-."), "ferry") + "-"
 }
 
 // expect says what verify expects on the target of an entry (its object, obj): not there, by
@@ -184,9 +242,9 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		id := objectID(exp, live.GetNamespace())
 		if diffs := c.compare(gr, exp, live); c.greensOwn(gr, e) && len(diffs) > 0 {
 			report.Count("objects", snapshot.StatusLeft)
-		} else if len(diffs) > 0 && c.admittedAs(gctx, gvr, gr, exp, live) {
-			admitted.Store(id, true)
-			report.Add("objects", snapshot.StatusAdmitted, id, "as the target's admission makes the backup's: "+strings.Join(diffs, "; "))
+		} else if ok, revision := c.admittedAs(gctx, gvr, gr, exp, live, diffs); ok {
+			admitted.Store(id, revision)
+			report.Add("objects", snapshot.StatusAdmitted, id, "as the target's admission makes the backup's on create: "+strings.Join(diffs, "; "))
 		} else if len(diffs) > 0 {
 			report.Add("objects", snapshot.StatusDifferent, id, strings.Join(diffs, "; "))
 		} else {
