@@ -98,6 +98,25 @@ spec: {interval: 10m, path: ./reports, prune: true, sourceRef: {kind: GitReposit
 
 	playGitOps(t, blueKC, blueDyn, ns)
 	playGitOps(t, greenKC, cutoverDyn, ns)
+
+	// The plan says, before a run, what the quiesce would stop and pause, in its order.
+	code, plan, errOut := runFerry(t, "plan", "--from", "blue", "-f", gp3Config(t, ns))
+	if code != 0 {
+		t.Fatalf("ferry plan exited %d\nstdout: %s\nstderr: %s", code, plan, errOut)
+	}
+	var order []string
+	for _, line := range strings.Split(plan, "\n") {
+		if fields := strings.Fields(line); len(fields) >= 3 && strings.HasPrefix(fields[1], ns+"/") {
+			order = append(order, fields[0]+" "+fields[1]+" "+fields[2])
+		}
+	}
+	wantOrder := []string{"applications.argoproj.io " + ns + "/root patch", "applicationsets.argoproj.io " + ns + "/teams patch",
+		"applications.argoproj.io " + ns + "/shop patch", "kustomizations.kustomize.toolkit.fluxcd.io " + ns + "/reports suspend",
+		"deployments.apps " + ns + "/api scale-to-zero", "deployments.apps " + ns + "/worker scale-to-zero"}
+	if !slices.Equal(order, wantOrder) {
+		t.Errorf("the plan's quiesce:\n%s\nwant, in this order:\n%s\nplan:\n%s", strings.Join(order, "\n"), strings.Join(wantOrder, "\n"), plan)
+	}
+
 	out := migrateShapes(t, ns, "writers Argo CD and Flux apply")
 	for cluster, want := range map[string]struct {
 		kc       kubernetes.Interface

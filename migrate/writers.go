@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/snapshot/kinds"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -271,4 +273,25 @@ func writableClaims(pod *unstructured.Unstructured, claims map[string]bool) []st
 		}
 	}
 	return out
+}
+
+// QuiescePlan is what a migration's quiesce would stop on cluster for plan, in the order it would:
+// the objects ferry.yaml's rules select, the writers the plan implies (WriterRules), the
+// autoscalers and GitOps objects paused with them; each with its action and why. A plan shows it
+// so that an operator knows, before a run, what ferry changes on the source.
+func QuiescePlan(ctx context.Context, cluster kinds.Cluster, plan *plans.Plan, log *slog.Logger) ([]plans.QuiesceItem, error) {
+	implied, err := WriterRules(ctx, cluster.Dynamic, plan)
+	if err != nil {
+		return nil, err
+	}
+	q := Quiescer{Dynamic: cluster.Dynamic, Mapper: cluster.Mapper(), Rules: append(slices.Clone(plan.Config.Quiesce), implied...), Log: log}
+	targets, err := q.targets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []plans.QuiesceItem
+	for _, t := range ordered(targets, stopping) {
+		out = append(out, plans.QuiesceItem{Resource: t.rule.Resource, Namespace: t.obj.GetNamespace(), Name: t.obj.GetName(), Action: t.rule.Action, Why: t.rule.Why})
+	}
+	return out, nil
 }

@@ -119,9 +119,9 @@ func (p *Plan) WriteSummary(out io.Writer) error {
 		}
 	}
 	if len(p.Quiesce) > 0 {
-		fmt.Fprintf(w, "\nTO QUIESCE\tACTION\n")
+		fmt.Fprintf(w, "\nTO QUIESCE (in order)\tACTION\tWHY\n")
 		for _, q := range p.Quiesce {
-			fmt.Fprintf(w, "%s %s\t%s\n", q.Resource, strings.TrimPrefix(q.Namespace+"/"+q.Name, "/"), q.Action)
+			fmt.Fprintf(w, "%s %s\t%s\t%s\n", q.Resource, strings.TrimPrefix(q.Namespace+"/"+q.Name, "/"), q.Action, q.Why)
 		}
 	}
 	if p.Upgrade != nil {

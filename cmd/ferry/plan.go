@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/migrate"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
 	"github.com/ferrykube/ferry/snapshot"
@@ -167,6 +168,9 @@ func (o *planOptions) run(ctx context.Context) error {
 		}
 		target = &t
 	}
+	if err := o.quiescePlan(ctx, p); err != nil {
+		return err
+	}
 	// As many movers at once as ferry backup and restore run by default (--parallel 8).
 	if err := plans.PreflightQuotas(ctx, p, source, target, 8); err != nil {
 		return err
@@ -207,6 +211,25 @@ func orCurrent(ctx string) string {
 		return "the current context"
 	}
 	return "context " + ctx
+}
+
+// quiescePlan lists in the plan what a migration's quiesce would stop or pause on the source
+// (migrate.QuiescePlan): ferry.yaml's rules' objects, the writers of claims whose files move, the
+// autoscalers and GitOps objects paused with them.
+func (o *planOptions) quiescePlan(ctx context.Context, p *plans.Plan) error {
+	source, err := o.global.cluster(o.from)
+	if err != nil {
+		return err
+	}
+	items, err := migrate.QuiescePlan(ctx, source, p, o.global.logger)
+	if err != nil {
+		// The plan stands without it: ferry.yaml's rules' objects are listed, and a run finds the rest.
+		p.Findings = append(p.Findings, plans.Finding{Severity: plans.Warning, Subject: "quiesce",
+			Message: "what a migration's quiesce would stop beside ferry.yaml's rules could not be read: " + err.Error()})
+		return nil
+	}
+	p.Quiesce = items
+	return nil
 }
 
 // preflightMovers adds where the source's admission, and the target's, would refuse the mover
