@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/ferrykube/ferry/plans"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 )
 
 func TestHistoryOf(t *testing.T) {
@@ -166,5 +169,31 @@ func TestAdmissionExplains(t *testing.T) {
 	}
 	if explained, _ := admissionExplains("replicasets.apps", owned("a"), owned("b"), []string{`metadata.ownerReferences[0].uid: backup "a", target "b"`}); explained {
 		t.Error("an owner reference the restore could not link is taken for the admission's")
+	}
+}
+
+// TestScaledByItsDeployment: a ReplicaSet that differs only in its replicas and its Deployment's
+// annotations may be its Deployment's rollout's doing; any other difference, or owner, is not.
+func TestScaledByItsDeployment(t *testing.T) {
+	rs := func(kind string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "web-1", "namespace": "shop"}}}
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: "web", Controller: ptr.To(true)}})
+		return u
+	}
+	for _, tc := range []struct {
+		name  string
+		gr    string
+		live  *unstructured.Unstructured
+		diffs []string
+		want  string
+	}{
+		{"replicas", "replicasets.apps", rs("Deployment"), []string{"spec.replicas: backup 2, target 0", `metadata.annotations["deployment.kubernetes.io/desired-replicas"]: backup "2", target "3"`}, "apps/v1 Deployment shop/web"},
+		{"its template", "replicasets.apps", rs("Deployment"), []string{"spec.replicas: backup 2, target 0", `spec.template.spec.containers[0].image: backup "a", target "b"`}, ""},
+		{"another owner", "replicasets.apps", rs("StatefulSet"), []string{"spec.replicas: backup 2, target 0"}, ""},
+		{"another type", "deployments.apps", rs("Deployment"), []string{"spec.replicas: backup 2, target 0"}, ""},
+	} {
+		if got := scaledByItsDeployment(tc.gr, tc.live, tc.diffs); got != tc.want {
+			t.Errorf("%s: scaledByItsDeployment = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

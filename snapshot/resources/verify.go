@@ -53,7 +53,7 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 	}
 	claims, archived := claimsOf(archive), archive.owners()
 	var health []healthCheck
-	var admitted sync.Map // IDs of objects as the target's admission makes them -> their revision
+	var admitted admissions
 	for _, res := range order {
 		entries := archive.ByResource[res.GroupResource()]
 		if len(entries) == 0 {
@@ -73,9 +73,52 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 			}
 		}
 	}
-	c.verifyHistory(ctx, order, archive, &admitted, report)
+	admitted.settle(report)
+	c.verifyHistory(ctx, order, archive, &admitted.revisions, report)
 	c.verifyHealth(ctx, health, report)
 	return nil
+}
+
+// admissions is what verify found the target's admission made: the objects it holds as its
+// admission makes the backup's (IDs -> the revision their controller numbered them by), and the
+// ReplicaSets that differ only in what their Deployment scales, settled once the Deployments are
+// verified.
+type admissions struct {
+	revisions sync.Map
+	mu        sync.Mutex
+	scaled    []scaledDiff
+}
+
+// scaledDiff is a ReplicaSet (id) whose Deployment (owner, by ID) may have scaled it, and how it
+// differs.
+type scaledDiff struct{ id, owner, diffs string }
+
+// settle reports each ReplicaSet of scaled: one whose Deployment the target's admission changed
+// is its rollout's to scale (to the template the admission made), a note; any other differs.
+func (a *admissions) settle(report *snapshot.Report) {
+	for _, s := range a.scaled {
+		if _, ok := a.revisions.Load(s.owner); ok {
+			report.Add("objects", snapshot.StatusAdmitted, s.id, "scaled by the rollout of its Deployment to the template the target's admission changed: "+s.diffs)
+		} else {
+			report.Add("objects", snapshot.StatusDifferent, s.id, s.diffs)
+		}
+	}
+}
+
+// scaledByItsDeployment is the ID of the Deployment that controls live, a ReplicaSet whose
+// differences (diffs) are all in what a Deployment's controller sets on its ReplicaSets (their
+// replicas and its annotations), or "".
+func scaledByItsDeployment(gr string, live *unstructured.Unstructured, diffs []string) string {
+	ref := metav1.GetControllerOfNoCopy(live)
+	if gr != "replicasets.apps" || ref == nil || ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" {
+		return ""
+	}
+	for _, d := range diffs {
+		if path := diffPath(d); path != "spec.replicas" && !strings.HasPrefix(path, `metadata.annotations["deployment.kubernetes.io/`) {
+			return ""
+		}
+	}
+	return "apps/v1 Deployment " + live.GetNamespace() + "/" + ref.Name
 }
 
 // admittedAs says whether live (of type gvr, gr), which differs from exp as diffs say, is what the
@@ -218,7 +261,7 @@ func targetKey(m snapshot.Mapping, gr string, e Entry) string {
 
 // verifyType compares the entries of one type with the target's objects as it lists them. It
 // holds the entries' keys only: each object is read from the archive when its live copy comes.
-func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Archive, entries []Entry, claims, archived map[string]bool, admitted *sync.Map, report *snapshot.Report) ([]healthCheck, error) {
+func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Archive, entries []Entry, claims, archived map[string]bool, admitted *admissions, report *snapshot.Report) ([]healthCheck, error) {
 	gr := res.GroupResource()
 	want := make(map[string]int, len(entries)) // target namespace/name -> index in entries
 	for i, e := range entries {
@@ -242,13 +285,17 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		id := objectID(exp, live.GetNamespace())
 		if diffs := c.compare(gr, exp, live); c.greensOwn(gr, e) && len(diffs) > 0 {
 			report.Count("objects", snapshot.StatusLeft)
-		} else if ok, revision := c.admittedAs(gctx, gvr, gr, exp, live, diffs); ok {
-			admitted.Store(id, revision)
-			report.Add("objects", snapshot.StatusAdmitted, id, "as the target's admission makes the backup's on create: "+strings.Join(diffs, "; "))
-		} else if len(diffs) > 0 {
-			report.Add("objects", snapshot.StatusDifferent, id, strings.Join(diffs, "; "))
-		} else {
+		} else if len(diffs) == 0 {
 			report.Count("objects", snapshot.StatusIdentical)
+		} else if ok, revision := c.admittedAs(gctx, gvr, gr, exp, live, diffs); ok {
+			admitted.revisions.Store(id, revision)
+			report.Add("objects", snapshot.StatusAdmitted, id, "as the target's admission makes the backup's on create: "+strings.Join(diffs, "; "))
+		} else if owner := scaledByItsDeployment(gr, live, diffs); owner != "" {
+			admitted.mu.Lock()
+			admitted.scaled = append(admitted.scaled, scaledDiff{id: id, owner: owner, diffs: strings.Join(diffs, "; ")})
+			admitted.mu.Unlock()
+		} else {
+			report.Add("objects", snapshot.StatusDifferent, id, strings.Join(diffs, "; "))
 		}
 		if check := rules.For(gr).Health; check != nil {
 			mu.Lock()
