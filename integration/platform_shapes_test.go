@@ -889,12 +889,19 @@ func cutoverDynamic(t *testing.T) (blue, green dynamic.Interface) {
 // It returns the run's report.
 func migrateShapes(t *testing.T, ns, what string) string {
 	t.Helper()
-	store := "file://" + filepath.Join(t.TempDir(), "store")
+	_, _, out := migrateShapesRun(t, ns, what)
+	return out
+}
+
+// migrateShapesRun is migrateShapes giving also the run's storage and ID.
+func migrateShapesRun(t *testing.T, ns, what string) (store, id, out string) {
+	t.Helper()
+	store = "file://" + filepath.Join(t.TempDir(), "store")
 	code, out, errOut := runFerry(t, "--storage", store, "migrate", "--from", "blue", "--to", "cutover", "-f", gp3Config(t, ns), "--lease-ttl", testLeaseTTL.String())
 	if code != 0 || !strings.Contains(out, "shifted") {
 		t.Fatalf("ferry migrate of %s exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", what, code, out, errOut)
 	}
-	return out
+	return store, runID(t, errOut), out
 }
 
 // cutoverShapesNamespace makes namespace ns on blue for a test that migrates it onto the cutover

@@ -2,8 +2,10 @@ package migrate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -312,6 +314,9 @@ func lacks(original, carried *snapshot.Manifest, m snapshot.Mapping) []string {
 // carryRecord is what the carried-back step journals.
 type carryRecord struct {
 	Objects ObjectChanges `json:"objects"`
+	// Admitted are the fields green's admission set on the objects the restore made, by object
+	// key (resources.CarryBack.Admitted): the carry-back's later steps replay them.
+	Admitted map[string][]string `json:"admitted,omitempty"`
 	// Summary.Awaiting are made once blue's writers start (admitCarried).
 	Summary
 }
@@ -326,7 +331,7 @@ func (r *Runner) carryBackOptions() kinds.RestoreOptions {
 // admitCarried makes on blue, once its writers started, the objects the carry-back left awaiting
 // them (ids), and verifies them (admit).
 func (r *Runner) admitCarried(ctx context.Context, ids []string) error {
-	rd, cb, err := r.carryBackPlan(ctx)
+	rd, cb, err := r.carryBackPlan(ctx, r.carriedAdmission())
 	if err != nil {
 		return err
 	}
@@ -336,8 +341,19 @@ func (r *Runner) admitCarried(ctx context.Context, ids []string) error {
 	return admit(ctx, kinds.CarryBackRestorers(rd, cb.Only(ids), r.o.Blue, o)[0], rd, len(ids), "blue")
 }
 
-// carryBackPlan compares the run's backup with the backup of green.
-func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resources.CarryBack, error) {
+// carriedAdmission replays what green's admission set on the objects the restore made, as the
+// carry-back's restore found it: blue is verified against what was carried.
+func (r *Runner) carriedAdmission() resources.Admission {
+	var rec carryRecord
+	if e, ok := r.Journal.Last(CarriedBack, Done, 0); ok {
+		_ = json.Unmarshal(e.Data, &rec)
+	}
+	return resources.RecordedAdmission(rec.Admitted)
+}
+
+// carryBackPlan compares the run's backup with the backup of green; admission names what green's
+// admission set on the objects the restore made.
+func (r *Runner) carryBackPlan(ctx context.Context, admission resources.Admission) (*snapshot.Reader, *resources.CarryBack, error) {
 	original, err := r.reader(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -357,7 +373,7 @@ func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resource
 	}
 	defer after.Close()
 	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
-	cb, err := resources.PlanCarryBack(before, after, m, r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
+	cb, err := resources.PlanCarryBack(ctx, before, after, m, r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan), admission)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -375,8 +391,14 @@ func (r *Runner) carryBackPlan(ctx context.Context) (*snapshot.Reader, *resource
 }
 
 // carryBackRun restores or verifies the backup of green on blue.
+// Green's admission is asked what it makes of the objects the restore made when they are
+// restored, and that is replayed when they are verified.
 func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Report, *resources.CarryBack, error) {
-	rd, cb, err := r.carryBackPlan(ctx)
+	admission := r.carriedAdmission()
+	if command == kinds.Restore {
+		admission = resources.DryRunAdmission(r.o.Green.Dynamic)
+	}
+	rd, cb, err := r.carryBackPlan(ctx, admission)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -397,12 +419,15 @@ func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	rec := carryRecord{Objects: ObjectChanges{Created: cb.Created, Changed: cb.Changed, Deleted: cb.DeletedIDs()}, Summary: summarize(rep)}
+	rec := carryRecord{Objects: ObjectChanges{Created: cb.Created, Changed: cb.Changed, Deleted: cb.DeletedIDs()}, Admitted: cb.Admitted, Summary: summarize(rep)}
 	if failed := rep.Problems(snapshot.StatusFailed); len(failed) > 0 {
 		return rec, "", fmt.Errorf("%d items failed to carry back to blue, e.g. %s %s: %s: %w", len(failed), failed[0].Kind, failed[0].Name, failed[0].Detail, ErrStopped)
 	}
 	detail := fmt.Sprintf("objects %d created, %d changed, %d deleted on green; on blue: %s", len(cb.Created), len(cb.Changed), len(cb.Deleted),
 		countLine(rep, snapshot.StatusRestored, snapshot.StatusUpdated, snapshot.StatusDeleted))
+	if len(cb.Admitted) > 0 {
+		detail += fmt.Sprintf("; %d kept blue's fields where green's admission changed them as the restore made them (e.g. %s)", len(cb.Admitted), slices.Min(slices.Collect(maps.Keys(cb.Admitted))))
+	}
 	if len(rec.Awaiting) > 0 {
 		detail += fmt.Sprintf("; %d await blue's writers, one of which may serve their admission webhook (e.g. %s): made once they start", len(rec.Awaiting), rec.Awaiting[0])
 	}
@@ -518,7 +543,7 @@ func (r *Runner) liveChanges(ctx context.Context) (changes ObjectChanges, unsure
 		return ObjectChanges{}, nil, err
 	}
 	defer now.Close()
-	cb, err := resources.PlanCarryBack(before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan))
+	cb, err := resources.PlanCarryBack(ctx, before, now, kinds.EffectiveMappingOf(r.plan, r.o.Mapping), r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan), resources.DryRunAdmission(r.o.Green.Dynamic))
 	if err != nil {
 		return ObjectChanges{}, nil, err
 	}

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,6 +41,11 @@ type CarryBack struct {
 	Created, Changed []string
 	// Differences gives the first difference of each changed object, by its name.
 	Differences map[string]string
+	// Admitted names, by object key (group-resource/namespace/name in green's names), the fields
+	// green's admission set as the restore made the object there (Admission's): blue is given them
+	// as the restore had them. Its rollout history on green, of the template the admission
+	// changed, is left to blue's controller.
+	Admitted map[string][]string
 }
 
 // Close removes the spool of Expected.
@@ -57,8 +63,10 @@ func (cb *CarryBack) Close() error {
 // of controllers, volumes of claims) are left out on both sides. A claim green holds as restored
 // keeps blue's storage class, which a many-to-one class mapping could not give back. After an
 // upgrade (placement), only the objects it moved are compared: each release's own stay as they are.
+// admission (nil: none) names what green's admission set on the objects the restore made, which
+// are not green's writes (CarryBack.Admitted).
 // It holds the objects' keys only; each object is read from its archive when its turn comes.
-func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Time, cfg config.Planning, placement *plans.Placement) (*CarryBack, error) {
+func PlanCarryBack(ctx context.Context, original, carried *Archive, m snapshot.Mapping, since time.Time, cfg config.Planning, placement *plans.Placement, admission Admission) (*CarryBack, error) {
 	back := m.Inverse()
 	original.index()
 	carried.index()
@@ -93,10 +101,16 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 	} else {
 		expected = &Archive{ByResource: map[string][]Entry{}}
 	}
-	cb := &CarryBack{Expected: expected, Differences: map[string]string{}}
+	cb := &CarryBack{Expected: expected, Differences: map[string]string{}, Admitted: map[string][]string{}}
 	claims, owners := claimsOf(carried), carried.owners()
-	for gr, entries := range carried.ByResource {
-		for _, e := range entries {
+	// Workloads whose template green's admission changed (kind/namespace/name): their rollout
+	// history on green is of that template. Rollout history comes after the workloads.
+	admittedTemplates := map[string]bool{}
+	types := slices.SortedFunc(maps.Keys(carried.ByResource), func(a, b string) int {
+		return cmp.Or(cmp.Compare(b2i(rules.For(a).History), b2i(rules.For(b).History)), strings.Compare(a, b))
+	})
+	for _, gr := range types {
+		for _, e := range carried.ByResource[gr] {
 			obj, err := carried.Object(e)
 			if err != nil {
 				cb.Close()
@@ -108,26 +122,45 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 			key := gr + "/" + e.Namespace + "/" + e.Name
 			orig, had := restored[key]
 			delete(restored, key)
-			if created := (&unstructured.Unstructured{Object: obj}).GetCreationTimestamp(); !had && !created.IsZero() && created.Time.Before(since.Truncate(time.Second)) {
+			live := &unstructured.Unstructured{Object: obj}
+			if created := live.GetCreationTimestamp(); !had && !created.IsZero() && created.Time.Before(since.Truncate(time.Second)) {
 				continue
+			}
+			if ref := metav1.GetControllerOfNoCopy(live); ref != nil && rules.For(gr).History && admittedTemplates[ref.Kind+"/"+e.Namespace+"/"+ref.Name] {
+				continue // left to blue's controller, which makes its own of blue's template
+			}
+			restoredForm, origObj := map[string]any(nil), map[string]any(nil)
+			if had {
+				if origObj, err = original.Object(orig); err != nil {
+					cb.Close()
+					return nil, err
+				}
+				restoredForm = Prepare(gr, origObj, m)
+				if admission != nil && len(differences(restoredForm, Prepare(gr, obj, snapshot.Mapping{}), cfg.Sensitivity(gr))) > 0 {
+					paths, err := admission(ctx, key, gr, restoredForm, live)
+					if err != nil {
+						cb.Close()
+						return nil, fmt.Errorf("%s %s/%s on green: %w", gr, e.Namespace, e.Name, err)
+					}
+					if len(paths) > 0 {
+						cb.Admitted[key] = paths
+						obj = revertPaths(obj, restoredForm, paths)
+						if slices.ContainsFunc(paths, underTemplate) {
+							admittedTemplates[live.GetKind()+"/"+e.Namespace+"/"+e.Name] = true
+						}
+					}
+				}
 			}
 			blue, green := Prepare(gr, obj, back), Prepare(gr, obj, snapshot.Mapping{})
 			if u := (unstructured.Unstructured{Object: blue}); !placement.Moves(gr, u.GetNamespace(), u.GetName()) {
 				continue // an upgrade's: green's release's own, or never moved
 			}
-			restoredForm := map[string]any(nil)
 			if !had {
 				keepStatus(gr, blue, obj)
 			} else {
-				origObj, err := original.Object(orig)
-				if err != nil {
-					cb.Close()
-					return nil, err
-				}
 				if !sameJSON(obj["status"], restoredStatus(origObj, 1)) {
 					keepStatus(gr, blue, obj) // the work went on on green: blue's status is stale
 				}
-				restoredForm = Prepare(gr, origObj, m)
 				// Green's admission may have given a claim without a class its default, and
 				// the class of a claim (template) is blue's as the restore had it, whatever the
 				// mapping back would make of it.
@@ -156,6 +189,14 @@ func PlanCarryBack(original, carried *Archive, m snapshot.Mapping, since time.Ti
 	sort.Strings(cb.Created)
 	sort.Strings(cb.Changed)
 	return cb, nil
+}
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // resourceOf is the resource type of an archive's entry of group-resource gr.

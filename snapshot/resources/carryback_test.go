@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -26,7 +27,7 @@ func archiveOf(t *testing.T, objects ...string) *Archive {
 		obj := decode(t, s)
 		u := unstructured.Unstructured{Object: obj}
 		gr := map[string]string{"ConfigMap": "configmaps", "PersistentVolumeClaim": "persistentvolumeclaims", "Pod": "pods",
-			"ReplicaSet": "replicasets.apps", "Secret": "secrets", "StatefulSet": "statefulsets.apps", "Widget": "widgets.carry.example.com"}[u.GetKind()]
+			"ReplicaSet": "replicasets.apps", "Deployment": "deployments.apps", "Secret": "secrets", "StatefulSet": "statefulsets.apps", "Widget": "widgets.carry.example.com"}[u.GetKind()]
 		if err := a.add(gr, u.GetNamespace(), u.GetName(), obj, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func TestPlanCarryBack(t *testing.T) {
 		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"greens-own","namespace":"team-green","creationTimestamp":"2026-11-29T11:00:00Z"}}`,
 		`{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"team-green"},"spec":{"volumeClaimTemplates":[{"metadata":{"name":"data"},"spec":{"storageClassName":"standard"}}]}}`,
 	)
-	cb, err := PlanCarryBack(original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), config.Planning{}, nil)
+	cb, err := PlanCarryBack(context.Background(), original, carried, m, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), config.Planning{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestCheckDeletions(t *testing.T) {
 			[]string{"carry.example.com/v1 Widget team/w1", "carry.example.com/v1 Widget team/w2", "v1 ConfigMap team/doomed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cb, err := PlanCarryBack(original, carried, snapshot.Mapping{}, time.Time{}, config.Planning{}, nil)
+			cb, err := PlanCarryBack(context.Background(), original, carried, snapshot.Mapping{}, time.Time{}, config.Planning{}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -130,23 +130,10 @@ func scaledByItsDeployment(gr string, live *unstructured.Unstructured, diffs []s
 // schema lacks: the field validation is strict) leaves the difference standing. It returns the
 // revision the workload's controller numbered it by (0: none).
 func (c Objects) admittedAs(ctx context.Context, gvr schema.GroupVersionResource, gr string, exp map[string]any, live *unstructured.Unstructured, diffs []string) (bool, int64) {
-	obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(exp)}
-	obj.SetName("")
-	obj.SetGenerateName(generatedNamePrefix(live.GetName()))
-	obj.SetOwnerReferences(live.GetOwnerReferences())
-	var client dynamic.ResourceInterface = c.Dynamic.Resource(gvr)
-	if ns := live.GetNamespace(); ns != "" {
-		client = c.Dynamic.Resource(gvr).Namespace(ns)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	made, err := client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager, FieldValidation: metav1.FieldValidationStrict})
+	norm, err := dryRunCreate(ctx, c.Dynamic, gvr, gr, exp, live)
 	if err != nil {
 		return false, 0
 	}
-	made.SetName(live.GetName())
-	made.SetGenerateName("")
-	norm := Normalize(gr, made.Object)
 	explained, newRevision := admissionExplains(gr, exp, norm, diffs)
 	if !explained {
 		return false, 0
@@ -165,6 +152,29 @@ func (c Objects) admittedAs(ctx context.Context, gvr schema.GroupVersionResource
 		_ = unstructured.SetNestedStringMap(norm, annotations, "metadata", "annotations")
 	}
 	return len(c.compare(gr, norm, live)) == 0, revision
+}
+
+// dryRunCreate is what the target (dyn) makes of exp, an object of type gvr (gr) that live is its
+// copy of, on create, normalized, in live's name: a dry run of exp's create under a name the API
+// server makes (live's is taken), with live's owners and strict field validation.
+func dryRunCreate(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, gr string, exp map[string]any, live *unstructured.Unstructured) (map[string]any, error) {
+	obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(exp)}
+	obj.SetName("")
+	obj.SetGenerateName(generatedNamePrefix(live.GetName()))
+	obj.SetOwnerReferences(live.GetOwnerReferences())
+	var client dynamic.ResourceInterface = dyn.Resource(gvr)
+	if ns := live.GetNamespace(); ns != "" {
+		client = dyn.Resource(gvr).Namespace(ns)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	made, err := client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: FieldManager, FieldValidation: metav1.FieldValidationStrict})
+	if err != nil {
+		return nil, fmt.Errorf("dry run of %s %s: %w", gr, live.GetName(), err)
+	}
+	made.SetName(live.GetName())
+	made.SetGenerateName("")
+	return Normalize(gr, made.Object), nil
 }
 
 // admissionExplains says whether made, what a dry run of exp's create made of it (normalized),

@@ -105,7 +105,7 @@ func run(ctx context.Context, mode, url, original, carried, kubeContext, cpuProf
 			return err
 		}
 		defer after.Close()
-		cb, err := resources.PlanCarryBack(before, after, snapshot.Mapping{Namespaces: m}, time.Time{}, config.Planning{}, nil)
+		cb, err := resources.PlanCarryBack(ctx, before, after, snapshot.Mapping{Namespaces: m}, time.Time{}, config.Planning{}, nil, nil)
 		if err != nil {
 			return err
 		}
