@@ -31,6 +31,7 @@ import (
 	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -665,6 +666,9 @@ type fileEntry struct {
 	takes    int64  // the bytes of the blocks it takes on this machine's file system
 	inode    uint64
 	nlink    uint64
+	// xattrs are a file's or folder's extended attributes that are its data (a user's, POSIX
+	// ACLs, file capabilities; not a security module's label): sorted name=SHA-256 of the value.
+	xattrs string
 }
 
 // walkClaim lists a claim's folder through its root, each path from its directory: a tree
@@ -698,6 +702,7 @@ func walkClaim(dir string) (map[string]*fileEntry, error) {
 			switch {
 			case info.IsDir():
 				e.kind = "dir"
+				e.xattrs, err = fileXattrs(root, p)
 			case info.Mode()&fs.ModeSymlink != 0:
 				e.kind = "symlink"
 				e.target, err = root.Readlink(p)
@@ -706,7 +711,9 @@ func walkClaim(dir string) (map[string]*fileEntry, error) {
 			case info.Mode().IsRegular():
 				e.kind, e.size = "file", info.Size()
 				e.sparse = info.Size() > 64<<10 && st.Blocks*512 < info.Size()/2
-				e.sha, err = hashFile(root, p)
+				if e.sha, err = hashFile(root, p); err == nil {
+					e.xattrs, err = fileXattrs(root, p)
+				}
 			default:
 				e.kind = "other " + info.Mode().Type().String()
 			}
@@ -734,6 +741,35 @@ func walkClaim(dir string) (map[string]*fileEntry, error) {
 		}
 	}
 	return out, err
+}
+
+// fileXattrs lists the extended attributes of file or folder p that are its data.
+func fileXattrs(root *os.Root, p string) (string, error) {
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	n, err := unix.Flistxattr(int(f.Fd()), buf)
+	if err != nil {
+		return "", fmt.Errorf("%s: extended attributes: %w", p, err)
+	}
+	var out []string
+	for _, name := range strings.Split(string(buf[:n]), "\x00") {
+		if !strings.HasPrefix(name, "user.") && name != "system.posix_acl_access" && name != "system.posix_acl_default" && name != "security.capability" {
+			continue
+		}
+		value := make([]byte, 64<<10)
+		m, err := unix.Fgetxattr(int(f.Fd()), name, value)
+		if err != nil {
+			return "", fmt.Errorf("%s: extended attribute %s: %w", p, name, err)
+		}
+		sum := sha256.Sum256(value[:m])
+		out = append(out, name+"="+hex.EncodeToString(sum[:8]))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " "), nil
 }
 
 func hashFile(root *os.Root, p string) (string, error) {
@@ -815,6 +851,7 @@ func compareFiles(t *testing.T, ctx context.Context, blue, green side, scope che
 				{"link target", be.target, ge.target, false},
 				{"hardlinks", be.links, ge.links, false},
 				{"sparse", be.sparse, ge.sparse && be.sparse, false},
+				{"extended attributes", be.xattrs, ge.xattrs, false},
 			} {
 				if f.bv == f.gv {
 					continue
@@ -1199,8 +1236,12 @@ func TestCheckerRules(t *testing.T) {
 	must(err)
 	must(f.Truncate(8 << 20))
 	must(f.Close())
+	must(unix.Setxattr(filepath.Join(dir, "a"), "user.origin", []byte("blue"), 0))
 	files, err := walkClaim(dir)
 	must(err)
+	if files["a"].xattrs != "user.origin=16477688c0e00699" || files["sparse"].xattrs != "" {
+		t.Errorf("extended attributes of a: %q, of sparse: %q", files["a"].xattrs, files["sparse"].xattrs)
+	}
 	if files["a"].links != `["a" "b"]` || files["b"].links != files["a"].links {
 		t.Errorf("hardlink group of a: %q, of b: %q", files["a"].links, files["b"].links)
 	}

@@ -246,6 +246,10 @@ type Volume struct {
 	Bytes     int64  `json:"bytes"` // of the files' contents
 	// List is the stream of the volume's files (format 4); read it with Reader.VolumeFiles.
 	List *FileList `json:"list,omitempty"`
+	// Xattrs says its entries hold their files' extended attributes that move (File.Xattrs):
+	// a restore gives each file exactly those, and verify compares them. A backup before ferry
+	// moved them does not: its restore leaves the target's, and its verify does not compare them.
+	Xattrs bool `json:"xattrs,omitempty"`
 	// Files are the volume's files in a manifest of format 3 or older, which kept them inline.
 	Files []File `json:"files,omitempty"`
 	// Format is how Key holds the volume's data: "" a zstd-compressed tar stream, FormatChunks a
@@ -309,6 +313,9 @@ type File struct {
 	// Hardlink, of a file, names the first entry of the volume that is the same file (inode).
 	Hardlink string `json:"hardlink,omitempty"`
 	SHA256   string `json:"sha256,omitempty"`
+	// Xattrs are the extended attributes of a file or directory that move with it (a user's,
+	// POSIX ACLs, file capabilities): name -> value in base64.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
 }
 
 // Skipped is an item left out of the backup.

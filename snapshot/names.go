@@ -51,22 +51,23 @@ func (n *Name) UnmarshalJSON(b []byte) error {
 
 // fileJSON is File as JSON has it, its names as Names.
 type fileJSON struct {
-	Path     Name      `json:"path"`
-	Type     string    `json:"type"`
-	Mode     string    `json:"mode"`
-	UID      int       `json:"uid"`
-	GID      int       `json:"gid"`
-	Size     int64     `json:"size,omitempty"`
-	ModTime  time.Time `json:"modTime"`
-	Link     Name      `json:"link,omitempty"`
-	Hardlink Name      `json:"hardlink,omitempty"`
-	SHA256   string    `json:"sha256,omitempty"`
+	Path     Name              `json:"path"`
+	Type     string            `json:"type"`
+	Mode     string            `json:"mode"`
+	UID      int               `json:"uid"`
+	GID      int               `json:"gid"`
+	Size     int64             `json:"size,omitempty"`
+	ModTime  time.Time         `json:"modTime"`
+	Link     Name              `json:"link,omitempty"`
+	Hardlink Name              `json:"hardlink,omitempty"`
+	SHA256   string            `json:"sha256,omitempty"`
+	Xattrs   map[string]string `json:"xattrs,omitempty"`
 }
 
 // MarshalJSON writes the file's names as Names do: byte for byte, whatever they hold.
 func (f File) MarshalJSON() ([]byte, error) {
 	return json.Marshal(fileJSON{Path: Name(f.Path), Type: f.Type, Mode: f.Mode, UID: f.UID, GID: f.GID, Size: f.Size,
-		ModTime: f.ModTime, Link: Name(f.Link), Hardlink: Name(f.Hardlink), SHA256: f.SHA256})
+		ModTime: f.ModTime, Link: Name(f.Link), Hardlink: Name(f.Hardlink), SHA256: f.SHA256, Xattrs: f.Xattrs})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -76,6 +77,6 @@ func (f *File) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*f = File{Path: string(j.Path), Type: j.Type, Mode: j.Mode, UID: j.UID, GID: j.GID, Size: j.Size,
-		ModTime: j.ModTime, Link: string(j.Link), Hardlink: string(j.Hardlink), SHA256: j.SHA256}
+		ModTime: j.ModTime, Link: string(j.Link), Hardlink: string(j.Hardlink), SHA256: j.SHA256, Xattrs: j.Xattrs}
 	return nil
 }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -46,7 +47,7 @@ func TestFileJSONKeepsItsForm(t *testing.T) {
 		t.Errorf("written as %s, want %s", b, want)
 	}
 	var back File
-	if err := json.Unmarshal(b, &back); err != nil || back != f {
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, f) {
 		t.Errorf("read back as %+v (%v)", back, err)
 	}
 	var old File

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -536,9 +537,38 @@ func fillOddFiles(dir string) error {
 	must(os.WriteFile(filepath.Join(dir, "shared", "owned.txt"), []byte("owned by 1234:5678\n"), 0o640))
 	must(os.Lchown(filepath.Join(dir, "shared", "owned.txt"), 1234, 5678))
 	must(os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755))
+	must(zooXattrs(dir))
 	old := time.Date(2021, 2, 3, 4, 5, 6, 789_000_000, time.UTC)
 	must(os.Chtimes(filepath.Join(dir, "data.bin"), old, old))
 	must(os.Chtimes(filepath.Join(dir, "empty", "deeper"), old, old))
+	return errors.Join(errs...)
+}
+
+// zooXattrs sets what users and admins set on a volume's files beside their contents: a team
+// folder's default ACL and a file's ACL (setfacl), user attributes (one of bytes that are no text,
+// one on the sparse file), a file capability (setcap; only root sets it, so it is left out
+// otherwise).
+func zooXattrs(dir string) error {
+	const undefined = 0xffffffff
+	acl := binary.LittleEndian.AppendUint32(nil, 2) // owner rw, user 1000 r, group r, mask r, others -
+	for _, e := range [][3]uint32{{0x01, 6, undefined}, {0x02, 4, 1000}, {0x04, 4, undefined}, {0x10, 4, undefined}, {0x20, 0, undefined}} {
+		acl = binary.LittleEndian.AppendUint16(acl, uint16(e[0]))
+		acl = binary.LittleEndian.AppendUint16(acl, uint16(e[1]))
+		acl = binary.LittleEndian.AppendUint32(acl, e[2])
+	}
+	capability := binary.LittleEndian.AppendUint32(nil, 0x02000001)  // revision 2, effective
+	capability = binary.LittleEndian.AppendUint32(capability, 1<<10) // CAP_NET_BIND_SERVICE
+	capability = append(capability, make([]byte, 12)...)
+	errs := []error{
+		unix.Setxattr(filepath.Join(dir, "shared"), "system.posix_acl_default", acl, 0),
+		unix.Setxattr(filepath.Join(dir, "shared"), "user.team", []byte("analytics"), 0),
+		unix.Setxattr(filepath.Join(dir, "shared", "owned.txt"), "system.posix_acl_access", acl, 0),
+		unix.Setxattr(filepath.Join(dir, "data.bin"), "user.checksum", []byte("md5\x00\xfe\x01"), 0),
+		unix.Setxattr(filepath.Join(dir, "disk.img"), "user.kind", []byte("raw disk"), 0),
+	}
+	if err := unix.Setxattr(filepath.Join(dir, "run.sh"), "security.capability", capability, 0); !errors.Is(err, unix.EPERM) {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -85,6 +87,11 @@ func (p *packer) writeSparse(h *tar.Header, f *os.File, data []span) (bool, erro
 	for _, k := range []string{LinksRecord, StatRecord} {
 		if v := h.PAXRecords[k]; v != "" {
 			records += paxRecord(k, v)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.PAXRecords)) {
+		if strings.HasPrefix(k, xattrRecord) {
+			records += paxRecord(k, h.PAXRecords[k])
 		}
 	}
 	base := h.Name[strings.LastIndex(h.Name, "/")+1:]

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -402,15 +403,15 @@ func TestNamesThatAreNotUTF8InJSON(t *testing.T) {
 		{Path: "données-été.csv", Type: "file", Mode: "0644"},
 	} {
 		got := overJSON(t, f)
-		if got != f {
+		if !reflect.DeepEqual(got, f) {
 			t.Errorf("%q came back as %q", f.Path, got.Path)
 		}
 		sf := StagedFile{File: f, Staged: "7"}
-		if got := overJSON(t, sf); got != sf {
+		if got := overJSON(t, sf); !reflect.DeepEqual(got, sf) {
 			t.Errorf("staged %q came back as %+v", f.Path, got)
 		}
 		uf := UnpackedFile{File: f, Action: ActionWritten}
-		if got := overJSON(t, uf); got != uf {
+		if got := overJSON(t, uf); !reflect.DeepEqual(got, uf) {
 			t.Errorf("unpacked %q came back as %+v", f.Path, got)
 		}
 	}

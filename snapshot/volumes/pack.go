@@ -36,8 +36,10 @@ func isStaging(rel string) bool {
 const SkippedRecord = "FERRY.skipped"
 
 // StatRecord is the PAX record of a regular file's identity as a chunked backup compares it with
-// the previous backup's: "inode size mtime ctime" (nanoseconds since the epoch). A file whose
-// record is unchanged is taken for unchanged, as restic and Kopia do.
+// the previous backup's: "inode size mtime ctime x" (nanoseconds since the epoch; x: the entry
+// holds the file's extended attributes, which an entry before them lacks, so such a file is read
+// again once). A file whose record is unchanged is taken for unchanged, as restic and Kopia do:
+// setting an extended attribute changes the ctime.
 const StatRecord = "FERRY.stat"
 
 // UnchangedRecord is the PAX record of an entry of no contents that stands for a file whose
@@ -46,7 +48,7 @@ const StatRecord = "FERRY.stat"
 const UnchangedRecord = "FERRY.unchanged"
 
 func statKey(st *syscall.Stat_t) string {
-	return fmt.Sprintf("%d %d %d %d", st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
+	return fmt.Sprintf("%d %d %d %d x", st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano())
 }
 
 // SkippedFile is a file Pack left out, and why.
@@ -132,6 +134,11 @@ func (p *packer) pack(dir string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if info.IsDir() {
+			if err := p.dirXattrs(rel, h); err != nil {
+				return err
+			}
+		}
 		if err := p.tw.WriteHeader(h); err != nil {
 			return fmt.Errorf("%s: %w", rel, err)
 		}
@@ -191,6 +198,23 @@ func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
 	return h, nil
 }
 
+// dirXattrs adds to h the extended attributes of the directory rel that move; one that is no
+// longer a directory has none (the walk finds what it became).
+func (p *packer) dirXattrs(rel string, h *tar.Header) error {
+	d, err := p.open(rel)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, errFolderReplaced) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	defer d.Close()
+	if err := readXattrs(int(d.Fd()), h); err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	return nil
+}
+
 // closeRoot closes the volume's root and the directory last opened in it.
 func (p *packer) closeRoot() {
 	p.closeParent()
@@ -220,18 +244,9 @@ var errFolderReplaced = errors.New("its folder was replaced while the volume was
 // its siblings, which the walk meets next), which is opened through the root. O_NONBLOCK: what
 // was a file when listed may since be a FIFO, whose open would wait for a writer.
 func (p *packer) open(rel string) (*os.File, error) {
-	dir, base := path.Split(rel)
-	dir = cmp.Or(strings.TrimSuffix(dir, "/"), ".")
-	if p.parent == nil || p.parentName != dir {
-		p.closeParent()
-		f, err := p.root.Open(dir)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) && !p.isDir(dir) {
-				return nil, errFolderReplaced
-			}
-			return nil, err
-		}
-		p.parent, p.parentName = f, dir
+	base, err := p.openParent(rel)
+	if err != nil {
+		return nil, err
 	}
 	for {
 		fd, err := unix.Openat(int(p.parent.Fd()), base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -243,6 +258,44 @@ func (p *packer) open(rel string) (*os.File, error) {
 		}
 		return os.NewFile(uintptr(fd), rel), nil
 	}
+}
+
+// openParent makes p.parent the directory of rel, opened through the root, and returns rel's
+// base name.
+func (p *packer) openParent(rel string) (string, error) {
+	dir, base := path.Split(rel)
+	dir = cmp.Or(strings.TrimSuffix(dir, "/"), ".")
+	if p.parent == nil || p.parentName != dir {
+		p.closeParent()
+		f, err := p.root.Open(dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !p.isDir(dir) {
+				return "", errFolderReplaced
+			}
+			return "", err
+		}
+		p.parent, p.parentName = f, dir
+	}
+	return base, nil
+}
+
+// unchangedXattrs adds to h the extended attributes of rel, a file not opened, that move: by
+// its name in its directory's descriptor (/proc/self/fd), which costs no open; where that does
+// not serve, the file is opened (done false when it is no longer there as a file).
+func (p *packer) unchangedXattrs(rel string, h *tar.Header) (done bool, err error) {
+	base, err := p.openParent(rel)
+	if err == nil {
+		viaDir := fmt.Sprintf("/proc/self/fd/%d/%s", p.parent.Fd(), base)
+		if err := pathXattrs(viaDir).read(h); err == nil {
+			return true, nil
+		}
+	}
+	f, err := p.open(rel)
+	if err != nil {
+		return false, nil // file() says what became of it
+	}
+	defer f.Close()
+	return true, readXattrs(int(f.Fd()), h)
 }
 
 // regular packs a file, reading it a second time if it changed while read the first.
@@ -276,6 +329,11 @@ func (p *packer) unchanged(rel string, info fs.FileInfo) (bool, error) {
 	}
 	h, err := header(info, "", rel)
 	if err != nil {
+		return false, err
+	}
+	if done, err := p.unchangedXattrs(rel, h); !done || errors.Is(err, errXattrsTooLarge) {
+		return false, nil // file() says what became of it
+	} else if err != nil {
 		return false, err
 	}
 	if h.PAXRecords == nil {
@@ -352,6 +410,11 @@ func (p *packer) file(rel string) (string, error) {
 			}
 			return "", nil
 		}
+	}
+	if err := readXattrs(int(f.Fd()), h); errors.Is(err, errXattrsTooLarge) {
+		return err.Error(), nil
+	} else if err != nil {
+		return "", fmt.Errorf("%s: %w", rel, err)
 	}
 	if p.stat {
 		if st, ok := info.Sys().(*syscall.Stat_t); ok {
@@ -547,7 +610,7 @@ func newFileIndex(emit func(snapshot.File) error) *fileIndex {
 // add takes the next entry's header; contents reads a regular file's contents, when the entry
 // has them, and returns their size and SHA-256.
 func (x *fileIndex) add(h *tar.Header, contents func() (int64, string, error)) error {
-	f := snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC()}
+	f := snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC(), Xattrs: xattrsOf(h)}
 	switch {
 	case h.PAXRecords[SkippedRecord] != "":
 		x.skipped = append(x.skipped, SkippedFile{Path: h.Name, Reason: h.PAXRecords[SkippedRecord]})

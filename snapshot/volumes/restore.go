@@ -215,6 +215,7 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 			report.Add(kindName, snapshot.StatusFailed, name, moverFailed(ctx, c.Client, ns, pod, err).Error()+"; the claim was left as it was")
 			return nil
 		}
+		staged.Xattrs = v.Xattrs
 		res, restored, listErr, err = c.apply(ctx, ns, pod, name, staged, backup)
 		if err != nil && listErr == nil && kube.ConnectionBroke(err) && round < kube.StreamAttempts && ctx.Err() == nil {
 			// An apply cut short may have put part of the volume in place, or all of it and

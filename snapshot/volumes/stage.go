@@ -64,6 +64,9 @@ type Staged struct {
 	Bytes int64 `json:"bytes"`
 	// RootModTime is the root's time from before the staging folder was made, if one was.
 	RootModTime time.Time `json:"rootModTime,omitzero"`
+	// Xattrs is set by ferry as it hands the list back to apply: the backup holds its files'
+	// extended attributes (UnpackOptions.Xattrs).
+	Xattrs bool `json:"xattrs,omitempty"`
 }
 
 // StagedFile is an archive entry and where its contents wait.
@@ -489,7 +492,7 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		s.st.Skipped = append(s.st.Skipped, SkippedFile{Path: h.Name, Reason: reason})
 		return nil
 	}
-	f := StagedFile{File: snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC()}}
+	f := StagedFile{File: snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC(), Xattrs: xattrsOf(h)}}
 	switch h.Typeflag {
 	case tar.TypeDir:
 		f.Type = "dir"
@@ -851,6 +854,7 @@ func applyStaged(ctx context.Context, dir string, st Staged, opts UnpackOptions,
 	if err := removeAbandoned(root, staging); err != nil {
 		return err
 	}
+	opts.Xattrs = opts.Xattrs || st.Xattrs
 	u := newUnpacker(root, opts)
 	defer u.close()
 	err = st.each(dir, func(f StagedFile) error {
@@ -878,6 +882,7 @@ func applyStaged(ctx context.Context, dir string, st Staged, opts UnpackOptions,
 	if err := u.finishDirs(); err != nil {
 		return err
 	}
+	u.noteUnsetXattrs()
 	if err := u.noteForeignOwners(dir, st); err != nil {
 		return err
 	}
@@ -993,6 +998,9 @@ func (f StagedFile) header() (*tar.Header, error) {
 	default:
 		return nil, badinput.Errorf("entry %q: type %q is not a file, directory, symlink or FIFO", f.Path, f.Type)
 	}
+	if err := withXattrs(h, f.Xattrs); err != nil {
+		return nil, badinput.Errorf("entry %q: %v", f.Path, err)
+	}
 	return h, nil
 }
 
@@ -1008,8 +1016,8 @@ func (u *unpacker) place(name string, h *tar.Header, staging, staged string) (st
 		if !exists || !fi.Mode().IsRegular() || fi.Size() != h.Size {
 			return "", errors.New("changed on the target since the archive was staged")
 		}
-		if u.sameMeta(fi, h) {
-			return ActionUnchanged, nil
+		if same, err := u.sameMeta(name, fi, h); err != nil || same {
+			return ActionUnchanged, err
 		}
 		return ActionUpdated, u.setMeta(name, h)
 	}

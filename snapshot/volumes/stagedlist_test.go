@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func TestLongStagedListIsSaved(t *testing.T) {
 	}
 	loaded, err := LoadStaged(dir, Staged{ID: st.ID, Count: st.Count, ListSHA256: st.ListSHA256, Saved: true, RootModTime: st.RootModTime}, nil)
 	must(t, err)
-	if !slices.Equal(listedFiles(t, dir, loaded), st.Files) {
+	if !reflect.DeepEqual(listedFiles(t, dir, loaded), st.Files) {
 		t.Error("the saved list reads back otherwise")
 	}
 	must(t, Abort(dir, st))

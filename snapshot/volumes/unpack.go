@@ -31,6 +31,10 @@ type UnpackOptions struct {
 	Delete bool
 	// Owners sets every entry's owner and group as the archive records them; only root may.
 	Owners bool
+	// Xattrs gives each file and directory exactly the extended attributes that move as the
+	// archive records them (its backup holds them: snapshot.Volume.Xattrs); else they are left
+	// as the target has them.
+	Xattrs bool
 }
 
 // What Unpack did with an entry.
@@ -117,6 +121,10 @@ type unpacker struct {
 	// rootTouched says an entry at the volume's root was written or deleted: the root's time is
 	// then the apply's, not the one from before the staging folder.
 	rootTouched bool
+	// xattrsUnset counts the entries whose extended attributes could not be set, the first for
+	// xattrsErr.
+	xattrsUnset int
+	xattrsErr   error
 }
 
 func newUnpacker(root *os.Root, opts UnpackOptions) *unpacker {
@@ -320,7 +328,9 @@ func (u *unpacker) directory(name string, h *tar.Header) (string, error) {
 		return "", err
 	case fi.IsDir():
 		action = ActionUpdated
-		if u.sameMeta(fi, h) {
+		if same, err := u.sameMeta(name, fi, h); err != nil {
+			return "", err
+		} else if same {
 			action = ActionUnchanged
 		}
 	default:
@@ -413,8 +423,8 @@ func (u *unpacker) fifo(name string, h *tar.Header) (string, error) {
 	case err != nil:
 		return "", err
 	case fi.Mode()&fs.ModeNamedPipe != 0:
-		if u.sameMeta(fi, h) {
-			return ActionUnchanged, nil
+		if same, err := u.sameMeta(name, fi, h); err != nil || same {
+			return ActionUnchanged, err
 		}
 		return ActionUpdated, u.setMeta(name, h)
 	default:
@@ -564,9 +574,61 @@ func sameOwner(fi fs.FileInfo, h *tar.Header) bool {
 	return ok && int(st.Uid) == h.Uid && int(st.Gid) == h.Gid
 }
 
-// sameMeta reports whether a file or directory has the entry's mode, time and (when set) owner.
-func (u *unpacker) sameMeta(fi fs.FileInfo, h *tar.Header) bool {
-	return tarMode(fi.Mode()) == h.Mode&0o7777 && fi.ModTime().Equal(h.ModTime) && (!u.opts.Owners || sameOwner(fi, h))
+// sameMeta reports whether the file, directory or FIFO name (fi) has the entry's mode, time,
+// (when set) owner and extended attributes.
+func (u *unpacker) sameMeta(name string, fi fs.FileInfo, h *tar.Header) (bool, error) {
+	if tarMode(fi.Mode()) != h.Mode&0o7777 || !fi.ModTime().Equal(h.ModTime) || (u.opts.Owners && !sameOwner(fi, h)) {
+		return false, nil
+	}
+	same := true
+	err := u.withXattrs(name, h, func(fd int) (err error) {
+		same, err = sameXattrs(fd, h)
+		return err
+	})
+	if unsettable(err) {
+		// Unreadable here (a mover without root): setMeta tries when there are some to set.
+		return len(xattrsOf(h)) == 0, nil
+	}
+	return same, err
+}
+
+// unsettable says whether err is the target's file system's or the mover's refusal of extended
+// attributes.
+func unsettable(err error) bool {
+	return errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)
+}
+
+// xattrs gives name exactly the entry's extended attributes among those that move. Where the
+// target's file system or the mover may not set them (ENOTSUP, EPERM), it goes on and says so;
+// verify names each entry that differs.
+func (u *unpacker) xattrs(name string, h *tar.Header) error {
+	err := u.withXattrs(name, h, func(fd int) error { return setXattrs(fd, h) })
+	if unsettable(err) {
+		if len(xattrsOf(h)) == 0 {
+			return nil // none to set: a file the mover may not open (no root) keeps what it has
+		}
+		if u.xattrsUnset++; u.xattrsUnset == 1 {
+			u.xattrsErr = err
+		}
+		return nil
+	}
+	return err
+}
+
+// withXattrs runs fn with an open descriptor of name, a file or directory whose extended
+// attributes move: opened in its directory, never through a symlink.
+func (u *unpacker) withXattrs(name string, h *tar.Header, fn func(fd int) error) error {
+	if !u.opts.Xattrs || h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeDir {
+		return nil
+	}
+	return u.inDir(name, func(dirfd int, base string) error {
+		fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return fn(fd)
+	})
 }
 
 // chown sets the entry's owner, when asked to. Where the mover may not (a container without
@@ -584,9 +646,14 @@ func (u *unpacker) chown(name string, h *tar.Header) error {
 	return err
 }
 
-// setMeta sets owner (first: chown clears setgid), mode and time.
+// setMeta sets owner (first: chown clears setgid and file capabilities), extended attributes
+// (before the mode: an ACL's may clear setgid, and the mode sets an ACL's mask as the archive's
+// mode has it), mode and time.
 func (u *unpacker) setMeta(name string, h *tar.Header) error {
 	if err := u.chown(name, h); err != nil {
+		return err
+	}
+	if err := u.xattrs(name, h); err != nil {
 		return err
 	}
 	if err := u.chmod(name, h.FileInfo().Mode()); err != nil {
@@ -627,8 +694,12 @@ func (u *unpacker) deleteOthers() error {
 // writing a child changes its directory's time.
 func (u *unpacker) finishDirs() error {
 	for _, d := range slices.Backward(u.archiveDirs) {
-		if fi, err := u.lstat(d.name); err == nil && u.sameMeta(fi, d.h) {
-			continue // untouched, so that unpacking twice changes nothing
+		if fi, err := u.lstat(d.name); err == nil {
+			if same, err := u.sameMeta(d.name, fi, d.h); err != nil {
+				return fmt.Errorf("%s: %w", d.name, err)
+			} else if same {
+				continue // untouched, so that unpacking twice changes nothing
+			}
 		}
 		if err := u.setMeta(d.name, d.h); err != nil {
 			return fmt.Errorf("%s: %w", d.name, err)
@@ -638,6 +709,14 @@ func (u *unpacker) finishDirs() error {
 		u.count(actions[u.actions[d.index]], 0)
 	}
 	return nil
+}
+
+// noteUnsetXattrs says in the result's notes how many entries' extended attributes could not be
+// set, and why.
+func (u *unpacker) noteUnsetXattrs() {
+	if u.xattrsUnset > 0 {
+		u.res.Notes = append(u.res.Notes, fmt.Sprintf("extended attributes (ACLs, file capabilities, user.*) are not set on %d entries: %v", u.xattrsUnset, u.xattrsErr))
+	}
 }
 
 // noteForeignOwners says in the result's notes how many entries are not owned as the archive
@@ -684,6 +763,7 @@ func (u *unpacker) readBack(e StagedFile, action byte) (UnpackedFile, error) {
 	switch {
 	case fi.IsDir():
 		f.Type = "dir"
+		f.Xattrs, err = u.readXattrs(name, tar.TypeDir)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		f.Type = "symlink"
 		if f.Link, err = u.readlink(name); err != nil {
@@ -697,13 +777,26 @@ func (u *unpacker) readBack(e StagedFile, action byte) (UnpackedFile, error) {
 			if err != nil || !os.SameFile(fi, hfi) {
 				f.Hardlink = ""
 			}
+		} else {
+			f.Xattrs, err = u.readXattrs(name, tar.TypeReg)
 		}
 	case fi.Mode()&fs.ModeNamedPipe != 0:
 		f.Type = "fifo"
 	default:
 		f.Type = "other"
 	}
-	return f, nil
+	return f, err
+}
+
+// readXattrs is the listing's record of the extended attributes that move of name, a file or
+// directory (typ).
+func (u *unpacker) readXattrs(name string, typ byte) (map[string]string, error) {
+	h := &tar.Header{Typeflag: typ}
+	err := u.withXattrs(name, h, func(fd int) error { return readXattrs(fd, h) })
+	if unsettable(err) {
+		err = nil // the mover may not open it (no root): ferry's check names what it lacks
+	}
+	return xattrsOf(h), err
 }
 
 // syncDir flushes the filesystem that holds root.

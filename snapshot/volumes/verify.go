@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ferrykube/ferry/internal/kube"
@@ -203,7 +205,11 @@ func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *
 				if listed, err = newListingReader(out); err != nil {
 					return fmt.Errorf("%w: %w", errTargetListing, err)
 				}
-				diffs, identical, err = compareWalks(volumeFiles(ctx, r, v), listed.next, true)
+				next := listed.next
+				if !v.Xattrs {
+					next = withoutXattrs(next) // a backup before they moved: the target's are its own
+				}
+				diffs, identical, err = compareWalks(volumeFiles(ctx, r, v), next, true)
 				return err
 			})
 		return execErr
@@ -382,6 +388,15 @@ func joinWalks(backup files, next func() (snapshot.File, bool, error), visit fun
 	return nil
 }
 
+// withoutXattrs is next with no file's extended attributes.
+func withoutXattrs(next func() (snapshot.File, bool, error)) func() (snapshot.File, bool, error) {
+	return func() (snapshot.File, bool, error) {
+		f, ok, err := next()
+		f.Xattrs = nil
+		return f, ok, err
+	}
+}
+
 // fileDifference names every field in which got differs from want, with both values.
 func fileDifference(want, got snapshot.File) string {
 	if want.Type != got.Type {
@@ -408,7 +423,35 @@ func fileDifference(want, got snapshot.File) string {
 	case "symlink":
 		differ("link", want.Link, got.Link)
 	}
+	if !maps.Equal(want.Xattrs, got.Xattrs) {
+		fields = append(fields, xattrDifference(want.Xattrs, got.Xattrs))
+	}
 	return strings.Join(fields, "; ")
+}
+
+// xattrDifference says how a file's extended attributes on the target differ from the backup's,
+// by name only: a value is the file's, as its contents are.
+func xattrDifference(want, got map[string]string) string {
+	var changed []string
+	for name, v := range want {
+		if g, ok := got[name]; ok && g != v {
+			changed = append(changed, name)
+		}
+	}
+	out := fmt.Sprintf("extended attributes: backup %s, target %s", xattrNames(want), xattrNames(got))
+	if len(changed) > 0 {
+		slices.Sort(changed)
+		out += " (another value: " + strings.Join(changed, ", ") + ")"
+	}
+	return out
+}
+
+// xattrNames lists extended attributes by name.
+func xattrNames(xattrs map[string]string) string {
+	if len(xattrs) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(xattrs)), ", ")
 }
 
 func orNone(s string) string {

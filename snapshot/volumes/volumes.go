@@ -415,7 +415,7 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 }
 
 func (c Contents) capture(ctx context.Context, w *snapshot.Writer, v plans.Volume) (snapshot.Volume, error) {
-	entry := snapshot.Volume{Namespace: v.Namespace, Name: v.Name, Key: TarFile(v.Namespace, v.Name)}
+	entry := snapshot.Volume{Namespace: v.Namespace, Name: v.Name, Key: TarFile(v.Namespace, v.Name), Xattrs: true}
 	restricted, err := c.restricted(ctx, v.Namespace)
 	if err != nil {
 		return entry, err
