@@ -172,9 +172,13 @@ func TestBackupMoverDirect(t *testing.T) {
 		}
 	}
 	tr := tar.NewReader(bytes.NewReader(readStored(t, store, "direct", v.Key, id)))
+	root, err := tr.Next() // the claim's root folder, then its file
+	if err != nil || root.Name != "./" || v.Root == nil {
+		t.Fatalf("first entry %v, %v; the manifest's root folder %v", root, err, v.Root)
+	}
 	h, err := tr.Next()
 	if err != nil || h.Name != "session.rds" {
-		t.Fatalf("first entry %v, %v", h, err)
+		t.Fatalf("second entry %v, %v", h, err)
 	}
 	got, _ := io.ReadAll(tr)
 	if string(got) != string(data) {

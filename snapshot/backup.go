@@ -250,6 +250,10 @@ type Volume struct {
 	// a restore gives each file exactly those, and verify compares them. A backup before ferry
 	// moved them does not: its restore leaves the target's, and its verify does not compare them.
 	Xattrs bool `json:"xattrs,omitempty"`
+	// Root is the claim's root folder (path "./"): its mode, owner, time and extended attributes,
+	// which its data may need (a shared folder's setgid bit and default ACL). A backup before
+	// ferry moved them has none: its restore leaves the target's root as it is.
+	Root *File `json:"root,omitempty"`
 	// Files are the volume's files in a manifest of format 3 or older, which kept them inline.
 	Files []File `json:"files,omitempty"`
 	// Format is how Key holds the volume's data: "" a zstd-compressed tar stream, FormatChunks a

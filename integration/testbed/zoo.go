@@ -569,6 +569,9 @@ func zooXattrs(dir string) error {
 	if err := unix.Setxattr(filepath.Join(dir, "run.sh"), "security.capability", capability, 0); !errors.Is(err, unix.EPERM) {
 		errs = append(errs, err)
 	}
+	// The claim's root folder: a team share's setgid bit and default ACL.
+	errs = append(errs, unix.Setxattr(dir, "system.posix_acl_default", acl, 0), unix.Setxattr(dir, "user.share", []byte("team"), 0),
+		os.Chmod(dir, 0o2770|os.ModeSetgid))
 	return errors.Join(errs...)
 }
 

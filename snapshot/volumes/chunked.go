@@ -162,7 +162,7 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	}
 	c.Log.Info("volume stored in the chunk repository", "claim", v.Namespace+"/"+v.Name, "previous", from,
 		"unchanged", reused.files, "bytes", st.Bytes, "newBytes", st.NewBytes, "uploaded", st.StoredBytes, "packs", st.Packs)
-	entry.Format, entry.Repo, entry.List, entry.Bytes = snapshot.FormatChunks, c.repo.Prefix(), &fl, files.bytes
+	entry.Format, entry.Repo, entry.List, entry.Bytes, entry.Root = snapshot.FormatChunks, c.repo.Prefix(), &fl, files.bytes, files.root
 	// What was read: the writer's bytes count the chunks of unchanged files too.
 	entry.NewPackBytes, entry.ReadBytes, entry.UnchangedFiles = st.StoredBytes, max(st.Bytes-reused.bytes, 0), int64(reused.files)
 	return entry, skipped, nil

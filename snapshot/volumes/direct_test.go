@@ -292,7 +292,10 @@ func TestDirectPack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(listing.Files) == 0 || !slices.EqualFunc(listing.Files, reported, func(a, b snapshot.File) bool { return a.Path == b.Path && a.SHA256 == b.SHA256 && a.Size == b.Size }) {
+			if len(reported) > 0 && reported[0].Path == RootPath {
+				reported = reported[1:] // the volume's root folder, which the listing holds apart
+			}
+			if len(listing.Files) == 0 || listing.Root == nil || !slices.EqualFunc(listing.Files, reported, func(a, b snapshot.File) bool { return a.Path == b.Path && a.SHA256 == b.SHA256 && a.Size == b.Size }) {
 				t.Fatalf("the stored archive lists %+v, the mover reported %+v", listing.Files, reported)
 			}
 			conversation := seen.String()

@@ -57,15 +57,22 @@ type SkippedFile struct {
 	Reason string `json:"reason"`
 }
 
-// Listing is what an archive holds: its entries, and the files Pack left out.
+// Listing is what an archive holds: its entries, and the files Pack left out; its root folder
+// apart (Root; an emit of IndexEach and WriteList's files give it first, as RootPath).
 type Listing struct {
 	Files   []snapshot.File `json:"files"`
 	Skipped []SkippedFile   `json:"skipped,omitempty"`
+	Root    *snapshot.File  `json:"root,omitempty"`
 }
 
-// Pack writes a tar stream of dir's tree to w: regular files, directories (empty ones too),
-// symlinks and FIFOs, with modes, owners and modification times (a symlink's own), names byte
-// for byte (hdrcharset=BINARY where they are not UTF-8). A file of several names is packed once,
+// RootPath is the archive's entry of the volume's root folder: its mode, owner, time and
+// extended attributes, packed first. A reader before it refuses the name (entryPath).
+const RootPath = "./"
+
+// Pack writes a tar stream of dir's tree to w: the root folder first (RootPath), then regular
+// files, directories (empty ones too), symlinks and FIFOs, with modes, owners and modification
+// times (a symlink's own), the extended attributes of files and folders that move (movedXattr),
+// names byte for byte (hdrcharset=BINARY where they are not UTF-8). A file of several names is packed once,
 // under the first, and its other names as hard links to it. It runs inside the mover pod, as
 // `ferry mover pack`, in the claim's mount. The stream ends with tar's end-of-archive marker, so
 // readers know where it ends without waiting for EOF.
@@ -89,6 +96,9 @@ func (p *packer) pack(dir string, w io.Writer) error {
 	}
 	p.root = root
 	defer p.closeRoot()
+	if err := p.rootEntry(); err != nil {
+		return err
+	}
 	err = walkRoot(root, func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if rel != "." && (errors.Is(err, fs.ErrNotExist) || !p.isDir(rel)) {
@@ -196,6 +206,27 @@ func header(info fs.FileInfo, link, rel string) (*tar.Header, error) {
 		h.PAXRecords = map[string]string{"hdrcharset": "BINARY"}
 	}
 	return h, nil
+}
+
+// rootEntry packs the volume's root folder (RootPath).
+func (p *packer) rootEntry() error {
+	d, err := p.root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	info, err := d.Stat()
+	if err != nil {
+		return err
+	}
+	h, err := header(info, "", ".")
+	if err != nil {
+		return err
+	}
+	if err := readXattrs(int(d.Fd()), h); err != nil {
+		return fmt.Errorf("the volume's root: %w", err)
+	}
+	return p.tw.WriteHeader(h)
 }
 
 // dirXattrs adds to h the extended attributes of the directory rel that move; one that is no
@@ -552,7 +583,15 @@ func collectListing(each func(emit func(snapshot.File) error) ([]SkippedFile, er
 		return nil
 	})
 	l.Skipped = skipped
+	l.takeRoot()
 	return l, err
+}
+
+// takeRoot moves the root folder's entry, first when there is one, from Files to Root.
+func (l *Listing) takeRoot() {
+	if len(l.Files) > 0 && l.Files[0].Path == RootPath {
+		l.Root, l.Files = &l.Files[0], l.Files[1:]
+	}
 }
 
 // LinksRecord is the PAX record of a regular file Pack packed under the first of its several

@@ -217,6 +217,9 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		}
 		staged.Xattrs = v.Xattrs
 		res, restored, listErr, err = c.apply(ctx, ns, pod, name, staged, backup)
+		if err == nil && listErr == nil && res.Root != nil {
+			checkRoot(restored, name, v.Root, res.Root, "restored, but ")
+		}
 		if err != nil && listErr == nil && kube.ConnectionBroke(err) && round < kube.StreamAttempts && ctx.Err() == nil {
 			// An apply cut short may have put part of the volume in place, or all of it and
 			// removed what it staged: staged again, the volume gets what it still lacks (what is
@@ -289,6 +292,20 @@ func checkRestored(report *snapshot.Report, name string, backup files, res Unpac
 // SkippedFileKind is the kind of a manifest's skipped item that is one file of a volume, named
 // "namespace/claim:path": Pack left it out as it changed while read, twice.
 const SkippedFileKind = "file"
+
+// checkRoot counts into report whether the volume's root folder on the target (got, nil when
+// the mover did not say) is the backup's (want, nil in a backup before it was stored).
+func checkRoot(report *snapshot.Report, name string, want, got *snapshot.File, prefix string) {
+	switch {
+	case want == nil:
+	case got == nil:
+		report.Add(kindName, snapshot.StatusFailed, name+":"+RootPath, prefix+"the mover did not list the volume's root folder (an older mover image?)")
+	default:
+		if detail := fileDifference(*want, *got); detail != "" {
+			report.Add(kindName, snapshot.StatusDifferent, name+":"+RootPath, prefix+detail)
+		}
+	}
+}
 
 // checkStaged compares what the mover staged, read an entry at a time by next, with the backup's
 // files: any difference, an entry the backup lacks or entries out of the order in which a backup

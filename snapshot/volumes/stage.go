@@ -67,6 +67,8 @@ type Staged struct {
 	// Xattrs is set by ferry as it hands the list back to apply: the backup holds its files'
 	// extended attributes (UnpackOptions.Xattrs).
 	Xattrs bool `json:"xattrs,omitempty"`
+	// Root is the archive's entry of the volume's root folder (RootPath), applied last.
+	Root *StagedFile `json:"root,omitempty"`
 }
 
 // StagedFile is an archive entry and where its contents wait.
@@ -463,6 +465,11 @@ func (s *stager) writeList(out io.Writer) error {
 }
 
 func (s *stager) entry(h *tar.Header, tr io.Reader) error {
+	if h.Name == RootPath && h.Typeflag == tar.TypeDir && s.st.Root == nil && len(s.at) == 0 {
+		s.st.Root = &StagedFile{File: snapshot.File{Path: RootPath, Type: "dir", Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid,
+			ModTime: h.ModTime.UTC(), Xattrs: xattrsOf(h)}}
+		return nil
+	}
 	name, err := entryPath(h.Name)
 	if err != nil {
 		return err
@@ -882,6 +889,16 @@ func applyStaged(ctx context.Context, dir string, st Staged, opts UnpackOptions,
 	if err := u.finishDirs(); err != nil {
 		return err
 	}
+	if st.Root != nil {
+		// Read back, to be checked, where it was applied: else the notes say why not.
+		if applied, err := u.applyRoot(*st.Root); err != nil {
+			return fmt.Errorf("the volume's root: %w", err)
+		} else if applied {
+			if u.res.Root, err = u.readBackRoot(); err != nil {
+				return fmt.Errorf("the volume's root: %w", err)
+			}
+		}
+	}
 	u.noteUnsetXattrs()
 	if err := u.noteForeignOwners(dir, st); err != nil {
 		return err
@@ -907,7 +924,12 @@ func applyStaged(ctx context.Context, dir string, st Staged, opts UnpackOptions,
 		if err := root.RemoveAll(staging); err != nil {
 			return fmt.Errorf("remove %s: %w", staging, err)
 		}
-		if !u.rootTouched {
+		switch {
+		case st.Root != nil: // the archive's, as applied
+			if err := root.Chtimes(".", time.Time{}, st.Root.ModTime); err != nil && !errors.Is(err, fs.ErrPermission) {
+				return err
+			}
+		case !u.rootTouched:
 			if err := root.Chtimes(".", time.Time{}, st.RootModTime); err != nil {
 				return err
 			}

@@ -109,6 +109,7 @@ func chunkBackupArchive(t *testing.T, r *repo.Repo, dir string, prev []byte) ([]
 	if listed.Skipped, err = index.end(); err != nil {
 		t.Fatal(err)
 	}
+	listed.takeRoot()
 	// The file list a chunked backup makes as it stores the stream is the one Index reads off it.
 	indexed, err := Index(bytes.NewReader(packed))
 	if err != nil {

@@ -3,6 +3,7 @@ package volumes
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,6 +70,8 @@ type UnpackResult struct {
 	Deleted []string `json:"deleted,omitempty"`
 	// Notes say what could not be done as the archive asks, such as setting owners without root.
 	Notes []string `json:"notes,omitempty"`
+	// Root is the volume's root folder as applied, when the archive has it (RootPath).
+	Root *snapshot.File `json:"root,omitempty"`
 }
 
 // ErrUnsafePath matches the error of an archive entry that would land outside the directory:
@@ -711,6 +714,44 @@ func (u *unpacker) finishDirs() error {
 	return nil
 }
 
+// applyRoot gives the volume's root folder the archive's owner, extended attributes, mode and
+// time (f, its RootPath entry), and says whether it could. Where the mover may not (not root, a
+// root folder it does not own), it goes on and says so in the notes: the claim's root keeps
+// what the target gave it.
+func (u *unpacker) applyRoot(f StagedFile) (bool, error) {
+	h, err := f.header()
+	if err != nil {
+		return false, err
+	}
+	if fi, err := u.root.Lstat("."); err != nil {
+		return false, err
+	} else if same, err := u.sameMeta(".", fi, h); err != nil || same {
+		return same, err // untouched, so that unpacking twice changes nothing
+	}
+	if err := u.chown(".", h); err != nil {
+		return false, err
+	}
+	unset := u.xattrsUnset
+	if err := u.xattrs(".", h); err != nil {
+		return false, err
+	}
+	err = u.root.Chmod(".", h.FileInfo().Mode())
+	if err == nil {
+		err = u.root.Chtimes(".", time.Time{}, h.ModTime)
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		u.res.Notes = append(u.res.Notes, fmt.Sprintf("the volume's root folder keeps the target's mode and time: %v", err))
+		return false, nil
+	}
+	return err == nil && u.xattrsUnset == unset, err
+}
+
+// readBackRoot is the volume's root folder as the target holds it.
+func (u *unpacker) readBackRoot() (*snapshot.File, error) {
+	f, err := u.readBack(StagedFile{File: snapshot.File{Path: RootPath}}, 0)
+	return &f.File, err
+}
+
 // noteUnsetXattrs says in the result's notes how many entries' extended attributes could not be
 // set, and why.
 func (u *unpacker) noteUnsetXattrs() {
@@ -753,7 +794,7 @@ func owner(fi fs.FileInfo) (uid, gid int) {
 // readBack is an entry's record as it is on disk now, after action.
 func (u *unpacker) readBack(e StagedFile, action byte) (UnpackedFile, error) {
 	f := UnpackedFile{File: snapshot.File{Path: e.Path, SHA256: e.SHA256, Hardlink: e.Hardlink}, Action: actions[action]}
-	name := strings.TrimSuffix(f.Path, "/")
+	name := cmp.Or(strings.TrimSuffix(f.Path, "/"), ".")
 	fi, err := u.lstat(name)
 	if err != nil {
 		return f, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/snapshot"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -205,11 +206,29 @@ func (c Contents) verifyVolume(ctx context.Context, r *snapshot.Reader, report *
 				if listed, err = newListingReader(out); err != nil {
 					return fmt.Errorf("%w: %w", errTargetListing, err)
 				}
-				next := listed.next
-				if !v.Xattrs {
-					next = withoutXattrs(next) // a backup before they moved: the target's are its own
+				var root *snapshot.File
+				next := func() (snapshot.File, bool, error) {
+					f, ok, err := listed.next()
+					if ok && f.Path == RootPath {
+						listedRoot := f
+						root = &listedRoot // compared on its own (Volume.Root)
+						f, ok, err = listed.next()
+					}
+					if !v.Xattrs {
+						f.Xattrs = nil // a backup before they moved: the target's are its own
+					}
+					return f, ok, err
 				}
 				diffs, identical, err = compareWalks(volumeFiles(ctx, r, v), next, true)
+				// The root folder is compared where the mover could set it: a mover that is
+				// not root (a restricted namespace) may not change the claim's own.
+				if err == nil && v.Root != nil && asRoot(spec) {
+					if root == nil {
+						diffs = append(diffs, fileDiff{RootPath, snapshot.StatusFailed, "the mover's listing has no root folder (an older mover image?)"})
+					} else if detail := fileDifference(*v.Root, *root); detail != "" {
+						diffs = append(diffs, fileDiff{RootPath, snapshot.StatusDifferent, detail})
+					}
+				}
 				return err
 			})
 		return execErr
@@ -388,13 +407,14 @@ func joinWalks(backup files, next func() (snapshot.File, bool, error), visit fun
 	return nil
 }
 
-// withoutXattrs is next with no file's extended attributes.
-func withoutXattrs(next func() (snapshot.File, bool, error)) func() (snapshot.File, bool, error) {
-	return func() (snapshot.File, bool, error) {
-		f, ok, err := next()
-		f.Xattrs = nil
-		return f, ok, err
+// asRoot says whether the mover pod runs as root.
+func asRoot(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.SecurityContext == nil || c.SecurityContext.RunAsUser == nil || *c.SecurityContext.RunAsUser != 0 {
+			return false
+		}
 	}
+	return true
 }
 
 // fileDifference names every field in which got differs from want, with both values.

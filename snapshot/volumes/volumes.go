@@ -511,7 +511,7 @@ func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume
 	if err != nil {
 		return entry, skipped, err
 	}
-	entry.Key, entry.List, entry.Bytes = stored, &fl, files.bytes
+	entry.Key, entry.List, entry.Bytes, entry.Root = stored, &fl, files.bytes, files.root
 	return entry, skipped, nil
 }
 
@@ -520,9 +520,15 @@ func (c Contents) stream(ctx context.Context, w *snapshot.Writer, v plans.Volume
 type fileCounter struct {
 	list  *snapshot.FileListWriter
 	bytes int64
+	// root is the volume's root folder, which the list leaves out (snapshot.Volume.Root).
+	root *snapshot.File
 }
 
 func (c *fileCounter) add(f snapshot.File) error {
+	if f.Path == RootPath {
+		c.root = &f
+		return nil
+	}
 	c.count(f)
 	if err := c.list.Add(f); err != nil {
 		return fmt.Errorf("%w: %w", errFileList, err)
@@ -565,7 +571,7 @@ func (c Contents) streamDirect(ctx context.Context, w *snapshot.Writer, v plans.
 		return entry, nil, err
 	}
 	// The stream's SHA-256 is the mover's (ferry checked its size); every read checks it.
-	entry.Key, entry.List, entry.Bytes = w.StoredName(entry.Key), &fl, files.bytes
+	entry.Key, entry.List, entry.Bytes, entry.Root = w.StoredName(entry.Key), &fl, files.bytes, files.root
 	w.Record(snapshot.Stream{Key: entry.Key, Bytes: res.Bytes, SHA256: res.SHA256})
 	return entry, res.Skipped, nil
 }

@@ -2,8 +2,10 @@ package volumes
 
 import (
 	"archive/tar"
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferrykube/ferry/snapshot"
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
 
@@ -168,4 +171,48 @@ func TestExtendedAttributesOfAnOlderBackupAreTheTargets(t *testing.T) {
 	if len(got) != 1 || got["user.target"] == "" {
 		t.Errorf("report.csv on the target has %v, want only the target's own", got)
 	}
+}
+
+// TestRootFolderMoves: the volume's root folder's mode (a shared folder's setgid bit), time and
+// default ACL are the backup's (RootPath, held apart from the files) and come back on restore;
+// a second restore changes nothing.
+func TestRootFolderMoves(t *testing.T) {
+	src := xattrTree(t)
+	must(t, unix.Setxattr(src, "system.posix_acl_default", posixACL(), 0))
+	must(t, os.Chmod(src, 0o2770|os.ModeSetgid))
+	old := time.Date(2023, 5, 6, 7, 8, 9, 0, time.UTC)
+	must(t, os.Chtimes(src, old, old))
+	stream, files := packed(t, src)
+	listing, err := Index(zstdReader(t, stream))
+	must(t, err)
+	if r := listing.Root; r == nil || r.Mode != "02770" || r.Xattrs["system.posix_acl_default"] == "" || !r.ModTime.Equal(old) || len(listing.Files) != len(files) {
+		t.Fatalf("the listing's root folder: %+v", listing.Root)
+	}
+	dst := t.TempDir()
+	opts := UnpackOptions{Owners: os.Geteuid() == 0, Xattrs: true}
+	res := unpack(t, stream, dst, opts)
+	fi, err := os.Stat(dst)
+	must(t, err)
+	if fi.Mode()&os.ModePerm != 0o770 || fi.Mode()&os.ModeSetgid == 0 || !fi.ModTime().Equal(old) || xattrsAt(t, dst)["system.posix_acl_default"] != listing.Root.Xattrs["system.posix_acl_default"] {
+		t.Errorf("the target's root folder: %v, %v, %v", fi.Mode(), fi.ModTime(), xattrsAt(t, dst))
+	}
+	if res.Root == nil || fileDifference(*listing.Root, *res.Root) != "" {
+		t.Errorf("the unpack says it left the root as %+v", res.Root)
+	}
+	before := ctimes(t, dst)
+	time.Sleep(10 * time.Millisecond)
+	unpack(t, stream, dst, opts)
+	for p, c := range ctimes(t, dst) {
+		if before[p] != c {
+			t.Errorf("%s was touched by the second unpack", p)
+		}
+	}
+}
+
+func zstdReader(t *testing.T, stream []byte) io.Reader {
+	t.Helper()
+	dec, err := zstd.NewReader(bytes.NewReader(stream))
+	must(t, err)
+	t.Cleanup(dec.Close)
+	return dec
 }
