@@ -103,8 +103,8 @@ func PlanCarryBack(ctx context.Context, original, carried *Archive, m snapshot.M
 	}
 	cb := &CarryBack{Expected: expected, Differences: map[string]string{}, Admitted: map[string][]string{}}
 	claims, owners := claimsOf(carried), carried.owners()
-	// Workloads whose template green's admission changed (kind/namespace/name): their rollout
-	// history on green is of that template. Rollout history comes after the workloads.
+	// Workloads whose template green's admission changed (templateKey): their rollout history on
+	// green is of that template. Rollout history comes after the workloads.
 	admittedTemplates := map[string]bool{}
 	types := slices.SortedFunc(maps.Keys(carried.ByResource), func(a, b string) int {
 		return cmp.Or(cmp.Compare(b2i(rules.For(a).History), b2i(rules.For(b).History)), strings.Compare(a, b))
@@ -126,7 +126,7 @@ func PlanCarryBack(ctx context.Context, original, carried *Archive, m snapshot.M
 			if created := live.GetCreationTimestamp(); !had && !created.IsZero() && created.Time.Before(since.Truncate(time.Second)) {
 				continue
 			}
-			if ref := metav1.GetControllerOfNoCopy(live); ref != nil && rules.For(gr).History && admittedTemplates[ref.Kind+"/"+e.Namespace+"/"+ref.Name] {
+			if rules.For(gr).History && admittedTemplates[controllerKey(live.Object, e.Namespace)] {
 				continue // left to blue's controller, which makes its own of blue's template
 			}
 			restoredForm, origObj := map[string]any(nil), map[string]any(nil)
@@ -146,7 +146,7 @@ func PlanCarryBack(ctx context.Context, original, carried *Archive, m snapshot.M
 						cb.Admitted[key] = paths
 						obj = revertPaths(obj, restoredForm, paths)
 						if slices.ContainsFunc(paths, underTemplate) {
-							admittedTemplates[live.GetKind()+"/"+e.Namespace+"/"+e.Name] = true
+							admittedTemplates[templateKey(live.GetAPIVersion(), live.GetKind(), e.Namespace, e.Name)] = true
 						}
 					}
 				}
@@ -181,7 +181,20 @@ func PlanCarryBack(ctx context.Context, original, carried *Archive, m snapshot.M
 			}
 		}
 	}
-	for _, e := range restored {
+	for key, e := range restored {
+		if rules.For(e.GroupResource).History && len(admittedTemplates) > 0 {
+			// Blue's history of a workload whose template green's admission changed is blue's
+			// controller's, whatever green's kept of it (its revisionHistoryLimit).
+			obj, err := original.Object(e)
+			if err != nil {
+				cb.Close()
+				return nil, err
+			}
+			if admittedTemplates[controllerKey(obj, m.Namespace(e.Namespace))] {
+				delete(restored, key)
+				continue
+			}
+		}
 		e.Object = nil // its keys name it
 		cb.Deleted = append(cb.Deleted, e)
 	}
@@ -189,6 +202,21 @@ func PlanCarryBack(ctx context.Context, original, carried *Archive, m snapshot.M
 	sort.Strings(cb.Created)
 	sort.Strings(cb.Changed)
 	return cb, nil
+}
+
+// templateKey names a workload: its API group, kind, namespace and name.
+func templateKey(apiVersion, kind, namespace, name string) string {
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	return gv.Group + "/" + kind + "/" + namespace + "/" + name
+}
+
+// controllerKey is the templateKey of obj's controller, in namespace ("" when it has none).
+func controllerKey(obj map[string]any, namespace string) string {
+	ref := metav1.GetControllerOfNoCopy(&unstructured.Unstructured{Object: obj})
+	if ref == nil {
+		return ""
+	}
+	return templateKey(ref.APIVersion, ref.Kind, namespace, ref.Name)
 }
 
 // b2i is 1 for true.

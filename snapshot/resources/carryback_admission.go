@@ -43,7 +43,11 @@ func DryRunAdmission(green dynamic.Interface) Admission {
 // admittedPaths names the fields of live (of type gr) that the admission set as it made made of
 // restored (admissionPaths), and a Deployment's revision when that gives it restored's template.
 func admittedPaths(gr string, live, restored, made map[string]any) []string {
-	paths := admissionPaths(live, restored, made, "")
+	// Never the owners: the dry run was given green's, so a change of them on green (an
+	// orphaned ReplicaSet) would look like the admission's.
+	paths := slices.DeleteFunc(admissionPaths(live, restored, made, ""), func(p string) bool {
+		return p == "/metadata/ownerReferences" || strings.HasPrefix(p, "/metadata/ownerReferences/")
+	})
 	if gr == "deployments.apps" && slices.ContainsFunc(paths, underTemplate) {
 		// Its controller numbered the template the admission made a new revision; blue's,
 		// given back, keeps its number.

@@ -143,4 +143,26 @@ func TestCarryBackLeavesGreensAdmission(t *testing.T) {
 	}
 	defer replayed.Close()
 	check(t, replayed)
+
+	// Green's controller kept none of the history before its rollout (revisionHistoryLimit: 0):
+	// blue's ReplicaSet is still blue's controller's, not deleted on green.
+	pruned := archiveOf(t, deployment("mirror/web:1.4", 3, "2"), replicaSet("web-b", "mirror/web:1.4", 3),
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"team"},"data":{"k":"v"}}`)
+	cb, err = PlanCarryBack(context.Background(), original, pruned, snapshot.Mapping{}, time.Time{}, config.Planning{}, nil, mirror)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	check(t, cb)
+}
+
+// TestAdmittedPathsLeaveOwners: the dry run is given green's owners, so an owner green's users
+// took away (an orphaned ReplicaSet) is theirs, not the admission's.
+func TestAdmittedPathsLeaveOwners(t *testing.T) {
+	restored := decode(t, `{"metadata":{"name":"web-a","ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"web","controller":true}]},"spec":{"image":"web"}}`)
+	live := decode(t, `{"metadata":{"name":"web-a"},"spec":{"image":"mirror/web"}}`)
+	made := decode(t, `{"metadata":{"name":"web-a"},"spec":{"image":"mirror/web"}}`)
+	if paths := admittedPaths("replicasets.apps", live, restored, made); !slices.Equal(paths, []string{"/spec/image"}) {
+		t.Errorf("admitted %q, want the image only", paths)
+	}
 }

@@ -217,8 +217,8 @@ func (c Contents) restoreVolume(ctx context.Context, r *snapshot.Reader, report 
 		}
 		staged.Xattrs = v.Xattrs
 		res, restored, listErr, err = c.apply(ctx, ns, pod, name, staged, backup)
-		if err == nil && listErr == nil && res.Root != nil {
-			checkRoot(restored, name, v.Root, res.Root, "restored, but ")
+		if err == nil && listErr == nil {
+			checkRestoredRoot(restored, name, v.Root, res.Root)
 		}
 		if err != nil && listErr == nil && kube.ConnectionBroke(err) && round < kube.StreamAttempts && ctx.Err() == nil {
 			// An apply cut short may have put part of the volume in place, or all of it and
@@ -293,17 +293,15 @@ func checkRestored(report *snapshot.Report, name string, backup files, res Unpac
 // "namespace/claim:path": Pack left it out as it changed while read, twice.
 const SkippedFileKind = "file"
 
-// checkRoot counts into report whether the volume's root folder on the target (got, nil when
-// the mover did not say) is the backup's (want, nil in a backup before it was stored).
-func checkRoot(report *snapshot.Report, name string, want, got *snapshot.File, prefix string) {
-	switch {
-	case want == nil:
-	case got == nil:
-		report.Add(kindName, snapshot.StatusFailed, name+":"+RootPath, prefix+"the mover did not list the volume's root folder (an older mover image?)")
-	default:
-		if detail := fileDifference(*want, *got); detail != "" {
-			report.Add(kindName, snapshot.StatusDifferent, name+":"+RootPath, prefix+detail)
-		}
+// checkRestoredRoot lists in report a volume's root folder that the mover applied (got; nil
+// where it could not, which its notes say) otherwise than the backup holds it (want; nil in a
+// backup before it was stored).
+func checkRestoredRoot(report *snapshot.Report, name string, want, got *snapshot.File) {
+	if want == nil || got == nil {
+		return
+	}
+	if detail := fileDifference(*want, *got); detail != "" {
+		report.Add(kindName, snapshot.StatusFailed, name+":"+RootPath, "restored, but "+detail)
 	}
 }
 

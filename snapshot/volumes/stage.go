@@ -891,7 +891,7 @@ func applyStaged(ctx context.Context, dir string, st Staged, opts UnpackOptions,
 	}
 	if st.Root != nil {
 		// Read back, to be checked, where it was applied: else the notes say why not.
-		if applied, err := u.applyRoot(*st.Root); err != nil {
+		if applied, err := u.applyRoot(*st.Root, staging != ""); err != nil {
 			return fmt.Errorf("the volume's root: %w", err)
 		} else if applied {
 			if u.res.Root, err = u.readBackRoot(); err != nil {

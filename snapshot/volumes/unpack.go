@@ -718,14 +718,20 @@ func (u *unpacker) finishDirs() error {
 // time (f, its RootPath entry), and says whether it could. Where the mover may not (not root, a
 // root folder it does not own), it goes on and says so in the notes: the claim's root keeps
 // what the target gave it.
-func (u *unpacker) applyRoot(f StagedFile) (bool, error) {
+func (u *unpacker) applyRoot(f StagedFile, staging bool) (bool, error) {
 	h, err := f.header()
 	if err != nil {
 		return false, err
 	}
-	if fi, err := u.root.Lstat("."); err != nil {
+	fi, err := u.root.Lstat(".")
+	if err != nil {
 		return false, err
-	} else if same, err := u.sameMeta(".", fi, h); err != nil || same {
+	}
+	like := *h
+	if staging {
+		like.ModTime = fi.ModTime() // the staging folder's; set once it is removed
+	}
+	if same, err := u.sameMeta(".", fi, &like); err != nil || same {
 		return same, err // untouched, so that unpacking twice changes nothing
 	}
 	if err := u.chown(".", h); err != nil {
