@@ -733,15 +733,14 @@ func walkClaim(dir string) (map[string]*fileEntry, error) {
 	err = walk(".")
 	// The root folder itself: its mode, owner and extended attributes (its time is its
 	// children's to change).
-	if info, serr := root.Lstat("."); serr == nil {
+	info, serr := root.Lstat(".")
+	if serr == nil {
 		st := info.Sys().(*syscall.Stat_t)
 		e := &fileEntry{kind: "dir", mode: info.Mode(), uid: st.Uid, gid: st.Gid}
 		e.xattrs, serr = fileXattrs(root, ".")
 		out["./"] = e
-		err = errors.Join(err, serr)
-	} else {
-		err = errors.Join(err, serr)
 	}
+	err = errors.Join(err, serr)
 	groups := map[uint64][]string{}
 	for p, e := range out {
 		if e.kind == "file" && e.nlink > 1 {

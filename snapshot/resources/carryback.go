@@ -130,13 +130,14 @@ func PlanCarryBack(ctx context.Context, original, carried *Archive, m snapshot.M
 				continue // left to blue's controller, which makes its own of blue's template
 			}
 			restoredForm, origObj := map[string]any(nil), map[string]any(nil)
+			green := Prepare(gr, obj, snapshot.Mapping{})
 			if had {
 				if origObj, err = original.Object(orig); err != nil {
 					cb.Close()
 					return nil, err
 				}
 				restoredForm = Prepare(gr, origObj, m)
-				if admission != nil && len(differences(restoredForm, Prepare(gr, obj, snapshot.Mapping{}), cfg.Sensitivity(gr))) > 0 {
+				if admission != nil && len(differences(restoredForm, green, cfg.Sensitivity(gr))) > 0 {
 					paths, err := admission(ctx, key, gr, restoredForm, live)
 					if err != nil {
 						cb.Close()
@@ -145,13 +146,14 @@ func PlanCarryBack(ctx context.Context, original, carried *Archive, m snapshot.M
 					if len(paths) > 0 {
 						cb.Admitted[key] = paths
 						obj = revertPaths(obj, restoredForm, paths)
+						green = Prepare(gr, obj, snapshot.Mapping{})
 						if slices.ContainsFunc(paths, underTemplate) {
 							admittedTemplates[templateKey(live.GetAPIVersion(), live.GetKind(), e.Namespace, e.Name)] = true
 						}
 					}
 				}
 			}
-			blue, green := Prepare(gr, obj, back), Prepare(gr, obj, snapshot.Mapping{})
+			blue := Prepare(gr, obj, back)
 			if u := (unstructured.Unstructured{Object: blue}); !placement.Moves(gr, u.GetNamespace(), u.GetName()) {
 				continue // an upgrade's: green's release's own, or never moved
 			}

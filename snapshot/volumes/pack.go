@@ -642,6 +642,12 @@ type fileContents struct {
 	sum  string
 }
 
+// headerFile is the listing's entry of h as far as its header says: its name, mode, owner, time
+// and extended attributes (not its type and contents).
+func headerFile(h *tar.Header) snapshot.File {
+	return snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC(), Xattrs: xattrsOf(h)}
+}
+
 func newFileIndex(emit func(snapshot.File) error) *fileIndex {
 	return &fileIndex{emit: emit, linked: map[string]fileContents{}}
 }
@@ -649,7 +655,7 @@ func newFileIndex(emit func(snapshot.File) error) *fileIndex {
 // add takes the next entry's header; contents reads a regular file's contents, when the entry
 // has them, and returns their size and SHA-256.
 func (x *fileIndex) add(h *tar.Header, contents func() (int64, string, error)) error {
-	f := snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC(), Xattrs: xattrsOf(h)}
+	f := headerFile(h)
 	switch {
 	case h.PAXRecords[SkippedRecord] != "":
 		x.skipped = append(x.skipped, SkippedFile{Path: h.Name, Reason: h.PAXRecords[SkippedRecord]})

@@ -466,8 +466,8 @@ func (s *stager) writeList(out io.Writer) error {
 
 func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 	if h.Name == RootPath && h.Typeflag == tar.TypeDir && s.st.Root == nil && len(s.at) == 0 {
-		s.st.Root = &StagedFile{File: snapshot.File{Path: RootPath, Type: "dir", Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid,
-			ModTime: h.ModTime.UTC(), Xattrs: xattrsOf(h)}}
+		s.st.Root = &StagedFile{File: headerFile(h)}
+		s.st.Root.Type = "dir"
 		return nil
 	}
 	name, err := entryPath(h.Name)
@@ -499,7 +499,7 @@ func (s *stager) entry(h *tar.Header, tr io.Reader) error {
 		s.st.Skipped = append(s.st.Skipped, SkippedFile{Path: h.Name, Reason: reason})
 		return nil
 	}
-	f := StagedFile{File: snapshot.File{Path: h.Name, Mode: fmt.Sprintf("%#o", h.Mode), UID: h.Uid, GID: h.Gid, ModTime: h.ModTime.UTC(), Xattrs: xattrsOf(h)}}
+	f := StagedFile{File: headerFile(h)}
 	switch h.Typeflag {
 	case tar.TypeDir:
 		f.Type = "dir"
