@@ -90,7 +90,9 @@ func replicasOf(t *testing.T, kc kubernetes.Interface, ns, name string) (int32, 
 
 // TestMigrateRollsBackWhenAGateFails: green starts answering 503 once it gets half the traffic;
 // the gate fails at the 50 % step and traffic is back on blue's saved state within the interval
-// times the failure budget (and the soak's start), blue's writers run again, the journal says why.
+// times the failure budget (and the soak's start), the journal says why. Green may have taken
+// writes, so the writers stay as they were (blue's stopped) until the operator chooses: a
+// rollback discarding them then starts blue's and stops green's.
 func TestMigrateRollsBackWhenAGateFails(t *testing.T) {
 	blueMySQL(t)
 	blueMinIO(t)
@@ -126,16 +128,19 @@ func TestMigrateRollsBackWhenAGateFails(t *testing.T) {
 	writers, _ := replicasOf(t, blueKC, "kubeflow", "ml-pipeline")
 	url := backupMinIO(t, "migrate-gate")
 	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", migrateConfig(t, h, greenSrv.URL), "--allow-skipped")
-	if code != 3 || !strings.Contains(out, "rolled-back") {
-		t.Fatalf("ferry migrate exited %d, want 3 and a rollback\nstdout: %s\nstderr: %s", code, out, errOut)
+	if code != 3 || !strings.Contains(errOut, "traffic is back on blue") || !strings.Contains(errOut, "--discard-green-writes") {
+		t.Fatalf("ferry migrate exited %d, want 3, traffic back on blue and the ways on\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	back, err := h.Command(ctx, "get weight app/green")
 	if err != nil || !strings.HasPrefix(back, "0 ") {
-		t.Errorf("green's weight after the rollback: %q (%v), want 0", back, err)
+		t.Errorf("green's weight after the gate failed: %q (%v), want 0", back, err)
 	}
 	id := runID(t, errOut)
-	rep := migrate.BuildReport(journal(t, url, id))
-	if rep.State != migrate.RolledBack || rep.Rollback == nil || !strings.Contains(rep.Rollback.Why, "gate failed at 50 %") {
+	j := journal(t, url, id)
+	if _, began := j.Last(migrate.RolledBack, migrate.Begin, 0); began {
+		t.Error("the gate rolled the writers back: green's writes could no longer be carried back")
+	}
+	if rep := migrate.BuildReport(j); len(rep.TrafficSteps) == 0 || rep.TrafficSteps[len(rep.TrafficSteps)-1].Result != migrate.Failed {
 		t.Fatalf("the journal should say the gate failed at 50 %%: %+v", rep)
 	}
 	// Traffic went back within the interval × (budget + 1) after green broke, with a second for
@@ -150,6 +155,15 @@ func TestMigrateRollsBackWhenAGateFails(t *testing.T) {
 		}
 	default:
 		t.Error("green never got half the traffic")
+	}
+	if got, quiesced := replicasOf(t, blueKC, "kubeflow", "ml-pipeline"); got != 0 || !quiesced {
+		t.Errorf("blue's ml-pipeline after the gate failed: %d replicas (quiesce record %v), want it stopped until the operator chooses", got, quiesced)
+	}
+	if code, out, errOut := runFerry(t, "--storage", url, "rollback", "--run", id, "--discard-green-writes"); code != 0 {
+		t.Fatalf("ferry rollback --discard-green-writes exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if rep := migrate.BuildReport(journal(t, url, id)); rep.State != migrate.RolledBack {
+		t.Errorf("state after the rollback %q, want rolled-back", rep.State)
 	}
 	if got, quiesced := replicasOf(t, blueKC, "kubeflow", "ml-pipeline"); got != writers || quiesced {
 		t.Errorf("blue's ml-pipeline: %d replicas (quiesce record %v), want its %d back", got, quiesced, writers)

@@ -43,7 +43,23 @@ const (
 	// NoteCarryingBack marks that the carry-back checked every stream of green's backup and
 	// begins writing it into blue: until its step is done, blue may hold part of it.
 	NoteCarryingBack = "carry-back writing into blue"
+	// NoteBlueStarting marks that a rollback begins starting blue's writers: from then on blue may
+	// take writes of its own, which a carry-back of green's would overwrite.
+	NoteBlueStarting = "blue's writers starting"
+	// NoteGreenRanLate marks that green's writers ran after green's backup for the carry-back:
+	// blue would lack what they wrote, so the carry-back cannot end as done.
+	NoteGreenRanLate = "green's writers ran after its backup"
 )
+
+// lateWriters says what a NoteGreenRanLate note means and the ways on.
+func lateWriters(e Event) string {
+	var data struct {
+		Writers string `json:"writers"`
+	}
+	_ = json.Unmarshal(e.Data, &data)
+	return fmt.Sprintf("green's writers ran after green's backup for the carry-back was made (%s), so blue would lack what they wrote then; stop what starts them, then either go back with what was carried (--discard-green-writes: blue keeps green's writes up to its backup and loses those after) or move those writes by hand",
+		data.Writers)
+}
 
 // ErrGreenWrites matches Rollback's refusal to drop what green may have written.
 var ErrGreenWrites = errors.New("green may hold writes that a rollback would lose")
@@ -61,8 +77,10 @@ var ErrPartlyCarried = errors.New("a carry-back began writing green's data into 
 func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 	ctx, stop := r.lease.bind(ctx) // ends when the lease is lost
 	defer stop()
+	_, quiescing := r.Journal.Last(Quiesced, Begin, 0)
+	blueStarting, blueStarted := r.lastNote(NoteBlueStarting)
 	switch {
-	case !r.Journal.IsDone(Quiesced, 0):
+	case !quiescing:
 		note := ""
 		if _, began := r.Journal.Last(Staged, Begin, 0); began {
 			// Blue never stopped, but a round may have written green: say so.
@@ -73,11 +91,20 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 		return fmt.Errorf("run %s is finalized: %w", r.Journal.Run.ID, ErrStopped)
 	case o.CarryBack && o.DiscardGreenWrites:
 		return badinput.Value("rollback", "", "carrying green's writes back and discarding them exclude each other: carry them back, or drop them")
+	case o.CarryBack && !r.Journal.IsDone(BlueVerified, 0) && (blueStarted || r.Journal.IsDone(RolledBack, 0)):
+		at := blueStarting.At
+		if !blueStarted {
+			e, _ := r.Journal.Last(RolledBack, Done, 0)
+			at = e.At
+		}
+		return fmt.Errorf("run %s started blue's writers again at %s without green's writes: blue may hold writes of its own since, which carrying green's back would overwrite: %w",
+			r.Journal.Run.ID, at.Local().Format(time.RFC3339), ErrStopped)
 	}
 	if o.Why == "" {
 		o.Why = "by hand"
 	}
-	if e, ok := r.lastNote(NoteGreenWrites); ok && !r.Journal.IsDone(RolledBack, 0) {
+	// Once blue's writers began to start, what green took was decided on: the rollback goes on.
+	if e, ok := r.lastNote(NoteGreenWrites); ok && !r.Journal.IsDone(RolledBack, 0) && !blueStarted {
 		_, carrying := r.carryBackNote()
 		switch {
 		case o.DiscardGreenWrites:
@@ -99,8 +126,25 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 					return err
 				}
 			}
+			if e, ok := r.lastNote(NoteGreenRanLate); ok {
+				return fmt.Errorf("run %s: %s (seen at %s): %w", r.Journal.Run.ID, lateWriters(e), e.At.Local().Format(time.RFC3339), ErrStopped)
+			}
 			if err := r.carryBack(ctx); err != nil {
 				return err
+			}
+			// Green's backup holds what its writers wrote until it was made: one started since
+			// (a GitOps tool's self-heal, an operator) may have written what blue would lack.
+			ran, err := r.quiescer(r.o.Green, true).Held(ctx)
+			if err != nil {
+				return fmt.Errorf("check green's writers stayed stopped: %w", err)
+			}
+			if len(ran) > 0 {
+				data, _ := json.Marshal(map[string]string{"writers": strings.Join(ran[:min(len(ran), 5)], "; ")})
+				e := Event{State: r.Journal.Current(), Phase: Note, Detail: NoteGreenRanLate, Data: data}
+				if err := r.record(ctx, e); err != nil {
+					return err
+				}
+				return fmt.Errorf("run %s: %s: %w", r.Journal.Run.ID, lateWriters(e), ErrStopped)
 			}
 			o.Why += ", green's writes carried back"
 		default:

@@ -260,6 +260,11 @@ func (r *Runner) Drive(ctx context.Context) error {
 	if _, ok := r.carryBackNote(); ok {
 		return fmt.Errorf("run %s is carrying green's writes back to blue: only the carry-back goes on with it: %w", r.Journal.Run.ID, ErrStopped)
 	}
+	if e, ok := r.Journal.Last(RolledBack, Begin, 0); ok {
+		// Traffic may be on blue and its writers started: going on would run both.
+		return fmt.Errorf("run %s began rolling back at %s: only the rollback goes on with it (ferry rollback --run %s): %w",
+			r.Journal.Run.ID, e.At.Local().Format(time.RFC3339), r.Journal.Run.ID, ErrStopped)
+	}
 	if err := r.steps(ctx, []stateStep{
 		{Planned, r.planStep},
 		{Preflighted, r.preflightStep},
@@ -383,12 +388,20 @@ type quiesceRecord struct {
 	GreenStopped []QuiesceItem `json:"greenStopped,omitempty"`
 }
 
-// rules are the quiesce rules of the run: as journaled once blue was quiesced, else ferry.yaml's.
+// rules are the quiesce rules of the run: as journaled once blue was quiesced, or as its quiesce
+// began stopping blue's writers (a rollback of a quiesce that failed half way starts what it
+// stopped), else ferry.yaml's.
 func (r *Runner) rules() []config.QuiesceRule {
 	if e, ok := r.Journal.Last(Quiesced, Done, 0); ok {
 		var rec quiesceRecord
 		if json.Unmarshal(e.Data, &rec) == nil && rec.Rules != nil {
 			return rec.Rules
+		}
+	}
+	if e, ok := r.lastNote(NoteQuiesceRules); ok {
+		var rules []config.QuiesceRule
+		if json.Unmarshal(e.Data, &rules) == nil && rules != nil {
+			return rules
 		}
 	}
 	return r.o.Config.Quiesce
@@ -441,6 +454,13 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 		if err := stopsAll(ctx, r.quiescer(r.o.Green, true), "green's"); err != nil {
 			return nil, "", err
 		}
+	}
+	rules, err := json.Marshal(q.Rules)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := r.record(ctx, Event{State: Quiesced, Phase: Note, Detail: NoteQuiesceRules, Data: rules}); err != nil {
+		return nil, "", err
 	}
 	items, err := q.Stop(ctx)
 	if err != nil {
@@ -803,6 +823,12 @@ const (
 	// NoteGreenWrites marks when green may first have taken writes: from then on a rollback is a
 	// data operation.
 	NoteGreenWrites = "green-may-take-writes"
+	// NoteQuiesceRules holds the rules a quiesce stops blue's writers by (ferry.yaml's and those
+	// the plan implies), journaled before it stops any.
+	NoteQuiesceRules = "quiesce-rules"
+	// NoteTrafficReturned marks a failed gate's return of traffic to blue's saved state; its data
+	// says why.
+	NoteTrafficReturned = "traffic-returned-to-blue"
 )
 
 // shift starts green's writers and moves traffic step by step, each step watched by the gates.
@@ -874,16 +900,22 @@ func (r *Runner) shift(ctx context.Context) error {
 		case errors.Is(err, ErrPaused):
 			return err
 		case verdict.Failed:
-			reason := err.Error()
-			// A failed gate goes back at once: a carry-back takes minutes, while green fails requests.
-			// What green took during the failed steps is named, not carried.
-			if e, ok := r.lastNote(NoteGreenWrites); ok {
-				reason += fmt.Sprintf("; writes green took since %s stay on green (not carried back)", e.At.Local().Format(time.RFC3339))
+			// A failed gate sends traffic back at once, as green fails requests. Green may have taken
+			// writes, and dropping them is the operator's choice, never a gate's: the writers stay as
+			// they are (blue's stopped, so blue serves reads) until ferry rollback carries them
+			// back or is told to discard them.
+			e, took := r.lastNote(NoteGreenWrites)
+			if !took {
+				if rerr := r.rollback(context.WithoutCancel(ctx), "automatic: "+err.Error(), false); rerr != nil {
+					return fmt.Errorf("%w; rolling back failed too: %v", err, rerr)
+				}
+				return fmt.Errorf("%w: traffic is back on blue: %w", err, ErrStopped)
 			}
-			if rerr := r.rollback(context.WithoutCancel(ctx), "automatic: "+reason, false); rerr != nil {
-				return fmt.Errorf("%w; rolling back failed too: %v", err, rerr)
+			if rerr := r.returnTraffic(context.WithoutCancel(ctx), "automatic: "+err.Error()); rerr != nil {
+				return fmt.Errorf("%w; sending traffic back to blue failed too: %v", err, rerr)
 			}
-			return fmt.Errorf("%w: traffic is back on blue: %w", err, ErrStopped)
+			return fmt.Errorf("%w: traffic is back on blue; green may hold writes taken since %s, so blue's writers stay stopped until you carry them back (ferry rollback --run %s --carry-back) or drop them (--discard-green-writes), or resume the run: %w",
+				err, e.At.Local().Format(time.RFC3339), r.Journal.Run.ID, ErrStopped)
 		default:
 			return err
 		}
@@ -935,16 +967,19 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 	}
 	started := time.Now()
 	return r.step(ctx, RolledBack, 0, func() (any, string, error) {
-		if e, ok := r.lastNote(NoteTrafficSaved); ok && r.o.Switcher != nil {
-			if err := r.o.Switcher.Restore(ctx, traffic.State(e.Data)); err != nil {
-				return nil, "", fmt.Errorf("restore the traffic state (%s): %w", r.o.Switcher.Name(), err)
-			}
+		if err := r.restoreTraffic(ctx); err != nil {
+			return nil, "", err
 		}
 		// A carry-back that was verified is done only with the objects that awaited blue's writers;
 		// one that was not is left as it is (green's writes discarded).
 		admit := r.admitCarried
 		if !r.Journal.IsDone(BlueVerified, 0) {
 			admit = nil
+		}
+		if !r.noted(NoteBlueStarting) {
+			if err := r.record(ctx, Event{State: RolledBack, Phase: Note, Detail: NoteBlueStarting}); err != nil {
+				return nil, "", err
+			}
 		}
 		blueItems, admitted, err := r.startAndAdmit(ctx, r.quiescer(r.o.Blue, false), RolledBack, r.awaitingOf(CarriedBack), admit)
 		if err != nil {
@@ -977,6 +1012,27 @@ func (r *Runner) rollback(ctx context.Context, why string, byHand bool) error {
 		return map[string]any{"why": why, "byHand": byHand, "blueStarted": blueItems, "greenStopped": greenItems, "greenStarted": greenStarted, "seconds": took.Seconds()},
 			fmt.Sprintf("%s, in %s", detail, took), nil
 	})
+}
+
+// restoreTraffic puts traffic back to the switcher's state saved before ferry first changed it.
+func (r *Runner) restoreTraffic(ctx context.Context) error {
+	e, ok := r.lastNote(NoteTrafficSaved)
+	if !ok || r.o.Switcher == nil {
+		return nil
+	}
+	if err := r.o.Switcher.Restore(ctx, traffic.State(e.Data)); err != nil {
+		return fmt.Errorf("restore the traffic state (%s): %w", r.o.Switcher.Name(), err)
+	}
+	return nil
+}
+
+// returnTraffic is restoreTraffic for a failed gate, journaling why.
+func (r *Runner) returnTraffic(ctx context.Context, why string) error {
+	if err := r.restoreTraffic(ctx); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(map[string]string{"why": why})
+	return r.record(ctx, Event{State: r.Journal.Current(), Phase: Note, Detail: NoteTrafficReturned, Data: data})
 }
 
 func (r *Runner) lastNote(detail string) (Event, bool) {
@@ -1021,6 +1077,13 @@ func (r *Runner) Finalize(ctx context.Context) error {
 	defer stop()
 	if !r.Journal.IsDone(Shifted, 0) {
 		return fmt.Errorf("run %s has not shifted (state %q): finalize only after green serves all traffic: %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
+	}
+	if e, ok := r.Journal.Last(RolledBack, Begin, 0); ok {
+		return fmt.Errorf("run %s began rolling back at %s: blue is where it goes, not green: %w", r.Journal.Run.ID, e.At.Local().Format(time.RFC3339), ErrStopped)
+	}
+	if e, ok := r.carryBackNote(); ok {
+		return fmt.Errorf("run %s is carrying green's writes back to blue (%s at %s): finish it with ferry rollback --run %s: %w",
+			r.Journal.Run.ID, e.Detail, e.At.Local().Format(time.RFC3339), r.Journal.Run.ID, ErrStopped)
 	}
 	return r.step(ctx, Finalized, 0, func() (any, string, error) {
 		return r.readSchemas(ctx, "green at finalize"), "run ended; blue is intact and was not deleted", nil

@@ -240,10 +240,10 @@ func TestVerifyDifferenceStops(t *testing.T) {
 	}
 }
 
-// TestGateFailureRollsBack: a failed gate rolls back at once: traffic goes back to blue's saved
-// state, blue's writer starts, green's stops, the writes green took are named, not carried; the
-// rolled-back run cannot be driven again.
-func TestGateFailureRollsBack(t *testing.T) {
+// TestGateFailureReturnsTraffic: a failed gate sends traffic back to blue's saved state at once,
+// and leaves the writers as they are: green may hold writes, and dropping them is the operator's
+// choice, never a gate's. A plain rollback then refuses; one that discards them goes back.
+func TestGateFailureReturnsTraffic(t *testing.T) {
 	ctx := context.Background()
 	store, blue, green, sw := fileStore(t), shopBlue(t), newFakeCluster(t, "green"), &fakeSwitcher{}
 	gate := &fakeGate{results: []gates.Measurement{{OK: false, Detail: "500s"}}}
@@ -252,15 +252,33 @@ func TestGateFailureRollsBack(t *testing.T) {
 	o.Config.Rollout.FailureBudget = &budget
 	r := start(t, o)
 	err := r.Drive(ctx)
-	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "gate failed at 50 %") || !strings.Contains(err.Error(), "traffic is back on blue") {
-		t.Fatalf("drive: %v, want ErrStopped: the gate failed and traffic is back on blue", err)
-	}
-	e, ok := r.Journal.Last(RolledBack, Done, 0)
-	if !ok || !strings.Contains(e.Detail, "automatic: gate failed") || !strings.Contains(e.Detail, "stay on green (not carried back)") {
-		t.Errorf("rolled-back %q, want it automatic, naming green's writes as not carried", e.Detail)
+	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "gate failed at 50 %") || !strings.Contains(err.Error(), "traffic is back on blue") ||
+		!strings.Contains(err.Error(), "--carry-back") {
+		t.Fatalf("drive: %v, want ErrStopped: the gate failed, traffic is back on blue, the ways on named", err)
 	}
 	if len(sw.restored) != 1 || string(sw.restored[0]) != `{"blue":100,"green":0}` {
 		t.Errorf("traffic put back %q, want blue's saved state once", sw.restored)
+	}
+	if e, ok := r.lastNote(NoteTrafficReturned); !ok || !strings.Contains(string(e.Data), "automatic: gate failed at 50 %") {
+		t.Errorf("note %q: %s, want why the traffic went back", NoteTrafficReturned, e.Data)
+	}
+	if _, ok := r.Journal.Last(RolledBack, Begin, 0); ok {
+		t.Error("the gate rolled the writers back: green's writes are lost to a carry-back")
+	}
+	if suspend, marked := blue.suspended(t, "shop", "report"); !suspend || !marked {
+		t.Error("blue's writer started: it would write beside green's")
+	}
+	if suspend, _ := green.suspended(t, "shop", "report"); suspend {
+		t.Error("green's writer was stopped")
+	}
+	if rep := BuildReport(r.Journal); len(rep.TrafficSteps) != 1 || rep.TrafficSteps[0].Result != Failed {
+		t.Errorf("report: traffic steps %+v", rep.TrafficSteps)
+	}
+	if err := r.Rollback(ctx, RollbackOptions{}); !errors.Is(err, ErrGreenWrites) {
+		t.Errorf("plain rollback after the gate: %v, want it refused", err)
+	}
+	if err := r.Rollback(ctx, RollbackOptions{DiscardGreenWrites: true, By: "ops"}); err != nil {
+		t.Fatalf("rollback discarding green's writes: %v", err)
 	}
 	if suspend, marked := blue.suspended(t, "shop", "report"); suspend || marked {
 		t.Error("blue's writer did not start again")
@@ -271,14 +289,8 @@ func TestGateFailureRollsBack(t *testing.T) {
 	if err := r.Drive(ctx); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "rolled back") {
 		t.Errorf("driving a rolled-back run: %v, want it refused", err)
 	}
-	if err := r.Rollback(ctx, RollbackOptions{}); err != nil {
-		t.Errorf("rolling back a rolled-back run: %v, want nothing to do", err)
-	}
 	if n := countPhase(r.Journal, RolledBack, Begin); n != 1 {
 		t.Errorf("rolled back %d times", n)
-	}
-	if rep := BuildReport(r.Journal); rep.Rollback == nil || !strings.Contains(rep.Rollback.Why, "automatic") || len(rep.TrafficSteps) != 1 || rep.TrafficSteps[0].Result != Failed {
-		t.Errorf("report: rollback %+v, traffic steps %+v", rep.Rollback, rep.TrafficSteps)
 	}
 }
 
