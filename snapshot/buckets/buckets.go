@@ -42,7 +42,9 @@ type Copies struct {
 	// found there in the mapped namespace.
 	Mapping snapshot.Mapping
 	// Exact makes a restore delete the target's objects that the backup does not hold, leaving
-	// each bucket as it was backed up (to carry data back); by default they are left alone.
+	// each bucket as it was backed up (to carry data back); by default they are left alone. They
+	// are deleted only once every object of the backup's bucket was put and checked: otherwise
+	// they are left, and listed as skipped.
 	Exact bool
 	// Log takes the warnings of a copy that goes on (nil: none are logged).
 	Log *slog.Logger
@@ -159,7 +161,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	ctx, cancel := context.WithCancel(ctx) // also ends the listing if a copy fails
 	defer cancel()
 	var mu sync.Mutex
-	meta := map[string]snapshot.ObjectMetadata{}
+	meta := map[string]objectMetadata{}
 	tags := &tagReader{c: c, mc: mc, bucket: item.Name}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
@@ -181,7 +183,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if !isZero(m) {
+			if !isZero(m.ObjectMetadata) || m.TagsUnread {
 				meta[o.Key] = m
 			}
 			entry.Objects = append(entry.Objects, o)
@@ -198,7 +200,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 		return entry, err
 	}
 	if refusal := tags.refused.Load(); refusal != nil {
-		w.Skip("bucket", item.Name+" object tags", fmt.Sprintf("the store does not let the objects' tags be read (%s): the backup holds the objects without them", *refusal))
+		w.Skip("bucket", item.Name+" object tags", fmt.Sprintf("the store does not let the objects' tags be read (%s): the backup holds those objects without them, and a restore leaves the target's tags of those objects as they are", *refusal))
 	}
 	if err := c.storeSettings(ctx, w, mc, &entry); err != nil {
 		return entry, err
@@ -208,14 +210,14 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 
 // copyListed backs up one listed object: copied in the storage from the earlier backup before
 // when the store lists it as that backup recorded it (reused), read from the store otherwise.
-func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Client, tags *tagReader, prefix string, listed minio.ObjectInfo, before *earlier) (snapshot.BucketObject, snapshot.ObjectMetadata, bool, error) {
+func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Client, tags *tagReader, prefix string, listed minio.ObjectInfo, before *earlier) (snapshot.BucketObject, objectMetadata, bool, error) {
 	bucket := tags.bucket
 	if old, ok := before.unchanged(listed); ok {
 		err := w.CopyStream(ctx, before.backup, old.stream)
 		if err == nil {
 			// Tags change without the object's bytes, ETag or time: read again.
 			meta := old.meta
-			meta.Tags, err = tags.read(ctx, listed.Key, -1)
+			meta.Tags, meta.TagsUnread, err = tags.read(ctx, listed.Key, -1)
 			return old.object, meta, true, err
 		}
 		if ctx.Err() != nil {
@@ -233,19 +235,20 @@ func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Cl
 		return err
 	})
 	if err != nil {
-		return obj, snapshot.ObjectMetadata{}, false, err
+		return obj, objectMetadata{}, false, err
 	}
 	if !w.Encrypted() { // nothing is copied from an encrypted backup
 		recordVersion(&obj, listed, info, contentMD5)
 	}
-	meta := metadataOf(info)
-	meta.Tags, err = tags.read(ctx, listed.Key, info.UserTagCount)
+	meta := objectMetadata{ObjectMetadata: metadataOf(info)}
+	meta.Tags, meta.TagsUnread, err = tags.read(ctx, listed.Key, info.UserTagCount)
 	return obj, meta, false, err
 }
 
 // tagReader reads the objects' tags of a bucket for a capture, each again while its connection
-// breaks off, and remembers a store that refuses them (no permission): the capture goes on
-// without the tags and says so.
+// breaks off or the store answers that it is busy (SlowDown, InternalError, a 5xx), and remembers
+// a store that refuses them (no permission): the capture goes on without those tags, records them
+// as unread, and says so.
 type tagReader struct {
 	c       Copies
 	mc      *minio.Client
@@ -253,17 +256,22 @@ type tagReader struct {
 	refused atomic.Pointer[string] // the store's error code
 }
 
-func (t *tagReader) read(ctx context.Context, key string, count int) (map[string]string, error) {
-	var tags map[string]string
-	err := t.c.retryBroken(ctx, t.bucket+"/"+key, "reading the object's tags", func() (err error) {
-		tags, err = objectTags(ctx, t.mc, t.bucket, key, count)
-		return err
+// read returns an object's tags, or unread when the store refuses to give them.
+func (t *tagReader) read(ctx context.Context, key string, count int) (tags map[string]string, unread bool, err error) {
+	object := t.bucket + "/" + key
+	err = retryBusy(ctx, func() error {
+		return t.c.retryBroken(ctx, object, "reading the object's tags", func() (err error) {
+			tags, err = objectTags(ctx, t.mc, t.bucket, key, count)
+			return err
+		})
+	}, func(attempt int, err error) {
+		t.c.warn("the store is busy; reading the object's tags again", "object", object, "attempt", attempt, "code", code(err))
 	})
-	if refusal := code(err); refusal != "" && ctx.Err() == nil {
+	if refusal := code(err); refusal != "" && !busy(err) && ctx.Err() == nil {
 		t.refused.CompareAndSwap(nil, &refusal)
-		return nil, nil
+		return nil, true, nil
 	}
-	return tags, err
+	return tags, false, err
 }
 
 // errDeletedSinceListed is the error of an object the store listed and then no longer had.

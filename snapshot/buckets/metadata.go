@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/minio/minio-go/v7"
@@ -19,6 +21,24 @@ import (
 // metadataFile is where a backup keeps a bucket's objects' metadata: apart from the objects'
 // files, whose names any key may take.
 func metadataFile(bucket string) string { return "bucket-metadata/" + bucket + ".json" }
+
+// objectMetadata is an object's metadata as a backup keeps it in its bucket's metadata file.
+// TagsUnread says the store did not let the backup read the object's tags (no permission): its
+// Tags are then not the object's, a restore leaves the target's tags of the object as they are,
+// and verify does not compare them, as with a bucket's unread settings.
+type objectMetadata struct {
+	snapshot.ObjectMetadata
+	TagsUnread bool `json:"tagsUnread,omitempty"`
+}
+
+// forComparing is got with the tags the backup could not read taken as the backup's, so that
+// metadataDifferences does not name them.
+func (m objectMetadata) forComparing(got snapshot.ObjectMetadata) snapshot.ObjectMetadata {
+	if m.TagsUnread {
+		got.Tags = m.Tags
+	}
+	return got
+}
 
 // defaultContentType is what a store gives an object put without one; kept as "".
 const defaultContentType = "application/octet-stream"
@@ -121,11 +141,54 @@ func objectTags(ctx context.Context, mc *minio.Client, bucket, key string, count
 	return nil, nil
 }
 
+// busy says whether a store's error is one of a store that is busy or failing for a while
+// (SlowDown, InternalError, a 5xx but 501, or 429), which asking again may get past: not a refusal.
+func busy(err error) bool {
+	var resp minio.ErrorResponse
+	if !errors.As(err, &resp) {
+		return false
+	}
+	switch resp.Code {
+	case "SlowDown", "SlowDownRead", "SlowDownWrite", "InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed", "XMinioServerNotInitialized":
+		return true
+	}
+	// 501 is a store without the feature: a refusal.
+	return resp.StatusCode >= 500 && resp.StatusCode != 501 || resp.StatusCode == 429
+}
+
+// busyAttempts and busyPause are how often, and after how long a first pause (doubled each time),
+// a read a store answered as busy is made again: on top of the S3 client's own retries.
+var (
+	busyAttempts = 5
+	busyPause    = time.Second
+)
+
+// retryBusy runs f again while it fails with a busy store's error (busy), at most busyAttempts
+// times in all; it returns f's last error.
+func retryBusy(ctx context.Context, f func() error, retrying func(attempt int, err error)) error {
+	pause := busyPause
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || !busy(err) || ctx.Err() != nil || attempt >= busyAttempts {
+			return err
+		}
+		if retrying != nil {
+			retrying(attempt, err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
+}
+
 // targetMetadata is a target's object's metadata: what its HEAD says, and its tags when the
-// backup kept the objects' tags (tagsKept).
-func targetMetadata(ctx context.Context, mc *minio.Client, b snapshot.Bucket, key string, info minio.ObjectInfo) (snapshot.ObjectMetadata, error) {
+// backup kept the objects' tags (tagsKept) and could read this object's (want).
+func targetMetadata(ctx context.Context, mc *minio.Client, b snapshot.Bucket, key string, info minio.ObjectInfo, want objectMetadata) (snapshot.ObjectMetadata, error) {
 	m := metadataOf(info)
-	if !tagsKept(b) {
+	if !tagsKept(b) || want.TagsUnread {
 		return m, nil
 	}
 	var err error
@@ -143,7 +206,7 @@ func isZero(m snapshot.ObjectMetadata) bool {
 }
 
 // storeMetadata writes a bucket's objects' metadata into the backup, when any has some.
-func storeMetadata(ctx context.Context, w *snapshot.Writer, entry *snapshot.Bucket, meta map[string]snapshot.ObjectMetadata) error {
+func storeMetadata(ctx context.Context, w *snapshot.Writer, entry *snapshot.Bucket, meta map[string]objectMetadata) error {
 	if len(meta) == 0 {
 		return nil
 	}
@@ -168,11 +231,11 @@ func putBucketFile(ctx context.Context, w *snapshot.Writer, name, what string, v
 
 // readMetadata reads a bucket's objects' metadata from the backup; nil for a backup that kept
 // none.
-func readMetadata(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (map[string]snapshot.ObjectMetadata, error) {
+func readMetadata(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket) (map[string]objectMetadata, error) {
 	if b.Metadata == "" {
 		return nil, nil
 	}
-	meta := map[string]snapshot.ObjectMetadata{}
+	meta := map[string]objectMetadata{}
 	if err := readBucketFile(ctx, r, b.Metadata, metadataFile(b.Name), "the objects' metadata", &meta); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package buckets
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
@@ -142,6 +144,7 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 		return err
 	}
 	todo := decide(b.Objects, have, c.Exact)
+	var failed atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for _, o := range todo.put {
@@ -157,6 +160,7 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 				return gctx.Err()
 			}
 			if err != nil {
+				failed.Add(1)
 				report.Add(kind, snapshot.StatusFailed, b.Name+"/"+o.Key, err.Error())
 			} else {
 				report.Count(kind, status)
@@ -164,16 +168,36 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 			return nil
 		})
 	}
-	for _, key := range todo.remove {
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return c.removeExtra(ctx, mc, b.Name, todo.remove, failed.Load(), report)
+}
+
+// removeExtra deletes the target's objects the backup does not hold (an exact restore's), once
+// every object of the backup was put and checked: when some were not (a stored copy that failed
+// its check), the bucket is not as the backup holds it, and its extra objects are left and listed
+// as skipped.
+func (c Copies) removeExtra(ctx context.Context, mc *minio.Client, bucket string, keys []string, failed int64, report *snapshot.Report) error {
+	if failed > 0 {
+		for _, key := range keys {
+			report.Add(kind, snapshot.StatusSkipped, bucket+"/"+key,
+				fmt.Sprintf("not in the backup, and not deleted: %d of the backup's objects of the bucket were not restored", failed))
+		}
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.Parallel)
+	for _, key := range keys {
 		g.Go(func() error {
-			if err := mc.RemoveObject(gctx, b.Name, key, minio.RemoveObjectOptions{}); err != nil {
+			if err := mc.RemoveObject(gctx, bucket, key, minio.RemoveObjectOptions{}); err != nil {
 				if gctx.Err() != nil {
 					return gctx.Err()
 				}
-				report.Add(kind, snapshot.StatusFailed, b.Name+"/"+key, fmt.Sprintf("not in the backup, and could not be deleted: %v", err))
+				report.Add(kind, snapshot.StatusFailed, bucket+"/"+key, fmt.Sprintf("not in the backup, and could not be deleted: %v", err))
 				return nil
 			}
-			report.Add(kind, snapshot.StatusDeleted, b.Name+"/"+key, "not in the backup")
+			report.Add(kind, snapshot.StatusDeleted, bucket+"/"+key, "not in the backup")
 			return nil
 		})
 	}
@@ -216,9 +240,10 @@ func decide(want []snapshot.BucketObject, have map[string]int64, prune bool) wor
 // restoreObject uploads an object unless the target already holds it with the same size,
 // SHA-256 and metadata (meta: nil when the backup kept none), and returns the item's status. An
 // object that differs only in its tags gets the backup's tags, not its bytes again: in a
-// versioned bucket an upload would make a new version.
-func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o put, meta map[string]snapshot.ObjectMetadata) (string, error) {
-	var want *snapshot.ObjectMetadata
+// versioned bucket an upload would make a new version. An object whose tags the backup could not
+// read keeps the target's tags: they are not compared, and an upload carries them over.
+func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o put, meta map[string]objectMetadata) (string, error) {
+	var want *objectMetadata
 	if meta != nil {
 		m := meta[o.Key]
 		want = &m
@@ -238,7 +263,17 @@ func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot
 			return status, retag(ctx, mc, b.Name, o.Key, want.Tags)
 		}
 	}
-	return status, upload(ctx, mc, r, b, o.BucketObject, meta[o.Key])
+	m := meta[o.Key]
+	if m.TagsUnread {
+		m.Tags = nil
+		if o.present {
+			var err error
+			if m.Tags, err = objectTags(ctx, mc, b.Name, o.Key, -1); err != nil {
+				return "", fmt.Errorf("the backup could not read the object's tags, and the target's, to keep them, cannot be read: %w", err)
+			}
+		}
+	}
+	return status, upload(ctx, mc, r, b, o.BucketObject, m.ObjectMetadata)
 }
 
 // sameness is how much of a backup's object the target's holds.
@@ -253,7 +288,7 @@ const (
 // sameOnTarget says whether the target's object has the backup's size and SHA-256 (by the
 // digest a restore stored with it, or, for objects written otherwise, by hashing its bytes) and,
 // when want is set, its metadata and tags.
-func sameOnTarget(ctx context.Context, mc *minio.Client, b snapshot.Bucket, o snapshot.BucketObject, want *snapshot.ObjectMetadata) (sameness, error) {
+func sameOnTarget(ctx context.Context, mc *minio.Client, b snapshot.Bucket, o snapshot.BucketObject, want *objectMetadata) (sameness, error) {
 	bucket := b.Name
 	info, err := mc.StatObject(ctx, bucket, o.Key, minio.StatObjectOptions{})
 	if err != nil {
@@ -264,13 +299,14 @@ func sameOnTarget(ctx context.Context, mc *minio.Client, b snapshot.Bucket, o sn
 	}
 	same := sameAll
 	if want != nil {
-		got, err := targetMetadata(ctx, mc, b, o.Key, info)
+		got, err := targetMetadata(ctx, mc, b, o.Key, info, *want)
 		if err != nil {
 			return notSame, err
 		}
-		if len(metadataDifferences(o.Key, *want, got)) > 0 {
+		got = want.forComparing(got)
+		if len(metadataDifferences(o.Key, want.ObjectMetadata, got)) > 0 {
 			got.Tags = want.Tags
-			if len(metadataDifferences(o.Key, *want, got)) > 0 {
+			if len(metadataDifferences(o.Key, want.ObjectMetadata, got)) > 0 {
 				return notSame, nil
 			}
 			same = sameButTags
@@ -352,9 +388,16 @@ func validHashed(name string) bool {
 }
 
 // upload streams an object from the backup into the target's store with its metadata, and its
-// SHA-256 as user metadata. The stream is checked as it goes, and its end is handed to the upload only once it
-// matches the manifest, so a wrong copy fails instead of landing on the target.
+// SHA-256 as user metadata. Nothing on the target is replaced before the backup's copy is checked
+// against the manifest: the stream is checked as it goes, and its last bytes are handed to the
+// upload only once it matches, so a wrong copy fails the upload before the store holds a whole
+// object. An empty object's upload sends no body and so reads nothing: its copy is checked whole
+// before the upload. A copy that fails its check leaves the target's object as it is; nothing is
+// deleted for it.
 func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o snapshot.BucketObject, meta snapshot.ObjectMetadata) error {
+	if o.Size < 0 {
+		return fmt.Errorf("the manifest gives the object %d bytes: %w", o.Size, snapshot.ErrCorrupt)
+	}
 	name, err := storedName(r, b, o)
 	if err != nil {
 		return err
@@ -363,26 +406,28 @@ func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapsho
 	if err != nil {
 		return err
 	}
+	defer rc.Close()
 	v := newVerifying(rc, o)
-	_, err = mc.PutObject(ctx, b.Name, o.Key, v, o.Size, putOptions(meta, o.SHA256))
-	if err != nil {
-		rc.Close()
+	var body io.Reader = v
+	if o.Size == 0 {
+		if _, err := io.Copy(io.Discard, v); err != nil {
+			return err
+		}
+		body = bytes.NewReader(nil)
+	}
+	if _, err := mc.PutObject(ctx, b.Name, o.Key, body, o.Size, putOptions(meta, o.SHA256)); err != nil {
 		if verr := v.failure(); verr != nil {
 			return verr
 		}
 		return fmt.Errorf("put: %w", err)
 	}
-	// An upload may not read to the end (an empty object): finish the check, and take back an
-	// object that turns out not to match.
-	_, err = io.Copy(io.Discard, v)
-	if cerr := rc.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		if rerr := mc.RemoveObject(ctx, b.Name, o.Key, minio.RemoveObjectOptions{}); rerr != nil {
-			return fmt.Errorf("%w; the object stored could not be deleted: %v", err, rerr)
+	if !v.done {
+		// An upload of a known size cannot end before its last byte was read, and that read
+		// checks the copy: should one ever, the object is not taken back (that could delete
+		// what the target held), and the item fails.
+		if _, err := io.Copy(io.Discard, v); err != nil {
+			return fmt.Errorf("%w; the upload ended before the copy was checked, and the object it stored was left", err)
 		}
-		return fmt.Errorf("%w; the object stored was deleted", err)
 	}
 	return nil
 }

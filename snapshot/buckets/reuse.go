@@ -21,7 +21,7 @@ type earlier struct {
 type earlierObject struct {
 	object snapshot.BucketObject
 	stream snapshot.Stream
-	meta   snapshot.ObjectMetadata
+	meta   objectMetadata
 }
 
 // earlierCopy finds the newest of previous that copied item from the same store (the same
@@ -41,7 +41,7 @@ func (c Copies) earlierCopy(ctx context.Context, store storage.Backend, previous
 			for _, s := range m.Streams {
 				streams[s.Key] = s
 			}
-			var meta map[string]snapshot.ObjectMetadata
+			var meta map[string]objectMetadata
 			if b.Metadata != "" {
 				r, err := snapshot.Open(ctx, store, p.Name, nil)
 				if err == nil {

@@ -123,18 +123,19 @@ func compareObject(want snapshot.BucketObject, size int64, sum string) (status, 
 	return snapshot.StatusIdentical, ""
 }
 
-// compareMetadata compares a target's object's metadata with the backup's.
-func compareMetadata(ctx context.Context, mc *minio.Client, b snapshot.Bucket, key string, want snapshot.ObjectMetadata) (status, detail string, err error) {
+// compareMetadata compares a target's object's metadata with the backup's; not its tags when the
+// backup could not read them.
+func compareMetadata(ctx context.Context, mc *minio.Client, b snapshot.Bucket, key string, want objectMetadata) (status, detail string, err error) {
 	bucket := b.Name
 	info, err := mc.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
 	if err != nil {
 		return "", "", fmt.Errorf("look at the target's object: %w", err)
 	}
-	got, err := targetMetadata(ctx, mc, b, key, info)
+	got, err := targetMetadata(ctx, mc, b, key, info, want)
 	if err != nil {
 		return "", "", err
 	}
-	if diffs := metadataDifferences(key, want, got); len(diffs) > 0 {
+	if diffs := metadataDifferences(key, want.ObjectMetadata, want.forComparing(got)); len(diffs) > 0 {
 		return snapshot.StatusDifferent, strings.Join(diffs, "; "), nil
 	}
 	return snapshot.StatusIdentical, "", nil
