@@ -313,3 +313,15 @@ func TestMakeTriggersSQL(t *testing.T) {
 		})
 	}
 }
+
+// TestSwapSQLKeepsRowZero: the carry-back's INSERT ... SELECT runs with NO_AUTO_VALUE_ON_ZERO, as
+// mysqldump's load does, so that an AUTO_INCREMENT row numbered 0 keeps its number.
+func TestSwapSQLKeepsRowZero(t *testing.T) {
+	sql, _ := swapSQL([]tableCopy{{schema: "kfp", name: "kinds", columns: []string{"id"}}}, map[string]string{"kfp": "ferry_stage_kfp"}, nil)
+	first, _, _ := strings.Cut(sql, "\n")
+	for _, mode := range []string{"NO_AUTO_VALUE_ON_ZERO", "STRICT_ALL_TABLES"} {
+		if !strings.HasPrefix(first, "SET SESSION sql_mode = ") || !strings.Contains(first, mode) {
+			t.Errorf("the swap's first line %q does not set %s", first, mode)
+		}
+	}
+}

@@ -50,12 +50,23 @@ func (mysql) listSchemas(ctx context.Context, c Dumps, t target) ([]string, erro
 	return firstNotIn(rows, systemSchemas), nil
 }
 
-// dump runs mysqldump on all the schemas at once, in one transaction.
+// dump runs mysqldump on all the schemas at once, in one transaction. A MariaDB server that can
+// load a system-versioned table's history (10.11 and later: system_versioning_insert_history)
+// has it dumped too (--dump-history), when the schemas hold such tables; without it, a restored
+// table has its current rows only, and verify names it (its checksum covers its history).
 func (mysql) dump(ctx context.Context, c Dumps, t target, schemas []string, schemaOnly bool, out io.Writer) error {
 	// The client's own limit (mysqldump's default is 24 MiB) would refuse a bigger row.
 	args := []string{"--single-transaction", "--routines", "--triggers", "--events", "--hex-blob", "--max-allowed-packet=" + strconv.Itoa(maxPacket)}
 	if schemaOnly {
 		args = append(args, "--no-data")
+	} else {
+		history, err := c.dumpsHistory(ctx, t, schemas)
+		if err != nil {
+			return err
+		}
+		if history {
+			args = append(args, "--dump-history")
+		}
 	}
 	args = append(append(args, "--databases"), schemas...)
 	if err := c.exec(ctx, t.item, t.cfg.Container, mysqlShell("mysqldump", t.cred, args...), strings.NewReader(t.cred.passwordLine()), out); err != nil {
@@ -64,19 +75,99 @@ func (mysql) dump(ctx context.Context, c Dumps, t target, schemas []string, sche
 	return nil
 }
 
-// beyondTables: MySQL keeps nothing outside its tables that ferry compares (its counters of
-// auto-increment columns follow the rows written).
-func (mysql) beyondTables(context.Context, Dumps, target, []string) (beyondTables, error) {
-	return beyondTables{}, nil
+// dumpsHistory says whether the dump of schemas takes the history of their system-versioned
+// tables: the server is MariaDB 10.11 or later, and the schemas hold such tables.
+func (c Dumps) dumpsHistory(ctx context.Context, t target, schemas []string) (bool, error) {
+	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT VERSION(), COUNT(*) FROM information_schema.tables WHERE table_type = 'SYSTEM VERSIONED' AND table_schema IN ("+inList(schemas)+");")
+	if err != nil {
+		return false, fmt.Errorf("read the server's version and its system-versioned tables: %w", err)
+	}
+	if len(rows) != 1 || len(rows[0]) != 2 {
+		return false, fmt.Errorf("read the server's version and its system-versioned tables: %d rows", len(rows))
+	}
+	return rows[0][1] != "0" && mariaDBAtLeast(rows[0][0], 10, 11), nil
 }
 
-// stats counts rows and checksums every base table, in one consistent snapshot.
-func (mysql) stats(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.Table, error) {
+// mariaDBAtLeast says whether version, as VERSION() gives it, is a MariaDB server's of major.minor
+// or later.
+func mariaDBAtLeast(version string, major, minor int) bool {
+	if !strings.Contains(version, "MariaDB") {
+		return false
+	}
+	num, _, _ := strings.Cut(version, "-")
+	parts := strings.Split(num, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+// inList is the schemas as a list of SQL strings.
+func inList(schemas []string) string {
 	quoted := make([]string, len(schemas))
 	for i, s := range schemas {
-		quoted[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"
+		quoted[i] = quote(s)
 	}
-	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type='BASE TABLE' AND table_schema IN ("+strings.Join(quoted, ",")+") ORDER BY 1, 2;")
+	return strings.Join(quoted, ",")
+}
+
+// mysqlTableTypes are the types of information_schema.tables whose rows ferry counts, checksums
+// and carries back: base tables, and MariaDB's system-versioned ones (whose checksum covers
+// their history). Views hold no rows of their own; sequences are read by beyondTables.
+const mysqlTableTypes = "('BASE TABLE', 'SYSTEM VERSIONED')"
+
+// beyondTables reads where each ascending sequence (MariaDB's) of the schemas is: the next value
+// it gives out once those it holds in its cache are gone, as its dump sets it. MySQL keeps
+// nothing else outside its tables that ferry compares (its counters of auto-increment columns
+// follow the rows written).
+func (mysql) beyondTables(ctx context.Context, c Dumps, t target, schemas []string) (beyondTables, error) {
+	var out beyondTables
+	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = 'SEQUENCE' AND table_schema IN ("+inList(schemas)+") ORDER BY 1, 2;")
+	if err != nil {
+		return out, fmt.Errorf("list sequences: %w", err)
+	}
+	if len(rows) == 0 {
+		return out, nil
+	}
+	var sql strings.Builder
+	for _, r := range rows {
+		if len(r) != 2 {
+			return out, fmt.Errorf("list sequences: a row of %d fields", len(r))
+		}
+		fmt.Fprintf(&sql, "SELECT 'seq', %s, %s, next_not_cached_value, increment FROM %s.%s;\n", quote(r[0]), quote(r[1]), mysqlIdent(r[0]), mysqlIdent(r[1]))
+	}
+	got, err := c.query(ctx, t.item, t.cfg.Container, t.cred, sql.String())
+	if err != nil {
+		return out, fmt.Errorf("read the sequences: %w", err)
+	}
+	for _, r := range got {
+		if len(r) != 5 || r[0] != "seq" {
+			return out, fmt.Errorf("read the sequences: a row of %d fields", len(r))
+		}
+		next, err := strconv.ParseInt(r[3], 10, 64)
+		if err != nil {
+			return out, fmt.Errorf("sequence %s.%s's next value %q", r[1], r[2], r[3])
+		}
+		if strings.HasPrefix(r[4], "-") {
+			continue // counting down
+		}
+		out.sequences = append(out.sequences, snapshot.Sequence{Schema: r[1], Name: r[2], Next: next})
+	}
+	if len(got) != len(rows) {
+		return out, fmt.Errorf("read %d of %d sequences", len(got), len(rows))
+	}
+	return out, nil
+}
+
+// stats counts rows and checksums every base and system-versioned table, in one consistent
+// snapshot.
+func (mysql) stats(ctx context.Context, c Dumps, t target, schemas []string) ([]snapshot.Table, error) {
+	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type IN "+mysqlTableTypes+" AND table_schema IN ("+inList(schemas)+") ORDER BY 1, 2;")
 	if err != nil {
 		return nil, fmt.Errorf("list tables: %w", err)
 	}
@@ -133,15 +224,19 @@ func (mysql) shapes(ctx context.Context, c Dumps, t target, schemas []string) (m
 }
 
 // mysqlShapeSQL lists columns ("c", schema, table, name, type, not null, filled, generated) and
-// primary key columns ("k", schema, table, name) of the base tables of the schemas, in order.
+// primary key columns ("k", schema, table, name) of the base and system-versioned tables of the
+// schemas, in order. A system-versioned table's row start and end are generated columns (the
+// server writes them); when they are hidden (not declared), they are no columns and no key
+// columns of it either.
 func mysqlShapeSQL(schemas string) string {
 	return `SELECT 'c', c.table_schema, c.table_name, c.column_name, c.column_type, c.is_nullable = 'NO',
  (c.column_default IS NOT NULL OR c.extra LIKE '%auto_increment%' OR c.extra LIKE '%GENERATED%' OR c.extra LIKE '%PERSISTENT%'),
  (c.extra LIKE '%GENERATED%' OR c.extra LIKE '%PERSISTENT%' OR c.extra LIKE '%VIRTUAL%')
  FROM information_schema.columns c JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
- WHERE t.table_type = 'BASE TABLE' AND c.table_schema IN (` + schemas + `) ORDER BY c.table_schema, c.table_name, c.ordinal_position;
-SELECT 'k', table_schema, table_name, column_name FROM information_schema.key_column_usage
- WHERE constraint_name = 'PRIMARY' AND table_schema IN (` + schemas + `) ORDER BY table_schema, table_name, ordinal_position;`
+ WHERE t.table_type IN ` + mysqlTableTypes + ` AND c.table_schema IN (` + schemas + `) ORDER BY c.table_schema, c.table_name, c.ordinal_position;
+SELECT 'k', k.table_schema, k.table_name, k.column_name FROM information_schema.key_column_usage k
+ JOIN information_schema.columns c ON c.table_schema = k.table_schema AND c.table_name = k.table_name AND c.column_name = k.column_name
+ WHERE k.constraint_name = 'PRIMARY' AND k.table_schema IN (` + schemas + `) ORDER BY k.table_schema, k.table_name, k.ordinal_position;`
 }
 
 // digests runs all the queries in one session. The client streams rows (--quick) rather than
@@ -318,8 +413,45 @@ func (mysql) carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snaps
 			ok = false
 		}
 	}
+	if err := carryMySQLSequences(ctx, c, t, d, report); err != nil {
+		return err
+	}
 	if ok {
 		report.Count(kind, snapshot.StatusRestored)
+	}
+	return nil
+}
+
+// carryMySQLSequences puts each of blue's sequences (MariaDB's) that the backup has at least
+// where green's is (SETVAL moves a sequence forward only), or blue's application would take
+// numbers green's rows already hold; a sequence of green's only is listed and left.
+func carryMySQLSequences(ctx context.Context, c Dumps, t target, d snapshot.Database, report *snapshot.Report) error {
+	if len(d.Sequences) == 0 {
+		return nil
+	}
+	rows, err := c.query(ctx, t.item, t.cfg.Container, t.cred, "SELECT table_schema, table_name FROM information_schema.tables WHERE table_type = 'SEQUENCE' AND table_schema IN ("+inList(d.Schemas)+");")
+	if err != nil {
+		return fmt.Errorf("list blue's sequences: %w", err)
+	}
+	blue := map[string]bool{}
+	for _, r := range rows {
+		if len(r) == 2 {
+			blue[tableKey(r[0], r[1])] = true
+		}
+	}
+	var sql strings.Builder
+	for _, s := range d.Sequences {
+		if !blue[tableKey(s.Schema, s.Name)] {
+			report.Add(kind, snapshot.StatusSkipped, d.Name+"/"+s.Schema+"."+s.Name, fmt.Sprintf("sequence only in the backup (next value %d), not on the target: left, not carried back", s.Next))
+			continue
+		}
+		fmt.Fprintf(&sql, "SELECT SETVAL(%s.%s, %d, 0);\n", mysqlIdent(s.Schema), mysqlIdent(s.Name), s.Next)
+	}
+	if sql.Len() == 0 {
+		return nil
+	}
+	if _, err := c.query(ctx, t.item, t.cfg.Container, t.cred, sql.String()); err != nil {
+		return fmt.Errorf("put blue's sequences where green's are: %w; the rows were carried back", err)
 	}
 	return nil
 }
@@ -328,7 +460,7 @@ func (mysql) carryBack(ctx context.Context, c Dumps, r *snapshot.Reader, d snaps
 // statement a line; tables[i] is the table of the statement on line i+1 ("" for none). The
 // triggers on those tables are kept (keptTriggers) and dropped first.
 func swapSQL(copies []tableCopy, stage map[string]string, triggers []mysqlTrigger) (string, []string) {
-	lines := []string{"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION';", "SET SESSION foreign_key_checks = 0;"}
+	lines := []string{"SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO';", "SET SESSION foreign_key_checks = 0;"}
 	if len(triggers) > 0 {
 		lines = append(lines, keepAndDropTriggersSQL(triggers, copies)...)
 	}

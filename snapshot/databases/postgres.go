@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,7 +15,12 @@ import (
 )
 
 // postgresSystemDBs belong to the server, not to the platform.
-var postgresSystemDBs = map[string]bool{"postgres": true, "template0": true, "template1": true}
+var postgresSystemDBs = map[string]bool{"template0": true, "template1": true}
+
+// pgDefaultDB is the database every server has and ferry's clients connect to: the server's own
+// until it holds tables, when it is an application's too (the official image's POSTGRES_DB
+// is it unless set). Its dump neither drops nor recreates it (pgDumpArgs).
+const pgDefaultDB = "postgres"
 
 func pgShell(program string, cred credentials, args ...string) []string {
 	return clientShell("PGPASSWORD", "POSTGRES_PASSWORD", program, append([]string{"--username=" + cred.user, "--no-password"}, args...)...)
@@ -37,21 +44,52 @@ type postgres struct{}
 
 func (postgres) defaultUser() string { return "postgres" }
 
+// listSchemas lists the server's databases but the templates, and the default database
+// (pgDefaultDB) only when it holds tables of its users (pgUserTablesSQL).
 func (postgres) listSchemas(ctx context.Context, c Dumps, t target) ([]string, error) {
-	rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", "SELECT datname FROM pg_database WHERE NOT datistemplate;")
+	rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, pgDefaultDB,
+		"SELECT 'db', datname FROM pg_database WHERE NOT datistemplate;\n"+pgUserTablesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list databases: %w", err)
 	}
-	return firstNotIn(rows, postgresSystemDBs), nil
+	var dbs [][]string
+	defaultHolds := false
+	for _, r := range rows {
+		switch {
+		case len(r) == 2 && r[0] == "db":
+			dbs = append(dbs, r[1:])
+		case len(r) == 2 && r[0] == "tables":
+			defaultHolds = r[1] != "0"
+		default:
+			return nil, fmt.Errorf("list databases: a row of %d fields", len(r))
+		}
+	}
+	system := maps.Clone(postgresSystemDBs)
+	system[pgDefaultDB] = !defaultHolds
+	return firstNotIn(dbs, system), nil
 }
 
-// dump runs pg_dump --create --clean on each database in turn: the SQL drops and recreates them.
+// pgUserTablesSQL counts the tables of the database it runs in that are its users': outside
+// the catalogs and temporary schemas, and not an extension's.
+const pgUserTablesSQL = `SELECT 'tables', count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_(toast|temp_|toast_temp_)'
+ AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e');`
+
+// dump runs pg_dump on each database in turn (pgDumpArgs): the SQL drops and recreates them, but
+// the default database, whose objects it drops and recreates in it.
 func (postgres) dump(ctx context.Context, c Dumps, t target, dbs []string, schemaOnly bool, out io.Writer) error {
 	for _, db := range dbs {
-		args := []string{"--create", "--clean", "--if-exists", "--dbname=" + db}
+		args := pgDumpArgs(db)
 		if schemaOnly {
 			// A preflight's dump of a live database must not wait behind a migration's lock.
 			args = append(args, "--schema-only", "--lock-wait-timeout=30000")
+		}
+		if db == pgDefaultDB {
+			// Without --create, pg_dump does not connect psql to the database: the dump of the one
+			// before would go on in its own.
+			if _, err := io.WriteString(out, pgConnectDefault); err != nil {
+				return err
+			}
 		}
 		cmd := pgShell("pg_dump", t.cred, args...)
 		if err := c.exec(ctx, t.item, t.cfg.Container, cmd, strings.NewReader(t.cred.passwordLine()), out); err != nil {
@@ -59,6 +97,21 @@ func (postgres) dump(ctx context.Context, c Dumps, t target, dbs []string, schem
 		}
 	}
 	return nil
+}
+
+// pgConnectDefault is the line of a dump that connects psql to the default database, as pg_dump
+// --create writes it for the others.
+const pgConnectDefault = "\\connect " + pgDefaultDB + "\n"
+
+// pgDumpArgs are pg_dump's arguments for database db: --create --clean, so that the SQL drops and
+// recreates it, but for the default database: psql, and every client that does not name a
+// database, connects to it, and a drop of the database psql is connected to fails; its objects
+// are dropped and recreated in it (--clean alone), the database itself kept.
+func pgDumpArgs(db string) []string {
+	if db == pgDefaultDB {
+		return []string{"--clean", "--if-exists", "--dbname=" + db}
+	}
+	return []string{"--create", "--clean", "--if-exists", "--dbname=" + db}
 }
 
 // databases lists the server's databases, templates too.
@@ -229,12 +282,18 @@ func (postgres) digests(ctx context.Context, c Dumps, t target, qs []digestQuery
 
 // prepareLoad ends the other sessions on the databases the dump replaces: the dump drops them
 // before recreating them, which open sessions would make fail. PostgreSQL dumps are not staged.
+// psql starts in the default database, or in template1 when the dump holds the default database:
+// a dump of it by an earlier ferry (pg_dump --create) drops it first.
 func (postgres) prepareLoad(ctx context.Context, c Dumps, t target, d snapshot.Database, checked *checkedDump, stage map[string]string) (loading, error) {
 	if stage != nil {
 		return loading{}, fmt.Errorf("database %s: staging is for MySQL dumps", d.Name)
 	}
-	l := loading{cmd: pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname=postgres"), end: "\n\\q\n"}
-	if _, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, "postgres", terminateSessions(d.Schemas)); err != nil {
+	first := pgDefaultDB
+	if slices.Contains(d.Schemas, pgDefaultDB) {
+		first = "template1"
+	}
+	l := loading{cmd: pgShell("psql", t.cred, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--dbname="+first), end: "\n\\q\n"}
+	if _, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, pgDefaultDB, terminateSessions(d.Schemas)); err != nil {
 		return l, fmt.Errorf("end the sessions on the databases to replace: %w", err)
 	}
 	return l, nil
@@ -250,7 +309,7 @@ func terminateSessions(dbs []string) string {
 }
 
 // pgTableStats counts the rows of every table of db and checksums their contents (the MD5 of the
-// sorted MD5s of the rows' text), in one repeatable-read snapshot.
+// sorted MD5s of the rows' text, pgRowText), in one repeatable-read snapshot.
 func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container string, cred credentials, db string) ([]snapshot.Table, error) {
 	rows, err := c.pgQuery(ctx, item, container, cred, db,
 		"SELECT schemaname, tablename FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2;")
@@ -263,8 +322,8 @@ func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container 
 	var script strings.Builder
 	script.WriteString("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
 	for _, r := range rows {
-		fmt.Fprintf(&script, "SELECT %s, %s, count(*), md5(coalesce(string_agg(md5(t::text), '' ORDER BY md5(t::text)), '')) FROM %s.%s t;\n",
-			quote(r[0]), quote(r[1]), pgQuoted(r[0]), pgQuoted(r[1]))
+		fmt.Fprintf(&script, "SELECT %s, %s, count(*), md5(coalesce(string_agg(md5(%s), '' ORDER BY md5(%s)), '')) FROM %s.%s %s;\n",
+			quote(r[0]), quote(r[1]), pgRowText, pgRowText, pgQuoted(r[0]), pgQuoted(r[1]), pgRowAlias)
 	}
 	script.WriteString("COMMIT;")
 	out, err := c.pgQuery(ctx, item, container, cred, db, script.String())
@@ -287,3 +346,12 @@ func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container 
 	}
 	return tables, nil
 }
+
+// pgRowAlias names the table in pgTableStats' query, and pgRowText is the text of its whole row.
+// A bare name (t::text) would be a column of that name when the table has one, and the checksum
+// that column's alone; the qualified star (alias.*) always means the table's row, whatever its
+// columns are called. Its text is the same as the row's by the table's name.
+const (
+	pgRowAlias = `"ferry row"`
+	pgRowText  = "(" + pgRowAlias + ".*)::text"
+)

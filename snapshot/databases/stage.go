@@ -50,11 +50,13 @@ func newStagingFilter(rename map[string]string) *stagingFilter {
 }
 
 var (
-	keptRE = regexp.MustCompile(`(?is)^(?:CREATE\s+TABLE\s|DROP\s+TABLE\s+IF\s+EXISTS\s|INSERT\s+INTO\s|LOCK\s+TABLES\s|UNLOCK\s+TABLES\b|/\*!\d+\s+ALTER\s+TABLE\s|/\*!\d+\s+SET\s|SET\s)`)
+	// MariaDB's dump of a system-versioned table's history sets system_versioning_insert_history
+	// in a comment only MariaDB runs (/*M!...*/).
+	keptRE = regexp.MustCompile(`(?is)^(?:CREATE\s+TABLE\s|DROP\s+TABLE\s+IF\s+EXISTS\s|INSERT\s+INTO\s|LOCK\s+TABLES\s|UNLOCK\s+TABLES\b|/\*!\d+\s+ALTER\s+TABLE\s|/\*M?!\d+\s+SET\s|SET\s)`)
 	// unqualifiedRE is a kept table statement's beginning whose table has no schema.
 	unqualifiedRE = regexp.MustCompile("(?is)^(?:CREATE\\s+TABLE|DROP\\s+TABLE\\s+IF\\s+EXISTS|INSERT\\s+INTO|LOCK\\s+TABLES|/\\*!\\d+\\s+ALTER\\s+TABLE)\\s+`(?:[^`]|``)+`(?:[^.`]|$)")
 	globalRE      = regexp.MustCompile(`(?i)@@global\.|\bGLOBAL\s`)
-	settingRE     = regexp.MustCompile(`(?is)^(?:SET\s|/\*!\d+\s+SET\s|UNLOCK\s)`)
+	settingRE     = regexp.MustCompile(`(?is)^(?:SET\s|/\*M?!\d+\s+SET\s|UNLOCK\s)`)
 	noiseRE       = regexp.MustCompile(`^(?:\s+|--[^\n]*\n|#[^\n]*\n|/\*M!999999\\-[^*]*\*/|/\*[^!M*][^*]*\*+(?:[^/*][^*]*\*+)*/)*`)
 	createDBRE    = regexp.MustCompile("(?is)^CREATE\\s+DATABASE\\s.*?`((?:[^`]|``)+)`")
 )

@@ -53,3 +53,19 @@ func TestStagingFilterRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestStagingFilterKeepsHistorySetting: a MariaDB dump of a system-versioned table's history sets
+// system_versioning_insert_history in a MariaDB-only comment; staging keeps it, or the history's
+// rows would not load.
+func TestStagingFilterKeepsHistorySetting(t *testing.T) {
+	set := "/*M!101100 SET @old_system_versioning_insert_history=@@session.system_versioning_insert_history, @@session.system_versioning_insert_history=1 */;"
+	sql := "USE `a`;\n" + set + "\nINSERT INTO `prices` (`id`, row_start, row_end) VALUES (1,'2026-01-01 00:00:00.000000','2026-01-02 00:00:00.000000');\n" +
+		"DROP SEQUENCE IF EXISTS `ids`;\nCREATE SEQUENCE `ids` start with 1 minvalue 1 maxvalue 9 increment by 1 cache 1000 nocycle ENGINE=InnoDB;\nDO SETVAL(`ids`, 1000, 0);\n"
+	var out strings.Builder
+	if _, err := io.Copy(&out, newStagingReader(strings.NewReader(sql), map[string]string{"a": "s_a"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, set) || !strings.Contains(got, "INSERT INTO `prices`") || strings.Contains(got, "SEQUENCE") || strings.Contains(got, "SETVAL") {
+		t.Fatalf("staged:\n%s", got)
+	}
+}
