@@ -14,3 +14,13 @@ func TestCRDReady(t *testing.T) {
 		}
 	}
 }
+
+func TestCRDConversionWebhookFollowsTheMapping(t *testing.T) {
+	runCases(t, []ruleCase{
+		{"a conversion webhook's service follows", "prepare", "customresourcedefinitions.apiextensions.k8s.io",
+			`{"spec":{"conversion":{"strategy":"Webhook","webhook":{"clientConfig":{"service":{"name":"conv","namespace":"team-a","path":"/convert"}}}}}}`,
+			`{"spec":{"conversion":{"strategy":"Webhook","webhook":{"clientConfig":{"service":{"name":"conv","namespace":"team-b","path":"/convert"}}}}}}`},
+		{"no webhook, nothing to map", "prepare", "customresourcedefinitions.apiextensions.k8s.io",
+			`{"spec":{"conversion":{"strategy":"None"}}}`, `{"spec":{"conversion":{"strategy":"None"}}}`},
+	})
+}
