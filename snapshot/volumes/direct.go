@@ -45,9 +45,10 @@ const (
 	// 10,000 parts.
 	fullSizeParts = 8000
 	growEvery     = 500
-	// A mover sends up to directUploadConcurrency parts at once, as long as they hold no more than
-	// directUploadBudget bytes (one part at least), and fills one more meanwhile: with 16 MiB parts
-	// it holds 80 MiB.
+	// A mover sends up to directUploadConcurrency parts at once, and reads a part only once the
+	// parts it holds leave room for it in directUploadBudget bytes: it holds no more than the
+	// budget, or one part where parts are larger (a claim of terabytes). With 16 MiB parts it
+	// holds 80 MiB: four sent, one read.
 	directUploadConcurrency = 4
 	directUploadBudget      = 128 << 20
 	// partAttempts is how often a mover tries a part, each time through a fresh URL; ferry presigns
@@ -137,7 +138,7 @@ func PackDirect(ctx context.Context, dir string, in io.Reader, out io.Writer) er
 		return err
 	}
 	go conv.receive()
-	up := &partUploader{conv: conv, base: req.PartSize, hash: sha256.New(),
+	up := &partUploader{conv: conv, base: req.PartSize, budget: directUploadBudget, hash: sha256.New(),
 		clients: map[bool]*http.Client{false: storage.PresignedHTTPClient(false), true: storage.PresignedHTTPClient(true)}}
 	tarOut, tarIn := io.Pipe()
 	go func() { tarIn.CloseWithError(Pack(dir, tarIn)) }()
@@ -255,6 +256,7 @@ type partUploader struct {
 	conv    *conversation
 	clients map[bool]*http.Client // by InsecureSkipVerify
 	base    int64
+	budget  int64 // bytes of parts held at once (directUploadBudget)
 
 	hash  hash.Hash
 	bytes int64
@@ -264,7 +266,7 @@ type partUploader struct {
 func (u *partUploader) upload(ctx context.Context, r io.Reader) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(directUploadConcurrency)
-	budget := semaphore.NewWeighted(directUploadBudget)
+	budget := semaphore.NewWeighted(u.budget)
 	free := make(chan []byte, directUploadConcurrency+1) // buffers to reuse
 	var readErr error
 	for part := int32(1); gctx.Err() == nil; part++ {
@@ -273,6 +275,12 @@ func (u *partUploader) upload(ctx context.Context, r io.Reader) error {
 			break
 		}
 		size := directPartSize(u.base, part)
+		// Room first, then the read: a part read while the budget is full would be held beside
+		// those sent, twice the budget's worth of memory where parts are large.
+		weight := min(size, u.budget)
+		if err := budget.Acquire(gctx, weight); err != nil {
+			break
+		}
 		var buf []byte
 		select {
 		case buf = <-free:
@@ -297,10 +305,6 @@ func (u *partUploader) upload(ctx context.Context, r io.Reader) error {
 		u.hash.Write(data)
 		u.bytes += int64(n)
 		u.parts = part
-		weight := min(int64(n), directUploadBudget)
-		if err := budget.Acquire(gctx, weight); err != nil {
-			break
-		}
 		g.Go(func() error {
 			defer budget.Release(weight)
 			err := u.send(gctx, part, data)

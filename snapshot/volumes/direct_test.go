@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -568,5 +569,57 @@ func TestStageDirect(t *testing.T) {
 	}
 	if _, err := StageDirect(ctx, dst, DirectUnpackRequest{Key: key + snapshot.EncryptedSuffix, Get: req.Get}); err == nil {
 		t.Fatal("a mover staged an encrypted archive")
+	}
+}
+
+// countingReader counts what was read of r.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestDirectPackHoldsItsBudget: where parts are larger than the mover's budget (a claim of
+// terabytes has parts of hundreds of MiB), a part is read only once the one sent before is done:
+// the mover holds one part, not two, and stays within its pod's memory.
+func TestDirectPackHoldsItsBudget(t *testing.T) {
+	const part = 1 << 20
+	stream := &countingReader{r: bytes.NewReader(make([]byte, 3*part))}
+	fromMover, toFerry := io.Pipe()
+	fromFerry, toMover := io.Pipe()
+	conv := &conversation{in: json.NewDecoder(fromFerry), out: json.NewEncoder(toFerry), waiting: map[int32]chan partURL{}}
+	go conv.receive()
+	readWhileFirstWasSent := make(chan int64, 1)
+	go func() {
+		in, out := json.NewDecoder(fromMover), json.NewEncoder(toMover)
+		for {
+			var m moverMessage
+			if err := in.Decode(&m); err != nil {
+				return
+			}
+			if m.Presign == nil {
+				continue
+			}
+			if m.Presign.Part == 1 {
+				time.Sleep(200 * time.Millisecond) // the part is on its way
+				readWhileFirstWasSent <- stream.n.Load()
+			}
+			out.Encode(partURL{Part: m.Presign.Part, Error: "the test stops here"})
+		}
+	}()
+	u := &partUploader{conv: conv, base: part, budget: part / 2, hash: sha256.New()}
+	err := u.upload(context.Background(), stream)
+	toMover.Close()
+	toFerry.Close()
+	if err == nil || !strings.Contains(err.Error(), "the test stops here") {
+		t.Fatalf("upload: %v, want ferry's refusal", err)
+	}
+	if n := <-readWhileFirstWasSent; n != part {
+		t.Errorf("the mover had read %d bytes while part 1 of %d was sent: it read ahead beyond its budget of %d", n, part, part/2)
 	}
 }
