@@ -38,17 +38,21 @@ const (
 	// StatusAdmitted lists objects the target holds as its admission makes the backup's (a mutating
 	// policy or webhook of the target changed it as it changes anything made there), and rollout
 	// histories that go on with a revision of the template it made so: a note, not a loss.
-	StatusAdmitted  = "admitted"
-	StatusMissing   = "missing"
-	StatusDifferent = "different"
-	StatusHealthy   = "healthy"
-	StatusUnhealthy = "unhealthy"
+	StatusAdmitted = "admitted"
+	// StatusAutoscaled lists workloads whose replicas the target's autoscaler set (a
+	// HorizontalPodAutoscaler scales them, or the Deployment of a ReplicaSet it scales): green's
+	// load decides them, not blue's; a note, not a loss.
+	StatusAutoscaled = "autoscaled"
+	StatusMissing    = "missing"
+	StatusDifferent  = "different"
+	StatusHealthy    = "healthy"
+	StatusUnhealthy  = "unhealthy"
 )
 
 // fine says whether status is that of an item that is fine: a listed one is a note.
 func fine(status string) bool {
 	switch status {
-	case StatusRestored, StatusUnchanged, StatusUpdated, StatusIdentical, StatusAdmitted, StatusHealthy:
+	case StatusRestored, StatusUnchanged, StatusUpdated, StatusIdentical, StatusAdmitted, StatusAutoscaled, StatusHealthy:
 		return true
 	}
 	return false

@@ -54,6 +54,9 @@ func (c Objects) verifyArchive(ctx context.Context, plan *plans.Plan, archive *A
 	claims, archived := claimsOf(archive), archive.owners()
 	var health []healthCheck
 	var admitted admissions
+	if len(archive.ByResource["horizontalpodautoscalers.autoscaling"]) > 0 {
+		admitted.autoscaled = c.autoscaled(ctx)
+	}
 	for _, res := range order {
 		entries := archive.ByResource[res.GroupResource()]
 		if len(entries) == 0 {
@@ -87,22 +90,54 @@ type admissions struct {
 	revisions sync.Map
 	mu        sync.Mutex
 	scaled    []scaledDiff
+	// autoscaled are the workloads the target's autoscalers scale (scaleKey).
+	autoscaled map[string]bool
 }
 
 // scaledDiff is a ReplicaSet (id) whose Deployment (owner, by ID) may have scaled it, and how it
-// differs.
-type scaledDiff struct{ id, owner, diffs string }
+// differs; autoscaled when the target's autoscaler scales that Deployment.
+type scaledDiff struct {
+	id, owner, diffs string
+	autoscaled       bool
+}
 
 // settle reports each ReplicaSet of scaled: one whose Deployment the target's admission changed
-// is its rollout's to scale (to the template the admission made), a note; any other differs.
+// is its rollout's to scale (to the template the admission made), one whose Deployment an
+// autoscaler scales is the autoscaler's, notes; any other differs.
 func (a *admissions) settle(report *snapshot.Report) {
 	for _, s := range a.scaled {
-		if _, ok := a.revisions.Load(s.owner); ok {
+		if s.autoscaled {
+			report.Add("objects", snapshot.StatusAutoscaled, s.id, "scaled by its Deployment, which the target's autoscaler scales: "+s.diffs)
+		} else if _, ok := a.revisions.Load(s.owner); ok {
 			report.Add("objects", snapshot.StatusAdmitted, s.id, "scaled by the rollout of its Deployment to the template the target's admission changed: "+s.diffs)
 		} else {
 			report.Add("objects", snapshot.StatusDifferent, s.id, s.diffs)
 		}
 	}
+}
+
+// autoscaled are the workloads the target's HorizontalPodAutoscalers scale, by scaleKey (read
+// when the backup holds autoscalers). Where they cannot be listed (the API is not served, or not
+// to ferry), none: differences stand.
+func (c Objects) autoscaled(ctx context.Context) map[string]bool {
+	gvr := schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}
+	scaled := map[string]bool{}
+	err := kube.EachObject(ctx, c.Dynamic, gvr, "", c.PageSize, func(hpa *unstructured.Unstructured) error {
+		ref, _, _ := unstructured.NestedStringMap(hpa.Object, "spec", "scaleTargetRef")
+		if gv, err := schema.ParseGroupVersion(ref["apiVersion"]); err == nil {
+			scaled[scaleKey(gv.Group, ref["kind"], hpa.GetNamespace(), ref["name"])] = true
+		}
+		return nil
+	})
+	if err != nil {
+		c.Log.Warn("the target's autoscalers cannot be listed: the replicas they set count as differences", "error", err)
+	}
+	return scaled
+}
+
+// scaleKey names a workload an autoscaler may scale.
+func scaleKey(group, kind, namespace, name string) string {
+	return group + "/" + kind + "/" + namespace + "/" + name
 }
 
 // scaledByItsDeployment is the ID of the Deployment that controls live, a ReplicaSet whose
@@ -293,16 +328,27 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		e.Object = obj
 		exp := c.prepare(gr, obj)
 		id := objectID(exp, live.GetNamespace())
-		if diffs := c.compare(gr, exp, live); c.greensOwn(gr, e) && len(diffs) > 0 {
+		diffs := c.compare(gr, exp, live)
+		var scaled []string
+		if admitted.autoscaled[scaleKey(live.GroupVersionKind().Group, live.GetKind(), live.GetNamespace(), live.GetName())] {
+			// Its replicas are its autoscaler's: green's load decides them, not blue's.
+			scaled = slices.DeleteFunc(slices.Clone(diffs), func(d string) bool { return diffPath(d) != "spec.replicas" })
+			diffs = slices.DeleteFunc(diffs, func(d string) bool { return diffPath(d) == "spec.replicas" })
+		}
+		if c.greensOwn(gr, e) && len(diffs) > 0 {
 			report.Count("objects", snapshot.StatusLeft)
+		} else if len(diffs) == 0 && len(scaled) > 0 {
+			report.Add("objects", snapshot.StatusAutoscaled, id, "the target's autoscaler scales it: "+strings.Join(scaled, "; "))
 		} else if len(diffs) == 0 {
 			report.Count("objects", snapshot.StatusIdentical)
 		} else if ok, revision := c.admittedAs(gctx, gvr, gr, exp, live, diffs); ok {
 			admitted.revisions.Store(id, revision)
 			report.Add("objects", snapshot.StatusAdmitted, id, "as the target's admission makes the backup's on create: "+strings.Join(diffs, "; "))
 		} else if owner := scaledByItsDeployment(gr, live, diffs); owner != "" {
+			deployment := metav1.GetControllerOfNoCopy(live)
 			admitted.mu.Lock()
-			admitted.scaled = append(admitted.scaled, scaledDiff{id: id, owner: owner, diffs: strings.Join(diffs, "; ")})
+			admitted.scaled = append(admitted.scaled, scaledDiff{id: id, owner: owner, diffs: strings.Join(diffs, "; "),
+				autoscaled: admitted.autoscaled[scaleKey("apps", "Deployment", live.GetNamespace(), deployment.Name)]})
 			admitted.mu.Unlock()
 		} else {
 			report.Add("objects", snapshot.StatusDifferent, id, strings.Join(diffs, "; "))
