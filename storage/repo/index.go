@@ -441,6 +441,13 @@ func (r *Repo) dedupable(id ID) bool {
 	return ok && !r.condemned[r.index.packs.list[s.pack]]
 }
 
+// isCondemned reports whether a prune condemned the pack, as last loaded.
+func (r *Repo) isCondemned(pack string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.condemned[pack]
+}
+
 func (r *Repo) addEntries(ns string, p indexPack) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

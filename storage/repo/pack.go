@@ -24,8 +24,12 @@ import (
 // and in an encrypted pack each n is XORed with a mask (lengthMask) so that the pack shows no chunk
 // sizes. A blob's bytes are flag|data (unencrypted) or nonce|AES-256-GCM(data key, flag|data, ID)
 // (encrypted). flag 0: data is the chunk; flag 1: data is the chunk compressed with zstd. The
-// lengths are little-endian. Pack names are the SHA-256 of the whole pack.
+// lengths are little-endian. Pack names are the SHA-256 of the whole pack. A pack may end with a
+// blob no index names, of fillerSize random bytes, unmasked: a writer's pack that would otherwise
+// have the name of a condemned pack (Writer.upload). Readers go by the index and never read it.
 const packMagic = "FRYPACK1"
+
+const fillerSize = 16
 
 const (
 	flagRaw  = 0

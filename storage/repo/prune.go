@@ -14,9 +14,11 @@ import (
 	"github.com/ferrykube/ferry/storage"
 )
 
-// condemnedRecord lists packs a prune found unused at Marked. A later sweep deletes them once no
-// writer that started before Marked holds its lock (such a writer may have deduped against them
-// and not recorded its backup yet), and only those still unused then.
+// condemnedRecord lists packs a prune found unused at Marked. A later prune (never the one that
+// wrote it) deletes them once no writer that started before Marked holds its lock (such a writer
+// may have deduped against them and not recorded its backup yet), and only those still unused by
+// the backups that prune keeps: a writer that finished before that prune listed the locks has its
+// backup among them, whenever it started.
 type condemnedRecord struct {
 	key    string
 	Marked time.Time `json:"marked"`
@@ -52,7 +54,8 @@ func (r *Repo) readCondemned(ctx context.Context) ([]condemnedRecord, error) {
 // KeepFunc hands keep the chunks of every backup that is kept, a stream's at a time (a chunk
 // may come more than once): Prune holds each distinct chunk once, never every backup's list. Prune
 // calls it after it listed the writers' locks, so that every backup written by a writer that had
-// released its lock by then is in it.
+// released its lock by then is in it. A backup recorded while it runs may be missing from it: such
+// a backup's packs are newer than the prune or condemned by it, and this prune deletes neither.
 type KeepFunc func(ctx context.Context, keep func([]ChunkRef)) error
 
 // PruneResult is what Prune found and did.
@@ -60,8 +63,8 @@ type PruneResult struct {
 	Packs            int   `json:"packs"`            // indexed packs found
 	KeptChunks       int   `json:"keptChunks"`       // distinct chunks kept backups reference
 	Repacked         int   `json:"repacked"`         // mostly unused packs whose kept chunks were rewritten
-	Condemned        int   `json:"condemned"`        // packs newly found unused
-	Waiting          int   `json:"waiting"`          // condemned packs left for a later prune: a writer older than their condemnation still runs
+	Condemned        int   `json:"condemned"`        // packs newly found unused: a later prune deletes those still unused
+	Waiting          int   `json:"waiting"`          // packs an earlier prune condemned, left for a later one: a writer older than their condemnation still runs
 	Deleted          int   `json:"deleted"`          // packs deleted
 	DeletedBytes     int64 `json:"deletedBytes"`     // their bytes
 	DeletedUnindexed int   `json:"deletedUnindexed"` // of them, packs no index named, left by writers that died
@@ -72,14 +75,18 @@ type PruneResult struct {
 // writers running at the same time (docs/format.md, "Prune"):
 //   - writers hold a lock object while they may reference chunks they did not upload, and load
 //     the condemned packs after taking it, never deduping against them;
-//   - a prune records the packs it finds unused as condemned, and deletes condemned packs only
-//     when no writer that started before their condemnation (plus Options.SkewMargin) holds a
-//     lock, and only those still unused by the keep set, which it takes after listing the locks;
+//   - a prune records the packs it finds unused as condemned (never a pack stored since it
+//     started), and deletes no pack it condemned itself: it deletes the packs an earlier prune
+//     condemned, once no writer that started before their condemnation (plus Options.SkewMargin)
+//     holds a lock, and only those still unused by the keep set, which it takes after listing
+//     the locks. A backup recorded while the earlier prune ran is in this one's keep set;
 //   - packs no index names are deleted only when older than every running writer's start.
 //
-// One prune runs at a time (locks/prune.json). An encrypted repository needs the identity: every
-// namespace's index must be read. A kept chunk the index lacks fails the prune before anything is
-// deleted.
+// So a pack found unused is deleted by the second prune that finds it so, not the first. One prune
+// runs at a time (locks/prune.json, renewed while it runs); a prune that finds its lock taken over
+// stops, with an error matching ErrLocked, before it deletes anything more or writes the index.
+// An encrypted repository needs the identity: every namespace's index must be read. A kept chunk
+// the index lacks fails the prune before anything is deleted.
 func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 	var res PruneResult
 	if r.opts.WriteOnly {
@@ -88,11 +95,21 @@ func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 	if r.cfg.Encrypted && len(r.opts.Identities) == 0 {
 		return res, fmt.Errorf("prune: %w", ErrNoIdentity)
 	}
-	unlock, err := r.takePruneLock(ctx)
+	h, err := r.takePruneLock(ctx)
 	if err != nil {
 		return res, err
 	}
-	defer unlock()
+	res, err = r.prune(h.hold(ctx), h, keep)
+	if lost := h.release(ctx); lost != nil && err != nil && !errors.Is(err, ErrLocked) {
+		// The lock was lost first: store calls failed on the context it cancelled.
+		err = fmt.Errorf("prune: %w (then: %v)", lost, err)
+	}
+	return res, err
+}
+
+// prune is Prune, holding the prune lock h; ctx ends when h is lost.
+func (r *Repo) prune(ctx context.Context, h *pruneHold, keep KeepFunc) (PruneResult, error) {
+	var res PruneResult
 	start := r.opts.Now()
 	locks, err := r.freshWriterLocks(ctx)
 	if err != nil {
@@ -158,6 +175,9 @@ func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 	}
 
 	// Repack mostly unused packs, each namespace by a writer of its own key.
+	if err := h.check(ctx); err != nil {
+		return res, err
+	}
 	var repacked []string
 	writers := map[string]*Writer{}
 	for pack := range l.packs {
@@ -190,27 +210,32 @@ func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 	}
 	res.Repacked = len(repacked)
 
-	// Mark.
+	// Mark. A pack stored since the prune started may be a backup's that is not in the keep set
+	// (it was recorded after keep listed the backups): it is left for a later prune.
 	var newly []string
 	for pack := range l.packs {
-		if used, _ := usedBytes(pack); used == 0 && !condemned[pack] {
+		if used, _ := usedBytes(pack); used == 0 && !condemned[pack] && !stored[pack].ModTime.After(start) {
 			newly = append(newly, pack)
 		}
 	}
 	slices.Sort(newly)
 	if len(newly) > 0 {
+		if err := h.check(ctx); err != nil {
+			return res, err
+		}
 		rec := condemnedRecord{Marked: r.opts.Now(), Packs: newly}
 		data, _ := json.Marshal(rec)
 		rec.key = r.opts.Prefix + condemnedDir + strconv.FormatInt(rec.Marked.UnixNano(), 10) + "-" + randomHex(8) + ".json"
 		if err := r.store.Put(ctx, rec.key, bytes.NewReader(data)); err != nil {
 			return res, fmt.Errorf("record condemned packs: %w", err)
 		}
-		conds = append(conds, rec)
 		res.Condemned = len(newly)
 	}
 
-	// Sweep. Writers that took their lock after the record was written loaded it and never
-	// reference its packs; so list the locks again now.
+	// Sweep the records of earlier prunes, never the one just written: a backup that finished
+	// after keep listed the backups may use its packs, and only the next prune's keep set has it.
+	// Writers that took their lock after a record was written loaded it and never reference its
+	// packs; so list the locks again now.
 	later, err := r.freshWriterLocks(ctx)
 	if err != nil {
 		return res, err
@@ -253,16 +278,26 @@ func (r *Repo) Prune(ctx context.Context, keep KeepFunc) (PruneResult, error) {
 		return res, nil
 	}
 
-	// The index first (so that no index names a deleted pack), then the packs, then the records.
+	// The index first (so that no index names a deleted pack), then the packs, then the records;
+	// each only while this prune still holds its lock.
+	if err := h.check(ctx); err != nil {
+		return res, err
+	}
 	if err := r.rewriteIndex(ctx, l, del); err != nil {
 		return res, err
 	}
 	for p := range del {
+		if err := h.err(); err != nil {
+			return res, fmt.Errorf("prune: %w", err)
+		}
 		if err := r.store.Delete(ctx, r.packKey(p)); err != nil {
 			return res, fmt.Errorf("delete pack %s: %w", p, err)
 		}
 		res.Deleted++
 		res.DeletedBytes += stored[p].Size
+	}
+	if err := h.check(ctx); err != nil {
+		return res, err
 	}
 	for _, k := range swept {
 		if err := r.store.Delete(ctx, k); err != nil {
@@ -296,12 +331,22 @@ func (r *Repo) repack(ctx context.Context, w *Writer, pack string, blobs []packB
 	return nil
 }
 
-// rewriteIndex writes, per namespace, one index object of every pack read but those deleted, and
-// then deletes the index objects it read. Index objects written since (by writers) stay.
+// rewriteIndex writes, per namespace, one index object of every pack read but those deleted and
+// those the store no longer lists, and then deletes the index objects it read. Index objects
+// written since (by writers) stay.
 func (r *Repo) rewriteIndex(ctx context.Context, l *loaded, del map[string]bool) error {
+	// Listed now, not when the prune began: no index object this writes names a pack gone
+	// meanwhile, which writers would dedupe against.
+	stored := map[string]bool{}
+	if err := r.store.List(ctx, r.opts.Prefix+packsDir, func(o storage.ObjectInfo) error {
+		stored[path.Base(o.Key)] = true
+		return nil
+	}); err != nil {
+		return fmt.Errorf("rewrite index: list packs: %w", err)
+	}
 	byNS := map[string][]indexPack{}
 	for pack, blobs := range l.packs {
-		if del[pack] {
+		if del[pack] || !stored[pack] {
 			continue
 		}
 		ip := indexPack{Pack: pack}

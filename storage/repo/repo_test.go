@@ -448,14 +448,23 @@ func TestPrune(t *testing.T) {
 			refsC, _ := write(t, r, c)
 
 			r = f.open(t, f.opts(true))
-			// Keep A and one chunk of C: C's other chunks go, and its pack is repacked.
+			// Keep A and one chunk of C: C's other chunks go, and its pack is repacked. The first
+			// prune condemns the unused packs, the second deletes them.
 			res, err := r.Prune(ctx, keepRefs(refsA, refsC[:1]))
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%+v", res)
-			if res.Deleted == 0 || res.Repacked == 0 || res.Waiting != 0 {
-				t.Errorf("prune: %+v: want packs deleted and repacked, none waiting", res)
+			t.Logf("first prune: %+v", res)
+			if res.Deleted != 0 || res.Repacked == 0 || res.Condemned == 0 || res.Waiting != 0 {
+				t.Errorf("first prune: %+v: want packs repacked and condemned, none deleted nor waiting", res)
+			}
+			res, err = r.Prune(ctx, keepRefs(refsA, refsC[:1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("second prune: %+v", res)
+			if res.Deleted == 0 || res.Repacked+res.Condemned+res.Waiting != 0 {
+				t.Errorf("second prune: %+v: want the condemned packs deleted, nothing else done", res)
 			}
 			if got := readAll(t, r, refsA); !bytes.Equal(got, a) {
 				t.Error("kept backup A does not read back")
@@ -476,10 +485,10 @@ func TestPrune(t *testing.T) {
 			if _, err := r.Check(ctx, 1); err != nil {
 				t.Errorf("check after prune: %v", err)
 			}
-			// A second prune finds nothing to do.
+			// A third prune finds nothing to do.
 			res, err = r.Prune(ctx, keepRefs(refsA, refsC[:1]))
 			if err != nil || res.Deleted+res.Repacked+res.Condemned != 0 {
-				t.Errorf("second prune: %v %+v, want nothing done", err, res)
+				t.Errorf("third prune: %v %+v, want nothing done", err, res)
 			}
 			// A kept chunk that is not stored fails the prune before anything is deleted.
 			_, err = r.Prune(ctx, keepRefs(refsB))
@@ -493,7 +502,7 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-// TestPruneConcurrentWriter: a prune while writers run deletes none of their packs, indexed or
+// TestPruneConcurrentWriter: prunes while writers run delete none of their packs, indexed or
 // not, nor the packs they deduped against; a writer that starts after the prune condemned packs
 // does not dedupe against them; once the writers are done a prune frees what no kept backup uses.
 func TestPruneConcurrentWriter(t *testing.T) {
@@ -539,12 +548,22 @@ func TestPruneConcurrentWriter(t *testing.T) {
 	}
 	t.Logf("prune during writers: %+v", res)
 	after, _ := packsOf(t, f, r, nil)
-	if res.Deleted != 0 || res.Waiting == 0 {
-		t.Fatalf("prune during writers: %+v: want none deleted and the unused ones waiting", res)
+	if res.Deleted != 0 || res.Condemned == 0 {
+		t.Fatalf("prune during writers: %+v: want none deleted and the unused ones condemned", res)
 	}
+	// The next prune may sweep that record, but W and W2 started before it was written.
+	res, err = pr.Prune(ctx, keepRefs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second prune during writers: %+v", res)
+	if res.Deleted != 0 || res.Waiting == 0 {
+		t.Fatalf("second prune during writers: %+v: want none deleted and the condemned ones waiting", res)
+	}
+	after, _ = packsOf(t, f, r, nil)
 	for p := range before {
 		if !after[p] {
-			t.Errorf("pack %s deleted by the prune during writers", p)
+			t.Errorf("pack %s deleted by a prune during writers", p)
 		}
 	}
 
@@ -583,10 +602,13 @@ func TestPruneConcurrentWriter(t *testing.T) {
 	}
 	_ = refsOld
 
-	// Only W2 kept: W's and W3's packs go (W3's were condemned newly, and no writer runs).
-	res, err = pr.Prune(ctx, keepRefs(refs2))
-	if err != nil {
-		t.Fatal(err)
+	// Only W2 kept: W's and W3's packs go, condemned by one prune and deleted by the next (no
+	// writer runs).
+	for range 2 {
+		if res, err = pr.Prune(ctx, keepRefs(refs2)); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("prune keeping W2: %+v", res)
 	}
 	rd = f.open(t, f.opts(true))
 	stored, used := packsOf(t, f, rd, refs2)

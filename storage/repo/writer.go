@@ -3,6 +3,7 @@ package repo
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -146,6 +147,14 @@ func (w *Writer) worker() {
 
 func (w *Writer) upload(p *packer) {
 	name, data := p.finish()
+	for w.r.isCondemned(name) {
+		// The same chunks as a condemned pack, packed the same way (an unencrypted pack's bytes
+		// follow from its chunks): under that name a prune would delete it. An unindexed blob
+		// of random bytes at its end gives it a name of its own.
+		p.buf.Write(binary.LittleEndian.AppendUint32(nil, fillerSize))
+		p.buf.Write(randomBytes(fillerSize))
+		name, data = p.finish()
+	}
 	// A pack's name is the SHA-256 of its bytes.
 	if err := w.r.store.Put(storage.WithSHA256(w.ctx, name), w.r.packKey(name), bytes.NewReader(data)); err != nil {
 		w.cancel(fmt.Errorf("upload pack %s: %w", name, err))
