@@ -52,13 +52,34 @@ const (
 )
 
 // lateWriters says what a NoteGreenRanLate note means and the ways on.
-func lateWriters(e Event) string {
+func (r *Runner) lateWriters(e Event) string {
 	var data struct {
 		Writers string `json:"writers"`
 	}
 	_ = json.Unmarshal(e.Data, &data)
-	return fmt.Sprintf("green's writers ran after green's backup for the carry-back was made (%s), so blue would lack what they wrote then; stop what starts them, then either go back with what was carried (--discard-green-writes: blue keeps green's writes up to its backup and loses those after) or move those writes by hand",
-		data.Writers)
+	return fmt.Sprintf("green's writers ran after green's backup for the carry-back was made (%s), so blue would lack what they wrote then; stop what starts them, then either go back with what was carried (ferry rollback --run %s %s: blue keeps green's writes up to its backup and loses those after) or move those writes by hand",
+		data.Writers, r.Journal.Run.ID, r.DiscardFlags())
+}
+
+// GreenRanLate reports whether green's writers ran after green's backup for the carry-back: the
+// carry-back cannot end as done, and going back is --discard-green-writes (DiscardFlags).
+func (r *Runner) GreenRanLate() bool {
+	_, ok := r.lastNote(NoteGreenRanLate)
+	return ok && !r.Journal.IsDone(RolledBack, 0)
+}
+
+// DiscardFlags are the flags of a rollback that goes back without green's writes now.
+func (r *Runner) DiscardFlags() string {
+	if r.PartlyCarriedBack() {
+		return "--discard-green-writes --despite-partial-carry-back"
+	}
+	return "--discard-green-writes"
+}
+
+// RollingBack reports whether a rollback began and is not done: only the rollback goes on.
+func (r *Runner) RollingBack() bool {
+	_, began := r.Journal.Last(RolledBack, Begin, 0)
+	return began && !r.Journal.IsDone(RolledBack, 0)
 }
 
 // ErrGreenWrites matches Rollback's refusal to drop what green may have written.
@@ -127,7 +148,7 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 				}
 			}
 			if e, ok := r.lastNote(NoteGreenRanLate); ok {
-				return fmt.Errorf("run %s: %s (seen at %s): %w", r.Journal.Run.ID, lateWriters(e), e.At.Local().Format(time.RFC3339), ErrStopped)
+				return fmt.Errorf("run %s: %s (seen at %s): %w", r.Journal.Run.ID, r.lateWriters(e), e.At.Local().Format(time.RFC3339), ErrStopped)
 			}
 			if err := r.carryBack(ctx); err != nil {
 				return err
@@ -144,7 +165,7 @@ func (r *Runner) Rollback(ctx context.Context, o RollbackOptions) error {
 				if err := r.record(ctx, e); err != nil {
 					return err
 				}
-				return fmt.Errorf("run %s: %s: %w", r.Journal.Run.ID, lateWriters(e), ErrStopped)
+				return fmt.Errorf("run %s: %s: %w", r.Journal.Run.ID, r.lateWriters(e), ErrStopped)
 			}
 			o.Why += ", green's writes carried back"
 		default:

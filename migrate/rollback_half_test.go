@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrykube/ferry/migrate/traffic"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,6 +60,12 @@ func TestRollbackThatStoppedHalfWay(t *testing.T) {
 	}
 	if err := r.Finalize(ctx); !errors.Is(err, ErrStopped) {
 		t.Errorf("finalize after a rollback began: %v, want it refused", err)
+	}
+	if err := r.Flip(ctx, traffic.Green(50)); !errors.Is(err, ErrStopped) {
+		t.Errorf("ferry flip to green after a rollback began: %v, want it refused", err)
+	}
+	if !r.RollingBack() {
+		t.Error("RollingBack: false, want the command line to say the rollback goes on")
 	}
 	if err := r.Rollback(ctx, RollbackOptions{CarryBack: true, By: "ops"}); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "started blue's writers again") {
 		t.Errorf("carry-back once blue's writers started: %v, want it refused", err)
@@ -135,8 +142,9 @@ func TestCarryBackRefusesGreensLateWrites(t *testing.T) {
 	r.Close(ctx)
 	r = resume(t, o, id)
 	// Stopped by hand since: the carry-back still lacks what it wrote.
-	if err := r.Rollback(ctx, RollbackOptions{CarryBack: true, By: "ops"}); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "ran after green's backup") {
-		t.Errorf("the carry-back again: %v, want it refused", err)
+	if err := r.Rollback(ctx, RollbackOptions{CarryBack: true, By: "ops"}); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "ran after green's backup") ||
+		!strings.Contains(err.Error(), "--discard-green-writes") || !r.GreenRanLate() {
+		t.Errorf("the carry-back again: %v, want it refused, naming the way back", err)
 	}
 	if err := r.Rollback(ctx, RollbackOptions{DiscardGreenWrites: true, By: "ops"}); err != nil {
 		t.Fatalf("going back with what was carried: %v", err)

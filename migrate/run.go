@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -247,7 +248,8 @@ func (r *Runner) steps(ctx context.Context, steps []stateStep) error {
 
 // Drive runs the run forward from where its journal stands to shifted: plan, preflight, quiesce
 // blue, back up, restore onto green, verify, start green's writers and shift traffic step by
-// step behind the gates. A failed gate rolls back by itself; an inconclusive one pauses.
+// step behind the gates. A failed gate sends the traffic back to blue by itself, and the run goes
+// on only by a rollback; an inconclusive one pauses.
 func (r *Runner) Drive(ctx context.Context) error {
 	ctx, stop := r.lease.bind(ctx) // ends when the lease is lost
 	defer stop()
@@ -260,10 +262,8 @@ func (r *Runner) Drive(ctx context.Context) error {
 	if _, ok := r.carryBackNote(); ok {
 		return fmt.Errorf("run %s is carrying green's writes back to blue: only the carry-back goes on with it: %w", r.Journal.Run.ID, ErrStopped)
 	}
-	if e, ok := r.Journal.Last(RolledBack, Begin, 0); ok {
-		// Traffic may be on blue and its writers started: going on would run both.
-		return fmt.Errorf("run %s began rolling back at %s: only the rollback goes on with it (ferry rollback --run %s): %w",
-			r.Journal.Run.ID, e.At.Local().Format(time.RFC3339), r.Journal.Run.ID, ErrStopped)
+	if err := r.goingBack(); err != nil {
+		return err
 	}
 	if err := r.steps(ctx, []stateStep{
 		{Planned, r.planStep},
@@ -293,6 +293,22 @@ func (r *Runner) Drive(ctx context.Context) error {
 	return r.step(ctx, Shifted, 0, func() (any, string, error) {
 		return r.readSchemas(ctx, "green at the shift"), "green serves all traffic; blue is kept as it is (ferry rollback --run " + r.Journal.Run.ID + " goes back)", nil
 	})
+}
+
+// goingBack refuses to take the run forward once it began going back: a rollback began (traffic
+// may be on blue and blue's writers started: going on would run both), or a failed gate sent the
+// traffic back (the steps done before it no longer say where traffic is).
+func (r *Runner) goingBack() error {
+	id := r.Journal.Run.ID
+	if e, ok := r.Journal.Last(RolledBack, Begin, 0); ok {
+		return fmt.Errorf("run %s began rolling back at %s: only the rollback goes on with it (ferry rollback --run %s): %w",
+			id, e.At.Local().Format(time.RFC3339), id, ErrStopped)
+	}
+	if e, ok := r.lastNote(NoteTrafficReturned); ok {
+		return fmt.Errorf("run %s sent traffic back to blue at %s, as a gate failed: it goes on only by a rollback (ferry rollback --run %s --carry-back, or --discard-green-writes); then migrate again: %w",
+			id, e.At.Local().Format(time.RFC3339), id, ErrStopped)
+	}
+	return nil
 }
 
 // schemaRecord is what the shifted and finalized steps of an upgrade journal: each database's
@@ -398,13 +414,33 @@ func (r *Runner) rules() []config.QuiesceRule {
 			return rec.Rules
 		}
 	}
-	if e, ok := r.lastNote(NoteQuiesceRules); ok {
-		var rules []config.QuiesceRule
-		if json.Unmarshal(e.Data, &rules) == nil && rules != nil {
-			return rules
-		}
+	if rules := r.journaledRules(); rules != nil {
+		return rules
 	}
 	return r.o.Config.Quiesce
+}
+
+// journaledRules are the rules of every attempt at the quiesce, as each journaled them before it
+// stopped any writer.
+func (r *Runner) journaledRules() []config.QuiesceRule {
+	var rules []config.QuiesceRule
+	for _, e := range r.Journal.Events() {
+		var these []config.QuiesceRule
+		if e.State == Quiesced && e.Phase == Note && e.Detail == NoteQuiesceRules && json.Unmarshal(e.Data, &these) == nil {
+			rules = withRules(rules, these...)
+		}
+	}
+	return rules
+}
+
+// withRules adds to rules those of more it lacks.
+func withRules(rules []config.QuiesceRule, more ...config.QuiesceRule) []config.QuiesceRule {
+	for _, m := range more {
+		if !slices.ContainsFunc(rules, func(r config.QuiesceRule) bool { return reflect.DeepEqual(r, m) }) {
+			rules = append(rules, m)
+		}
+	}
+	return rules
 }
 
 func (r *Runner) quiescer(c kinds.Cluster, mapped bool) Quiescer {
@@ -445,7 +481,9 @@ func (r *Runner) quiesceStep(ctx context.Context) (any, string, error) {
 		return nil, "", err
 	}
 	q := r.quiescer(r.o.Blue, false)
-	q.Rules = append(append([]config.QuiesceRule(nil), r.o.Config.Quiesce...), implied...)
+	// With the rules an interrupted attempt journaled: the writers it stopped have no pods now,
+	// and the plan's pods no longer imply them.
+	q.Rules = withRules(append(append([]config.QuiesceRule(nil), r.o.Config.Quiesce...), implied...), r.journaledRules()...)
 	if err := readyToStop(ctx, q, movedClaims(r.plan, nil), "green",
 		"end them and resume, or add a rule that stops what runs them to ferry.yaml's quiesce and start a new run"); err != nil {
 		return nil, "", err
@@ -904,17 +942,13 @@ func (r *Runner) shift(ctx context.Context) error {
 			// writes, and dropping them is the operator's choice, never a gate's: the writers stay as
 			// they are (blue's stopped, so blue serves reads) until ferry rollback carries them
 			// back or is told to discard them.
-			e, took := r.lastNote(NoteGreenWrites)
-			if !took {
-				if rerr := r.rollback(context.WithoutCancel(ctx), "automatic: "+err.Error(), false); rerr != nil {
-					return fmt.Errorf("%w; rolling back failed too: %v", err, rerr)
-				}
-				return fmt.Errorf("%w: traffic is back on blue: %w", err, ErrStopped)
-			}
+			// (Green may take writes from before the first split: shift journals it first.)
+			e, _ := r.lastNote(NoteGreenWrites)
 			if rerr := r.returnTraffic(context.WithoutCancel(ctx), "automatic: "+err.Error()); rerr != nil {
-				return fmt.Errorf("%w; sending traffic back to blue failed too: %v", err, rerr)
+				return fmt.Errorf("%w; sending traffic back to blue failed too, so it may still reach green: %v; move it by hand (ferry flip --run %s --to blue): %w",
+					err, rerr, r.Journal.Run.ID, ErrStopped)
 			}
-			return fmt.Errorf("%w: traffic is back on blue; green may hold writes taken since %s, so blue's writers stay stopped until you carry them back (ferry rollback --run %s --carry-back) or drop them (--discard-green-writes), or resume the run: %w",
+			return fmt.Errorf("%w: traffic is back on blue; green may hold writes taken since %s, so blue's writers stay stopped until you carry them back (ferry rollback --run %s --carry-back) or drop them (--discard-green-writes): %w",
 				err, e.At.Local().Format(time.RFC3339), r.Journal.Run.ID, ErrStopped)
 		default:
 			return err
@@ -1052,6 +1086,13 @@ func (r *Runner) Flip(ctx context.Context, split traffic.Split) error {
 	if r.o.Switcher == nil {
 		return fmt.Errorf("run %s has no traffic switcher in its ferry.yaml: %w", r.Journal.Run.ID, ErrStopped)
 	}
+	if e, ok := r.Journal.Last(RolledBack, Begin, 0); ok && split.Green > 0 {
+		// Blue's writers may run, or green's be stopped: traffic to green would meet either.
+		return fmt.Errorf("run %s began rolling back at %s: traffic goes to blue only: %w", r.Journal.Run.ID, e.At.Local().Format(time.RFC3339), ErrStopped)
+	}
+	if _, ok := r.carryBackNote(); ok && split.Green > 0 {
+		return fmt.Errorf("run %s is carrying green's writes back to blue, with green's writers stopped: traffic goes to blue only: %w", r.Journal.Run.ID, ErrStopped)
+	}
 	state := r.Journal.Current()
 	if err := r.saveTraffic(ctx, state); err != nil {
 		return err
@@ -1078,8 +1119,8 @@ func (r *Runner) Finalize(ctx context.Context) error {
 	if !r.Journal.IsDone(Shifted, 0) {
 		return fmt.Errorf("run %s has not shifted (state %q): finalize only after green serves all traffic: %w", r.Journal.Run.ID, r.Journal.Current(), ErrStopped)
 	}
-	if e, ok := r.Journal.Last(RolledBack, Begin, 0); ok {
-		return fmt.Errorf("run %s began rolling back at %s: blue is where it goes, not green: %w", r.Journal.Run.ID, e.At.Local().Format(time.RFC3339), ErrStopped)
+	if err := r.goingBack(); err != nil {
+		return err
 	}
 	if e, ok := r.carryBackNote(); ok {
 		return fmt.Errorf("run %s is carrying green's writes back to blue (%s at %s): finish it with ferry rollback --run %s: %w",

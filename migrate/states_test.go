@@ -274,6 +274,9 @@ func TestGateFailureReturnsTraffic(t *testing.T) {
 	if rep := BuildReport(r.Journal); len(rep.TrafficSteps) != 1 || rep.TrafficSteps[0].Result != Failed {
 		t.Errorf("report: traffic steps %+v", rep.TrafficSteps)
 	}
+	if err := r.Drive(ctx); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "sent traffic back to blue") || len(sw.applied) != 1 {
+		t.Errorf("migrate --resume after the gate sent traffic back: %v, splits %v; want it refused, no split applied again", err, sw.applied)
+	}
 	if err := r.Rollback(ctx, RollbackOptions{}); !errors.Is(err, ErrGreenWrites) {
 		t.Errorf("plain rollback after the gate: %v, want it refused", err)
 	}

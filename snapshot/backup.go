@@ -360,7 +360,8 @@ type Writer struct {
 	keyMu     sync.Mutex // held while the digest key is made and stored
 	digestKey []byte
 
-	held []func(context.Context) error // see Hold
+	held  []func(context.Context) error // see Hold
+	holds []func() error                // see Hold
 
 	recentOnce sync.Once // see Recent
 	recent     []Previous
@@ -368,11 +369,13 @@ type Writer struct {
 
 // Hold keeps release to run at Release, once the manifest is written or the backup failed: a
 // chunk repository's writer holds its lock until the backup that references its chunks is
-// recorded, so that a prune running meanwhile keeps them.
-func (w *Writer) Hold(release func(context.Context) error) {
+// recorded, so that a prune running meanwhile keeps them. held says whether it still holds it:
+// Commit writes no manifest when it does not.
+func (w *Writer) Hold(release func(context.Context) error, held func() error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.held = append(w.held, release)
+	w.holds = append(w.holds, held)
 }
 
 // Release runs what Hold kept, each once.
@@ -655,7 +658,13 @@ func (w *Writer) SetVeleroCompatible(ok bool) {
 func (w *Writer) Commit(ctx context.Context, now time.Time) (*Manifest, error) {
 	w.mu.Lock()
 	m := w.manifest
+	holds := w.holds
 	w.mu.Unlock()
+	for _, held := range holds {
+		if err := held(); err != nil {
+			return nil, fmt.Errorf("backup %s is not recorded: %w", w.name, err)
+		}
+	}
 	m.CompletedAt = now.UTC()
 	sort.Slice(m.Objects, func(i, j int) bool {
 		a, b := m.Objects[i], m.Objects[j]

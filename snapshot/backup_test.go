@@ -352,3 +352,25 @@ func TestCopyStreamChecksTheCopy(t *testing.T) {
 		t.Errorf("an encrypted backup's CopyStream: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestCommitNeedsItsHolds: a backup whose chunk repository writer no longer holds its lock (a
+// prune may have deleted packs it references) is not recorded: no manifest, still incomplete.
+func TestCommitNeedsItsHolds(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	w, err := Create(ctx, store, "b1", plans.Cluster{Server: "https://blue"}, &plans.Plan{}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	w.Hold(func(context.Context) error { released = true; return nil }, func() error { return errors.New("writer lock x was last renewed 31m0s ago") })
+	if _, err := w.Commit(ctx, time.Now()); err == nil || !strings.Contains(err.Error(), "not recorded") {
+		t.Fatalf("commit: %v, want it refused", err)
+	}
+	if infos, _ := List(ctx, store); len(infos) != 1 || infos[0].State != Incomplete {
+		t.Fatalf("after the refused commit: %+v, want the backup incomplete", infos)
+	}
+	if err := w.Release(ctx); err != nil || !released {
+		t.Fatalf("release: %v, released %v", err, released)
+	}
+}

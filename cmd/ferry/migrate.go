@@ -160,13 +160,22 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 		// Another ferry drives the clusters now: this one stopped acting on them and wrote nothing more.
 		fmt.Fprintf(o.streams.Out, "\nStopped: %v.\nThis ferry no longer acts on either cluster; see ferry migrate status %s.\n", lost, id)
 		return fmt.Errorf("run %s: %w (stopped at: %v)", id, lost, err)
+	case r.RollingBack():
+		fmt.Fprintf(o.streams.Out, "\nThe rollback stopped. When it is fixed: ferry rollback --run %s   (it goes on as it was decided)\n", id)
+		if errors.Is(err, migrate.ErrStopped) {
+			return &incompleteError{msg: err.Error()}
+		}
+		return err
+	case r.GreenRanLate():
+		fmt.Fprintf(o.streams.Out, "\nThe carry-back cannot end: green's writers ran after its backup. Stop what starts them; then go back with what was carried: ferry rollback --run %s %s\n", id, r.DiscardFlags())
+		return &incompleteError{msg: err.Error()}
 	case r.CarryingBack():
 		if errors.Is(err, migrate.ErrSkipped) {
 			fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped: green's backup skipped items. To go on without them: ferry rollback --run %s --carry-back --allow-skipped\n", id)
 		}
-		discard := "--discard-green-writes"
+		discard := r.DiscardFlags()
 		if r.PartlyCarriedBack() {
-			discard += " --despite-partial-carry-back, leaving blue partly carried back"
+			discard += ", leaving blue partly carried back"
 		}
 		fmt.Fprintf(o.streams.Out, "\nThe carry-back stopped. When it is fixed: ferry rollback --run %s --carry-back   (or without green's writes: ferry rollback --run %s %s)\n", id, id, discard)
 		if errors.Is(err, migrate.ErrStopped) {
@@ -552,6 +561,9 @@ func (o *rollbackOptions) run(ctx context.Context) error {
 	case errors.Is(err, migrate.ErrGreenWrites):
 		r.Close(ctx)
 		return &refusedError{err: fmt.Errorf("%w; --carry-back brings them to blue first, --discard-green-writes rolls back without them", err)}
+	case errors.Is(err, migrate.ErrPartlyCarried) && r.GreenRanLate():
+		r.Close(ctx)
+		return &refusedError{err: fmt.Errorf("%w, and cannot end (green's writers ran after its backup); add --despite-partial-carry-back to leave blue so", err)}
 	case errors.Is(err, migrate.ErrPartlyCarried):
 		r.Close(ctx)
 		return &refusedError{err: fmt.Errorf("%w; finish the carry-back (ferry rollback --run %s --carry-back goes on where it stopped), or add --despite-partial-carry-back to leave blue so", err, o.id)}

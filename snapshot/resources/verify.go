@@ -135,6 +135,12 @@ func (c Objects) autoscaled(ctx context.Context) map[string]bool {
 	return scaled
 }
 
+// replicas is a workload's spec.replicas (0 when unset).
+func replicas(obj map[string]any) int64 {
+	n, _, _ := unstructured.NestedInt64(obj, "spec", "replicas")
+	return n
+}
+
 // scaleKey names a workload an autoscaler may scale.
 func scaleKey(group, kind, namespace, name string) string {
 	return group + "/" + kind + "/" + namespace + "/" + name
@@ -330,7 +336,10 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		id := objectID(exp, live.GetNamespace())
 		diffs := c.compare(gr, exp, live)
 		var scaled []string
-		if admitted.autoscaled[scaleKey(live.GroupVersionKind().Group, live.GetKind(), live.GetNamespace(), live.GetName())] {
+		// An autoscaler never scales from or to none: a writer the quiesce stopped, or one
+		// started on the target by something else, still differs.
+		running := replicas(exp) > 0 && replicas(live.Object) > 0
+		if running && admitted.autoscaled[scaleKey(live.GroupVersionKind().Group, live.GetKind(), live.GetNamespace(), live.GetName())] {
 			// Its replicas are its autoscaler's: green's load decides them, not blue's.
 			scaled = slices.DeleteFunc(slices.Clone(diffs), func(d string) bool { return diffPath(d) != "spec.replicas" })
 			diffs = slices.DeleteFunc(diffs, func(d string) bool { return diffPath(d) == "spec.replicas" })
@@ -348,7 +357,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 			deployment := metav1.GetControllerOfNoCopy(live)
 			admitted.mu.Lock()
 			admitted.scaled = append(admitted.scaled, scaledDiff{id: id, owner: owner, diffs: strings.Join(diffs, "; "),
-				autoscaled: admitted.autoscaled[scaleKey("apps", "Deployment", live.GetNamespace(), deployment.Name)]})
+				autoscaled: running && admitted.autoscaled[scaleKey("apps", "Deployment", live.GetNamespace(), deployment.Name)]})
 			admitted.mu.Unlock()
 		} else {
 			report.Add("objects", snapshot.StatusDifferent, id, strings.Join(diffs, "; "))

@@ -64,7 +64,7 @@ func (c Contents) streamTree(ctx context.Context, w *snapshot.Writer, v plans.Vo
 	if err != nil {
 		return entry, nil, fmt.Errorf("chunk repository: %w", err)
 	}
-	w.Hold(cw.Close)
+	w.Hold(cw.Close, cw.Held)
 	// Opened after the writer's lock is taken: the previous entries reused are then checked
 	// against the packs a prune condemned since (Writer.Reusable).
 	var prev *prevTree

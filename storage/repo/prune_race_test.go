@@ -379,3 +379,113 @@ func TestPruneReuploadedCondemnedPack(t *testing.T) {
 		t.Errorf("the writer's backup does not read: %v", err)
 	}
 }
+
+// TestPruneReuploadedUnindexedPack: a writer died after uploading pack U, before indexing it; a
+// retry of the same backup packs the same bytes while a prune runs (after the prune listed the
+// packs). An unencrypted pack's name follows from its bytes: stored over U, the prune would delete
+// it as an old unindexed pack though the retry's index names it. A pack is never stored over
+// another: one whose name is taken gets a name of its own.
+func TestPruneReuploadedUnindexedPack(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	hs := f.hook(condemnedDir, true)
+	f.init(t)
+	write(t, f.open(t, f.opts(true)), randomData(40, 512<<10)) // unused: something to condemn
+
+	data := randomData(41, 512<<10) // less than a pack: one pack, same bytes each time
+	d, err := f.open(t, f.opts(true)).NewWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Write(ctx, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	d.send(ctx)
+	close(d.batches)
+	d.wg.Wait()
+	d.flushed = true
+	close(d.stop)
+	d.stopped.Wait()
+	f.store.Delete(ctx, d.lockKey) // it died; its lock went stale long ago
+
+	o := f.opts(true)
+	later := time.Now().Add(time.Hour)
+	o.Now = func() time.Time { return later }
+	var refs []ChunkRef
+	hs.before = func() {
+		w, err := f.open(t, f.opts(true)).NewWriter(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		refs, err = w.Write(ctx, bytes.NewReader(data))
+		if err != nil {
+			t.Error(err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Error(err)
+		}
+		t.Logf("retry: %+v", w.Stats())
+		w.Close(ctx)
+	}
+	res, err := f.open(t, o).Prune(ctx, keepRefs())
+	t.Logf("prune: %+v %v", res, err)
+	if !hs.fired.Load() {
+		t.Fatal("hook never fired")
+	}
+	if err := f.open(t, f.opts(true)).Verify(ctx, refs); err != nil {
+		t.Errorf("the retried backup does not read: %v", err)
+	}
+}
+
+// lockFailStore fails the Puts of writer locks while failing is set.
+type lockFailStore struct {
+	storage.Backend
+	failing atomic.Bool
+}
+
+func (s *lockFailStore) Put(ctx context.Context, key string, r io.Reader) error {
+	if strings.HasPrefix(key, DefaultPrefix+locksDir) && s.failing.Load() {
+		return errors.New("503 Service Unavailable")
+	}
+	return s.Backend.Put(ctx, key, r)
+}
+
+// TestWriterHoldsItsLock: a writer whose lock renewal fails tries again, and goes on holding it;
+// one whose lock a prune may have taken for a dead writer's (not renewed for longer than the
+// staleness less the skew margin) says so, and fails: the backup must not be recorded, as a prune
+// may have deleted packs it references.
+func TestWriterHoldsItsLock(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, false)
+	f.init(t)
+	store := &lockFailStore{Backend: f.store}
+	f.store = store
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	o := f.opts(true)
+	o.RefreshEvery, o.SkewMargin = 20*time.Millisecond, time.Minute
+	o.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	w, err := f.open(t, o).NewWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	store.failing.Store(true)
+	time.Sleep(100 * time.Millisecond) // renewals fail
+	now.Add(int64(5 * time.Minute))
+	store.failing.Store(false)
+	time.Sleep(100 * time.Millisecond) // and succeed again
+	if err := w.Held(); err != nil {
+		t.Fatalf("a writer whose renewals failed for a while: %v, want it holding its lock", err)
+	}
+	if _, err := w.Write(ctx, bytes.NewReader(randomData(50, 256<<10))); err != nil {
+		t.Fatalf("a writer whose renewals failed for a while: %v", err)
+	}
+	store.failing.Store(true)
+	now.Add(int64(30*time.Minute - time.Minute + time.Second))
+	time.Sleep(100 * time.Millisecond)
+	if err := w.Held(); err == nil || !strings.Contains(err.Error(), "prune may have taken it") {
+		t.Errorf("a writer whose lock was not renewed for 29 minutes: %v, want it no longer held", err)
+	}
+}

@@ -44,6 +44,7 @@ type Writer struct {
 	stopped sync.WaitGroup
 
 	mu      sync.Mutex
+	renewed time.Time   // when the lock was last written, by Options.Now
 	pending map[ID]bool // new chunks taken and not indexed yet
 	packs   []indexPack // uploaded and not indexed yet
 	blobs   int         // in packs
@@ -77,6 +78,7 @@ func (r *Repo) newWriterKey(ctx context.Context, k *nsKey, lock bool) (*Writer, 
 	w.ctx, w.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if lock {
 		w.start = r.opts.Now()
+		w.renewed = w.start
 		w.lockKey = r.opts.Prefix + locksDir + randomHex(16) + ".json"
 		if err := r.putLock(ctx, w.lockKey, lockRecord{Kind: "write", Start: w.start, Refreshed: w.start}); err != nil {
 			return nil, err
@@ -95,23 +97,52 @@ func (r *Repo) newWriterKey(ctx context.Context, k *nsKey, lock bool) (*Writer, 
 	return w, nil
 }
 
-// refresh renews the lock; a writer that cannot renew it fails, since a prune may take it for dead.
+// refresh renews the lock, trying again sooner after a failure; a writer whose lock a prune may
+// take for dead (Held) fails.
 func (w *Writer) refresh() {
 	defer w.stopped.Done()
-	t := time.NewTicker(w.r.opts.RefreshEvery)
+	t := time.NewTimer(w.r.opts.RefreshEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-w.stop:
 			return
 		case <-t.C:
-			err := w.r.putLock(w.ctx, w.lockKey, lockRecord{Kind: "write", Start: w.start, Refreshed: w.r.opts.Now()})
-			if err != nil {
-				w.cancel(fmt.Errorf("renew writer lock: %w", err))
-				return
-			}
 		}
+		now := w.r.opts.Now()
+		err := w.r.putLock(w.ctx, w.lockKey, lockRecord{Kind: "write", Start: w.start, Refreshed: now})
+		if err == nil {
+			w.mu.Lock()
+			w.renewed = now
+			w.mu.Unlock()
+			t.Reset(w.r.opts.RefreshEvery)
+			continue
+		}
+		if herr := w.Held(); herr != nil {
+			w.cancel(fmt.Errorf("%w (renewing it: %v)", herr, err))
+			return
+		}
+		t.Reset(min(w.r.opts.RefreshEvery, 30*time.Second))
 	}
+}
+
+// Held says whether the writer still holds its lock as a prune sees it: renewed within
+// Options.StaleAfter, less the skew margin, and not failed. A backup checks it before it records
+// the refs (its manifest): a prune may have deleted packs it references once the lock went stale.
+func (w *Writer) Held() error {
+	if err := context.Cause(w.ctx); err != nil {
+		return fmt.Errorf("writer lock %s: %w", w.lockKey, err)
+	}
+	if w.lockKey == "" {
+		return nil
+	}
+	w.mu.Lock()
+	renewed := w.renewed
+	w.mu.Unlock()
+	if since := w.r.opts.Now().Sub(renewed); since > w.r.opts.StaleAfter-w.r.opts.SkewMargin {
+		return fmt.Errorf("writer lock %s was last renewed %s ago: a prune may have taken it for a dead writer's", w.lockKey, since.Round(time.Second))
+	}
+	return nil
 }
 
 func (w *Writer) worker() {
@@ -146,19 +177,25 @@ func (w *Writer) worker() {
 }
 
 func (w *Writer) upload(p *packer) {
+	// A pack's name is the SHA-256 of its bytes, and an unencrypted pack's bytes follow from its
+	// chunks: the same chunks packed again get the name of a pack a prune condemned, or of one a
+	// writer that died left unindexed, which a prune deletes. A pack is never stored over another:
+	// an unindexed blob of random bytes at its end gives it a name of its own.
 	name, data := p.finish()
-	for w.r.isCondemned(name) {
-		// The same chunks as a condemned pack, packed the same way (an unencrypted pack's bytes
-		// follow from its chunks): under that name a prune would delete it. An unindexed blob
-		// of random bytes at its end gives it a name of its own.
+	for {
+		if !w.r.isCondemned(name) {
+			err := w.r.store.Create(storage.WithSHA256(w.ctx, name), w.r.packKey(name), bytes.NewReader(data))
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, storage.ErrExists) {
+				w.cancel(fmt.Errorf("upload pack %s: %w", name, err))
+				return
+			}
+		}
 		p.buf.Write(binary.LittleEndian.AppendUint32(nil, fillerSize))
 		p.buf.Write(randomBytes(fillerSize))
 		name, data = p.finish()
-	}
-	// A pack's name is the SHA-256 of its bytes.
-	if err := w.r.store.Put(storage.WithSHA256(w.ctx, name), w.r.packKey(name), bytes.NewReader(data)); err != nil {
-		w.cancel(fmt.Errorf("upload pack %s: %w", name, err))
-		return
 	}
 	defer func() {
 		p.buf.Reset()
