@@ -9,8 +9,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	neturl "net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,17 +54,7 @@ func backUpCheckedBucket(t *testing.T, ctx context.Context, blueNS, greenNS, buc
 	for key := range bucketContentsIfAny(ctx, greenMinIO, bucket) {
 		greenMinIO.S3Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	}
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+blueNS+`]}
-buckets:
-- name: `+bucket+`
-  namespace: `+blueNS+`
-  workload: deployment/minio
-  port: 9000
-  secret: {name: artifact-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := bucketConfig(t, blueNS, bucket)
 	url := backupMinIO(t, backup)
 	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", backup); code != 0 {
 		t.Fatalf("ferry backup exited %d\nstdout: %.2000s\nstderr: %.2000s", code, out, errOut)
@@ -290,17 +278,7 @@ func TestBucketTagsTheBackupCouldNotRead(t *testing.T) {
 	put(greenMinIO, same, "same bytes", "owner=green", "")
 	put(greenMinIO, changed, "green's other bytes", "owner=green", "")
 
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+blueNS+`]}
-buckets:
-- name: `+bucket+`
-  namespace: `+blueNS+`
-  workload: deployment/minio
-  port: 9000
-  secret: {name: artifact-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := bucketConfig(t, blueNS, bucket)
 	url := backupMinIO(t, backup)
 	code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", backup)
 	t.Logf("ferry backup exited %d\nstdout: %.3000s", code, out)

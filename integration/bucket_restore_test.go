@@ -116,17 +116,7 @@ func TestRestoreBucket(t *testing.T) {
 	}
 	greenMinIO.S3Client().DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
 
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+blueNS+`]}
-buckets:
-- name: `+bucket+`
-  namespace: `+blueNS+`
-  workload: deployment/minio
-  port: 9000
-  secret: {name: artifact-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := bucketConfig(t, blueNS, bucket)
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)
@@ -318,4 +308,22 @@ func lastModified(t *testing.T, m *testbed.MinIO, bucket string) map[string]stri
 		out[*o.Key] = aws.ToString(o.ETag) + " " + o.LastModified.Format(time.RFC3339Nano)
 	}
 	return out
+}
+
+// bucketConfig is a ferry.yaml that moves namespace and its MinIO's bucket (the workload
+// deployment/minio, its keys in the Secret artifact-keys).
+func bucketConfig(t *testing.T, namespace, bucket string) string {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte(`include: {namespaces: [`+namespace+`]}
+buckets:
+- name: `+bucket+`
+  namespace: `+namespace+`
+  workload: deployment/minio
+  port: 9000
+  secret: {name: artifact-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config
 }

@@ -195,16 +195,7 @@ func TestCarryBackKeepsRowZero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const blueNS, greenNS, schema = "db-zero", "db-zero-green", "sh_zero"
-	serveDatabases(t, "blue", blueNS)
-	serveDatabases(t, "green", greenNS)
-	blueDB, greenDB := tb.MariaDB["blue"], tb.MariaDB["green"]
-	t.Cleanup(func() {
-		for _, db := range []*testbed.MariaDB{blueDB, greenDB} {
-			if _, err := db.SQL(context.Background(), tb.Bins, "DROP DATABASE IF EXISTS "+schema+";"); err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	blueDB, greenDB := mariaDBsServed(t, blueNS, greenNS, schema)
 	create := `DROP DATABASE IF EXISTS ` + schema + `; CREATE DATABASE ` + schema + `;
 CREATE TABLE ` + schema + `.kinds (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(32) NOT NULL) ENGINE=InnoDB;
 SET SESSION sql_mode = CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO');
@@ -349,16 +340,7 @@ func TestMariaDBVersionedTablesAndSequences(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const blueNS, greenNS, schema = "db-versioned", "db-versioned-green", "sh_versioned"
-	serveDatabases(t, "blue", blueNS)
-	serveDatabases(t, "green", greenNS)
-	blueDB, greenDB := tb.MariaDB["blue"], tb.MariaDB["green"]
-	t.Cleanup(func() {
-		for _, db := range []*testbed.MariaDB{blueDB, greenDB} {
-			if _, err := db.SQL(context.Background(), tb.Bins, "DROP DATABASE IF EXISTS "+schema+";"); err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	blueDB, greenDB := mariaDBsServed(t, blueNS, greenNS, schema)
 	query := func(db *testbed.MariaDB, q string) string {
 		t.Helper()
 		out, err := db.SQL(ctx, tb.Bins, q)
@@ -471,4 +453,21 @@ func number(t *testing.T, out string) int64 {
 		t.Fatalf("not a number: %q", out)
 	}
 	return n
+}
+
+// mariaDBsServed serves blue's and green's MariaDB in namespaces blueNS and greenNS, and drops
+// schema on both once the test is done.
+func mariaDBsServed(t *testing.T, blueNS, greenNS, schema string) (blue, green *testbed.MariaDB) {
+	t.Helper()
+	serveDatabases(t, "blue", blueNS)
+	serveDatabases(t, "green", greenNS)
+	blue, green = tb.MariaDB["blue"], tb.MariaDB["green"]
+	t.Cleanup(func() {
+		for _, db := range []*testbed.MariaDB{blue, green} {
+			if _, err := db.SQL(context.Background(), tb.Bins, "DROP DATABASE IF EXISTS "+schema+";"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return blue, green
 }
