@@ -135,10 +135,17 @@ func (c Objects) autoscaled(ctx context.Context) map[string]bool {
 	return scaled
 }
 
-// replicas is a workload's spec.replicas (0 when unset).
+// replicas is a workload's spec.replicas (0 when unset): an int64 as the API server's objects
+// hold it, a float64 as JSON decodes the archive's.
 func replicas(obj map[string]any) int64 {
-	n, _, _ := unstructured.NestedInt64(obj, "spec", "replicas")
-	return n
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, "spec", "replicas")
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return 0
 }
 
 // scaleKey names a workload an autoscaler may scale.

@@ -393,7 +393,7 @@ func uploadDirect(ctx context.Context, p storage.Presigner, key string, req Dire
 			err = io.EOF
 		}
 		stdoutW.CloseWithError(err)
-		stdinR.CloseWithError(errors.New("the mover ended")) // ferry's answers stop there
+		stdinR.CloseWithError(errMoverEnded) // ferry's answers stop there
 		ran <- err
 	}()
 	res, parts, err := servePack(ctx, p, key, id, req, stdinW, stdoutR, files)
@@ -402,7 +402,9 @@ func uploadDirect(ctx context.Context, p storage.Presigner, key string, req Dire
 		cancel()
 		stdoutR.CloseWithError(err) // a mover still printing stops there
 	}
-	if runErr := <-ran; err == nil && runErr != io.EOF {
+	// A mover that failed may have asked for a URL just before: ferry's answer then finds it
+	// gone, and the mover's own error says why.
+	if runErr := <-ran; runErr != io.EOF && (err == nil || errors.Is(err, errMoverEnded)) {
 		err = runErr
 	}
 	if err == nil {
@@ -423,6 +425,9 @@ func uploadDirect(ctx context.Context, p storage.Presigner, key string, req Dire
 	}
 	return res, nil
 }
+
+// errMoverEnded is what ferry's answers to a mover that ended meet.
+var errMoverEnded = errors.New("the mover ended")
 
 // servePack holds ferry's side of the conversation until the mover's result, and returns it with
 // the parts to complete the upload with; it hands the volume's entries to files as they come.

@@ -623,3 +623,20 @@ func TestDirectPackHoldsItsBudget(t *testing.T) {
 		t.Errorf("the mover had read %d bytes while part 1 of %d was sent: it read ahead beyond its budget of %d", n, part, part/2)
 	}
 }
+
+// TestDirectPackSaysWhyTheMoverEnded: a mover that fails just after asking for a URL (a part of
+// it refused) ends before ferry's answer reaches it: the error is the mover's, naming the part,
+// not the answer's that found it gone.
+func TestDirectPackSaysWhyTheMoverEnded(t *testing.T) {
+	fake := newFakeS3(t)
+	_, err := uploadDirect(context.Background(), fake, "backups/b/volumes/ns/claim.tar.zst", DirectPackRequest{PartSize: storage.MinPartSize},
+		scripted(func(in *json.Decoder, out *json.Encoder) error {
+			if err := out.Encode(moverMessage{Presign: &partAsk{Part: 3, Size: storage.MinPartSize}}); err != nil {
+				return err
+			}
+			return errors.New("part 2: PUT refused: 403 Forbidden")
+		}), collect(new([]snapshot.File)))
+	if err == nil || !strings.Contains(err.Error(), "part 2") {
+		t.Fatalf("a mover that failed after an ask: %v, want its own error", err)
+	}
+}
