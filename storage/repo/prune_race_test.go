@@ -479,6 +479,18 @@ func TestWriterHoldsItsLock(t *testing.T) {
 	if err := w.Held(); err != nil {
 		t.Fatalf("a writer whose renewals failed for a while: %v, want it holding its lock", err)
 	}
+	// A writer whose upload failed (the backup streams the volume again with another) keeps
+	// renewing its lock until Close: the backup's other writers are what it records.
+	failed, err := f.open(t, o).NewWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failed.Close(ctx)
+	failed.cancel(errors.New("upload pack x: connection reset by peer"))
+	time.Sleep(100 * time.Millisecond)
+	if err := failed.Held(); err != nil {
+		t.Fatalf("a writer whose upload failed: %v, want its lock held", err)
+	}
 	if _, err := w.Write(ctx, bytes.NewReader(randomData(50, 256<<10))); err != nil {
 		t.Fatalf("a writer whose renewals failed for a while: %v", err)
 	}

@@ -45,6 +45,7 @@ type Writer struct {
 
 	mu      sync.Mutex
 	renewed time.Time   // when the lock was last written, by Options.Now
+	lockErr error       // why the lock is no longer held
 	pending map[ID]bool // new chunks taken and not indexed yet
 	packs   []indexPack // uploaded and not indexed yet
 	blobs   int         // in packs
@@ -109,8 +110,10 @@ func (w *Writer) refresh() {
 			return
 		case <-t.C:
 		}
+		// Not w.ctx: a writer whose upload failed (a backup that streams the volume again with
+		// a new writer) still holds its lock until Close.
 		now := w.r.opts.Now()
-		err := w.r.putLock(w.ctx, w.lockKey, lockRecord{Kind: "write", Start: w.start, Refreshed: now})
+		err := w.r.putLock(context.WithoutCancel(w.ctx), w.lockKey, lockRecord{Kind: "write", Start: w.start, Refreshed: now})
 		if err == nil {
 			w.mu.Lock()
 			w.renewed = now
@@ -119,7 +122,11 @@ func (w *Writer) refresh() {
 			continue
 		}
 		if herr := w.Held(); herr != nil {
-			w.cancel(fmt.Errorf("%w (renewing it: %v)", herr, err))
+			herr = fmt.Errorf("%w (renewing it: %v)", herr, err)
+			w.mu.Lock()
+			w.lockErr = herr
+			w.mu.Unlock()
+			w.cancel(herr)
 			return
 		}
 		t.Reset(min(w.r.opts.RefreshEvery, 30*time.Second))
@@ -127,18 +134,18 @@ func (w *Writer) refresh() {
 }
 
 // Held says whether the writer still holds its lock as a prune sees it: renewed within
-// Options.StaleAfter, less the skew margin, and not failed. A backup checks it before it records
+// Options.StaleAfter, less the skew margin (a writer whose upload failed still holds it). A backup checks it before it records
 // the refs (its manifest): a prune may have deleted packs it references once the lock went stale.
 func (w *Writer) Held() error {
-	if err := context.Cause(w.ctx); err != nil {
-		return fmt.Errorf("writer lock %s: %w", w.lockKey, err)
-	}
 	if w.lockKey == "" {
 		return nil
 	}
 	w.mu.Lock()
-	renewed := w.renewed
+	renewed, lost := w.renewed, w.lockErr
 	w.mu.Unlock()
+	if lost != nil {
+		return lost
+	}
 	if since := w.r.opts.Now().Sub(renewed); since > w.r.opts.StaleAfter-w.r.opts.SkewMargin {
 		return fmt.Errorf("writer lock %s was last renewed %s ago: a prune may have taken it for a dead writer's", w.lockKey, since.Round(time.Second))
 	}
