@@ -360,8 +360,7 @@ type Writer struct {
 	keyMu     sync.Mutex // held while the digest key is made and stored
 	digestKey []byte
 
-	held  []func(context.Context) error // see Hold
-	holds []func() error                // see Hold
+	holds []holding // see Hold
 
 	recentOnce sync.Once // see Recent
 	recent     []Previous
@@ -374,19 +373,24 @@ type Writer struct {
 func (w *Writer) Hold(release func(context.Context) error, held func() error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.held = append(w.held, release)
-	w.holds = append(w.holds, held)
+	w.holds = append(w.holds, holding{release: release, held: held})
+}
+
+// holding is what Hold keeps.
+type holding struct {
+	release func(context.Context) error
+	held    func() error
 }
 
 // Release runs what Hold kept, each once.
 func (w *Writer) Release(ctx context.Context) error {
 	w.mu.Lock()
-	held := w.held
-	w.held = nil
+	holds := w.holds
+	w.holds = nil
 	w.mu.Unlock()
 	var errs []error
-	for _, release := range held {
-		errs = append(errs, release(ctx))
+	for _, h := range holds {
+		errs = append(errs, h.release(ctx))
 	}
 	return errors.Join(errs...)
 }
@@ -660,8 +664,8 @@ func (w *Writer) Commit(ctx context.Context, now time.Time) (*Manifest, error) {
 	m := w.manifest
 	holds := w.holds
 	w.mu.Unlock()
-	for _, held := range holds {
-		if err := held(); err != nil {
+	for _, h := range holds {
+		if err := h.held(); err != nil {
 			return nil, fmt.Errorf("backup %s is not recorded: %w", w.name, err)
 		}
 	}
