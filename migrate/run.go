@@ -577,7 +577,34 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 		}
 		return nil, "", fmt.Errorf("%w; %s: stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then resume the run, which stops them again, or roll it back", err, deleted)
 	}
+	if err := r.databasesHeld(ctx, name); err != nil {
+		deleted := "it is deleted"
+		if derr := r.deleteBackup(ctx, name); derr != nil {
+			deleted = "deleting it failed (" + derr.Error() + "): delete it"
+		}
+		return nil, "", fmt.Errorf("%w; %s: stop that writer (a quiesce rule in ferry.yaml stops one in the cluster), then resume the run, or roll it back", err, deleted)
+	}
 	return data, detail, nil
+}
+
+// databasesHeld checks that no table of backup name's databases was written to while it was
+// dumped: with the writers stopped, one that was has a writer the quiesce did not stop (an
+// application no quiesce rule names, or one outside the cluster), whose writes the restore lacks.
+func (r *Runner) databasesHeld(ctx context.Context, name string) error {
+	m, err := snapshot.ReadManifest(ctx, r.o.Store, name)
+	if err != nil {
+		return err
+	}
+	var written []string
+	for _, d := range m.Databases {
+		if tables := d.WrittenWhileDumped(); len(tables) > 0 {
+			written = append(written, fmt.Sprintf("database %s: %s", d.Name, strings.Join(tables[:min(len(tables), 5)], ", ")))
+		}
+	}
+	if len(written) == 0 {
+		return nil
+	}
+	return fmt.Errorf("backup %s: tables were written to while they were dumped, with the writers stopped: %s: %w", name, strings.Join(written, "; "), ErrStopped)
 }
 
 // backupOnce makes the backup name of the source's plan, once, and applies the same gate to it

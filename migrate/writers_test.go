@@ -2,15 +2,18 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/snapshot"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -159,5 +162,34 @@ func TestUnstoppedWritersAreNamed(t *testing.T) {
 				t.Errorf("unstopped writers:\n%q\nwant\n%q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A table written to while its database was dumped, with the writers stopped, has a writer the
+// quiesce did not stop: the run's backup lacks its last writes, and the run must not go on.
+func TestDatabasesHeld(t *testing.T) {
+	ctx := context.Background()
+	store := fileStore(t)
+	r := &Runner{o: Options{Store: store}}
+	backup := func(name string, tables ...snapshot.Table) {
+		t.Helper()
+		w, err := snapshot.Create(ctx, store, name, plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.AddDatabase(snapshot.Database{Name: "app-db", Tables: tables})
+		if _, err := w.Commit(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backup("quiet", snapshot.Table{Schema: "app", Name: "events", Rows: 3, Checksum: "c"})
+	if err := r.databasesHeld(ctx, "quiet"); err != nil {
+		t.Fatalf("a database nobody wrote to: %v", err)
+	}
+	backup("written", snapshot.Table{Schema: "app", Name: "settled", Rows: 1, Checksum: "s"},
+		snapshot.Table{Schema: "app", Name: "events", Rows: 4, Checksum: "d", BeforeDump: &snapshot.Reading{Count: 3, Checksum: "c"}})
+	err := r.databasesHeld(ctx, "written")
+	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "database app-db: app.events") || strings.Contains(err.Error(), "settled") {
+		t.Fatalf("a table written to while dumped: %v, want the run stopped naming it", err)
 	}
 }

@@ -127,7 +127,8 @@ type Database struct {
 	LargeObjects []LargeObjects `json:"largeObjects,omitempty"`
 	// Sequences are the PostgreSQL database's sequences that have given out values, and the
 	// next each gives: a target's must not be behind (its next inserts would take numbers the
-	// rows hold). Backups made before them have none.
+	// rows hold). Backups made before them have none. Each is where it was before the dump: the
+	// dump holds it there or further on.
 	Sequences []Sequence `json:"sequences,omitempty"`
 }
 
@@ -144,14 +145,45 @@ type LargeObjects struct {
 	Database string `json:"database"`
 	Count    int64  `json:"count"`
 	Checksum string `json:"checksum"`
+	// BeforeDump is as Table's.
+	BeforeDump *Reading `json:"beforeDump,omitempty"`
 }
 
-// Table is one table's row count and engine checksum, taken in one consistent snapshot.
+// WrittenWhileDumped names d's tables, as schema.table, and large objects, as
+// database.pg_catalog.pg_largeobject, that were written to while d was dumped (BeforeDump).
+func (d Database) WrittenWhileDumped() []string {
+	var out []string
+	for _, t := range d.Tables {
+		if t.BeforeDump != nil {
+			out = append(out, t.Schema+"."+t.Name)
+		}
+	}
+	for _, lo := range d.LargeObjects {
+		if lo.BeforeDump != nil {
+			out = append(out, lo.Database+".pg_catalog.pg_largeobject")
+		}
+	}
+	return out
+}
+
+// Reading is a count and a checksum of a table's rows (or a database's large objects).
+type Reading struct {
+	Count    int64  `json:"count"`
+	Checksum string `json:"checksum"`
+}
+
+// Table is one table's row count and engine checksum, taken in one consistent snapshot after
+// the dump.
 type Table struct {
 	Schema   string `json:"schema"`
 	Name     string `json:"name"`
 	Rows     int64  `json:"rows"`
 	Checksum string `json:"checksum"`
+	// BeforeDump is the count and checksum read before the dump, kept when they are not those
+	// read after it: the table was written to while it was dumped (its database was not
+	// quiesced), and the dump holds it as one moment between the two, which neither reading
+	// may be.
+	BeforeDump *Reading `json:"beforeDump,omitempty"`
 	// Columns are the table's columns in order, and Key the columns of its primary key (none
 	// without one), as dumped. Backups made before them have neither.
 	Columns []Column `json:"columns,omitempty"`

@@ -162,18 +162,36 @@ func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataI
 	if len(schemas) == 0 {
 		return entry, nil
 	}
+	// The tables are read before the dump and after it: the dump is one moment between the two,
+	// so what both readings agree on, the dump holds (a database its application writes to, as
+	// a scheduled backup finds it, has tables that changed in between; see readingsAround).
+	tablesBefore, err := eng.stats(ctx, c, t, schemas)
+	if err != nil {
+		return entry, err
+	}
+	beyondBefore, err := eng.beyondTables(ctx, c, t, schemas)
+	if err != nil {
+		return entry, err
+	}
 	// Dump, compress and upload as one stream; the digest is of the SQL itself.
 	if err := dumpTo(ctx, w, &entry, func(out io.Writer) error { return eng.dump(ctx, c, t, schemas, false, out) }); err != nil {
 		return entry, err
 	}
-	if entry.Tables, err = eng.stats(ctx, c, t, schemas); err != nil {
-		return entry, err
-	}
-	beyond, err := eng.beyondTables(ctx, c, t, schemas)
+	tablesAfter, err := eng.stats(ctx, c, t, schemas)
 	if err != nil {
 		return entry, err
 	}
-	entry.LargeObjects, entry.Sequences = beyond.largeObjects, beyond.sequences
+	beyondAfter, err := eng.beyondTables(ctx, c, t, schemas)
+	if err != nil {
+		return entry, err
+	}
+	entry.Tables, entry.LargeObjects = readingsAround(tablesBefore, tablesAfter, beyondBefore.largeObjects, beyondAfter.largeObjects)
+	// A sequence only moves on: the dump holds it where it was before, or further.
+	entry.Sequences = beyondBefore.sequences
+	if written := entry.WrittenWhileDumped(); len(written) > 0 && c.Log != nil {
+		c.Log.Warn("tables were written to while they were dumped: a restore loads them as dumped, and verify cannot check them; quiesce the database's writers for a backup that verify can check",
+			"database", item.Name, "tables", written)
+	}
 	if err := c.captureShapes(ctx, w, t, &entry); err != nil {
 		return entry, err
 	}
