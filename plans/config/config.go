@@ -107,7 +107,15 @@ type Bucket struct {
 	Secret    *SecretRef `yaml:"secret,omitempty" json:"secret,omitempty"`
 	// Target is where the cluster a restore writes to keeps the bucket, when not here.
 	Target *BucketTarget `yaml:"target,omitempty" json:"target,omitempty"`
+	// Versions says which versions of a versioned bucket's objects a backup is meant to hold. A
+	// backup copies each object's current version; by default the earlier versions and delete
+	// markers of a bucket that keeps them are listed as skipped (exit 3). VersionsCurrent accepts
+	// the current versions alone: the backup only logs what it leaves out.
+	Versions string `yaml:"versions,omitempty" json:"versions,omitempty"`
 }
+
+// VersionsCurrent is Bucket.Versions for a backup of each object's current version alone.
+const VersionsCurrent = "current"
 
 // Tenants describes per-tenant namespaces made from a cluster-scoped resource.
 type Tenants struct {
@@ -337,6 +345,9 @@ func (c Planning) validate(bad func(field, format string, args ...any)) {
 			if b.Port <= 0 || b.Port > 65535 {
 				bad(f+".port", "%d: want a port from 1 to 65535", b.Port)
 			}
+		}
+		if b.Versions != "" && b.Versions != VersionsCurrent {
+			bad(f+".versions", "%q: want %s (back up each object's current version alone), or leave it out", b.Versions, VersionsCurrent)
 		}
 		if b.Target != nil {
 			validateBucketTarget(targetField("buckets", i), b.Target, b, bad)

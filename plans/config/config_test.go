@@ -26,6 +26,8 @@ func TestParseConfigErrorsNameTheField(t *testing.T) {
 		{"target port of an endpoint", "buckets:\n- {name: b, endpoint: 'http://s3', target: {port: 80}}\n", "buckets[0].target.port: 80"},
 		{"database target workload", "databases:\n- {name: db, engine: mysql, namespace: a, workload: deployment/db, target: {workload: db}}\n", "databases[0].target.workload"},
 		{"database target secret", "databases:\n- {name: db, engine: mysql, namespace: a, workload: deployment/db, target: {secret: {userKey: u}}}\n", "databases[0].target.secret.name: missing"},
+		{"bucket versions", "buckets:\n- {name: b, endpoint: 'http://s3', versions: all}\n", `buckets[0].versions: "all": want current`},
+		{"bucket versions, not current", "buckets:\n- {name: b, endpoint: 'http://s3', versions: Current}\n", `buckets[0].versions: "Current"`},
 		{"target secret and without", "buckets:\n- {name: b, endpoint: 'http://s3', target: {secret: {name: s}, withoutSecret: true}}\n", "buckets[0].target: names a secret and withoutSecret"},
 		{"bad selector", "include: {labelSelector: 'a in (b'}\n", "include.labelSelector"},
 		{"exclude by label", "exclude: {labelSelector: app=x}\n", "exclude.labelSelector: not supported"},
@@ -61,6 +63,7 @@ databases:
 - {name: extra, engine: postgresql, namespace: team-a, workload: statefulset/pg}
 buckets:
 - {name: data, endpoint: "https://s3.example", secret: {name: s3}}
+- {name: history, endpoint: "https://s3.example", versions: current}
 storageClassMap: {gp3: standard}
 throughput: {volumeMiBPerSecond: 250}
 sensitive:
@@ -74,7 +77,7 @@ sensitive:
 	if s := cfg.Sensitivity("databaseusers.example.com"); !s.All {
 		t.Errorf("sensitivity of databaseusers.example.com %+v; want all", s)
 	}
-	if len(cfg.Databases) != 2 || cfg.Throughput.VolumeMiBPerSec != 250 || cfg.StorageClassMap["gp3"] != "standard" {
+	if len(cfg.Databases) != 2 || len(cfg.Buckets) != 2 || cfg.Buckets[1].Versions != VersionsCurrent || cfg.Throughput.VolumeMiBPerSec != 250 || cfg.StorageClassMap["gp3"] != "standard" {
 		t.Fatalf("parsed %+v", cfg)
 	}
 }

@@ -165,7 +165,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	tags := &tagReader{c: c, mc: mc, bucket: item.Name}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
-	for obj := range mc.ListObjects(gctx, item.Name, minio.ListObjectsOptions{Recursive: true}) {
+	for obj := range mc.ListObjects(gctx, item.Name, listing(false)) {
 		if obj.Err != nil {
 			g.Wait()
 			return entry, fmt.Errorf("list: %w", obj.Err)

@@ -303,8 +303,8 @@ func (c Copies) readSettings(ctx context.Context, mc *minio.Client, bucket strin
 	return s, unread, nil
 }
 
-// storeSettings reads the bucket's settings and writes them into the backup, warning of those it
-// may not read and of the earlier versions of objects the backup does not hold.
+// storeSettings reads the bucket's settings and writes them into the backup, listing as skipped
+// those it may not read and the earlier versions of objects the backup does not hold.
 func (c Copies) storeSettings(ctx context.Context, w *snapshot.Writer, mc *minio.Client, entry *snapshot.Bucket) error {
 	s, unread, err := c.readSettings(ctx, mc, entry.Name, settings())
 	if err != nil {
@@ -314,8 +314,11 @@ func (c Copies) storeSettings(ctx context.Context, w *snapshot.Writer, mc *minio
 		s.Unread = append(s.Unread, name)
 		w.Skip("bucket", entry.Name+" "+name, fmt.Sprintf("the store does not let the bucket's %s be read (%s): the backup does not hold it, and a restore leaves the target's as it is", name, unread[name]))
 	}
-	if s.Versioning != "" {
-		c.warn("the bucket keeps versions of its objects: the backup holds each object's current version, not its earlier versions", "bucket", entry.Name, "versioning", s.Versioning)
+	// Only a bucket that keeps versions, or may, is listed a second time, with its versions.
+	if _, versioningUnread := unread["versioning"]; s.Versioning != "" || versioningUnread {
+		if err := c.storeHistory(ctx, w, mc, entry.Name, s.Versioning); err != nil {
+			return err
+		}
 	}
 	file, err := putBucketFile(ctx, w, settingsFile(entry.Name), "the bucket's settings", s)
 	entry.Settings = file
