@@ -71,8 +71,9 @@ INSERT INTO `+carryTable+` VALUES (1, 'one'), (2, 'two');`); err != nil {
 			t.Errorf("the closing rollback --discard-green-writes exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
 		}
 	})
-	if code != 0 || !strings.Contains(out, "shifted") {
-		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
+	wantEnded(t, url, id, "ferry migrate", code, out, errOut)
+	if !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate did not shift\nstdout: %s\nstderr: %s", out, errOut)
 	}
 
 	// Green takes writes.

@@ -56,10 +56,11 @@ INSERT INTO `+resumeTable+` VALUES (1, 'one, deleted on green'), (2, 'two');`); 
 	url := backupMinIO(t, "carry-back-resume-gates")
 	start := time.Now()
 	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config, "--allow-skipped", "--lease-ttl", testLeaseTTL.String())
-	if code != 0 || !strings.Contains(out, "shifted") {
-		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
-	}
 	id := runID(t, errOut)
+	wantEnded(t, url, id, "ferry migrate", code, out, errOut)
+	if !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate did not shift\nstdout: %s\nstderr: %s", out, errOut)
+	}
 	rolledBack := false
 	t.Cleanup(func() {
 		if !rolledBack { // blue's writers run again whatever happens

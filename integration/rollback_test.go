@@ -128,10 +128,11 @@ INSERT INTO `+carryTable+` VALUES (1, 'one'), (2, 'two, deleted on green'), (3, 
 		client.phase.Store("migrate")
 		code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", config,
 			"--allow-skipped", "--lease-ttl", testLeaseTTL.String())
-		if code != 0 || !strings.Contains(out, "shifted") {
-			t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, errOut)
-		}
 		id = runID(t, errOut)
+		wantEnded(t, url, id, "ferry migrate", code, out, errOut)
+		if !strings.Contains(out, "shifted") {
+			t.Fatalf("ferry migrate did not shift\nstdout: %s\nstderr: %s", out, errOut)
+		}
 		client.phase.Store("shifted")
 		if share := client.share(t, "shifted", 100); share != 100 {
 			t.Fatalf("after the migration green took %.1f%% of the requests, want all", share)

@@ -215,9 +215,7 @@ func (c upgradeCase) run(t *testing.T) {
 	}
 
 	code, out, errOut = runFerry(t, append(args, "--leave-behind", "pytorchjobs.kubeflow.org", "-o", "json")...)
-	if code != 0 {
-		t.Fatalf("ferry migrate --upgrade --leave-behind exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
-	}
+	wantEnded(t, url, runID(t, errOut), "ferry migrate --upgrade --leave-behind", code, out, errOut)
 	var rep migrate.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("the report is not JSON (%v): %s", err, out)

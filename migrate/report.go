@@ -48,6 +48,8 @@ type Report struct {
 	GreenMayTakeWritesAt time.Time         `json:"greenMayTakeWritesAt,omitzero"`
 	Rollback             *RollbackSummary  `json:"rollback,omitempty"`
 	CarryBack            *CarryBackSummary `json:"carryBack,omitempty"`
+	// Skipped are the items the run's backup skipped, allowed (--allow-skipped): green lacks them.
+	Skipped []snapshot.Skipped `json:"skipped,omitempty"`
 	// Problem is why the run stopped, when it did.
 	Problem string `json:"problem,omitempty"`
 	// Protection says what of the run's journal and backups is encrypted (see ReadReport).
@@ -170,6 +172,8 @@ type CarryBackSummary struct {
 	// writers were stopped; AwaitingMade says they were made and verified once those started.
 	Awaiting     []string `json:"awaiting,omitempty"`
 	AwaitingMade bool     `json:"awaitingMade,omitempty"`
+	// Skipped are the items the backup of green skipped, allowed (--allow-skipped): blue lacks them.
+	Skipped []snapshot.Skipped `json:"skipped,omitempty"`
 
 	started time.Time
 }
@@ -233,6 +237,9 @@ func BuildReport(j *Journal) Report {
 					rep.Awaiting = s.Awaiting
 				}
 
+			case e.State == BackedUp && e.Phase == Done:
+				rep.Skipped = nil
+				json.Unmarshal(e.Data, &rep.Skipped)
 			case e.State == Staged && e.Step > 0 && e.Phase == Done:
 				var rd Round
 				if json.Unmarshal(e.Data, &rd) == nil {
@@ -314,6 +321,9 @@ func (rep *Report) addCarriedSchemas(manifests map[string]*snapshot.Manifest) {
 // add takes in a finished step of the carry-back.
 func (cb *CarryBackSummary) add(e Event) {
 	switch e.State {
+	case GreenBackedUp:
+		cb.Skipped = nil
+		json.Unmarshal(e.Data, &cb.Skipped)
 	case CarriedBack:
 		var rec carryRecord
 		if json.Unmarshal(e.Data, &rec) == nil {
@@ -363,6 +373,7 @@ func (rep Report) Print(w io.Writer) error {
 		printItems(w, "  ", v.Items, rep.Awaiting)
 		printAwaiting(w, "  ", "green", rep.Awaiting, rep.AwaitingMade, rep.Rollback != nil)
 	}
+	printSkipped(w, "\n", "Skipped by the backup, which green lacks (--allow-skipped went on without them):", rep.Skipped)
 	if u := rep.Upgrade; u != nil {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		u.Write(tw, cmp.Or(rep.Blue.Context, "blue"), cmp.Or(rep.Green.Context, "green"))
@@ -396,6 +407,31 @@ func (rep Report) Print(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// Lacking are the items a backup skipped that the cluster serving the run's outcome lacks, and
+// that cluster: green's, of the run's backup; once rolled back, blue's, of the carry-back's
+// backup of green (none without a carry-back: blue kept all it had).
+func (rep Report) Lacking() (string, []snapshot.Skipped) {
+	switch {
+	case rep.Rollback == nil:
+		return "green", rep.Skipped
+	case rep.CarryBack != nil:
+		return "blue", rep.CarryBack.Skipped
+	}
+	return "blue", nil
+}
+
+// printSkipped writes the heading and each skipped item below it, when there are any.
+func printSkipped(w io.Writer, indent, heading string, skipped []snapshot.Skipped) {
+	if len(skipped) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s%s\n", indent, heading)
+	indent = strings.TrimLeft(indent, "\n")
+	for _, s := range skipped {
+		fmt.Fprintf(w, "%s  %s %s: %s\n", indent, s.Kind, s.Name, oneLine(s.Reason))
+	}
 }
 
 func (p StoredProtection) print(w io.Writer) {
@@ -445,6 +481,7 @@ func (cb *CarryBackSummary) print(w io.Writer) {
 		}
 	}
 	printAwaiting(w, "  ", "blue", cb.Awaiting, cb.AwaitingMade, cb.ToBlueSeconds > 0)
+	printSkipped(w, "  ", "skipped by the backup of green, which blue lacks (--allow-skipped went on without them):", cb.Skipped)
 	if cb.ToBlueSeconds > 0 {
 		fmt.Fprintf(w, "  blue served all traffic again %s after the rollback was asked for\n", seconds(cb.ToBlueSeconds))
 	}

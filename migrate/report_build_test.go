@@ -2,6 +2,8 @@ package migrate
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,4 +189,51 @@ func TestBuildReport(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestReportLacking: what a run's backups skipped, allowed, is what the cluster serving its
+// outcome lacks: green after the run, nothing after a plain rollback (blue kept all it had),
+// blue after a carry-back whose backup of green skipped items. The report lists them.
+func TestReportLacking(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	onBlue := []snapshot.Skipped{{Kind: "volume", Name: "alice/workspace", Reason: "the claim is pending"}}
+	onGreen := []snapshot.Skipped{{Kind: "database", Name: "kfp-mysql", Reason: "not found on the source"}}
+	run := []Event{
+		{State: BackedUp, Phase: Begin}, {State: BackedUp, Phase: Done, Data: raw(t, onBlue)},
+		{State: Shifted, Phase: Begin}, {State: Shifted, Phase: Done},
+	}
+	rolledBack := []Event{{State: RolledBack, Phase: Begin}, {State: RolledBack, Phase: Done, Data: raw(t, map[string]any{"why": "by hand"})}}
+	carried := []Event{
+		{State: Shifted, Phase: Note, Detail: NoteCarryBack + " by ops"},
+		{State: GreenBackedUp, Phase: Begin}, {State: GreenBackedUp, Phase: Done, Data: raw(t, onGreen)},
+	}
+	for _, tc := range []struct {
+		name   string
+		events []Event
+		where  string
+		want   []snapshot.Skipped
+		lists  string
+	}{
+		{"nothing skipped", []Event{{State: BackedUp, Phase: Done, Data: raw(t, []snapshot.Skipped{})}}, "green", nil, ""},
+		{"a journal of before the list", []Event{{State: BackedUp, Phase: Done, Data: json.RawMessage("null")}}, "green", nil, ""},
+		{"shifted", run, "green", onBlue, "Skipped by the backup, which green lacks (--allow-skipped went on without them):\n  volume alice/workspace: the claim is pending\n"},
+		{"rolled back", append(slices.Clone(run), rolledBack...), "blue", nil, ""},
+		{"carried back", append(append(slices.Clone(run), carried...), rolledBack...), "blue", onGreen,
+			"  skipped by the backup of green, which blue lacks (--allow-skipped went on without them):\n    database kfp-mysql: not found on the source\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := BuildReport(journalOf(t0, tc.events...))
+			where, got := rep.Lacking()
+			if where != tc.where || len(got)+len(tc.want) > 0 && !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("lacking %s %+v, want %s %+v", where, got, tc.where, tc.want)
+			}
+			var out strings.Builder
+			if err := rep.Print(&out); err != nil {
+				t.Fatal(err)
+			}
+			if tc.lists != "" && !strings.Contains(out.String(), tc.lists) {
+				t.Errorf("the report does not list them as %q:\n%s", tc.lists, out.String())
+			}
+		})
+	}
 }

@@ -661,24 +661,29 @@ func (r *Runner) backupOnce(ctx context.Context, name string, source kinds.Clust
 // without saying why (lacks), and AllowSkipped is not set; they are in the step's journal either way.
 func (r *Runner) gateSkipped(m *snapshot.Manifest, lacks []string, prefix string) (any, string, error) {
 	detail := prefix + fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", m.Name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
-	var what []string
-	skipped := map[string]bool{}
+	// The step's data is every item the restore will lack, which the report lists.
+	skipped := slices.Clone(m.Skipped)
+	named := map[string]bool{}
 	for _, s := range m.Skipped {
-		what = append(what, s.Kind+" "+s.Name+": "+s.Reason)
-		skipped[s.Kind+" "+s.Name] = true
+		named[s.Kind+" "+s.Name] = true
 	}
-	for _, l := range lacks {
-		if !skipped[l] {
-			what = append(what, l+": not found on the source")
+	for _, l := range lacks { // "kind name"
+		if !named[l] {
+			kind, name, _ := strings.Cut(l, " ")
+			skipped = append(skipped, snapshot.Skipped{Kind: kind, Name: name, Reason: "not found on the source"})
 		}
+	}
+	what := make([]string, len(skipped))
+	for i, s := range skipped {
+		what[i] = s.Kind + " " + s.Name + ": " + s.Reason
 	}
 	if len(what) > 0 {
 		if !r.o.AllowSkipped {
-			return m.Skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (%w): %s: %w", m.Name, len(what), ErrSkipped, strings.Join(what, "; "), ErrStopped)
+			return skipped, "", fmt.Errorf("backup %s skipped %d items, which the restore would lack (%w): %s: %w", m.Name, len(what), ErrSkipped, strings.Join(what, "; "), ErrStopped)
 		}
 		detail += fmt.Sprintf("; skipped (allowed): %s", strings.Join(what, "; "))
 	}
-	return m.Skipped, detail, nil
+	return skipped, detail, nil
 }
 
 func (r *Runner) reader(ctx context.Context) (*snapshot.Reader, error) {

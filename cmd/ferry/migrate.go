@@ -143,8 +143,10 @@ func (o *runOptions) options(ctx context.Context, store storage.Backend, cfg con
 	return mo, nil
 }
 
-// finish turns a run's outcome into the exit code: stopped or paused runs exit 3 with what to do.
-func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) error {
+// finish turns a run's outcome into the exit code: stopped or paused runs exit 3 with what to do,
+// and so do runs that ended (the run, or its rollback, is done: ended) without items a backup
+// skipped.
+func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error, ended bool) error {
 	if cerr := r.Close(ctx); cerr != nil {
 		o.global.logger.Warn("releasing the run's lease", "error", cerr)
 	}
@@ -155,6 +157,10 @@ func (o *runOptions) finish(ctx context.Context, r *migrate.Runner, err error) e
 	id := r.Journal.Run.ID
 	switch lost := r.LeaseLost(); {
 	case err == nil:
+		// Done, but never exit 0 when something was lost: what a backup skipped, allowed.
+		if where, skipped := rep.Lacking(); ended && len(skipped) > 0 {
+			return &incompleteError{msg: fmt.Sprintf("run %s: %s lacks %d items its backup skipped (listed in the report above)", id, where, len(skipped))}
+		}
 		return nil
 	case lost != nil:
 		// Another ferry drives the clusters now: this one stopped acting on them and wrote nothing more.
@@ -356,7 +362,7 @@ func (o *migrateOptions) run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(o.streams.ErrOut, "Run %s (journal in %s)\n", r.Journal.Run.ID, o.global.storageURL)
-	return o.finish(ctx, r, flagged(r.Drive(ctx)))
+	return o.finish(ctx, r, flagged(r.Drive(ctx)), true)
 }
 
 func (o *migrateOptions) start(ctx context.Context) (*migrate.Runner, error) {
@@ -491,7 +497,7 @@ func (o *finalizeOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return o.finish(ctx, r, r.Finalize(ctx))
+	return o.finish(ctx, r, r.Finalize(ctx), true)
 }
 
 // rollbackOptions are ferry rollback's.
@@ -568,7 +574,7 @@ func (o *rollbackOptions) run(ctx context.Context) error {
 		r.Close(ctx)
 		return &refusedError{err: fmt.Errorf("%w; finish the carry-back (ferry rollback --run %s --carry-back goes on where it stopped), or add --despite-partial-carry-back to leave blue so", err, o.id)}
 	}
-	return o.finish(ctx, r, err)
+	return o.finish(ctx, r, err, true)
 }
 
 // flipOptions are ferry flip's.
@@ -619,7 +625,7 @@ func (o *flipOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return o.finish(ctx, r, r.Flip(ctx, o.split))
+	return o.finish(ctx, r, r.Flip(ctx, o.split), false)
 }
 
 func dashIfEmpty(s string) string {
