@@ -48,6 +48,9 @@ type Report struct {
 	GreenMayTakeWritesAt time.Time         `json:"greenMayTakeWritesAt,omitzero"`
 	Rollback             *RollbackSummary  `json:"rollback,omitempty"`
 	CarryBack            *CarryBackSummary `json:"carryBack,omitempty"`
+	// Notes are what the journal noted for the operator beside the steps: traffic a failed gate
+	// returned to blue, flips by hand, a rollback's choices, green's writers running late.
+	Notes []ReportNote `json:"notes,omitempty"`
 	// Skipped are the items the run's backup skipped, allowed (--allow-skipped): green lacks them.
 	Skipped []snapshot.Skipped `json:"skipped,omitempty"`
 	// Problem is why the run stopped, when it did.
@@ -63,6 +66,31 @@ type Report struct {
 	Schemas []snapshot.SchemaChange `json:"schemas,omitempty"`
 	// SchemasUnread says why green's schemas could not be read.
 	SchemasUnread string `json:"schemasUnread,omitempty"`
+}
+
+// ReportNote is a note of the journal, said for people.
+type ReportNote struct {
+	At   time.Time `json:"at"`
+	Note string    `json:"note"`
+}
+
+// reportNote says note e for people, or "" for one that is the run's own bookkeeping (or is in
+// the report otherwise: when green may take writes, the carry-back).
+func reportNote(e Event) string {
+	var data map[string]string
+	json.Unmarshal(e.Data, &data)
+	switch {
+	case e.Detail == NoteTrafficReturned:
+		return "traffic returned to blue's saved state: " + cmp.Or(data["why"], "a gate failed")
+	case e.Detail == NoteGreenRanLate:
+		return "green's writers ran after its backup for the carry-back: " + cmp.Or(data["writers"], "(not named)")
+	case e.Detail == NoteBlueStarting:
+		return "blue's writers starting"
+	case strings.HasPrefix(e.Detail, NoteWritesDiscarded), strings.HasPrefix(e.Detail, "flipped by hand"),
+		strings.HasPrefix(e.Detail, "no traffic switcher"):
+		return e.Detail
+	}
+	return ""
 }
 
 // StoredProtection is what of one stored record of a run is encrypted.
@@ -268,6 +296,9 @@ func BuildReport(j *Journal) Report {
 				cb.add(e)
 			}
 		case Note:
+			if note := reportNote(e); note != "" {
+				rep.Notes = append(rep.Notes, ReportNote{At: e.At, Note: note})
+			}
 			switch {
 			case e.Detail == NoteGreenWrites && rep.GreenMayTakeWritesAt.IsZero():
 				rep.GreenMayTakeWritesAt = e.At
@@ -390,6 +421,12 @@ func (rep Report) Print(w io.Writer) error {
 	}
 	if rep.DowntimeSeconds > 0 {
 		fmt.Fprintf(w, "Downtime: %s (quiesce to green serving); total %s\n", seconds(rep.DowntimeSeconds), seconds(rep.VerifiedCutoverSeconds))
+	}
+	if len(rep.Notes) > 0 {
+		fmt.Fprintln(w, "\nNoted:")
+		for _, n := range rep.Notes {
+			fmt.Fprintf(w, "  %s  %s\n", n.At.Local().Format(time.RFC3339), oneLine(n.Note))
+		}
 	}
 	if cb := rep.CarryBack; cb != nil {
 		cb.print(w)

@@ -237,3 +237,32 @@ func TestReportLacking(t *testing.T) {
 		})
 	}
 }
+
+// TestReportNotes: the journal's notes for the operator are in the report, said for people; the
+// run's own bookkeeping is not.
+func TestReportNotes(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	rep := BuildReport(journalOf(t0,
+		Event{State: Shifting, Phase: Note, Detail: NoteTrafficSaved, Data: json.RawMessage(`"weights"`)},
+		Event{State: Shifting, Phase: Note, Detail: NoteGreenWrites},
+		Event{State: Shifting, Phase: Note, Detail: NoteTrafficReturned, Data: raw(t, map[string]string{"why": "gate http failed at 50 %"})},
+		Event{State: Shifting, Phase: Note, Detail: "flipped by hand: blue 50% / green 50%"},
+		Event{State: Shifting, Phase: Note, Detail: NoteGreenRanLate, Data: raw(t, map[string]string{"writers": "Deployment kubeflow/ml-pipeline"})},
+	))
+	var got []string
+	for _, n := range rep.Notes {
+		got = append(got, n.Note)
+	}
+	want := []string{"traffic returned to blue's saved state: gate http failed at 50 %", "flipped by hand: blue 50% / green 50%",
+		"green's writers ran after its backup for the carry-back: Deployment kubeflow/ml-pipeline"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("notes %q, want %q", got, want)
+	}
+	var out strings.Builder
+	if err := rep.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\nNoted:\n") || !strings.Contains(out.String(), "traffic returned to blue's saved state: gate http failed at 50 %\n") {
+		t.Errorf("the report does not show the notes:\n%s", out.String())
+	}
+}
