@@ -709,6 +709,88 @@ webhooks:
 	}
 }
 
+// TestPolicyBindingsFollowTheirParameters: a ValidatingAdmissionPolicy of a tenant's namespace,
+// whose binding takes its parameters from a ConfigMap there and matches the namespace by name,
+// restored under another name (--namespace-map). The binding must name the namespace as mapped:
+// left as it was, it matched no namespace on green, and green admitted what blue refuses.
+func TestPolicyBindingsFollowTheirParameters(t *testing.T) {
+	ctx := context.Background()
+	const ns, mapped, policy = "shapes-params", "shapes-params-green", "shapes-param-policy"
+	_, greenKC := restoreShapesNamespace(t, ns)
+	removeAfter(t, mapped, greenKC)
+	kubectl(t, "blue", `apiVersion: v1
+kind: ConfigMap
+metadata: {name: limits, namespace: `+ns+`}
+data: {forbidden: refused}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: `+policy+`}
+spec:
+  failurePolicy: Fail
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [secrets]}]
+  validations:
+  - expression: "!(object.metadata.name in params.data)"
+    message: the name is forbidden by the namespace's limits
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: `+policy+`}
+spec:
+  policyName: `+policy+`
+  validationActions: [Deny]
+  paramRef: {name: limits, namespace: `+ns+`, parameterNotFoundAction: Deny}
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: `+ns+`}}
+`, "apply", "-f", "-")
+	t.Cleanup(func() {
+		for _, cluster := range []string{"blue", "green"} {
+			kubectl(t, cluster, "", "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", policy, "--ignore-not-found")
+		}
+	})
+	secret := func(name string) *corev1.Secret { return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	_, blueKC := clients(t, "blue")
+	waitUntil(t, "blue's policy refusing the forbidden name", 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := blueKC.CoreV1().Secrets(ns).Create(ctx, secret("forbidden"), metav1.CreateOptions{})
+		return err != nil && strings.Contains(err.Error(), "forbidden by the namespace's limits"), nil
+	})
+
+	store := "file://" + filepath.Join(t.TempDir(), "store")
+	// The policy is cluster-scoped: it moves with the selection, as the binding does with its parameters' namespace.
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "params"); code != 0 {
+		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
+	}
+	if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "params", "--namespace-map", ns+"="+mapped); code != 0 {
+		t.Fatalf("restore exited %d: %s %+v\nstderr: %s", code, rep.Error, rep.Items, errOut)
+	}
+	binding, err := greenKC.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, policy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the binding is not on green: %v", err)
+	}
+	if ref := binding.Spec.ParamRef; ref == nil || ref.Namespace != mapped {
+		t.Errorf("green's binding takes its parameters from %+v, want namespace %s", ref, mapped)
+	}
+	waitUntil(t, "green's policy refusing the forbidden name in "+mapped, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := greenKC.CoreV1().Secrets(mapped).Create(ctx, secret("forbidden"), metav1.CreateOptions{})
+		if err == nil {
+			greenKC.CoreV1().Secrets(mapped).Delete(ctx, "forbidden", metav1.DeleteOptions{})
+		}
+		return err != nil && strings.Contains(err.Error(), "forbidden by the namespace's limits"), nil
+	})
+	if _, err := greenKC.CoreV1().Secrets(mapped).Create(ctx, secret("allowed"), metav1.CreateOptions{}); err != nil {
+		t.Errorf("green refuses a name the limits allow: %v", err)
+	}
+	if code, out, errOut := runFerry(t, "--storage", store, "verify", "--to", "green", "--backup", "params", "--namespace-map", ns+"="+mapped); code != 0 {
+		t.Errorf("ferry verify exited %d\n%s\n%s", code, out, errOut)
+	}
+}
+
 // TestAutoscaledWritersStayStopped: KEDA scales a queue's consumer from zero as soon as messages
 // wait (an HPA leaves a workload at zero alone). A migration scaled the consumer, which writes to a
 // claim, to zero; KEDA scaled it up again, and the run stopped, saying an autoscaler started a

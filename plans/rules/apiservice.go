@@ -11,7 +11,7 @@ func apiServiceRules() map[string]Rule {
 		Never: "API services are registered by the target's API server and aggregated servers",
 		Prepare: func(obj map[string]any, namespace func(string) string) {
 			if svc := nestedMap(obj, "spec", "service"); svc != nil {
-				mapServiceNamespace(svc, namespace)
+				mapRefNamespace(svc, namespace)
 			}
 		},
 		Skip: func(obj map[string]any) string {

@@ -11,7 +11,7 @@ func crdRules() map[string]Rule {
 		Wave: WaveCRDs,
 		Prepare: func(obj map[string]any, namespace func(string) string) {
 			if svc := nestedMap(obj, "spec", "conversion", "webhook", "clientConfig", "service"); svc != nil {
-				mapServiceNamespace(svc, namespace)
+				mapRefNamespace(svc, namespace)
 			}
 		},
 		Ready: func(obj map[string]any) bool {

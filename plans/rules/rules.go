@@ -289,8 +289,9 @@ func conditionTrue(conds []any, typ string) bool {
 	return false
 }
 
-// mapServiceNamespace maps the namespace of a service reference ({name, namespace}).
-func mapServiceNamespace(svc map[string]any, namespace func(string) string) {
+// mapRefNamespace maps the namespace of a reference ({name, namespace}): a service's, a policy
+// binding's parameters'.
+func mapRefNamespace(svc map[string]any, namespace func(string) string) {
 	if ns, ok := svc["namespace"].(string); ok {
 		svc["namespace"] = namespace(ns)
 	}

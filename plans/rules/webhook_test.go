@@ -13,7 +13,31 @@ func TestWebhook(t *testing.T) {
 		{"mutating webhook service follows", "prepare", "mutatingwebhookconfigurations.admissionregistration.k8s.io",
 			`{"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-a"}}}]}`,
 			`{"webhooks":[{"name":"a","clientConfig":{"service":{"name":"s","namespace":"team-b"}}}]}`},
+		{"policy's namespaces by name follow", "prepare", "validatingadmissionpolicies.admissionregistration.k8s.io",
+			`{"spec":{"matchConstraints":{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"team-a"}}}}}`,
+			`{"spec":{"matchConstraints":{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"team-b"}}}}}`},
+		// Its parameters, where the binding names their namespace, are in the mapped namespace on
+		// the target: left as it was, the binding finds none there and, as parameterNotFoundAction
+		// Deny says, refuses whatever it matches.
+		{"binding's parameters and namespaces follow", "prepare", "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+			`{"spec":{"policyName":"p","paramRef":{"name":"limits","namespace":"team-a","parameterNotFoundAction":"Deny"},"matchResources":{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"In","values":["team-a"]}]}}}}`,
+			`{"spec":{"policyName":"p","paramRef":{"name":"limits","namespace":"team-b","parameterNotFoundAction":"Deny"},"matchResources":{"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"In","values":["team-b"]}]}}}}`},
+		{"mutating binding's parameters follow", "prepare", "mutatingadmissionpolicybindings.admissionregistration.k8s.io",
+			`{"spec":{"policyName":"p","paramRef":{"name":"limits","namespace":"team-a"}}}`,
+			`{"spec":{"policyName":"p","paramRef":{"name":"limits","namespace":"team-b"}}}`},
 	})
+}
+
+func TestPolicyBindingsAreBoundToTheirParametersNamespace(t *testing.T) {
+	for _, gr := range []string{"validatingadmissionpolicybindings.admissionregistration.k8s.io", "mutatingadmissionpolicybindings.admissionregistration.k8s.io"} {
+		bound := For(gr).BoundTo
+		if got := bound.Namespace(decode(t, `{"spec":{"paramRef":{"name":"limits","namespace":"team-a"}}}`)); got != "team-a" {
+			t.Errorf("%s: bound to namespace %q, want its parameters' team-a", gr, got)
+		}
+		if got := bound.Namespace(decode(t, `{"spec":{"paramRef":{"selector":{}}}}`)); got != "" {
+			t.Errorf("%s: parameters in the namespace of what is admitted: bound to namespace %q, want none", gr, got)
+		}
+	}
 }
 
 func TestWebhooksAreBoundToTheirServersNamespace(t *testing.T) {
