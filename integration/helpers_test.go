@@ -90,7 +90,7 @@ func backupMinIO(t testing.TB, folder string) string {
 }
 
 // readManifest opens storage and reads a backup's manifest.
-func readManifest(t *testing.T, url, backup string) (storage.Backend, *snapshot.Manifest) {
+func readManifest(t testing.TB, url, backup string) (storage.Backend, *snapshot.Manifest) {
 	t.Helper()
 	ctx := context.Background()
 	store, err := storage.Open(ctx, url)

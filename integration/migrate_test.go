@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -78,12 +79,18 @@ func journal(t testing.TB, url, id string) *migrate.Journal {
 	return j
 }
 
-// endedExit is the exit of a ferry migrate, finalize or rollback of run id that went on with
-// --allow-skipped and ended: 0, or 3 when the run's report lists items a backup skipped that the
-// cluster serving the outcome lacks (green, or blue after a carry-back); and what ferry then says.
+// endedExit is the exit of a ferry migrate or finalize of run id that went on with
+// --allow-skipped and ended: 0, or 3 when the run's backup skipped items, which green lacks; and
+// what ferry then says. The run's report must list every item the backup's manifest names.
 func endedExit(t testing.TB, url, id string) (int, string) {
 	t.Helper()
+	_, m := readManifest(t, url, id)
 	where, skipped := migrate.BuildReport(journal(t, url, id)).Lacking()
+	for _, s := range m.Skipped {
+		if !slices.Contains(skipped, s) {
+			t.Errorf("the run's report does not list %s %s, which its backup skipped (it lists %+v)", s.Kind, s.Name, skipped)
+		}
+	}
 	if len(skipped) == 0 {
 		return 0, ""
 	}

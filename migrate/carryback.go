@@ -520,7 +520,7 @@ func (r *Runner) verifyBlueStep(ctx context.Context) (any, string, error) {
 	}
 	// The objects that await blue's writers are verified once made (admitCarried).
 	awaiting := r.awaitingOf(CarriedBack)
-	if problems := withoutAwaiting(rep.Problems(), awaiting); len(problems) > 0 {
+	if problems := withoutUnchecked(withoutAwaiting(rep.Problems(), awaiting), r.skippedBy(GreenBackedUp)); len(problems) > 0 {
 		return summarize(rep), "", fmt.Errorf("blue differs from green's backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
 	}
 	detail := "blue holds what green held: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusDeleted, snapshot.StatusHealthy)

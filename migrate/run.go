@@ -577,34 +577,7 @@ func (r *Runner) backup(ctx context.Context, name string, source kinds.Cluster, 
 		}
 		return nil, "", fmt.Errorf("%w; %s: stop what starts them (a GitOps tool's self-heal, an autoscaler, an operator), then resume the run, which stops them again, or roll it back", err, deleted)
 	}
-	if err := r.databasesHeld(ctx, name); err != nil {
-		deleted := "it is deleted"
-		if derr := r.deleteBackup(ctx, name); derr != nil {
-			deleted = "deleting it failed (" + derr.Error() + "): delete it"
-		}
-		return nil, "", fmt.Errorf("%w; %s: stop that writer (a quiesce rule in ferry.yaml stops one in the cluster), then resume the run, or roll it back", err, deleted)
-	}
 	return data, detail, nil
-}
-
-// databasesHeld checks that no table of backup name's databases was written to while it was
-// dumped: with the writers stopped, one that was has a writer the quiesce did not stop (an
-// application no quiesce rule names, or one outside the cluster), whose writes the restore lacks.
-func (r *Runner) databasesHeld(ctx context.Context, name string) error {
-	m, err := snapshot.ReadManifest(ctx, r.o.Store, name)
-	if err != nil {
-		return err
-	}
-	var written []string
-	for _, d := range m.Databases {
-		if tables := d.WrittenWhileDumped(); len(tables) > 0 {
-			written = append(written, fmt.Sprintf("database %s: %s", d.Name, strings.Join(tables[:min(len(tables), 5)], ", ")))
-		}
-	}
-	if len(written) == 0 {
-		return nil
-	}
-	return fmt.Errorf("backup %s: tables were written to while they were dumped, with the writers stopped: %s: %w", name, strings.Join(written, "; "), ErrStopped)
 }
 
 // backupOnce makes the backup name of the source's plan, once, and applies the same gate to it
@@ -619,16 +592,17 @@ func (r *Runner) backupOnce(ctx context.Context, name string, source kinds.Clust
 		if lacking != nil {
 			lacks = lacking(m)
 		}
+		written := writtenWhileDumped(m)
 		switch {
 		case len(lacks) > 0:
 			again = "made again, as the one of the interrupted step lacks " + strings.Join(lacks, ", ") + "; "
-		case len(m.Skipped) > 0 && !r.o.AllowSkipped:
-			again = fmt.Sprintf("made again, as the one of the interrupted step skipped %d items; ", len(m.Skipped))
+		case len(m.Skipped)+len(written) > 0 && !r.o.AllowSkipped:
+			again = fmt.Sprintf("made again, as the one of the interrupted step skipped %d items; ", len(m.Skipped)+len(written))
 		default:
 			if err := r.pin(ctx, name); err != nil {
 				return nil, "", err
 			}
-			return r.gateSkipped(m, nil, "the backup finished before the run was interrupted: ")
+			return r.gateSkipped(m, written, "the backup finished before the run was interrupted: ")
 		}
 		r.o.Log.Info("backing up again", "backup", name, "why", again)
 	}
@@ -650,16 +624,34 @@ func (r *Runner) backupOnce(ctx context.Context, name string, source kinds.Clust
 	if err != nil {
 		return nil, "", err
 	}
-	var lacks []string
+	var lacks []snapshot.Skipped
 	if lacking != nil {
-		lacks = lacking(m)
+		for _, l := range lacking(m) { // "kind name"
+			kind, name, _ := strings.Cut(l, " ")
+			lacks = append(lacks, snapshot.Skipped{Kind: kind, Name: name, Reason: "not found on the source"})
+		}
 	}
-	return r.gateSkipped(m, lacks, again)
+	return r.gateSkipped(m, append(lacks, writtenWhileDumped(m)...), again)
 }
 
-// gateSkipped passes a complete backup on, unless it skipped items, or lacks items it should hold
-// without saying why (lacks), and AllowSkipped is not set; they are in the step's journal either way.
-func (r *Runner) gateSkipped(m *snapshot.Manifest, lacks []string, prefix string) (any, string, error) {
+// writtenWhileDumped are, as skipped items, the tables (and large objects) of the backup's
+// databases that were written to while they were dumped. The writers were stopped: a writer the
+// quiesce did not stop wrote to them, and what it wrote after the dump is not in the backup.
+func writtenWhileDumped(m *snapshot.Manifest) []snapshot.Skipped {
+	var out []snapshot.Skipped
+	for _, d := range m.Databases {
+		for _, table := range d.WrittenWhileDumped() {
+			out = append(out, snapshot.Skipped{Kind: "database", Name: d.Name + "/" + table,
+				Reason: "written to while it was dumped, with the writers stopped: a writer the quiesce does not stop (an application no rule names, a scheduled event, an extension's worker) wrote to it, and what it wrote after the dump is not in the backup; stop that writer and go on (the backup is made again)"})
+		}
+	}
+	return out
+}
+
+// gateSkipped passes a complete backup on, unless it skipped items, or lacks what it should hold
+// and does not name (more: items not found on the source, tables written to while dumped), and
+// AllowSkipped is not set; they are in the step's journal either way.
+func (r *Runner) gateSkipped(m *snapshot.Manifest, more []snapshot.Skipped, prefix string) (any, string, error) {
 	detail := prefix + fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", m.Name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
 	// The step's data is every item the restore will lack, which the report lists.
 	skipped := slices.Clone(m.Skipped)
@@ -667,10 +659,9 @@ func (r *Runner) gateSkipped(m *snapshot.Manifest, lacks []string, prefix string
 	for _, s := range m.Skipped {
 		named[s.Kind+" "+s.Name] = true
 	}
-	for _, l := range lacks { // "kind name"
-		if !named[l] {
-			kind, name, _ := strings.Cut(l, " ")
-			skipped = append(skipped, snapshot.Skipped{Kind: kind, Name: name, Reason: "not found on the source"})
+	for _, s := range more {
+		if !named[s.Kind+" "+s.Name] {
+			skipped = append(skipped, s)
 		}
 	}
 	what := make([]string, len(skipped))
@@ -858,7 +849,7 @@ func (r *Runner) verifyStep(ctx context.Context) (any, string, error) {
 		return nil, "", err
 	}
 	awaiting := r.awaitingOf(Restored)
-	if problems := withoutAwaiting(rep.Problems(), awaiting); len(problems) > 0 {
+	if problems := withoutUnchecked(withoutAwaiting(rep.Problems(), awaiting), r.skippedBy(BackedUp)); len(problems) > 0 {
 		return summarize(rep), "", fmt.Errorf("green differs from the backup in %d items, e.g. %s %s %s: %s: %w", len(problems), problems[0].Kind, problems[0].Status, problems[0].Name, problems[0].Detail, ErrStopped)
 	}
 	detail := "green holds every item of the backup: " + countLine(rep, snapshot.StatusIdentical, snapshot.StatusHealthy)
@@ -872,6 +863,25 @@ func (r *Runner) verifyStep(ctx context.Context) (any, string, error) {
 // target's writers: they are verified once made (admit).
 func withoutAwaiting(problems []snapshot.ReportItem, awaiting []string) []snapshot.ReportItem {
 	return slices.DeleteFunc(problems, func(it snapshot.ReportItem) bool { return it.Kind == "objects" && slices.Contains(awaiting, it.Name) })
+}
+
+// skippedBy are the items the backup of step state skipped, allowed: the step's journaled data.
+func (r *Runner) skippedBy(state State) []snapshot.Skipped {
+	var skipped []snapshot.Skipped
+	if e, ok := r.Journal.Last(state, Done, 0); ok {
+		json.Unmarshal(e.Data, &skipped)
+	}
+	return skipped
+}
+
+// withoutUnchecked are the problems of a verification but the tables that verify could not check
+// as they were written to while dumped, which the backup's step named and allowed (skipped):
+// what the dump holds of them, no reading says.
+func withoutUnchecked(problems []snapshot.ReportItem, skipped []snapshot.Skipped) []snapshot.ReportItem {
+	return slices.DeleteFunc(problems, func(it snapshot.ReportItem) bool {
+		return it.Kind == "databases" && it.Status == snapshot.StatusSkipped &&
+			slices.ContainsFunc(skipped, func(s snapshot.Skipped) bool { return s.Kind == "database" && s.Name == it.Name })
+	})
 }
 
 func countLine(rep *snapshot.Report, statuses ...string) string {

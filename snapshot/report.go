@@ -145,6 +145,17 @@ func (r *Report) Addf(kind, status, name, format string, args ...any) {
 	r.Add(kind, status, name, fmt.Sprintf(format, args...))
 }
 
+// AddNotInBackup lists as skipped, under kind, the items of manifest m's Skipped of kind
+// skippedKind ("database", "bucket"): what a restore cannot bring back, as the backup does not
+// hold it.
+func (r *Report) AddNotInBackup(kind string, m *Manifest, skippedKind string) {
+	for _, s := range m.Skipped {
+		if s.Kind == skippedKind {
+			r.Add(kind, StatusSkipped, s.Name, "not in the backup: "+s.Reason)
+		}
+	}
+}
+
 // Problems are the listed items with the given statuses; when none are given, every listed item
 // but notes: an item listed with a status that is fine (restored, updated, unchanged, identical,
 // healthy) says what was done beside what the backup holds (a claim restored larger than it was).

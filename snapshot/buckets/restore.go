@@ -75,6 +75,7 @@ func (c Copies) Restore(ctx context.Context, r *snapshot.Reader, report *snapsho
 	if c.Parallel <= 0 {
 		c.Parallel = 8
 	}
+	report.AddNotInBackup(kind, r.Manifest, "bucket")
 	for _, b := range r.Manifest.Buckets {
 		err := c.restoreBucket(ctx, r, b, report)
 		if ctx.Err() != nil {

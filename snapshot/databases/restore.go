@@ -86,6 +86,7 @@ func (c Dumps) locateConfigured(ctx context.Context, dyn dynamic.Interface, cfg 
 // second restore leaves the same data: mysqldump drops each table before creating it, and the
 // PostgreSQL dumps drop and recreate their databases.
 func (c Dumps) Restore(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	report.AddNotInBackup(kind, r.Manifest, "database")
 	if len(r.Manifest.Databases) == 0 {
 		return nil
 	}
