@@ -317,6 +317,7 @@ buckets:
   workload: deployment/seaweedfs
   port: 8333
   secret: {name: weed-keys, accessKeyKey: AWS_ACCESS_KEY_ID, secretKeyKey: AWS_SECRET_ACCESS_KEY}
+  versions: current # the object edited on green left an earlier version there, which does not go back
   target:
     namespace: ` + blueNS + `
     workload: deployment/minio

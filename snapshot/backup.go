@@ -172,8 +172,10 @@ type Reading struct {
 	Checksum string `json:"checksum"`
 }
 
-// Table is one table's row count and engine checksum, taken in one consistent snapshot after
-// the dump.
+// Table is one table's row count and checksum, read after the dump: PostgreSQL's both in one
+// snapshot of the database; MySQL's count in one snapshot of the schemas and its CHECKSUM TABLE
+// of the table as it is when read (a table written to meanwhile has a reading of no one moment,
+// which a target then matches only by chance, and verify names it as not checked).
 type Table struct {
 	Schema   string `json:"schema"`
 	Name     string `json:"name"`

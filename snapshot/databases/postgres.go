@@ -265,7 +265,7 @@ func (postgres) digests(ctx context.Context, c Dumps, t target, qs []digestQuery
 		j := i
 		db := qs[i].database(true)
 		var script strings.Builder
-		script.WriteString("\\set FETCH_COUNT 10000\nBEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
+		script.WriteString("\\set FETCH_COUNT 10000\n" + pgValuesAsText + "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
 		for ; j < len(qs) && qs[j].database(true) == db; j++ {
 			script.WriteString(digestSQL(true, qs[j]))
 		}
@@ -320,7 +320,7 @@ func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container 
 		return nil, nil
 	}
 	var script strings.Builder
-	script.WriteString("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
+	script.WriteString(pgValuesAsText + "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
 	for _, r := range rows {
 		fmt.Fprintf(&script, "SELECT %s, %s, count(*), md5(coalesce(string_agg(md5(%s), '' ORDER BY md5(%s)), '')) FROM %s.%s %s;\n",
 			quote(r[0]), quote(r[1]), pgRowText, pgRowText, pgQuoted(r[0]), pgQuoted(r[1]), pgRowAlias)
@@ -346,6 +346,12 @@ func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container 
 	}
 	return tables, nil
 }
+
+// pgValuesAsText fixes how the session writes values as text, which checksums and digests read:
+// by default the server's settings, which two servers need not share (a time zone, a date
+// style, rounded floats, bytea's escape form, the currency's locale), and the same rows would
+// differ from one to the other. These are pg_dump's own, and UTC.
+const pgValuesAsText = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'postgres'; SET extra_float_digits = 3; SET bytea_output = 'hex'; SET lc_monetary = 'C';\n"
 
 // pgRowAlias names the table in pgTableStats' query, and pgRowText is the text of its whole row.
 // A bare name (t::text) would be a column of that name when the table has one, and the checksum
