@@ -33,7 +33,10 @@ func Selected(r *snapshot.Reader, f *plans.Filter) *snapshot.Reader {
 			c, ok := cfg.DatabaseNamed(name)
 			return !ok || f.DataReason(c.Namespace, false) == ""
 		case "bucket":
-			c, ok := cfg.BucketNamed(name)
+			// A bucket, or what the backup left out of one: "<bucket> object tags", "<bucket>
+			// earlier versions" (no bucket's name has a space).
+			bucket, _, _ := strings.Cut(name, " ")
+			c, ok := cfg.BucketNamed(bucket)
 			return !ok || f.DataReason(c.Namespace, false) == ""
 		}
 		return true

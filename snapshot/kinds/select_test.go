@@ -22,7 +22,7 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 			{Key: "databases/kfp-mysql.sql.zst"}, {Key: "databases/team-pg.sql.zst"}, {Key: "databases/unplaced.sql.zst"}, {Key: "buckets/mlpipeline/k"}, {Key: "buckets/external/k"}},
 		Buckets: []snapshot.Bucket{{Name: "mlpipeline", Prefix: "buckets/mlpipeline/"}, {Name: "external", Prefix: "buckets/external/"}},
 		Skipped: []snapshot.Skipped{{Kind: "volume", Name: "kubeflow/pending"}, {Kind: "file", Name: "team/workspace:a/fifo"},
-			{Kind: "database", Name: "kfp-mysql"}, {Kind: "object", Name: "v1 Pod kubeflow/x"}},
+			{Kind: "database", Name: "kfp-mysql"}, {Kind: "object", Name: "v1 Pod kubeflow/x"}, {Kind: "bucket", Name: "mlpipeline earlier versions"}},
 	}
 	for _, tc := range []struct {
 		name                       string
@@ -31,15 +31,15 @@ func TestSelectedKeepsTheDataOfSelectedNamespaces(t *testing.T) {
 		skipped, streams           int
 	}{
 		{"everything", config.Planning{},
-			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4, 9},
+			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 5, 9},
 		{"one namespace", config.Planning{Include: config.Selection{Namespaces: []string{"team"}}},
 			[]string{"team/workspace"}, []string{"team-pg", "unplaced"}, []string{"external"}, 2, 6},
 		{"excluded namespace", config.Planning{Exclude: config.Selection{Namespaces: []string{"team"}}},
-			[]string{"kubeflow/minio-pvc"}, []string{"kfp-mysql", "unplaced"}, []string{"mlpipeline", "external"}, 3, 7},
+			[]string{"kubeflow/minio-pvc"}, []string{"kfp-mysql", "unplaced"}, []string{"mlpipeline", "external"}, 4, 7},
 		{"no claims", config.Planning{Exclude: config.Selection{Resources: []string{"persistentvolumeclaims"}}},
-			nil, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 2, 7},
+			nil, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 3, 7},
 		{"labels select objects only", config.Planning{Include: config.Selection{LabelSelector: "app=web"}},
-			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 4, 9},
+			[]string{"kubeflow/minio-pvc", "team/workspace"}, []string{"kfp-mysql", "team-pg", "unplaced"}, []string{"mlpipeline", "external"}, 5, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := plans.NewFilter(tc.selection)
