@@ -102,6 +102,7 @@ func TestGoesOn(t *testing.T) {
 		{"the backup's, then the target's", next, 3, true},
 		{"the backup's, then the target's, of a workload without a number", next, 0, true},
 		{"the backup's, then one the workload is not at", next, 4, false},
+		{"the backup's, then the target's, the workload read before its controller numbered it", next, 2, true},
 		{"the backup's only", backup, 2, false},
 		{"two more", append(slices.Clone(next), revision{number: 4, name: "web-d"}), 4, false},
 		{"one of the backup's lost", []revision{{number: 2, name: "web-b"}, {number: 3, name: "web-c"}}, 3, false},
