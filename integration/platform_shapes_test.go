@@ -759,11 +759,7 @@ spec:
 
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	// The policy is cluster-scoped: it moves with the selection, as the binding does with its parameters' namespace.
-	config := filepath.Join(t.TempDir(), "ferry.yaml")
-	if err := os.WriteFile(config, []byte("include: {namespaces: ["+ns+"]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", config, "--name", "params"); code != 0 {
+	if code, out, errOut := runFerry(t, "--storage", store, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "params"); code != 0 {
 		t.Fatalf("ferry backup exited %d\n%s\n%s", code, out, errOut)
 	}
 	if code, rep, errOut := runReportCommand(t, "--storage", store, "restore", "--to", "green", "--backup", "params", "--namespace-map", ns+"="+mapped); code != 0 {

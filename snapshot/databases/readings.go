@@ -15,32 +15,34 @@ import (
 // before it where the two differ. A table or database first seen after the dump has no reading
 // before it and is kept as read after: the dump may or may not hold it.
 func readingsAround(tablesBefore, tablesAfter []snapshot.Table, largeBefore, largeAfter []snapshot.LargeObjects) ([]snapshot.Table, []snapshot.LargeObjects) {
-	before := make(map[string]snapshot.Reading, len(tablesBefore))
-	for _, t := range tablesBefore {
-		before[tableKey(t.Schema, t.Name)] = snapshot.Reading{Count: t.Rows, Checksum: t.Checksum}
+	tableKeyOf := func(t snapshot.Table) string { return tableKey(t.Schema, t.Name) }
+	tableReading := func(t snapshot.Table) snapshot.Reading { return snapshot.Reading{Count: t.Rows, Checksum: t.Checksum} }
+	tables := withBefore(tablesBefore, tablesAfter, tableKeyOf, tableReading, func(t *snapshot.Table, b *snapshot.Reading) { t.BeforeDump = b })
+	largeKeyOf := func(lo snapshot.LargeObjects) string { return lo.Database }
+	largeReading := func(lo snapshot.LargeObjects) snapshot.Reading {
+		return snapshot.Reading{Count: lo.Count, Checksum: lo.Checksum}
 	}
-	tables := make([]snapshot.Table, len(tablesAfter))
-	for i, t := range tablesAfter {
-		if b, ok := before[tableKey(t.Schema, t.Name)]; ok && b != (snapshot.Reading{Count: t.Rows, Checksum: t.Checksum}) {
-			t.BeforeDump = &b
-		}
-		tables[i] = t
-	}
-	var large []snapshot.LargeObjects
+	var large []snapshot.LargeObjects // none read: not recorded
 	if largeAfter != nil {
-		beforeLarge := make(map[string]snapshot.Reading, len(largeBefore))
-		for _, lo := range largeBefore {
-			beforeLarge[lo.Database] = snapshot.Reading{Count: lo.Count, Checksum: lo.Checksum}
-		}
-		large = make([]snapshot.LargeObjects, len(largeAfter))
-		for i, lo := range largeAfter {
-			if b, ok := beforeLarge[lo.Database]; ok && b != (snapshot.Reading{Count: lo.Count, Checksum: lo.Checksum}) {
-				lo.BeforeDump = &b
-			}
-			large[i] = lo
-		}
+		large = withBefore(largeBefore, largeAfter, largeKeyOf, largeReading, func(lo *snapshot.LargeObjects, b *snapshot.Reading) { lo.BeforeDump = b })
 	}
 	return tables, large
+}
+
+// withBefore is after, each item given (set) its reading in before where that differs from its own.
+func withBefore[T any](before, after []T, key func(T) string, reading func(T) snapshot.Reading, set func(*T, *snapshot.Reading)) []T {
+	read := make(map[string]snapshot.Reading, len(before))
+	for _, b := range before {
+		read[key(b)] = reading(b)
+	}
+	out := make([]T, len(after))
+	for i, a := range after {
+		if b, ok := read[key(a)]; ok && b != reading(a) {
+			set(&a, &b)
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // asRead says whether got is the reading after the dump, or the one before it when that differs.
