@@ -63,7 +63,7 @@ func BenchmarkBackupBucket(b *testing.B) {
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.Kubeconfig)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil && cmd.ProcessState.ExitCode() != 3 { // 3: the platform's pending claims are skipped
+		if err := cmd.Run(); err != nil && cmd.ProcessState.ExitCode() != 3 { // 3: what the platform lacks (a database without a running pod) is skipped
 			b.Fatalf("ferry backup: %v\n%s", err, stderr.String())
 		}
 		m := took.FindStringSubmatch(stderr.String())

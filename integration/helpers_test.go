@@ -104,6 +104,23 @@ func readManifest(t testing.TB, url, backup string) (storage.Backend, *snapshot.
 	return store, m
 }
 
+// wantBackupExit reads backup's manifest and fails the test unless the backup command's exit code
+// says what the manifest holds: 3 when it skipped items (listed under NOT IN THIS BACKUP), else
+// 0. A claim that never had a volume holds no data: the platform's workspaces are skipped
+// only once bound to a folder that cannot be read.
+func wantBackupExit(t testing.TB, url, backup string, code int, out, errOut string) (storage.Backend, *snapshot.Manifest) {
+	t.Helper()
+	store, m := readManifest(t, url, backup)
+	want := 0
+	if len(m.Skipped) > 0 {
+		want = 3
+	}
+	if code != want || strings.Contains(out, "NOT IN THIS BACKUP") != (want == 3) {
+		t.Fatalf("ferry backup %s exited %d, want %d: it skipped %+v\nstdout: %s\nstderr: %s", backup, code, want, m.Skipped, out, errOut)
+	}
+	return store, m
+}
+
 // volumeFiles reads a volume's files from a backup as restore and verify do: its file list
 // stream (format 4), checked against the manifest and decrypted with ids, or the manifest's own
 // list (format 3 and older).

@@ -283,7 +283,7 @@ func (r *Runner) backupGreenStep(ctx context.Context) (any, string, error) {
 		return lacks(original, m, kinds.EffectiveMappingOf(r.plan, r.o.Mapping))
 	})
 	if len(left) > 0 && err == nil {
-		detail += "; left out, as the run's backup skipped them on blue: " + strings.Join(left, ", ")
+		detail += "; left out, as the run's backup holds nothing of them from blue: " + strings.Join(left, ", ")
 	}
 	return data, detail, err
 }
@@ -319,12 +319,13 @@ func keepHeld(green, run *plans.Plan, m snapshot.Mapping) {
 }
 
 // leaveOutSkipped takes out of green's plan the volumes, databases and buckets that the run's
-// backup skipped on blue (a claim that was not bound there, a database without a running pod):
-// green's copies never came from blue, and blue has nothing to put them into. It names them.
+// backup skipped on blue (a database without a running pod) or found without data (a claim that
+// had no volume there): green's copies never came from blue, and blue has nothing to put them
+// into. It names them.
 func (r *Runner) leaveOutSkipped(plan *plans.Plan, original *snapshot.Manifest) []string {
 	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
 	skipped := map[string]bool{}
-	for _, s := range original.Skipped {
+	for _, s := range slices.Concat(original.Skipped, original.NoData) {
 		name := s.Name
 		if ns, claim, ok := strings.Cut(s.Name, "/"); ok && s.Kind == "volume" {
 			name = m.Namespace(ns) + "/" + claim

@@ -390,7 +390,7 @@ func TestCarryBackLeavesOutWhatTheRunSkipped(t *testing.T) {
 		t.Fatalf("carry-back: %v", err)
 	}
 	e, _ := r.Journal.Last(GreenBackedUp, Done, 0)
-	if !strings.Contains(e.Detail, "left out, as the run's backup skipped them on blue: volume shop/scratch") {
+	if !strings.Contains(e.Detail, "left out, as the run's backup holds nothing of them from blue: volume shop/scratch") {
 		t.Errorf("green-backed-up %q, want the skipped claim named as left out", e.Detail)
 	}
 	if r.Journal.Current() != RolledBack {

@@ -45,8 +45,8 @@ type Options struct {
 	// Warm makes the run warm: blue's volumes are copied to green in rounds while blue is live,
 	// and only the last delta once it is quiesced. A resumed run takes it from its journal.
 	Warm *Warm
-	// AllowSkipped lets the run go on when the backup skipped items (claims without a volume,
-	// databases without a running pod): they are in the journal and the report either way.
+	// AllowSkipped lets the run go on when the backup skipped items (databases without a running
+	// pod, claims whose volume is lost): they are in the journal and the report either way.
 	AllowSkipped bool
 	// Switcher moves traffic; nil means the operator moves it (the run stops at shifted once green's
 	// writers run).

@@ -10,6 +10,7 @@ import (
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/migrate/gates"
 	"github.com/ferrykube/ferry/migrate/traffic"
+	"github.com/ferrykube/ferry/snapshot"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -124,15 +125,15 @@ func countPhase(j *Journal, s State, phase string) int {
 	return n
 }
 
-// TestBackupSkippedStopsUnlessAllowed: a backup that skipped an item (a claim with no volume)
-// stops the run in quiesced, naming it; resumed with skipped items allowed, the same backup is
-// kept, not made again, and the run goes on.
+// TestBackupSkippedStopsUnlessAllowed: a backup that skipped an item (a claim whose volume is
+// lost) stops the run in quiesced, naming it; resumed with skipped items allowed, the same backup
+// is kept, not made again, and the run goes on.
 func TestBackupSkippedStopsUnlessAllowed(t *testing.T) {
 	ctx := context.Background()
 	claim := obj("v1", "PersistentVolumeClaim", "shop", "scratch")
 	claim.Object["spec"] = map[string]any{"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "standard",
-		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}
-	claim.Object["status"] = map[string]any{"phase": "Pending"}
+		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}, "volumeName": "pv-gone"}
+	claim.Object["status"] = map[string]any{"phase": "Lost"}
 	class := obj("storage.k8s.io/v1", "StorageClass", "", "standard")
 	store, blue, green := fileStore(t), shopBlue(t, claim, class), newFakeCluster(t, "green", class.DeepCopy())
 	r := start(t, runOn(t, store, blue, green, nil))
@@ -159,6 +160,31 @@ func TestBackupSkippedStopsUnlessAllowed(t *testing.T) {
 	e, ok := r.Journal.Last(BackedUp, Done, 0)
 	if !ok || !strings.Contains(e.Detail, "the backup finished before the run was interrupted") || !strings.Contains(e.Detail, "skipped (allowed): volume shop/scratch") {
 		t.Fatalf("resumed (%v): backed-up %q, want the backup kept with its skipped claim named", err, e.Detail)
+	}
+}
+
+// TestClaimWithoutAVolumeIsNoLoss: a claim that never had a volume (pending, as a notebook's
+// workspace is until its notebook first starts) holds no data: the backup names it as having
+// nothing to copy, not as skipped, the run goes on without --allow-skipped, and green's copy,
+// pending too, is not held to be bound.
+func TestClaimWithoutAVolumeIsNoLoss(t *testing.T) {
+	ctx := context.Background()
+	claim := obj("v1", "PersistentVolumeClaim", "shop", "scratch")
+	claim.Object["spec"] = map[string]any{"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "standard",
+		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}
+	claim.Object["status"] = map[string]any{"phase": "Pending"}
+	class := obj("storage.k8s.io/v1", "StorageClass", "", "standard")
+	store, blue, green := fileStore(t), shopBlue(t, claim, class), newFakeCluster(t, "green", class.DeepCopy())
+	r := start(t, runOn(t, store, blue, green, &fakeSwitcher{}))
+	if err := r.Drive(ctx); err != nil {
+		t.Fatalf("drive: %v, want the run done\njournal %q", err, states(r.Journal))
+	}
+	m, err := snapshot.ReadManifest(ctx, store, r.Journal.Run.Backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Skipped) > 0 || len(m.NoData) != 1 || m.NoData[0].Name != "shop/scratch" {
+		t.Errorf("the backup skipped %+v and found no data in %+v, want nothing skipped and shop/scratch without data", m.Skipped, m.NoData)
 	}
 }
 

@@ -172,6 +172,11 @@ func (v Volume) FilesUnread() string {
 	return ""
 }
 
+// NoVolumeYet says whether the claim was planned pending with no volume named: it never had one
+// (a workspace whose notebook never started, a claim waiting for its first pod), so there is no
+// data to copy, only the claim's object.
+func (v Volume) NoVolumeYet() bool { return v.Phase == "Pending" && v.VolumeName == "" }
+
 // blockVolume is why a block-mode claim's data does not move.
 const blockVolume = "a raw block volume: ferry moves files, not devices, so its data is left out; copy it another way"
 

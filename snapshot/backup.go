@@ -63,6 +63,10 @@ type Manifest struct {
 	Volumes       []Volume       `json:"volumes,omitempty"`
 	// Skipped lists what the plan named but this backup does not hold, and why.
 	Skipped []Skipped `json:"skipped,omitempty"`
+	// NoData lists what the plan named that holds no data, so that there was nothing to copy (a
+	// claim that has no volume yet), and why: not a loss. A restore makes such a claim again as
+	// its object is, without a volume.
+	NoData  []Skipped `json:"noData,omitempty"`
 	Streams []Stream  `json:"streams"`
 	Totals  Totals    `json:"totals"`
 	// VeleroCompatible says whether velero-backup.json and the Velero archive were written.
@@ -678,6 +682,13 @@ func (w *Writer) Skip(kind, name, reason string) {
 	w.manifest.Totals.Skipped++
 }
 
+// NoData records an item the plan named that holds no data, so that there is nothing to copy.
+func (w *Writer) NoData(kind, name, reason string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.manifest.NoData = append(w.manifest.NoData, Skipped{Kind: kind, Name: name, Reason: reason})
+}
+
 // SetSchedule records the schedule that makes this backup.
 func (w *Writer) SetSchedule(name string) {
 	w.mu.Lock()
@@ -712,6 +723,10 @@ func (w *Writer) Commit(ctx context.Context, now time.Time) (*Manifest, error) {
 	// Kinds are captured at the same time: their skipped items are kept together, each kind's
 	// in the order it found them.
 	sort.SliceStable(m.Skipped, func(i, j int) bool { return m.Skipped[i].Kind < m.Skipped[j].Kind })
+	sort.Slice(m.NoData, func(i, j int) bool {
+		a, b := m.NoData[i], m.NoData[j]
+		return a.Kind+" "+a.Name < b.Kind+" "+b.Name
+	})
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err

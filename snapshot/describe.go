@@ -58,6 +58,8 @@ type Summary struct {
 	// StoredBytes is the size of every file the backup wrote, as stored (compressed, encrypted).
 	StoredBytes int64     `json:"storedBytes"`
 	Skipped     []Skipped `json:"skipped"`
+	// NoData is what the plan named that held no data to copy (manifest's NoData).
+	NoData []Skipped `json:"noData,omitempty"`
 }
 
 // Protection says what of a backup is encrypted, to which recipients, and what anyone who can
@@ -157,7 +159,7 @@ func Summarize(m *Manifest) Summary {
 		Encryption: m.Encryption, Protection: ProtectionOf(m.Encryption), VeleroCompatible: m.VeleroCompatible,
 		Objects: len(m.Objects), ObjectBytes: m.Totals.ObjectBytes, StoredBytes: m.Totals.StoredBytes,
 		Kinds: []KindCount{}, Volumes: []VolumeSummary{}, Databases: []DatabaseSummary{}, Buckets: []BucketSummary{},
-		Skipped: append([]Skipped{}, m.Skipped...),
+		Skipped: append([]Skipped{}, m.Skipped...), NoData: m.NoData,
 	}
 	if !m.StartedAt.IsZero() && m.CompletedAt.After(m.StartedAt) {
 		s.DurationSeconds = m.CompletedAt.Sub(m.StartedAt).Seconds()

@@ -190,6 +190,12 @@ func (o *backupOptions) run(ctx context.Context) error {
 		fmt.Fprintf(o.streams.Out, "Every file but the manifest is encrypted with age to %d recipients; the Velero-compatible copy was not written (Velero cannot read it).\n",
 			len(manifest.Encryption.Recipients))
 	}
+	if len(manifest.NoData) > 0 {
+		fmt.Fprintf(o.streams.Out, "\nNOTHING TO COPY (no data, not a loss)\n")
+		for _, s := range manifest.NoData {
+			fmt.Fprintf(o.streams.Out, "  %s %s: %s\n", s.Kind, s.Name, s.Reason)
+		}
+	}
 	if len(manifest.Skipped) > 0 {
 		fmt.Fprintf(o.streams.Out, "\nNOT IN THIS BACKUP\n")
 		for _, s := range manifest.Skipped {

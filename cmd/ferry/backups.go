@@ -259,6 +259,12 @@ func writeSummary(w *tabwriter.Writer, d *snapshot.Description) {
 			fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%s\n", b.Name, b.Objects, human.Bytes(b.Bytes), human.Bytes(b.StoredBytes), since)
 		}
 	}
+	if len(s.NoData) > 0 {
+		fmt.Fprintf(w, "\nNOTHING TO COPY  %d (no data, not a loss)\n", len(s.NoData))
+		for _, n := range s.NoData {
+			fmt.Fprintf(w, "  %s %s: %s\n", n.Kind, n.Name, n.Reason)
+		}
+	}
 	if len(s.Skipped) == 0 {
 		fmt.Fprintf(w, "\nNOT IN THIS BACKUP  nothing: every item the plan named was backed up\n")
 		return

@@ -67,7 +67,7 @@ func (o *runOptions) addDataFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	o.parallel.addFlags(f, 8, "volumes, bucket objects and resource types handled at once")
 	o.movers.addFlags(f, "")
-	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when a backup skipped items (claims without a volume, databases without a running pod), a resumed step's backup too; they are reported either way. Without it such a backup stops the run, and a resumed step makes it again")
+	f.BoolVar(&o.allowSkipped, "allow-skipped", false, "go on when a backup skipped items (databases without a running pod, claims whose volume is lost), a resumed step's backup too; they are reported either way. Without it such a backup stops the run, and a resumed step makes it again")
 }
 
 // complete reads the identity files.

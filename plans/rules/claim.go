@@ -42,6 +42,11 @@ func claimRules() map[string]Rule {
 			phase, _, _ := unstructured.NestedString(obj, "status", "phase")
 			return phase == "Bound", "the claim is " + strings.ToLower(phase)
 		},
+		NeverReady: func(obj map[string]any) bool {
+			phase, _, _ := unstructured.NestedString(obj, "status", "phase")
+			volume, _, _ := unstructured.NestedString(obj, "spec", "volumeName")
+			return phase == "Pending" && volume == ""
+		},
 	}}
 }
 

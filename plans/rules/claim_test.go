@@ -37,6 +37,10 @@ func TestClaim(t *testing.T) {
 			`{"metadata":{"name":"p"},"spec":{"resources":{"requests":{"storage":"10Gi"}}}}`},
 		{"a bound claim is healthy", "health", "persistentvolumeclaims", `{"status":{"phase":"Bound"}}`, "ok"},
 		{"a pending claim is not", "health", "persistentvolumeclaims", `{"status":{"phase":"Pending"}}`, "the claim is pending"},
+		{"a claim that never had a volume was never ready", "never ready", "persistentvolumeclaims", `{"status":{"phase":"Pending"}}`, "true"},
+		{"one pre-bound to a volume may bind", "never ready", "persistentvolumeclaims", `{"spec":{"volumeName":"pv-1"},"status":{"phase":"Pending"}}`, "false"},
+		{"a bound claim was ready", "never ready", "persistentvolumeclaims", `{"spec":{"volumeName":"pv-1"},"status":{"phase":"Bound"}}`, "false"},
+		{"a Deployment has no such rule", "never ready", "deployments.apps", `{"status":{}}`, "false"},
 	})
 }
 

@@ -112,6 +112,10 @@ type Rule struct {
 	Revision func(obj map[string]any) int64
 	// Health says whether a restored object is healthy, and if not why.
 	Health func(obj map[string]any) (ok bool, why string)
+	// NeverReady says whether the backup's copy (obj, with its status) was never ready, so that
+	// the target's is not held to Health: a claim that had no volume stays pending until a pod
+	// uses it (WaitForFirstConsumer), on the target as on the source.
+	NeverReady func(obj map[string]any) bool
 	// Secret marks content that is secret: a backup records a keyed digest of it, so that the
 	// manifest, which is never encrypted, is no oracle for guessing it.
 	Secret bool

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,6 +68,8 @@ func runCases(t *testing.T, cases []ruleCase) {
 				if got = why; ok {
 					got = "ok"
 				}
+			case "never ready":
+				got = fmt.Sprint(rule.NeverReady != nil && rule.NeverReady(obj))
 			case "recreated":
 				got = "false"
 				if rule.IsRecreated(obj, testClaims, func(group, kind, namespace, name string) bool {

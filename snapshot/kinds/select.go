@@ -46,6 +46,7 @@ func Selected(r *snapshot.Reader, f *plans.Filter) *snapshot.Reader {
 	m.Databases = slices.DeleteFunc(slices.Clone(m.Databases), func(d snapshot.Database) bool { return !kept("database", d.Name) })
 	m.Buckets = slices.DeleteFunc(slices.Clone(m.Buckets), func(b snapshot.Bucket) bool { return !kept("bucket", b.Name) })
 	m.Skipped = slices.DeleteFunc(slices.Clone(m.Skipped), func(s snapshot.Skipped) bool { return !kept(s.Kind, s.Name) })
+	m.NoData = slices.DeleteFunc(slices.Clone(m.NoData), func(s snapshot.Skipped) bool { return !kept(s.Kind, s.Name) })
 	// The files of what is left out are neither read nor checked.
 	m.Streams = slices.DeleteFunc(slices.Clone(m.Streams), func(s snapshot.Stream) bool {
 		switch kind, name := r.Manifest.ItemOf(s.Key); kind {

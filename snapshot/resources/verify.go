@@ -339,6 +339,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 			return nil
 		}
 		e.Object = obj
+		neverReady := rules.For(gr).NeverReady != nil && rules.For(gr).NeverReady(obj)
 		exp := c.prepare(gr, obj)
 		id := objectID(exp, live.GetNamespace())
 		diffs := c.compare(gr, exp, live)
@@ -369,7 +370,7 @@ func (c Objects) verifyType(ctx context.Context, res plans.Resource, archive *Ar
 		} else {
 			report.Add("objects", snapshot.StatusDifferent, id, strings.Join(diffs, "; "))
 		}
-		if check := rules.For(gr).Health; check != nil {
+		if check := rules.For(gr).Health; check != nil && !neverReady {
 			mu.Lock()
 			health = append(health, healthCheck{gvr: gvr, namespace: live.GetNamespace(), name: live.GetName(), id: id, healthy: check})
 			mu.Unlock()

@@ -31,6 +31,7 @@ import (
 	"github.com/ferrykube/ferry/storage/repo"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -111,6 +112,10 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 		if v.Holds != "" {
 			continue
 		}
+		if v.NoVolumeYet() {
+			g.Go(func() error { return c.noVolumeYet(gctx, w, v) })
+			continue
+		}
 		if why := v.FilesUnread(); why != "" {
 			w.Skip("volume", v.Namespace+"/"+v.Name, why)
 			continue
@@ -135,6 +140,24 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 		})
 	}
 	return g.Wait()
+}
+
+// noVolumeYet records claim v, planned with no volume, as holding no data when it still has
+// none, and as skipped when it has one now: files the plan did not read.
+func (c Contents) noVolumeYet(ctx context.Context, w *snapshot.Writer, v plans.Volume) error {
+	name := v.Namespace + "/" + v.Name
+	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(v.Namespace).Get(ctx, v.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		w.NoData("volume", name, "the claim had no volume when planned and is gone now")
+	case err != nil:
+		return fmt.Errorf("claim %s: %w", name, err)
+	case pvc.Status.Phase == corev1.ClaimPending && pvc.Spec.VolumeName == "":
+		w.NoData("volume", name, "the claim has no volume yet (pending): nothing to copy; a restore makes it again, pending")
+	default:
+		w.Skip("volume", name, "the claim had no volume when planned and has one now: its files were not read (plan again)")
+	}
+	return nil
 }
 
 // moverPod mounts the claim read-only; a ReadWriteOnce claim in use is pinned to its node. It runs
