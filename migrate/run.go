@@ -653,6 +653,13 @@ func writtenWhileDumped(m *snapshot.Manifest) []snapshot.Skipped {
 // AllowSkipped is not set; they are in the step's journal either way.
 func (r *Runner) gateSkipped(m *snapshot.Manifest, more []snapshot.Skipped, prefix string) (any, string, error) {
 	detail := prefix + fmt.Sprintf("backup %s: %d objects, %d volumes, %d databases, %d buckets", m.Name, m.Totals.Objects, len(m.Volumes), len(m.Databases), len(m.Buckets))
+	if len(m.NoData) > 0 {
+		empty := make([]string, len(m.NoData))
+		for i, s := range m.NoData {
+			empty[i] = s.Kind + " " + s.Name
+		}
+		detail += "; nothing to copy (no data, not a loss; made again as they are): " + strings.Join(empty, ", ")
+	}
 	// The step's data is every item the restore will lack, which the report lists.
 	skipped := slices.Clone(m.Skipped)
 	named := map[string]bool{}

@@ -186,6 +186,9 @@ func TestClaimWithoutAVolumeIsNoLoss(t *testing.T) {
 	if len(m.Skipped) > 0 || len(m.NoData) != 1 || m.NoData[0].Name != "shop/scratch" {
 		t.Errorf("the backup skipped %+v and found no data in %+v, want nothing skipped and shop/scratch without data", m.Skipped, m.NoData)
 	}
+	if e, _ := r.Journal.Last(BackedUp, Done, 0); !strings.Contains(e.Detail, "nothing to copy (no data, not a loss; made again as they are): volume shop/scratch") {
+		t.Errorf("backed-up %q, want the claim named as having nothing to copy", e.Detail)
+	}
 }
 
 // TestRestoreFailureStopsThenResumes: an object green refuses fails the restore, which stops the
