@@ -363,11 +363,7 @@ func TestResumeRefusesADamagedPlan(t *testing.T) {
 // blue; the carry-back goes on.
 func TestCarryBackLeavesOutWhatTheRunSkipped(t *testing.T) {
 	ctx := context.Background()
-	claim := obj("v1", "PersistentVolumeClaim", "shop", "scratch")
-	claim.Object["spec"] = map[string]any{"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "standard",
-		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}
-	claim.Object["status"] = map[string]any{"phase": "Pending"}
-	class := obj("storage.k8s.io/v1", "StorageClass", "", "standard")
+	claim, class := scratchClaim("Pending", ""), obj("storage.k8s.io/v1", "StorageClass", "", "standard")
 	store, blue, green, sw := fileStore(t), shopBlue(t, claim, class), newFakeCluster(t, "green", class.DeepCopy()), &fakeSwitcher{}
 	// Green's copy of the claim is bound when the verify looks (its health), not when it is listed.
 	claims := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}

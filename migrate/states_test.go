@@ -125,16 +125,25 @@ func countPhase(j *Journal, s State, phase string) int {
 	return n
 }
 
+// scratchClaim is claim shop/scratch of class standard, in phase, bound to volume (or none).
+func scratchClaim(phase, volume string) *unstructured.Unstructured {
+	claim := obj("v1", "PersistentVolumeClaim", "shop", "scratch")
+	spec := map[string]any{"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "standard",
+		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}
+	if volume != "" {
+		spec["volumeName"] = volume
+	}
+	claim.Object["spec"] = spec
+	claim.Object["status"] = map[string]any{"phase": phase}
+	return claim
+}
+
 // TestBackupSkippedStopsUnlessAllowed: a backup that skipped an item (a claim whose volume is
 // lost) stops the run in quiesced, naming it; resumed with skipped items allowed, the same backup
 // is kept, not made again, and the run goes on.
 func TestBackupSkippedStopsUnlessAllowed(t *testing.T) {
 	ctx := context.Background()
-	claim := obj("v1", "PersistentVolumeClaim", "shop", "scratch")
-	claim.Object["spec"] = map[string]any{"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "standard",
-		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}, "volumeName": "pv-gone"}
-	claim.Object["status"] = map[string]any{"phase": "Lost"}
-	class := obj("storage.k8s.io/v1", "StorageClass", "", "standard")
+	claim, class := scratchClaim("Lost", "pv-gone"), obj("storage.k8s.io/v1", "StorageClass", "", "standard")
 	store, blue, green := fileStore(t), shopBlue(t, claim, class), newFakeCluster(t, "green", class.DeepCopy())
 	r := start(t, runOn(t, store, blue, green, nil))
 	err := r.Drive(ctx)
@@ -169,11 +178,7 @@ func TestBackupSkippedStopsUnlessAllowed(t *testing.T) {
 // pending too, is not held to be bound.
 func TestClaimWithoutAVolumeIsNoLoss(t *testing.T) {
 	ctx := context.Background()
-	claim := obj("v1", "PersistentVolumeClaim", "shop", "scratch")
-	claim.Object["spec"] = map[string]any{"accessModes": []any{"ReadWriteOnce"}, "storageClassName": "standard",
-		"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}
-	claim.Object["status"] = map[string]any{"phase": "Pending"}
-	class := obj("storage.k8s.io/v1", "StorageClass", "", "standard")
+	claim, class := scratchClaim("Pending", ""), obj("storage.k8s.io/v1", "StorageClass", "", "standard")
 	store, blue, green := fileStore(t), shopBlue(t, claim, class), newFakeCluster(t, "green", class.DeepCopy())
 	r := start(t, runOn(t, store, blue, green, &fakeSwitcher{}))
 	if err := r.Drive(ctx); err != nil {
