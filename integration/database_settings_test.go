@@ -2,6 +2,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +27,7 @@ func TestChecksumsDoNotDependOnServerSettings(t *testing.T) {
 	const blueNS, greenNS, schema, pgDB = "db-settings", "db-settings-green", "sh_settings", "zz_settings"
 	blueDB, greenDB := mariaDBsServed(t, blueNS, greenNS, schema)
 	bluePG, greenPG := tb.Postgres["blue"], tb.Postgres["green"]
-	must := func(out string, err error) string {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	must := mustOutput(t)
 	for _, pg := range []*testbed.PostgreSQL{bluePG, greenPG} {
 		must(pg.SQL(ctx, tb.Bins, "postgres", "DROP DATABASE IF EXISTS "+pgDB))
 	}
@@ -91,5 +89,100 @@ INSERT INTO `+schema+`.events VALUES (1, '2026-03-29 01:30:00', 0.1 + 0.2), (2, 
 	upgraded := shapesRun(t, ctx, dumps, store, "settings", true)
 	if items := upgraded.Problems(); len(items) > 0 || upgraded.Counts["databases"][snapshot.StatusIdentical] != 2 {
 		t.Errorf("an upgrade's verify lists %+v, counts %v", items, upgraded.Counts)
+	}
+}
+
+// mustOutput is a function that returns a command's output, or ends t with its error.
+func mustOutput(t *testing.T) func(out string, err error) string {
+	return func(out string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+}
+
+// TestChecksumsOfEarlierBackupsReadAsTheyWere: a backup made before ferry read checksums in fixed
+// settings holds them as its server wrote values as text, in its own settings. Blue's and green's
+// PostgreSQL here share settings other than the defaults (a time zone, a date style), as servers
+// one operator set up do, and the backup's checksums are made as that ferry made them. Its
+// restore and verify must read green as the backup was read, and find the tables restored
+// exactly; read in the fixed settings, every table with times or dates would differ.
+func TestChecksumsOfEarlierBackupsReadAsTheyWere(t *testing.T) {
+	testbed.Require(t, tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const blueNS, greenNS, pgDB, backup = "db-earlier", "db-earlier-green", "zz_earlier", "earlier"
+	serveDatabases(t, "blue", blueNS)
+	serveDatabases(t, "green", greenNS)
+	bluePG, greenPG := tb.Postgres["blue"], tb.Postgres["green"]
+	must := mustOutput(t)
+	both := []*testbed.PostgreSQL{bluePG, greenPG}
+	for _, pg := range both {
+		must(pg.SQL(ctx, tb.Bins, "postgres", "DROP DATABASE IF EXISTS "+pgDB))
+		for _, set := range []string{"TimeZone = 'America/Sao_Paulo'", "DateStyle = 'SQL, DMY'"} {
+			must(pg.SQL(ctx, tb.Bins, "postgres", "ALTER SYSTEM SET "+set))
+		}
+		must(pg.SQL(ctx, tb.Bins, "postgres", "SELECT pg_reload_conf()"))
+	}
+	t.Cleanup(func() {
+		for _, pg := range both {
+			pg.SQL(context.Background(), tb.Bins, "postgres", "DROP DATABASE IF EXISTS "+pgDB)
+			pg.SQL(context.Background(), tb.Bins, "postgres", "ALTER SYSTEM RESET ALL")
+			pg.SQL(context.Background(), tb.Bins, "postgres", "SELECT pg_reload_conf()")
+		}
+	})
+	for _, pg := range both {
+		waitUntil(t, "PostgreSQL writing times in its own zone", 30*time.Second, func(ctx context.Context) (bool, error) {
+			out, err := pg.SQL(ctx, tb.Bins, "postgres", "SHOW TimeZone")
+			return strings.TrimSpace(out) == "America/Sao_Paulo", err
+		})
+	}
+	must(bluePG.SQL(ctx, tb.Bins, "postgres", "CREATE DATABASE "+pgDB))
+	must(bluePG.SQL(ctx, tb.Bins, pgDB, `CREATE TABLE events (id int PRIMARY KEY, at timestamptz, day date);
+INSERT INTO events VALUES (1, '2026-03-29 01:30:00+00', '2026-12-07'), (2, '2026-10-25 23:59:59.123456+00', '1999-01-31');
+CREATE TABLE plain (id int PRIMARY KEY, name text);
+INSERT INTO plain VALUES (1, 'a'), (2, 'b');`))
+
+	dir := t.TempDir()
+	store, m := shapesBackup(t, "file://"+dir, "blue", shapesConfig(t, blueNS, []string{}, []string{pgDB}), backup)
+	// The backup as the ferry before fixed settings made it: checksums of the rows' text in the
+	// server's own settings (pgTableStats' query, without its SET statements), and no marker.
+	d := &m.Databases[slices.IndexFunc(m.Databases, func(d snapshot.Database) bool { return d.Engine == "postgresql" })]
+	if d.ValuesAsText != snapshot.ValuesAsTextFixed {
+		t.Fatalf("database %s was read with values as text %q, want %q", d.Name, d.ValuesAsText, snapshot.ValuesAsTextFixed)
+	}
+	d.ValuesAsText = ""
+	changed := 0
+	for i, table := range d.Tables {
+		row := `("ferry row".*)::text`
+		sum := strings.TrimSpace(must(bluePG.SQL(ctx, tb.Bins, pgDB, `SELECT md5(coalesce(string_agg(md5(`+row+`), '' ORDER BY md5(`+row+`)), '')) FROM public.`+table.Name+` "ferry row"`)))
+		if sum != table.Checksum {
+			changed++
+		}
+		d.Tables[i].Checksum, d.Tables[i].BeforeDump = sum, nil
+	}
+	if changed != 1 {
+		t.Fatalf("%d of the tables' checksums read in the server's settings differ from the fixed ones, want 1 (events): the test shows nothing", changed)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(snapshot.Prefix(backup)+snapshot.ManifestFile)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	dumps := shapesDumps(t, "green", blueNS, greenNS, false)
+	if report := shapesRun(t, ctx, dumps, store, backup, false); len(report.Problems()) > 0 || report.Counts["databases"][snapshot.StatusRestored] != 1 {
+		t.Fatalf("the restore of the earlier backup lists %+v, counts %v", report.Problems(), report.Counts)
+	}
+	const rows = "SET TimeZone = 'UTC'; SELECT id, extract(epoch FROM at), day - date '2000-01-01' FROM events ORDER BY id"
+	if b, g := must(bluePG.SQL(ctx, tb.Bins, pgDB, rows)), must(greenPG.SQL(ctx, tb.Bins, pgDB, rows)); b != g {
+		t.Fatalf("green's rows are not blue's:\nblue:  %s\ngreen: %s", b, g)
+	}
+	if verified := shapesRun(t, ctx, dumps, store, backup, true); len(verified.Problems()) > 0 || verified.Counts["databases"][snapshot.StatusIdentical] != 2 {
+		t.Errorf("verify of the earlier backup lists %+v, counts %v", verified.Problems(), verified.Counts)
 	}
 }

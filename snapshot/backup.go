@@ -134,7 +134,15 @@ type Database struct {
 	// rows hold). Backups made before them have none. Each is where it was before the dump: the
 	// dump holds it there or further on.
 	Sequences []Sequence `json:"sequences,omitempty"`
+	// ValuesAsText says how the checksums and row digests read values as text: ValuesAsTextFixed
+	// in ferry's fixed session settings (UTC, ISO dates, pg_dump's float digits, hex bytea),
+	// which two servers set up otherwise share; empty in each server's own, as backups made
+	// before it were read, and a target is then read so too.
+	ValuesAsText string `json:"valuesAsText,omitempty"`
 }
+
+// ValuesAsTextFixed is Database.ValuesAsText of entries read in ferry's fixed session settings.
+const ValuesAsTextFixed = "fixed"
 
 // Sequence is a sequence of a database and the next value it gives; Schema as Table's.
 type Sequence struct {

@@ -455,7 +455,7 @@ func (c Dumps) PreflightTarget(ctx context.Context, source Dumps) ([]plans.Findi
 // without rows and says what of their needs the target's server does not meet.
 func (c Dumps) preflightOne(ctx context.Context, dyn dynamic.Interface, source Dumps, item plans.DataItem) (unmet, error) {
 	cfg := source.config(item.Name)
-	to, err := c.locateConfigured(ctx, dyn, cfg, snapshot.Database{Name: item.Name, Engine: cfg.Engine}, 0)
+	to, err := c.locateConfigured(ctx, dyn, cfg, snapshot.Database{Name: item.Name, Engine: cfg.Engine, ValuesAsText: snapshot.ValuesAsTextFixed}, 0)
 	if err != nil {
 		return unmet{}, err
 	}

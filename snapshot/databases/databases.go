@@ -152,7 +152,7 @@ func (c Dumps) Capture(ctx context.Context, w *snapshot.Writer) error {
 // names none), compressed into one file of the backup, and counts and checksums its tables and
 // records their columns, keys and row digests.
 func (c Dumps) capture(ctx context.Context, w *snapshot.Writer, item plans.DataItem, cfg config.Database) (snapshot.Database, error) {
-	entry := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Key: "databases/" + item.Name + ".sql.zst"}
+	entry := snapshot.Database{Name: item.Name, Engine: cfg.Engine, Key: "databases/" + item.Name + ".sql.zst", ValuesAsText: snapshot.ValuesAsTextFixed}
 	t, schemas, err := c.onSource(ctx, item, cfg)
 	if err != nil {
 		return entry, err

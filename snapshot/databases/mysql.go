@@ -247,7 +247,10 @@ func (mysql) digests(ctx context.Context, c Dumps, t target, qs []digestQuery, o
 	}
 	var script strings.Builder
 	// A TIMESTAMP is written as text in the session's time zone, by default the server's.
-	script.WriteString("SET time_zone = '+00:00';\nSTART TRANSACTION WITH CONSISTENT SNAPSHOT;\n")
+	if !t.serverSettings {
+		script.WriteString("SET time_zone = '+00:00';\n")
+	}
+	script.WriteString("START TRANSACTION WITH CONSISTENT SNAPSHOT;\n")
 	for _, q := range qs {
 		script.WriteString(digestSQL(false, q))
 	}

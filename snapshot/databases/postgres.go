@@ -151,7 +151,7 @@ func (p postgres) stats(ctx context.Context, c Dumps, t target, dbs []string) ([
 	}
 	var tables []snapshot.Table
 	for _, db := range dbs {
-		got, err := c.pgTableStats(ctx, t.item, t.cfg.Container, t.cred, db)
+		got, err := c.pgTableStats(ctx, t, db)
 		if err != nil {
 			return nil, fmt.Errorf("database %s: %w", db, err)
 		}
@@ -265,7 +265,7 @@ func (postgres) digests(ctx context.Context, c Dumps, t target, qs []digestQuery
 		j := i
 		db := qs[i].database(true)
 		var script strings.Builder
-		script.WriteString("\\set FETCH_COUNT 10000\n" + pgValuesAsText + "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
+		script.WriteString("\\set FETCH_COUNT 10000\n" + t.pgValuesAsText() + "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
 		for ; j < len(qs) && qs[j].database(true) == db; j++ {
 			script.WriteString(digestSQL(true, qs[j]))
 		}
@@ -310,8 +310,8 @@ func terminateSessions(dbs []string) string {
 
 // pgTableStats counts the rows of every table of db and checksums their contents (the MD5 of the
 // sorted MD5s of the rows' text, pgRowText), in one repeatable-read snapshot.
-func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container string, cred credentials, db string) ([]snapshot.Table, error) {
-	rows, err := c.pgQuery(ctx, item, container, cred, db,
+func (c Dumps) pgTableStats(ctx context.Context, t target, db string) ([]snapshot.Table, error) {
+	rows, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, db,
 		"SELECT schemaname, tablename FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1, 2;")
 	if err != nil {
 		return nil, fmt.Errorf("list tables: %w", err)
@@ -320,13 +320,13 @@ func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container 
 		return nil, nil
 	}
 	var script strings.Builder
-	script.WriteString(pgValuesAsText + "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
+	script.WriteString(t.pgValuesAsText() + "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;\n")
 	for _, r := range rows {
 		fmt.Fprintf(&script, "SELECT %s, %s, count(*), md5(coalesce(string_agg(md5(%s), '' ORDER BY md5(%s)), '')) FROM %s.%s %s;\n",
 			quote(r[0]), quote(r[1]), pgRowText, pgRowText, pgQuoted(r[0]), pgQuoted(r[1]), pgRowAlias)
 	}
 	script.WriteString("COMMIT;")
-	out, err := c.pgQuery(ctx, item, container, cred, db, script.String())
+	out, err := c.pgQuery(ctx, t.item, t.cfg.Container, t.cred, db, script.String())
 	if err != nil {
 		return nil, fmt.Errorf("count and checksum tables: %w", err)
 	}
@@ -352,6 +352,14 @@ func (c Dumps) pgTableStats(ctx context.Context, item plans.DataItem, container 
 // style, rounded floats, bytea's escape form, the currency's locale), and the same rows would
 // differ from one to the other. These are pg_dump's own, and UTC.
 const pgValuesAsText = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'postgres'; SET extra_float_digits = 3; SET bytea_output = 'hex'; SET lc_monetary = 'C';\n"
+
+// pgValuesAsText is pgValuesAsText, or nothing where the server's own settings are read.
+func (t target) pgValuesAsText() string {
+	if t.serverSettings {
+		return ""
+	}
+	return pgValuesAsText
+}
 
 // pgRowAlias names the table in pgTableStats' query, and pgRowText is the text of its whole row.
 // A bare name (t::text) would be a column of that name when the table has one, and the checksum

@@ -30,6 +30,9 @@ type target struct {
 	cfg  config.Database
 	cred credentials
 	eng  engine
+	// serverSettings reads values as text in the server's own settings, not ferry's fixed ones:
+	// a backup made before those holds checksums and digests read so.
+	serverSettings bool
 }
 
 func (c Dumps) dynamicClient() (dynamic.Interface, error) {
@@ -70,7 +73,8 @@ func (c Dumps) locateConfigured(ctx context.Context, dyn dynamic.Interface, cfg 
 	if pod == nil {
 		return target{}, fmt.Errorf("no running pod of %s in namespace %s on the target", cfg.Workload, ns)
 	}
-	t := target{item: plans.DataItem{Name: d.Name, Engine: d.Engine, Namespace: ns, Workload: cfg.Workload, Pod: pod.GetName()}, cfg: cfg}
+	t := target{item: plans.DataItem{Name: d.Name, Engine: d.Engine, Namespace: ns, Workload: cfg.Workload, Pod: pod.GetName()}, cfg: cfg,
+		serverSettings: d.ValuesAsText == ""}
 	if t.eng, err = engineFor(d.Engine); err != nil {
 		return target{}, err
 	}
