@@ -33,8 +33,9 @@ func anonymousGet(t *testing.T, m *testbed.MinIO, bucket, key string) int {
 // TestBucketSettingsMove backs up two buckets of blue's MinIO whose settings decide how the
 // platform's users reach and keep their data: one versioned, with a policy that lets anyone
 // read public/, a lifecycle rule that expires tmp/, and tags; one with object lock and a default
-// retention, as records kept for compliance are. It restores them onto green's MinIO, which has
-// neither bucket, and compares green's settings with blue's through the S3 API. Then verify, and
+// retention, as records kept for compliance are, holding objects locked on their own (a longer
+// retention, a legal hold). It restores them onto green's MinIO, which has neither bucket, and
+// compares green's settings and objects' locks with blue's through the S3 API. Then verify, and
 // a policy removed and a tag changed on green, which verify names (the tag by key only) and a
 // second restore puts back.
 func TestBucketSettingsMove(t *testing.T) {
@@ -95,6 +96,15 @@ func TestBucketSettingsMove(t *testing.T) {
 			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeGovernance, Days: aws.Int32(1)}}}})
 	must("object lock", ol, err)
 	put(records, "2026/ledger.csv", "id,amount\n1,100\n")
+	// Objects locked on their own: a retention longer than the bucket's default, a legal hold.
+	const retained, held = "2026/audit.log", "2026/claim-118.pdf"
+	until := time.Now().Add(72 * time.Hour).UTC().Truncate(time.Second)
+	ro, err := blue.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(records), Key: aws.String(retained), Body: strings.NewReader("audited\n"),
+		ObjectLockMode: s3types.ObjectLockModeGovernance, ObjectLockRetainUntilDate: aws.Time(until)})
+	must("put "+retained, ro, err)
+	ho, err := blue.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(records), Key: aws.String(held), Body: strings.NewReader("%PDF-1.7\n"),
+		ObjectLockLegalHoldStatus: s3types.ObjectLockLegalHoldStatusOn})
+	must("put "+held, ho, err)
 
 	if code := anonymousGet(t, blueMinIO, open, "public/logo.txt"); code != http.StatusOK {
 		t.Fatalf("blue's policy does not let anyone read public/: HTTP %d", code)
@@ -132,6 +142,11 @@ func TestBucketSettingsMove(t *testing.T) {
 		}
 		if b, g := objectTags(t, blueMinIO, open, tagged), objectTags(t, greenMinIO, open, tagged); !reflect.DeepEqual(b, g) {
 			t.Errorf("%s: green's %s has tags %v, blue's %v", when, tagged, g, b)
+		}
+		for _, key := range []string{"2026/ledger.csv", retained, held} {
+			if b, g := objectLock(t, blueMinIO, records, key), objectLock(t, greenMinIO, records, key); b != g {
+				t.Errorf("%s: green's %s/%s is locked %s, blue's %s", when, records, key, g, b)
+			}
 		}
 		if code := anonymousGet(t, greenMinIO, open, "public/logo.txt"); code != http.StatusOK {
 			t.Errorf("%s: anyone may read %s/public/ on blue, on green HTTP %d", when, open, code)
@@ -216,6 +231,29 @@ func TestBucketSettingsMove(t *testing.T) {
 			t.Errorf("green's %s has tags %v after the next backup's restore, blue's stage=retired", tagged, g)
 		}
 	})
+}
+
+// objectLock says how an object is locked, read through the S3 API: its retention's mode and date
+// (to the second) and its legal hold.
+func objectLock(t *testing.T, m *testbed.MinIO, bucket, key string) string {
+	t.Helper()
+	ctx := context.Background()
+	lock := "retention none"
+	r, err := m.S3Client().GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	switch {
+	case err == nil && r.Retention != nil:
+		lock = fmt.Sprintf("retention %s until %s", r.Retention.Mode, aws.ToTime(r.Retention.RetainUntilDate).UTC().Truncate(time.Second).Format(time.RFC3339))
+	case err != nil && !strings.Contains(err.Error(), "NoSuchObjectLockConfiguration"):
+		t.Fatalf("retention of %s/%s: %v", bucket, key, err)
+	}
+	h, err := m.S3Client().GetObjectLegalHold(ctx, &s3.GetObjectLegalHoldInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	switch {
+	case err == nil && h.LegalHold != nil:
+		lock += ", legal hold " + string(h.LegalHold.Status)
+	case err != nil && !strings.Contains(err.Error(), "NoSuchObjectLockConfiguration"):
+		t.Fatalf("legal hold of %s/%s: %v", bucket, key, err)
+	}
+	return lock
 }
 
 // objectTags reads an object's tags through the S3 API.

@@ -242,6 +242,18 @@ type ObjectMetadata struct {
 	// Tags are the object's tags (x-amz-tagging), which a store may change without changing
 	// the object's bytes, ETag or time.
 	Tags map[string]string `json:"tags,omitempty"`
+	// Retention is the object's own retention under its bucket's object lock, and LegalHold
+	// says a legal hold is on it: what keeps it from being deleted or overwritten, which, like
+	// tags, changes without its bytes. A store gives them only to a caller allowed to read them.
+	Retention *ObjectRetention `json:"retention,omitempty"`
+	LegalHold bool             `json:"legalHold,omitempty"`
+}
+
+// ObjectRetention is an object's retention: its mode (GOVERNANCE or COMPLIANCE) and the time
+// it holds the object until.
+type ObjectRetention struct {
+	Mode  string    `json:"mode"`
+	Until time.Time `json:"until"`
 }
 
 // BucketSettings are the settings of a bucket that decide how its users reach and keep its

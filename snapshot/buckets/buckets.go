@@ -163,6 +163,11 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	var mu sync.Mutex
 	meta := map[string]objectMetadata{}
 	tags := &tagReader{c: c, mc: mc, bucket: item.Name}
+	// A store that does not say whether the bucket has object lock (but for one without it) may
+	// have it: its objects' locks are read.
+	var lock snapshot.BucketSettings
+	err = readObjectLock(ctx, mc, item.Name, &lock)
+	tags.locked = lock.ObjectLock != nil || err != nil && code(err) != "NotImplemented"
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for obj := range mc.ListObjects(gctx, item.Name, listing(false)) {
@@ -215,9 +220,11 @@ func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Cl
 	if old, ok := before.unchanged(listed); ok {
 		err := w.CopyStream(ctx, before.backup, old.stream)
 		if err == nil {
-			// Tags change without the object's bytes, ETag or time: read again.
+			// Tags and locks change without the object's bytes, ETag or time: read again.
 			meta := old.meta
-			meta.Tags, meta.TagsUnread, err = tags.read(ctx, listed.Key, -1)
+			if meta.Tags, meta.TagsUnread, err = tags.read(ctx, listed.Key, -1); err == nil {
+				meta.Retention, meta.LegalHold, err = tags.lock(ctx, listed.Key, old.meta)
+			}
 			return old.object, meta, true, err
 		}
 		if ctx.Err() != nil {
@@ -248,12 +255,39 @@ func (c Copies) copyListed(ctx context.Context, w *snapshot.Writer, mc *minio.Cl
 // tagReader reads the objects' tags of a bucket for a capture, each again while its connection
 // breaks off or the store answers that it is busy (SlowDown, InternalError, a 5xx), and remembers
 // a store that refuses them (no permission): the capture goes on without those tags, records them
-// as unread, and says so.
+// as unread, and says so. In a bucket with object lock (locked) it reads the locks of objects
+// an earlier backup holds too, which change without their bytes as tags do.
 type tagReader struct {
 	c       Copies
 	mc      *minio.Client
 	bucket  string
+	locked  bool
 	refused atomic.Pointer[string] // the store's error code
+}
+
+// lock returns the retention and legal hold of an object an earlier backup holds (as old): read
+// again in a locked bucket, old's elsewhere.
+func (t *tagReader) lock(ctx context.Context, key string, old objectMetadata) (*snapshot.ObjectRetention, bool, error) {
+	if !t.locked {
+		return old.Retention, old.LegalHold, nil
+	}
+	var info minio.ObjectInfo
+	err := retryBusy(ctx, func() error {
+		return t.c.retryBroken(ctx, t.bucket+"/"+key, "reading the object's lock", func() (err error) {
+			info, err = t.mc.StatObject(ctx, t.bucket, key, minio.StatObjectOptions{})
+			return err
+		})
+	}, func(attempt int, err error) {
+		t.c.warn("the store is busy; reading the object's lock again", "object", t.bucket+"/"+key, "attempt", attempt, "code", code(err))
+	})
+	if code(err) == "NoSuchKey" {
+		return nil, false, fmt.Errorf("stat %s: %w", key, errDeletedSinceListed)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read the lock of %s: %w", key, err)
+	}
+	m := metadataOf(info)
+	return m.Retention, m.LegalHold, nil
 }
 
 // read returns an object's tags, or unread when the store refuses to give them.

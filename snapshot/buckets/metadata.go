@@ -56,6 +56,12 @@ func metadataOf(info minio.ObjectInfo) snapshot.ObjectMetadata {
 	if m.ContentType == defaultContentType {
 		m.ContentType = ""
 	}
+	if mode := info.Metadata.Get("X-Amz-Object-Lock-Mode"); mode != "" {
+		if until, err := time.Parse(time.RFC3339Nano, info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")); err == nil {
+			m.Retention = &snapshot.ObjectRetention{Mode: strings.ToUpper(mode), Until: until.UTC()}
+		}
+	}
+	m.LegalHold = strings.EqualFold(info.Metadata.Get("X-Amz-Object-Lock-Legal-Hold"), string(minio.LegalHoldEnabled))
 	for k, v := range info.UserMetadata {
 		if strings.EqualFold(k, SHA256Metadata) {
 			continue
@@ -68,14 +74,59 @@ func metadataOf(info minio.ObjectInfo) snapshot.ObjectMetadata {
 	return m
 }
 
-// putOptions restores an object's metadata, with ferry's SHA-256 of its bytes beside it.
-func putOptions(m snapshot.ObjectMetadata, sha string) minio.PutObjectOptions {
+// putOptions restores an object's metadata, with ferry's SHA-256 of its bytes beside it, and its
+// lock: its retention while it holds (now on), its legal hold.
+func putOptions(m snapshot.ObjectMetadata, sha string, now time.Time) minio.PutObjectOptions {
 	user := map[string]string{SHA256Metadata: sha}
 	for k, v := range m.User {
 		user[k] = v
 	}
-	return minio.PutObjectOptions{UserMetadata: user, UserTags: m.Tags, ContentType: m.ContentType, ContentEncoding: m.ContentEncoding,
+	opts := minio.PutObjectOptions{UserMetadata: user, UserTags: m.Tags, ContentType: m.ContentType, ContentEncoding: m.ContentEncoding,
 		ContentDisposition: m.ContentDisposition, ContentLanguage: m.ContentLanguage, CacheControl: m.CacheControl}
+	if r := m.Retention; r != nil && r.Until.After(now) {
+		// Sent to the second: rounded up, so that the target never lets it go sooner.
+		until := r.Until.Truncate(time.Second)
+		if until.Before(r.Until) {
+			until = until.Add(time.Second)
+		}
+		opts.Mode, opts.RetainUntilDate = minio.RetentionMode(r.Mode), until
+	}
+	if m.LegalHold {
+		opts.LegalHold = minio.LegalHoldEnabled
+	}
+	return opts
+}
+
+// lockDifferences names how the target's object's lock differs from the backup's: a retention
+// the backup's object had, and still holds at now, that the target's lacks or has otherwise (to
+// the second; a target's retention where the backup's had none, or has expired, is its bucket's
+// default, given to every object put there), and the legal hold.
+func lockDifferences(want, got snapshot.ObjectMetadata, now time.Time) []string {
+	var out []string
+	if w := want.Retention; w != nil && w.Until.After(now) {
+		g := got.Retention
+		if g == nil || g.Mode != w.Mode || g.Until.Sub(w.Until).Abs() >= time.Second {
+			out = append(out, fmt.Sprintf("retention: backup %s, target %s", retentionText(w), retentionText(g)))
+		}
+	}
+	if want.LegalHold != got.LegalHold {
+		out = append(out, fmt.Sprintf("legal hold: backup %s, target %s", onOff(want.LegalHold), onOff(got.LegalHold)))
+	}
+	return out
+}
+
+func retentionText(r *snapshot.ObjectRetention) string {
+	if r == nil {
+		return "none"
+	}
+	return r.Mode + " until " + r.Until.Format(time.RFC3339)
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // metadataDifferences names how the target's object key's metadata differs from the backup's:
@@ -103,7 +154,7 @@ func metadataDifferences(key string, want, got snapshot.ObjectMetadata) []string
 	if keys := differentKeys(want.Tags, got.Tags); len(keys) > 0 {
 		out = append(out, "tags differ: "+strings.Join(keys, ", "))
 	}
-	return out
+	return append(out, lockDifferences(want, got, time.Now())...)
 }
 
 // differentKeys are the keys, sorted, whose values differ between two maps or that only one has.
@@ -202,7 +253,8 @@ func tagsKept(b snapshot.Bucket) bool { return b.Settings != "" }
 
 // isZero says whether the object has no metadata but the store's defaults.
 func isZero(m snapshot.ObjectMetadata) bool {
-	return m.ContentType == "" && m.ContentEncoding == "" && m.ContentDisposition == "" && m.ContentLanguage == "" && m.CacheControl == "" && len(m.User) == 0 && len(m.Tags) == 0
+	return m.ContentType == "" && m.ContentEncoding == "" && m.ContentDisposition == "" && m.ContentLanguage == "" && m.CacheControl == "" && len(m.User) == 0 && len(m.Tags) == 0 &&
+		m.Retention == nil && !m.LegalHold
 }
 
 // storeMetadata writes a bucket's objects' metadata into the backup, when any has some.

@@ -47,6 +47,52 @@ func TestMetadataDifferences(t *testing.T) {
 	}
 }
 
+func TestObjectLocks(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	retained := func(mode string, until time.Time) *snapshot.ObjectRetention {
+		return &snapshot.ObjectRetention{Mode: mode, Until: until}
+	}
+	later, sooner := now.Add(72*time.Hour), now.Add(24*time.Hour)
+	for _, tc := range []struct {
+		name      string
+		want, got snapshot.ObjectMetadata
+		diffs     []string
+	}{
+		{"the same retention", snapshot.ObjectMetadata{Retention: retained("GOVERNANCE", later)}, snapshot.ObjectMetadata{Retention: retained("GOVERNANCE", later.Add(400*time.Millisecond))}, nil},
+		{"a retention lost", snapshot.ObjectMetadata{Retention: retained("COMPLIANCE", later)}, snapshot.ObjectMetadata{},
+			[]string{"retention: backup COMPLIANCE until 2026-12-10T12:00:00Z, target none"}},
+		{"the bucket's default in its place", snapshot.ObjectMetadata{Retention: retained("GOVERNANCE", later)}, snapshot.ObjectMetadata{Retention: retained("GOVERNANCE", sooner)},
+			[]string{"retention: backup GOVERNANCE until 2026-12-10T12:00:00Z, target GOVERNANCE until 2026-12-08T12:00:00Z"}},
+		{"another mode", snapshot.ObjectMetadata{Retention: retained("GOVERNANCE", later)}, snapshot.ObjectMetadata{Retention: retained("COMPLIANCE", later)},
+			[]string{"retention: backup GOVERNANCE until 2026-12-10T12:00:00Z, target COMPLIANCE until 2026-12-10T12:00:00Z"}},
+		// A retention that has run out holds nothing; the target's bucket gives what it puts its own.
+		{"an expired retention", snapshot.ObjectMetadata{Retention: retained("GOVERNANCE", now.Add(-time.Hour))}, snapshot.ObjectMetadata{Retention: retained("GOVERNANCE", sooner)}, nil},
+		{"none, and the target's default", snapshot.ObjectMetadata{}, snapshot.ObjectMetadata{Retention: retained("GOVERNANCE", sooner)}, nil},
+		{"a legal hold lost", snapshot.ObjectMetadata{LegalHold: true}, snapshot.ObjectMetadata{}, []string{"legal hold: backup on, target off"}},
+		{"a legal hold added", snapshot.ObjectMetadata{}, snapshot.ObjectMetadata{LegalHold: true}, []string{"legal hold: backup off, target on"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lockDifferences(tc.want, tc.got, now); !reflect.DeepEqual(got, tc.diffs) {
+				t.Errorf("lockDifferences = %q, want %q", got, tc.diffs)
+			}
+		})
+	}
+
+	info := minio.ObjectInfo{Metadata: map[string][]string{"X-Amz-Object-Lock-Mode": {"GOVERNANCE"},
+		"X-Amz-Object-Lock-Retain-Until-Date": {"2026-12-10T12:00:00.250Z"}, "X-Amz-Object-Lock-Legal-Hold": {"ON"}}}
+	m := metadataOf(info)
+	if want := retained("GOVERNANCE", later.Add(250*time.Millisecond)); !reflect.DeepEqual(m.Retention, want) || !m.LegalHold || isZero(m) {
+		t.Fatalf("metadataOf the lock headers = %+v, %v; want %+v and a legal hold", m.Retention, m.LegalHold, want)
+	}
+	// Sent to the second, rounded up: the target never lets the object go sooner.
+	if opts := putOptions(m, "sum", now); opts.Mode != minio.Governance || !opts.RetainUntilDate.Equal(later.Add(time.Second)) || opts.LegalHold != minio.LegalHoldEnabled {
+		t.Errorf("putOptions: mode %q until %s, legal hold %q", opts.Mode, opts.RetainUntilDate, opts.LegalHold)
+	}
+	if opts := putOptions(m, "sum", later.Add(time.Hour)); opts.Mode != "" || !opts.RetainUntilDate.IsZero() {
+		t.Errorf("putOptions of an expired retention: mode %q until %s, want none", opts.Mode, opts.RetainUntilDate)
+	}
+}
+
 func TestBusyStoresAreAskedAgainNotTakenForRefusals(t *testing.T) {
 	defer func(pause time.Duration) { busyPause = pause }(busyPause)
 	busyPause = time.Millisecond

@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/config"
@@ -416,7 +417,7 @@ func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapsho
 		}
 		body = bytes.NewReader(nil)
 	}
-	if _, err := mc.PutObject(ctx, b.Name, o.Key, body, o.Size, putOptions(meta, o.SHA256)); err != nil {
+	if _, err := mc.PutObject(ctx, b.Name, o.Key, body, o.Size, putOptions(meta, o.SHA256, time.Now())); err != nil {
 		if verr := v.failure(); verr != nil {
 			return verr
 		}
