@@ -25,7 +25,8 @@ import (
 // 0. A claim that was pending when the plan was made but has a volume by the time of the backup
 // does hold data the plan did not read: that backup names it as skipped and exits 3. On green,
 // where the claim's class binds it only for its first pod (WaitForFirstConsumer), the claim stays
-// pending, as on blue, and verify passes without waiting for it to bind.
+// pending, as on blue, and verify passes without waiting for it to bind. A clone waiting for its
+// first pod is to be filled from its source: it is skipped.
 func TestClaimsWithoutAVolumeAreNoLoss(t *testing.T) {
 	const ns = "pending-claims"
 	blue, _ := clients(t, "blue")
@@ -111,5 +112,21 @@ func TestClaimsWithoutAVolumeAreNoLoss(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(claimFolder(t, greenKC, ns, "bound-later"), "results.csv")); string(data) != "written before the backup\n" {
 		t.Errorf("green's bound-later holds %q (%v), want the file written before the backup", data, err)
+	}
+
+	// A clone waiting for its first pod has no volume either, but is to be filled from its source,
+	// which a restore does not make it with: skipped, not without data.
+	clone := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "cloned"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To(wffc.Name),
+			DataSource: &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "notes"},
+			Resources:  corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, clone, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runFerry(t, append([]string{"--storage", url, "backup", "--name", "with-clone"}, scope...)...)
+	_, m = readManifest(t, url, "with-clone")
+	if code != 3 || !slices.Equal(volumeSkips(m), []string{ns + "/cloned"}) || !strings.Contains(out, "data source") {
+		t.Errorf("a backup with a clone waiting for its first pod exited %d, skipping volumes %v; want 3 and the clone named with its data source\nstdout: %s\nstderr: %s",
+			code, volumeSkips(m), out, lastLines(errOut, 10))
 	}
 }

@@ -283,7 +283,7 @@ func (r *Runner) backupGreenStep(ctx context.Context) (any, string, error) {
 		return lacks(original, m, kinds.EffectiveMappingOf(r.plan, r.o.Mapping))
 	})
 	if len(left) > 0 && err == nil {
-		detail += "; left out, as the run's backup holds nothing of them from blue: " + strings.Join(left, ", ")
+		detail += "; left out, as blue had nothing of them for the run's backup: " + strings.Join(left, ", ")
 	}
 	return data, detail, err
 }
@@ -319,13 +319,22 @@ func keepHeld(green, run *plans.Plan, m snapshot.Mapping) {
 }
 
 // leaveOutSkipped takes out of green's plan the volumes, databases and buckets that the run's
-// backup skipped on blue (a database without a running pod) or found without data (a claim that
-// had no volume there): green's copies never came from blue, and blue has nothing to put them
-// into. It names them.
+// backup skipped on blue (a database without a running pod): green's copies never came from blue,
+// and blue has nothing to put them into. It names them. A claim that had no volume on blue is
+// left out only while green's has none either: one green's pod has bound since (a notebook's
+// workspace first used on green) holds green's writes, which go to blue's claim.
 func (r *Runner) leaveOutSkipped(plan *plans.Plan, original *snapshot.Manifest) []string {
 	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
 	skipped := map[string]bool{}
-	for _, s := range slices.Concat(original.Skipped, original.NoData) {
+	for _, s := range original.NoData {
+		if ns, claim, ok := strings.Cut(s.Name, "/"); ok && s.Kind == "volume" {
+			i := slices.IndexFunc(plan.Volumes, func(v plans.Volume) bool { return v.Namespace == m.Namespace(ns) && v.Name == claim })
+			if i >= 0 && plan.Volumes[i].NoVolumeYet() {
+				skipped["volume "+m.Namespace(ns)+"/"+claim] = true
+			}
+		}
+	}
+	for _, s := range original.Skipped {
 		name := s.Name
 		if ns, claim, ok := strings.Cut(s.Name, "/"); ok && s.Kind == "volume" {
 			name = m.Namespace(ns) + "/" + claim

@@ -3,12 +3,14 @@ package migrate
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans"
+	"github.com/ferrykube/ferry/snapshot"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -358,27 +360,27 @@ func TestResumeRefusesADamagedPlan(t *testing.T) {
 	l.Release(ctx)
 }
 
-// TestCarryBackLeavesOutWhatTheRunSkipped: a claim the run's backup skipped on blue (allowed: it
-// had no volume) is left out of the backup of green, and named: green's copy never came from
-// blue; the carry-back goes on.
+// TestCarryBackLeavesOutWhatTheRunSkipped: a claim that had no volume on blue, and has none on
+// green either, is left out of the backup of green, and named: there is nothing of it to carry
+// back; the carry-back goes on.
 func TestCarryBackLeavesOutWhatTheRunSkipped(t *testing.T) {
 	ctx := context.Background()
 	claim, class := scratchClaim("Pending", ""), obj("storage.k8s.io/v1", "StorageClass", "", "standard")
 	store, blue, green, sw := fileStore(t), shopBlue(t, claim, class), newFakeCluster(t, "green", class.DeepCopy()), &fakeSwitcher{}
-	// Green's copy of the claim is bound when the verify looks (its health), not when it is listed.
+	// Green's copy of the claim is listed pending, as blue's was.
 	claims := schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
-	green.dyn.PrependReactor("get", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		got, err := green.dyn.Tracker().Get(claims, a.GetNamespace(), a.(clienttesting.GetAction).GetName())
+	green.dyn.PrependReactor("list", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		got, err := green.dyn.Tracker().List(claims, schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}, a.GetNamespace())
 		if err != nil {
 			return true, nil, err
 		}
-		u := got.(*unstructured.Unstructured).DeepCopy()
-		unstructured.SetNestedField(u.Object, "Bound", "status", "phase")
-		return true, u, nil
+		list := got.(*unstructured.UnstructuredList).DeepCopy()
+		for i := range list.Items {
+			unstructured.SetNestedField(list.Items[i].Object, "Pending", "status", "phase")
+		}
+		return true, list, nil
 	})
-	o := runOn(t, store, blue, green, sw)
-	o.AllowSkipped = true
-	r := start(t, o)
+	r := start(t, runOn(t, store, blue, green, sw))
 	if err := r.Drive(ctx); err != nil {
 		t.Fatalf("drive: %v\njournal %q", err, states(r.Journal))
 	}
@@ -386,10 +388,37 @@ func TestCarryBackLeavesOutWhatTheRunSkipped(t *testing.T) {
 		t.Fatalf("carry-back: %v", err)
 	}
 	e, _ := r.Journal.Last(GreenBackedUp, Done, 0)
-	if !strings.Contains(e.Detail, "left out, as the run's backup holds nothing of them from blue: volume shop/scratch") {
+	if !strings.Contains(e.Detail, "left out, as blue had nothing of them for the run's backup: volume shop/scratch") {
 		t.Errorf("green-backed-up %q, want the skipped claim named as left out", e.Detail)
 	}
 	if r.Journal.Current() != RolledBack {
 		t.Errorf("state %q", r.Journal.Current())
+	}
+}
+
+// TestLeaveOutSkipped: of the claims that had no volume on blue, green's plan keeps those green
+// has bound since (a notebook first started on green holds green's writes); what the run's
+// backup skipped on blue is left out whatever green has.
+func TestLeaveOutSkipped(t *testing.T) {
+	original := &snapshot.Manifest{
+		NoData:  []snapshot.Skipped{{Kind: "volume", Name: "alice/never-used"}, {Kind: "volume", Name: "alice/first-used-on-green"}},
+		Skipped: []snapshot.Skipped{{Kind: "volume", Name: "alice/lost"}, {Kind: "database", Name: "katib-mysql"}},
+	}
+	plan := &plans.Plan{
+		Volumes: []plans.Volume{{Namespace: "alice-green", Name: "never-used", Phase: "Pending"}, {Namespace: "alice-green", Name: "first-used-on-green", Phase: "Bound", VolumeName: "pv-1"},
+			{Namespace: "alice-green", Name: "lost", Phase: "Bound", VolumeName: "pv-2"}, {Namespace: "alice-green", Name: "notes", Phase: "Bound", VolumeName: "pv-3"}},
+		Databases: []plans.DataItem{{Name: "katib-mysql"}, {Name: "kfp-mysql"}},
+	}
+	r := &Runner{plan: &plans.Plan{}, o: Options{Mapping: snapshot.Mapping{Namespaces: map[string]string{"alice": "alice-green"}}}}
+	left := r.leaveOutSkipped(plan, original)
+	if want := []string{"volume alice-green/never-used", "volume alice-green/lost", "database katib-mysql"}; !slices.Equal(left, want) {
+		t.Errorf("left out %q, want %q", left, want)
+	}
+	var kept []string
+	for _, v := range plan.Volumes {
+		kept = append(kept, v.Name)
+	}
+	if want := []string{"first-used-on-green", "notes"}; !slices.Equal(kept, want) || len(plan.Databases) != 1 {
+		t.Errorf("green's plan keeps volumes %q and %d databases, want %q and kfp-mysql", kept, len(plan.Databases), want)
 	}
 }

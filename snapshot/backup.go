@@ -224,6 +224,10 @@ type Bucket struct {
 	// Backups made before it have none, and their buckets' settings are neither restored nor
 	// compared.
 	Settings string `json:"settings,omitempty"`
+	// Locks says the objects' locks (ObjectMetadata's Retention and LegalHold) were read. A
+	// backup made before them, or whose store did not let them be read, holds none: a restore and
+	// verify leave the target's objects' locks as they are.
+	Locks bool `json:"locks,omitempty"`
 	// Reused objects, of ReusedBytes, had not changed since the backup ReusedFrom: their stored
 	// files were copied from it in the storage, not read from the store again.
 	Reused      int    `json:"reused,omitempty"`

@@ -57,8 +57,8 @@ the storage's chunk repository (only the files changed since the claim's last ba
 default when the backup is not encrypted and goes through exec) or as a compressed tar (with
 --encrypt-to, --mover-direct or --volume-format tar). A bucket's objects that did not change since
 the last backup of the same store are copied in the storage, not read again. A stream the API
-server drops is run again. Unbound claims and databases without a running pod are listed as skipped and the exit code
-is 3. Planning now, the selection flags
+server drops is run again. Databases without a running pod and claims whose volume is lost are listed as skipped and
+the exit code is 3; a claim that never had a volume holds no data and is listed under NOTHING TO COPY. Planning now, the selection flags
 (--include-namespaces, --exclude-namespaces, --include-resources, --exclude-resources, -l) narrow
 what moves as they do for ferry plan, over ferry.yaml's include and exclude.
 

@@ -207,6 +207,13 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	if refusal := tags.refused.Load(); refusal != nil {
 		w.Skip("bucket", item.Name+" object tags", fmt.Sprintf("the store does not let the objects' tags be read (%s): the backup holds those objects without them, and a restore leaves the target's tags of those objects as they are", *refusal))
 	}
+	entry.Locks = true
+	if lock.ObjectLock != nil && len(entry.Objects) > 0 {
+		if refusal := lockRefusal(ctx, mc, item.Name, entry.Objects[0].Key); refusal != "" {
+			entry.Locks = false
+			w.Skip("bucket", item.Name+" object locks", fmt.Sprintf("the store does not let the objects' locks be read (%s): the backup holds those objects without their retention and legal hold, and a restore leaves the target's as they are", refusal))
+		}
+	}
 	if err := c.storeSettings(ctx, w, mc, &entry); err != nil {
 		return entry, err
 	}
@@ -265,6 +272,26 @@ type tagReader struct {
 	refused atomic.Pointer[string] // the store's error code
 }
 
+// lockRefusal asks the store for an object's retention and legal hold: a store gives an object's
+// lock with its GET only to a caller allowed to read it, and nothing otherwise. It returns the
+// store's error code when it refuses them, or "".
+func lockRefusal(ctx context.Context, mc *minio.Client, bucket, key string) string {
+	refused := func(err error) string {
+		switch c := code(err); {
+		case c == "" || busy(err) || c == "NoSuchObjectLockConfiguration" || c == "NoSuchKey":
+			return "" // read, none, busy (not a refusal) or deleted since
+		default:
+			return c
+		}
+	}
+	_, _, err := mc.GetObjectRetention(ctx, bucket, key, "")
+	if c := refused(err); c != "" {
+		return c
+	}
+	_, err = mc.GetObjectLegalHold(ctx, bucket, key, minio.GetObjectLegalHoldOptions{})
+	return refused(err)
+}
+
 // lock returns the retention and legal hold of an object an earlier backup holds (as old): read
 // again in a locked bucket, old's elsewhere.
 func (t *tagReader) lock(ctx context.Context, key string, old objectMetadata) (*snapshot.ObjectRetention, bool, error) {
@@ -281,7 +308,7 @@ func (t *tagReader) lock(ctx context.Context, key string, old objectMetadata) (*
 		t.c.warn("the store is busy; reading the object's lock again", "object", t.bucket+"/"+key, "attempt", attempt, "code", code(err))
 	})
 	if code(err) == "NoSuchKey" {
-		return nil, false, fmt.Errorf("stat %s: %w", key, errDeletedSinceListed)
+		return old.Retention, old.LegalHold, nil // deleted since it was listed: held as it was read
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("read the lock of %s: %w", key, err)

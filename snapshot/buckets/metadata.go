@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"mime"
+	"net/http"
 	"path"
 	"slices"
 	"strings"
@@ -31,11 +32,14 @@ type objectMetadata struct {
 	TagsUnread bool `json:"tagsUnread,omitempty"`
 }
 
-// forComparing is got with the tags the backup could not read taken as the backup's, so that
-// metadataDifferences does not name them.
-func (m objectMetadata) forComparing(got snapshot.ObjectMetadata) snapshot.ObjectMetadata {
+// forComparing is got with what backup b could not read taken as the backup's (the object's
+// tags, the bucket's objects' locks), so that metadataDifferences does not name them.
+func (m objectMetadata) forComparing(b snapshot.Bucket, got snapshot.ObjectMetadata) snapshot.ObjectMetadata {
 	if m.TagsUnread {
 		got.Tags = m.Tags
+	}
+	if !b.Locks {
+		got.Retention, got.LegalHold = m.Retention, m.LegalHold
 	}
 	return got
 }
@@ -57,7 +61,11 @@ func metadataOf(info minio.ObjectInfo) snapshot.ObjectMetadata {
 		m.ContentType = ""
 	}
 	if mode := info.Metadata.Get("X-Amz-Object-Lock-Mode"); mode != "" {
-		if until, err := time.Parse(time.RFC3339Nano, info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")); err == nil {
+		until, err := time.Parse(time.RFC3339Nano, info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+		if err != nil { // a store that writes it as an HTTP date
+			until, err = http.ParseTime(info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+		}
+		if err == nil {
 			m.Retention = &snapshot.ObjectRetention{Mode: strings.ToUpper(mode), Until: until.UTC()}
 		}
 	}
@@ -94,6 +102,8 @@ func putOptions(m snapshot.ObjectMetadata, sha string, now time.Time) minio.PutO
 	if m.LegalHold {
 		opts.LegalHold = minio.LegalHoldEnabled
 	}
+	// S3 takes a lock only with the content's checksum.
+	opts.SendContentMd5 = opts.Mode != "" || opts.LegalHold != ""
 	return opts
 }
 

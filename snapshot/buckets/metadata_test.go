@@ -140,12 +140,20 @@ func TestBusyStoresAreAskedAgainNotTakenForRefusals(t *testing.T) {
 func TestUnreadTagsAreNotCompared(t *testing.T) {
 	want := objectMetadata{ObjectMetadata: snapshot.ObjectMetadata{ContentType: "application/json"}, TagsUnread: true}
 	got := snapshot.ObjectMetadata{ContentType: "application/json", Tags: map[string]string{"owner": "target"}}
-	if d := metadataDifferences("a.json", want.ObjectMetadata, want.forComparing(got)); d != nil {
+	if d := metadataDifferences("a.json", want.ObjectMetadata, want.forComparing(snapshot.Bucket{}, got)); d != nil {
 		t.Errorf("unread tags compared: %q", d)
 	}
 	read := objectMetadata{ObjectMetadata: want.ObjectMetadata}
-	if d := metadataDifferences("a.json", read.ObjectMetadata, read.forComparing(got)); len(d) != 1 {
+	if d := metadataDifferences("a.json", read.ObjectMetadata, read.forComparing(snapshot.Bucket{}, got)); len(d) != 1 {
 		t.Errorf("read tags not compared: %q", d)
+	}
+	// A backup that did not read the objects' locks (made before them) leaves the target's.
+	held := snapshot.ObjectMetadata{ContentType: "application/json", LegalHold: true}
+	if d := metadataDifferences("a.json", read.ObjectMetadata, read.forComparing(snapshot.Bucket{}, held)); d != nil {
+		t.Errorf("locks compared for a backup that did not read them: %q", d)
+	}
+	if d := metadataDifferences("a.json", read.ObjectMetadata, read.forComparing(snapshot.Bucket{Locks: true}, held)); len(d) != 1 {
+		t.Errorf("read locks not compared: %q", d)
 	}
 	data, err := json.Marshal(map[string]objectMetadata{"a.json": want})
 	if err != nil || !strings.Contains(string(data), `"tagsUnread":true`) || !strings.Contains(string(data), `"contentType":"application/json"`) {

@@ -305,7 +305,7 @@ func sameOnTarget(ctx context.Context, mc *minio.Client, b snapshot.Bucket, o sn
 		if err != nil {
 			return notSame, err
 		}
-		got = want.forComparing(got)
+		got = want.forComparing(b, got)
 		if len(metadataDifferences(o.Key, want.ObjectMetadata, got)) > 0 {
 			got.Tags = want.Tags
 			if len(metadataDifferences(o.Key, want.ObjectMetadata, got)) > 0 {

@@ -135,7 +135,7 @@ func compareMetadata(ctx context.Context, mc *minio.Client, b snapshot.Bucket, k
 	if err != nil {
 		return "", "", err
 	}
-	if diffs := metadataDifferences(key, want.ObjectMetadata, want.forComparing(got)); len(diffs) > 0 {
+	if diffs := metadataDifferences(key, want.ObjectMetadata, want.forComparing(b, got)); len(diffs) > 0 {
 		return snapshot.StatusDifferent, strings.Join(diffs, "; "), nil
 	}
 	return snapshot.StatusIdentical, "", nil

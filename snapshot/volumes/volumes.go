@@ -143,7 +143,8 @@ func (c Contents) Capture(ctx context.Context, w *snapshot.Writer) error {
 }
 
 // noVolumeYet records claim v, planned with no volume, as holding no data when it still has
-// none, and as skipped when it has one now: files the plan did not read.
+// none, and as skipped when it has one now (files the plan did not read) or is to be filled
+// from a data source when first used.
 func (c Contents) noVolumeYet(ctx context.Context, w *snapshot.Writer, v plans.Volume) error {
 	name := v.Namespace + "/" + v.Name
 	pvc, err := c.Client.CoreV1().PersistentVolumeClaims(v.Namespace).Get(ctx, v.Name, metav1.GetOptions{})
@@ -152,6 +153,10 @@ func (c Contents) noVolumeYet(ctx context.Context, w *snapshot.Writer, v plans.V
 		w.NoData("volume", name, "the claim had no volume when planned and is gone now")
 	case err != nil:
 		return fmt.Errorf("claim %s: %w", name, err)
+	case pvc.Spec.VolumeName == "" && (pvc.Spec.DataSource != nil || pvc.Spec.DataSourceRef != nil):
+		// A clone, a snapshot's restore or a populator's claim: filled when its first pod comes,
+		// from a source a restore does not make it with.
+		w.Skip("volume", name, "the claim has no volume yet, and is to be filled from its data source when first used: a restore makes it without the source, empty; copy what the source holds another way")
 	case pvc.Status.Phase == corev1.ClaimPending && pvc.Spec.VolumeName == "":
 		w.NoData("volume", name, "the claim has no volume yet (pending): nothing to copy; a restore makes it again, pending")
 	default:

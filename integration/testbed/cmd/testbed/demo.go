@@ -145,8 +145,8 @@ func demo(ctx context.Context, args []string) error {
 	}
 	id := m[1]
 	var errs []error
-	// A run that went on without what its backup skipped (--allow-skipped: the platform's claims
-	// that never had a volume, a database without a running pod) ends with exit 3, never 0.
+	// A run that went on without what its backup skipped (--allow-skipped: a database without a
+	// running pod) ends with exit 3, never 0.
 	var exit *exec.ExitError
 	if lacks := regexp.MustCompile(`green lacks \d+ items its backup skipped`).FindString(stderr); lacks != "" && errors.As(migrateErr, &exit) && exit.ExitCode() == 3 {
 		stage("ferry migrate ended with exit 3: %s, which its report lists", lacks)
