@@ -57,7 +57,7 @@ func TestClaimsWithoutAVolumeAreNoLoss(t *testing.T) {
 		}
 	}
 	bindWith("notes", "a.txt")
-	scope := []string{"--from", "blue", "--preset", "kubeflow", "--include-namespaces", ns}
+	scope := []string{"--from", "blue", "-f", namespacesConfig(t, ns)}
 	planFile := filepath.Join(t.TempDir(), "plan.json")
 	if code, _, errOut := runFerry(t, append([]string{"plan", "-o", planFile}, scope...)...); code != 0 {
 		t.Fatalf("ferry plan exited %d: %s", code, errOut)
