@@ -319,36 +319,42 @@ func keepHeld(green, run *plans.Plan, m snapshot.Mapping) {
 }
 
 // leaveOutSkipped takes out of green's plan the volumes, databases and buckets that the run's
-// backup skipped on blue (a database without a running pod): green's copies never came from blue,
-// and blue has nothing to put them into. It names them. A claim that had no volume on blue is
-// left out only while green's has none either: one green's pod has bound since (a notebook's
-// workspace first used on green) holds green's writes, which go to blue's claim.
+// backup skipped on blue (a database without a running pod) or found without data (a claim that
+// had no volume there): green's copies never came from blue, and blue has nothing to put them
+// into (a restore into blue's claim without a volume would have to bind it). It names them, and
+// says of such a claim that green's copy has a volume now (bound by its class at once, or by a
+// pod of green's that may have written to it) that what green wrote there stays on green.
 func (r *Runner) leaveOutSkipped(plan *plans.Plan, original *snapshot.Manifest) []string {
 	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
-	skipped := map[string]bool{}
-	for _, s := range original.NoData {
+	mapped := func(s snapshot.Skipped) string {
 		if ns, claim, ok := strings.Cut(s.Name, "/"); ok && s.Kind == "volume" {
-			i := slices.IndexFunc(plan.Volumes, func(v plans.Volume) bool { return v.Namespace == m.Namespace(ns) && v.Name == claim })
-			if i >= 0 && plan.Volumes[i].NoVolumeYet() {
-				skipped["volume "+m.Namespace(ns)+"/"+claim] = true
-			}
+			return s.Kind + " " + m.Namespace(ns) + "/" + claim
 		}
+		return s.Kind + " " + s.Name
 	}
+	skipped, noData := map[string]bool{}, map[string]bool{}
 	for _, s := range original.Skipped {
-		name := s.Name
-		if ns, claim, ok := strings.Cut(s.Name, "/"); ok && s.Kind == "volume" {
-			name = m.Namespace(ns) + "/" + claim
-		}
-		skipped[s.Kind+" "+name] = true
+		skipped[mapped(s)] = true
+	}
+	for _, s := range original.NoData {
+		noData[mapped(s)] = true
 	}
 	var left []string
 	out := func(what string) bool {
-		if skipped[what] {
+		if skipped[what] || noData[what] {
 			left = append(left, what)
+			return true
 		}
-		return skipped[what]
+		return false
 	}
-	plan.Volumes = slices.DeleteFunc(plan.Volumes, func(v plans.Volume) bool { return out("volume " + v.Namespace + "/" + v.Name) })
+	plan.Volumes = slices.DeleteFunc(plan.Volumes, func(v plans.Volume) bool {
+		what := "volume " + v.Namespace + "/" + v.Name
+		if noData[what] && !v.NoVolumeYet() {
+			left = append(left, what+" (green's copy has a volume now: what green wrote to it stays on green)")
+			return true
+		}
+		return out(what)
+	})
 	plan.Databases = slices.DeleteFunc(plan.Databases, func(d plans.DataItem) bool { return out("database " + d.Name) })
 	plan.Buckets = slices.DeleteFunc(plan.Buckets, func(b plans.DataItem) bool { return out("bucket " + b.Name) })
 	return left
