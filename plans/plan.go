@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/plans/config"
+	"github.com/ferrykube/ferry/plans/rules"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -172,10 +173,9 @@ func (v Volume) FilesUnread() string {
 	return ""
 }
 
-// NoVolumeYet says whether the claim was planned pending with no volume named: it never had one
-// (a workspace whose notebook never started, a claim waiting for its first pod), so there is no
-// data to copy, only the claim's object.
-func (v Volume) NoVolumeYet() bool { return v.Phase == "Pending" && v.VolumeName == "" }
+// NoVolumeYet says whether the claim was planned without a volume, as it never had one
+// (rules.NeverBound): there is no data to copy, only the claim's object.
+func (v Volume) NoVolumeYet() bool { return rules.NeverBound(v.Phase, v.VolumeName) }
 
 // blockVolume is why a block-mode claim's data does not move.
 const blockVolume = "a raw block volume: ferry moves files, not devices, so its data is left out; copy it another way"

@@ -45,10 +45,15 @@ func claimRules() map[string]Rule {
 		NeverReady: func(obj map[string]any) bool {
 			phase, _, _ := unstructured.NestedString(obj, "status", "phase")
 			volume, _, _ := unstructured.NestedString(obj, "spec", "volumeName")
-			return phase == "Pending" && volume == ""
+			return NeverBound(phase, volume)
 		},
 	}}
 }
+
+// NeverBound says whether a claim of that phase and volume name never had a volume: pending, with
+// none named (a workspace whose notebook never started, a claim waiting for its first pod). It
+// holds no data, only its object.
+func NeverBound(phase, volumeName string) bool { return phase == "Pending" && volumeName == "" }
 
 // FittedAnnotation, on a claim a restore made larger than the backup's so that its volume holds
 // the claim's files (FitClaim), holds the request the backup's had and the one the restore gave:

@@ -299,13 +299,9 @@ func (t *tagReader) lock(ctx context.Context, key string, old objectMetadata) (*
 		return old.Retention, old.LegalHold, nil
 	}
 	var info minio.ObjectInfo
-	err := retryBusy(ctx, func() error {
-		return t.c.retryBroken(ctx, t.bucket+"/"+key, "reading the object's lock", func() (err error) {
-			info, err = t.mc.StatObject(ctx, t.bucket, key, minio.StatObjectOptions{})
-			return err
-		})
-	}, func(attempt int, err error) {
-		t.c.warn("the store is busy; reading the object's lock again", "object", t.bucket+"/"+key, "attempt", attempt, "code", code(err))
+	err := t.ask(ctx, key, "the object's lock", func() (err error) {
+		info, err = t.mc.StatObject(ctx, t.bucket, key, minio.StatObjectOptions{})
+		return err
 	})
 	if code(err) == "NoSuchKey" {
 		return old.Retention, old.LegalHold, nil // deleted since it was listed: held as it was read
@@ -317,16 +313,22 @@ func (t *tagReader) lock(ctx context.Context, key string, old objectMetadata) (*
 	return m.Retention, m.LegalHold, nil
 }
 
+// ask runs f, reading what of object key, again while its connection breaks off or the store is
+// busy.
+func (t *tagReader) ask(ctx context.Context, key, what string, f func() error) error {
+	object := t.bucket + "/" + key
+	return retryBusy(ctx, func() error {
+		return t.c.retryBroken(ctx, object, "reading "+what, f)
+	}, func(attempt int, err error) {
+		t.c.warn("the store is busy; reading "+what+" again", "object", object, "attempt", attempt, "code", code(err))
+	})
+}
+
 // read returns an object's tags, or unread when the store refuses to give them.
 func (t *tagReader) read(ctx context.Context, key string, count int) (tags map[string]string, unread bool, err error) {
-	object := t.bucket + "/" + key
-	err = retryBusy(ctx, func() error {
-		return t.c.retryBroken(ctx, object, "reading the object's tags", func() (err error) {
-			tags, err = objectTags(ctx, t.mc, t.bucket, key, count)
-			return err
-		})
-	}, func(attempt int, err error) {
-		t.c.warn("the store is busy; reading the object's tags again", "object", object, "attempt", attempt, "code", code(err))
+	err = t.ask(ctx, key, "the object's tags", func() (err error) {
+		tags, err = objectTags(ctx, t.mc, t.bucket, key, count)
+		return err
 	})
 	if refusal := code(err); refusal != "" && !busy(err) && ctx.Err() == nil {
 		t.refused.CompareAndSwap(nil, &refusal)

@@ -61,9 +61,10 @@ func metadataOf(info minio.ObjectInfo) snapshot.ObjectMetadata {
 		m.ContentType = ""
 	}
 	if mode := info.Metadata.Get("X-Amz-Object-Lock-Mode"); mode != "" {
-		until, err := time.Parse(time.RFC3339Nano, info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+		date := info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")
+		until, err := time.Parse(time.RFC3339Nano, date)
 		if err != nil { // a store that writes it as an HTTP date
-			until, err = http.ParseTime(info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date"))
+			until, err = http.ParseTime(date)
 		}
 		if err == nil {
 			m.Retention = &snapshot.ObjectRetention{Mode: strings.ToUpper(mode), Until: until.UTC()}

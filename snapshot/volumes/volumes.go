@@ -157,7 +157,7 @@ func (c Contents) noVolumeYet(ctx context.Context, w *snapshot.Writer, v plans.V
 		// A clone, a snapshot's restore or a populator's claim: filled when its first pod comes,
 		// from a source a restore does not make it with.
 		w.Skip("volume", name, "the claim has no volume yet, and is to be filled from its data source when first used: a restore makes it without the source, empty; copy what the source holds another way")
-	case pvc.Status.Phase == corev1.ClaimPending && pvc.Spec.VolumeName == "":
+	case rules.NeverBound(string(pvc.Status.Phase), pvc.Spec.VolumeName):
 		w.NoData("volume", name, "the claim has no volume yet (pending): nothing to copy; a restore makes it again, pending")
 	default:
 		w.Skip("volume", name, "the claim had no volume when planned and has one now: its files were not read (plan again)")
