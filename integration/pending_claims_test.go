@@ -2,18 +2,22 @@ package integration
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ferrykube/ferry/integration/testbed"
 	"github.com/ferrykube/ferry/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -128,5 +132,98 @@ func TestClaimsWithoutAVolumeAreNoLoss(t *testing.T) {
 	if code != 3 || !slices.Equal(volumeSkips(m), []string{ns + "/cloned"}) || !strings.Contains(out, "data source") {
 		t.Errorf("a backup with a clone waiting for its first pod exited %d, skipping volumes %v; want 3 and the clone named with its data source\nstdout: %s\nstderr: %s",
 			code, volumeSkips(m), out, lastLines(errOut, 10))
+	}
+}
+
+// TestCarryBackBringsAWorkspaceFirstUsedOnGreen: a notebook's workspace that no pod had used on
+// blue (pending, of a WaitForFirstConsumer class) moves as a claim only. On green a notebook
+// starts, the claim gets a volume and the notebook writes to it; rollback --carry-back must
+// bring those files back into blue's claim, which binds for the carry-back's mover as it would
+// for blue's notebook. A claim green's class bound at once, empty, that no one wrote to, is not
+// carried back: blue's claim stays pending, and the rollback still passes.
+func TestCarryBackBringsAWorkspaceFirstUsedOnGreen(t *testing.T) {
+	const ns = "first-used-on-green"
+	_, greenKC := cutover(t)
+	blue, blueKC := clients(t, "blue")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	removeNamespace(t, ns, blueKC, greenKC)
+	removeAfter(t, ns, blueKC, greenKC)
+	wffc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fu-wait-for-consumer"}, Provisioner: testbed.Provisioner,
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)}
+	for _, c := range []kubernetes.Interface{blueKC, greenKC} {
+		if _, err := c.StorageV1().StorageClasses().Create(ctx, wffc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	createClaim(t, blueKC, ns, "workspace", ptr.To(wffc.Name))
+	createClaim(t, blueKC, ns, "scratch", ptr.To("standard")) // blue never binds it; green's class does, at once
+	createClaim(t, blueKC, ns, "notes", ptr.To("standard"))
+	notesDir := dataDir(t, ns+"-notes")
+	writeClaimFiles(t, notesDir, map[string][]byte{"a.txt": []byte("blue's notes\n")})
+	if err := blue.BindClaim(ctx, ns, "notes", notesDir); err != nil {
+		t.Fatal(err)
+	}
+	// Blue's provisioner, for the workspace only: it binds the claim once the scheduler picked a
+	// node for a pod using it, as green's does.
+	go func() {
+		_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			pvc, err := blueKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "workspace", metav1.GetOptions{})
+			if err != nil || pvc.Annotations["volume.kubernetes.io/selected-node"] == "" {
+				return false, nil
+			}
+			return true, blue.BindClaim(ctx, ns, "workspace", dataDir(t, ns+"-workspace-blue"))
+		})
+	}()
+
+	url := backupMinIO(t, "first-used-on-green")
+	code, out, errOut := runFerry(t, "--storage", url, "migrate", "--from", "blue", "--to", "cutover", "-f", namespacesConfig(t, ns), "--lease-ttl", testLeaseTTL.String())
+	if code != 0 || !strings.Contains(out, "shifted") {
+		t.Fatalf("ferry migrate exited %d, want 0 and shifted\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 20))
+	}
+	id := runID(t, errOut)
+	t.Cleanup(func() { runFerry(t, "--storage", url, "rollback", "--run", id, "--discard-green-writes") })
+
+	// Green: a notebook starts on the workspace, writes to it and stops; notes changes too.
+	notebook := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "notebook"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "notebook", Image: "jupyter", VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/home/jovyan"}}}},
+		Volumes:    []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "workspace"}}}}}}
+	if _, err := greenKC.CoreV1().Pods(ns).Create(ctx, notebook, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pvc, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "workspace", metav1.GetOptions{})
+		return err == nil && pvc.Status.Phase == corev1.ClaimBound, nil
+	}); err != nil {
+		t.Fatalf("green's workspace did not bind for its notebook: %v", err)
+	}
+	greenFiles := map[string][]byte{"analysis.ipynb": []byte(`{"cells": ["written on green"]}`), "data/results.csv": []byte("x,y\n1,2\n")}
+	writeClaimFiles(t, claimFolder(t, greenKC, ns, "workspace"), greenFiles)
+	writeClaimFiles(t, claimFolder(t, greenKC, ns, "notes"), map[string][]byte{"a.txt": []byte("green's notes\n")})
+	if err := greenKC.CoreV1().Pods(ns).Delete(ctx, "notebook", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut = runFerry(t, "--storage", url, "rollback", "--run", id, "--carry-back", "--lease-ttl", testLeaseTTL.String())
+	if code != 0 {
+		t.Fatalf("ferry rollback --carry-back exited %d, want 0\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 20))
+	}
+	pvc, err := blueKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "workspace", metav1.GetOptions{})
+	if err != nil || pvc.Spec.VolumeName == "" {
+		t.Fatalf("blue's workspace after the carry-back: %v, volume %q; want it bound, holding what green's notebook wrote\nstdout: %s", err, pvc.Spec.VolumeName, out)
+	}
+	got, want := claimFiles(t, claimFolder(t, blueKC, ns, "workspace")), claimFiles(t, claimFolder(t, greenKC, ns, "workspace"))
+	if !maps.Equal(got, want) || got["analysis.ipynb"] == "" {
+		t.Errorf("blue's workspace holds\n%v\nwant what green's notebook wrote\n%v", got, want)
+	}
+	if got := claimFiles(t, notesDir); !maps.Equal(got, claimFiles(t, claimFolder(t, greenKC, ns, "notes"))) {
+		t.Errorf("blue's notes hold %v, want green's", got)
+	}
+	scratch, err := blueKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "scratch", metav1.GetOptions{})
+	if err != nil || scratch.Spec.VolumeName != "" || scratch.Status.Phase != corev1.ClaimPending {
+		t.Errorf("blue's scratch claim after the carry-back: %v, volume %q, %s; want it pending: green's copy was empty", err, scratch.Spec.VolumeName, scratch.Status.Phase)
+	}
+	if !strings.Contains(out, ns+"/scratch: it had no volume on blue, and green's copy holds nothing") {
+		t.Errorf("the carry-back does not say why it left %s/scratch as blue has it:\n%s", ns, out)
 	}
 }

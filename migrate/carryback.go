@@ -319,26 +319,13 @@ func keepHeld(green, run *plans.Plan, m snapshot.Mapping) {
 }
 
 // leaveOutSkipped takes out of green's plan the volumes, databases and buckets that the run's
-// backup skipped on blue (a database without a running pod) or found without data (a claim that
-// had no volume there): green's copies never came from blue, and blue has nothing to put them
-// into (a restore into blue's claim without a volume would have to bind it). It names them, and
-// says of such a claim that green's copy has a volume now (bound by its class at once, or by a
-// pod of green's that may have written to it) that what green wrote there stays on green.
+// backup skipped on blue (a database without a running pod), and the claims it found without
+// data (no volume there) that have none on green either: green's copies never came from blue,
+// and hold nothing of green's. It names them. A claim without a volume on blue that green gave
+// one (a notebook first started on green) stays: green may have written to it (withoutUnwritten).
 func (r *Runner) leaveOutSkipped(plan *plans.Plan, original *snapshot.Manifest) []string {
 	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
-	mapped := func(s snapshot.Skipped) string {
-		if ns, claim, ok := strings.Cut(s.Name, "/"); ok && s.Kind == "volume" {
-			return s.Kind + " " + m.Namespace(ns) + "/" + claim
-		}
-		return s.Kind + " " + s.Name
-	}
-	skipped, noData := map[string]bool{}, map[string]bool{}
-	for _, s := range original.Skipped {
-		skipped[mapped(s)] = true
-	}
-	for _, s := range original.NoData {
-		noData[mapped(s)] = true
-	}
+	skipped, noData := itemNames(original.Skipped, m), itemNames(original.NoData, m)
 	var left []string
 	out := func(what string) bool {
 		if skipped[what] || noData[what] {
@@ -349,15 +336,55 @@ func (r *Runner) leaveOutSkipped(plan *plans.Plan, original *snapshot.Manifest) 
 	}
 	plan.Volumes = slices.DeleteFunc(plan.Volumes, func(v plans.Volume) bool {
 		what := "volume " + v.Namespace + "/" + v.Name
-		if noData[what] && !v.NoVolumeYet() {
-			left = append(left, what+" (green's copy has a volume now: what green wrote to it stays on green)")
-			return true
-		}
-		return out(what)
+		return (skipped[what] || v.NoVolumeYet()) && out(what)
 	})
 	plan.Databases = slices.DeleteFunc(plan.Databases, func(d plans.DataItem) bool { return out("database " + d.Name) })
 	plan.Buckets = slices.DeleteFunc(plan.Buckets, func(b plans.DataItem) bool { return out("bucket " + b.Name) })
 	return left
+}
+
+// itemNames are the names of items a backup skipped or found without data ("volume ns/claim",
+// "database x"), a claim's namespace mapped by m.
+func itemNames(items []snapshot.Skipped, m snapshot.Mapping) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range items {
+		if ns, claim, ok := strings.Cut(s.Name, "/"); ok && s.Kind == "volume" {
+			out[s.Kind+" "+m.Namespace(ns)+"/"+claim] = true
+		} else {
+			out[s.Kind+" "+s.Name] = true
+		}
+	}
+	return out
+}
+
+// withoutUnwritten is green's backup (carried) without the volumes of the claims that had none on
+// blue (the run's backup, original, found no data) and hold nothing on green (a class that binds
+// at once gave them an empty one): blue's claim, without a volume, is left as it is, not bound to
+// receive nothing. Those green wrote to are carried back, blue's claim bound for the restore's
+// mover as for blue's own first pod. It names, in blue's names, the volumes left out.
+func (r *Runner) withoutUnwritten(ctx context.Context, original *snapshot.Manifest, carried *snapshot.Reader) (*snapshot.Reader, []string, error) {
+	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
+	noData := itemNames(original.NoData, m)
+	unwritten := map[string]bool{}
+	var names []string
+	for _, v := range carried.Manifest.Volumes {
+		name := v.Namespace + "/" + v.Name
+		if !noData["volume "+name] {
+			continue
+		}
+		empty, err := carried.VolumeHoldsNothing(ctx, v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("backup %s: volume %s: %w", carried.Manifest.Name, name, err)
+		}
+		if empty {
+			unwritten[name] = true
+			names = append(names, m.Inverse().Namespace(v.Namespace)+"/"+v.Name)
+		}
+	}
+	if len(unwritten) == 0 {
+		return carried, nil, nil
+	}
+	return kinds.Without(carried, func(kind, name string) bool { return kind == "volume" && unwritten[name] }), names, nil
 }
 
 // lacks names the databases, volumes and buckets the run moved to green (those its backup of blue
@@ -412,7 +439,7 @@ func (r *Runner) carryBackOptions() kinds.RestoreOptions {
 // admitCarried makes on blue, once its writers started, the objects the carry-back left awaiting
 // them (ids), and verifies them (admit).
 func (r *Runner) admitCarried(ctx context.Context, ids []string) error {
-	rd, cb, err := r.carryBackPlan(ctx, r.carriedAdmission())
+	rd, cb, _, err := r.carryBackPlan(ctx, r.carriedAdmission())
 	if err != nil {
 		return err
 	}
@@ -433,30 +460,34 @@ func (r *Runner) carriedAdmission() resources.Admission {
 }
 
 // carryBackPlan compares the run's backup with the backup of green; admission names what green's
-// admission set on the objects the restore made.
-func (r *Runner) carryBackPlan(ctx context.Context, admission resources.Admission) (*snapshot.Reader, *resources.CarryBack, error) {
+// admission set on the objects the restore made. The backup of green it returns holds no volume
+// of a claim that had none on blue and green left empty; unwritten names those (withoutUnwritten).
+func (r *Runner) carryBackPlan(ctx context.Context, admission resources.Admission) (_ *snapshot.Reader, _ *resources.CarryBack, unwritten []string, _ error) {
 	original, err := r.reader(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	before, err := resources.ReadArchive(ctx, original)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer before.Close()
 	carried, err := snapshot.Open(ctx, r.o.Store, CarryBackName(r.Journal.Run.ID), r.o.Identities)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	if carried, unwritten, err = r.withoutUnwritten(ctx, original.Manifest, carried); err != nil {
+		return nil, nil, nil, err
 	}
 	after, err := resources.ReadArchive(ctx, carried)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer after.Close()
 	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
 	cb, err := resources.PlanCarryBack(ctx, before, after, m, r.restoreBegan(), r.plan.Config, plans.PlacementOf(r.plan), admission)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !r.notedIn(Shifting, NoteAwaitingMade) {
 		// Green's restore left them awaiting its writers, and they were never made there.
@@ -466,9 +497,9 @@ func (r *Runner) carryBackPlan(ctx context.Context, admission resources.Admissio
 	}
 	if err := cb.CheckDeletions(carried.Manifest.Plan); err != nil {
 		cb.Close()
-		return nil, nil, fmt.Errorf("backup %s: %w; once green lists them, run the carry-back again (a new backup of green is made): %w", carried.Manifest.Name, err, ErrStopped)
+		return nil, nil, nil, fmt.Errorf("backup %s: %w; once green lists them, run the carry-back again (a new backup of green is made): %w", carried.Manifest.Name, err, ErrStopped)
 	}
-	return carried, cb, nil
+	return carried, cb, unwritten, nil
 }
 
 // carryBackRun restores or verifies the backup of green on blue.
@@ -479,21 +510,30 @@ func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Re
 	if command == kinds.Restore {
 		admission = resources.DryRunAdmission(r.o.Green.Dynamic)
 	}
-	rd, cb, err := r.carryBackPlan(ctx, admission)
+	rd, cb, unwritten, err := r.carryBackPlan(ctx, admission)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer cb.Close() // its spool; the names it keeps stay
 	restorers := kinds.CarryBackRestorers(rd, cb, r.o.Blue, r.carryBackOptions())
+	var rep *snapshot.Report
 	if command == kinds.Verify {
-		rep, err := kinds.Run(ctx, command, rd, restorers, r.o.Log)
-		return rep, cb, err
+		rep, err = kinds.Run(ctx, command, rd, restorers, r.o.Log)
+	} else {
+		rep, err = kinds.RestoreAfterCheck(ctx, rd, restorers, r.o.Log, func(ctx context.Context) error {
+			return r.record(ctx, Event{State: CarriedBack, Phase: Note, Detail: NoteCarryingBack})
+		})
 	}
-	rep, err := kinds.RestoreAfterCheck(ctx, rd, restorers, r.o.Log, func(ctx context.Context) error {
-		return r.record(ctx, Event{State: CarriedBack, Phase: Note, Detail: NoteCarryingBack})
-	})
+	if rep != nil {
+		for _, name := range unwritten {
+			rep.Add("volumes", snapshot.StatusUnchanged, name, unwrittenDetail)
+		}
+	}
 	return rep, cb, err
 }
+
+// unwrittenDetail says why the carry-back leaves a claim's volume as blue has it (withoutUnwritten).
+const unwrittenDetail = "it had no volume on blue, and green's copy holds nothing: blue's claim is left as it is"
 
 func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
 	rep, cb, err := r.carryBackRun(ctx, kinds.Restore)
@@ -508,6 +548,17 @@ func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
 		countLine(rep, snapshot.StatusRestored, snapshot.StatusUpdated, snapshot.StatusDeleted))
 	if len(cb.Admitted) > 0 {
 		detail += fmt.Sprintf("; %d kept blue's fields where green's admission changed them as the restore made them (e.g. %s)", len(cb.Admitted), slices.Min(slices.Collect(maps.Keys(cb.Admitted))))
+	}
+	if unwritten := rep.Problems(snapshot.StatusUnchanged); len(unwritten) > 0 {
+		var names []string
+		for _, it := range unwritten {
+			if it.Detail == unwrittenDetail {
+				names = append(names, it.Name)
+			}
+		}
+		if len(names) > 0 {
+			detail += "; left as blue has them, as they had no volume there and green's copies hold nothing: volume " + strings.Join(names, ", volume ")
+		}
 	}
 	if len(rec.Awaiting) > 0 {
 		detail += fmt.Sprintf("; %d await blue's writers, one of which may serve their admission webhook (e.g. %s): made once they start", len(rec.Awaiting), rec.Awaiting[0])
@@ -557,6 +608,11 @@ func (r *Runner) atRisk(ctx context.Context) string {
 		}
 		for _, v := range m.Volumes {
 			what = append(what, "volume "+mapping.Namespace(v.Namespace)+"/"+v.Name)
+		}
+		for _, name := range slices.Sorted(maps.Keys(itemNames(m.NoData, mapping))) {
+			if strings.HasPrefix(name, "volume ") {
+				what = append(what, name+" (no volume on blue: if green gave it one)")
+			}
 		}
 		for _, b := range m.Buckets {
 			what = append(what, "bucket "+b.Name)

@@ -106,6 +106,31 @@ func (l *FileListWriter) Abort(err error) {
 	<-l.done
 }
 
+// errHoldsSomething ends VolumeHoldsNothing's read at the first entry that is data.
+var errHoldsSomething = errors.New("the volume holds an entry")
+
+// VolumeHoldsNothing reports whether the volume held no entry but the filesystem's lost+found
+// folder: a claim given a volume that nothing wrote to. Its file list is read (to its end, and
+// checked) only when the manifest's counts leave it open.
+func (r *Reader) VolumeHoldsNothing(ctx context.Context, v Volume) (bool, error) {
+	switch {
+	case v.Bytes > 0, v.List != nil && (v.List.Files > 0 || v.List.Entries > 1):
+		return false, nil
+	case v.List != nil && v.List.Entries == 0:
+		return true, nil
+	}
+	err := r.VolumeFiles(ctx, v, func(f File) error {
+		if f.Type == "dir" && strings.TrimSuffix(f.Path, "/") == "lost+found" {
+			return nil
+		}
+		return errHoldsSomething
+	})
+	if errors.Is(err, errHoldsSomething) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // VolumeFiles calls fn for each entry of the volume's file list, in the order stored: from its
 // stream (format 4), read, decompressed and decrypted as it goes and checked against the manifest
 // at its end, or from the manifest (format 3 and older). An error of the stream (it does not match

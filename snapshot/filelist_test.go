@@ -305,3 +305,42 @@ func TestFileListOfALongClaimByAnOlderFerry(t *testing.T) {
 		t.Fatalf("read back %v, %v; want the file a", got, err)
 	}
 }
+
+// A volume holds nothing when its list has no entry but the filesystem's lost+found folder: a
+// carry-back leaves such a volume of green's (a claim blue never gave one) out.
+func TestVolumeHoldsNothing(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	lostFound := File{Path: "lost+found/", Type: "dir", Mode: "0700", ModTime: at}
+	for _, tc := range []struct {
+		name  string
+		files []File
+		want  bool
+	}{
+		{"no entry", nil, true},
+		{"lost+found only", []File{lostFound}, true},
+		{"an empty folder", []File{{Path: "projects/", Type: "dir", Mode: "0755", ModTime: at}}, false},
+		{"an empty file", []File{{Path: "notes.txt", Type: "file", Mode: "0644", ModTime: at, SHA256: strings.Repeat("e", 64)}}, false},
+		{"a symlink", []File{{Path: "current", Type: "symlink", Mode: "0777", ModTime: at, Link: "elsewhere"}}, false},
+		{"lost+found and a file", append([]File{lostFound}, listFiles(2)...), false},
+		{"a file in lost+found", []File{{Path: "lost+found/#1234", Type: "file", Mode: "0600", Size: 3, ModTime: at, SHA256: strings.Repeat("f", 64)}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newStore(t)
+			m := writeListBackup(t, store, "b", nil, tc.files)
+			r, err := Open(ctx, store, "b", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := r.Manifest.Volumes[0]
+			v.Bytes = 0
+			for _, f := range tc.files {
+				v.Bytes += f.Size
+			}
+			got, err := r.VolumeHoldsNothing(ctx, v)
+			if err != nil || got != tc.want {
+				t.Errorf("VolumeHoldsNothing = %v, %v; want %v (list %+v of manifest %s)", got, err, tc.want, v.List, m.Name)
+			}
+		})
+	}
+}
