@@ -504,7 +504,8 @@ func (r *Runner) carryBackPlan(ctx context.Context, admission resources.Admissio
 
 // carryBackRun restores or verifies the backup of green on blue.
 // Green's admission is asked what it makes of the objects the restore made when they are
-// restored, and that is replayed when they are verified.
+// restored, and that is replayed when they are verified. The restore's report names the volumes
+// it leaves as blue has them (withoutUnwritten).
 func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Report, *resources.CarryBack, error) {
 	admission := r.carriedAdmission()
 	if command == kinds.Restore {
@@ -524,7 +525,7 @@ func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Re
 			return r.record(ctx, Event{State: CarriedBack, Phase: Note, Detail: NoteCarryingBack})
 		})
 	}
-	if rep != nil {
+	if rep != nil && command == kinds.Restore {
 		for _, name := range unwritten {
 			rep.Add("volumes", snapshot.StatusUnchanged, name, unwrittenDetail)
 		}
