@@ -91,7 +91,19 @@ func stagingDir(id string) (string, error) {
 func StageCompressed(ctx context.Context, dir string, r io.Reader) (Staged, error) {
 	// One goroutine decodes just what the tar reader asks for: nothing reads on past the archive's
 	// end marker into a stdin that may never end.
-	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+	return stageCompressed(ctx, dir, r, 1)
+}
+
+// stageDownloaded is StageCompressed of a stream that ends (a download, read to its end anyway):
+// blocks are read, hashed and decoded ahead of the tar reader, on another core than the one
+// writing the files.
+func stageDownloaded(ctx context.Context, dir string, r io.Reader) (Staged, error) {
+	return stageCompressed(ctx, dir, r, 4)
+}
+
+// stageCompressed decodes with up to inflight blocks decoded ahead (1: none).
+func stageCompressed(ctx context.Context, dir string, r io.Reader, inflight int) (Staged, error) {
+	dec, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(inflight))
 	if err != nil {
 		return Staged{}, err
 	}

@@ -890,7 +890,7 @@ func StageDirect(ctx context.Context, dir string, req DirectUnpackRequest) (Dire
 	defer rc.Close()
 	digest, counter := sha256.New(), &countWriter{}
 	stored := io.TeeReader(rc, io.MultiWriter(digest, counter))
-	res.Staged, err = StageCompressed(ctx, dir, stored)
+	res.Staged, err = stageDownloaded(ctx, dir, stored)
 	// All of the stored file is read, for ferry to check it whole against the manifest.
 	if _, derr := io.Copy(io.Discard, stored); err == nil {
 		err = derr
