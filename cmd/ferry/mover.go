@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrykube/ferry/internal/badinput"
 	"github.com/ferrykube/ferry/snapshot/volumes"
+	"github.com/klauspost/readahead"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -140,7 +141,14 @@ func (o *unpackOptions) run(ctx context.Context) error {
 		if o.direct {
 			return unpackDirect(ctx, o.streams)
 		}
-		st, err := volumes.StageCompressed(ctx, ".", bufio.NewReaderSize(o.streams.In, 1<<20))
+		// Stdin is read ahead while the files are written: the exec stream does not wait on the
+		// disk. Not closed: a stdin kwok or a kubelet never ends would keep Close waiting on the
+		// read past the archive's end; the process exits instead.
+		ahead, err := readahead.NewReaderSize(o.streams.In, 8, 1<<20)
+		if err != nil {
+			return err
+		}
+		st, err := volumes.StageCompressed(ctx, ".", ahead)
 		if err != nil {
 			return err
 		}
