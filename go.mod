@@ -15,7 +15,6 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/klauspost/compress v1.20.4
-	github.com/klauspost/readahead v1.4.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.0

@@ -16,6 +16,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/ferrykube/ferry/snapshot/kinds"
 	"github.com/ferrykube/ferry/snapshot/resources"
+	"github.com/ferrykube/ferry/snapshot/volumes"
 )
 
 // RollbackOptions say how to go back to blue once green may hold writes blue lacks.
@@ -365,11 +366,19 @@ func itemNames(items []snapshot.Skipped, m snapshot.Mapping) map[string]bool {
 func (r *Runner) withoutUnwritten(ctx context.Context, original *snapshot.Manifest, carried *snapshot.Reader) (*snapshot.Reader, []string, error) {
 	m := kinds.EffectiveMappingOf(r.plan, r.o.Mapping)
 	noData := itemNames(original.NoData, m)
+	// A file the backup of green skipped (it changed while read) was written there, though the
+	// volume's list does not hold it.
+	skippedFiles := map[string]bool{}
+	for _, s := range carried.Manifest.Skipped {
+		if claim, _, ok := strings.Cut(s.Name, ":"); ok && s.Kind == volumes.SkippedFileKind {
+			skippedFiles[claim] = true
+		}
+	}
 	unwritten := map[string]bool{}
 	var names []string
 	for _, v := range carried.Manifest.Volumes {
 		name := v.Namespace + "/" + v.Name
-		if !noData["volume "+name] {
+		if !noData["volume "+name] || skippedFiles[name] {
 			continue
 		}
 		empty, err := carried.VolumeHoldsNothing(ctx, v)

@@ -422,3 +422,78 @@ func TestLeaveOutSkipped(t *testing.T) {
 		t.Errorf("green's plan keeps volumes %q and databases %+v, want first-used-on-green, notes and kfp-mysql", kept, plan.Databases)
 	}
 }
+
+// TestWithoutUnwritten: of the claims that had no volume on blue, green's copies that hold
+// nothing (no entry but lost+found) are left out of the carry-back and named in blue's names;
+// one that holds a file, or a file the backup of green skipped as it changed, is carried back.
+func TestWithoutUnwritten(t *testing.T) {
+	ctx := context.Background()
+	store := fileStore(t)
+	w, err := snapshot.Create(ctx, store, "green", plans.Cluster{}, &plans.Plan{}, time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for claim, files := range map[string][]snapshot.File{
+		"empty":         nil,
+		"formatted":     {{Path: "lost+found/", Type: "dir", Mode: "0700", ModTime: at}},
+		"written":       {{Path: "analysis.ipynb", Type: "file", Mode: "0644", Size: 2, ModTime: at, SHA256: strings.Repeat("a", 64)}},
+		"changing":      nil, // its one file changed while read: skipped
+		"bound-on-blue": nil, // had a volume on blue: carried back as ever
+	} {
+		l, err := w.NewFileList(ctx, "alice-green", claim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bytes int64
+		for _, f := range files {
+			bytes += f.Size
+			if err := l.Add(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, err := l.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := w.Put(ctx, "volumes/alice-green/"+claim+".tar.zst", strings.NewReader("tar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.AddVolume(snapshot.Volume{Namespace: "alice-green", Name: claim, Key: key, Bytes: bytes, List: &list})
+	}
+	w.Skip("file", "alice-green/changing:notes.txt", "it changed while read, twice")
+	if _, err := w.Commit(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	carried, err := snapshot.Open(ctx, store, "green", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var noData []snapshot.Skipped
+	for _, claim := range []string{"empty", "formatted", "written", "changing"} {
+		noData = append(noData, snapshot.Skipped{Kind: "volume", Name: "alice/" + claim})
+	}
+	r := &Runner{plan: &plans.Plan{}, o: Options{Mapping: snapshot.Mapping{Namespaces: map[string]string{"alice": "alice-green"}}}}
+	out, left, err := r.withoutUnwritten(ctx, &snapshot.Manifest{NoData: noData}, carried)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(left)
+	if want := []string{"alice/empty", "alice/formatted"}; !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
+	var kept []string
+	for _, v := range out.Manifest.Volumes {
+		kept = append(kept, v.Name)
+	}
+	slices.Sort(kept)
+	if want := []string{"bound-on-blue", "changing", "written"}; !slices.Equal(kept, want) {
+		t.Errorf("the carry-back restores volumes %q, want %q", kept, want)
+	}
+	for _, s := range out.Manifest.Streams {
+		if strings.Contains(s.Key, "/empty") || strings.Contains(s.Key, "/formatted") {
+			t.Errorf("the carry-back still reads stream %s of a volume it leaves out", s.Key)
+		}
+	}
+}

@@ -10,8 +10,8 @@ import (
 	"os"
 
 	"github.com/ferrykube/ferry/internal/badinput"
+	"github.com/ferrykube/ferry/internal/readahead"
 	"github.com/ferrykube/ferry/snapshot/volumes"
-	"github.com/klauspost/readahead"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -142,13 +142,9 @@ func (o *unpackOptions) run(ctx context.Context) error {
 			return unpackDirect(ctx, o.streams)
 		}
 		// Stdin is read ahead while the files are written: the exec stream does not wait on the
-		// disk. Not closed: a stdin kwok or a kubelet never ends would keep Close waiting on the
-		// read past the archive's end; the process exits instead.
-		ahead, err := readahead.NewReaderSize(o.streams.In, 8, 1<<20)
-		if err != nil {
-			return err
-		}
-		st, err := volumes.StageCompressed(ctx, ".", ahead)
+		// disk. Each read is passed on as it comes: a stdin kwok or a kubelet never ends still
+		// hands over the archive's last bytes.
+		st, err := volumes.StageCompressed(ctx, ".", readahead.New(o.streams.In, 8, 1<<20))
 		if err != nil {
 			return err
 		}
