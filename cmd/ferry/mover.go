@@ -10,7 +10,6 @@ import (
 	"os"
 
 	"github.com/ferrykube/ferry/internal/badinput"
-	"github.com/ferrykube/ferry/internal/readahead"
 	"github.com/ferrykube/ferry/snapshot/volumes"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -141,10 +140,7 @@ func (o *unpackOptions) run(ctx context.Context) error {
 		if o.direct {
 			return unpackDirect(ctx, o.streams)
 		}
-		// Stdin is read ahead while the files are written: the exec stream does not wait on the
-		// disk. Each read is passed on as it comes: a stdin kwok or a kubelet never ends still
-		// hands over the archive's last bytes.
-		st, err := volumes.StageCompressed(ctx, ".", readahead.New(o.streams.In, 8, 1<<20))
+		st, err := volumes.StageCompressed(ctx, ".", bufio.NewReaderSize(o.streams.In, 1<<20))
 		if err != nil {
 			return err
 		}
