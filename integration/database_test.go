@@ -55,6 +55,18 @@ func TestBackupDumpsMySQL(t *testing.T) {
 	if _, fixture := kubeflowFixture(); fixture && !strings.Contains(out, "database katib-mysql: no running pod") {
 		t.Errorf("katib-mysql has no running pod and must be reported as skipped:\n%s", out)
 	}
+
+	// A backup of one tenant's namespace holds none of the platform's databases and buckets, which
+	// live in the kubeflow namespace: the selection narrows the data as a restore's does.
+	code, out, errOut = runFerry(t, "--storage", url, "backup", "--from", "blue", "--preset", "kubeflow", "--include-namespaces", "alice", "--name", "alice-only")
+	_, m = wantBackupExit(t, url, "alice-only", code, out, errOut)
+	if len(m.Databases) > 0 || len(m.Buckets) > 0 || slices.ContainsFunc(m.Skipped, func(s snapshot.Skipped) bool { return s.Kind == "database" || s.Kind == "bucket" }) {
+		t.Errorf("a backup of namespace alice holds databases %+v and buckets %+v, skipping %+v; want none of the kubeflow namespace's", m.Databases, m.Buckets, m.Skipped)
+	}
+	code, out, errOut = runFerry(t, "plan", "--from", "blue", "--preset", "kubeflow", "--include-namespaces", "alice")
+	if code != 0 || !regexpLine(out, `databases\s+\d+\s+namespace not included`) {
+		t.Errorf("ferry plan of namespace alice exited %d, want 0 and the databases listed as not moved\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 10))
+	}
 }
 
 // TestBackupDumpsPostgreSQL declares a PostgreSQL of an application in ferry.yaml, runs its pod on

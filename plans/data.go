@@ -27,13 +27,27 @@ func workloadGVR(kind string) schema.GroupVersionResource {
 }
 
 // findData looks up the configured databases, buckets, tenants and quiesce targets on the cluster.
-// What it cannot find becomes a warning: the plan still covers everything else.
-func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []servedResource, namespaces map[string]bool) error {
+// What it cannot find becomes a warning: the plan still covers everything else. Those in a
+// namespace data leaves out are listed as excluded (Options.Data).
+func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []servedResource, namespaces map[string]bool, data *Filter) error {
 	volumes := map[string]*Volume{}
 	for i := range p.Volumes {
 		volumes[p.Volumes[i].Namespace+"/"+p.Volumes[i].Name] = &p.Volumes[i]
 	}
+	leftOut := func(kind, namespace, name string) bool {
+		if data == nil {
+			return false
+		}
+		reason := data.DataReason(namespace, false)
+		if reason != "" {
+			p.Excluded = append(p.Excluded, Exclusion{Resource: kind, Namespace: namespace, Name: name, Count: 1, Reason: reason})
+		}
+		return reason != ""
+	}
 	for _, d := range p.Config.Databases {
+		if leftOut("databases", d.Namespace, d.Name) {
+			continue
+		}
 		item := DataItem{Name: d.Name, Engine: d.Engine, Namespace: d.Namespace, Workload: d.Workload}
 		if d.Secret != nil {
 			item.Secret = d.Secret.Name
@@ -49,6 +63,9 @@ func findData(ctx context.Context, dyn dynamic.Interface, p *Plan, served []serv
 		p.Databases = append(p.Databases, item)
 	}
 	for _, b := range p.Config.Buckets {
+		if leftOut("buckets", b.Namespace, b.Name) {
+			continue
+		}
 		item := DataItem{Name: b.Name, Namespace: b.Namespace, Workload: b.Workload, Endpoint: b.Endpoint}
 		if b.Secret != nil {
 			item.Secret = b.Secret.Name

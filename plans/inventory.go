@@ -46,7 +46,12 @@ type Options struct {
 	Concurrency int
 	// PageSize is the LIST page size (default 500).
 	PageSize int64
-	Log      *slog.Logger
+	// Data, when set, leaves the databases and buckets out whose namespace it leaves out
+	// (Filter.DataReason), as the restore of a backup does by the same selection: the selection
+	// flags of ferry plan and ferry backup narrow the data as they narrow the objects. ferry.yaml's
+	// own selection does not: its databases and buckets are what it names.
+	Data *Filter
+	Log  *slog.Logger
 }
 
 // servedResource is a resource type the API server serves in its preferred version.
@@ -166,16 +171,16 @@ func Inventory(ctx context.Context, cl Clients, opts Options) (*Plan, error) {
 			p.Resources = append(p.Resources, t.res)
 		}
 	}
-	sortExclusions(p.Excluded)
 	for i := range p.Volumes {
 		v := &p.Volumes[i]
 		v.Pods = podUses[v.Namespace+"/"+v.Name]
 	}
 	p.Resources, p.Waves = Order(p.Resources, edges)
 	countCRs(p)
-	if err := findData(ctx, cl.Dynamic, p, served, namespaces); err != nil {
+	if err := findData(ctx, cl.Dynamic, p, served, namespaces, opts.Data); err != nil {
 		return nil, err
 	}
+	sortExclusions(p.Excluded)
 	for _, v := range p.Volumes {
 		if why := v.FilesUnread(); why == blockVolume {
 			p.warn("claim "+v.Namespace+"/"+v.Name, "%s", why)

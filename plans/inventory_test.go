@@ -537,3 +537,60 @@ func TestInventoryEndpoints(t *testing.T) {
 		t.Errorf("findings %+v, want a warning that hand-written endpoints are not in the plan", p.Findings)
 	}
 }
+
+// TestDataNarrowedBySelection: a selection of namespaces given for the data (the flags of ferry
+// plan and backup) leaves out the databases and buckets of the others, listed as not moved with
+// the reason, as a restore by the same selection leaves them; without one, ferry.yaml's data is
+// planned whatever its selection (TestInventory's).
+func TestDataNarrowedBySelection(t *testing.T) {
+	cfg := config.Planning{
+		Databases: []config.Database{{Name: "db", Engine: "mysql", Namespace: "shop", Workload: "statefulset/mariadb"},
+			{Name: "kfp-mysql", Engine: "mysql", Namespace: "kubeflow", Workload: "deployment/mysql"}},
+		Buckets: []config.Bucket{{Name: "mlpipeline", Namespace: "kubeflow", Workload: "deployment/minio"},
+			{Name: "archive", Endpoint: "http://127.0.0.1:9000"}}, // no namespace: it goes with any selection
+	}
+	for _, tc := range []struct {
+		name               string
+		selection          *config.Planning
+		databases, buckets []string
+		excluded           []string
+	}{
+		{"no selection", nil, []string{"db", "kfp-mysql"}, []string{"mlpipeline", "archive"}, nil},
+		{"include shop", &config.Planning{Include: config.Selection{Namespaces: []string{"shop"}}}, []string{"db"}, []string{"archive"},
+			[]string{"buckets kubeflow/mlpipeline: namespace not included", "databases kubeflow/kfp-mysql: namespace not included"}},
+		{"exclude kubeflow", &config.Planning{Exclude: config.Selection{Namespaces: []string{"kubeflow"}}}, []string{"db"}, []string{"archive"},
+			[]string{"buckets kubeflow/mlpipeline: namespace excluded", "databases kubeflow/kfp-mysql: namespace excluded"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, _ := fakeClients("blue", "v1.37.2", nil, source()...)
+			var data *Filter
+			if tc.selection != nil {
+				var err error
+				if data, err = NewBackupFilter(*tc.selection); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := Inventory(context.Background(), cl, Options{Config: cfg, Data: data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := func(items []DataItem) []string {
+				var out []string
+				for _, it := range items {
+					out = append(out, it.Name)
+				}
+				return out
+			}
+			var excluded []string
+			for _, e := range p.Excluded {
+				if e.Resource == "databases" || e.Resource == "buckets" {
+					excluded = append(excluded, e.Resource+" "+e.Namespace+"/"+e.Name+": "+e.Reason)
+				}
+			}
+			if !slices.Equal(names(p.Databases), tc.databases) || !slices.Equal(names(p.Buckets), tc.buckets) || !slices.Equal(excluded, tc.excluded) {
+				t.Errorf("planned databases %q and buckets %q, excluded %q; want %q, %q and %q",
+					names(p.Databases), names(p.Buckets), excluded, tc.databases, tc.buckets, tc.excluded)
+			}
+		})
+	}
+}

@@ -149,7 +149,11 @@ func (o *backupOptions) run(ctx context.Context) error {
 	}
 	plan := o.plan
 	if plan == nil {
-		if plan, err = plans.Inventory(ctx, source.Plans(), plans.Options{Config: o.config.Planning, Context: o.from, Concurrency: o.parallel.n, Log: o.global.logger}); err != nil {
+		data, err := o.selection.dataFilter()
+		if err != nil {
+			return err
+		}
+		if plan, err = plans.Inventory(ctx, source.Plans(), plans.Options{Config: o.config.Planning, Context: o.from, Concurrency: o.parallel.n, Data: data, Log: o.global.logger}); err != nil {
 			return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
 		}
 	}

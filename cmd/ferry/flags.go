@@ -78,6 +78,16 @@ func (s *selectionFlags) isSet() bool {
 	return len(s.include.Namespaces)+len(s.include.Resources)+len(s.exclude.Namespaces)+len(s.exclude.Resources) > 0 || s.include.LabelSelector != ""
 }
 
+// dataFilter narrows a plan's databases and buckets to the namespaces the flags select
+// (plans.Options.Data), as a restore by the same flags does; nil when no flag selects.
+func (s *selectionFlags) dataFilter() (*plans.Filter, error) {
+	if !s.isSet() {
+		return nil, nil
+	}
+	f, err := plans.NewBackupFilter(s.config().Planning)
+	return f, badinput.Wrap(err)
+}
+
 // validate checks the selection as ferry.yaml's include and exclude are checked.
 func (s *selectionFlags) validate() error {
 	if err := s.config().Validate(); err != nil {

@@ -142,7 +142,11 @@ func (o *planOptions) run(ctx context.Context) error {
 		return badinput.Wrap(err)
 	}
 	o.global.logger.Info("planning", "from", orCurrent(o.from))
-	p, err := plans.Inventory(ctx, source, plans.Options{Config: o.config.Planning, Context: o.from, Concurrency: o.concurrency, Log: o.global.logger})
+	data, err := o.selection.dataFilter()
+	if err != nil {
+		return err
+	}
+	p, err := plans.Inventory(ctx, source, plans.Options{Config: o.config.Planning, Context: o.from, Concurrency: o.concurrency, Data: data, Log: o.global.logger})
 	if err != nil {
 		return fmt.Errorf("plan %s: %w", orCurrent(o.from), err)
 	}
