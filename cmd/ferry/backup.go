@@ -60,7 +60,9 @@ the last backup of the same store are copied in the storage, not read again. A s
 server drops is run again. Databases without a running pod and claims whose volume is lost are listed as skipped and
 the exit code is 3; a claim that never had a volume holds no data and is listed under NOTHING TO COPY. Planning now, the selection flags
 (--include-namespaces, --exclude-namespaces, --include-resources, --exclude-resources, -l) narrow
-what moves as they do for ferry plan, over ferry.yaml's include and exclude.
+what moves as they do for ferry plan, over ferry.yaml's include and exclude; the databases and buckets of
+namespaces they leave out are not backed up (ferry plan lists them as not moved), as a restore by the same
+flags leaves them.
 
 ` + fmt.Sprintf(`While it runs, a backup rewrites its %s every %s. A backup whose ferry was
 killed stays incomplete (ferry backups delete removes it); the next ferry backup into the same

@@ -40,6 +40,8 @@ func newPlanCommand(global *globalOptions, streams genericiooptions.IOStreams) *
 		Long: `plan lists every resource type the source serves, counts what would move by type and namespace,
 records what does not move and why, finds volumes, databases and buckets, orders the restore in waves,
 estimates the time, and with --to checks the target. Exit code 3 when a finding blocks the move.
+The selection flags narrow the databases and buckets too: those of namespaces they leave out are
+listed as not moved.
 
 With --upgrade, --to is a green cluster that runs the platform's new release: the plan also says
 what moves as state, what is left to green's release (the platform section of the preset or
