@@ -376,6 +376,7 @@ func (r *Runner) withoutUnwritten(ctx context.Context, original *snapshot.Manife
 	}
 	unwritten := map[string]bool{}
 	var names []string
+	blue := m.Inverse()
 	for _, v := range carried.Manifest.Volumes {
 		name := v.Namespace + "/" + v.Name
 		if !noData["volume "+name] || skippedFiles[name] {
@@ -387,7 +388,7 @@ func (r *Runner) withoutUnwritten(ctx context.Context, original *snapshot.Manife
 		}
 		if empty {
 			unwritten[name] = true
-			names = append(names, m.Inverse().Namespace(v.Namespace)+"/"+v.Name)
+			names = append(names, blue.Namespace(v.Namespace)+"/"+v.Name)
 		}
 	}
 	if len(unwritten) == 0 {
@@ -514,15 +515,15 @@ func (r *Runner) carryBackPlan(ctx context.Context, admission resources.Admissio
 // carryBackRun restores or verifies the backup of green on blue.
 // Green's admission is asked what it makes of the objects the restore made when they are
 // restored, and that is replayed when they are verified. The restore's report names the volumes
-// it leaves as blue has them (withoutUnwritten).
-func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Report, *resources.CarryBack, error) {
+// it leaves as blue has them (withoutUnwritten), which unwritten returns.
+func (r *Runner) carryBackRun(ctx context.Context, command string) (_ *snapshot.Report, _ *resources.CarryBack, unwritten []string, _ error) {
 	admission := r.carriedAdmission()
 	if command == kinds.Restore {
 		admission = resources.DryRunAdmission(r.o.Green.Dynamic)
 	}
 	rd, cb, unwritten, err := r.carryBackPlan(ctx, admission)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer cb.Close() // its spool; the names it keeps stay
 	restorers := kinds.CarryBackRestorers(rd, cb, r.o.Blue, r.carryBackOptions())
@@ -539,14 +540,14 @@ func (r *Runner) carryBackRun(ctx context.Context, command string) (*snapshot.Re
 			rep.Add("volumes", snapshot.StatusUnchanged, name, unwrittenDetail)
 		}
 	}
-	return rep, cb, err
+	return rep, cb, unwritten, err
 }
 
 // unwrittenDetail says why the carry-back leaves a claim's volume as blue has it (withoutUnwritten).
 const unwrittenDetail = "it had no volume on blue, and green's copy holds nothing: blue's claim is left as it is"
 
 func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
-	rep, cb, err := r.carryBackRun(ctx, kinds.Restore)
+	rep, cb, unwritten, err := r.carryBackRun(ctx, kinds.Restore)
 	if err != nil {
 		return nil, "", err
 	}
@@ -559,16 +560,8 @@ func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
 	if len(cb.Admitted) > 0 {
 		detail += fmt.Sprintf("; %d kept blue's fields where green's admission changed them as the restore made them (e.g. %s)", len(cb.Admitted), slices.Min(slices.Collect(maps.Keys(cb.Admitted))))
 	}
-	if unwritten := rep.Problems(snapshot.StatusUnchanged); len(unwritten) > 0 {
-		var names []string
-		for _, it := range unwritten {
-			if it.Detail == unwrittenDetail {
-				names = append(names, it.Name)
-			}
-		}
-		if len(names) > 0 {
-			detail += "; left as blue has them, as they had no volume there and green's copies hold nothing: volume " + strings.Join(names, ", volume ")
-		}
+	if len(unwritten) > 0 {
+		detail += "; left as blue has them, as they had no volume there and green's copies hold nothing: volume " + strings.Join(unwritten, ", volume ")
 	}
 	if len(rec.Awaiting) > 0 {
 		detail += fmt.Sprintf("; %d await blue's writers, one of which may serve their admission webhook (e.g. %s): made once they start", len(rec.Awaiting), rec.Awaiting[0])
@@ -577,7 +570,7 @@ func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
 }
 
 func (r *Runner) verifyBlueStep(ctx context.Context) (any, string, error) {
-	rep, _, err := r.carryBackRun(ctx, kinds.Verify)
+	rep, _, _, err := r.carryBackRun(ctx, kinds.Verify)
 	if err != nil {
 		return nil, "", err
 	}

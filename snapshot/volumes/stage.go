@@ -94,12 +94,10 @@ func StageCompressed(ctx context.Context, dir string, r io.Reader) (Staged, erro
 	return stageCompressed(ctx, dir, r, 1)
 }
 
-// stageDownloaded is StageCompressed of a stream that ends (a download, read to its end anyway):
-// blocks are read, hashed and decoded ahead of the tar reader, on another core than the one
+// downloadBlocksInFlight is how many blocks of a stream that ends (a download, read to its end
+// anyway) are read, hashed and decoded ahead of the tar reader, on another core than the one
 // writing the files.
-func stageDownloaded(ctx context.Context, dir string, r io.Reader) (Staged, error) {
-	return stageCompressed(ctx, dir, r, 4)
-}
+const downloadBlocksInFlight = 4
 
 // stageCompressed decodes with up to inflight blocks decoded ahead (1: none).
 func stageCompressed(ctx context.Context, dir string, r io.Reader, inflight int) (Staged, error) {

@@ -890,7 +890,7 @@ func StageDirect(ctx context.Context, dir string, req DirectUnpackRequest) (Dire
 	defer rc.Close()
 	digest, counter := sha256.New(), &countWriter{}
 	stored := io.TeeReader(rc, io.MultiWriter(digest, counter))
-	res.Staged, err = stageDownloaded(ctx, dir, stored)
+	res.Staged, err = stageCompressed(ctx, dir, stored, downloadBlocksInFlight)
 	// All of the stored file is read, for ferry to check it whole against the manifest.
 	if _, derr := io.Copy(io.Discard, stored); err == nil {
 		err = derr
