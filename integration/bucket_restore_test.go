@@ -27,8 +27,13 @@ import (
 // cluster's own MinIO server of the testbed, with its keys in a Secret.
 func serveMinIO(t *testing.T, cluster, namespace string) {
 	t.Helper()
+	serveMinIOOf(t, cluster, namespace, tb.MinIO[cluster])
+}
+
+// serveMinIOOf is serveMinIO with the testbed's MinIO m in place of the cluster's.
+func serveMinIOOf(t *testing.T, cluster, namespace string, m *testbed.MinIO) {
+	t.Helper()
 	c, kc := clients(t, cluster)
-	m := tb.MinIO[cluster]
 	pod := serveWorkload(t, kc, namespace, "minio", "artifact-keys", map[string]string{"accesskey": m.AccessKey, "secretkey": m.SecretKey})
 	if err := c.MapPortForward(context.Background(), namespace, pod, 9000, "127.0.0.1", m.Port); err != nil {
 		t.Fatal(err)

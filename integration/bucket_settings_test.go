@@ -298,3 +298,108 @@ func versions(t *testing.T, m *testbed.MinIO, bucket, key string) int {
 	}
 	return n
 }
+
+// TestBucketEncryptionMoves: blue's MinIO keeps two buckets encrypted at rest, as a platform's
+// artifacts with data of its users are: one by its default encryption (SSE-KMS under the KMS's
+// key), holding an object put without encryption of its own and one put with SSE-S3; one without
+// a default, holding an object in clear and one put with SSE-KMS. A restore onto green's MinIO,
+// whose KMS has a key of the same name, keeps each bucket's default and each object's encryption,
+// as the independent checker reads them through the S3 API, and verify passes. A restore onto a
+// MinIO without a KMS cannot encrypt: it fails, naming the buckets and objects, and puts none
+// of what blue kept encrypted there in clear.
+func TestBucketEncryptionMoves(t *testing.T) {
+	testbed.Require(t, tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const blueNS, greenNS, plainNS = "bucket-sealed", "bucket-sealed-green", "bucket-sealed-plain"
+	const sealed, mixed = "bs-sealed", "bs-mixed"
+	serveMinIO(t, "blue", blueNS)
+	serveMinIO(t, "green", greenNS)
+	blueMinIO, greenMinIO := tb.MinIO["blue"], tb.MinIO["green"]
+	blue := blueMinIO.S3Client()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	put := func(bucket, key, body string, sse s3types.ServerSideEncryption) {
+		t.Helper()
+		in := &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body), ServerSideEncryption: sse}
+		if sse == s3types.ServerSideEncryptionAwsKms {
+			in.SSEKMSKeyId = aws.String(testbed.KMSKey)
+		}
+		_, err := blue.PutObject(ctx, in)
+		must("put "+bucket+"/"+key, err)
+	}
+	for _, b := range []string{sealed, mixed} {
+		_, err := blue.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)})
+		must("create "+b, err)
+	}
+	_, err := blue.PutBucketEncryption(ctx, &s3.PutBucketEncryptionInput{Bucket: aws.String(sealed), ServerSideEncryptionConfiguration: &s3types.ServerSideEncryptionConfiguration{
+		Rules: []s3types.ServerSideEncryptionRule{{ApplyServerSideEncryptionByDefault: &s3types.ServerSideEncryptionByDefault{
+			SSEAlgorithm: s3types.ServerSideEncryptionAwsKms, KMSMasterKeyID: aws.String(testbed.KMSKey)}}}}})
+	must("default encryption of "+sealed, err)
+	put(sealed, "runs/metrics.json", `{"accuracy":0.93}`, "")
+	put(sealed, "runs/model.bin", "weights", s3types.ServerSideEncryptionAes256)
+	put(mixed, "readme.txt", "public notes", "")
+	put(mixed, "users.csv", "id,email\n1,a@example.org\n", s3types.ServerSideEncryptionAwsKms)
+	encryptedOnBlue := map[string][]string{sealed: {"runs/metrics.json", "runs/model.bin"}, mixed: {"users.csv"}}
+
+	config := filepath.Join(t.TempDir(), "ferry.yaml")
+	var cfg strings.Builder
+	cfg.WriteString("include: {namespaces: [" + blueNS + "]}\nbuckets:\n")
+	for _, b := range []string{sealed, mixed} {
+		cfg.WriteString("- name: " + b + "\n  namespace: " + blueNS + "\n  workload: deployment/minio\n  port: 9000\n  secret: {name: artifact-keys, accessKeyKey: accesskey, secretKeyKey: secretkey}\n")
+	}
+	must("write ferry.yaml", os.WriteFile(config, []byte(cfg.String()), 0o644))
+	url := backupMinIO(t, "bucketencryption")
+	const backup = "bucket-encryption"
+	if code, stdout, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", config, "--name", backup); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %.2000s\nstderr: %.2000s", code, stdout, errOut)
+	}
+
+	t.Run("green keeps blue's encryption", func(t *testing.T) {
+		for _, command := range []string{"restore", "verify"} {
+			if code, rep, errOut := runReportCommand(t, "--storage", url, command, "--to", "green", "--backup", backup, "--namespace-map", blueNS+"="+greenNS); code != 0 {
+				t.Fatalf("ferry %s exited %d: %s %s %+v\n%.2000s", command, code, rep.Result, rep.Error, rep.Items, errOut)
+			}
+		}
+		blueSide, greenSide := side{name: "blue", minio: blueMinIO}, side{name: "green", minio: greenMinIO}
+		if diffs := compareBuckets(t, ctx, blueSide, greenSide, []string{sealed, mixed}); len(diffs) > 0 {
+			t.Errorf("green's buckets differ from blue's:\n%s", strings.Join(diffs, "\n"))
+		}
+		if s := bucketSettings(t, greenMinIO.S3Client(), sealed); !strings.Contains(s["encryption"], testbed.KMSKey) {
+			t.Errorf("green's %s has default encryption %q, want SSE-KMS under %s", sealed, s["encryption"], testbed.KMSKey)
+		}
+	})
+
+	t.Run("a store that cannot encrypt gets nothing blue kept encrypted", func(t *testing.T) {
+		plain, err := tb.AddMinIO(ctx, "sealed-plain", true)
+		must("start a MinIO without a KMS", err)
+		t.Cleanup(func() { tb.RemoveMinIO("sealed-plain") })
+		serveMinIOOf(t, "green", plainNS, plain)
+		code, rep, errOut := runReportCommand(t, "--storage", url, "restore", "--to", "green", "--backup", backup, "--namespace-map", blueNS+"="+plainNS)
+		var failed []string
+		for _, it := range rep.Items {
+			if it.Status == snapshot.StatusFailed {
+				failed = append(failed, it.Name+": "+it.Detail)
+			}
+		}
+		t.Logf("restore onto a store without a KMS exited %d, failed:\n%s", code, strings.Join(failed, "\n"))
+		if code != 3 || !strings.Contains(strings.Join(failed, "\n"), sealed) || !strings.Contains(strings.Join(failed, "\n"), "users.csv") {
+			t.Errorf("restore onto a store without a KMS exited %d, failed %q; want 3, and %s and users.csv named\n%.2000s", code, failed, sealed, errOut)
+		}
+		for bucket, keys := range encryptedOnBlue {
+			got := bucketContents(t, plain, bucket, "")
+			for _, key := range keys {
+				if _, ok := got[key]; ok {
+					t.Errorf("%s/%s, encrypted on blue, is on the store without a KMS, in clear", bucket, key)
+				}
+			}
+		}
+		if got := bucketContents(t, plain, mixed, ""); string(got["readme.txt"]) != "public notes" {
+			t.Errorf("%s/readme.txt, in clear on blue, is not on the store without a KMS: %q", mixed, got["readme.txt"])
+		}
+	})
+}

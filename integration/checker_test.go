@@ -1065,6 +1065,10 @@ func bucketFacts(ctx context.Context, m *testbed.MinIO, bucket string) (map[stri
 		}
 		h := sha256.New()
 		n, err := io.Copy(h, obj)
+		var info minio.ObjectInfo
+		if err == nil {
+			info, err = obj.Stat()
+		}
 		obj.Close()
 		if err != nil {
 			return nil, fmt.Errorf("read a key of %d bytes: %w", len(o.Key), err)
@@ -1073,7 +1077,9 @@ func bucketFacts(ctx context.Context, m *testbed.MinIO, bucket string) (map[stri
 		if err != nil {
 			return nil, fmt.Errorf("the tags of a key of %d bytes: %w", len(o.Key), err)
 		}
-		out[o.Key] = fmt.Sprintf("%d bytes, SHA-256 %s, tags %v", n, hex.EncodeToString(h.Sum(nil)), tags.ToMap())
+		// How the store keeps it at rest: in clear, SSE-S3, or SSE-KMS under a key of its KMS.
+		encryption := strings.TrimSpace(info.Metadata.Get("X-Amz-Server-Side-Encryption") + " " + info.Metadata.Get("X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id"))
+		out[o.Key] = fmt.Sprintf("%d bytes, SHA-256 %s, tags %v, encryption %q", n, hex.EncodeToString(h.Sum(nil)), tags.ToMap(), encryption)
 	}
 	return out, nil
 }
@@ -1118,6 +1124,12 @@ func bucketSettings(t *testing.T, c *s3.Client, bucket string) map[string]string
 		out["tags"] = js(tags)
 	} else if !strings.Contains(err.Error(), "NoSuchTagSet") {
 		t.Fatalf("bucket %s: tags: %v", bucket, err)
+	}
+	// A store without encryption at rest (SeaweedFS, MinIO without a KMS) has none to give.
+	if e, err := c.GetBucketEncryption(ctx, &s3.GetBucketEncryptionInput{Bucket: aws.String(bucket)}); err == nil {
+		out["encryption"] = js(e.ServerSideEncryptionConfiguration.Rules)
+	} else if !strings.Contains(err.Error(), "ServerSideEncryptionConfigurationNotFoundError") && !strings.Contains(err.Error(), "NotImplemented") {
+		t.Fatalf("bucket %s: encryption: %v", bucket, err)
 	}
 	if l, err := c.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(bucket)}); err == nil {
 		out["object lock"] = js(l.ObjectLockConfiguration)

@@ -228,6 +228,10 @@ type Bucket struct {
 	// backup made before them, or whose store did not let them be read, holds none: a restore and
 	// verify leave the target's objects' locks as they are.
 	Locks bool `json:"locks,omitempty"`
+	// EncryptionRead says the objects' server-side encryption (ObjectMetadata's Encryption) was
+	// read. A backup made before it holds none, and an incremental backup does not reuse its
+	// objects: a restore of them would put in clear what the store kept encrypted.
+	EncryptionRead bool `json:"encryptionRead,omitempty"`
 	// Reused objects, of ReusedBytes, had not changed since the backup ReusedFrom: their stored
 	// files were copied from it in the storage, not read from the store again.
 	Reused      int    `json:"reused,omitempty"`
@@ -251,6 +255,17 @@ type ObjectMetadata struct {
 	// tags, changes without its bytes. A store gives them only to a caller allowed to read them.
 	Retention *ObjectRetention `json:"retention,omitempty"`
 	LegalHold bool             `json:"legalHold,omitempty"`
+	// Encryption is how the store keeps the object's bytes encrypted at rest (SSE-S3 or
+	// SSE-KMS, by its own choice or the bucket's default); nil when it keeps them in clear.
+	Encryption *ServerSideEncryption `json:"encryption,omitempty"`
+}
+
+// ServerSideEncryption is how a store encrypts what it keeps: its algorithm, "AES256" (SSE-S3,
+// keys of the store's own) or "aws:kms" (SSE-KMS), and for SSE-KMS the key's ID as the store
+// names it. The key is the store's: a backup holds its name only.
+type ServerSideEncryption struct {
+	Algorithm string `json:"algorithm"`
+	KMSKeyID  string `json:"kmsKeyID,omitempty"`
 }
 
 // ObjectRetention is an object's retention: its mode (GOVERNANCE or COMPLIANCE) and the time
@@ -272,6 +287,8 @@ type BucketSettings struct {
 	Tags      map[string]string `json:"tags,omitempty"`
 	// ObjectLock is set for a bucket made with object lock, which only a new bucket can get.
 	ObjectLock *ObjectLock `json:"objectLock,omitempty"`
+	// Encryption is the bucket's default encryption of new objects.
+	Encryption *ServerSideEncryption `json:"encryption,omitempty"`
 	// Unread names the settings the store did not let the backup read (no permission, or a
 	// store without them): a restore leaves them as the target has them, and verify does not
 	// compare them.

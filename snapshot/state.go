@@ -228,8 +228,9 @@ func beatFresh(ctx context.Context, store storage.Reader, name string, info stor
 // file lists as streams of their own, which a reader of format 3 would take for empty volumes; 5
 // volumes stored as trees over the chunk repository (volumes[].format), which a reader of format 4
 // would take for tar streams; 6 buckets' settings, which a reader of format 5 would silently not
-// restore.
-const FormatVersion = "6"
+// restore; 7 buckets' and objects' server-side encryption, which a reader of format 6 would
+// silently not restore, putting in clear what the store kept encrypted.
+const FormatVersion = "7"
 
 // checkFormat checks a manifest's formatVersion: a positive integer, at most FormatVersion.
 func checkFormat(name, v string) error {

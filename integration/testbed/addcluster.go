@@ -157,7 +157,7 @@ func (tb *Testbed) AddServers(ctx context.Context, name string) error {
 		}
 	}
 	if tb.MinIO[name] == nil {
-		m, err := startMinIO(ctx, tb.Bins, tb.Dir, name)
+		m, err := startMinIO(ctx, tb.Bins, tb.Dir, name, false)
 		if m != nil {
 			tb.MinIO[name] = m
 		}

@@ -2,6 +2,9 @@ package testbed
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,6 +24,10 @@ const (
 	sharedSecretKey = "ferry-testbed-secret"
 )
 
+// KMSKey is the name of the KMS key of the testbed's MinIOs, which SSE-S3 and SSE-KMS encrypt with:
+// each server has one of this name, as each cluster's store would have its own KMS.
+const KMSKey = "ferry-testbed-key"
+
 // MinIO is a MinIO server on 127.0.0.1.
 type MinIO struct {
 	Name      string   `json:"name"`
@@ -29,9 +36,35 @@ type MinIO struct {
 	AccessKey string   `json:"accessKey"`
 	SecretKey string   `json:"secretKey"`
 	Process   *Process `json:"process"`
+	// NoKMS is set for a server without a KMS: it refuses server-side encryption.
+	NoKMS bool `json:"noKMS,omitempty"`
 }
 
-func startMinIO(ctx context.Context, bins Binaries, dir, name string) (*MinIO, error) {
+// AddMinIO starts a MinIO server of that name beside the clusters' (noKMS: without a KMS, as a
+// store set up without encryption at rest); RemoveMinIO stops it.
+func (tb *Testbed) AddMinIO(ctx context.Context, name string, noKMS bool) (*MinIO, error) {
+	if tb.MinIO[name] != nil {
+		return nil, fmt.Errorf("testbed: a MinIO named %s runs already", name)
+	}
+	m, err := startMinIO(ctx, tb.Bins, tb.Dir, name, noKMS)
+	if err != nil {
+		return nil, fmt.Errorf("testbed: add MinIO %s: %w", name, err)
+	}
+	tb.MinIO[name] = m
+	return m, tb.save()
+}
+
+// RemoveMinIO stops the MinIO server AddMinIO started.
+func (tb *Testbed) RemoveMinIO(name string) error {
+	m := tb.MinIO[name]
+	if m == nil {
+		return nil
+	}
+	delete(tb.MinIO, name)
+	return errors.Join(m.Process.stop(10*time.Second), tb.save())
+}
+
+func startMinIO(ctx context.Context, bins Binaries, dir, name string, noKMS bool) (*MinIO, error) {
 	dataDir := filepath.Join(dir, "minio-"+name)
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, err
@@ -46,7 +79,7 @@ func startMinIO(ctx context.Context, bins Binaries, dir, name string) (*MinIO, e
 		if err != nil {
 			return nil, err
 		}
-		m := &MinIO{Name: name, Port: port, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: sharedAccessKey, SecretKey: sharedSecretKey}
+		m := &MinIO{Name: name, Port: port, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), AccessKey: sharedAccessKey, SecretKey: sharedSecretKey, NoKMS: noKMS}
 		m.Process, err = startProcess("minio-"+name,
 			[]string{bins["minio"], "server", dataDir, "--address", fmt.Sprintf("127.0.0.1:%d", port), "--console-address", fmt.Sprintf("127.0.0.1:%d", console), "--quiet"},
 			m.serverEnv(), filepath.Join(dir, "minio-"+name+".log"), nil)
@@ -113,7 +146,13 @@ func (m *MinIO) Restart(ctx context.Context) error {
 }
 
 func (m *MinIO) serverEnv() []string {
-	return []string{"MINIO_ROOT_USER=" + m.AccessKey, "MINIO_ROOT_PASSWORD=" + m.SecretKey, "MINIO_BROWSER=off", "MINIO_UPDATE=off"}
+	env := []string{"MINIO_ROOT_USER=" + m.AccessKey, "MINIO_ROOT_PASSWORD=" + m.SecretKey, "MINIO_BROWSER=off", "MINIO_UPDATE=off"}
+	if !m.NoKMS {
+		// A key of MinIO's built-in KMS, the same on every run: a test's data only.
+		key := sha256.Sum256([]byte("ferry testbed " + m.Name))
+		env = append(env, "MINIO_KMS_SECRET_KEY="+KMSKey+":"+base64.StdEncoding.EncodeToString(key[:]))
+	}
+	return env
 }
 
 func (m *MinIO) waitHealthy() error {

@@ -146,7 +146,7 @@ func Start(ctx context.Context, opts Options) (*Testbed, error) {
 	}
 	for _, name := range opts.MinIOs {
 		g.Go(func() error {
-			m, err := startMinIO(gctx, bins, tb.Dir, name)
+			m, err := startMinIO(gctx, bins, tb.Dir, name, false)
 			if m != nil {
 				mu.Lock()
 				tb.MinIO[name] = m

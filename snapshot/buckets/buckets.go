@@ -207,7 +207,7 @@ func (c Copies) copyBucket(ctx context.Context, w *snapshot.Writer, item plans.D
 	if refusal := tags.refused.Load(); refusal != nil {
 		w.Skip("bucket", item.Name+" object tags", fmt.Sprintf("the store does not let the objects' tags be read (%s): the backup holds those objects without them, and a restore leaves the target's tags of those objects as they are", *refusal))
 	}
-	entry.Locks = true
+	entry.Locks, entry.EncryptionRead = true, true
 	if lock.ObjectLock != nil && len(entry.Objects) > 0 {
 		if refusal := lockRefusal(ctx, mc, item.Name, entry.Objects[0].Key); refusal != "" {
 			entry.Locks = false

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/encrypt"
 )
 
 // metadataFile is where a backup keeps a bucket's objects' metadata: apart from the objects'
@@ -71,6 +72,12 @@ func metadataOf(info minio.ObjectInfo) snapshot.ObjectMetadata {
 		}
 	}
 	m.LegalHold = strings.EqualFold(info.Metadata.Get("X-Amz-Object-Lock-Legal-Hold"), string(minio.LegalHoldEnabled))
+	if alg := info.Metadata.Get("X-Amz-Server-Side-Encryption"); alg != "" {
+		m.Encryption = &snapshot.ServerSideEncryption{Algorithm: alg}
+		if alg != sseS3 {
+			m.Encryption.KMSKeyID = info.Metadata.Get("X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id")
+		}
+	}
 	for k, v := range info.UserMetadata {
 		if strings.EqualFold(k, SHA256Metadata) {
 			continue
@@ -103,6 +110,7 @@ func putOptions(m snapshot.ObjectMetadata, sha string, now time.Time) minio.PutO
 	if m.LegalHold {
 		opts.LegalHold = minio.LegalHoldEnabled
 	}
+	opts.ServerSideEncryption = serverSide(m.Encryption)
 	// S3 takes a lock only with the content's checksum.
 	opts.SendContentMd5 = opts.Mode != "" || opts.LegalHold != ""
 	return opts
@@ -165,7 +173,54 @@ func metadataDifferences(key string, want, got snapshot.ObjectMetadata) []string
 	if keys := differentKeys(want.Tags, got.Tags); len(keys) > 0 {
 		out = append(out, "tags differ: "+strings.Join(keys, ", "))
 	}
+	if !keepsEncrypted(want.Encryption, got.Encryption) {
+		out = append(out, fmt.Sprintf("encryption: backup %s, target %s", encryptionText(want.Encryption), encryptionText(got.Encryption)))
+	}
 	return append(out, lockDifferences(want, got, time.Now())...)
+}
+
+// sseS3 is SSE-S3's algorithm: the store's own keys. Any other (aws:kms, aws:kms:dsse) names a
+// key of a KMS.
+const sseS3 = "AES256"
+
+// serverSide is how an object is asked to be kept encrypted as e says; nil for none.
+func serverSide(e *snapshot.ServerSideEncryption) encrypt.ServerSide {
+	switch {
+	case e == nil:
+		return nil
+	case e.Algorithm == sseS3:
+		return encrypt.NewSSE()
+	}
+	kms, err := encrypt.NewSSEKMS(e.KMSKeyID, nil) // fails only on a context, and there is none
+	if err != nil {
+		return nil
+	}
+	return kms
+}
+
+// keepsEncrypted says whether got keeps what want keeps encrypted at rest as want does: the same
+// algorithm and KMS key (by its ID or its ARN, as MinIO names it "arn:aws:kms:ID"). A target that
+// encrypts what the backup's store kept in clear loses nothing: AWS encrypts every new object.
+func keepsEncrypted(want, got *snapshot.ServerSideEncryption) bool {
+	switch {
+	case want == nil:
+		return true
+	case got == nil || got.Algorithm != want.Algorithm:
+		return false
+	}
+	return want.KMSKeyID == "" || strings.TrimPrefix(want.KMSKeyID, "arn:aws:kms:") == strings.TrimPrefix(got.KMSKeyID, "arn:aws:kms:")
+}
+
+// encryptionText names an encryption: its algorithm and KMS key, "none" for nil. A key's ID is
+// its name in the KMS, not a secret.
+func encryptionText(e *snapshot.ServerSideEncryption) string {
+	switch {
+	case e == nil:
+		return "none"
+	case e.KMSKeyID != "":
+		return e.Algorithm + " with key " + e.KMSKeyID
+	}
+	return e.Algorithm
 }
 
 // differentKeys are the keys, sorted, whose values differ between two maps or that only one has.
@@ -265,7 +320,7 @@ func tagsKept(b snapshot.Bucket) bool { return b.Settings != "" }
 // isZero says whether the object has no metadata but the store's defaults.
 func isZero(m snapshot.ObjectMetadata) bool {
 	return m.ContentType == "" && m.ContentEncoding == "" && m.ContentDisposition == "" && m.ContentLanguage == "" && m.CacheControl == "" && len(m.User) == 0 && len(m.Tags) == 0 &&
-		m.Retention == nil && !m.LegalHold
+		m.Retention == nil && !m.LegalHold && m.Encryption == nil
 }
 
 // storeMetadata writes a bucket's objects' metadata into the backup, when any has some.

@@ -160,3 +160,68 @@ func TestUnreadTagsAreNotCompared(t *testing.T) {
 		t.Errorf("stored as %s, %v", data, err)
 	}
 }
+
+// TestObjectEncryption: an object the store keeps encrypted is put encrypted the same way, and a
+// target that keeps it in clear, or under another key, differs; one that encrypts what the
+// backup's store did not loses nothing.
+func TestObjectEncryption(t *testing.T) {
+	s3 := &snapshot.ServerSideEncryption{Algorithm: "AES256"}
+	kms := func(key string) *snapshot.ServerSideEncryption {
+		return &snapshot.ServerSideEncryption{Algorithm: "aws:kms", KMSKeyID: key}
+	}
+	for _, tc := range []struct {
+		name      string
+		want, got *snapshot.ServerSideEncryption
+		diffs     []string
+	}{
+		{"none", nil, nil, nil},
+		{"SSE-S3 kept", s3, s3, nil},
+		{"SSE-S3 lost", s3, nil, []string{"encryption: backup AES256, target none"}},
+		{"SSE-KMS by ARN and by ID", kms("arn:aws:kms:platform"), kms("platform"), nil},
+		{"SSE-KMS under another key", kms("platform"), kms("other"), []string{"encryption: backup aws:kms with key platform, target aws:kms with key other"}},
+		{"SSE-KMS for SSE-S3", kms("platform"), s3, []string{"encryption: backup aws:kms with key platform, target AES256"}},
+		{"encrypted where the backup's was not", nil, s3, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := metadataDifferences("a", snapshot.ObjectMetadata{Encryption: tc.want}, snapshot.ObjectMetadata{Encryption: tc.got})
+			if !reflect.DeepEqual(got, tc.diffs) {
+				t.Errorf("metadataDifferences = %q, want %q", got, tc.diffs)
+			}
+			if d := settingsDifferences(snapshot.BucketSettings{Encryption: tc.want}, snapshot.BucketSettings{Encryption: tc.got}); len(d) != len(tc.diffs) {
+				t.Errorf("settingsDifferences = %q, want %d", d, len(tc.diffs))
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name    string
+		headers map[string][]string
+		want    *snapshot.ServerSideEncryption
+		sse     string // the header putOptions sends
+	}{
+		{"in clear", nil, nil, ""},
+		{"SSE-S3", map[string][]string{"X-Amz-Server-Side-Encryption": {"AES256"}}, s3, "AES256"},
+		{"SSE-KMS", map[string][]string{"X-Amz-Server-Side-Encryption": {"aws:kms"}, "X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id": {"arn:aws:kms:platform"}},
+			kms("arn:aws:kms:platform"), "aws:kms"},
+	} {
+		t.Run("read and put "+tc.name, func(t *testing.T) {
+			m := metadataOf(minio.ObjectInfo{Metadata: tc.headers})
+			if !reflect.DeepEqual(m.Encryption, tc.want) || isZero(m) != (tc.want == nil) {
+				t.Fatalf("metadataOf = %+v, want %+v", m.Encryption, tc.want)
+			}
+			opts := putOptions(m, "sum", time.Now())
+			sent := ""
+			if opts.ServerSideEncryption != nil {
+				h := map[string][]string{}
+				opts.ServerSideEncryption.Marshal(h)
+				sent = h["X-Amz-Server-Side-Encryption"][0]
+				if tc.want.KMSKeyID != "" && h["X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id"][0] != tc.want.KMSKeyID {
+					t.Errorf("putOptions sends the key %q, want %q", h["X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id"], tc.want.KMSKeyID)
+				}
+			}
+			if sent != tc.sse {
+				t.Errorf("putOptions asks for encryption %q, want %q", sent, tc.sse)
+			}
+		})
+	}
+}

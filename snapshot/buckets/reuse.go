@@ -37,6 +37,10 @@ func (c Copies) earlierCopy(ctx context.Context, store storage.Backend, previous
 			if b.Name != item.Name || b.Prefix != bucketPrefix(item.Name) {
 				continue
 			}
+			if !b.EncryptionRead {
+				c.warn("the bucket's earlier backup did not read how its objects are encrypted: copying every object", "bucket", item.Name, "backup", p.Name)
+				return nil
+			}
 			streams := map[string]snapshot.Stream{}
 			for _, s := range m.Streams {
 				streams[s.Key] = s

@@ -85,7 +85,7 @@ func TestSameStore(t *testing.T) {
 
 // settingNone is a store's error code for a bucket without the setting of a query parameter.
 var settingNone = map[string]string{"object-lock": "ObjectLockConfigurationNotFoundError", "policy": "NoSuchBucketPolicy",
-	"lifecycle": "NoSuchLifecycleConfiguration", "tagging": "NoSuchTagSet"}
+	"lifecycle": "NoSuchLifecycleConfiguration", "tagging": "NoSuchTagSet", "encryption": "ServerSideEncryptionConfigurationNotFoundError"}
 
 func firstQuery(r *http.Request) string {
 	for k := range r.URL.Query() {

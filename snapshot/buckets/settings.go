@@ -15,6 +15,7 @@ import (
 	"github.com/ferrykube/ferry/snapshot"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/lifecycle"
+	"github.com/minio/minio-go/v7/pkg/sse"
 	"github.com/minio/minio-go/v7/pkg/tags"
 )
 
@@ -85,6 +86,18 @@ func settings() []setting {
 					status = minio.Suspended // a bucket that had versioning never goes back to none
 				}
 				return mc.SetBucketVersioning(ctx, bucket, minio.BucketVersioningConfiguration{Status: status})
+			}},
+		// Before the objects, so that the store encrypts those put without their own encryption.
+		{name: "encryption", beforeObjects: true, read: readEncryption, has: func(s snapshot.BucketSettings) bool { return s.Encryption != nil },
+			differs: func(want, got snapshot.BucketSettings) string {
+				if keepsEncrypted(want.Encryption, got.Encryption) {
+					return ""
+				}
+				return fmt.Sprintf("default encryption: backup %s, target %s", encryptionText(want.Encryption), encryptionText(got.Encryption))
+			},
+			write: func(ctx context.Context, mc *minio.Client, bucket string, want, _ snapshot.BucketSettings) error {
+				return mc.SetBucketEncryption(ctx, bucket, &sse.Configuration{Rules: []sse.Rule{{Apply: sse.ApplySSEByDefault{
+					SSEAlgorithm: want.Encryption.Algorithm, KmsMasterKeyID: want.Encryption.KMSKeyID}}}})
 			}},
 		{name: "policy", read: func(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) (err error) {
 			s.Policy, err = mc.GetBucketPolicy(ctx, bucket) // "" when it has none
@@ -192,6 +205,23 @@ func readObjectLock(ctx context.Context, mc *minio.Client, bucket string, s *sna
 	if mode != nil && validity != nil && unit != nil {
 		*s.ObjectLock = snapshot.ObjectLock{Mode: string(*mode), Validity: *validity, Unit: string(*unit)}
 	}
+	return nil
+}
+
+// readEncryption reads the bucket's default encryption. A store that has no such setting
+// (NotImplemented) encrypts nothing by default.
+func readEncryption(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) error {
+	config, err := mc.GetBucketEncryption(ctx, bucket)
+	switch c := code(err); {
+	case c == "ServerSideEncryptionConfigurationNotFoundError" || c == "NotImplemented":
+		return nil
+	case err != nil:
+		return err
+	case len(config.Rules) == 0 || config.Rules[0].Apply.SSEAlgorithm == "":
+		return nil
+	}
+	apply := config.Rules[0].Apply
+	s.Encryption = &snapshot.ServerSideEncryption{Algorithm: apply.SSEAlgorithm, KMSKeyID: apply.KmsMasterKeyID}
 	return nil
 }
 
@@ -337,6 +367,9 @@ func readSettingsFile(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket
 	}
 	if s.Policy != "" && !json.Valid([]byte(s.Policy)) {
 		return nil, fmt.Errorf("the bucket's settings: its policy is not JSON: %w", snapshot.ErrCorrupt)
+	}
+	if e := s.Encryption; e != nil && e.Algorithm != sseS3 && !strings.HasPrefix(e.Algorithm, "aws:kms") {
+		return nil, fmt.Errorf("the bucket's settings: default encryption %q is not one S3 has: %w", e.Algorithm, snapshot.ErrCorrupt)
 	}
 	if _, err := parseLifecycle(s.Lifecycle); err != nil {
 		return nil, fmt.Errorf("the bucket's settings: %v: %w", err, snapshot.ErrCorrupt)
