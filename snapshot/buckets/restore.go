@@ -421,6 +421,9 @@ func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapsho
 		if verr := v.failure(); verr != nil {
 			return verr
 		}
+		if c := code(err); meta.Encryption != nil && (c == "NotImplemented" || strings.HasPrefix(c, "kms:") || strings.HasPrefix(c, "KMS.")) {
+			return fmt.Errorf("put: the target's store cannot keep it encrypted as the source's did (%s), and it is not put in clear: give the store a KMS (and that key): %w", encryptionText(meta.Encryption), err)
+		}
 		return fmt.Errorf("put: %w", err)
 	}
 	if !v.done {
