@@ -227,3 +227,70 @@ func TestCarryBackBringsAWorkspaceFirstUsedOnGreen(t *testing.T) {
 		t.Errorf("the carry-back does not say why it left %s/scratch as blue has it:\n%s", ns, out)
 	}
 }
+
+// TestRestoreRefusesClaimsThatCannotBind: green holds the claim already, made before the restore
+// (as GitOps makes an application's claims), of a storage class green lacks (the old cloud's
+// gp2): pending, and no volume can ever be made for it. The restore refuses before it applies
+// anything, naming the claim and its class, and exits non-zero; none of the backup's objects is
+// made. Once the claim is deleted, the restore makes it with the backup's class and its files.
+func TestRestoreRefusesClaimsThatCannotBind(t *testing.T) {
+	const ns = "unbindable-claims"
+	blue, _ := clients(t, "blue")
+	kc, greenKC := restoreShapesNamespace(t, ns)
+	ctx := context.Background()
+	claim := func(class string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "datasets"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: ptr.To(class),
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	}
+	if _, err := kc.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim("standard"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := dataDir(t, "unbindable-datasets")
+	if err := os.WriteFile(filepath.Join(dir, "train.csv"), []byte("x,y\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := blue.BindClaim(ctx, ns, "datasets", dir); err != nil {
+		t.Fatal(err)
+	}
+	marker := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "marker"}, Data: map[string]string{"from": "blue"}}
+	if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, marker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	url := backupMinIO(t, "unbindable-claims")
+	if code, out, errOut := runFerry(t, "--storage", url, "backup", "--from", "blue", "-f", namespacesConfig(t, ns), "--name", "unbindable"); code != 0 {
+		t.Fatalf("ferry backup exited %d\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 10))
+	}
+
+	createNamespace(t, greenKC, ns, nil)
+	if _, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim("gp2"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, rep, errOut := runReportCommand(t, "--storage", url, "restore", "--to", "green", "--backup", "unbindable", "--include-namespaces", ns)
+	took := time.Since(start)
+	failed := slices.DeleteFunc(slices.Clone(rep.Items), func(it snapshot.ReportItem) bool { return it.Status != snapshot.StatusFailed })
+	t.Logf("restore into a claim that cannot bind exited %d in %s: %+v", code, took.Round(time.Millisecond), failed)
+	if code == 0 || len(failed) != 1 || failed[0].Name != ns+"/datasets" || !strings.Contains(failed[0].Detail, "storage class gp2 does not exist") {
+		t.Errorf("restore into a claim whose class green lacks exited %d, failed %+v; want it refused, naming %s/datasets and gp2\nstderr: %s", code, failed, ns, lastLines(errOut, 10))
+	}
+	if _, err := greenKC.CoreV1().ConfigMaps(ns).Get(ctx, "marker", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused restore made the backup's ConfigMap on green (%v): it applied something", err)
+	}
+
+	if err := greenKC.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "datasets", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := greenKC.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "datasets", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("green's claim is not gone: %v", err)
+	}
+	if code, rep, errOut := runReportCommand(t, "--storage", url, "restore", "--to", "green", "--backup", "unbindable", "--include-namespaces", ns); code != 0 {
+		t.Fatalf("restore once the claim is deleted exited %d: %s %+v\nstderr: %s", code, rep.Error, rep.Items, lastLines(errOut, 10))
+	}
+	if data, err := os.ReadFile(filepath.Join(claimFolder(t, greenKC, ns, "datasets"), "train.csv")); string(data) != "x,y\n1,2\n" {
+		t.Errorf("green's datasets holds %q (%v), want blue's file", data, err)
+	}
+}

@@ -32,3 +32,11 @@ type Restorer interface {
 	// missing or different (named exactly) in the report, and how many were identical.
 	Verify(ctx context.Context, r *Reader, report *Report) error
 }
+
+// Prechecker is a Restorer that can tell, before a restore applies anything to the cluster, that
+// it could not restore some of the backup there (a claim the cluster holds but cannot give a
+// volume): Precheck records each such item in the report, and its error stops the restore with
+// nothing applied.
+type Prechecker interface {
+	Precheck(ctx context.Context, r *Reader, report *Report) error
+}

@@ -13,6 +13,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrykube/ferry/snapshot"
@@ -92,7 +94,7 @@ func metadataOf(info minio.ObjectInfo) snapshot.ObjectMetadata {
 
 // putOptions restores an object's metadata, with ferry's SHA-256 of its bytes beside it, and its
 // lock: its retention while it holds (now on), its legal hold.
-func putOptions(m snapshot.ObjectMetadata, sha string, now time.Time) minio.PutObjectOptions {
+func putOptions(m snapshot.ObjectMetadata, sha string, now time.Time) (minio.PutObjectOptions, error) {
 	user := map[string]string{SHA256Metadata: sha}
 	for k, v := range m.User {
 		user[k] = v
@@ -110,10 +112,11 @@ func putOptions(m snapshot.ObjectMetadata, sha string, now time.Time) minio.PutO
 	if m.LegalHold {
 		opts.LegalHold = minio.LegalHoldEnabled
 	}
-	opts.ServerSideEncryption = serverSide(m.Encryption)
 	// S3 takes a lock only with the content's checksum.
 	opts.SendContentMd5 = opts.Mode != "" || opts.LegalHold != ""
-	return opts
+	var err error
+	opts.ServerSideEncryption, err = serverSide(m.Encryption)
+	return opts, err
 }
 
 // lockDifferences names how the target's object's lock differs from the backup's: a retention
@@ -184,18 +187,67 @@ func metadataDifferences(key string, want, got snapshot.ObjectMetadata) []string
 const sseS3 = "AES256"
 
 // serverSide is how an object is asked to be kept encrypted as e says; nil for none.
-func serverSide(e *snapshot.ServerSideEncryption) encrypt.ServerSide {
+func serverSide(e *snapshot.ServerSideEncryption) (encrypt.ServerSide, error) {
 	switch {
 	case e == nil:
-		return nil
+		return nil, nil
 	case e.Algorithm == sseS3:
-		return encrypt.NewSSE()
+		return encrypt.NewSSE(), nil
+	case strings.HasPrefix(e.Algorithm, "aws:kms"):
+		return kmsEncryption(*e), nil
 	}
-	kms, err := encrypt.NewSSEKMS(e.KMSKeyID, nil) // fails only on a context, and there is none
-	if err != nil {
+	return nil, fmt.Errorf("the backup says its store kept it encrypted by %q, which S3 does not have: it is not put in clear", e.Algorithm)
+}
+
+// kmsEncryption asks for SSE-KMS of its algorithm (aws:kms, or aws:kms:dsse, two layers) under
+// its key (the store's default key when none), which encrypt.NewSSEKMS sends only as aws:kms.
+type kmsEncryption snapshot.ServerSideEncryption
+
+func (k kmsEncryption) Type() encrypt.Type { return encrypt.KMS }
+
+func (k kmsEncryption) Marshal(h http.Header) {
+	h.Set("X-Amz-Server-Side-Encryption", k.Algorithm)
+	if k.KMSKeyID != "" {
+		h.Set("X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id", k.KMSKeyID)
+	}
+}
+
+// storeEncrypts learns, from the first object of each algorithm put with server-side encryption
+// into a bucket, whether the target's store keeps objects as asked: one that takes the request
+// and ignores it (an S3 proxy, a store without the feature) would keep in clear what the source
+// kept encrypted. After one such object, the bucket's other encrypted objects are not put.
+type storeEncrypts struct {
+	trusted sync.Map // algorithm -> true once an object was seen kept so
+	ignored atomic.Pointer[string]
+}
+
+// before refuses an encrypted object once the store was seen to ignore encryption.
+func (s *storeEncrypts) before(meta snapshot.ObjectMetadata) error {
+	if ignored := s.ignored.Load(); ignored != nil && meta.Encryption != nil {
+		return fmt.Errorf("not put: the target's store kept %s in clear though asked to encrypt it, and this object, encrypted on the source, would be too", *ignored)
+	}
+	return nil
+}
+
+// after checks, until the store has kept one object of its algorithm encrypted, that it keeps
+// the object put at key as meta says.
+func (s *storeEncrypts) after(ctx context.Context, mc *minio.Client, bucket, key string, meta snapshot.ObjectMetadata) error {
+	if meta.Encryption == nil {
 		return nil
 	}
-	return kms
+	if _, ok := s.trusted.Load(meta.Encryption.Algorithm); ok {
+		return nil
+	}
+	info, err := mc.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return fmt.Errorf("put, but how the target's store keeps it cannot be read: %w", err)
+	}
+	if got := metadataOf(info).Encryption; !keepsEncrypted(meta.Encryption, got) {
+		s.ignored.CompareAndSwap(nil, &key)
+		return fmt.Errorf("put, and the target's store keeps it encrypted by %s, not %s as the source's did, though asked to: it holds it so now; the bucket's other encrypted objects are not put", encryptionText(got), encryptionText(meta.Encryption))
+	}
+	s.trusted.Store(meta.Encryption.Algorithm, true)
+	return nil
 }
 
 // keepsEncrypted says whether got keeps what want keeps encrypted at rest as want does: the same

@@ -85,10 +85,10 @@ func TestObjectLocks(t *testing.T) {
 		t.Fatalf("metadataOf the lock headers = %+v, %v; want %+v and a legal hold", m.Retention, m.LegalHold, want)
 	}
 	// Sent to the second, rounded up: the target never lets the object go sooner.
-	if opts := putOptions(m, "sum", now); opts.Mode != minio.Governance || !opts.RetainUntilDate.Equal(later.Add(time.Second)) || opts.LegalHold != minio.LegalHoldEnabled {
+	if opts, _ := putOptions(m, "sum", now); opts.Mode != minio.Governance || !opts.RetainUntilDate.Equal(later.Add(time.Second)) || opts.LegalHold != minio.LegalHoldEnabled {
 		t.Errorf("putOptions: mode %q until %s, legal hold %q", opts.Mode, opts.RetainUntilDate, opts.LegalHold)
 	}
-	if opts := putOptions(m, "sum", later.Add(time.Hour)); opts.Mode != "" || !opts.RetainUntilDate.IsZero() {
+	if opts, _ := putOptions(m, "sum", later.Add(time.Hour)); opts.Mode != "" || !opts.RetainUntilDate.IsZero() {
 		t.Errorf("putOptions of an expired retention: mode %q until %s, want none", opts.Mode, opts.RetainUntilDate)
 	}
 }
@@ -203,13 +203,19 @@ func TestObjectEncryption(t *testing.T) {
 		{"SSE-S3", map[string][]string{"X-Amz-Server-Side-Encryption": {"AES256"}}, s3, "AES256"},
 		{"SSE-KMS", map[string][]string{"X-Amz-Server-Side-Encryption": {"aws:kms"}, "X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id": {"arn:aws:kms:platform"}},
 			kms("arn:aws:kms:platform"), "aws:kms"},
+		// Two layers (AWS's DSSE-KMS) stay two layers.
+		{"DSSE-KMS", map[string][]string{"X-Amz-Server-Side-Encryption": {"aws:kms:dsse"}, "X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id": {"platform"}},
+			&snapshot.ServerSideEncryption{Algorithm: "aws:kms:dsse", KMSKeyID: "platform"}, "aws:kms:dsse"},
 	} {
 		t.Run("read and put "+tc.name, func(t *testing.T) {
 			m := metadataOf(minio.ObjectInfo{Metadata: tc.headers})
 			if !reflect.DeepEqual(m.Encryption, tc.want) || isZero(m) != (tc.want == nil) {
 				t.Fatalf("metadataOf = %+v, want %+v", m.Encryption, tc.want)
 			}
-			opts := putOptions(m, "sum", time.Now())
+			opts, err := putOptions(m, "sum", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
 			sent := ""
 			if opts.ServerSideEncryption != nil {
 				h := map[string][]string{}
@@ -223,5 +229,14 @@ func TestObjectEncryption(t *testing.T) {
 				t.Errorf("putOptions asks for encryption %q, want %q", sent, tc.sse)
 			}
 		})
+	}
+}
+
+// TestUnknownEncryptionIsNotPutInClear: an object the backup says its store kept encrypted by an
+// algorithm S3 does not have is not put at all.
+func TestUnknownEncryptionIsNotPutInClear(t *testing.T) {
+	_, err := putOptions(snapshot.ObjectMetadata{Encryption: &snapshot.ServerSideEncryption{Algorithm: "rot13"}}, "sum", time.Now())
+	if err == nil || !strings.Contains(err.Error(), "not put in clear") {
+		t.Errorf("putOptions of an unknown encryption: %v; want it refused", err)
 	}
 }

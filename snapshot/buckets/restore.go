@@ -147,6 +147,7 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 	}
 	todo := decide(b.Objects, have, c.Exact)
 	var failed atomic.Int64
+	var encrypts storeEncrypts
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.Parallel)
 	for _, o := range todo.put {
@@ -155,7 +156,7 @@ func (c Copies) restoreBucket(ctx context.Context, r *snapshot.Reader, b snapsho
 			// off (a port-forward's tunnel dropped) is put again.
 			var status string
 			err := c.retryBroken(gctx, b.Name+"/"+o.Key, "putting the object", func() (err error) {
-				status, err = c.restoreObject(gctx, mc, r, b, o, meta)
+				status, err = c.restoreObject(gctx, mc, r, b, o, meta, &encrypts)
 				return err
 			})
 			if gctx.Err() != nil {
@@ -244,7 +245,7 @@ func decide(want []snapshot.BucketObject, have map[string]int64, prune bool) wor
 // object that differs only in its tags gets the backup's tags, not its bytes again: in a
 // versioned bucket an upload would make a new version. An object whose tags the backup could not
 // read keeps the target's tags: they are not compared, and an upload carries them over.
-func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o put, meta map[string]objectMetadata) (string, error) {
+func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapshot.Bucket, o put, meta map[string]objectMetadata, encrypts *storeEncrypts) (string, error) {
 	var want *objectMetadata
 	if meta != nil {
 		m := meta[o.Key]
@@ -275,7 +276,13 @@ func (c Copies) restoreObject(ctx context.Context, mc *minio.Client, r *snapshot
 			}
 		}
 	}
-	return status, upload(ctx, mc, r, b, o.BucketObject, m.ObjectMetadata)
+	if err := encrypts.before(m.ObjectMetadata); err != nil {
+		return "", err
+	}
+	if err := upload(ctx, mc, r, b, o.BucketObject, m.ObjectMetadata); err != nil {
+		return "", err
+	}
+	return status, encrypts.after(ctx, mc, b.Name, o.Key, m.ObjectMetadata)
 }
 
 // sameness is how much of a backup's object the target's holds.
@@ -417,11 +424,16 @@ func upload(ctx context.Context, mc *minio.Client, r *snapshot.Reader, b snapsho
 		}
 		body = bytes.NewReader(nil)
 	}
-	if _, err := mc.PutObject(ctx, b.Name, o.Key, body, o.Size, putOptions(meta, o.SHA256, time.Now())); err != nil {
+	opts, err := putOptions(meta, o.SHA256, time.Now())
+	if err != nil {
+		return err
+	}
+	if _, err := mc.PutObject(ctx, b.Name, o.Key, body, o.Size, opts); err != nil {
 		if verr := v.failure(); verr != nil {
 			return verr
 		}
-		if c := code(err); meta.Encryption != nil && (c == "NotImplemented" || strings.HasPrefix(c, "kms:") || strings.HasPrefix(c, "KMS.")) {
+		locked := meta.Retention != nil || meta.LegalHold // a store without object lock answers NotImplemented too
+		if c := code(err); meta.Encryption != nil && (c == "NotImplemented" && !locked || strings.HasPrefix(strings.ToLower(c), "kms")) {
 			return fmt.Errorf("put: the target's store cannot keep it encrypted as the source's did (%s), and it is not put in clear: give the store a KMS (and that key): %w", encryptionText(meta.Encryption), err)
 		}
 		return fmt.Errorf("put: %w", err)

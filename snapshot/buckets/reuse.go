@@ -26,8 +26,10 @@ type earlierObject struct {
 
 // earlierCopy finds the newest of previous that copied item from the same store (the same
 // cluster, by its kube-system namespace's UID, and the same workload or endpoint) and recorded
-// its objects' ETags; nil when none did, or when its objects' metadata cannot be read.
+// its objects' ETags and how they are encrypted; nil when none did, or when its objects' metadata
+// cannot be read.
 func (c Copies) earlierCopy(ctx context.Context, store storage.Backend, previous []snapshot.Previous, item plans.DataItem) *earlier {
+backups:
 	for _, p := range previous {
 		m := p.Manifest
 		if !c.Plan.Source.Same(m.Source) || m.Plan == nil || !sameStore(m.Plan.Buckets, item) {
@@ -38,8 +40,7 @@ func (c Copies) earlierCopy(ctx context.Context, store storage.Backend, previous
 				continue
 			}
 			if !b.EncryptionRead {
-				c.warn("the bucket's earlier backup did not read how its objects are encrypted: copying every object", "bucket", item.Name, "backup", p.Name)
-				return nil
+				continue backups // an older ferry's, which did not read how its objects are encrypted
 			}
 			streams := map[string]snapshot.Stream{}
 			for _, s := range m.Streams {

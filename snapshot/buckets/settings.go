@@ -37,6 +37,16 @@ type setting struct {
 	// kept as the backup's bucket keeps them; the others come after, so that a policy that
 	// denies ferry's writes, or a lifecycle rule, does not act on the restore itself.
 	beforeObjects bool
+	// onlyWhenHad says a target's setting where the backup's bucket had none is no difference,
+	// so the target's is read only for a backup that has it: a target that encrypts what the
+	// source kept in clear loses nothing, and one that will not say (no permission) need not.
+	onlyWhenHad bool
+}
+
+// toCompare are the settings of phase (or all) whose target's value a restore or verify of
+// want reads and compares.
+func toCompare(want snapshot.BucketSettings, keep func(setting) bool) []setting {
+	return slices.DeleteFunc(settings(), func(st setting) bool { return !keep(st) || st.onlyWhenHad && !st.has(want) })
 }
 
 // settings are a bucket's settings a backup keeps, in the order a restore writes them: object
@@ -88,7 +98,7 @@ func settings() []setting {
 				return mc.SetBucketVersioning(ctx, bucket, minio.BucketVersioningConfiguration{Status: status})
 			}},
 		// Before the objects, so that the store encrypts those put without their own encryption.
-		{name: "encryption", beforeObjects: true, read: readEncryption, has: func(s snapshot.BucketSettings) bool { return s.Encryption != nil },
+		{name: "encryption", beforeObjects: true, onlyWhenHad: true, read: readEncryption, has: func(s snapshot.BucketSettings) bool { return s.Encryption != nil },
 			differs: func(want, got snapshot.BucketSettings) string {
 				if keepsEncrypted(want.Encryption, got.Encryption) {
 					return ""
@@ -212,9 +222,12 @@ func readObjectLock(ctx context.Context, mc *minio.Client, bucket string, s *sna
 // (NotImplemented) encrypts nothing by default.
 func readEncryption(ctx context.Context, mc *minio.Client, bucket string, s *snapshot.BucketSettings) error {
 	config, err := mc.GetBucketEncryption(ctx, bucket)
+	var notConfig xml.UnmarshalError // a whole answer of another kind; a cut one is a SyntaxError
 	switch c := code(err); {
 	case c == "ServerSideEncryptionConfigurationNotFoundError" || c == "NotImplemented":
 		return nil
+	case errors.As(err, &notConfig):
+		return nil // a store that answers with something else (a listing) has no such setting
 	case err != nil:
 		return err
 	case len(config.Rules) == 0 || config.Rules[0].Apply.SSEAlgorithm == "":
@@ -381,7 +394,7 @@ func readSettingsFile(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket
 // leaving out those the backup could not read.
 func settingsDifferences(want, got snapshot.BucketSettings) []string {
 	var out []string
-	for _, st := range settings() {
+	for _, st := range toCompare(want, func(setting) bool { return true }) {
 		if slices.Contains(want.Unread, st.name) {
 			continue
 		}
@@ -397,7 +410,7 @@ func settingsDifferences(want, got snapshot.BucketSettings) []string {
 // did not have. What it could not write is listed on the bucket's item, by the store's error code
 // only: a store's message may quote the policy or lifecycle it refused.
 func (c Copies) restoreSettings(ctx context.Context, mc *minio.Client, bucket string, want snapshot.BucketSettings, beforeObjects bool, report *snapshot.Report) error {
-	phase := slices.DeleteFunc(settings(), func(st setting) bool { return st.beforeObjects != beforeObjects })
+	phase := toCompare(want, func(st setting) bool { return st.beforeObjects == beforeObjects })
 	got, unread, err := c.readSettings(ctx, mc, bucket, phase)
 	if err != nil {
 		return err

@@ -310,6 +310,13 @@ func runChecked(ctx context.Context, command string, r *snapshot.Reader, restore
 		if err := checkBeforeApplying(ctx, r, report, log); err != nil {
 			return report, fmt.Errorf("%s %s: %w", command, r.Name(), err)
 		}
+		for _, k := range restorers {
+			if p, ok := k.(snapshot.Prechecker); ok {
+				if err := p.Precheck(ctx, r, report); err != nil {
+					return report, fmt.Errorf("%s %s: %s: %w", command, r.Name(), k.Name(), err)
+				}
+			}
+		}
 		if applying != nil {
 			if err := applying(ctx); err != nil {
 				return report, err

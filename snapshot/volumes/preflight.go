@@ -8,9 +8,11 @@ import (
 	"github.com/ferrykube/ferry/internal/kube"
 	"github.com/ferrykube/ferry/plans"
 	"github.com/ferrykube/ferry/plans/rules"
+	"github.com/ferrykube/ferry/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // PreflightMovers tries, with dryRun=All, the mover pod of one claim of each namespace whose
@@ -82,4 +84,72 @@ func (c Contents) preflightMover(ctx context.Context, v plans.Volume, restore bo
 		spec = c.moverPod(v, restricted)
 	}
 	return spec, c.fitResources(ctx, spec)
+}
+
+// noProvisioner is the provisioner of a class that makes no volumes: its claims bind only to
+// volumes made by hand (local volumes).
+const noProvisioner = "kubernetes.io/no-provisioner"
+
+// Precheck refuses, before a restore applies anything, a backup with files for a claim the
+// target holds already but cannot give a volume: pending, of a storage class the target does not
+// have, or of a class that makes no volumes with none of its volumes free. The mover that writes
+// the claim's files could not start, and the restore would stop after the mover's wait, some
+// volumes written and others not (a carry-back into blue's claims, a restore where GitOps made
+// the claims first). A claim the restore makes gets its class from the backup, mapped; the
+// target preflight checks those.
+func (c Contents) Precheck(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	var refused []string
+	for _, v := range r.Manifest.Volumes {
+		ns := c.Mapping.Namespace(v.Namespace)
+		name := ns + "/" + v.Name
+		claim, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, v.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read claim %s: %w", name, err)
+		}
+		why, err := c.cannotBind(ctx, claim)
+		if err != nil {
+			return fmt.Errorf("claim %s: %w", name, err)
+		}
+		if why != "" {
+			report.Add(kindName, snapshot.StatusFailed, name, "the claim cannot get a volume on the target: "+why+"; nothing of the backup was applied")
+			refused = append(refused, name+" ("+why+")")
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%d claims the target holds cannot get a volume for their files, nothing was applied: %s; give their class a provisioner or free volumes, or delete the claims so that the restore makes them", len(refused), strings.Join(refused, "; "))
+	}
+	return nil
+}
+
+// cannotBind says why a pending claim cannot get a volume, "" when it is bound or may be.
+func (c Contents) cannotBind(ctx context.Context, claim *corev1.PersistentVolumeClaim) (string, error) {
+	class := ptr.Deref(claim.Spec.StorageClassName, "")
+	if claim.Spec.VolumeName != "" || claim.Status.Phase != corev1.ClaimPending || class == "" {
+		return "", nil // bound, being bound to a named volume, or waiting for one made by hand
+	}
+	sc, err := c.Client.StorageV1().StorageClasses().Get(ctx, class, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "its storage class " + class + " does not exist", nil
+	case err != nil:
+		return "", fmt.Errorf("read its storage class %s: %w", class, err)
+	case sc.Provisioner != noProvisioner:
+		return "", nil
+	}
+	pvs, err := c.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("list the volumes of its storage class %s: %w", class, err)
+	}
+	want := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	for _, pv := range pvs.Items {
+		ref := pv.Spec.ClaimRef
+		if pv.Spec.StorageClassName == class && pv.Status.Phase == corev1.VolumeAvailable && pv.Spec.Capacity.Storage().Cmp(want) >= 0 &&
+			(ref == nil || ref.Namespace == claim.Namespace && ref.Name == claim.Name) {
+			return "", nil
+		}
+	}
+	return "its storage class " + class + " makes no volumes (" + noProvisioner + ") and none of its volumes is free for it", nil
 }
