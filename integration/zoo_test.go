@@ -172,12 +172,21 @@ func TestZooMigratesAndCarriesBackExactly(t *testing.T) {
 		t.Fatalf("the migration did not finish (%d differences): the carry-back is not tried", len(failing))
 	}
 	// The backup after the quiesce read from the stores only the bucket objects that changed
-	// since the last round (none here): it copied the others from that round's backup.
+	// since the last round (none here): it copied the others from that round's backup. But for
+	// the ledger, kept under the KMS's key: its ETag is not of its bytes, so it is read every time.
 	_, final := readManifest(t, url, id)
 	for _, b := range final.Buckets {
-		t.Logf("bucket %s: %d objects, %d copied from %s", b.Name, len(b.Objects), b.Reused, b.ReusedFrom)
-		if b.Reused != len(b.Objects) || !strings.HasPrefix(b.ReusedFrom, id+"-stage-") {
-			t.Errorf("the backup after the quiesce copied %d of bucket %s's %d objects from %q, want all from the last round's backup", b.Reused, b.Name, len(b.Objects), b.ReusedFrom)
+		var readAgain []string
+		for _, o := range b.Objects {
+			if o.ETag == "" {
+				readAgain = append(readAgain, o.Key)
+			}
+		}
+		t.Logf("bucket %s: %d objects, %d copied from %s, read again %q", b.Name, len(b.Objects), b.Reused, b.ReusedFrom, readAgain)
+		want := map[string][]string{testbed.ZooBucket: {"records/ledger.csv"}}[b.Name]
+		if b.Reused != len(b.Objects)-len(want) || !slices.Equal(readAgain, want) || !strings.HasPrefix(b.ReusedFrom, id+"-stage-") {
+			t.Errorf("the backup after the quiesce copied %d of bucket %s's %d objects from %q and read %q again, want all from the last round's backup but %q",
+				b.Reused, b.Name, len(b.Objects), b.ReusedFrom, readAgain, want)
 		}
 	}
 	if len(final.Buckets) < 2 {

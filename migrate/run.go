@@ -836,6 +836,9 @@ func summarize(rep *snapshot.Report) Summary {
 
 func (r *Runner) restoreStep(ctx context.Context) (any, string, error) {
 	rep, err := r.kindsRun(ctx, kinds.Restore)
+	if errors.Is(err, snapshot.ErrRefused) {
+		return summarize(rep), "", fmt.Errorf("%w: %w", err, ErrStopped)
+	}
 	if err != nil {
 		return nil, "", err
 	}

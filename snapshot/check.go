@@ -115,3 +115,11 @@ func (m *Manifest) ItemOf(key string) (kind, name string) {
 	}
 	return "files", key
 }
+
+// HoldsObject says whether the backup holds the object of that group, kind, namespace ("" for
+// cluster-scoped) and name.
+func (m *Manifest) HoldsObject(group, kind, namespace, name string) bool {
+	return slices.ContainsFunc(m.Objects, func(o Object) bool {
+		return o.Group == group && o.Kind == kind && o.Namespace == namespace && o.Name == name
+	})
+}

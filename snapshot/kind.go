@@ -1,6 +1,9 @@
 package snapshot
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Kind is one kind of data a backup holds, each in its package under snapshot/ (resources,
 // volumes, databases, buckets). The orchestrators (ferry backup, restore, verify, migrate) treat
@@ -35,8 +38,12 @@ type Restorer interface {
 
 // Prechecker is a Restorer that can tell, before a restore applies anything to the cluster, that
 // it could not restore some of the backup there (a claim the cluster holds but cannot give a
-// volume): Precheck records each such item in the report, and its error stops the restore with
-// nothing applied.
+// volume): Precheck records each such item in the report, and its error, ErrRefused for those,
+// stops the restore with nothing applied.
 type Prechecker interface {
 	Precheck(ctx context.Context, r *Reader, report *Report) error
 }
+
+// ErrRefused is returned by a restore that found, before it applied anything, that the cluster
+// cannot take some of the backup (Prechecker): the report names what, and what must be fixed.
+var ErrRefused = errors.New("refused before anything was applied")

@@ -704,8 +704,8 @@ func zooLongKeys() []string {
 	}
 }
 
-// seedZooBucket fills ZooBucket of the MinIO m: many small objects, an empty one, a 3 MiB one
-// and keys near 1,024 bytes; it returns the keys.
+// seedZooBucket fills ZooBucket of the MinIO m: many small objects, an empty one, a 3 MiB one,
+// keys near 1,024 bytes and one encrypted under the KMS's key; it returns the keys.
 func seedZooBucket(ctx context.Context, m *MinIO) ([]string, error) {
 	if err := m.CreateBucket(ctx, ZooBucket); err != nil {
 		return nil, err
@@ -744,11 +744,21 @@ func seedZooBucket(ctx context.Context, m *MinIO) ([]string, error) {
 		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("team"), Value: aws.String("zoo")}}}}); err != nil {
 		return nil, fmt.Errorf("zoo: tags of %s: %w", ZooBucket, err)
 	}
+	// Kept encrypted at rest: new objects by the store's keys (SSE-S3), the ledger under the
+	// KMS's key, as a platform keeps its users' records.
+	if _, err := s3c.PutBucketEncryption(ctx, &s3.PutBucketEncryptionInput{Bucket: aws.String(ZooBucket), ServerSideEncryptionConfiguration: &types.ServerSideEncryptionConfiguration{
+		Rules: []types.ServerSideEncryptionRule{{ApplyServerSideEncryptionByDefault: &types.ServerSideEncryptionByDefault{SSEAlgorithm: types.ServerSideEncryptionAes256}}}}}); err != nil {
+		return nil, fmt.Errorf("zoo: default encryption of %s: %w", ZooBucket, err)
+	}
+	objects["records/ledger.csv"] = []byte("id,amount\n1,100\n")
 	var keys []string
 	for key, data := range objects {
 		in := &s3.PutObjectInput{Bucket: aws.String(ZooBucket), Key: aws.String(key), Body: bytes.NewReader(data)}
-		if key == "models/big.bin" {
+		switch key {
+		case "models/big.bin":
 			in.Tagging = aws.String("stage=prod&owner=zoo") // what lifecycle rules and reports select by
+		case "records/ledger.csv":
+			in.ServerSideEncryption, in.SSEKMSKeyId = types.ServerSideEncryptionAwsKms, aws.String(KMSKey)
 		}
 		if _, err := s3c.PutObject(ctx, in); err != nil {
 			return nil, fmt.Errorf("zoo: put a key of %d bytes into %s's MinIO: %w", len(key), m.Name, err)

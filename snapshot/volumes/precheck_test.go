@@ -2,16 +2,19 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/ferrykube/ferry/snapshot"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -41,6 +44,10 @@ func TestPrecheckRefusesClaimsThatCannotBind(t *testing.T) {
 		{"bound", []runtime.Object{claim("data", "gone", "pv-1", corev1.ClaimBound)}, ""},
 		{"a class that provisions", []runtime.Object{claim("data", "standard", "", corev1.ClaimPending), class("standard", "csi.example.com")}, ""},
 		{"a class the target lacks", []runtime.Object{claim("data", "gp2", "", corev1.ClaimPending)}, "its storage class gp2 does not exist"},
+		// Volumes made by hand of a class no StorageClass names ("manual") bind all the same.
+		{"no such class, but a free volume of its name", []runtime.Object{claim("data", "local", "", corev1.ClaimPending),
+			local("pv-a", "20Gi", nil, corev1.VolumeAvailable)}, ""},
+		{"a class the backup brings", []runtime.Object{claim("data", "fast-ssd", "", corev1.ClaimPending)}, ""},
 		{"a free local volume", []runtime.Object{claim("data", "local", "", corev1.ClaimPending), class("local", noProvisioner),
 			local("pv-a", "20Gi", nil, corev1.VolumeAvailable)}, ""},
 		{"local volumes too small, taken, or for another claim", []runtime.Object{claim("data", "local", "", corev1.ClaimPending), class("local", noProvisioner),
@@ -52,7 +59,8 @@ func TestPrecheckRefusesClaimsThatCannotBind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Contents{Client: fake.NewSimpleClientset(tc.objects...), Mapping: snapshot.Mapping{Namespaces: map[string]string{"blue-team": "team"}}}
-			r := &snapshot.Reader{Manifest: &snapshot.Manifest{Volumes: []snapshot.Volume{{Namespace: "blue-team", Name: "data"}}}}
+			r := &snapshot.Reader{Manifest: &snapshot.Manifest{Volumes: []snapshot.Volume{{Namespace: "blue-team", Name: "data"}},
+				Objects: []snapshot.Object{{Group: "storage.k8s.io", Kind: "StorageClass", Name: "fast-ssd"}}}}
 			report := &snapshot.Report{}
 			err := c.Precheck(context.Background(), r, report)
 			if tc.refused == "" {
@@ -61,12 +69,26 @@ func TestPrecheckRefusesClaimsThatCannotBind(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), "team/data ("+tc.refused) || !strings.Contains(err.Error(), "nothing was applied") {
+			if !errors.Is(err, snapshot.ErrRefused) || !strings.Contains(err.Error(), "team/data ("+tc.refused) {
 				t.Fatalf("Precheck = %v; want team/data refused: %s", err, tc.refused)
 			}
 			if len(report.Items) != 1 || report.Items[0].Status != snapshot.StatusFailed || !strings.Contains(report.Items[0].Detail, tc.refused) {
 				t.Errorf("report %+v; want team/data failed: %s", report.Items, tc.refused)
 			}
 		})
+	}
+}
+
+// TestPrecheckGoesOnWhenItCannotTell: a claim the target will not let ferry read (a busy API
+// server, no permission) is no refusal: the restore goes on, as it did before the check.
+func TestPrecheckGoesOnWhenItCannotTell(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	client.PrependReactor("get", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
+	})
+	r := &snapshot.Reader{Manifest: &snapshot.Manifest{Volumes: []snapshot.Volume{{Namespace: "team", Name: "data"}}}}
+	report := &snapshot.Report{}
+	if err := (Contents{Client: client}).Precheck(context.Background(), r, report); err != nil || len(report.Items) > 0 {
+		t.Errorf("Precheck = %v, report %+v; want the restore to go on", err, report.Items)
 	}
 }

@@ -92,26 +92,23 @@ const noProvisioner = "kubernetes.io/no-provisioner"
 
 // Precheck refuses, before a restore applies anything, a backup with files for a claim the
 // target holds already but cannot give a volume: pending, of a storage class the target does not
-// have, or of a class that makes no volumes with none of its volumes free. The mover that writes
-// the claim's files could not start, and the restore would stop after the mover's wait, some
-// volumes written and others not (a carry-back into blue's claims, a restore where GitOps made
-// the claims first). A claim the restore makes gets its class from the backup, mapped; the
-// target preflight checks those.
+// have (nor the backup brings) and no volume of that class's name is free for it, or of a class
+// that makes no volumes with none of its volumes free. The mover that writes the claim's files
+// could not start, and the restore would stop after the mover's wait, some volumes written and
+// others not (a carry-back into blue's claims, a restore where GitOps made the claims first). A
+// claim the restore makes gets its class from the backup, mapped; the target preflight checks
+// those. What cannot be read is no refusal: the restore goes on, as before this check.
 func (c Contents) Precheck(ctx context.Context, r *snapshot.Reader, report *snapshot.Report) error {
+	c = c.withDefaults()
 	var refused []string
+	var volumes []corev1.PersistentVolume // listed once, when a claim needs them
 	for _, v := range r.Manifest.Volumes {
 		ns := c.Mapping.Namespace(v.Namespace)
 		name := ns + "/" + v.Name
-		claim, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, v.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		why, err := c.cannotBind(ctx, r.Manifest, ns, v.Name, &volumes)
+		if err != nil {
+			c.Log.Warn("cannot tell whether the target's claim can get a volume: restoring it all the same", "claim", name, "error", err)
 			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read claim %s: %w", name, err)
-		}
-		why, err := c.cannotBind(ctx, claim)
-		if err != nil {
-			return fmt.Errorf("claim %s: %w", name, err)
 		}
 		if why != "" {
 			report.Add(kindName, snapshot.StatusFailed, name, "the claim cannot get a volume on the target: "+why+"; nothing of the backup was applied")
@@ -119,37 +116,55 @@ func (c Contents) Precheck(ctx context.Context, r *snapshot.Reader, report *snap
 		}
 	}
 	if len(refused) > 0 {
-		return fmt.Errorf("%d claims the target holds cannot get a volume for their files, nothing was applied: %s; give their class a provisioner or free volumes, or delete the claims so that the restore makes them", len(refused), strings.Join(refused, "; "))
+		return fmt.Errorf("claims the target holds cannot get a volume for their files: %s; make their class on the target or give it free volumes: %w", strings.Join(refused, "; "), snapshot.ErrRefused)
 	}
 	return nil
 }
 
-// cannotBind says why a pending claim cannot get a volume, "" when it is bound or may be.
-func (c Contents) cannotBind(ctx context.Context, claim *corev1.PersistentVolumeClaim) (string, error) {
+// cannotBind says why the target's claim ns/name, when it exists and is pending, cannot get a
+// volume; "" when it is bound or may be. volumes caches the target's volumes.
+func (c Contents) cannotBind(ctx context.Context, m *snapshot.Manifest, ns, name string, volumes *[]corev1.PersistentVolume) (string, error) {
+	claim, err := c.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil // the restore makes it
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the claim: %w", err)
+	}
 	class := ptr.Deref(claim.Spec.StorageClassName, "")
 	if claim.Spec.VolumeName != "" || claim.Status.Phase != corev1.ClaimPending || class == "" {
 		return "", nil // bound, being bound to a named volume, or waiting for one made by hand
 	}
 	sc, err := c.Client.StorageV1().StorageClasses().Get(ctx, class, metav1.GetOptions{})
+	var why string
 	switch {
+	case apierrors.IsNotFound(err) && m.HoldsObject("storage.k8s.io", "StorageClass", "", class):
+		return "", nil // the restore makes the class before the volumes
 	case apierrors.IsNotFound(err):
-		return "its storage class " + class + " does not exist", nil
+		why = "its storage class " + class + " does not exist, and no volume of that class is free for it"
 	case err != nil:
 		return "", fmt.Errorf("read its storage class %s: %w", class, err)
 	case sc.Provisioner != noProvisioner:
 		return "", nil
+	default:
+		why = "its storage class " + class + " makes no volumes (" + noProvisioner + ") and none of its volumes is free for it"
 	}
-	pvs, err := c.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("list the volumes of its storage class %s: %w", class, err)
+	// A class that makes no volumes, or none at all (the "manual" of volumes made by hand), binds
+	// a claim to a free volume of the class's name.
+	if *volumes == nil {
+		list, err := c.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "", fmt.Errorf("list the volumes of its storage class %s: %w", class, err)
+		}
+		*volumes = list.Items
 	}
 	want := claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	for _, pv := range pvs.Items {
+	for _, pv := range *volumes {
 		ref := pv.Spec.ClaimRef
 		if pv.Spec.StorageClassName == class && pv.Status.Phase == corev1.VolumeAvailable && pv.Spec.Capacity.Storage().Cmp(want) >= 0 &&
 			(ref == nil || ref.Namespace == claim.Namespace && ref.Name == claim.Name) {
 			return "", nil
 		}
 	}
-	return "its storage class " + class + " makes no volumes (" + noProvisioner + ") and none of its volumes is free for it", nil
+	return why, nil
 }
