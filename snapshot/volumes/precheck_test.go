@@ -92,3 +92,32 @@ func TestPrecheckGoesOnWhenItCannotTell(t *testing.T) {
 		t.Errorf("Precheck = %v, report %+v; want the restore to go on", err, report.Items)
 	}
 }
+
+// TestMoverFittedAgainWhenALimitRangeComesBetween: a restore makes a namespace's LimitRange while
+// the movers of its claims start; one made between the mover's fitting and its create refuses
+// the pod, which is fitted again to it and made.
+func TestMoverFittedAgainWhenALimitRangeComesBetween(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	ranges := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "limits"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+		Type: corev1.LimitTypePod, Max: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("384Mi")}}}}}
+	refused := false
+	client.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refused {
+			return false, nil, nil
+		}
+		refused = true
+		if err := client.Tracker().Add(ranges); err != nil {
+			t.Fatal(err)
+		}
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "ferry-mover-x", errors.New("maximum memory usage per Pod is 384Mi, but limit is 512Mi"))
+	})
+	spec := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "ferry-mover-x"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mover",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}, Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}}}}}}
+	pod, err := (Contents{Client: client}).createFitted(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("createFitted: %v", err)
+	}
+	if limit := pod.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; limit.Cmp(resource.MustParse("384Mi")) > 0 {
+		t.Errorf("the mover was made with a memory limit of %s, over the range's 384Mi", limit.String())
+	}
+}

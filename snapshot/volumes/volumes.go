@@ -332,6 +332,20 @@ func podWaiting(p *corev1.Pod) (why string, verdict podVerdict) {
 // quiesce stopped lets movers pass (migrate's exemption); one nothing will start fails after it.
 const moverAdmissionWait = 3 * time.Minute
 
+// createFitted creates the mover pod spec, fitted to its namespace's LimitRanges, and once more,
+// fitted again, when a LimitRange refuses it: a restore makes a namespace's LimitRanges while
+// the movers of its claims start, so one may come between the fitting and the create.
+func (c Contents) createFitted(ctx context.Context, spec *corev1.Pod) (*corev1.Pod, error) {
+	pod, err := c.Client.CoreV1().Pods(spec.Namespace).Create(ctx, spec, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), " usage per ") && !strings.Contains(err.Error(), " limit to request ratio per ") {
+		return pod, err
+	}
+	if ferr := c.fitResources(ctx, spec); ferr != nil {
+		return nil, ferr
+	}
+	return c.Client.CoreV1().Pods(spec.Namespace).Create(ctx, spec, metav1.CreateOptions{})
+}
+
 // startMover creates a mover pod and waits until it answers exec; a claim waiting for its first
 // consumer binds once the pod is scheduled. stop deletes the pod, also after ctx ended.
 func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, func(), error) {
@@ -358,7 +372,7 @@ func (c Contents) startMover(ctx context.Context, spec *corev1.Pod) (string, fun
 		return down
 	}, func() error {
 		return kube.CreateCounted(ctx, func() (err error) {
-			pod, err = pods.Create(ctx, spec, metav1.CreateOptions{})
+			pod, err = c.createFitted(ctx, spec)
 			return err
 		})
 	})
