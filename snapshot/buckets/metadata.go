@@ -224,7 +224,7 @@ type storeEncrypts struct {
 // before refuses an encrypted object once the store was seen to ignore encryption.
 func (s *storeEncrypts) before(meta snapshot.ObjectMetadata) error {
 	if ignored := s.ignored.Load(); ignored != nil && meta.Encryption != nil {
-		return fmt.Errorf("not put: the target's store kept %s in clear though asked to encrypt it, and this object, encrypted on the source, would be too", *ignored)
+		return fmt.Errorf("not put: the target's store kept %s otherwise than asked to encrypt it, and would keep this object, encrypted on the source, so too", *ignored)
 	}
 	return nil
 }
