@@ -549,7 +549,7 @@ const unwrittenDetail = "it had no volume on blue, and green's copy holds nothin
 func (r *Runner) carryStep(ctx context.Context) (any, string, error) {
 	rep, cb, unwritten, err := r.carryBackRun(ctx, kinds.Restore)
 	if errors.Is(err, snapshot.ErrRefused) {
-		return carryRecord{Summary: summarize(rep)}, "", fmt.Errorf("%w: %w", err, ErrStopped)
+		return carryRecord{Summary: summarize(rep)}, "", refusedStops(err)
 	}
 	if err != nil {
 		return nil, "", err

@@ -834,10 +834,19 @@ func summarize(rep *snapshot.Report) Summary {
 	return s
 }
 
+// refusedStops makes a restore's refusal before it applied anything (snapshot.ErrRefused) a
+// stopped step, something to fix first, not an interruption to resume.
+func refusedStops(err error) error {
+	if errors.Is(err, snapshot.ErrRefused) {
+		return fmt.Errorf("%w: %w", err, ErrStopped)
+	}
+	return err
+}
+
 func (r *Runner) restoreStep(ctx context.Context) (any, string, error) {
 	rep, err := r.kindsRun(ctx, kinds.Restore)
 	if errors.Is(err, snapshot.ErrRefused) {
-		return summarize(rep), "", fmt.Errorf("%w: %w", err, ErrStopped)
+		return summarize(rep), "", refusedStops(err)
 	}
 	if err != nil {
 		return nil, "", err

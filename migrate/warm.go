@@ -155,11 +155,8 @@ func (r *Runner) round(ctx context.Context, k int) (any, string, error) {
 		countUnchanged(rep, m, same)
 	}
 	rd.RestoreSeconds = time.Since(restoring).Seconds()
-	if errors.Is(err, snapshot.ErrRefused) {
-		err = fmt.Errorf("%w: %w", err, ErrStopped)
-	}
 	if err != nil {
-		return rd, "", fmt.Errorf("round %d: restore %s onto green: %w", k, name, err)
+		return rd, "", fmt.Errorf("round %d: restore %s onto green: %w", k, name, refusedStops(err))
 	}
 	rd.Restored = countLine(rep, snapshot.StatusRestored, snapshot.StatusUnchanged, snapshot.StatusUpdated)
 	rd.SentBytes = rep.Sent["volumes"]

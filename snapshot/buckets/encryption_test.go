@@ -57,16 +57,10 @@ func (s *sseStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case q.Has("versioning"):
 		io.WriteString(w, `<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>`)
-	case q.Has("object-lock"):
-		xmlErr(404, "ObjectLockConfigurationNotFoundError")
-	case q.Has("policy"):
-		xmlErr(404, "NoSuchBucketPolicy")
-	case q.Has("lifecycle"):
-		xmlErr(404, "NoSuchLifecycleConfiguration")
-	case q.Has("tagging") && (r.URL.Path == "/bkt" || r.URL.Path == "/bkt/"):
-		xmlErr(404, "NoSuchTagSet")
-	case q.Has("tagging"):
+	case q.Has("tagging") && r.URL.Path != "/bkt" && r.URL.Path != "/bkt/":
 		io.WriteString(w, `<Tagging><TagSet></TagSet></Tagging>`)
+	case settingNone[firstQuery(r)] != "": // the bucket has none of its other settings
+		xmlErr(http.StatusNotFound, settingNone[firstQuery(r)])
 	case (r.URL.Path == "/bkt/" || r.URL.Path == "/bkt") && q.Get("list-type") == "2":
 		w.Header().Set("Content-Type", "application/xml")
 		var sb strings.Builder

@@ -43,10 +43,9 @@ type setting struct {
 	onlyWhenHad bool
 }
 
-// toCompare are the settings of phase (or all) whose target's value a restore or verify of
-// want reads and compares.
-func toCompare(want snapshot.BucketSettings, keep func(setting) bool) []setting {
-	return slices.DeleteFunc(settings(), func(st setting) bool { return !keep(st) || st.onlyWhenHad && !st.has(want) })
+// compared are the settings whose target's value a restore or verify of want reads and compares.
+func compared(want snapshot.BucketSettings) []setting {
+	return slices.DeleteFunc(settings(), func(st setting) bool { return st.onlyWhenHad && !st.has(want) })
 }
 
 // settings are a bucket's settings a backup keeps, in the order a restore writes them: object
@@ -394,7 +393,7 @@ func readSettingsFile(ctx context.Context, r *snapshot.Reader, b snapshot.Bucket
 // leaving out those the backup could not read.
 func settingsDifferences(want, got snapshot.BucketSettings) []string {
 	var out []string
-	for _, st := range toCompare(want, func(setting) bool { return true }) {
+	for _, st := range compared(want) {
 		if slices.Contains(want.Unread, st.name) {
 			continue
 		}
@@ -410,7 +409,7 @@ func settingsDifferences(want, got snapshot.BucketSettings) []string {
 // did not have. What it could not write is listed on the bucket's item, by the store's error code
 // only: a store's message may quote the policy or lifecycle it refused.
 func (c Copies) restoreSettings(ctx context.Context, mc *minio.Client, bucket string, want snapshot.BucketSettings, beforeObjects bool, report *snapshot.Report) error {
-	phase := toCompare(want, func(st setting) bool { return st.beforeObjects == beforeObjects })
+	phase := slices.DeleteFunc(compared(want), func(st setting) bool { return st.beforeObjects != beforeObjects })
 	got, unread, err := c.readSettings(ctx, mc, bucket, phase)
 	if err != nil {
 		return err

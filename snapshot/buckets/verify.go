@@ -148,7 +148,7 @@ func (c Copies) verifySettings(ctx context.Context, r *snapshot.Reader, mc *mini
 	if err != nil || want == nil {
 		return err
 	}
-	got, unread, err := c.readSettings(ctx, mc, b.Name, toCompare(*want, func(setting) bool { return true }))
+	got, unread, err := c.readSettings(ctx, mc, b.Name, compared(*want))
 	if err != nil {
 		return err
 	}
